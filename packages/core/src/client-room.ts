@@ -1,0 +1,234 @@
+/**
+ * The app-facing room: typed op stubs, `getState(view)`, `subscribe(view, fn)`, op handles.
+ * Wraps a ViewEngine and hands its outputs to a transport/storage driver. Still no I/O of its
+ * own: the driver (WebSocket client, simulator) decides how messages and writes travel.
+ */
+import { HerculesError, OpRejectedError, errorMessage } from './errors.ts';
+import type { Machine, OpArgs, OpsOf, StateOf } from './machine.ts';
+import type { ClientMessage, OpRecord, ServerMessage } from './protocol.ts';
+import { VIEWS, ViewEngine, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
+
+/** What the room needs from the world: a way to send frames and to persist ops. */
+export interface RoomDriver {
+  send(msg: ClientMessage): void;
+  /** Persist ops durably, then call `room.durable(lastSeqWritten)`. */
+  persist(ops: OpRecord[]): void;
+  /** Ops up to this seq are authoritative on the server; storage may delete them. */
+  prune?(uptoSeq: number): void;
+  /** Called for protocol warnings and determinism problems. */
+  warn?(message: string): void;
+  /** A fatal error from the server (e.g. incompatible version): stop reconnecting. */
+  fatal?(code: string, message: string): void;
+}
+
+export interface OpHandle {
+  /** `${clientId}:${seq}`, unique and stable across restarts. */
+  readonly id: string;
+  readonly seq: number;
+  readonly name: string;
+  readonly stage: Stage;
+  /** Engine-clock time (ms) when each stage was reached: latency telemetry. */
+  readonly times: Readonly<Partial<Record<Stage, number>>>;
+  /** The rejection reason, once rejected. */
+  readonly error?: string;
+  /** Global log position once ordered. */
+  readonly position?: number;
+  readonly durable: Promise<OpHandle>;
+  /** Rejects with OpRejectedError if the op threw at its place in the global order. */
+  readonly authoritative: Promise<OpHandle>;
+  readonly visible: Promise<OpHandle>;
+}
+
+export type OpStubs<M> = {
+  [K in keyof OpsOf<M>]: OpArgs<OpsOf<M>[K]> extends undefined
+    ? (args?: OpArgs<OpsOf<M>[K]>) => OpHandle
+    : (args: OpArgs<OpsOf<M>[K]>) => OpHandle;
+};
+
+export type Listener<S> = (state: S, view: ViewName) => void;
+
+export interface ClientRoomOptions {
+  clientId: string;
+  author?: string;
+  now?: () => number;
+  cpuNow?: () => number;
+  batching?: Batching;
+  restore?: ClientRestore;
+  /** 'microtask' (default) coalesces notifications of one tick; 'sync' notifies after each input. */
+  notify?: 'microtask' | 'sync';
+}
+
+interface Deferred {
+  promise: Promise<OpHandle>;
+  resolve: (h: OpHandle) => void;
+  reject: (e: unknown) => void;
+}
+function deferred(): Deferred {
+  let resolve!: (h: OpHandle) => void, reject!: (e: unknown) => void;
+  const promise = new Promise<OpHandle>((res, rej) => { resolve = res; reject = rej; });
+  promise.catch(() => {}); // a rejection nobody awaits is not an unhandled error
+  return { promise, resolve, reject };
+}
+
+class Handle implements OpHandle {
+  readonly d = deferred();
+  readonly a = deferred();
+  readonly v = deferred();
+  constructor(readonly op: OwnOp) {}
+  get id() { return this.op.id; }
+  get seq() { return this.op.seq; }
+  get name() { return this.op.name; }
+  get stage() { return this.op.stage; }
+  get times() { return this.op.times; }
+  get error() { return this.op.error; }
+  get position() { return this.op.pos; }
+  get durable() { return this.d.promise; }
+  get authoritative() { return this.a.promise; }
+  get visible() { return this.v.promise; }
+  settle(): void {
+    const st = this.op.stage;
+    if (st === 'rejected') {
+      this.d.resolve(this);
+      const err = new OpRejectedError(this.op.id, this.op.error ?? 'rejected');
+      this.a.reject(err);
+      this.v.reject(err);
+      return;
+    }
+    if (st === 'durable' || st === 'authoritative' || st === 'visible') this.d.resolve(this);
+    if (st === 'authoritative' || st === 'visible') this.a.resolve(this);
+    if (st === 'visible') this.v.resolve(this);
+  }
+}
+
+export class ClientRoom<M extends Machine<any, any>> {
+  readonly engine: ViewEngine<StateOf<M>>;
+  readonly ops: OpStubs<M>;
+  private driver: RoomDriver | undefined;
+  private readonly handles = new Map<number, Handle>();
+  private readonly listeners = new Map<ViewName, Set<Listener<StateOf<M>>>>();
+  private readonly memberListeners = new Set<(members: readonly string[]) => void>();
+  private readonly notified = new Map<ViewName, StateOf<M>>();
+  private readonly notifyMode: 'microtask' | 'sync';
+  private notifyScheduled = false;
+  private closed = false;
+
+  constructor(readonly machine: M, opts: ClientRoomOptions, driver?: RoomDriver) {
+    const now = opts.now ?? (() => performance.now());
+    this.engine = new ViewEngine<StateOf<M>>(machine, {
+      clientId: opts.clientId, author: opts.author, now, cpuNow: opts.cpuNow ?? (() => performance.now()), batching: opts.batching,
+    }, opts.restore);
+    this.driver = driver;
+    this.notifyMode = opts.notify ?? 'microtask';
+    for (const v of VIEWS) this.notified.set(v, this.engine.getState(v));
+    for (const op of this.engine.pending()) this.handles.set(op.seq, new Handle(op));
+    const stubs: Record<string, (args?: unknown) => OpHandle> = {};
+    for (const name of machine.opNames) stubs[name] = (args?: unknown) => this.submit(name, args);
+    this.ops = Object.freeze(stubs) as OpStubs<M>;
+  }
+
+  attach(driver: RoomDriver): void {
+    this.driver = driver;
+    this.pump();
+  }
+
+  // ---------------------------------------------------------------- app API
+
+  get clientId(): string { return this.engine.clientId; }
+
+  getState(view: ViewName = 'submitted'): StateOf<M> {
+    return this.engine.getState(view);
+  }
+
+  /** Calls `listener` with the new snapshot once per batch of changes to `view`. */
+  subscribe(view: ViewName, listener: Listener<StateOf<M>>): () => void {
+    if (!VIEWS.includes(view)) throw new HerculesError('bad-argument', `unknown view ${JSON.stringify(view)}; use one of ${VIEWS.join(', ')}`);
+    if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'subscribe(view, listener): listener must be a function');
+    let set = this.listeners.get(view);
+    if (!set) this.listeners.set(view, (set = new Set()));
+    set.add(listener);
+    return () => { set!.delete(listener); };
+  }
+
+  onMembers(listener: (members: readonly string[]) => void): () => void {
+    this.memberListeners.add(listener);
+    return () => { this.memberListeners.delete(listener); };
+  }
+
+  members(): readonly string[] { return this.engine.members(); }
+
+  /** Handles of our ops not yet visible (including ones recovered after a restart). */
+  pending(): OpHandle[] {
+    return this.engine.pending().map((op) => this.handleFor(op));
+  }
+
+  submit(name: string, args?: unknown): OpHandle {
+    if (this.closed) throw new HerculesError('bad-argument', 'this room is closed; connect again to submit ops');
+    const op = this.engine.submit(name, args);
+    const h = this.handleFor(op);
+    this.pump();
+    return h;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.listeners.clear();
+    this.memberListeners.clear();
+  }
+
+  // ---------------------------------------------------------------- driver API
+
+  receive(msg: ServerMessage): void { this.engine.receive(msg); this.pump(); }
+  durable(seq: number): void { this.engine.durable(seq); this.pump(); }
+  connected(): void { this.engine.connected(); this.pump(); }
+  disconnected(): void { this.engine.disconnected(); this.pump(); }
+  tick(): void { this.engine.tick(); this.pump(); }
+  nextDeadline(): number { return this.engine.nextDeadline(); }
+
+  /** Deliver pending notifications now (for 'microtask' mode callers that cannot wait). */
+  flushNotifications(): void {
+    this.notifyScheduled = false;
+    for (const v of VIEWS) {
+      const s = this.engine.getState(v);
+      if (this.notified.get(v) === s) continue;
+      this.notified.set(v, s);
+      const set = this.listeners.get(v);
+      if (!set) continue;
+      for (const fn of [...set]) {
+        try { fn(s, v); } catch (e) { this.driver?.warn?.(`a ${v} listener threw: ${errorMessage(e)}`); }
+      }
+    }
+  }
+
+  private handleFor(op: OwnOp): Handle {
+    let h = this.handles.get(op.seq);
+    if (!h) this.handles.set(op.seq, (h = new Handle(op)));
+    return h;
+  }
+
+  private pump(): void {
+    const o = this.engine.drain();
+    const d = this.driver;
+    if (o.persist.length) d?.persist(o.persist);
+    for (const m of o.send) d?.send(m);
+    if (o.prune !== undefined) d?.prune?.(o.prune);
+    for (const w of o.warnings) d?.warn?.(w);
+    if (o.fatal) d?.fatal?.(o.fatal.code, o.fatal.message);
+    for (const op of o.progressed) {
+      const h = this.handleFor(op);
+      h.settle();
+      if (op.stage === 'visible' || op.stage === 'rejected') this.handles.delete(op.seq);
+    }
+    if (o.membersChanged) {
+      const m = this.engine.members();
+      for (const fn of [...this.memberListeners]) {
+        try { fn(m); } catch (e) { d?.warn?.(`a members listener threw: ${errorMessage(e)}`); }
+      }
+    }
+    if (o.changed.size === 0) return;
+    if (this.notifyMode === 'sync') this.flushNotifications();
+    else if (!this.notifyScheduled) {
+      this.notifyScheduled = true;
+      queueMicrotask(() => { if (this.notifyScheduled) this.flushNotifications(); });
+    }
+  }
+}

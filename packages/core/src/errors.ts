@@ -1,0 +1,45 @@
+/**
+ * Every error Hercules raises says what went wrong and what to do about it.
+ * `code` is stable and machine-readable; `message` is for humans.
+ */
+export type ErrorCode =
+  | 'bad-argument'
+  | 'bad-machine'
+  | 'bad-state'
+  | 'protocol-version'
+  | 'machine-mismatch'
+  | 'malformed-frame'
+  | 'not-ready'
+  | 'seq-gap'
+  | 'unknown-op'
+  | 'op-rejected'
+  | 'replaced'
+  | 'internal';
+
+export class HerculesError extends Error {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string) {
+    super(message);
+    this.name = 'HerculesError';
+    this.code = code;
+  }
+}
+
+/** The error an op's `authoritative`/`visible` promises reject with when the global order rejected it. */
+export class OpRejectedError extends HerculesError {
+  readonly opId: string;
+  constructor(opId: string, reason: string) {
+    super('op-rejected', `operation ${opId} was rejected: ${reason}`);
+    this.name = 'OpRejectedError';
+    this.opId = opId;
+  }
+}
+
+export function errorMessage(e: unknown): string {
+  if (e instanceof Error) return e.message || e.name;
+  try {
+    return String(e);
+  } catch {
+    return 'unprintable error';
+  }
+}

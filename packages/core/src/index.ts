@@ -1,0 +1,15 @@
+/**
+ * @hercules/core — the pure heart of Hercules. No sockets, disks or timers in here:
+ * transports, storage and clocks are adapters around these engines.
+ */
+export { defineMachine, applyOp, applyOps, deepFreeze, findNonJson } from './machine.ts';
+export type { Machine, MachineSpec, OpContext, OpFn, OpArgs, OpsOf, StateOf, Json, OpInvocation } from './machine.ts';
+export * from './protocol.ts';
+export { HerculesError, OpRejectedError } from './errors.ts';
+export type { ErrorCode } from './errors.ts';
+export { ViewEngine, VIEWS } from './view-engine.ts';
+export type { ViewName, Stage, OwnOp, Batching, ViewEngineOptions, ClientRestore, EngineOutput } from './view-engine.ts';
+export { RoomEngine } from './room-engine.ts';
+export type { RoomOptions, RoomOutput, RoomDurableState, ClientRecord, ConnId } from './room-engine.ts';
+export { ClientRoom } from './client-room.ts';
+export type { OpHandle, OpStubs, RoomDriver, ClientRoomOptions, Listener } from './client-room.ts';

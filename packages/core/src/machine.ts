@@ -1,0 +1,201 @@
+/**
+ * State machines: the app's shared state as an initial value plus named, deterministic
+ * read-write operations. One module defines the machine; client and server both import it.
+ *
+ * Ops mutate a draft (Mutative) and return nothing. Each application produces a new frozen
+ * snapshot that shares every untouched subtree with its predecessor, so keeping several views
+ * and rebasing costs in proportion to what the ops touch, not to the size of the state.
+ */
+import { create } from 'mutative';
+import { HerculesError, errorMessage } from './errors.ts';
+
+/** What an op may know besides its state and arguments. Nothing here is non-deterministic. */
+export interface OpContext {
+  /** The authenticated author the server stamped on the op (on the submitter: its own author). */
+  readonly author: string;
+  /** The id of the client that submitted the op. */
+  readonly client: string;
+  /** The submitting client's sequence number for this op (1, 2, 3, ...). */
+  readonly seq: number;
+  /**
+   * 1-based position of the op in the log of the view being computed. In the Authoritative and
+   * older views this is the op's global position; in the speculative views it is the position
+   * the op would take if no remote op arrived first.
+   */
+  readonly position: number;
+}
+
+/** JSON data: the only kind of value allowed in state and in op arguments. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+// The state type is a parameter; ops receive it as a mutable draft.
+export type OpFn<S> = (state: S, args: any, ctx: OpContext) => void;
+
+export interface MachineSpec<S, Ops extends Record<string, OpFn<S>>> {
+  /** A stable name; client and server refuse to talk if it differs. */
+  name: string;
+  /** Bump when ops change meaning; client and server refuse to talk if it differs. */
+  version: number;
+  /** The state before any op. Must be JSON data. */
+  initial: S;
+  ops: Ops;
+}
+
+export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<string, OpFn<S>>> {
+  readonly name: string;
+  readonly version: number;
+  /** Deep-frozen initial state. */
+  readonly initial: S;
+  readonly ops: Ops;
+  readonly opNames: ReadonlySet<string>;
+}
+
+/** The argument type of an op, or `undefined` for an op without arguments. */
+export type OpArgs<F> = F extends (state: any, ...rest: infer R) => void
+  ? R extends [] ? undefined : R extends [infer A, ...any[]] ? A : undefined
+  : never;
+
+export type StateOf<M> = M extends Machine<infer S, any> ? S : never;
+export type OpsOf<M> = M extends Machine<any, infer O> ? O : never;
+
+/**
+ * Define a state machine. Throws a `HerculesError('bad-machine')` that names the offending part
+ * if the definition cannot work (no name, non-JSON initial state, an op that is not a function).
+ */
+export function defineMachine<S, const Ops extends Record<string, OpFn<S>>>(
+  spec: MachineSpec<S, Ops>,
+): Machine<S, Ops> {
+  if (spec === null || typeof spec !== 'object') {
+    throw new HerculesError('bad-machine', 'defineMachine needs an object { name, version, initial, ops }');
+  }
+  if (typeof spec.name !== 'string' || spec.name.length === 0) {
+    throw new HerculesError('bad-machine', 'defineMachine: `name` must be a non-empty string');
+  }
+  if (!Number.isInteger(spec.version) || spec.version < 0) {
+    throw new HerculesError('bad-machine', `defineMachine(${spec.name}): \`version\` must be a non-negative integer`);
+  }
+  if (spec.ops === null || typeof spec.ops !== 'object') {
+    throw new HerculesError('bad-machine', `defineMachine(${spec.name}): \`ops\` must be an object of functions`);
+  }
+  for (const [k, fn] of Object.entries(spec.ops)) {
+    if (typeof fn !== 'function') {
+      throw new HerculesError('bad-machine', `defineMachine(${spec.name}): op "${k}" is not a function`);
+    }
+  }
+  const problem = findNonJson(spec.initial, 'initial');
+  if (problem) throw new HerculesError('bad-machine', `defineMachine(${spec.name}): ${problem}; state must be JSON data (objects, arrays, strings, finite numbers, booleans, null)`);
+  return {
+    name: spec.name,
+    version: spec.version,
+    initial: deepFreeze(structuredClone(spec.initial)),
+    ops: spec.ops,
+    opNames: new Set(Object.keys(spec.ops)),
+  };
+}
+
+/** Returns a description of the first non-JSON value found, or undefined if `v` is JSON data. */
+export function findNonJson(v: unknown, path: string, depth = 0): string | undefined {
+  if (depth > 256) return `${path} is nested deeper than 256 levels`;
+  if (v === null || typeof v === 'string' || typeof v === 'boolean') return undefined;
+  if (typeof v === 'number') return Number.isFinite(v) ? undefined : `${path} is ${v}`;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      const p = findNonJson(v[i], `${path}[${i}]`, depth + 1);
+      if (p) return p;
+    }
+    return undefined;
+  }
+  if (typeof v === 'object') {
+    const proto = Object.getPrototypeOf(v);
+    if (proto !== Object.prototype && proto !== null) return `${path} is a ${proto?.constructor?.name ?? 'non-plain object'}`;
+    for (const k of Object.keys(v)) {
+      const p = findNonJson((v as Record<string, unknown>)[k], `${path}.${k}`, depth + 1);
+      if (p) return p;
+    }
+    return undefined;
+  }
+  return `${path} is a ${typeof v}`;
+}
+
+export function deepFreeze<T>(v: T): T {
+  if (v !== null && typeof v === 'object' && !Object.isFrozen(v)) {
+    Object.freeze(v);
+    for (const k of Object.keys(v)) deepFreeze((v as Record<string, unknown>)[k]);
+  }
+  return v;
+}
+
+/** An op as the state machine sees it: who, which, and with what. */
+export interface OpInvocation {
+  readonly client: string;
+  readonly seq: number;
+  readonly name: string;
+  readonly args: unknown;
+  readonly author: string;
+}
+
+export interface ApplyResult<S> {
+  state: S;
+  /** Set when the op threw (or is unknown): the op had no effect. */
+  error?: string;
+}
+
+const FREEZE = { enableAutoFreeze: true } as const;
+
+/**
+ * Apply one op. An op that throws has no effect: the previous snapshot is returned unchanged,
+ * with the error message. The same decision is reached on every replica because ops are
+ * deterministic functions of (state, args, ctx).
+ */
+export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, position: number): ApplyResult<S> {
+  const fn = machine.ops[op.name];
+  if (typeof fn !== 'function' || !Object.prototype.hasOwnProperty.call(machine.ops, op.name)) {
+    return { state, error: `unknown op "${op.name}" for machine ${machine.name}@${machine.version}` };
+  }
+  const ctx: OpContext = { author: op.author, client: op.client, seq: op.seq, position };
+  try {
+    const next = create(state as object, (draft) => {
+      fn(draft as S, op.args, ctx);
+    }, FREEZE) as S;
+    return { state: next };
+  } catch (e) {
+    return { state, error: errorMessage(e) };
+  }
+}
+
+/**
+ * Apply a run of ops starting at `firstPosition`, skipping those already known rejected.
+ * The fast path runs all of them in one draft, so a path touched by many ops is copied once;
+ * if any op throws, it falls back to one draft per op so the thrower alone has no effect.
+ */
+export function applyOps<S>(
+  machine: Machine<S>,
+  state: S,
+  ops: readonly (OpInvocation & { readonly error?: string })[],
+  firstPosition: number,
+): S {
+  if (ops.length === 0) return state;
+  if (ops.length === 1) {
+    const op = ops[0];
+    return op.error !== undefined ? state : applyOp(machine, state, op, firstPosition).state;
+  }
+  try {
+    return create(state as object, (draft) => {
+      for (let i = 0; i < ops.length; i++) {
+        const op = ops[i];
+        if (op.error !== undefined) continue;
+        const fn = machine.ops[op.name];
+        if (typeof fn !== 'function' || !Object.prototype.hasOwnProperty.call(machine.ops, op.name)) throw FALLBACK;
+        fn(draft as S, op.args, { author: op.author, client: op.client, seq: op.seq, position: firstPosition + i });
+      }
+    }, FREEZE) as S;
+  } catch {
+    let s = state;
+    for (let i = 0; i < ops.length; i++) {
+      if (ops[i].error === undefined) s = applyOp(machine, s, ops[i], firstPosition + i).state;
+    }
+    return s;
+  }
+}
+
+const FALLBACK = Symbol('fallback');

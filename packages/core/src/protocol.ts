@@ -1,0 +1,187 @@
+/**
+ * The Hercules wire protocol: every message between a client and a room, as one typed union
+ * per direction, plus a validator that turns untrusted input into a typed message or a clear
+ * error. Transports encode these objects; the engines never see bytes.
+ *
+ * Paper RPC (§4.3, Fig. 7)   -> message here
+ *   Deliver-Operation          ClientMessage 'ops'        (batched, ordered by client seq)
+ *   Remote-Ack                 ClientMessage 'ack'        (cumulative: "I have the log up to pos")
+ *   Register                   ClientMessage 'hello' (first time / after reconnect), 'register' (after Deregister)
+ *   Notify-Auth                ServerMessage 'log' entry of kind 'own' (no args: the client has them)
+ *   Remote-Operation           ServerMessage 'log' entry of kind 'op'
+ *   Notify-Visible             ServerMessage 'visible'    (cumulative: own ops up to seq)
+ *   Visibility-Set-Change      ServerMessage 'members'
+ *   Deregister                 ServerMessage 'deregister'
+ *   catch-up (§4.6)            ServerMessage 'welcome'
+ *   (new) stable frontier      ServerMessage 'stable'
+ */
+import { HerculesError } from './errors.ts';
+
+/** Bump on any incompatible change; client and server refuse to talk across versions. */
+export const PROTOCOL_VERSION = 1;
+
+/** An op as a client submits it. (client, seq) identifies it for exactly-once delivery. */
+export interface OpRecord {
+  readonly client: string;
+  /** Per-client sequence number: 1, 2, 3, ... with no gaps. */
+  readonly seq: number;
+  readonly name: string;
+  readonly args: unknown;
+}
+
+/** An op in the global log. */
+export interface LogEntry extends OpRecord {
+  /** 1-based position in the room's global log. */
+  readonly pos: number;
+  /** The author the server stamped (never taken from the client's say-so). */
+  readonly author: string;
+  /** Present if the op threw (or is unknown) at its global position: it has no effect anywhere. */
+  readonly error?: string;
+}
+
+/** A log entry as streamed live: full for other clients' ops, compact for the receiver's own. */
+export type WireEntry =
+  | { readonly k: 'op'; readonly e: LogEntry }
+  | { readonly k: 'own'; readonly seq: number; readonly error?: string };
+
+export interface MachineId {
+  readonly name: string;
+  readonly version: number;
+}
+
+// ---------------------------------------------------------------- client -> server
+
+export interface HelloMessage {
+  readonly t: 'hello';
+  readonly v: number;
+  readonly client: string;
+  readonly machine: MachineId;
+  /** The client holds the global log up to this position (0: nothing but the initial state). */
+  readonly have: number;
+}
+export interface OpsMessage {
+  readonly t: 'ops';
+  readonly ops: readonly { readonly seq: number; readonly name: string; readonly args: unknown }[];
+}
+export interface AckMessage {
+  readonly t: 'ack';
+  /** Cumulative: the client has received and applied every log entry up to `pos`. */
+  readonly pos: number;
+}
+export interface RegisterMessage {
+  readonly t: 'register';
+}
+export type ClientMessage = HelloMessage | OpsMessage | AckMessage | RegisterMessage;
+
+// ---------------------------------------------------------------- server -> client
+
+export interface WelcomeMessage {
+  readonly t: 'welcome';
+  readonly v: number;
+  readonly client: string;
+  /** The author the server will stamp on this client's ops. */
+  readonly author: string;
+  /**
+   * With a checkpoint, the client replaces what it holds with it (§4.6 catch-up); without one,
+   * `entries` continue the log the client already has (`from` = its `have` + 1).
+   */
+  readonly checkpoint?: { readonly pos: number; readonly state: unknown };
+  readonly from: number;
+  readonly entries: readonly LogEntry[];
+  /** Highest seq of this client's ops in the global log (exactly-once high-water mark). */
+  readonly highWater: number;
+  /** Highest seq of this client's ops that is visible to every other member. */
+  readonly visibleSeq: number;
+  /** This client's rejected ops whose verdict it may not have seen (their entries may be compacted). */
+  readonly rejected: readonly { readonly seq: number; readonly error: string }[];
+  readonly stable: number;
+  readonly members: readonly string[];
+}
+export interface LogMessage {
+  readonly t: 'log';
+  /** Position of the first entry; entries are consecutive. */
+  readonly from: number;
+  readonly entries: readonly WireEntry[];
+}
+export interface VisibleMessage {
+  readonly t: 'visible';
+  /** Every op of this client with seq <= `seq` has been delivered to every other member. */
+  readonly seq: number;
+}
+export interface StableMessage {
+  readonly t: 'stable';
+  /** Every member of the visibility set has received the log up to `pos`. Never decreases. */
+  readonly pos: number;
+}
+export interface MembersMessage {
+  readonly t: 'members';
+  readonly members: readonly string[];
+}
+export interface DeregisterMessage {
+  readonly t: 'deregister';
+  readonly reason: string;
+}
+export interface ErrorMessage {
+  readonly t: 'error';
+  readonly code: string;
+  readonly message: string;
+  /** The server closes the connection after a fatal error. */
+  readonly fatal: boolean;
+}
+export type ServerMessage =
+  | WelcomeMessage
+  | LogMessage
+  | VisibleMessage
+  | StableMessage
+  | MembersMessage
+  | DeregisterMessage
+  | ErrorMessage;
+
+// ---------------------------------------------------------------- validation
+
+const isObj = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+const isNat = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isId = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 128;
+
+/** Limits on what one frame may carry; the transport enforces byte sizes. */
+export const MAX_OPS_PER_FRAME = 10_000;
+export const MAX_OP_NAME = 128;
+
+function bad(what: string): never {
+  throw new HerculesError('malformed-frame', `malformed client message: ${what}`);
+}
+
+/**
+ * Check an untrusted, already-decoded value and return it as a ClientMessage.
+ * Throws HerculesError('malformed-frame') naming the first problem.
+ */
+export function parseClientMessage(v: unknown): ClientMessage {
+  if (!isObj(v)) bad('expected an object with a string field `t`');
+  switch (v.t) {
+    case 'hello': {
+      if (!isNat(v.v)) bad('hello.v must be the protocol version (an integer)');
+      if (!isId(v.client)) bad('hello.client must be a non-empty string of at most 128 characters');
+      if (!isObj(v.machine) || typeof v.machine.name !== 'string' || !isNat(v.machine.version)) bad('hello.machine must be { name: string, version: integer }');
+      if (!isNat(v.have)) bad('hello.have must be a non-negative integer');
+      return { t: 'hello', v: v.v, client: v.client, machine: { name: v.machine.name, version: v.machine.version }, have: v.have };
+    }
+    case 'ops': {
+      if (!Array.isArray(v.ops)) bad('ops.ops must be an array');
+      if (v.ops.length === 0 || v.ops.length > MAX_OPS_PER_FRAME) bad(`ops.ops must hold 1..${MAX_OPS_PER_FRAME} ops`);
+      const ops = v.ops.map((o, i) => {
+        if (!isObj(o)) bad(`ops.ops[${i}] must be an object`);
+        if (!isNat(o.seq) || o.seq === 0) bad(`ops.ops[${i}].seq must be a positive integer`);
+        if (typeof o.name !== 'string' || o.name.length === 0 || o.name.length > MAX_OP_NAME) bad(`ops.ops[${i}].name must be a non-empty string of at most ${MAX_OP_NAME} characters`);
+        return { seq: o.seq, name: o.name, args: o.args };
+      });
+      return { t: 'ops', ops };
+    }
+    case 'ack':
+      if (!isNat(v.pos)) bad('ack.pos must be a non-negative integer');
+      return { t: 'ack', pos: v.pos };
+    case 'register':
+      return { t: 'register' };
+    default:
+      return bad(`unknown message type ${JSON.stringify(String(v.t)).slice(0, 40)}`);
+  }
+}

@@ -1,0 +1,469 @@
+/**
+ * The room engine (server side, §4.2–4.6): one total order of ops per room. A deterministic
+ * function of its ordered inputs — connection opened, frame received, connection closed,
+ * clock tick — that returns what to send and what to persist. No timers, no I/O, so a room
+ * can be simulated, and later replayed from a replicated log.
+ *
+ * What it keeps:
+ *   checkpoint (state at the stable frontier) + suffix (ops after it, each with the state after it)
+ *   per client, forever: highWater (exactly-once) and visibleSeq (what it was told is visible)
+ *   per connection: ack position, membership of the visibility set
+ *
+ * Durability contract for adapters: apply `persist` from an output before delivering its
+ * `send`s, so an op is announced Authoritative only once it is stored.
+ */
+import { HerculesError, errorMessage } from './errors.ts';
+import { applyOp, deepFreeze, type Machine } from './machine.ts';
+import {
+  PROTOCOL_VERSION,
+  parseClientMessage,
+  type ClientMessage,
+  type HelloMessage,
+  type LogEntry,
+  type ServerMessage,
+  type WireEntry,
+} from './protocol.ts';
+
+export type ConnId = string;
+
+export interface RoomOptions {
+  /** Remove a member whose ack is outstanding this long (ms). Paper: ~2 s. */
+  ackTimeoutMs?: number;
+  /** Decide the author stamped on a client's ops (issue: authentication). Default: the client id. */
+  authorOf?: (clientId: string, conn: ConnId) => string;
+}
+
+export interface ClientRecord {
+  /** Highest seq of this client in the global log: ops with seq <= highWater are duplicates. */
+  highWater: number;
+  /** Highest seq of this client known visible to every other member. */
+  visibleSeq: number;
+  /** Rejected ops of this client it has not acked yet: their verdict must survive compaction. */
+  rejected?: { seq: number; pos: number; error: string }[];
+}
+
+/** Everything a room must keep across restarts; what storage adapters write. */
+export interface RoomDurableState {
+  checkpoint: { pos: number; state: unknown };
+  suffix: LogEntry[];
+  clients: Record<string, ClientRecord>;
+  stable: number;
+}
+
+export interface RoomOutput {
+  send: { conn: ConnId; msg: ServerMessage }[];
+  close: { conn: ConnId; reason: string }[];
+  /** Persist before sending. */
+  persist: {
+    appended: LogEntry[];
+    clients: Record<string, ClientRecord>;
+    /** New checkpoint: entries up to pos may be deleted from storage. */
+    checkpoint?: { pos: number; state: unknown };
+  };
+  /** Non-fatal problems, for logging. */
+  warnings: string[];
+}
+
+interface Session {
+  conn: ConnId;
+  client?: string;
+  author?: string;
+  /** Highest position the client acked (or is known to hold). */
+  ack: number;
+  /** 'member' counts for visibility and stable; 'joining' waits to catch up; 'out' was deregistered. */
+  status: 'new' | 'joining' | 'member' | 'out';
+  memberSince: number;
+}
+
+interface SuffixItem {
+  entry: LogEntry;
+  after: unknown;
+  at: number;
+}
+
+export class RoomEngine<S = unknown> {
+  readonly machine: Machine<S>;
+  private readonly ackTimeoutMs: number;
+  private readonly authorOf: (clientId: string, conn: ConnId) => string;
+
+  private checkpointPos: number;
+  private checkpointState: S;
+  private suffix: SuffixItem[] = [];
+  private headState: S;
+  private stable: number;
+  /** Highest position of an op announced visible; joiners must have it before they count. */
+  private visWatermark = 0;
+  private clients = new Map<string, ClientRecord>();
+  /** Per client: own ops ordered but not yet visible, oldest first. */
+  private pendingVisible = new Map<string, { seq: number; pos: number }[]>();
+  private sessions = new Map<ConnId, Session>();
+  private byClient = new Map<string, Session>();
+
+  private out: RoomOutput = emptyOutput();
+  private dirtyClients = new Set<string>();
+  private membersChanged = false;
+
+  readonly stats = { sequenced: 0, duplicates: 0, rejected: 0, timeouts: 0, malformed: 0 };
+
+  constructor(machine: Machine<S>, opts: RoomOptions = {}, restore?: RoomDurableState) {
+    this.machine = machine;
+    const t = opts.ackTimeoutMs ?? 2000;
+    if (!(typeof t === 'number' && t > 0 && Number.isFinite(t))) {
+      throw new HerculesError('bad-argument', `ackTimeoutMs must be a positive number of milliseconds, got ${String(t)}`);
+    }
+    this.ackTimeoutMs = t;
+    this.authorOf = opts.authorOf ?? ((c) => c);
+    if (restore) {
+      this.checkpointPos = restore.checkpoint.pos;
+      this.checkpointState = deepFreeze(restore.checkpoint.state as S);
+      this.stable = Math.max(restore.stable, restore.checkpoint.pos);
+      let s = this.checkpointState;
+      for (const e of restore.suffix) {
+        if (e.error === undefined) s = applyOp(machine, s, e, e.pos).state;
+        this.suffix.push({ entry: e, after: s, at: -Infinity });
+      }
+      this.headState = s;
+      for (const [id, rec] of Object.entries(restore.clients)) this.clients.set(id, { ...rec, ...(rec.rejected ? { rejected: rec.rejected.map((r) => ({ ...r })) } : {}) });
+      for (const e of restore.suffix) {
+        const rec = this.clients.get(e.client);
+        if (rec && e.seq > rec.visibleSeq) this.pushPending(e.client, e.seq, e.pos);
+      }
+    } else {
+      this.checkpointPos = 0;
+      this.checkpointState = machine.initial;
+      this.headState = machine.initial;
+      this.stable = 0;
+    }
+  }
+
+  // ================================================================ reads
+
+  head(): number {
+    return this.checkpointPos + this.suffix.length;
+  }
+  stableFrontier(): number {
+    return this.stable;
+  }
+  headSnapshot(): S {
+    return this.headState;
+  }
+  /** Members of the visibility set, sorted. */
+  members(): string[] {
+    const m: string[] = [];
+    for (const s of this.sessions.values()) if (s.status === 'member' && s.client) m.push(s.client);
+    return m.sort();
+  }
+  /** [client id, connection] of each member of the visibility set. */
+  memberConnections(): [string, ConnId][] {
+    const m: [string, ConnId][] = [];
+    for (const s of this.sessions.values()) if (s.status === 'member' && s.client) m.push([s.client, s.conn]);
+    return m;
+  }
+  clientRecord(id: string): ClientRecord | undefined {
+    const r = this.clients.get(id);
+    return r && copyRecord(r);
+  }
+  connections(): number {
+    return this.sessions.size;
+  }
+  /** Entries still held (after the checkpoint). */
+  suffixLength(): number {
+    return this.suffix.length;
+  }
+  /** A consistent copy of what storage must hold; cheap (states are immutable). */
+  durableState(): RoomDurableState {
+    return {
+      checkpoint: { pos: this.checkpointPos, state: this.checkpointState },
+      suffix: this.suffix.map((i) => i.entry),
+      clients: Object.fromEntries([...this.clients].map(([k, v]) => [k, copyRecord(v)])),
+      stable: this.stable,
+    };
+  }
+
+  // ================================================================ inputs
+
+  open(conn: ConnId, now: number): RoomOutput {
+    if (this.sessions.has(conn)) {
+      this.out.warnings.push(`connection ${conn} opened twice`);
+    } else {
+      this.sessions.set(conn, { conn, ack: 0, status: 'new', memberSince: now });
+    }
+    return this.finish(now);
+  }
+
+  /** A frame from a connection. `frame` is untrusted: it is validated here. */
+  message(conn: ConnId, frame: unknown, now: number): RoomOutput {
+    const s = this.sessions.get(conn);
+    if (!s) {
+      this.out.warnings.push(`message from unknown connection ${conn}`);
+      return this.finish(now);
+    }
+    let msg: ClientMessage;
+    try {
+      msg = parseClientMessage(frame);
+    } catch (e) {
+      this.stats.malformed++;
+      this.error(conn, 'malformed-frame', errorMessage(e), false);
+      return this.finish(now);
+    }
+    try {
+      this.dispatch(s, msg, now);
+    } catch (e) {
+      // A bug must not take the room down: report it to this client only.
+      this.out.warnings.push(`internal error handling ${msg.t} from ${conn}: ${errorMessage(e)}`);
+      this.error(conn, 'internal', `the server failed to handle ${msg.t}: ${errorMessage(e)}`, false);
+    }
+    return this.finish(now);
+  }
+
+  close(conn: ConnId, now: number): RoomOutput {
+    const s = this.sessions.get(conn);
+    if (s) this.drop(s);
+    return this.finish(now);
+  }
+
+  /** Clock tick: ack timeouts (§4.6). Call it periodically, e.g. every ackTimeout / 4. */
+  tick(now: number): RoomOutput {
+    const headPos = this.head();
+    for (const s of this.sessions.values()) {
+      if (s.status !== 'member' || s.ack >= headPos) continue;
+      const item = this.suffix[s.ack + 1 - this.checkpointPos - 1];
+      const since = Math.max(item ? item.at : now, s.memberSince);
+      if (now - since > this.ackTimeoutMs) {
+        this.stats.timeouts++;
+        s.status = 'out';
+        this.membersChanged = true;
+        this.send(s.conn, { t: 'deregister', reason: `no ack for ${Math.round(now - since)} ms (timeout ${this.ackTimeoutMs} ms)` });
+      }
+    }
+    return this.finish(now);
+  }
+
+  // ================================================================ handlers
+
+  private dispatch(s: Session, msg: ClientMessage, now: number): void {
+    if (msg.t === 'hello') return this.onHello(s, msg, now);
+    if (!s.client) {
+      this.error(s.conn, 'not-ready', `send hello before ${msg.t}`, true);
+      return;
+    }
+    switch (msg.t) {
+      case 'ops': return this.onOps(s, msg.ops, now);
+      case 'ack': {
+        const head = this.head();
+        if (msg.pos > head) {
+          this.error(s.conn, 'malformed-frame', `ack for position ${msg.pos} but the log ends at ${head}`, false);
+          return;
+        }
+        if (msg.pos > s.ack) s.ack = msg.pos;
+        const rec = this.clients.get(s.client)!;
+        if (rec.rejected && rec.rejected.length && rec.rejected[0].pos <= s.ack) {
+          rec.rejected = rec.rejected.filter((r) => r.pos > s.ack);
+          if (rec.rejected.length === 0) delete rec.rejected;
+          this.dirtyClients.add(s.client);
+        }
+        return;
+      }
+      case 'register':
+        if (s.status === 'out') {
+          s.status = 'joining';
+          s.memberSince = now;
+        }
+        return;
+    }
+  }
+
+  private onHello(s: Session, m: HelloMessage, now: number): void {
+    if (m.v !== PROTOCOL_VERSION) {
+      this.error(s.conn, 'protocol-version', `this server speaks protocol ${PROTOCOL_VERSION}, the client ${m.v}; upgrade the older side`, true);
+      return;
+    }
+    if (m.machine.name !== this.machine.name || m.machine.version !== this.machine.version) {
+      this.error(s.conn, 'machine-mismatch', `this room runs ${this.machine.name}@${this.machine.version}, the client ${m.machine.name}@${m.machine.version}; deploy the same machine module to both`, true);
+      return;
+    }
+    if (s.client) {
+      this.error(s.conn, 'malformed-frame', 'hello sent twice on one connection', false);
+      return;
+    }
+    const prev = this.byClient.get(m.client);
+    if (prev && prev !== s) {
+      // A client id lives on one connection: the newer one wins (the old one is likely dead).
+      this.error(prev.conn, 'replaced', 'this client id connected again elsewhere', true);
+      this.drop(prev);
+    }
+    s.client = m.client;
+    s.author = this.authorOf(m.client, s.conn);
+    this.byClient.set(m.client, s);
+    let rec = this.clients.get(m.client);
+    if (!rec) {
+      rec = { highWater: 0, visibleSeq: 0 };
+      this.clients.set(m.client, rec);
+      this.dirtyClients.add(m.client);
+    }
+    const head = this.head();
+    const resume = m.have >= this.checkpointPos && m.have <= head;
+    const from = resume ? m.have + 1 : this.checkpointPos + 1;
+    const entries = this.suffix.slice(from - this.checkpointPos - 1).map((i) => i.entry);
+    // Count only what the client holds now; the welcome is not yet delivered. A client claiming
+    // more than the log holds has diverged from this room and holds nothing we can count.
+    s.ack = m.have <= head ? m.have : 0;
+    s.status = 'joining';
+    s.memberSince = now;
+    this.send(s.conn, {
+      t: 'welcome',
+      v: PROTOCOL_VERSION,
+      client: m.client,
+      author: s.author,
+      ...(resume ? {} : { checkpoint: { pos: this.checkpointPos, state: this.checkpointState } }),
+      from,
+      entries,
+      highWater: rec.highWater,
+      visibleSeq: rec.visibleSeq,
+      rejected: (rec.rejected ?? []).map((r) => ({ seq: r.seq, error: r.error })),
+      stable: this.stable,
+      members: this.members(),
+    });
+  }
+
+  private onOps(s: Session, ops: readonly { seq: number; name: string; args: unknown }[], now: number): void {
+    const client = s.client!;
+    const rec = this.clients.get(client)!;
+    const appended: LogEntry[] = [];
+    for (const op of ops) {
+      if (op.seq <= rec.highWater) {
+        this.stats.duplicates++; // a retransmission after reconnect: already ordered, exactly once
+        continue;
+      }
+      if (op.seq !== rec.highWater + 1) {
+        this.error(s.conn, 'seq-gap', `op seq ${op.seq} follows ${rec.highWater}; ops must arrive in order without gaps — reconnect to resend from ${rec.highWater + 1}`, true);
+        this.drop(s);
+        break;
+      }
+      const pos = this.head() + 1;
+      const res = applyOp(this.machine, this.headState, { client, seq: op.seq, name: op.name, args: op.args, author: s.author! }, pos);
+      const entry: LogEntry = res.error === undefined
+        ? { pos, client, seq: op.seq, name: op.name, args: op.args, author: s.author! }
+        : { pos, client, seq: op.seq, name: op.name, args: op.args, author: s.author!, error: res.error };
+      if (res.error !== undefined) {
+        this.stats.rejected++;
+        (rec.rejected ??= []).push({ seq: op.seq, pos, error: res.error });
+      }
+      this.headState = res.state;
+      this.suffix.push({ entry, after: res.state, at: now });
+      rec.highWater = op.seq;
+      this.dirtyClients.add(client);
+      this.pushPending(client, op.seq, pos);
+      appended.push(entry);
+      this.stats.sequenced++;
+    }
+    if (appended.length === 0) return;
+    this.out.persist.appended.push(...appended);
+    // Fan out: the submitter gets Notify-Auth (compact), everyone else Remote-Operation.
+    for (const t of this.sessions.values()) {
+      if (!t.client || t.status === 'new') continue;
+      const own = t.client === client;
+      const wire: WireEntry[] = appended.map((e) => (own ? (e.error === undefined ? { k: 'own', seq: e.seq } : { k: 'own', seq: e.seq, error: e.error }) : { k: 'op', e }));
+      this.send(t.conn, { t: 'log', from: appended[0].pos, entries: wire });
+    }
+  }
+
+  // ================================================================ membership, visibility, stability
+
+  private drop(s: Session): void {
+    if (s.status === 'member') this.membersChanged = true;
+    this.sessions.delete(s.conn);
+    if (s.client && this.byClient.get(s.client) === s) this.byClient.delete(s.client);
+    this.out.close.push({ conn: s.conn, reason: 'closed' });
+  }
+
+  private pushPending(client: string, seq: number, pos: number): void {
+    let q = this.pendingVisible.get(client);
+    if (!q) this.pendingVisible.set(client, (q = []));
+    q.push({ seq, pos });
+  }
+
+  /** Recompute joins, visibility and the stable frontier after any input. */
+  private finish(now: number): RoomOutput {
+    // Joiners become members once they hold everything already promised to others.
+    const need = Math.max(this.visWatermark, this.stable);
+    for (const s of this.sessions.values()) {
+      if (s.status === 'joining' && s.ack >= need) {
+        s.status = 'member';
+        s.memberSince = now;
+        this.membersChanged = true;
+      }
+    }
+    // Visibility: an op is visible once every *other* member acked it (§4.3 step 7).
+    let min1 = Infinity, min2 = Infinity, argmin: string | undefined;
+    for (const s of this.sessions.values()) {
+      if (s.status !== 'member') continue;
+      if (s.ack < min1) { min2 = min1; min1 = s.ack; argmin = s.client; }
+      else if (s.ack < min2) min2 = s.ack;
+    }
+    for (const [client, q] of this.pendingVisible) {
+      const bound = client === argmin ? min2 : min1;
+      let n = 0;
+      while (n < q.length && q[n].pos <= bound) n++;
+      if (n === 0) continue;
+      const last = q[n - 1];
+      q.splice(0, n);
+      if (q.length === 0) this.pendingVisible.delete(client);
+      const rec = this.clients.get(client)!;
+      rec.visibleSeq = last.seq;
+      this.dirtyClients.add(client);
+      if (last.pos > this.visWatermark) this.visWatermark = last.pos;
+      const sess = this.byClient.get(client);
+      if (sess && sess.status !== 'new') this.send(sess.conn, { t: 'visible', seq: last.seq });
+    }
+    // Stable: the prefix every member has received. With no members, all of it, vacuously.
+    const candidate = min1 === Infinity ? this.head() : min1;
+    if (candidate > this.stable) {
+      this.stable = candidate;
+      for (const s of this.sessions.values()) if (s.client && s.status !== 'new') this.send(s.conn, { t: 'stable', pos: this.stable });
+      this.compact();
+    }
+    if (this.membersChanged) {
+      this.membersChanged = false;
+      const members = this.members();
+      for (const s of this.sessions.values()) if (s.client && s.status !== 'new') this.send(s.conn, { t: 'members', members });
+    }
+    for (const c of this.dirtyClients) this.out.persist.clients[c] = copyRecord(this.clients.get(c)!);
+    this.dirtyClients.clear();
+    const o = this.out;
+    this.out = emptyOutput();
+    return o;
+  }
+
+  /** Advance the checkpoint to the stable frontier and prune the suffix (§4.6). */
+  private compact(): void {
+    const n = this.stable - this.checkpointPos;
+    if (n <= 0) return;
+    const last = this.suffix[n - 1];
+    this.checkpointState = last.after as S;
+    this.checkpointPos = this.stable;
+    this.suffix.splice(0, n);
+    this.out.persist.checkpoint = { pos: this.checkpointPos, state: this.checkpointState };
+  }
+
+  private send(conn: ConnId, msg: ServerMessage): void {
+    this.out.send.push({ conn, msg });
+  }
+
+  private error(conn: ConnId, code: string, message: string, fatal: boolean): void {
+    this.send(conn, { t: 'error', code, message, fatal });
+    if (fatal) {
+      const s = this.sessions.get(conn);
+      if (s) this.drop(s);
+      else this.out.close.push({ conn, reason: code });
+    }
+  }
+}
+
+function emptyOutput(): RoomOutput {
+  return { send: [], close: [], persist: { appended: [], clients: {} }, warnings: [] };
+}
+
+function copyRecord(r: ClientRecord): ClientRecord {
+  return r.rejected ? { ...r, rejected: r.rejected.map((x) => ({ ...x })) } : { ...r };
+}

@@ -1,0 +1,684 @@
+/**
+ * The client view engine (§4.4–4.6): a deterministic function of its ordered inputs
+ * (submits, storage confirmations, server messages, connection changes, clock ticks).
+ * It owns no sockets, disks or timers; it queues what the adapter must do (send, persist)
+ * and the adapter drains the queue after every input.
+ *
+ * Logs and lists (positions are 1-based global log positions):
+ *
+ *   global log:   1 .. stableLen .. visibleLen .. authLen
+ *                    [  settled   ][  authList  ]
+ *   Stable        = log[1..stableLen]
+ *   Visible       = log[1..visibleLen]     (stops before our first op not yet visible)
+ *   Authoritative = log[1..authLen]
+ *   Durable       = Authoritative + durableList   (our ops persisted locally, not yet ordered)
+ *   Submitted     = Durable + submittedList       (our ops in memory only)
+ *
+ * Each view keeps a frozen snapshot. An own-progress message moves an op from one list to the
+ * next and applies it directly to one snapshot; a remote op lands in the middle of the
+ * speculative logs, so Durable and Submitted are rebased on Authoritative (§4.4). Whenever two
+ * adjacent logs are equal their snapshots are the same object, so quiet views share identity.
+ */
+import { HerculesError } from './errors.ts';
+import { applyOp, applyOps, deepFreeze, type Machine, type OpInvocation } from './machine.ts';
+import {
+  PROTOCOL_VERSION,
+  type ClientMessage,
+  type LogEntry,
+  type OpRecord,
+  type ServerMessage,
+  type WelcomeMessage,
+  type WireEntry,
+} from './protocol.ts';
+
+export type ViewName = 'submitted' | 'durable' | 'authoritative' | 'visible' | 'stable';
+/** Views from newest (least certain) to oldest (most certain). */
+export const VIEWS: readonly ViewName[] = ['submitted', 'durable', 'authoritative', 'visible', 'stable'];
+
+export type Stage = 'submitted' | 'durable' | 'authoritative' | 'visible' | 'rejected';
+
+/** The engine's record of one of our ops; the app-facing handle wraps it. */
+export interface OwnOp extends OpInvocation {
+  readonly id: string;
+  stage: Stage;
+  /** When each stage was reached, by the engine's clock (ms). */
+  readonly times: Partial<Record<Stage, number>>;
+  error?: string;
+  /** Global position once ordered. */
+  pos?: number;
+}
+
+/**
+ * Rebase batching (§4.5).
+ * - `off`: rebase on every server frame that carries remote ops.
+ * - `{ intervalMs }`: queue frames that carry remote ops and process them every interval.
+ * - `{ auto }`: rebase at once while the estimated rebase cost stays under `budgetMs` of CPU;
+ *   past that, queue and process every `intervalMs` (default 16 ms: one frame at 60 Hz).
+ * Frames that only report our own progress never wait: they need no rebase.
+ */
+export type Batching = 'off' | { intervalMs: number } | { auto: true; budgetMs?: number; intervalMs?: number };
+
+export interface ViewEngineOptions {
+  clientId: string;
+  /** Author used for speculative application until the server's welcome names the real one. */
+  author?: string;
+  /** Wall clock for stage times and batching deadlines (ms). */
+  now: () => number;
+  /** CPU clock used by auto batching to estimate rebase cost (ms). Defaults to `now`. */
+  cpuNow?: () => number;
+  batching?: Batching;
+}
+
+/** What a restarted client recovers from its own storage. */
+export interface ClientRestore {
+  /** Highest seq this client ever persisted (the next op gets lastSeq + 1). */
+  lastSeq: number;
+  /** Persisted ops not known to be authoritative, in seq order. */
+  durable: readonly OpRecord[];
+  /** A snapshot of the global log prefix the client had, to start offline from. */
+  base?: { pos: number; state: unknown };
+}
+
+/** Work the adapter must carry out, drained after each input. */
+export interface EngineOutput {
+  send: ClientMessage[];
+  /** Ops to persist in order; confirm with `durable(seq)` once written. */
+  persist: OpRecord[];
+  /** Persisted ops up to this seq are authoritative and may be deleted from client storage. */
+  prune?: number;
+  /** Our ops whose stage changed, in the order the changes happened. */
+  progressed: OwnOp[];
+  /** Views whose snapshot changed (by identity). */
+  changed: Set<ViewName>;
+  /** Membership of the visibility set changed. */
+  membersChanged: boolean;
+  /** Non-fatal protocol or determinism problems, for logging. */
+  warnings: string[];
+  /** A fatal error from the server: the adapter must stop reconnecting. */
+  fatal?: { code: string; message: string };
+}
+
+type AuthItem = LogEntry & { readonly own?: OwnOp };
+
+export class ViewEngine<S = unknown> {
+  readonly machine: Machine<S>;
+  readonly clientId: string;
+  private author: string;
+  private readonly now: () => number;
+  private readonly cpuNow: () => number;
+  private batching: Batching;
+
+  // --- the five snapshots
+  private stableState: S;
+  private visibleState: S;
+  private authState: S;
+  private durableState: S;
+  private submittedState: S;
+
+  // --- positions and lists
+  private stableLen = 0;
+  private visibleLen = 0;
+  private authLen = 0;
+  private settled: AuthItem[] = [];
+  private authList: AuthItem[] = [];
+  private durableList: OwnOp[] = [];
+  private submittedList: OwnOp[] = [];
+
+  // --- own-op bookkeeping
+  private lastSeq = 0;
+  private highWater = 0;
+  private visibleSeq = 0;
+  private serverStable = 0;
+  /** Ops with seq <= sentSeq went out on the current connection. */
+  private sentSeq = 0;
+
+  // --- connection
+  private connState: 'offline' | 'hello-sent' | 'ready' = 'offline';
+  private memberList: readonly string[] = [];
+
+  // --- batching
+  private inbox: ServerMessage[] = [];
+  private flushAt = Infinity;
+  private opCostMs = 0; // EWMA of CPU per re-applied op, for auto batching
+  private needRebase = false;
+  /** Verdicts from the welcome being processed, for ops compacted into its checkpoint. */
+  private welcomeRejected: ReadonlyMap<number, string> = NO_REJECTIONS;
+  private ackDue = false;
+
+  // --- statistics (read by the inspector and benchmarks)
+  readonly stats = { rebases: 0, rebasedOps: 0, framesBatched: 0, flushes: 0, divergences: 0 };
+
+  private out: EngineOutput = ViewEngine.emptyOutput();
+
+  constructor(machine: Machine<S>, opts: ViewEngineOptions, restore?: ClientRestore) {
+    if (!opts || typeof opts.clientId !== 'string' || opts.clientId.length === 0 || opts.clientId.length > 128) {
+      throw new HerculesError('bad-argument', 'ViewEngine: clientId must be a non-empty string of at most 128 characters');
+    }
+    if (typeof opts.now !== 'function') throw new HerculesError('bad-argument', 'ViewEngine: `now` must be a clock function returning milliseconds');
+    this.machine = machine;
+    this.clientId = opts.clientId;
+    this.author = opts.author ?? opts.clientId;
+    this.now = opts.now;
+    this.cpuNow = opts.cpuNow ?? opts.now;
+    this.batching = validateBatching(opts.batching ?? 'off');
+
+    const base = restore?.base;
+    const s0 = (base ? deepFreeze(base.state) : machine.initial) as S;
+    const pos0 = base ? base.pos : 0;
+    this.stableState = this.visibleState = this.authState = this.durableState = this.submittedState = s0;
+    this.stableLen = this.visibleLen = this.authLen = this.serverStable = pos0;
+    if (restore) {
+      this.lastSeq = restore.lastSeq;
+      const t = this.now();
+      for (const r of restore.durable) {
+        if (r.client !== this.clientId) continue;
+        this.durableList.push(this.makeOwn(r.seq, r.name, r.args, 'durable', t));
+        if (r.seq > this.lastSeq) this.lastSeq = r.seq;
+      }
+      this.durableState = this.submittedState = this.fold(this.authState, this.durableList, this.authLen + 1);
+    }
+  }
+
+  static emptyOutput(): EngineOutput {
+    return { send: [], persist: [], progressed: [], changed: new Set(), membersChanged: false, warnings: [] };
+  }
+
+  // ================================================================ reads
+
+  /** O(1); never blocks; the snapshot is frozen and never mutated afterwards. */
+  getState(view: ViewName): S {
+    switch (view) {
+      case 'submitted': return this.submittedState;
+      case 'durable': return this.durableState;
+      case 'authoritative': return this.authState;
+      case 'visible': return this.visibleState;
+      case 'stable': return this.stableState;
+      default: throw new HerculesError('bad-argument', `unknown view ${JSON.stringify(view)}; use one of ${VIEWS.join(', ')}`);
+    }
+  }
+
+  /** Lengths of each view's log: global positions for the three certain views, plus pending counts. */
+  positions() {
+    return {
+      stable: this.stableLen,
+      visible: this.visibleLen,
+      authoritative: this.authLen,
+      durable: this.authLen + this.durableList.length,
+      submitted: this.authLen + this.durableList.length + this.submittedList.length,
+    };
+  }
+
+  /** Log ids of each view, for invariant checks and the inspector. O(window). */
+  viewLog(view: ViewName): { upTo: number; tail: string[] } {
+    const p = this.positions();
+    if (view === 'stable' || view === 'visible' || view === 'authoritative') return { upTo: p[view], tail: [] };
+    const own = view === 'durable' ? this.durableList : [...this.durableList, ...this.submittedList];
+    return { upTo: this.authLen, tail: own.map((o) => o.id) };
+  }
+
+  /** Entries between stable and authoritative the engine still holds (for checks and inspection). */
+  heldEntries(): readonly LogEntry[] {
+    return [...this.settled, ...this.authList];
+  }
+
+  pending(): readonly OwnOp[] {
+    return [...this.authList.filter((e) => e.own).map((e) => e.own!), ...this.durableList, ...this.submittedList];
+  }
+
+  members(): readonly string[] {
+    return this.memberList;
+  }
+
+  connection(): 'offline' | 'connecting' | 'ready' {
+    return this.connState === 'offline' ? 'offline' : this.connState === 'hello-sent' ? 'connecting' : 'ready';
+  }
+
+  /** What must be persisted for this client to restart: see ClientRestore. */
+  persistedShape(): { lastSeq: number; highWater: number } {
+    return { lastSeq: this.lastSeq, highWater: this.highWater };
+  }
+
+  /** When the adapter should call `tick` next (ms on the engine clock), or Infinity. */
+  nextDeadline(): number {
+    return this.inbox.length > 0 ? this.flushAt : Infinity;
+  }
+
+  setBatching(b: Batching): void {
+    this.batching = validateBatching(b);
+    if (this.batching === 'off') this.flushInbox();
+  }
+
+  /** Take what the adapter must do now. */
+  drain(): EngineOutput {
+    if (this.ackDue && this.connState === 'ready') {
+      this.out.send.push({ t: 'ack', pos: this.authLen });
+    }
+    this.ackDue = false;
+    const o = this.out;
+    this.out = ViewEngine.emptyOutput();
+    return o;
+  }
+
+  // ================================================================ inputs
+
+  /** Submit an op (§4.3 step 1). Applies it to the Submitted view at once. */
+  submit(name: string, args: unknown): OwnOp {
+    if (!this.machine.opNames.has(name)) {
+      throw new HerculesError('unknown-op', `unknown op "${name}" for machine ${this.machine.name}; known ops: ${[...this.machine.opNames].join(', ')}`);
+    }
+    const seq = ++this.lastSeq;
+    const op = this.makeOwn(seq, name, args, 'submitted', this.now());
+    const position = this.authLen + this.durableList.length + this.submittedList.length + 1;
+    const before = this.submittedState;
+    this.submittedList.push(op);
+    this.submittedState = applyOp(this.machine, this.submittedState, op, position).state;
+    if (this.submittedState !== before) this.out.changed.add('submitted');
+    this.out.progressed.push(op);
+    this.out.persist.push({ client: this.clientId, seq, name, args });
+    return op;
+  }
+
+  /** Storage confirms every op up to `seq` is persisted (§4.3 step 2, Make-Durable). */
+  durable(seq: number): void {
+    let n = 0;
+    while (n < this.submittedList.length && this.submittedList[n].seq <= seq) n++;
+    if (n === 0) return;
+    const moved = this.submittedList.splice(0, n);
+    const t = this.now();
+    const first = this.authLen + this.durableList.length + 1;
+    this.durableList.push(...moved);
+    const before = this.durableState;
+    // If nothing stays memory-only the two logs are equal: share the snapshot.
+    this.durableState = this.submittedList.length === 0 ? this.submittedState : applyOps(this.machine, this.durableState, moved, first);
+    if (this.durableState !== before) this.out.changed.add('durable');
+    for (const op of moved) this.advance(op, 'durable', t);
+    this.sendPending();
+  }
+
+  /** The transport connected: introduce ourselves (Register, §4.6). */
+  connected(): void {
+    this.flushInbox();
+    this.connState = 'hello-sent';
+    this.sentSeq = this.highWater;
+    this.out.send.push({
+      t: 'hello',
+      v: PROTOCOL_VERSION,
+      client: this.clientId,
+      machine: { name: this.machine.name, version: this.machine.version },
+      have: this.authLen,
+    });
+  }
+
+  /** The transport closed. Everything keeps working offline; ops queue until the next welcome. */
+  disconnected(): void {
+    this.flushInbox();
+    this.connState = 'offline';
+    if (this.memberList.length) {
+      this.memberList = [];
+      this.out.membersChanged = true;
+    }
+  }
+
+  /** A message from the server, in the order the connection delivered it. */
+  receive(msg: ServerMessage): void {
+    if (this.connState === 'offline') {
+      this.out.warnings.push(`ignored ${msg.t} received while offline`);
+      return;
+    }
+    if (this.inbox.length > 0 || (this.shouldBatch(msg))) {
+      this.inbox.push(msg);
+      this.stats.framesBatched++;
+      if (this.flushAt === Infinity) this.flushAt = this.now() + this.batchInterval();
+      return;
+    }
+    this.process(msg);
+    this.finishStep();
+  }
+
+  /** Clock tick: processes a due batch (§4.5). */
+  tick(): void {
+    if (this.inbox.length > 0 && this.now() >= this.flushAt) this.flushInbox();
+  }
+
+  // ================================================================ processing
+
+  private shouldBatch(msg: ServerMessage): boolean {
+    const b = this.batching;
+    if (b === 'off') return false;
+    if (!carriesRemoteOps(msg, this.clientId)) return false;
+    if ('intervalMs' in b && !('auto' in b)) return true;
+    const budget = (b as { budgetMs?: number }).budgetMs ?? 4;
+    const estimate = this.opCostMs * (this.durableList.length + this.submittedList.length + countEntries(msg));
+    return estimate > budget;
+  }
+
+  private batchInterval(): number {
+    const b = this.batching;
+    if (b === 'off') return 0;
+    return b.intervalMs ?? 16;
+  }
+
+  private flushInbox(): void {
+    if (this.inbox.length === 0) return;
+    const msgs = this.inbox;
+    this.inbox = [];
+    this.flushAt = Infinity;
+    this.stats.flushes++;
+    for (const m of msgs) this.process(m);
+    this.finishStep();
+  }
+
+  /** Update lists for one message; snapshots of speculative views are rebased once per step. */
+  private process(msg: ServerMessage): void {
+    switch (msg.t) {
+      case 'welcome': return this.onWelcome(msg);
+      case 'log': {
+        if (this.connState !== 'ready') { this.out.warnings.push('log before welcome ignored'); return; }
+        if (msg.from !== this.authLen + 1) {
+          this.out.warnings.push(`log gap: expected position ${this.authLen + 1}, got ${msg.from}; ignoring frame`);
+          return;
+        }
+        for (const w of msg.entries) this.onEntry(w);
+        return;
+      }
+      case 'visible': return this.onVisible(msg.seq);
+      case 'stable': return this.onStable(msg.pos);
+      case 'members':
+        this.memberList = msg.members;
+        this.out.membersChanged = true;
+        return;
+      case 'deregister':
+        // Removed from the visibility set (ack timeout): ask to be re-added (§4.6).
+        this.memberList = this.memberList.filter((m) => m !== this.clientId);
+        this.out.membersChanged = true;
+        if (this.connState === 'ready') { this.ackDue = true; this.out.send.push({ t: 'register' }); }
+        return;
+      case 'error':
+        if (msg.fatal) this.out.fatal = { code: msg.code, message: msg.message };
+        else this.out.warnings.push(`server error ${msg.code}: ${msg.message}`);
+        return;
+      default:
+        this.out.warnings.push(`unknown server message ${(msg as { t?: unknown }).t}`);
+    }
+  }
+
+  private onWelcome(w: WelcomeMessage): void {
+    if (w.v !== PROTOCOL_VERSION) {
+      this.out.fatal = { code: 'protocol-version', message: `server speaks protocol ${w.v}, this client ${PROTOCOL_VERSION}; upgrade the older side` };
+      return;
+    }
+    this.connState = 'ready';
+    if (w.author !== this.author) {
+      this.author = w.author;
+      // Our speculative ops ran with a guessed author: recompute them with the real one.
+      for (const op of [...this.durableList, ...this.submittedList]) (op as { author: string }).author = w.author;
+      this.needRebase = true;
+    }
+    this.welcomeRejected = new Map((w.rejected ?? []).map((r) => [r.seq, r.error]));
+    if (w.checkpoint) {
+      // Snapshots handed to the app are immutable, including ones that came off the wire.
+      this.resetTo(w.checkpoint.pos, deepFreeze(w.checkpoint.state as S));
+    } else if (w.from !== this.authLen + 1) {
+      this.out.warnings.push(`welcome resumes at ${w.from} but we hold ${this.authLen}; waiting for a checkpoint`);
+      return;
+    }
+    for (const e of w.entries) this.onEntry({ k: 'op', e });
+    // Our ops the server already ordered but we did not see (their entries were compacted into
+    // the checkpoint) are authoritative and, being in the checkpoint, visible to all.
+    const t = this.now();
+    while (this.durableList.length && this.durableList[0].seq <= w.highWater) {
+      this.settleCompacted(this.durableList.shift()!, this.welcomeRejected, t);
+      this.needRebase = true;
+    }
+    this.welcomeRejected = NO_REJECTIONS;
+    while (this.submittedList.length && this.submittedList[0].seq <= w.highWater) {
+      this.out.warnings.push(`op ${this.submittedList[0].id} was ordered before it was persisted here`);
+      this.submittedList.shift();
+      this.needRebase = true;
+    }
+    if (w.highWater > this.lastSeq) this.lastSeq = w.highWater;
+    if (w.highWater > this.highWater) this.highWater = w.highWater;
+    this.out.prune = this.highWater;
+    this.onVisible(w.visibleSeq);
+    this.onStable(w.stable);
+    this.memberList = w.members;
+    this.out.membersChanged = true;
+    this.ackDue = true;
+    this.sentSeq = this.highWater;
+    this.sendPending();
+  }
+
+  /** Drop everything older than a server checkpoint and restart the certain views from it. */
+  private resetTo(pos: number, state: S): void {
+    // Ops in our lists that the checkpoint covers are settled below; the rest are re-derived.
+    const t = this.now();
+    for (const e of [...this.settled, ...this.authList]) {
+      if (!e.own) continue;
+      if (e.pos > pos) {
+        // Ordered after the checkpoint: it will come again in the welcome entries.
+        this.durableList.unshift(e.own);
+      } else {
+        // Inside the checkpoint, which is stable: every member has it.
+        this.advance(e.own, 'visible', t);
+      }
+    }
+    this.durableList.sort((a, b) => a.seq - b.seq);
+    this.settled = [];
+    this.authList = [];
+    this.stableLen = this.visibleLen = this.authLen = pos;
+    this.serverStable = Math.max(this.serverStable, pos);
+    this.stableState = this.visibleState = this.authState = state;
+    this.out.changed.add('stable').add('visible').add('authoritative');
+    this.needRebase = true;
+  }
+
+  private onEntry(w: WireEntry): void {
+    const pos = this.authLen + 1;
+    let entry: AuthItem;
+    if (w.k === 'own') {
+      const own = this.durableList[0];
+      if (!own || own.seq !== w.seq) {
+        this.out.warnings.push(`server ordered our op seq ${w.seq} but we hold ${own ? own.seq : 'none'}; reconnect to resynchronise`);
+        this.stats.divergences++;
+        return;
+      }
+      entry = { pos, client: this.clientId, seq: own.seq, name: own.name, args: own.args, author: this.author, error: w.error, own };
+    } else {
+      const e = w.e;
+      if (e.pos !== pos) { this.out.warnings.push(`entry at ${e.pos} where ${pos} was expected`); return; }
+      let own: OwnOp | undefined;
+      if (e.client === this.clientId) {
+        // Our op in full form (catch-up). Ours with a lower seq were ordered before it, inside
+        // the checkpoint: they are authoritative and visible.
+        const t = this.now();
+        while (this.durableList.length && this.durableList[0].seq < e.seq) {
+          this.settleCompacted(this.durableList.shift()!, this.welcomeRejected, t);
+          this.needRebase = true;
+        }
+        if (this.durableList.length && this.durableList[0].seq === e.seq) own = this.durableList[0];
+        else if (this.durableList.some((o) => o.seq === e.seq)) {
+          this.out.warnings.push(`our op seq ${e.seq} ordered out of sequence`);
+          this.stats.divergences++;
+        }
+      }
+      entry = own ? { ...e, own } : e;
+    }
+    const res = entry.error !== undefined ? { state: this.authState, error: entry.error } : applyOp(this.machine, this.authState, entry, pos);
+    if (entry.error === undefined && res.error !== undefined) {
+      // The server applied it without error; this replica did not. Ops must be deterministic.
+      this.stats.divergences++;
+      this.out.warnings.push(`op ${entry.client}:${entry.seq} (${entry.name}) threw here but not on the server: ${res.error}. Ops must be deterministic.`);
+    }
+    if (res.state !== this.authState) this.out.changed.add('authoritative');
+    this.authState = res.state;
+    this.authLen = pos;
+    this.ackDue = true;
+    const blocksVisible = entry.client === this.clientId && entry.seq > this.visibleSeq;
+    if (this.authList.length === 0 && !blocksVisible) {
+      this.settled.push(entry);
+      this.visibleLen = pos;
+      if (this.visibleState !== this.authState) {
+        this.visibleState = this.authState;
+        this.out.changed.add('visible');
+      }
+    } else {
+      this.authList.push(entry);
+    }
+    if (entry.client === this.clientId) {
+      if (entry.seq > this.highWater) this.highWater = entry.seq;
+      if (entry.own) {
+        if (this.durableList[0] === entry.own) this.durableList.shift();
+        const t = this.now();
+        entry.own.pos = pos;
+        if (entry.error !== undefined) {
+          entry.own.error = entry.error;
+          this.advance(entry.own, 'rejected', t);
+          // A rejected op had an effect in the speculative views; they must drop it.
+          this.needRebase = true;
+        } else {
+          this.advance(entry.own, 'authoritative', t);
+          if (entry.seq <= this.visibleSeq) this.advance(entry.own, 'visible', t);
+        }
+        this.out.prune = this.highWater;
+      }
+      // An own op moving from Durable to Authoritative changes no speculative log.
+      if (!entry.own) this.needRebase = true;
+    } else {
+      this.needRebase = true;
+    }
+  }
+
+  private onVisible(seq: number): void {
+    if (seq > this.visibleSeq) this.visibleSeq = seq;
+    let n = 0;
+    while (n < this.authList.length) {
+      const e = this.authList[n];
+      if (e.client === this.clientId && e.seq > this.visibleSeq) break;
+      n++;
+    }
+    if (n === 0) return;
+    const moved = this.authList.splice(0, n);
+    const first = this.visibleLen + 1;
+    this.settled.push(...moved);
+    this.visibleLen += moved.length;
+    const before = this.visibleState;
+    this.visibleState = this.authList.length === 0 ? this.authState : applyOps(this.machine, this.visibleState, moved, first);
+    if (before !== this.visibleState) this.out.changed.add('visible');
+    const t = this.now();
+    for (const e of moved) if (e.own && e.own.stage === 'authoritative') this.advance(e.own, 'visible', t);
+    this.onStable(this.serverStable);
+  }
+
+  private onStable(pos: number): void {
+    if (pos > this.serverStable) this.serverStable = pos;
+    // Stable is a prefix of Visible on this client: clamp to what we have made visible.
+    const target = Math.min(this.serverStable, this.visibleLen);
+    if (target <= this.stableLen) return;
+    const n = target - this.stableLen;
+    const moved = this.settled.splice(0, n);
+    const before = this.stableState;
+    this.stableState = target === this.visibleLen ? this.visibleState : applyOps(this.machine, this.stableState, moved, this.stableLen + 1);
+    this.stableLen = target;
+    if (before !== this.stableState) this.out.changed.add('stable');
+  }
+
+  /** After a batch of messages: one rebase of Durable and Submitted on Authoritative (§4.4/4.5). */
+  private finishStep(): void {
+    if (!this.needRebase) return;
+    this.needRebase = false;
+    const t0 = this.cpuNow();
+    const beforeD = this.durableState;
+    const beforeS = this.submittedState;
+    const nd = this.durableList.length;
+    const ns = this.submittedList.length;
+    this.durableState = nd === 0 ? this.authState : this.fold(this.authState, this.durableList, this.authLen + 1);
+    this.submittedState = ns === 0 ? this.durableState : this.fold(this.durableState, this.submittedList, this.authLen + nd + 1);
+    if (beforeD !== this.durableState) this.out.changed.add('durable');
+    if (beforeS !== this.submittedState) this.out.changed.add('submitted');
+    this.stats.rebases++;
+    this.stats.rebasedOps += nd + ns;
+    if (nd + ns > 0) {
+      const perOp = (this.cpuNow() - t0) / (nd + ns);
+      this.opCostMs = this.opCostMs === 0 ? perOp : this.opCostMs * 0.8 + perOp * 0.2;
+    }
+  }
+
+  private fold(state: S, ops: readonly OwnOp[], firstPosition: number): S {
+    return applyOps(this.machine, state, ops, firstPosition);
+  }
+
+  /** Send Deliver-Operation for durable ops the server has not been sent on this connection. */
+  private sendPending(): void {
+    if (this.connState !== 'ready') return;
+    const ops = [];
+    for (const op of this.durableList) {
+      if (op.seq > this.sentSeq) ops.push({ seq: op.seq, name: op.name, args: op.args });
+    }
+    if (ops.length === 0) return;
+    this.sentSeq = ops[ops.length - 1].seq;
+    this.out.send.push({ t: 'ops', ops });
+  }
+
+  /** Our op was ordered but its entry is inside a checkpoint: learn its verdict from the welcome. */
+  private settleCompacted(op: OwnOp, rejected: ReadonlyMap<number, string>, t: number): void {
+    const err = rejected.get(op.seq);
+    if (err !== undefined) {
+      op.error = err;
+      this.advance(op, 'rejected', t);
+    } else {
+      this.advance(op, 'authoritative', t);
+      this.advance(op, 'visible', t);
+    }
+  }
+
+  private makeOwn(seq: number, name: string, args: unknown, stage: Stage, t: number): OwnOp {
+    const op: OwnOp = { id: `${this.clientId}:${seq}`, client: this.clientId, seq, name, args, author: this.author, stage, times: {} };
+    if (stage === 'durable') op.times.submitted = t;
+    op.times[stage] = t;
+    return op;
+  }
+
+  private advance(op: OwnOp, stage: Stage, t: number): void {
+    const order: Stage[] = ['submitted', 'durable', 'authoritative', 'visible'];
+    if (op.stage === 'rejected' || op.stage === stage) return;
+    if (stage !== 'rejected' && order.indexOf(stage) < order.indexOf(op.stage)) return;
+    // Fill skipped stages (e.g. durable+authoritative learned at once after a restart).
+    if (stage !== 'rejected') {
+      for (let i = order.indexOf(op.stage) + 1; i < order.indexOf(stage); i++) op.times[order[i]] ??= t;
+    }
+    op.stage = stage;
+    op.times[stage] = t;
+    this.out.progressed.push(op);
+  }
+}
+
+const NO_REJECTIONS: ReadonlyMap<number, string> = new Map();
+
+function validateBatching(b: Batching): Batching {
+  if (b === 'off') return b;
+  if (b && typeof b === 'object') {
+    const iv = (b as { intervalMs?: unknown }).intervalMs;
+    if (iv !== undefined && !(typeof iv === 'number' && iv > 0 && Number.isFinite(iv))) {
+      throw new HerculesError('bad-argument', `batching.intervalMs must be a positive number of milliseconds, got ${String(iv)}`);
+    }
+    if ('auto' in b) {
+      const bud = b.budgetMs;
+      if (bud !== undefined && !(typeof bud === 'number' && bud >= 0 && Number.isFinite(bud))) {
+        throw new HerculesError('bad-argument', `batching.budgetMs must be a non-negative number of milliseconds, got ${String(bud)}`);
+      }
+      return b;
+    }
+    if (iv !== undefined) return b;
+  }
+  throw new HerculesError('bad-argument', `batching must be 'off', { intervalMs }, or { auto: true, budgetMs?, intervalMs? }; got ${JSON.stringify(b)}`);
+}
+
+function carriesRemoteOps(msg: ServerMessage, self: string): boolean {
+  // A welcome is processed at once: it is rare and the client cannot send until it has it.
+  if (msg.t !== 'log') return false;
+  return msg.entries.some((w) => w.k === 'op' && w.e.client !== self);
+}
+
+function countEntries(msg: ServerMessage): number {
+  return msg.t === 'log' || msg.t === 'welcome' ? msg.entries.length : 0;
+}

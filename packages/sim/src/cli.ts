@@ -1,0 +1,87 @@
+/**
+ * npm run sim -- --seeds N [--start S] [--clients K] [--active-ms T] [--batching off|auto|<ms>]
+ * npm run sim -- --seed S            replay one seed (what a failure prints)
+ */
+import { parseArgs } from 'node:util';
+import { runSeed, type SimConfig } from './sim.ts';
+import { work } from './machine.ts';
+
+const { values } = parseArgs({
+  options: {
+    seeds: { type: 'string', default: '200' },
+    start: { type: 'string', default: '1' },
+    seed: { type: 'string' },
+    clients: { type: 'string' },
+    'active-ms': { type: 'string' },
+    batching: { type: 'string' },
+    verbose: { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
+  },
+});
+
+if (values.help) {
+  console.log(`Hercules deterministic simulator
+
+  --seeds N        run N seeds (default 200)
+  --start S        first seed (default 1)
+  --seed S         run exactly one seed, verbosely (replays a failure)
+  --clients K      override the number of clients the seed picks
+  --active-ms T    override the simulated ms of load and faults before healing
+  --batching B     override batching: off | auto | <interval ms>
+  --verbose        print a line per seed`);
+  process.exit(0);
+}
+
+function int(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 0) {
+    console.error(`--${name} must be a non-negative integer, got ${JSON.stringify(v)}`);
+    process.exit(2);
+  }
+  return n;
+}
+
+const overrides: Partial<SimConfig> = {};
+const k = int('clients', values.clients);
+if (k !== undefined) overrides.clients = Math.max(1, k);
+const a = int('active-ms', values['active-ms']);
+if (a !== undefined) overrides.activeMs = a;
+if (values.batching !== undefined) {
+  const b = values.batching;
+  overrides.batching = b === 'off' ? 'off' : b === 'auto' ? { auto: true } : { intervalMs: int('batching', b)! };
+}
+const extra = Object.entries({ clients: values.clients, 'active-ms': values['active-ms'], batching: values.batching })
+  .filter(([, v]) => v !== undefined).map(([k, v]) => ` --${k} ${v}`).join('');
+
+const single = int('seed', values.seed);
+const start = single ?? int('start', values.start)!;
+const count = single !== undefined ? 1 : int('seeds', values.seeds)!;
+
+const t0 = performance.now();
+const w0 = work.ops;
+let failed = 0, ran = 0, events = 0, submitted = 0, sequenced = 0, simMs = 0;
+const totals: Record<string, number> = {};
+for (let seed = start; seed < start + count; seed++) {
+  const r = runSeed(seed, overrides);
+  ran++;
+  events += r.events;
+  submitted += r.submitted;
+  sequenced += r.sequenced;
+  simMs += r.simMs;
+  for (const [k, v] of Object.entries(r.counts)) totals[k] = (totals[k] ?? 0) + v;
+  if (values.verbose || single !== undefined) {
+    console.log(`seed ${seed}: ${r.ok ? 'ok' : 'FAIL'} clients=${r.config.clients} batching=${JSON.stringify(r.config.batching)} events=${r.events} submitted=${r.submitted} sequenced=${r.sequenced} simulated=${(r.simMs / 1000).toFixed(1)}s ${JSON.stringify(r.counts)}`);
+  }
+  if (!r.ok) {
+    failed++;
+    console.error(`FAIL seed ${seed}: ${r.error}`);
+    console.error(`  replay: npm run sim -- --seed ${seed}${extra}`);
+    if (failed >= 5) break;
+  }
+}
+const secs = (performance.now() - t0) / 1000;
+console.log(`simulated ${ran} seeds in ${secs.toFixed(1)} s: ${events} events, ${submitted} ops submitted, ${sequenced} sequenced (${Math.round(sequenced / secs)} sequenced ops/s, ${Math.round(events / secs)} events/s, ${work.ops - w0} op executions), ${(simMs / 1000).toFixed(0)} simulated s`);
+console.log(`faults: ${JSON.stringify(totals)}`);
+console.log(`sim: ${ran - failed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,660 @@
+/**
+ * Deterministic simulation of N Hercules clients and one room server, driven by one seed.
+ *
+ * Everything runs on a simulated clock in one event queue: per-link latency and jitter with
+ * FIFO per connection, disconnects that drop what is in flight, client crashes that lose
+ * volatile state and keep what the simulated disk confirmed, client and server restarts, slow
+ * clients that trip the ack timeout. After every event the invariants in `checkAll` run; the
+ * first violation stops the run with a message and the seed, which replays it exactly.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import {
+  ClientRoom,
+  RoomEngine,
+  applyOp,
+  VIEWS,
+  type Batching,
+  type ClientMessage,
+  type LogEntry,
+  type OpHandle,
+  type OpRecord,
+  type RoomOutput,
+  type ServerMessage,
+  type ViewName,
+} from '@hercules/core';
+import { Rng } from './rng.ts';
+import { ledger, work, type LedgerState } from './machine.ts';
+
+export interface SimConfig {
+  clients: number;
+  /** Simulated ms of random activity before healing and checking convergence. */
+  activeMs: number;
+  ackTimeoutMs: number;
+  latencyMs: [number, number];
+  jitterMs: number;
+  diskMs: [number, number];
+  batching: Batching;
+  /** Per-ms probabilities of each kind of event. */
+  rates: { submit: number; disconnect: number; crash: number; serverRestart: number; slow: number };
+  /** Check the reference fold of speculative views every `deepCheckEvery` events (1 = always). */
+  deepCheckEvery: number;
+}
+
+export interface SimResult {
+  seed: number;
+  ok: boolean;
+  error?: string;
+  events: number;
+  submitted: number;
+  sequenced: number;
+  simMs: number;
+  config: SimConfig;
+  counts: Record<string, number>;
+}
+
+export class InvariantError extends Error {}
+
+/** Snapshots are immutable, so a fingerprint cached by identity stays right. */
+const prints = new WeakMap<object, string>();
+function print(s: LedgerState): string {
+  let p = prints.get(s);
+  if (p === undefined) prints.set(s, (p = JSON.stringify(s)));
+  return p;
+}
+const same = (a: LedgerState, b: LedgerState) => a === b || print(a) === print(b);
+
+function fail(msg: string): never {
+  throw new InvariantError(msg);
+}
+
+/** Pick a configuration from the seed, so one number reproduces a run. */
+export function configFor(seed: number, overrides: Partial<SimConfig> = {}): SimConfig {
+  const r = new Rng(seed ^ 0x5eed);
+  const batchingKind = r.int(0, 2);
+  const batching: Batching = batchingKind === 0 ? 'off' : batchingKind === 1 ? { intervalMs: r.int(5, 60) } : { auto: true, budgetMs: r.pick([0, 0.05, 0.5]), intervalMs: r.int(5, 40) };
+  const lo = r.int(1, 40);
+  return {
+    clients: r.int(2, 5),
+    activeMs: r.int(1500, 4000),
+    ackTimeoutMs: r.pick([150, 300, 600, 2000]),
+    latencyMs: [lo, lo + r.int(0, 60)],
+    jitterMs: r.int(0, 15),
+    diskMs: [r.pick([0, 1]), r.int(1, 8)],
+    batching,
+    rates: {
+      submit: r.pick([0.02, 0.05, 0.1]),
+      disconnect: r.pick([0, 0.0005, 0.002]),
+      crash: r.pick([0, 0.0003, 0.001]),
+      serverRestart: r.pick([0, 0.0002, 0.0006]),
+      slow: r.pick([0, 0.0005, 0.001]),
+    },
+    deepCheckEvery: 1,
+    ...overrides,
+  };
+}
+
+// ------------------------------------------------------------------ event queue
+
+interface Event {
+  at: number;
+  order: number;
+  run: () => void;
+  label: string;
+}
+
+class Queue {
+  private heap: Event[] = [];
+  private order = 0;
+  push(at: number, label: string, run: () => void): void {
+    const e = { at, order: this.order++, run, label };
+    const h = this.heap;
+    h.push(e);
+    let i = h.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (less(h[p], h[i])) break;
+      [h[p], h[i]] = [h[i], h[p]];
+      i = p;
+    }
+  }
+  pop(): Event | undefined {
+    const h = this.heap;
+    if (h.length === 0) return undefined;
+    const top = h[0];
+    const last = h.pop()!;
+    if (h.length) {
+      h[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1, r = l + 1;
+        let m = i;
+        if (l < h.length && less(h[l], h[m])) m = l;
+        if (r < h.length && less(h[r], h[m])) m = r;
+        if (m === i) break;
+        [h[m], h[i]] = [h[i], h[m]];
+        i = m;
+      }
+    }
+    return top;
+  }
+  get size(): number {
+    return this.heap.length;
+  }
+}
+const less = (a: Event, b: Event) => a.at < b.at || (a.at === b.at && a.order < b.order);
+
+// ------------------------------------------------------------------ actors
+
+interface Disk {
+  lastSeq: number;
+  ops: OpRecord[];
+}
+
+interface SimClient {
+  id: string;
+  /** Incremented per process start: a crash makes a new incarnation. */
+  incarnation: number;
+  alive: boolean;
+  room?: ClientRoom<typeof ledger>;
+  disk: Disk;
+  /** Disk writes not yet confirmed; lost on crash. */
+  writing: number;
+  /** Connection: epoch increments on every break; in-flight messages of old epochs are dropped. */
+  epoch: number;
+  conn?: string;
+  link: { up: number; down: number };
+  /** While > now, inbound delivery is delayed (a stalled client). */
+  stalledUntil: number;
+  handles: OpHandle[];
+  /** Highest stable position seen by this incarnation. */
+  lastStable: number;
+  reconnectScheduled: boolean;
+  /** Identities and positions at the last full check. */
+  checked?: unknown[];
+}
+
+export class Simulation {
+  readonly rng: Rng;
+  readonly cfg: SimConfig;
+  readonly q = new Queue();
+  now = 0;
+  events = 0;
+  server!: RoomEngine<LedgerState>;
+  serverUp = true;
+  serverEpoch = 0;
+  clients: SimClient[] = [];
+  /** Oracle: the global log as sequenced, never compacted, and the state after each prefix. */
+  global: LogEntry[] = [];
+  oracle: LedgerState[] = [ledger.initial];
+  seen = new Set<string>();
+  /** Ops the simulated disk confirmed: they must reach the global log exactly once. */
+  durableEver = new Set<string>();
+  /** Highest log position each connection's client incarnation processed. */
+  processed = new Map<string, number>();
+  connOwner = new Map<string, SimClient>();
+  lastServerStable = 0;
+  submitted = 0;
+  counts: Record<string, number> = {};
+  private stopSubmitting = false;
+  private healing = false;
+  private workAtStart = 0;
+
+  constructor(readonly seed: number, cfg: SimConfig) {
+    this.rng = new Rng(seed);
+    this.cfg = cfg;
+    this.server = this.newServer();
+    for (let i = 0; i < cfg.clients; i++) {
+      const c: SimClient = {
+        id: `c${i}`, incarnation: 0, alive: false, disk: { lastSeq: 0, ops: [] }, writing: 0, epoch: 0,
+        link: { up: 0, down: 0 }, stalledUntil: 0, handles: [], lastStable: 0, reconnectScheduled: false,
+      };
+      this.clients.push(c);
+      this.startClient(c);
+    }
+  }
+
+  private count(k: string): void {
+    this.counts[k] = (this.counts[k] ?? 0) + 1;
+  }
+
+  private newServer(): RoomEngine<LedgerState> {
+    const restore = this.server?.durableState();
+    return new RoomEngine(ledger, { ackTimeoutMs: this.cfg.ackTimeoutMs }, restore);
+  }
+
+  private latency(): number {
+    const [lo, hi] = this.cfg.latencyMs;
+    return this.rng.int(lo, hi) + this.rng.int(0, this.cfg.jitterMs);
+  }
+
+  // -------------------------------------------------------------- client processes
+
+  private startClient(c: SimClient): void {
+    c.incarnation++;
+    c.alive = true;
+    c.handles = [];
+    c.lastStable = 0;
+    c.writing = 0;
+    const disk = c.disk;
+    const room = new ClientRoom(ledger, {
+      clientId: c.id,
+      now: () => this.now,
+      cpuNow: () => (work.ops - this.workAtStart) * 0.01,
+      batching: this.cfg.batching,
+      notify: 'sync',
+      restore: { lastSeq: disk.lastSeq, durable: disk.ops.map((o) => ({ ...o })) },
+    });
+    const inc = c.incarnation;
+    room.attach({
+      send: (msg) => this.clientSend(c, msg),
+      persist: (ops) => {
+        c.writing++;
+        const copy = structuredClone(ops);
+        const [lo, hi] = this.cfg.diskMs;
+        this.q.push(this.now + this.rng.int(lo, hi), `disk ${c.id}`, () => {
+          if (!c.alive || c.incarnation !== inc) return; // the write died with the process
+          c.writing--;
+          for (const op of copy) {
+            disk.ops.push(op);
+            disk.lastSeq = Math.max(disk.lastSeq, op.seq);
+            this.durableEver.add(`${op.client}:${op.seq}`);
+          }
+          room.durable(copy[copy.length - 1].seq);
+        });
+      },
+      prune: (upto) => {
+        disk.ops = disk.ops.filter((o) => o.seq > upto);
+      },
+      warn: (m) => {
+        this.count('client-warning');
+        if (/diverg|deterministic|out of sequence|gap/.test(m)) fail(`client ${c.id} warned: ${m}`);
+      },
+      fatal: (code, m) => fail(`client ${c.id} got fatal ${code}: ${m}`),
+    });
+    // Subscriptions must see each new snapshot exactly once, never a torn or stale one.
+    for (const v of VIEWS) {
+      let last: unknown = room.getState(v);
+      room.subscribe(v, (s, view) => {
+        if (s === last) fail(`${c.id} ${view} listener called twice with the same snapshot`);
+        if (s !== room.getState(view)) fail(`${c.id} ${view} listener got a snapshot that is not current`);
+        last = s;
+      });
+    }
+    c.room = room;
+    this.connect(c);
+  }
+
+  private crashClient(c: SimClient): void {
+    if (!c.alive) return;
+    this.count('crash');
+    c.alive = false;
+    c.room?.close();
+    c.room = undefined;
+    const conn = c.conn;
+    this.breakLink(c, false);
+    // The server learns of the dead connection later (socket close or heartbeat timeout).
+    if (conn) {
+      const se = this.serverEpoch;
+      this.q.push(this.now + this.rng.pick([5, 50, 800]), `close ${conn}`, () => {
+        if (this.serverUp && this.serverEpoch === se) this.serverOut(this.server.close(conn, this.now));
+      });
+    }
+    this.q.push(this.now + this.rng.int(50, 600), `restart ${c.id}`, () => {
+      if (!c.alive) this.startClient(c);
+    });
+  }
+
+  // -------------------------------------------------------------- network
+
+  private connect(c: SimClient): void {
+    c.reconnectScheduled = false;
+    if (!c.alive || c.conn) return;
+    if (!this.serverUp) {
+      this.scheduleReconnect(c);
+      return;
+    }
+    c.epoch++;
+    const conn = `${c.id}#${c.incarnation}.${c.epoch}`;
+    c.conn = conn;
+    c.link = { up: 0, down: 0 };
+    this.connOwner.set(conn, c);
+    this.processed.set(conn, c.room!.engine.positions().authoritative);
+    const se = this.serverEpoch;
+    const epoch = c.epoch;
+    // TCP/WebSocket open completes after one way; then the client says hello on the same link.
+    const t = this.now + this.latency();
+    c.link.up = t;
+    this.q.push(t, `open ${conn}`, () => {
+      if (!this.serverUp || this.serverEpoch !== se || c.epoch !== epoch || !c.alive) return;
+      this.serverOut(this.server.open(conn, this.now));
+    });
+    c.room!.connected();
+  }
+
+  private scheduleReconnect(c: SimClient): void {
+    if (c.reconnectScheduled || !c.alive) return;
+    c.reconnectScheduled = true;
+    this.q.push(this.now + this.rng.int(20, 400), `reconnect ${c.id}`, () => this.connect(c));
+  }
+
+  /** Break c's connection. Messages in flight are dropped (their epoch no longer matches). */
+  private breakLink(c: SimClient, tellServer: boolean): void {
+    const conn = c.conn;
+    if (!conn) return;
+    c.conn = undefined;
+    c.epoch++;
+    if (c.alive && c.room) {
+      c.room.disconnected();
+      this.scheduleReconnect(c);
+    }
+    if (tellServer && this.serverUp) {
+      const se = this.serverEpoch;
+      this.q.push(this.now + this.rng.int(1, 30), `close ${conn}`, () => {
+        if (this.serverUp && this.serverEpoch === se) this.serverOut(this.server.close(conn, this.now));
+      });
+    }
+  }
+
+  private clientSend(c: SimClient, msg: ClientMessage): void {
+    const conn = c.conn;
+    if (!conn) return;
+    const epoch = c.epoch;
+    const se = this.serverEpoch;
+    const frame = structuredClone(msg);
+    const t = Math.max(c.link.up, this.now + this.latency());
+    c.link.up = t;
+    this.q.push(t, `up ${conn} ${msg.t}`, () => {
+      if (!this.serverUp || this.serverEpoch !== se || c.epoch !== epoch) return;
+      this.serverOut(this.server.message(conn, frame, this.now));
+    });
+  }
+
+  private serverOut(o: RoomOutput): void {
+    // Storage is synchronous in the simulation: everything in `persist` is durable now.
+    for (const e of o.persist.appended) this.onSequenced(e);
+    for (const { conn, msg } of o.send) {
+      const c = this.connOwner.get(conn);
+      if (!c || c.conn !== conn) continue;
+      const epoch = c.epoch;
+      const frame = structuredClone(msg);
+      const t = Math.max(c.link.down, this.now + this.latency(), c.stalledUntil);
+      c.link.down = t;
+      this.q.push(t, `down ${conn} ${msg.t}`, () => {
+        if (c.epoch !== epoch || !c.alive || !c.room) return;
+        c.room.receive(frame as ServerMessage);
+        this.afterClientInput(c);
+      });
+    }
+    for (const { conn } of o.close) {
+      const c = this.connOwner.get(conn);
+      if (c && c.conn === conn) {
+        // The client sees the close after the frames sent before it.
+        const epoch = c.epoch;
+        const t = Math.max(c.link.down, this.now + 1);
+        c.link.down = t;
+        this.q.push(t, `closed ${conn}`, () => {
+          if (c.epoch === epoch && c.conn === conn) this.breakLink(c, false);
+        });
+      }
+    }
+  }
+
+  private afterClientInput(c: SimClient): void {
+    if (!c.room || !c.conn) return;
+    const pos = c.room.engine.positions().authoritative;
+    const prev = this.processed.get(c.conn) ?? 0;
+    if (pos > prev) this.processed.set(c.conn, pos);
+    const d = c.room.nextDeadline();
+    if (d !== Infinity) {
+      const inc = c.incarnation;
+      this.q.push(Math.max(d, this.now), `flush ${c.id}`, () => {
+        if (c.alive && c.incarnation === inc && c.room) {
+          c.room.tick();
+          this.afterClientInput(c);
+        }
+      });
+    }
+  }
+
+  private onSequenced(e: LogEntry): void {
+    const id = `${e.client}:${e.seq}`;
+    if (e.pos !== this.global.length + 1) fail(`server sequenced ${id} at ${e.pos}, expected ${this.global.length + 1}`);
+    if (this.seen.has(id)) fail(`op ${id} sequenced twice (positions ${this.global.find((g) => `${g.client}:${g.seq}` === id)?.pos} and ${e.pos})`);
+    if (!this.durableEver.has(id)) fail(`op ${id} reached the server before it was durable on its client`);
+    this.seen.add(id);
+    this.global.push(structuredClone(e));
+    const prev = this.oracle[this.oracle.length - 1];
+    const r = applyOp(ledger, prev, e, e.pos);
+    if ((r.error === undefined) !== (e.error === undefined)) fail(`server verdict for ${id} differs from the oracle: ${e.error} vs ${r.error}`);
+    this.oracle.push(r.state);
+  }
+
+  // -------------------------------------------------------------- faults and load
+
+  private restartServer(): void {
+    this.count('server-restart');
+    this.serverUp = false;
+    this.serverEpoch++;
+    for (const c of this.clients) this.breakLink(c, false);
+    this.q.push(this.now + this.rng.int(20, 300), 'server up', () => {
+      this.server = this.newServer();
+      this.serverUp = true;
+    });
+  }
+
+  private randomEvent(): void {
+    const r = this.cfg.rates;
+    const c = this.rng.pick(this.clients);
+    if (!this.stopSubmitting && this.rng.chance(r.submit * 10) && c.alive && c.room) {
+      this.submitRandom(c);
+    }
+    if (this.rng.chance(r.disconnect * 10) && c.conn) {
+      this.count('disconnect');
+      this.breakLink(c, true);
+    }
+    if (this.rng.chance(r.crash * 10)) this.crashClient(c);
+    if (this.rng.chance(r.serverRestart * 10) && this.serverUp) this.restartServer();
+    if (this.rng.chance(r.slow * 10) && c.alive) {
+      this.count('stall');
+      c.stalledUntil = this.now + this.rng.int(100, 3 * this.cfg.ackTimeoutMs);
+    }
+  }
+
+  private submitRandom(c: SimClient): void {
+    const room = c.room!;
+    const k = this.rng.pick(['a', 'b', 'c']);
+    const roll = this.rng.int(0, 9);
+    let h: OpHandle;
+    if (roll < 5) h = room.ops.inc({ key: k, by: this.rng.int(1, 3) });
+    else if (roll < 8) h = room.ops.withdraw({ key: k, amount: this.rng.int(1, 4) });
+    else if (roll < 9) h = room.ops.stamp({ key: k });
+    else h = room.ops.boom();
+    c.handles.push(h);
+    this.submitted++;
+    // Submitted view includes it right away.
+    const log = room.getState('submitted').log;
+    if (h.name !== 'boom' && h.name !== 'withdraw' && log[log.length - 1] !== h.id) fail(`${h.id} not at the end of the Submitted view after submit`);
+  }
+
+  // -------------------------------------------------------------- invariants
+
+  checkAll(deep: boolean): void {
+    // The checker's own op executions must not move the simulated CPU clock.
+    const w = work.ops;
+    try {
+      this.checkAllInner(deep);
+    } finally {
+      work.ops = w;
+    }
+  }
+
+  private checkAllInner(deep: boolean): void {
+    const srv = this.server;
+    if (this.serverUp) {
+      const head = srv.head();
+      if (head !== this.global.length) fail(`server head ${head} but ${this.global.length} ops were sequenced`);
+      if (!same(srv.headSnapshot(), this.oracle[head])) fail('server head state differs from the oracle');
+      const st = srv.stableFrontier();
+      if (st < this.lastServerStable) fail(`server stable frontier moved back from ${this.lastServerStable} to ${st}`);
+      this.lastServerStable = st;
+      const ds = srv.durableState();
+      if (ds.checkpoint.pos !== st) fail(`checkpoint at ${ds.checkpoint.pos}, stable at ${st}`);
+      if (deep && !same(ds.checkpoint.state as LedgerState, this.oracle[st])) fail('server checkpoint differs from the oracle');
+    }
+    const members = this.serverUp ? new Set(srv.members()) : new Set<string>();
+    const memberConns = new Map<string, string>(); // client id -> conn of the member session
+    if (this.serverUp) {
+      for (const [id, conn] of srv.memberConnections()) memberConns.set(id, conn);
+    }
+    for (const c of this.clients) {
+      if (!c.alive || !c.room) continue;
+      const room = c.room;
+      const eng = room.engine;
+      const p = eng.positions();
+      if (!(p.stable <= p.visible && p.visible <= p.authoritative && p.authoritative <= p.durable && p.durable <= p.submitted)) {
+        fail(`${c.id} positions out of order: ${JSON.stringify(p)}`);
+      }
+      if (p.authoritative > this.global.length) fail(`${c.id} authoritative at ${p.authoritative} beyond the global log (${this.global.length})`);
+      if (p.stable < c.lastStable) fail(`${c.id} stable moved back from ${c.lastStable} to ${p.stable}`);
+      c.lastStable = p.stable;
+      if (p.stable > this.lastServerStable && this.serverUp) fail(`${c.id} stable ${p.stable} ahead of the server's ${this.lastServerStable}`);
+      // Certain views equal the oracle's state for their global prefix: same ops, same order.
+      const views: Record<ViewName, LedgerState> = Object.fromEntries(VIEWS.map((v) => [v, room.getState(v)])) as Record<ViewName, LedgerState>;
+      // Nothing this client shows changed since its last full check: the same checks would pass.
+      const key = [...VIEWS.map((v) => views[v]), ...Object.values(p), eng.pending().length];
+      const unchanged = c.checked !== undefined && key.length === c.checked.length && key.every((x, i) => x === c.checked![i]);
+      c.checked = key;
+      if (!unchanged) for (const v of VIEWS) if (!Object.isFrozen(views[v]) || !Object.isFrozen(views[v].log)) fail(`${c.id} ${v} snapshot is not frozen`);
+      if (!same(views.authoritative, this.oracle[p.authoritative])) fail(`${c.id} authoritative view differs from the global log prefix ${p.authoritative}`);
+      if (deep && !unchanged) {
+        if (!same(views.visible, this.oracle[p.visible])) fail(`${c.id} visible view differs from the global log prefix ${p.visible}`);
+        if (!same(views.stable, this.oracle[p.stable])) fail(`${c.id} stable view differs from the global log prefix ${p.stable}`);
+        // Speculative views: a naive reference fold over Authoritative + own lists, op by op.
+        const pend = eng.pending().filter((o) => o.stage === 'durable' || o.stage === 'submitted');
+        let s = this.oracle[p.authoritative];
+        let pos = p.authoritative;
+        const durCount = p.durable - p.authoritative;
+        for (let i = 0; i < pend.length; i++) {
+          if (i === durCount && !same(views.durable, s)) fail(`${c.id} durable view differs from the reference fold`);
+          s = applyOp(ledger, s, pend[i], ++pos).state;
+        }
+        if (durCount === pend.length && !same(views.durable, s)) fail(`${c.id} durable view differs from the reference fold`);
+        if (!same(views.submitted, s)) fail(`${c.id} submitted view differs from the reference fold`);
+        // Prefix chain on the effective-op logs themselves.
+        for (let i = 0; i + 1 < VIEWS.length; i++) {
+          const newer = views[VIEWS[i]].log, older = views[VIEWS[i + 1]].log;
+          if (older.length > newer.length || older.some((id, j) => newer[j] !== id)) fail(`${c.id} ${VIEWS[i + 1]} is not a prefix of ${VIEWS[i]}`);
+        }
+      }
+      // Our ops in Visible were delivered to every other member of the visibility set.
+      let lastOwnVisible = 0;
+      for (let i = p.visible; i >= 1 && i > p.visible - 5000; i--) {
+        if (this.global[i - 1].client === c.id) { lastOwnVisible = i; break; }
+      }
+      if (lastOwnVisible > 0 && this.serverUp) {
+        for (const [mid, mconn] of memberConns) {
+          if (mid === c.id) continue;
+          const got = this.processed.get(mconn) ?? 0;
+          if (got < lastOwnVisible) fail(`${c.id}'s op at ${lastOwnVisible} is in its Visible view but member ${mid} (${mconn}) has only ${got}`);
+        }
+      }
+      // Handles agree with the log.
+      for (const h of c.handles) {
+        if (h.stage === 'authoritative' || h.stage === 'visible' || h.stage === 'rejected') {
+          const g = h.position !== undefined ? this.global[h.position - 1] : this.global.find((e) => e.client === c.id && e.seq === h.seq);
+          if (!g || g.client !== c.id || g.seq !== h.seq) fail(`${h.id} is ${h.stage} but not at position ${h.position} of the global log`);
+          if ((h.stage === 'rejected') !== (g.error !== undefined)) fail(`${h.id} is ${h.stage} but the global log says ${g.error ?? 'accepted'}`);
+        }
+      }
+    }
+    // The stable frontier: every member has received it.
+    if (this.serverUp) {
+      for (const [mid, mconn] of memberConns) {
+        const got = this.processed.get(mconn) ?? 0;
+        if (got < this.lastServerStable) fail(`stable frontier ${this.lastServerStable} but member ${mid} has only ${got}`);
+      }
+    }
+  }
+
+  // -------------------------------------------------------------- driving
+
+  private step(ev: Event): void {
+    this.now = Math.max(this.now, ev.at);
+    this.events++;
+    try {
+      ev.run();
+    } catch (e) {
+      if (e instanceof InvariantError) throw e;
+      throw new InvariantError(`exception in event "${ev.label}" at t=${this.now}: ${(e as Error).stack ?? e}`);
+    }
+    this.checkAll(this.events % this.cfg.deepCheckEvery === 0);
+  }
+
+  run(): void {
+    this.workAtStart = work.ops;
+    // Load and faults: one random draw per simulated 10 ms; server ticks every 25 ms.
+    for (let t = 0; t < this.cfg.activeMs; t += 10) this.q.push(t, 'random', () => this.randomEvent());
+    const tickEvery = Math.max(10, Math.floor(this.cfg.ackTimeoutMs / 4));
+    const tick = () => {
+      if (this.serverUp) this.serverOut(this.server.tick(this.now));
+      if (!this.finished()) this.q.push(this.now + tickEvery, 'server tick', tick);
+    };
+    this.q.push(tickEvery, 'server tick', tick);
+    this.q.push(this.cfg.activeMs, 'heal', () => this.heal());
+    const limit = this.cfg.activeMs + 120_000;
+    for (;;) {
+      const ev = this.q.pop();
+      if (!ev) break;
+      if (ev.at > limit) fail(`no convergence ${limit - this.cfg.activeMs} ms after healing: ${this.describe()}`);
+      this.step(ev);
+    }
+    this.checkConverged();
+  }
+
+  private heal(): void {
+    this.healing = true;
+    this.stopSubmitting = true;
+    for (const c of this.clients) c.stalledUntil = 0;
+  }
+
+  /** Quiescent: nothing in flight, everyone connected, everything settled. */
+  private finished(): boolean {
+    if (!this.healing || !this.serverUp) return false;
+    for (const c of this.clients) {
+      if (!c.alive) return false; // its restart is queued
+      const room = c.room!;
+      if (room.engine.connection() !== 'ready' || c.writing > 0 || room.nextDeadline() !== Infinity) return false;
+      const p = room.engine.positions();
+      if (p.submitted !== p.stable || p.authoritative !== this.global.length) return false;
+    }
+    return this.server.stableFrontier() === this.global.length && this.server.members().length === this.clients.length;
+  }
+
+  describe(): string {
+    return this.clients.map((c) => `${c.id}:${c.alive ? c.room!.engine.connection() : 'dead'} ${JSON.stringify(c.room?.engine.positions())}`).join('; ') + ` server head ${this.server.head()} stable ${this.server.stableFrontier()} members ${this.server.members()}`;
+  }
+
+  private checkConverged(): void {
+    if (!this.finished()) fail(`event queue drained before convergence: ${this.describe()}`);
+    const head = this.global.length;
+    const final = this.oracle[head];
+    for (const c of this.clients) {
+      const room = c.room!;
+      for (const v of VIEWS) if (!isDeepStrictEqual(room.getState(v), final) || !same(room.getState(v), final)) fail(`after quiescence ${c.id}'s ${v} view differs from the final state`);
+      for (const h of c.handles) if (h.stage !== 'visible' && h.stage !== 'rejected') fail(`after quiescence ${h.id} is still ${h.stage}`);
+    }
+    for (const id of this.durableEver) if (!this.seen.has(id)) fail(`durable op ${id} never reached the global log`);
+  }
+}
+
+export function runSeed(seed: number, overrides: Partial<SimConfig> = {}): SimResult {
+  const cfg = configFor(seed, overrides);
+  const sim = new Simulation(seed, cfg);
+  try {
+    sim.run();
+    return { seed, ok: true, events: sim.events, submitted: sim.submitted, sequenced: sim.global.length, simMs: sim.now, config: cfg, counts: sim.counts };
+  } catch (e) {
+    const msg = e instanceof InvariantError ? e.message : `crash: ${(e as Error).stack ?? e}`;
+    return { seed, ok: false, error: `t=${sim.now} event#${sim.events}: ${msg}`, events: sim.events, submitted: sim.submitted, sequenced: sim.global.length, simMs: sim.now, config: cfg, counts: sim.counts };
+  }
+}
