@@ -36,6 +36,8 @@ export interface SimConfig {
   batching: Batching;
   /** Per-ms probabilities of each kind of event. */
   rates: { submit: number; disconnect: number; crash: number; serverRestart: number; slow: number };
+  /** Probability that a client->server frame is delivered twice (a retrying transport or proxy). */
+  duplicateFrame: number;
   /** Check the reference fold of speculative views every `deepCheckEvery` events (1 = always). */
   deepCheckEvery: number;
 }
@@ -88,6 +90,7 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}): Sim
       serverRestart: r.pick([0, 0.0002, 0.0006]),
       slow: r.pick([0, 0.0005, 0.001]),
     },
+    duplicateFrame: r.pick([0, 0, 0.02, 0.1]),
     deepCheckEvery: 1,
     ...overrides,
   };
@@ -363,10 +366,15 @@ export class Simulation {
     const frame = structuredClone(msg);
     const t = Math.max(c.link.up, this.now + this.latency());
     c.link.up = t;
-    this.q.push(t, `up ${conn} ${msg.t}`, () => {
+    const deliver = () => {
       if (!this.serverUp || this.serverEpoch !== se || c.epoch !== epoch) return;
-      this.serverOut(this.server.message(conn, frame, this.now));
-    });
+      this.serverOut(this.server.message(conn, structuredClone(frame), this.now));
+    };
+    this.q.push(t, `up ${conn} ${msg.t}`, deliver);
+    if (msg.t === 'ops' && this.rng.chance(this.cfg.duplicateFrame)) {
+      this.count('duplicate-frame');
+      this.q.push(t, `up ${conn} ${msg.t} (duplicate)`, deliver);
+    }
   }
 
   private serverOut(o: RoomOutput): void {

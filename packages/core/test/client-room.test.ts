@@ -1,0 +1,138 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { OpRejectedError, VIEWS, type ViewName } from '../src/index.ts';
+import { Loopback } from './harness.ts';
+import { room } from './fixtures.ts';
+
+test('an op walks submitted -> durable -> authoritative -> visible, with a time per stage', async () => {
+  const net = new Loopback(room);
+  const a = net.client('a');
+  net.client('b');
+  net.connect('a');
+  net.connect('b');
+  await net.settle();
+  net.now = 100;
+  const h = a.ops.add({ id: 'chair', x: 1, y: 2 });
+  assert.equal(h.stage, 'submitted');
+  assert.equal(h.id, 'a:1');
+  assert.deepEqual(a.getState('submitted').items.chair, { x: 1, y: 2 });
+  assert.equal(a.getState('durable').items.chair, undefined, 'not durable yet');
+  await new Promise((r) => setImmediate(r)); // storage confirms
+  assert.equal(h.stage, 'durable');
+  assert.deepEqual(a.getState('durable').items.chair, { x: 1, y: 2 });
+  net.now = 130;
+  net.up(); // server orders it
+  net.down('a'); // Notify-Auth reaches a
+  assert.equal(h.stage, 'authoritative');
+  assert.equal(h.position, 1);
+  assert.deepEqual(a.getState('authoritative').items.chair, { x: 1, y: 2 });
+  assert.equal(a.getState('visible').items.chair, undefined, 'b has not acked');
+  net.down('b');
+  net.now = 170;
+  net.up(); // b's ack
+  net.down('a'); // Notify-Visible
+  assert.equal(h.stage, 'visible');
+  assert.deepEqual(a.getState('visible').items.chair, { x: 1, y: 2 });
+  assert.equal(await h.visible, h);
+  assert.deepEqual(h.times, { submitted: 100, durable: 100, authoritative: 130, visible: 170 });
+  await net.settle();
+  for (const v of VIEWS) assert.deepEqual(a.getState(v).items.chair, { x: 1, y: 2 }, v);
+});
+
+test('a rejected op leaves every view and its promises reject with the reason', async () => {
+  const net = new Loopback(room);
+  const a = net.client('a');
+  const b = net.client('b');
+  net.connect('a');
+  net.connect('b');
+  await net.settle();
+  a.ops.add({ id: 'x', x: 0, y: 0 });
+  await net.settle();
+  // Both move concurrently; b deletes... here: b adds 'y', a adds 'y' too: the second add throws.
+  const hb = b.ops.add({ id: 'y', x: 1, y: 1 });
+  await new Promise((r) => setImmediate(r));
+  net.up(); // b's add is ordered first
+  const ha = a.ops.add({ id: 'y', x: 9, y: 9 });
+  assert.deepEqual(a.getState('submitted').items.y, { x: 9, y: 9 }, 'speculatively applied');
+  await net.settle();
+  assert.equal(hb.stage, 'visible');
+  assert.equal(ha.stage, 'rejected');
+  assert.equal(ha.error, 'item y exists');
+  await assert.rejects(ha.authoritative, (e: unknown) => e instanceof OpRejectedError && /a:2 was rejected: item y exists/.test((e as Error).message));
+  await assert.rejects(ha.visible, OpRejectedError);
+  assert.equal(await ha.durable, ha);
+  for (const v of VIEWS) assert.deepEqual(a.getState(v).items.y, { x: 1, y: 1 }, `${v} shows b's item`);
+});
+
+test('subscribe calls back once per batch with the current snapshot, and views share identity when quiet', async () => {
+  const net = new Loopback(room);
+  const a = net.client('a');
+  const b = net.client('b', { autoDurable: false });
+  net.connect('a');
+  net.connect('b');
+  await net.settle();
+  const calls: Record<ViewName, unknown[]> = { submitted: [], durable: [], authoritative: [], visible: [], stable: [] };
+  for (const v of VIEWS) a.subscribe(v, (s) => calls[v].push(s));
+  // One frame from the server carrying three remote ops is one batch: one call per view.
+  b.ops.add({ id: 'p', x: 0, y: 0 });
+  b.ops.add({ id: 'q', x: 0, y: 0 });
+  b.ops.add({ id: 'r', x: 0, y: 0 });
+  b.durable(3); // one group commit -> one Deliver-Operation frame -> one Remote-Operation frame
+  net.up();
+  const before = calls.authoritative.length;
+  net.down('a');
+  assert.equal(calls.authoritative.length, before + 1);
+  assert.equal(calls.authoritative.at(-1), a.getState('authoritative'));
+  assert.equal(Object.keys(a.getState('authoritative').items).length, 3);
+  await net.settle();
+  // Quiet: every view is the very same snapshot object.
+  const s = a.getState('stable');
+  for (const v of VIEWS) assert.equal(a.getState(v), s, `${v} shares the snapshot`);
+  // A later op changes only what it touched: untouched items keep their identity.
+  a.ops.move({ id: 'p', x: 5, y: 5 });
+  const sub = a.getState('submitted');
+  assert.notEqual(sub.items.p, s.items.p);
+  assert.equal(sub.items.q, s.items.q);
+  assert.equal(a.getState('authoritative'), s, 'authoritative unchanged by a local submit');
+});
+
+test('microtask mode coalesces many submits into one notification', async () => {
+  const { ClientRoom } = await import('../src/index.ts');
+  const r = new ClientRoom(room, { clientId: 'solo', now: () => 0 });
+  let n = 0;
+  r.subscribe('submitted', () => n++);
+  for (let i = 0; i < 10; i++) r.ops.note({ text: String(i) });
+  assert.equal(n, 0, 'not yet: notifications wait for the microtask');
+  await Promise.resolve();
+  assert.equal(n, 1);
+  assert.equal(r.getState('submitted').notes.length, 10);
+  assert.throws(() => r.subscribe('latest' as ViewName, () => {}), /unknown view "latest"/);
+});
+
+test('offline: submits and reads keep working; ops flush on reconnect exactly once', async () => {
+  const net = new Loopback(room);
+  const a = net.client('a');
+  net.client('b');
+  net.connect('b');
+  const h1 = a.ops.add({ id: 'k', x: 1, y: 1 });
+  const h2 = a.ops.move({ id: 'k', x: 2, y: 2 });
+  await new Promise((r) => setImmediate(r));
+  assert.equal(h2.stage, 'durable');
+  assert.deepEqual(a.getState('durable').items.k, { x: 2, y: 2 });
+  net.connect('a');
+  await net.settle();
+  assert.equal(h1.stage, 'visible');
+  assert.equal(h2.stage, 'visible');
+  assert.equal(net.server.head(), 2);
+  // Drop the connection with ops in flight, then reconnect: the server deduplicates.
+  const h3 = a.ops.note({ text: 'once' });
+  await new Promise((r) => setImmediate(r));
+  net.up(); // ordered...
+  net.disconnect('a'); // ...but the Notify-Auth is lost with the connection
+  assert.equal(h3.stage, 'durable');
+  net.connect('a');
+  await net.settle();
+  assert.equal(h3.stage, 'visible');
+  assert.equal(net.server.head(), 3, 'the resent op was not ordered twice');
+  assert.deepEqual(net.rooms.get('b')!.getState('visible').notes, ['a@3: once']);
+});

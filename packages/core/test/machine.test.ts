@@ -1,0 +1,94 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { applyOp, applyOps, defineMachine, HerculesError, ViewEngine } from '../src/index.ts';
+import { room } from './fixtures.ts';
+
+const inv = (name: string, args: unknown, seq = 1) => ({ client: 'c', seq, name, args, author: 'alice' });
+
+test('defineMachine refuses definitions that cannot work, naming the problem', () => {
+  const bad = (spec: unknown, re: RegExp) =>
+    assert.throws(() => defineMachine(spec as never), (e: unknown) => e instanceof HerculesError && e.code === 'bad-machine' && re.test(e.message));
+  bad(null, /needs an object/);
+  bad({ name: '', version: 1, initial: {}, ops: {} }, /name/);
+  bad({ name: 'm', version: 1.5, initial: {}, ops: {} }, /version/);
+  bad({ name: 'm', version: 1, initial: {}, ops: { x: 3 } }, /op "x" is not a function/);
+  bad({ name: 'm', version: 1, initial: { a: new Map() }, ops: {} }, /initial\.a is a Map/);
+  bad({ name: 'm', version: 1, initial: { a: [1, NaN] }, ops: {} }, /initial\.a\[1\] is NaN/);
+  bad({ name: 'm', version: 1, initial: { u: new Uint8Array(2) }, ops: {} }, /Uint8Array/);
+});
+
+test('the initial state is deep-frozen and detached from the spec object', () => {
+  const init = { list: [1, 2] };
+  const m = defineMachine({ name: 'm', version: 1, initial: init, ops: {} });
+  assert.ok(Object.isFrozen(m.initial) && Object.isFrozen(m.initial.list));
+  init.list.push(3);
+  assert.deepEqual(m.initial.list, [1, 2]);
+});
+
+test('an op that throws has no effect and reports its message', () => {
+  const s0 = room.initial;
+  const r = applyOp(room, s0, inv('move', { id: 'nope', x: 1, y: 1 }), 1);
+  assert.equal(r.state, s0, 'same snapshot back');
+  assert.equal(r.error, 'no item nope');
+  const u = applyOp(room, s0, inv('fly', {}), 1);
+  assert.equal(u.state, s0);
+  assert.match(u.error!, /unknown op "fly"/);
+  // A prototype key is not an op.
+  assert.match(applyOp(room, s0, inv('toString', {}), 1).error!, /unknown op/);
+});
+
+test('an op that throws half-way leaves no partial writes', () => {
+  const m = defineMachine({
+    name: 'half', version: 1, initial: { a: 0, b: 0 },
+    ops: { both(s) { s.a = 1; throw new Error('stop'); } },
+  });
+  const r = applyOp(m, m.initial, inv('both', undefined), 1);
+  assert.deepEqual(r.state, { a: 0, b: 0 });
+  assert.equal(r.error, 'stop');
+});
+
+test('snapshots share untouched subtrees by identity and are frozen', () => {
+  let s = applyOp(room, room.initial, inv('add', { id: 'a', x: 0, y: 0 }), 1).state;
+  s = applyOp(room, s, inv('add', { id: 'b', x: 0, y: 0 }, 2), 2).state;
+  const t = applyOp(room, s, inv('move', { id: 'a', x: 5, y: 5 }, 3), 3).state;
+  assert.notEqual(t, s);
+  assert.notEqual(t.items.a, s.items.a);
+  assert.equal(t.items.b, s.items.b, 'b untouched: same object');
+  assert.equal(t.notes, s.notes);
+  assert.ok(Object.isFrozen(t) && Object.isFrozen(t.items) && Object.isFrozen(t.items.a));
+  assert.deepEqual(s.items.a, { x: 0, y: 0 }, 'the old snapshot is unchanged');
+});
+
+test('applyOps in one draft equals op-by-op application, including a thrower in the middle', () => {
+  const ops = [
+    { ...inv('add', { id: 'a', x: 0, y: 0 }, 1) },
+    { ...inv('move', { id: 'zz', x: 1, y: 1 }, 2) }, // throws
+    { ...inv('note', { text: 'hi' }, 3) },
+    { ...inv('move', { id: 'a', x: 2, y: 3 }, 4) },
+  ];
+  let ref = room.initial;
+  ops.forEach((o, i) => { ref = applyOp(room, ref, o, 10 + i).state; });
+  assert.deepEqual(applyOps(room, room.initial, ops, 10), ref);
+  // ctx.position follows the log position
+  assert.deepEqual(ref.notes, ['alice@12: hi']);
+  // ops already rejected by the server are skipped
+  const skipped = applyOps(room, room.initial, [ops[0], { ...ops[2], error: 'rejected' }], 1);
+  assert.deepEqual(skipped.notes, []);
+});
+
+test('typed op stubs are inferred from the definition (checked by tsc)', () => {
+  const e = new ViewEngine(room, { clientId: 'c', now: () => 0 });
+  // These lines are type-checked by `npm run typecheck`; wrong arguments fail compilation.
+  const typed = (r: import('../src/index.ts').ClientRoom<typeof room>) => {
+    r.ops.move({ id: 'a', x: 1, y: 2 });
+    r.ops.clear();
+    // @ts-expect-error: x must be a number
+    r.ops.move({ id: 'a', x: '1', y: 2 });
+    // @ts-expect-error: unknown op
+    r.ops.fly({});
+    // @ts-expect-error: missing argument
+    r.ops.note();
+  };
+  assert.equal(typeof typed, 'function');
+  assert.throws(() => e.submit('fly', {}), (err: unknown) => err instanceof HerculesError && err.code === 'unknown-op' && /known ops: add, move, note, clear/.test(err.message));
+});

@@ -1,0 +1,203 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { PROTOCOL_VERSION, RoomEngine, type RoomOutput, type ServerMessage } from '../src/index.ts';
+import { room } from './fixtures.ts';
+
+const hello = (client: string, have = 0) => ({ t: 'hello', v: PROTOCOL_VERSION, client, machine: { name: 'test-room', version: 1 }, have });
+const to = (o: RoomOutput, conn: string) => o.send.filter((s) => s.conn === conn).map((s) => s.msg);
+const ofType = <T extends ServerMessage['t']>(msgs: ServerMessage[], t: T) => msgs.filter((m) => m.t === t) as Extract<ServerMessage, { t: T }>[];
+const note = (seq: number, text = `n${seq}`) => ({ seq, name: 'note', args: { text } });
+
+function join(r: RoomEngine, conn: string, client: string, now = 0): RoomOutput {
+  r.open(conn, now);
+  const o = r.message(conn, hello(client), now);
+  return o;
+}
+
+test('hello gets a welcome; a client alone in the room sees its ops visible at once', () => {
+  const r = new RoomEngine(room);
+  const w = ofType(to(join(r, 'k1', 'a'), 'k1'), 'welcome')[0];
+  assert.equal(w.client, 'a');
+  assert.equal(w.highWater, 0);
+  assert.deepEqual(w.entries, []);
+  const o = r.message('k1', { t: 'ops', ops: [note(1)] }, 1);
+  assert.deepEqual(o.persist.appended.map((e) => [e.pos, e.client, e.seq, e.author]), [[1, 'a', 1, 'a']]);
+  const msgs = to(o, 'k1');
+  assert.deepEqual(ofType(msgs, 'log')[0], { t: 'log', from: 1, entries: [{ k: 'own', seq: 1 }] });
+  assert.deepEqual(ofType(msgs, 'visible'), [{ t: 'visible', seq: 1 }]);
+});
+
+test('exactly once: a resent seq is ignored; a gap is refused with a clear error', () => {
+  const r = new RoomEngine(room);
+  join(r, 'k1', 'a');
+  r.message('k1', { t: 'ops', ops: [note(1), note(2)] }, 1);
+  const dup = r.message('k1', { t: 'ops', ops: [note(1), note(2), note(3)] }, 2);
+  assert.deepEqual(dup.persist.appended.map((e) => e.seq), [3]);
+  assert.equal(r.head(), 3);
+  assert.equal(r.stats.duplicates, 2);
+  const gap = r.message('k1', { t: 'ops', ops: [note(5)] }, 3);
+  const err = ofType(to(gap, 'k1'), 'error')[0];
+  assert.equal(err.code, 'seq-gap');
+  assert.match(err.message, /op seq 5 follows 3.*resend from 4/);
+  assert.equal(r.head(), 3);
+});
+
+test('Notify-Visible waits for every other member; acks are cumulative', () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  join(r, 'kb', 'b');
+  join(r, 'kc', 'c');
+  const o = r.message('ka', { t: 'ops', ops: [note(1), note(2)] }, 1);
+  // b and c get the full ops; a gets compact Notify-Auth
+  const lb = ofType(to(o, 'kb'), 'log')[0];
+  assert.equal(lb.entries[0].k, 'op');
+  assert.equal(ofType(to(o, 'ka'), 'visible').length, 0);
+  assert.equal(ofType(to(r.message('kb', { t: 'ack', pos: 2 }, 2), 'ka'), 'visible').length, 0, 'c has not acked');
+  const v = ofType(to(r.message('kc', { t: 'ack', pos: 1 }, 3), 'ka'), 'visible');
+  assert.deepEqual(v, [{ t: 'visible', seq: 1 }], 'only up to what c acked');
+  const v2 = r.message('kc', { t: 'ack', pos: 2 }, 4);
+  assert.deepEqual(ofType(to(v2, 'ka'), 'visible'), [{ t: 'visible', seq: 2 }]);
+  assert.equal(r.stableFrontier(), 0, 'a itself has not acked its own ops yet');
+  const s = r.message('ka', { t: 'ack', pos: 2 }, 5);
+  assert.equal(r.stableFrontier(), 2);
+  assert.deepEqual(ofType(to(s, 'kb'), 'stable'), [{ t: 'stable', pos: 2 }]);
+  assert.equal(r.suffixLength(), 0, 'checkpoint advanced to the stable frontier; suffix pruned');
+});
+
+test('a member whose ack is outstanding past the timeout is deregistered; its op blockers clear', () => {
+  const r = new RoomEngine(room, { ackTimeoutMs: 2000 });
+  join(r, 'ka', 'a');
+  join(r, 'kb', 'b');
+  r.message('ka', { t: 'ops', ops: [note(1)] }, 0);
+  r.message('ka', { t: 'ack', pos: 1 }, 5); // a has its own op; b never acks
+  assert.equal(ofType(to(r.tick(1999), 'ka'), 'visible').length, 0);
+  const o = r.tick(2001);
+  assert.deepEqual(ofType(to(o, 'kb'), 'deregister').length, 1);
+  assert.deepEqual(ofType(to(o, 'ka'), 'members').at(-1)!.members, ['a']);
+  assert.deepEqual(ofType(to(o, 'ka'), 'visible'), [{ t: 'visible', seq: 1 }]);
+  assert.deepEqual(r.members(), ['a']);
+  // b registers again; it rejoins only once it holds what was promised visible.
+  r.message('kb', { t: 'register' }, 2100);
+  assert.deepEqual(r.members(), ['a']);
+  const back = r.message('kb', { t: 'ack', pos: 1 }, 2200);
+  assert.deepEqual(r.members(), ['a', 'b']);
+  assert.deepEqual(ofType(to(back, 'ka'), 'members').at(-1)!.members, ['a', 'b']);
+});
+
+test('a closed connection leaves the visibility set at once', () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  join(r, 'kb', 'b');
+  r.message('ka', { t: 'ops', ops: [note(1)] }, 0);
+  const o = r.close('kb', 10);
+  assert.deepEqual(ofType(to(o, 'ka'), 'visible'), [{ t: 'visible', seq: 1 }]);
+  assert.deepEqual(r.members(), ['a']);
+});
+
+test('catch-up: a client behind the checkpoint gets checkpoint + suffix + its last visible seq', () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  join(r, 'kb', 'b');
+  r.message('ka', { t: 'ops', ops: [note(1), note(2)] }, 0);
+  r.message('ka', { t: 'ack', pos: 2 }, 1);
+  r.message('kb', { t: 'ack', pos: 2 }, 1);
+  assert.equal(r.stableFrontier(), 2);
+  r.message('ka', { t: 'ops', ops: [note(3)] }, 2);
+  r.close('ka', 3);
+  r.open('ka2', 4);
+  const w = ofType(to(r.message('ka2', hello('a', 0), 4), 'ka2'), 'welcome')[0];
+  assert.equal(w.checkpoint!.pos, 2);
+  assert.deepEqual((w.checkpoint!.state as { notes: string[] }).notes, ['a@1: n1', 'a@2: n2']);
+  assert.deepEqual(w.entries.map((e) => e.pos), [3]);
+  assert.equal(w.highWater, 3);
+  assert.equal(w.visibleSeq, 2, 'op 3 still waits for b');
+  assert.deepEqual(w.members, ['b']);
+});
+
+test('a client that holds enough resumes without a checkpoint', () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  join(r, 'kb', 'b');
+  r.message('ka', { t: 'ops', ops: [note(1), note(2), note(3)] }, 0);
+  r.message('kb', { t: 'ack', pos: 1 }, 0);
+  r.close('ka', 1);
+  assert.equal(r.stableFrontier(), 1, 'b holds only 1');
+  r.open('ka2', 2);
+  const w = ofType(to(r.message('ka2', hello('a', 2), 2), 'ka2'), 'welcome')[0];
+  assert.equal(w.checkpoint, undefined);
+  assert.equal(w.from, 3);
+  assert.deepEqual(w.entries.map((e) => e.seq), [3]);
+});
+
+test('memory stays bounded under steady load: the suffix is pruned as acks arrive', () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  join(r, 'kb', 'b');
+  let seq = 0;
+  for (let i = 0; i < 2000; i++) {
+    r.message('ka', { t: 'ops', ops: [note(++seq)] }, i);
+    r.message('ka', { t: 'ack', pos: r.head() }, i);
+    r.message('kb', { t: 'ack', pos: r.head() }, i);
+  }
+  assert.equal(r.head(), 2000);
+  assert.equal(r.suffixLength(), 0);
+  assert.equal(r.durableState().suffix.length, 0);
+});
+
+test('high-water marks and verdicts survive compaction and a restart', () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  r.message('ka', { t: 'ops', ops: [note(1), { seq: 2, name: 'move', args: { id: 'nope', x: 0, y: 0 } }] }, 0);
+  r.close('ka', 1); // a leaves before it learns the verdict; alone, everything becomes stable
+  assert.equal(r.stableFrontier(), 2);
+  assert.equal(r.suffixLength(), 0, 'suffix compacted into the checkpoint');
+  const restarted = new RoomEngine(room, {}, structuredClone(r.durableState()));
+  restarted.open('k2', 0);
+  const w = ofType(to(restarted.message('k2', hello('a', 0), 0), 'k2'), 'welcome')[0];
+  assert.equal(w.highWater, 2);
+  assert.deepEqual(w.rejected, [{ seq: 2, error: 'no item nope' }], 'the verdict outlived its compacted entry');
+  assert.equal(restarted.message('k2', { t: 'ops', ops: [note(1), note(2)] }, 1).persist.appended.length, 0, 'no duplicates after restart');
+});
+
+test('bad input gets a clear error and the room goes on', () => {
+  const r = new RoomEngine(room);
+  r.open('k', 0);
+  const cases: [unknown, RegExp][] = [
+    [null, /expected an object/],
+    [{ t: 'nope' }, /unknown message type "nope"/],
+    [{ t: 'ops', ops: [] }, /1\.\.10000 ops/],
+    [{ t: 'ops', ops: [{ seq: -1, name: 'x' }] }, /seq must be a positive integer/],
+    [{ t: 'ack', pos: 'x' }, /ack.pos/],
+    [{ t: 'hello', v: 1, client: '', machine: { name: 'x', version: 1 }, have: 0 }, /hello.client/],
+  ];
+  for (const [frame, re] of cases) {
+    const e = ofType(to(r.message('k', frame, 0), 'k'), 'error')[0];
+    assert.equal(e.code, 'malformed-frame');
+    assert.match(e.message, re);
+    assert.equal(e.fatal, false);
+  }
+  const early = ofType(to(r.message('k', { t: 'ack', pos: 0 }, 0), 'k'), 'error')[0];
+  assert.equal(early.code, 'not-ready');
+  r.open('k2', 0);
+  const v = r.message('k2', { ...hello('z'), v: 99 }, 0);
+  assert.equal(ofType(to(v, 'k2'), 'error')[0].code, 'protocol-version');
+  assert.deepEqual(v.close.map((c) => c.conn), ['k2']);
+  r.open('k3', 0);
+  const m = r.message('k3', { ...hello('z'), machine: { name: 'other', version: 1 } }, 0);
+  assert.match(ofType(to(m, 'k3'), 'error')[0].message, /runs test-room@1, the client other@1/);
+  // Unknown op names are ordered as rejected: the submitter learns why, the log stays contiguous.
+  join(r, 'k4', 'a');
+  const u = r.message('k4', { t: 'ops', ops: [{ seq: 1, name: 'fly', args: {} }] }, 0);
+  assert.match(u.persist.appended[0].error!, /unknown op "fly"/);
+  assert.equal(r.head(), 1);
+});
+
+test('a client id connecting again replaces its old connection', () => {
+  const r = new RoomEngine(room);
+  join(r, 'k1', 'a');
+  r.open('k2', 1);
+  const o = r.message('k2', hello('a'), 1);
+  assert.equal(ofType(to(o, 'k1'), 'error')[0].code, 'replaced');
+  assert.ok(o.close.some((c) => c.conn === 'k1'));
+  assert.equal(r.connections(), 1);
+});
