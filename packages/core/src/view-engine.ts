@@ -20,7 +20,7 @@
  * adjacent logs are equal their snapshots are the same object, so quiet views share identity.
  */
 import { HerculesError } from './errors.ts';
-import { applyOp, applyOps, deepFreeze, type Machine, type OpInvocation } from './machine.ts';
+import { applyOp, applyOps, deepFreeze, findNonJson, type Machine, type OpInvocation } from './machine.ts';
 import {
   PROTOCOL_VERSION,
   type ClientMessage,
@@ -265,6 +265,12 @@ export class ViewEngine<S = unknown> {
   submit(name: string, args: unknown): OwnOp {
     if (!this.machine.opNames.has(name)) {
       throw new HerculesError('unknown-op', `unknown op "${name}" for machine ${this.machine.name}; known ops: ${[...this.machine.opNames].join(', ')}`);
+    }
+    if (args !== undefined) {
+      const bad = findNonJson(args, 'args');
+      if (bad) throw new HerculesError('bad-argument', `${name}(${bad}): op arguments must be JSON data, because they travel to the server and other clients`);
+      // The op, the log and every replica hold these args: freeze our copy so no one edits it later.
+      args = deepFreeze(structuredClone(args));
     }
     const seq = ++this.lastSeq;
     const op = this.makeOwn(seq, name, args, 'submitted', this.now());

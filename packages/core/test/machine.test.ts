@@ -92,3 +92,12 @@ test('typed op stubs are inferred from the definition (checked by tsc)', () => {
   assert.equal(typeof typed, 'function');
   assert.throws(() => e.submit('fly', {}), (err: unknown) => err instanceof HerculesError && err.code === 'unknown-op' && /known ops: add, move, note, clear/.test(err.message));
 });
+
+test('op arguments must be JSON data; the engine keeps its own frozen copy', () => {
+  const e = new ViewEngine(room, { clientId: 'c', now: () => 0 });
+  assert.throws(() => e.submit('note', { text: () => 1 }), (err: unknown) => err instanceof HerculesError && err.code === 'bad-argument' && /note\(args\.text is a function\)/.test(err.message));
+  const args = { id: 'a', x: 1, y: 2 };
+  e.submit('add', args);
+  args.x = 99;
+  assert.deepEqual(e.getState('submitted').items.a, { x: 1, y: 2 }, 'later edits to the caller\'s object change nothing');
+});

@@ -8,7 +8,7 @@ const to = (o: RoomOutput, conn: string) => o.send.filter((s) => s.conn === conn
 const ofType = <T extends ServerMessage['t']>(msgs: ServerMessage[], t: T) => msgs.filter((m) => m.t === t) as Extract<ServerMessage, { t: T }>[];
 const note = (seq: number, text = `n${seq}`) => ({ seq, name: 'note', args: { text } });
 
-function join(r: RoomEngine, conn: string, client: string, now = 0): RoomOutput {
+function join(r: RoomEngine<any>, conn: string, client: string, now = 0): RoomOutput {
   r.open(conn, now);
   const o = r.message(conn, hello(client), now);
   return o;
