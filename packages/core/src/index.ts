@@ -13,3 +13,4 @@ export { RoomEngine } from './room-engine.ts';
 export type { RoomOptions, RoomOutput, RoomDurableState, ClientRecord, ConnId } from './room-engine.ts';
 export { ClientRoom } from './client-room.ts';
 export type { OpHandle, OpStubs, RoomDriver, ClientRoomOptions, Listener } from './client-room.ts';
+export { ServerCodec, ClientCodec } from './wire.ts';

@@ -128,7 +128,12 @@ export interface ErrorMessage {
   /** The server closes the connection after a fatal error. */
   readonly fatal: boolean;
 }
+/** Heartbeat: lets a client (even a browser, which cannot see WebSocket pings) notice a dead link. */
+export interface PingMessage {
+  readonly t: 'ping';
+}
 export type ServerMessage =
+  | PingMessage
   | WelcomeMessage
   | LogMessage
   | VisibleMessage

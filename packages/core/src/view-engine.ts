@@ -399,6 +399,8 @@ export class ViewEngine<S = unknown> {
         this.out.membersChanged = true;
         if (this.connState === 'ready') { this.ackDue = true; this.out.send.push({ t: 'register' }); }
         return;
+      case 'ping':
+        return;
       case 'error':
         if (msg.fatal) this.out.fatal = { code: msg.code, message: msg.message };
         else this.out.warnings.push(`server error ${msg.code}: ${msg.message}`);

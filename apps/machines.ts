@@ -1,0 +1,78 @@
+/**
+ * The demo apps' state machines (paper §6), shared by server and clients.
+ */
+import { defineMachine } from '@hercules/core';
+
+/** Interior design: furniture in a 2-D room. */
+export const interiorDesign = defineMachine({
+  name: 'interior-design',
+  version: 1,
+  initial: {
+    items: {
+      'sofa': { kind: 'sofa', x: 60, y: 60, w: 160, h: 70 },
+      'table': { kind: 'table', x: 260, y: 180, w: 110, h: 110 },
+      'chair-1': { kind: 'chair', x: 230, y: 320, w: 50, h: 50 },
+      'chair-2': { kind: 'chair', x: 400, y: 200, w: 50, h: 50 },
+      'lamp': { kind: 'lamp', x: 480, y: 60, w: 40, h: 40 },
+    } as Record<string, { kind: string; x: number; y: number; w: number; h: number }>,
+  },
+  ops: {
+    move(s, a: { id: string; x: number; y: number }) {
+      const it = s.items[a.id];
+      if (!it) throw new Error(`no item ${a.id}`);
+      it.x = Math.round(a.x);
+      it.y = Math.round(a.y);
+    },
+  },
+});
+
+/** Chat: a shared log of messages. */
+export const chat = defineMachine({
+  name: 'chat',
+  version: 1,
+  initial: { messages: [] as { id: string; author: string; text: string }[] },
+  ops: {
+    say(s, a: { text: string }, ctx) {
+      const text = String(a.text ?? '').slice(0, 2000);
+      if (text.trim() === '') throw new Error('empty message');
+      s.messages.push({ id: `${ctx.client}:${ctx.seq}`, author: ctx.author, text });
+    },
+  },
+});
+
+/** Spreadsheet: a grid of cells and one cursor per user. */
+const ROWS = 12, COLS = 6;
+export const spreadsheet = defineMachine({
+  name: 'spreadsheet',
+  version: 1,
+  initial: {
+    cells: Array.from({ length: ROWS }, () => Array.from({ length: COLS }, () => '')),
+    cursors: {} as Record<string, { row: number; col: number }>,
+  },
+  ops: {
+    setCell(s, a: { row: number; col: number; text: string }) {
+      if (!(a.row >= 0 && a.row < ROWS && a.col >= 0 && a.col < COLS)) throw new Error(`no cell ${a.row},${a.col}`);
+      s.cells[a.row][a.col] = String(a.text).slice(0, 200);
+    },
+    moveCursor(s, a: { row: number; col: number }, ctx) {
+      s.cursors[ctx.author] = { row: Math.max(0, Math.min(ROWS - 1, a.row)), col: Math.max(0, Math.min(COLS - 1, a.col)) };
+    },
+  },
+});
+
+/** The paper's benchmark app (§7): a byte array, an op increments some of its elements. */
+export const byteArray = defineMachine({
+  name: 'byte-array',
+  version: 1,
+  initial: { chunks: Array.from({ length: 100 }, () => Array.from({ length: 1000 }, () => 0)) },
+  ops: {
+    increment(s, a: { offset: number; count: number }) {
+      const total = s.chunks.length * 1000;
+      for (let i = 0; i < a.count; i++) {
+        const k = (a.offset + i) % total;
+        const c = s.chunks[Math.floor(k / 1000)];
+        c[k % 1000] = (c[k % 1000] + 1) & 0xff;
+      }
+    },
+  },
+});

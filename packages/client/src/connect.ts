@@ -1,0 +1,296 @@
+/**
+ * connect(): a ClientRoom on a real WebSocket with durable local storage. Adds what the pure
+ * room lacks: sockets, reconnect with backoff and jitter, a heartbeat watchdog, batching
+ * timers, and ordered, retried persistence.
+ */
+import { ClientCodec, ClientRoom, HerculesError, type Batching, type ClientMessage, type Machine, type OpRecord } from '@hercules/core';
+import { memoryStorage, type ClientStorage } from './storage.ts';
+
+export type ConnectionStatus = 'connecting' | 'online' | 'offline' | 'closed' | 'failed';
+
+export interface ConnectOptions<M extends Machine<any, any>> {
+  /** Server URL, e.g. ws://127.0.0.1:8787 */
+  url: string;
+  /** Room name: 1-128 of A-Z a-z 0-9 . _ ~ - */
+  room: string;
+  machine: M;
+  /** Where durable ops live. Default: memory (survives reconnects, not restarts). */
+  storage?: ClientStorage;
+  /** Sent as ?token= for servers that authenticate. */
+  token?: string;
+  /** Fixed client id; default: generated once and kept in storage. */
+  clientId?: string;
+  batching?: Batching;
+  /** Reconnect backoff: first delay and cap, ms. Defaults 100 and 5000. */
+  backoff?: { minMs?: number; maxMs?: number };
+  /** Reconnect if no frame arrives for this long (server pings every 5 s). Default 15000 ms. */
+  watchdogMs?: number;
+  /** Save a snapshot of the Stable view at most this often, to start offline. Default 2000 ms; 0 disables. */
+  baseEveryMs?: number;
+  /** A WebSocket class; default: the global one, else the `ws` package (Node 20). */
+  WebSocket?: unknown;
+  onStatus?: (status: ConnectionStatus, detail?: string) => void;
+  onError?: (error: Error) => void;
+  /** Notify listeners in a microtask (default) or synchronously. */
+  notify?: 'microtask' | 'sync';
+}
+
+type WS = {
+  binaryType: string;
+  readyState: number;
+  send(data: Uint8Array): void;
+  close(code?: number, reason?: string): void;
+  onopen: ((ev: unknown) => void) | null;
+  onclose: ((ev: { code: number; reason: string }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+};
+
+export interface ConnectedRoom<M extends Machine<any, any>> extends ClientRoom<M> {
+  readonly room: string;
+  status(): ConnectionStatus;
+  onStatus(fn: (s: ConnectionStatus, detail?: string) => void): () => void;
+  /** Close the socket and the storage. Durable ops stay in storage for the next start. */
+  close(): Promise<void>;
+  /** Resolves once every op submitted so far is durable (or rejected). */
+  flushed(): Promise<void>;
+}
+
+const ROOM_NAME = /^[A-Za-z0-9._~-]{1,128}$/;
+
+async function resolveWebSocket(given: unknown): Promise<new (url: string) => WS> {
+  if (given) return given as new (url: string) => WS;
+  const g = (globalThis as { WebSocket?: unknown }).WebSocket;
+  if (g) return g as new (url: string) => WS;
+  const mod = 'ws';
+  const ws = (await import(/* @vite-ignore */ mod)) as { default: unknown };
+  return ws.default as new (url: string) => WS;
+}
+
+function newClientId(): string {
+  const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
+  if (c?.randomUUID) return c.randomUUID();
+  return `c-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
+}
+
+export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<M>): Promise<ConnectedRoom<M>> {
+  if (!opts || typeof opts.url !== 'string' || !/^wss?:\/\//.test(opts.url)) throw new HerculesError('bad-argument', `connect: url must be ws:// or wss://, got ${JSON.stringify(opts?.url)}`);
+  if (typeof opts.room !== 'string' || !ROOM_NAME.test(opts.room)) throw new HerculesError('bad-argument', `connect: room must be 1-128 of A-Z a-z 0-9 . _ ~ -, got ${JSON.stringify(opts.room)}`);
+  if (!opts.machine || !(opts.machine.opNames instanceof Set)) throw new HerculesError('bad-argument', 'connect: machine must come from defineMachine');
+  const storage = opts.storage ?? memoryStorage();
+  const WebSocketImpl = await resolveWebSocket(opts.WebSocket);
+  const key = `${opts.machine.name}@${opts.machine.version}/${opts.room}`;
+  let stored = await storage.load(key);
+  const clientId = stored?.clientId ?? opts.clientId ?? newClientId();
+  if (!stored) {
+    await storage.init(key, clientId);
+    stored = { clientId, lastSeq: 0, durable: [] };
+  }
+  const minMs = opts.backoff?.minMs ?? 100;
+  const maxMs = opts.backoff?.maxMs ?? 5000;
+  const watchdogMs = opts.watchdogMs ?? 15_000;
+  const baseEveryMs = opts.baseEveryMs ?? 2000;
+
+  let ws: WS | undefined;
+  let codec = new ClientCodec();
+  let status: ConnectionStatus = 'connecting';
+  const statusListeners = new Set<(s: ConnectionStatus, d?: string) => void>();
+  if (opts.onStatus) statusListeners.add(opts.onStatus);
+  let attempt = 0;
+  let closed = false;
+  let failed = false;
+  let reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  let watchdog: ReturnType<typeof setTimeout> | undefined;
+  let batchTimer: ReturnType<typeof setTimeout> | undefined;
+  let baseTimer: ReturnType<typeof setTimeout> | undefined;
+
+  const setStatus = (s: ConnectionStatus, detail?: string) => {
+    if (status === s) return;
+    status = s;
+    for (const fn of [...statusListeners]) {
+      try { fn(s, detail); } catch { /* a listener's bug is not ours to crash on */ }
+    }
+  };
+  const reportError = (e: Error) => {
+    if (opts.onError) opts.onError(e);
+  };
+
+  // ---------------------------------------------------------------- persistence, in order
+  let toPersist: OpRecord[] = [];
+  let persistScheduled = false;
+  let chain: Promise<void> = Promise.resolve();
+  const persistNow = () => {
+    persistScheduled = false;
+    const ops = toPersist;
+    toPersist = [];
+    if (ops.length === 0) return;
+    chain = chain.then(async () => {
+      for (let i = 0; ; i++) {
+        try {
+          await storage.append(key, ops);
+          break;
+        } catch (e) {
+          // Keep the ops Submitted and retry; later ops wait behind them so order holds.
+          reportError(e instanceof Error ? e : new Error(String(e)));
+          if (closed) return;
+          await new Promise((r) => setTimeout(r, Math.min(5000, 50 * 2 ** i)));
+        }
+      }
+      if (!closed) room.durable(ops[ops.length - 1].seq);
+    });
+  };
+
+  const room = new ClientRoom(opts.machine, {
+    clientId,
+    batching: opts.batching,
+    notify: opts.notify,
+    restore: { lastSeq: stored.lastSeq, durable: stored.durable, ...(stored.base ? { base: stored.base } : {}) },
+  }) as ClientRoom<M> & Partial<ConnectedRoom<M>>;
+
+  const sendFrame = (msg: ClientMessage) => {
+    if (!ws || ws.readyState !== 1) return;
+    try {
+      ws.send(codec.encode(msg));
+    } catch (e) {
+      reportError(new Error(`send failed: ${(e as Error).message}`));
+    }
+  };
+
+  const scheduleBatch = () => {
+    const d = room.nextDeadline();
+    if (batchTimer) clearTimeout(batchTimer);
+    batchTimer = undefined;
+    if (d !== Infinity) batchTimer = setTimeout(() => { room.tick(); scheduleBatch(); }, Math.max(0, d - performance.now()));
+  };
+
+  let lastBasePos = stored.base?.pos ?? 0;
+  const scheduleBase = () => {
+    if (baseEveryMs <= 0 || baseTimer || closed) return;
+    baseTimer = setTimeout(() => {
+      baseTimer = undefined;
+      const pos = room.engine.positions().stable;
+      if (pos > lastBasePos) {
+        lastBasePos = pos;
+        storage.saveBase(key, pos, room.getState('stable')).catch((e) => reportError(e));
+      }
+    }, baseEveryMs);
+  };
+
+  room.attach({
+    send: sendFrame,
+    persist: (ops) => {
+      toPersist.push(...ops);
+      if (!persistScheduled) {
+        persistScheduled = true;
+        queueMicrotask(persistNow);
+      }
+    },
+    prune: (seq) => { storage.prune(key, seq).catch((e) => reportError(e)); },
+    warn: (m) => reportError(new Error(m)),
+    fatal: (code, message) => {
+      failed = true;
+      setStatus('failed', `${code}: ${message}`);
+      reportError(new HerculesError(code as never, message));
+      ws?.close(1000, 'fatal');
+    },
+  });
+  room.subscribe('stable', scheduleBase);
+
+  const armWatchdog = () => {
+    if (watchdog) clearTimeout(watchdog);
+    watchdog = setTimeout(() => { ws?.close(4100, 'no frame from the server; reconnecting'); }, watchdogMs);
+  };
+
+  const open = () => {
+    reconnectTimer = undefined;
+    if (closed || failed) return;
+    setStatus('connecting');
+    const u = new URL(opts.url);
+    u.searchParams.set('room', opts.room);
+    if (opts.token) u.searchParams.set('token', opts.token);
+    let sock: WS;
+    try {
+      sock = new WebSocketImpl(u.toString());
+    } catch (e) {
+      reportError(new Error(`cannot open ${opts.url}: ${(e as Error).message}`));
+      return retry();
+    }
+    ws = sock;
+    sock.binaryType = 'arraybuffer';
+    codec = new ClientCodec();
+    sock.onopen = () => {
+      if (ws !== sock) return;
+      armWatchdog();
+      room.connected();
+      scheduleBatch();
+    };
+    sock.onmessage = (ev) => {
+      if (ws !== sock) return;
+      armWatchdog();
+      const data = ev.data instanceof ArrayBuffer ? new Uint8Array(ev.data) : (ev.data as Uint8Array);
+      let msg;
+      try {
+        msg = codec.decode(data);
+      } catch (e) {
+        reportError(new Error(`bad frame from the server: ${(e as Error).message}; reconnecting`));
+        sock.close(4101, 'bad frame');
+        return;
+      }
+      if (msg.t === 'ping') return;
+      room.receive(msg);
+      if (msg.t === 'welcome') {
+        attempt = 0;
+        setStatus('online');
+      }
+      scheduleBatch();
+    };
+    sock.onerror = () => { /* onclose follows with the reason */ };
+    sock.onclose = (ev) => {
+      if (ws !== sock) return;
+      ws = undefined;
+      if (watchdog) clearTimeout(watchdog);
+      room.disconnected();
+      if (closed) return setStatus('closed');
+      if (failed) return;
+      setStatus('offline', ev.reason || `closed (${ev.code})`);
+      retry();
+    };
+  };
+
+  const retry = () => {
+    if (closed || failed || reconnectTimer) return;
+    // Full jitter: spreads reconnects of many clients after a server restart.
+    const cap = Math.min(maxMs, minMs * 2 ** Math.min(attempt, 16));
+    attempt++;
+    reconnectTimer = setTimeout(open, Math.random() * cap);
+  };
+
+  Object.assign(room, {
+    room: opts.room,
+    status: () => status,
+    onStatus: (fn: (s: ConnectionStatus, d?: string) => void) => {
+      statusListeners.add(fn);
+      return () => statusListeners.delete(fn);
+    },
+    flushed: async () => {
+      if (toPersist.length) persistNow();
+      await chain;
+    },
+    close: async () => {
+      if (closed) return;
+      if (toPersist.length) persistNow();
+      await chain;
+      closed = true;
+      for (const t of [reconnectTimer, watchdog, batchTimer, baseTimer]) if (t) clearTimeout(t);
+      ClientRoom.prototype.close.call(room);
+      const sock = ws;
+      ws = undefined;
+      room.disconnected();
+      sock?.close(1000, 'client closed');
+      setStatus('closed');
+      await storage.close();
+    },
+  });
+  open();
+  return room as ConnectedRoom<M>;
+}

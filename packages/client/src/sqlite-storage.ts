@@ -1,0 +1,93 @@
+/**
+ * Node client storage in one SQLite file (better-sqlite3, WAL, synchronous=FULL). Appends that
+ * arrive in the same tick are committed in one transaction (group commit). Import from
+ * '@hercules/client/sqlite' so browser bundles never see it.
+ */
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { OpRecord } from '@hercules/core';
+import type { ClientStorage, StoredClient } from './storage.ts';
+
+export function sqliteStorage(file: string): ClientStorage {
+  let db: Database.Database;
+  try {
+    mkdirSync(dirname(file), { recursive: true });
+    db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.exec(`
+      CREATE TABLE IF NOT EXISTS client (room TEXT PRIMARY KEY, client_id TEXT NOT NULL, last_seq INTEGER NOT NULL, base_pos INTEGER, base TEXT);
+      CREATE TABLE IF NOT EXISTS ops (room TEXT NOT NULL, seq INTEGER NOT NULL, op TEXT NOT NULL, PRIMARY KEY (room, seq)) WITHOUT ROWID;
+    `);
+  } catch (e) {
+    throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
+  }
+  const getClient = db.prepare<[string], { client_id: string; last_seq: number; base_pos: number | null; base: string | null }>('SELECT client_id, last_seq, base_pos, base FROM client WHERE room = ?');
+  const getOps = db.prepare<[string], { op: string }>('SELECT op FROM ops WHERE room = ? ORDER BY seq');
+  const insClient = db.prepare('INSERT OR IGNORE INTO client (room, client_id, last_seq) VALUES (?, ?, 0)');
+  const insOp = db.prepare('INSERT OR REPLACE INTO ops (room, seq, op) VALUES (?, ?, ?)');
+  const setSeq = db.prepare('UPDATE client SET last_seq = max(last_seq, ?) WHERE room = ?');
+  const delOps = db.prepare('DELETE FROM ops WHERE room = ? AND seq <= ?');
+  const setBase = db.prepare('UPDATE client SET base_pos = ?, base = ? WHERE room = ? AND (base_pos IS NULL OR base_pos < ?)');
+
+  // Group commit: appends of one tick share a transaction (one fsync).
+  let batch: { room: string; ops: readonly OpRecord[]; done: () => void; fail: (e: unknown) => void }[] = [];
+  const writeBatch = db.transaction((items: typeof batch) => {
+    for (const it of items) {
+      let max = 0;
+      for (const op of it.ops) {
+        insOp.run(it.room, op.seq, JSON.stringify(op));
+        if (op.seq > max) max = op.seq;
+      }
+      setSeq.run(max, it.room);
+    }
+  });
+  const flush = () => {
+    const items = batch;
+    batch = [];
+    try {
+      writeBatch(items);
+      for (const it of items) it.done();
+    } catch (e) {
+      const err = new Error(`client storage write failed: ${(e as Error).message}. The ops stay Submitted (in memory) and will be retried.`, { cause: e });
+      for (const it of items) it.fail(err);
+    }
+  };
+  let closed = false;
+  return {
+    durability: 'power-loss',
+    async load(room): Promise<StoredClient | undefined> {
+      const c = getClient.get(room);
+      if (!c) return undefined;
+      return {
+        clientId: c.client_id,
+        lastSeq: c.last_seq,
+        durable: getOps.all(room).map((r) => JSON.parse(r.op) as OpRecord),
+        ...(c.base !== null && c.base_pos !== null ? { base: { pos: c.base_pos, state: JSON.parse(c.base) } } : {}),
+      };
+    },
+    async init(room, clientId) {
+      insClient.run(room, clientId);
+    },
+    append(room, ops) {
+      if (closed) return Promise.reject(new Error('client storage is closed'));
+      return new Promise<void>((done, fail) => {
+        if (batch.length === 0) setImmediate(flush);
+        batch.push({ room, ops, done, fail });
+      });
+    },
+    async prune(room, seq) {
+      if (!closed) delOps.run(room, seq);
+    },
+    async saveBase(room, pos, state) {
+      if (!closed) setBase.run(pos, JSON.stringify(state), room, pos);
+    },
+    async close() {
+      if (closed) return;
+      if (batch.length) flush();
+      closed = true;
+      db.close();
+    },
+  };
+}

@@ -1,0 +1,12 @@
+import { defineMachine, ViewEngine } from '../src/index.ts';
+const m = defineMachine({ name: 'x', version: 1, initial: { items: [] as unknown[] }, ops: { put(s, a: unknown) { s.items.push(a); } } });
+const args = { x: 1 };
+const e = new ViewEngine(m, { clientId: 'me', now: () => 0 }, { lastSeq: 1, durable: [{ client: 'me', seq: 1, name: 'put', args }] });
+const st = e.getState('durable');
+console.log('restored: item frozen?', Object.isFrozen(st.items[0]), 'args frozen?', Object.isFrozen(args), 'same object?', st.items[0] === args);
+args.x = 2;
+console.log('after caller mutates its record:', JSON.stringify(e.getState('durable')));
+const e2 = new ViewEngine(m, { clientId: 'me', now: () => 0 });
+const a2 = { x: 1 };
+e2.submit('put', a2);
+console.log('submitted: item frozen?', Object.isFrozen(e2.getState('submitted').items[0]), a2 === e2.getState('submitted').items[0]);

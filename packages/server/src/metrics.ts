@@ -1,0 +1,31 @@
+/** Prometheus metrics for one server (its own registry, so several servers can share a process). */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'hercules_process_' });
+  const m = {
+    registry,
+    opsSequenced: new Counter({ name: 'hercules_ops_sequenced_total', help: 'Ops ordered and durably committed', registers: [registry] }),
+    opsRejected: new Counter({ name: 'hercules_ops_rejected_total', help: 'Ops that threw (or were unknown) at their place in the order', registers: [registry] }),
+    framesIn: new Counter({ name: 'hercules_frames_received_total', help: 'Frames received from clients', registers: [registry] }),
+    framesOut: new Counter({ name: 'hercules_frames_sent_total', help: 'Frames sent to clients', registers: [registry] }),
+    bytesIn: new Counter({ name: 'hercules_bytes_received_total', help: 'Bytes received in frames', registers: [registry] }),
+    bytesOut: new Counter({ name: 'hercules_bytes_sent_total', help: 'Bytes sent in frames', registers: [registry] }),
+    malformed: new Counter({ name: 'hercules_frames_malformed_total', help: 'Frames refused as malformed', registers: [registry] }),
+    storageErrors: new Counter({ name: 'hercules_storage_errors_total', help: 'Failed storage commits', registers: [registry] }),
+    rooms: new Gauge({ name: 'hercules_rooms_loaded', help: 'Rooms held in memory', registers: [registry] }),
+    connections: new Gauge({ name: 'hercules_connections', help: 'Open client connections', registers: [registry] }),
+    members: new Gauge({ name: 'hercules_visibility_members', help: 'Members of visibility sets, over all rooms', registers: [registry] }),
+    unstable: new Gauge({ name: 'hercules_unstable_ops', help: 'Ops after the stable frontier held in memory, over all rooms', registers: [registry] }),
+    sendBuffer: new Gauge({ name: 'hercules_send_buffer_bytes', help: 'Bytes queued in WebSocket send buffers', registers: [registry] }),
+    pendingOutputs: new Gauge({ name: 'hercules_commit_queue_depth', help: 'Room outputs waiting for the next group commit', registers: [registry] }),
+    commitSeconds: new Histogram({ name: 'hercules_commit_seconds', help: 'Duration of a group commit', buckets: [0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1], registers: [registry] }),
+    commitOps: new Histogram({ name: 'hercules_commit_ops', help: 'Ops per group commit', buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000], registers: [registry] }),
+    authoritativeDelay: new Histogram({ name: 'hercules_authoritative_delay_seconds', help: 'Server side: frame received to Notify-Auth sent (includes the commit)', buckets: [0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1], registers: [registry] }),
+    visibleDelay: new Histogram({ name: 'hercules_visible_delay_seconds', help: 'Server side: op ordered to Notify-Visible sent', buckets: [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10], registers: [registry] }),
+    stableDelay: new Histogram({ name: 'hercules_stable_advance_seconds', help: 'Time between stable frontier advances per room', buckets: [0.001, 0.01, 0.03, 0.1, 0.3, 1, 3, 10], registers: [registry] }),
+  };
+  return m;
+}
+export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,0 +1,455 @@
+/**
+ * The Hercules server: WebSocket transport (`ws`), SQLite storage, rooms loaded on first use and
+ * unloaded when idle, group commit, heartbeats, /metrics and /healthz. A thin adapter around the
+ * pure RoomEngine: it turns sockets, disk and timers into the engine's ordered inputs, and
+ * carries out its outputs — persisting before sending, so nothing is announced Authoritative
+ * before it is on disk.
+ */
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+import pino, { type Logger } from 'pino';
+import {
+  HerculesError,
+  PROTOCOL_VERSION,
+  RoomEngine,
+  ServerCodec,
+  parseClientMessage,
+  type Machine,
+  type RoomOutput,
+  type ServerMessage,
+} from '@hercules/core';
+import { SqliteStore, StorageError, type RoomPersist } from './store.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
+
+export interface ServerOptions {
+  /** TCP port; 0 picks a free one. Default 8787. */
+  port?: number;
+  /** Interface to listen on. Default 127.0.0.1. */
+  host?: string;
+  /** Directory for the SQLite file. Required. */
+  dataDir: string;
+  /** The state machines rooms may run, by name. */
+  machines: Record<string, Machine<any, any>> | Machine<any, any>[];
+  /** Remove a visibility-set member whose ack is outstanding this long. Default 2000 ms. */
+  ackTimeoutMs?: number;
+  /** Heartbeat interval; a connection silent for two intervals is dropped. Default 5000 ms. */
+  heartbeatMs?: number;
+  /** Unload a room this long after its last connection closes. Default 30000 ms. */
+  idleUnloadMs?: number;
+  /** Write a room's checkpoint state at most every this many ops. Default 1000. */
+  checkpointEvery?: number;
+  /** Delay every frame in each direction by half this (emulates a wide-area round trip). */
+  simulateRttMs?: number;
+  /** Largest frame accepted, bytes. Default 1 MiB. */
+  maxFrameBytes?: number;
+  /** pino log level, or a pino logger. Default 'info'. */
+  log?: string | Logger;
+  /** Extra HTTP handler for other paths (e.g. static demo apps); return false to 404. */
+  http?: (req: IncomingMessage, res: ServerResponse) => boolean;
+}
+
+interface Conn {
+  id: string;
+  ws: WebSocket;
+  codec: ServerCodec;
+  roomName: string;
+  room?: RoomHost;
+  alive: boolean;
+  closed: boolean;
+  clientId?: string;
+  remote: string;
+}
+
+interface RoomHost {
+  name: string;
+  engine: RoomEngine<any>;
+  conns: Map<string, Conn>;
+  emptySince: number;
+  /** Sequencing time of ops not yet visible, by `${client}:${seq}`, for the visible-delay metric. */
+  orderedAt: Map<string, number>;
+  lastStableAt: number;
+}
+
+const ROOM_NAME = /^[A-Za-z0-9._~-]{1,128}$/;
+
+export interface HerculesServer {
+  readonly url: string;
+  readonly port: number;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  /** Rooms currently in memory. */
+  loadedRooms(): string[];
+  /** Stop accepting, close connections, flush checkpoints, close the database. */
+  close(): Promise<void>;
+}
+
+export async function createServer(opts: ServerOptions): Promise<HerculesServer> {
+  if (!opts || typeof opts.dataDir !== 'string' || opts.dataDir.length === 0) {
+    throw new HerculesError('bad-argument', 'createServer: `dataDir` is required (a directory for the SQLite file)');
+  }
+  const machines = new Map<string, Machine<any, any>>();
+  for (const m of Array.isArray(opts.machines) ? opts.machines : Object.values(opts.machines ?? {})) {
+    if (!m || typeof m.name !== 'string' || !(m.opNames instanceof Set)) throw new HerculesError('bad-argument', 'createServer: `machines` must hold machines made with defineMachine');
+    machines.set(m.name, m);
+  }
+  if (machines.size === 0) throw new HerculesError('bad-argument', 'createServer: no machines given; pass the machines your apps use');
+  const ackTimeoutMs = opts.ackTimeoutMs ?? 2000;
+  const heartbeatMs = opts.heartbeatMs ?? 5000;
+  const idleUnloadMs = opts.idleUnloadMs ?? 30_000;
+  const halfRtt = Math.max(0, (opts.simulateRttMs ?? 0) / 2);
+  const maxFrameBytes = opts.maxFrameBytes ?? 1 << 20;
+  const log: Logger = typeof opts.log === 'object' ? opts.log : pino({ level: opts.log ?? 'info', base: { svc: 'hercules' } });
+  const metrics = createMetrics();
+  const store = new SqliteStore(opts.dataDir, { checkpointEvery: opts.checkpointEvery });
+  const rooms = new Map<string, RoomHost>();
+  const conns = new Map<string, Conn>();
+  let nextConn = 0;
+  let closing = false;
+
+  // ------------------------------------------------------------ group commit
+  let pending: { room: RoomHost; out: RoomOutput; at: number }[] = [];
+  let flushScheduled = false;
+
+  function enqueue(room: RoomHost, out: RoomOutput, at: number): void {
+    for (const w of out.warnings) log.warn({ room: room.name }, w);
+    if (out.send.length === 0 && out.close.length === 0 && out.persist.appended.length === 0 && !out.persist.checkpoint && Object.keys(out.persist.clients).length === 0) return;
+    pending.push({ room, out, at });
+    metrics.pendingOutputs.set(pending.length);
+    if (!flushScheduled) {
+      flushScheduled = true;
+      setImmediate(flush);
+    }
+  }
+
+  function flush(): void {
+    flushScheduled = false;
+    const batch = pending;
+    pending = [];
+    metrics.pendingOutputs.set(0);
+    const writes: [string, RoomPersist][] = [];
+    let ops = 0;
+    for (const { room, out } of batch) {
+      const p = out.persist;
+      if (p.appended.length || p.checkpoint || Object.keys(p.clients).length) {
+        writes.push([room.name, p]);
+        ops += p.appended.length;
+      }
+    }
+    const failed = new Set<RoomHost>();
+    if (writes.length) {
+      const t0 = performance.now();
+      try {
+        store.commit(writes);
+        metrics.commitSeconds.observe((performance.now() - t0) / 1000);
+        metrics.commitOps.observe(ops);
+      } catch (e) {
+        metrics.storageErrors.inc();
+        const msg = e instanceof StorageError ? e.message : String(e);
+        log.error({ err: msg, rooms: writes.map((w) => w.at(0)) }, 'storage commit failed; dropping the affected rooms from memory so they reload from disk');
+        for (const { room, out } of batch) if (out.persist.appended.length || out.persist.checkpoint || Object.keys(out.persist.clients).length) failed.add(room);
+      }
+    }
+    const now = performance.now();
+    for (const { room, out, at } of batch) {
+      if (failed.has(room)) continue;
+      for (const e of out.persist.appended) room.orderedAt.set(`${e.client}:${e.seq}`, now);
+      if (out.persist.appended.length) {
+        metrics.opsSequenced.inc(out.persist.appended.length);
+        const rej = out.persist.appended.filter((e) => e.error !== undefined).length;
+        if (rej) metrics.opsRejected.inc(rej);
+      }
+      if (out.persist.checkpoint) {
+        metrics.stableDelay.observe((now - room.lastStableAt) / 1000);
+        room.lastStableAt = now;
+      }
+      for (const { conn, msg } of out.send) {
+        const c = room.conns.get(conn) ?? conns.get(conn);
+        if (!c) continue;
+        if (msg.t === 'log' && msg.entries.some((w) => w.k === 'own')) metrics.authoritativeDelay.observe((now - at) / 1000);
+        if (msg.t === 'visible') observeVisible(room, c, msg.seq, now);
+        send(c, msg);
+      }
+      for (const { conn, reason } of out.close) {
+        const c = room.conns.get(conn) ?? conns.get(conn);
+        if (c) closeConn(c, 4000, reason);
+      }
+    }
+    for (const room of failed) poison(room, 'the server could not write to its storage; reconnect to resume (nothing you made durable is lost)');
+  }
+
+  function observeVisible(room: RoomHost, c: Conn, seq: number, now: number): void {
+    const client = c.clientId;
+    if (!client) return;
+    for (const [k, t] of room.orderedAt) {
+      const i = k.lastIndexOf(':');
+      if (k.slice(0, i) === client && Number(k.slice(i + 1)) <= seq) {
+        metrics.visibleDelay.observe((now - t) / 1000);
+        room.orderedAt.delete(k);
+      }
+    }
+  }
+
+  /** Storage failed under this room: its memory may be ahead of disk. Drop it; clients resync. */
+  function poison(room: RoomHost, why: string): void {
+    for (const c of room.conns.values()) {
+      send(c, { t: 'error', code: 'storage-failed', message: why, fatal: false });
+      closeConn(c, 1011, 'storage failed');
+    }
+    rooms.delete(room.name);
+    metrics.rooms.set(rooms.size);
+  }
+
+  // ------------------------------------------------------------ sockets
+
+  function send(c: Conn, msg: ServerMessage): void {
+    if (c.closed) return;
+    const buf = c.codec.encode(msg);
+    const go = () => {
+      if (c.ws.readyState !== c.ws.OPEN) return;
+      c.ws.send(buf, { binary: true });
+      metrics.framesOut.inc();
+      metrics.bytesOut.inc(buf.length);
+    };
+    if (halfRtt > 0) setTimeout(go, halfRtt);
+    else go();
+  }
+
+  function closeConn(c: Conn, code: number, reason: string): void {
+    if (c.closed) return;
+    c.closed = true;
+    const go = () => c.ws.close(code, reason.slice(0, 120));
+    if (halfRtt > 0) setTimeout(go, halfRtt + 1);
+    else go();
+  }
+
+  function loadRoom(name: string, machine: Machine<any, any>): RoomHost | string {
+    let host = rooms.get(name);
+    if (host) {
+      if (host.engine.machine !== machine) return `room ${name} runs ${host.engine.machine.name}@${host.engine.machine.version}, not ${machine.name}@${machine.version}`;
+      return host;
+    }
+    const stored = store.load(name);
+    let engine: RoomEngine<any>;
+    if (stored) {
+      if (stored.machine !== machine.name || stored.version !== machine.version) {
+        return `room ${name} runs ${stored.machine}@${stored.version}, not ${machine.name}@${machine.version}; use another room name or deploy the matching machine`;
+      }
+      engine = new RoomEngine(machine, { ackTimeoutMs }, stored.durable);
+    } else {
+      store.create(name, machine.name, machine.version, machine.initial);
+      engine = new RoomEngine(machine, { ackTimeoutMs });
+    }
+    host = { name, engine, conns: new Map(), emptySince: Date.now(), orderedAt: new Map(), lastStableAt: performance.now() };
+    rooms.set(name, host);
+    metrics.rooms.set(rooms.size);
+    log.info({ room: name, machine: machine.name, head: engine.head(), stable: engine.stableFrontier() }, stored ? 'room loaded' : 'room created');
+    return host;
+  }
+
+  function onFrame(c: Conn, data: Buffer, isBinary: boolean): void {
+    metrics.framesIn.inc();
+    metrics.bytesIn.inc(data.length);
+    if (!isBinary) {
+      metrics.malformed.inc();
+      send(c, { t: 'error', code: 'malformed-frame', message: 'Hercules speaks binary frames only; use @hercules/client', fatal: true });
+      closeConn(c, 1003, 'binary frames only');
+      return;
+    }
+    let frame: unknown;
+    try {
+      frame = c.codec.decode(data);
+    } catch (e) {
+      metrics.malformed.inc();
+      send(c, { t: 'error', code: 'malformed-frame', message: (e as Error).message, fatal: true });
+      closeConn(c, 1007, 'malformed frame');
+      return;
+    }
+    const now = performance.now();
+    if (!c.room) {
+      // The first frame must be hello: it names the machine, which picks (or creates) the room.
+      let hello;
+      try {
+        const m = parseClientMessage(frame);
+        if (m.t !== 'hello') throw new HerculesError('not-ready', `the first message must be hello, got ${m.t}`);
+        hello = m;
+      } catch (e) {
+        metrics.malformed.inc();
+        send(c, { t: 'error', code: e instanceof HerculesError ? e.code : 'malformed-frame', message: (e as Error).message, fatal: true });
+        closeConn(c, 1008, 'expected hello');
+        return;
+      }
+      if (hello.v !== PROTOCOL_VERSION) {
+        send(c, { t: 'error', code: 'protocol-version', message: `this server speaks protocol ${PROTOCOL_VERSION}, the client ${hello.v}; upgrade the older side`, fatal: true });
+        closeConn(c, 4001, 'protocol version');
+        return;
+      }
+      const machine = machines.get(hello.machine.name);
+      if (!machine || machine.version !== hello.machine.version) {
+        const known = [...machines.values()].map((m) => `${m.name}@${m.version}`).join(', ');
+        send(c, { t: 'error', code: 'machine-mismatch', message: `this server has no machine ${hello.machine.name}@${hello.machine.version}; it serves ${known}`, fatal: true });
+        closeConn(c, 4002, 'unknown machine');
+        return;
+      }
+      let host: RoomHost | string;
+      try {
+        host = loadRoom(c.roomName, machine);
+      } catch (e) {
+        metrics.storageErrors.inc();
+        log.error({ room: c.roomName, err: (e as Error).message }, 'cannot load room');
+        send(c, { t: 'error', code: 'storage-failed', message: `the server cannot load room ${c.roomName}: ${(e as Error).message}`, fatal: true });
+        closeConn(c, 1011, 'storage failed');
+        return;
+      }
+      if (typeof host === 'string') {
+        send(c, { t: 'error', code: 'machine-mismatch', message: host, fatal: true });
+        closeConn(c, 4002, 'machine mismatch');
+        return;
+      }
+      c.room = host;
+      c.clientId = hello.client;
+      host.conns.set(c.id, c);
+      enqueue(host, host.engine.open(c.id, now), now);
+    }
+    enqueue(c.room, c.room.engine.message(c.id, frame, now), now);
+  }
+
+  function onConnection(ws: WebSocket, req: IncomingMessage): void {
+    if (closing) {
+      ws.close(1001, 'server shutting down');
+      return;
+    }
+    const url = new URL(req.url ?? '/', 'http://x');
+    const roomName = url.searchParams.get('room') ?? '';
+    if (!ROOM_NAME.test(roomName)) {
+      ws.close(4003, 'missing or bad ?room= (1-128 of A-Z a-z 0-9 . _ ~ -)');
+      return;
+    }
+    const c: Conn = { id: `k${++nextConn}`, ws, codec: new ServerCodec(), roomName, alive: true, closed: false, remote: req.socket.remoteAddress ?? '?' };
+    conns.set(c.id, c);
+    metrics.connections.set(conns.size);
+    log.debug({ conn: c.id, room: roomName, remote: c.remote }, 'connection open');
+    ws.on('pong', () => { c.alive = true; });
+    ws.on('message', (data: Buffer, isBinary: boolean) => {
+      c.alive = true;
+      const run = () => {
+        if (c.closed || closing) return;
+        try {
+          onFrame(c, data, isBinary);
+        } catch (e) {
+          // Never let one bad frame or bug take the process down.
+          log.error({ conn: c.id, err: (e as Error).stack }, 'error handling frame');
+          send(c, { t: 'error', code: 'internal', message: `the server failed on this frame: ${(e as Error).message}`, fatal: true });
+          closeConn(c, 1011, 'internal error');
+        }
+      };
+      if (halfRtt > 0) setTimeout(run, halfRtt);
+      else run();
+    });
+    ws.on('error', (e) => log.debug({ conn: c.id, err: e.message }, 'socket error'));
+    ws.on('close', () => {
+      const run = () => {
+        c.closed = true;
+        conns.delete(c.id);
+        metrics.connections.set(conns.size);
+        const room = c.room;
+        if (room && room.conns.delete(c.id)) {
+          if (room.conns.size === 0) room.emptySince = Date.now();
+          if (rooms.get(room.name) === room) enqueue(room, room.engine.close(c.id, performance.now()), performance.now());
+        }
+        log.debug({ conn: c.id }, 'connection closed');
+      };
+      if (halfRtt > 0) setTimeout(run, halfRtt);
+      else run();
+    });
+  }
+
+  // ------------------------------------------------------------ timers
+
+  const tickEvery = Math.min(500, Math.max(25, Math.floor(ackTimeoutMs / 4)));
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    let members = 0, unstable = 0, buffered = 0;
+    for (const room of rooms.values()) {
+      enqueue(room, room.engine.tick(now), now);
+      members += room.engine.members().length;
+      unstable += room.engine.suffixLength();
+      if (room.conns.size === 0 && Date.now() - room.emptySince > idleUnloadMs) {
+        try { store.flushCheckpoint(room.name); } catch (e) { log.warn({ room: room.name, err: (e as Error).message }, 'checkpoint flush on unload failed; the log is intact'); }
+        rooms.delete(room.name);
+        log.debug({ room: room.name }, 'room unloaded (idle)');
+      }
+    }
+    for (const c of conns.values()) buffered += c.ws.bufferedAmount;
+    metrics.rooms.set(rooms.size);
+    metrics.members.set(members);
+    metrics.unstable.set(unstable);
+    metrics.sendBuffer.set(buffered);
+  }, tickEvery);
+  ticker.unref();
+
+  const heartbeat = setInterval(() => {
+    for (const c of conns.values()) {
+      if (!c.alive) {
+        log.debug({ conn: c.id }, 'heartbeat missed; dropping connection');
+        c.ws.terminate();
+        continue;
+      }
+      c.alive = false;
+      c.ws.ping();
+      if (c.room) send(c, { t: 'ping' });
+    }
+  }, heartbeatMs);
+  heartbeat.unref();
+
+  // ------------------------------------------------------------ HTTP
+
+  const http: HttpServer = createHttpServer(async (req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/healthz') {
+      let ok = true;
+      try { store.roomCount(); } catch { ok = false; }
+      res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ ok, rooms: rooms.size, connections: conns.size, protocol: PROTOCOL_VERSION }));
+      return;
+    }
+    if (path === '/metrics') {
+      res.writeHead(200, { 'content-type': metrics.registry.contentType });
+      res.end(await metrics.registry.metrics());
+      return;
+    }
+    if (opts.http && opts.http(req, res)) return;
+    res.writeHead(404, { 'content-type': 'text/plain' });
+    res.end('not found: WebSocket clients connect to /?room=NAME; see also /healthz and /metrics\n');
+  });
+  const wss = new WebSocketServer({ server: http, maxPayload: maxFrameBytes, perMessageDeflate: false });
+  wss.on('connection', onConnection);
+
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(opts.port ?? 8787, opts.host ?? '127.0.0.1', () => resolve());
+  });
+  const addr = http.address() as AddressInfo;
+  const url = `ws://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  log.info({ url, dataDir: opts.dataDir, machines: [...machines.keys()], ackTimeoutMs, simulateRttMs: opts.simulateRttMs ?? 0 }, 'hercules server listening');
+
+  return {
+    url,
+    port: addr.port,
+    metrics,
+    log,
+    loadedRooms: () => [...rooms.keys()],
+    async close() {
+      if (closing) return;
+      closing = true;
+      clearInterval(ticker);
+      clearInterval(heartbeat);
+      if (flushScheduled) flush();
+      for (const c of conns.values()) c.ws.close(1001, 'server shutting down');
+      await new Promise<void>((r) => wss.close(() => r()));
+      await new Promise<void>((r) => http.close(() => r()));
+      store.close();
+      log.info('hercules server closed');
+    },
+  };
+}

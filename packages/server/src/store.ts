@@ -1,0 +1,169 @@
+/**
+ * Server storage: one SQLite file (better-sqlite3) holding every room's checkpoint, log suffix
+ * and per-client records. Writes from many rooms are group-committed in one transaction with
+ * `synchronous=FULL`, so when `commit` returns the batch survives a power cut; only then are
+ * the ops announced Authoritative.
+ *
+ * Checkpoints are written lazily: the stable position is recorded on every advance (a few
+ * bytes), but the checkpoint state itself (possibly megabytes) only every
+ * `checkpointEvery` ops or when a room unloads. Log rows after the last written checkpoint are
+ * kept, so a restart resumes from that checkpoint plus the rows after it.
+ */
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { LogEntry, RoomDurableState, ClientRecord } from '@hercules/core';
+
+export interface RoomPersist {
+  appended: LogEntry[];
+  clients: Record<string, ClientRecord>;
+  checkpoint?: { pos: number; state: unknown };
+}
+
+export interface StoredRoom {
+  machine: string;
+  version: number;
+  durable: RoomDurableState;
+}
+
+export class StorageError extends Error {
+  constructor(message: string, cause?: unknown) {
+    super(message, { cause });
+    this.name = 'StorageError';
+  }
+}
+
+export class SqliteStore {
+  readonly db: Database.Database;
+  readonly file: string;
+  private readonly checkpointEvery: number;
+  /** Per room: position of the checkpoint on disk, and the latest one not yet written. */
+  private readonly written = new Map<string, number>();
+  private readonly latest = new Map<string, { pos: number; state: unknown }>();
+  private stmts!: ReturnType<SqliteStore['prepare']>;
+
+  constructor(dataDir: string, opts: { checkpointEvery?: number } = {}) {
+    this.checkpointEvery = opts.checkpointEvery ?? 1000;
+    try {
+      mkdirSync(dataDir, { recursive: true });
+      this.file = join(dataDir, 'hercules.sqlite');
+      this.db = new Database(this.file);
+      this.db.pragma('journal_mode = WAL');
+      // FULL: a commit is on disk (fsync of the WAL) before it returns.
+      this.db.pragma('synchronous = FULL');
+      this.db.pragma('busy_timeout = 5000');
+      this.db.exec(`
+        CREATE TABLE IF NOT EXISTS rooms (
+          room TEXT PRIMARY KEY,
+          machine TEXT NOT NULL,
+          version INTEGER NOT NULL,
+          checkpoint_pos INTEGER NOT NULL,
+          checkpoint TEXT NOT NULL,
+          stable INTEGER NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS log (
+          room TEXT NOT NULL,
+          pos INTEGER NOT NULL,
+          entry TEXT NOT NULL,
+          PRIMARY KEY (room, pos)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS clients (
+          room TEXT NOT NULL,
+          client TEXT NOT NULL,
+          record TEXT NOT NULL,
+          PRIMARY KEY (room, client)
+        ) WITHOUT ROWID;
+      `);
+      this.stmts = this.prepare();
+    } catch (e) {
+      throw new StorageError(`cannot open the data directory ${dataDir}: ${(e as Error).message}. Check that it exists, is writable and the disk is not full.`, e);
+    }
+  }
+
+  private prepare() {
+    const db = this.db;
+    return {
+      getRoom: db.prepare<[string], { machine: string; version: number; checkpoint_pos: number; checkpoint: string; stable: number }>('SELECT machine, version, checkpoint_pos, checkpoint, stable FROM rooms WHERE room = ?'),
+      getLog: db.prepare<[string, number], { entry: string }>('SELECT entry FROM log WHERE room = ? AND pos > ? ORDER BY pos'),
+      getClients: db.prepare<[string], { client: string; record: string }>('SELECT client, record FROM clients WHERE room = ?'),
+      insertRoom: db.prepare('INSERT INTO rooms (room, machine, version, checkpoint_pos, checkpoint, stable) VALUES (?, ?, ?, ?, ?, ?)'),
+      setStable: db.prepare('UPDATE rooms SET stable = ? WHERE room = ?'),
+      setCheckpoint: db.prepare('UPDATE rooms SET checkpoint_pos = ?, checkpoint = ?, stable = max(stable, ?) WHERE room = ?'),
+      insertLog: db.prepare('INSERT INTO log (room, pos, entry) VALUES (?, ?, ?)'),
+      pruneLog: db.prepare('DELETE FROM log WHERE room = ? AND pos <= ?'),
+      upsertClient: db.prepare('INSERT INTO clients (room, client, record) VALUES (?, ?, ?) ON CONFLICT (room, client) DO UPDATE SET record = excluded.record'),
+      countRooms: db.prepare<[], { n: number }>('SELECT count(*) AS n FROM rooms'),
+    };
+  }
+
+  /** Load a room, or undefined if it was never created. */
+  load(room: string): StoredRoom | undefined {
+    const r = this.stmts.getRoom.get(room);
+    if (!r) return undefined;
+    const suffix = this.stmts.getLog.all(room, r.checkpoint_pos).map((row) => JSON.parse(row.entry) as LogEntry);
+    const clients: Record<string, ClientRecord> = {};
+    for (const c of this.stmts.getClients.all(room)) clients[c.client] = JSON.parse(c.record);
+    this.written.set(room, r.checkpoint_pos);
+    return {
+      machine: r.machine,
+      version: r.version,
+      durable: { checkpoint: { pos: r.checkpoint_pos, state: JSON.parse(r.checkpoint) }, suffix, clients, stable: r.stable },
+    };
+  }
+
+  create(room: string, machine: string, version: number, initial: unknown): void {
+    this.stmts.insertRoom.run(room, machine, version, 0, JSON.stringify(initial), 0);
+    this.written.set(room, 0);
+  }
+
+  /**
+   * Write the persists of many rooms in one durable transaction. Throws StorageError (e.g. disk
+   * full, read-only directory); then nothing of the batch was written.
+   */
+  commit(batch: ReadonlyArray<readonly [room: string, p: RoomPersist]>): void {
+    const s = this.stmts;
+    const run = this.db.transaction(() => {
+      for (const [room, p] of batch) {
+        for (const e of p.appended) s.insertLog.run(room, e.pos, JSON.stringify(e));
+        for (const [client, rec] of Object.entries(p.clients)) s.upsertClient.run(room, client, JSON.stringify(rec));
+        if (p.checkpoint) {
+          this.latest.set(room, p.checkpoint);
+          const on = this.written.get(room) ?? 0;
+          if (p.checkpoint.pos - on >= this.checkpointEvery) this.writeCheckpoint(room, p.checkpoint);
+          else s.setStable.run(p.checkpoint.pos, room);
+        }
+      }
+    });
+    try {
+      run();
+    } catch (e) {
+      // The transaction rolled back; forget checkpoints we believed written in it.
+      for (const [room] of batch) this.written.delete(room);
+      throw new StorageError(`storage write failed: ${(e as Error).message}`, e);
+    }
+  }
+
+  private writeCheckpoint(room: string, cp: { pos: number; state: unknown }): void {
+    this.stmts.setCheckpoint.run(cp.pos, JSON.stringify(cp.state), cp.pos, room);
+    this.stmts.pruneLog.run(room, cp.pos);
+    this.written.set(room, cp.pos);
+  }
+
+  /** Write a room's latest checkpoint now (on unload or shutdown). */
+  flushCheckpoint(room: string): void {
+    const cp = this.latest.get(room);
+    if (cp && cp.pos > (this.written.get(room) ?? 0)) this.db.transaction(() => this.writeCheckpoint(room, cp))();
+    this.latest.delete(room);
+  }
+
+  roomCount(): number {
+    return this.stmts.countRooms.get()!.n;
+  }
+
+  close(): void {
+    for (const room of [...this.latest.keys()]) {
+      try { this.flushCheckpoint(room); } catch { /* best effort on shutdown; the log is intact */ }
+    }
+    this.db.close();
+  }
+}
