@@ -172,7 +172,7 @@ export class ViewEngine<S = unknown> {
       const t = this.now();
       for (const r of restore.durable) {
         if (r.client !== this.clientId) continue;
-        this.durableList.push(this.makeOwn(r.seq, r.name, r.args, 'durable', t));
+        this.durableList.push(this.makeOwn(r.seq, r.name, r.args === undefined ? undefined : deepFreeze(structuredClone(r.args)), 'durable', t));
         if (r.seq > this.lastSeq) this.lastSeq = r.seq;
       }
       this.durableState = this.submittedState = this.fold(this.authState, this.durableList, this.authLen + 1);
@@ -318,6 +318,9 @@ export class ViewEngine<S = unknown> {
   /** The transport closed. Everything keeps working offline; ops queue until the next welcome. */
   disconnected(): void {
     this.flushInbox();
+    // Whatever that flush wanted to say (acks, register) was for the dead connection.
+    this.out.send = [];
+    this.ackDue = false;
     this.connState = 'offline';
     if (this.memberList.length) {
       this.memberList = [];
@@ -511,7 +514,14 @@ export class ViewEngine<S = unknown> {
       }
       entry = own ? { ...e, own } : e;
     }
-    const res = entry.error !== undefined ? { state: this.authState, error: entry.error } : applyOp(this.machine, this.authState, entry, pos);
+    // Our only pending op became authoritative, accepted: Authoritative + [op] is exactly the
+    // Durable log, so the Durable snapshot is the new Authoritative one (ops are deterministic).
+    // Adopting it saves re-running the op and makes the two views one object again.
+    const adopt = entry.own !== undefined && entry.error === undefined && !this.needRebase
+      && this.durableList.length === 1 && this.durableList[0] === entry.own;
+    const res = adopt
+      ? { state: this.durableState, error: undefined }
+      : entry.error !== undefined ? { state: this.authState, error: entry.error } : applyOp(this.machine, this.authState, entry, pos);
     if (entry.error === undefined && res.error !== undefined) {
       // The server applied it without error; this replica did not. Ops must be deterministic.
       this.stats.divergences++;

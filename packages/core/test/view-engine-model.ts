@@ -95,7 +95,7 @@ export type Action =
   | { t: 'tick'; dt: number }
   | { t: 'compact' }
   | { t: 'setBatching'; mode: number }
-  | { t: 'meta'; kind: 'members' | 'deregister' };
+  | { t: 'meta'; kind: 'members' | 'deregister' | 'ping' };
 
 /** Batching modes a run may switch between (`setBatching`). */
 export const BATCHING_MODES: readonly Batching[] = ['off', { intervalMs: 10 }, { auto: true, budgetMs: 0 }, { auto: true, budgetMs: 0, intervalMs: 5 }];
@@ -126,7 +126,7 @@ export const actionArb: fc.Arbitrary<Action> = fc.oneof(
   { weight: 1, arbitrary: fc.constant<Action>({ t: 'compact' }) },
   { weight: 1, arbitrary: fc.nat(BATCHING_MODES.length - 1).map((mode): Action => ({ t: 'setBatching', mode })) },
   { weight: 2, arbitrary: fc.integer({ min: 0, max: 30 }).map((dt): Action => ({ t: 'tick', dt })) },
-  { weight: 1, arbitrary: fc.constantFrom<'members' | 'deregister'>('members', 'deregister').map((kind): Action => ({ t: 'meta', kind })) },
+  { weight: 1, arbitrary: fc.constantFrom<'members' | 'deregister' | 'ping'>('members', 'deregister', 'ping').map((kind): Action => ({ t: 'meta', kind })) },
 );
 
 /** Actions, optionally preceded by connect + welcome so most runs talk to the server early. */
@@ -322,7 +322,8 @@ export class Harness {
     return {
       lastSeq: L,
       durable: structuredClone(durable),
-      ...(spec.base === null ? {} : { base: { pos: B, state: this.states[B] } }),
+      // The base comes off the client's disk: a fresh copy.
+      ...(spec.base === null ? {} : { base: { pos: B, state: structuredClone(this.states[B]) } }),
     };
   }
 
@@ -474,7 +475,7 @@ export class Harness {
       }
       case 'meta': {
         if (this.conn !== 'ready') return this.skip(a);
-        this.deliver(a.kind === 'members' ? { t: 'members', members: MEMBERS } : { t: 'deregister', reason: 'ack timeout' });
+        this.deliver(a.kind === 'members' ? { t: 'members', members: MEMBERS } : a.kind === 'ping' ? { t: 'ping' } : { t: 'deregister', reason: 'ack timeout' });
         break;
       }
     }

@@ -80,6 +80,8 @@ export interface HerculesServer {
   readonly log: Logger;
   /** Rooms currently in memory. */
   loadedRooms(): string[];
+  /** The SQLite store (for tests and tools). */
+  readonly store: SqliteStore;
   /** Stop accepting, close connections, flush checkpoints, close the database. */
   close(): Promise<void>;
 }
@@ -439,6 +441,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     metrics,
     log,
     loadedRooms: () => [...rooms.keys()],
+    store,
     async close() {
       if (closing) return;
       closing = true;

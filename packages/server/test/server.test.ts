@@ -1,0 +1,173 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { WebSocket } from 'ws';
+import { Packr } from 'msgpackr';
+import { connect, memoryStorage } from '@hercules/client';
+import { sqliteStorage } from '@hercules/client/sqlite';
+import { ClientCodec, PROTOCOL_VERSION, VIEWS } from '@hercules/core';
+import { createServer } from '../src/index.ts';
+import { chat, interiorDesign } from '../../../apps/machines.ts';
+import { tempDir, until, online } from './helpers.ts';
+
+test('two clients converge; every stage is reached; views agree at rest', async (t) => {
+  const { dir, cleanup } = tempDir('conv');
+  const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
+  t.after(async () => { await srv.close(); cleanup(); });
+  const a = await connect({ url: srv.url, room: 'lobby', machine: chat, clientId: 'alice' });
+  const b = await connect({ url: srv.url, room: 'lobby', machine: chat, clientId: 'bob' });
+  await online(a); await online(b);
+  const hs = [a.ops.say({ text: 'one' }), b.ops.say({ text: 'two' }), a.ops.say({ text: 'three' })];
+  await Promise.all(hs.map((h) => h.visible));
+  for (const h of hs) assert.ok(h.times.submitted! <= h.times.durable! && h.times.durable! <= h.times.authoritative! && h.times.authoritative! <= h.times.visible!);
+  await until(() => VIEWS.every((v) => b.getState(v).messages.length === 3 && a.getState(v).messages.length === 3), 5000, 'convergence');
+  assert.deepEqual(a.getState('stable'), b.getState('stable'));
+  const rejected = a.ops.say({ text: '   ' });
+  await assert.rejects(rejected.authoritative, /empty message/);
+  await a.close(); await b.close();
+});
+
+test('a server restart loses nothing authoritative; clients reconnect and resume by themselves', async (t) => {
+  const { dir, cleanup } = tempDir('restart');
+  t.after(cleanup);
+  let srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
+  const port = srv.port;
+  const a = await connect({ url: srv.url, room: 'r', machine: chat, clientId: 'a', backoff: { minMs: 20, maxMs: 200 } });
+  await online(a);
+  for (let i = 0; i < 20; i++) a.ops.say({ text: `m${i}` });
+  await until(() => a.getState('authoritative').messages.length === 20, 5000, 'authoritative');
+  await srv.close();
+  await until(() => a.status() === 'offline', 5000, 'offline');
+  // Offline: still submits and reads.
+  const offline = a.ops.say({ text: 'while down' });
+  assert.equal(a.getState('submitted').messages.length, 21);
+  srv = await createServer({ port, dataDir: dir, machines: [chat], log: 'silent' });
+  await offline.visible;
+  assert.deepEqual(a.getState('visible').messages.map((m) => m.text), [...Array.from({ length: 20 }, (_, i) => `m${i}`), 'while down']);
+  // A fresh client sees the same history from the restored room.
+  const c = await connect({ url: srv.url, room: 'r', machine: chat, clientId: 'c' });
+  await until(() => c.getState('authoritative').messages.length === 21, 5000, 'catch-up');
+  await a.close(); await c.close(); await srv.close();
+});
+
+test('a restarted client shows its durable ops offline, then delivers them exactly once', async (t) => {
+  const { dir, cleanup } = tempDir('client');
+  t.after(cleanup);
+  const srv = await createServer({ port: 0, dataDir: `${dir}/server`, machines: [chat], log: 'silent' });
+  t.after(() => srv.close());
+  // Submit while the server is unreachable (wrong port): ops become durable, nothing is sent.
+  const file = `${dir}/client.sqlite`;
+  const dead = await connect({ url: 'ws://127.0.0.1:1', room: 'r', machine: chat, storage: sqliteStorage(file), backoff: { minMs: 1000, maxMs: 1000 } });
+  const h1 = dead.ops.say({ text: 'offline 1' });
+  const h2 = dead.ops.say({ text: 'offline 2' });
+  await h2.durable;
+  assert.equal(h1.stage, 'durable');
+  const id = dead.clientId;
+  await dead.close();
+  // Restart against the live server: durable ops show at once, then arrive once.
+  const back = await connect({ url: srv.url, room: 'r', machine: chat, storage: sqliteStorage(file) });
+  assert.equal(back.clientId, id, 'the client id persists');
+  assert.deepEqual(back.getState('durable').messages.map((m) => m.text), ['offline 1', 'offline 2'], 'shown before any server contact');
+  const pend = back.pending();
+  assert.deepEqual(pend.map((h) => h.stage), ['durable', 'durable']);
+  await Promise.all(pend.map((h) => h.visible));
+  assert.deepEqual(back.getState('visible').messages.map((m) => m.text), ['offline 1', 'offline 2']);
+  await back.close();
+  // And once more: a third start must not resend them.
+  const again = await connect({ url: srv.url, room: 'r', machine: chat, storage: sqliteStorage(file) });
+  await online(again);
+  const h3 = again.ops.say({ text: 'later' });
+  await h3.visible;
+  assert.deepEqual(again.getState('visible').messages.map((m) => m.text), ['offline 1', 'offline 2', 'later']);
+  assert.equal(h3.seq, 3, 'sequence numbers continue after restarts');
+  await again.close();
+});
+
+test('incompatible clients are refused with a clear reason', async (t) => {
+  const { dir, cleanup } = tempDir('refuse');
+  const srv = await createServer({ port: 0, dataDir: dir, machines: [chat, interiorDesign], log: 'silent' });
+  t.after(async () => { await srv.close(); cleanup(); });
+  const raw = async (room: string, frames: Uint8Array[]) => {
+    const ws = new WebSocket(`${srv.url}/?room=${room}`);
+    const got: unknown[] = [];
+    const codec = new ClientCodec();
+    ws.on('message', (d: Buffer) => { try { got.push(codec.decode(d)); } catch (e) { got.push(String(e)); } });
+    const closed = new Promise<{ code: number; reason: string }>((r) => ws.on('close', (code, reason) => r({ code, reason: reason.toString() })));
+    await new Promise((r) => ws.on('open', r));
+    for (const f of frames) ws.send(f);
+    const c = await closed;
+    return { ...c, got };
+  };
+  const enc = (m: unknown) => new ClientCodec().encode(m as never);
+  const v = await raw('x', [enc({ t: 'hello', v: PROTOCOL_VERSION + 1, client: 'c', machine: { name: 'chat', version: 1 }, have: 0 })]);
+  assert.match(JSON.stringify(v.got), /protocol-version.*upgrade the older side/);
+  const m = await raw('x', [enc({ t: 'hello', v: PROTOCOL_VERSION, client: 'c', machine: { name: 'chess', version: 1 }, have: 0 })]);
+  assert.match(JSON.stringify(m.got), /no machine chess@1; it serves chat@1, interior-design@1/);
+  const junk = await raw('x', [new Uint8Array([0xc1, 0xff, 0x00])]);
+  assert.match(JSON.stringify(junk.got), /malformed-frame/);
+  const first = await raw('x', [new Packr({ useRecords: false }).pack([2, 5])]);
+  assert.match(JSON.stringify(first.got), /first message must be hello/);
+  const badRoom = await raw('..%2F..', []);
+  assert.equal(badRoom.code, 4003);
+  // A room keeps its machine: another machine under the same room name is refused.
+  const ok = await connect({ url: srv.url, room: 'shared', machine: chat });
+  await online(ok);
+  let failure = '';
+  const other = await connect({ url: srv.url, room: 'shared', machine: interiorDesign, onStatus: (s, d) => { if (s === 'failed') failure = d ?? ''; } });
+  await until(() => other.status() === 'failed', 5000, 'refusal');
+  assert.match(failure, /room shared runs chat@1, not interior-design@1/);
+  await ok.close(); await other.close();
+  // The server is still fine.
+  const h = await fetch(srv.url.replace('ws', 'http') + '/healthz');
+  assert.equal(h.status, 200);
+});
+
+test('/metrics and /healthz report what the server is doing', async (t) => {
+  const { dir, cleanup } = tempDir('metrics');
+  const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
+  t.after(async () => { await srv.close(); cleanup(); });
+  const a = await connect({ url: srv.url, room: 'm', machine: chat });
+  await online(a);
+  await Promise.all([a.ops.say({ text: 'x' }).visible, a.ops.say({ text: 'y' }).visible]);
+  const http = srv.url.replace('ws', 'http');
+  const text = await (await fetch(`${http}/metrics`)).text();
+  assert.match(text, /hercules_ops_sequenced_total 2/);
+  assert.match(text, /hercules_connections 1/);
+  assert.match(text, /hercules_commit_seconds_count [1-9]/);
+  assert.match(text, /hercules_authoritative_delay_seconds_count [1-9]/);
+  const health = await (await fetch(`${http}/healthz`)).json() as { ok: boolean; rooms: number };
+  assert.deepEqual([health.ok, health.rooms], [true, 1]);
+  await a.close();
+});
+
+test('a full disk on the server: a clear error, nothing corrupted, nothing lost once space returns', async (t) => {
+  const { dir, cleanup } = tempDir('full');
+  const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
+  t.after(async () => { await srv.close(); cleanup(); });
+  const errors: string[] = [];
+  const a = await connect({ url: srv.url, room: 'f', machine: chat, storage: memoryStorage(), backoff: { minMs: 20, maxMs: 100 }, onError: (e) => errors.push(e.message) });
+  await online(a);
+  await a.ops.say({ text: 'before' }).visible;
+  // SQLite's page cap makes the next writes fail with SQLITE_FULL, like a full disk.
+  const pages = (srv.store.db.pragma('page_count', { simple: true }) as number);
+  srv.store.db.pragma(`max_page_count = ${pages}`);
+  const big = 'x'.repeat(1500);
+  const hs = Array.from({ length: 30 }, (_, i) => a.ops.say({ text: `${i} ${big}` }));
+  await until(() => errors.some((e) => /storage write failed|could not write to its storage/.test(e)), 10_000, 'storage error');
+  assert.ok(hs.every((h) => h.stage === 'durable'), 'nothing was announced authoritative');
+  srv.store.db.pragma('max_page_count = 1073741823');
+  await Promise.all(hs.map((h) => h.visible));
+  const texts = a.getState('visible').messages.map((m) => m.text.split(' ')[0]);
+  assert.deepEqual(texts, ['before', ...Array.from({ length: 30 }, (_, i) => String(i))], 'each op exactly once, in order');
+  assert.equal(srv.store.db.pragma('integrity_check', { simple: true }), 'ok');
+  await a.close();
+});
+
+test('createServer refuses an unusable data directory with a clear error', async (t) => {
+  const { dir, cleanup } = tempDir('unusable');
+  t.after(cleanup);
+  writeFileSync(`${dir}/a-file`, 'not a directory');
+  await assert.rejects(createServer({ port: 0, dataDir: `${dir}/a-file/data`, machines: [chat], log: 'silent' }), /cannot open the data directory .*writable/);
+  await assert.rejects(createServer({ port: 0, dataDir: '', machines: [chat] }), /dataDir/);
+  await assert.rejects(createServer({ port: 0, dataDir: '/tmp/x', machines: [] }), /no machines/);
+});
