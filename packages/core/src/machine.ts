@@ -165,8 +165,10 @@ export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, posi
 
 /**
  * Apply a run of ops starting at `firstPosition`, skipping those already known rejected.
- * The fast path runs all of them in one draft, so a path touched by many ops is copied once;
- * if any op throws, it falls back to one draft per op so the thrower alone has no effect.
+ * Runs them in one draft, so a path touched by many ops is copied once. If an op throws, the
+ * ops before it are redone in one draft, the thrower is skipped (it has no effect), and the
+ * rest continue in one draft: a pending op that throws costs one extra pass, not a per-op
+ * fallback on every rebase.
  */
 export function applyOps<S>(
   machine: Machine<S>,
@@ -179,22 +181,45 @@ export function applyOps<S>(
     const op = ops[0];
     return op.error !== undefined ? state : applyOp(machine, state, op, firstPosition).state;
   }
-  try {
-    return create(state as object, (draft) => {
-      for (let i = 0; i < ops.length; i++) {
-        const op = ops[i];
-        if (op.error !== undefined) continue;
-        const fn = machine.ops[op.name];
-        if (typeof fn !== 'function' || !Object.prototype.hasOwnProperty.call(machine.ops, op.name)) throw FALLBACK;
-        fn(draft as S, op.args, { author: op.author, client: op.client, seq: op.seq, position: firstPosition + i });
+  let s = state;
+  let from = 0;
+  while (from < ops.length) {
+    let failedAt = -1;
+    const start = from;
+    try {
+      return create(s as object, (draft) => {
+        for (let i = start; i < ops.length; i++) {
+          if (runOne(machine, draft as S, ops[i], firstPosition + i) === false) {
+            failedAt = i;
+            throw FALLBACK;
+          }
+        }
+      }, FREEZE) as S;
+    } catch (e) {
+      if (failedAt < 0) throw e; // not an op's doing (e.g. Mutative itself): let it surface
+      if (failedAt > start) {
+        const end = failedAt;
+        // Deterministic ops: the prefix succeeds again exactly as before.
+        s = create(s as object, (draft) => {
+          for (let i = start; i < end; i++) runOne(machine, draft as S, ops[i], firstPosition + i);
+        }, FREEZE) as S;
       }
-    }, FREEZE) as S;
-  } catch {
-    let s = state;
-    for (let i = 0; i < ops.length; i++) {
-      if (ops[i].error === undefined) s = applyOp(machine, s, ops[i], firstPosition + i).state;
+      from = failedAt + 1;
     }
-    return s;
+  }
+  return s;
+}
+
+/** Run one op on a draft; false if it threw or is unknown (the caller discards the draft). */
+function runOne<S>(machine: Machine<S>, draft: S, op: OpInvocation & { readonly error?: string }, position: number): boolean {
+  if (op.error !== undefined) return true;
+  const fn = machine.ops[op.name];
+  if (typeof fn !== 'function' || !Object.prototype.hasOwnProperty.call(machine.ops, op.name)) return false;
+  try {
+    fn(draft, op.args, { author: op.author, client: op.client, seq: op.seq, position });
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -101,3 +101,17 @@ test('op arguments must be JSON data; the engine keeps its own frozen copy', () 
   args.x = 99;
   assert.deepEqual(e.getState('submitted').items.a, { x: 1, y: 2 }, 'later edits to the caller\'s object change nothing');
 });
+
+test('applyOps with several throwers equals op-by-op application and runs few drafts', () => {
+  const m = defineMachine({
+    name: 'many', version: 1, initial: { n: 0, seen: [] as number[] },
+    ops: {
+      add(s, a: { k: number }) { s.seen.push(a.k); s.n += a.k; if (s.n % 3 === 0) throw new Error('multiple of 3'); },
+    },
+  });
+  const ops = Array.from({ length: 40 }, (_, i) => ({ client: 'c', seq: i + 1, name: 'add', args: { k: (i * 7) % 5 }, author: 'c' }));
+  let ref = m.initial;
+  ops.forEach((o, i) => { ref = applyOp(m, ref, o, 1 + i).state; });
+  assert.deepEqual(applyOps(m, m.initial, ops, 1), ref);
+  assert.ok(ref.seen.length < 40, 'some ops threw and left no trace');
+});
