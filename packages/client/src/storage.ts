@@ -56,7 +56,7 @@ export function memoryStorage(): ClientStorage {
     },
     async saveBase(room, pos, state) {
       const r = rooms.get(room);
-      if (r) r.base = { pos, state };
+      if (r && (!r.base || r.base.pos < pos)) r.base = { pos, state };
     },
     async close() {},
   };

@@ -2,7 +2,7 @@
  * hercules serve — run a Hercules server.
  *
  *   hercules serve --machines ./machines.ts [--port 8787] [--host 127.0.0.1] [--data-dir ./data]
- *                  [--ack-timeout 2000] [--simulate-rtt 0] [--checkpoint-every 1000]
+ *                  [--ack-timeout 2000] [--simulate-rtt 0] [--checkpoint-every 1000] [--commit-window 0]
  *                  [--log-level info]
  */
 import { parseArgs } from 'node:util';
@@ -24,6 +24,8 @@ Options:
   --heartbeat <ms>         ping interval; silent connections are dropped after two (default 5000)
   --simulate-rtt <ms>      delay every frame by half this each way, to see the views differ locally (default 0)
   --checkpoint-every <n>   write a room's checkpoint state at most every n ops (default 1000)
+  --commit-window <ms>     group-commit batching: gather writes this long into one transaction
+                           (default 0: one commit per event-loop turn)
   --log-level <level>      trace|debug|info|warn|error|silent (default info)
   -h, --help               this text
 `;
@@ -55,6 +57,7 @@ export async function main(argv: string[]): Promise<void> {
         heartbeat: { type: 'string' },
         'simulate-rtt': { type: 'string' },
         'checkpoint-every': { type: 'string' },
+        'commit-window': { type: 'string' },
         'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -86,6 +89,7 @@ export async function main(argv: string[]): Promise<void> {
     heartbeatMs: num('heartbeat', values.heartbeat, 5000) || 5000,
     simulateRttMs: num('simulate-rtt', values['simulate-rtt'], 0),
     checkpointEvery: num('checkpoint-every', values['checkpoint-every'], 1000) || 1000,
+    commitWindowMs: num('commit-window', values['commit-window'], 0),
     log: values['log-level'] ?? 'info',
   });
   let stopping = false;

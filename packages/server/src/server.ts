@@ -39,6 +39,12 @@ export interface ServerOptions {
   idleUnloadMs?: number;
   /** Write a room's checkpoint state at most every this many ops. Default 1000. */
   checkpointEvery?: number;
+  /**
+   * Group-commit window: wait this long after the first pending write to gather more into one
+   * transaction. 0 (default) commits once per event-loop turn: lowest latency, and ops that
+   * arrive together still share a commit.
+   */
+  commitWindowMs?: number;
   /** Delay every frame in each direction by half this (emulates a wide-area round trip). */
   simulateRttMs?: number;
   /** Largest frame accepted, bytes. Default 1 MiB. */
@@ -100,6 +106,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   const heartbeatMs = opts.heartbeatMs ?? 5000;
   const idleUnloadMs = opts.idleUnloadMs ?? 30_000;
   const halfRtt = Math.max(0, (opts.simulateRttMs ?? 0) / 2);
+  const commitWindowMs = Math.max(0, opts.commitWindowMs ?? 0);
   const maxFrameBytes = opts.maxFrameBytes ?? 1 << 20;
   const log: Logger = typeof opts.log === 'object' ? opts.log : pino({ level: opts.log ?? 'info', base: { svc: 'hercules' } });
   const metrics = createMetrics();
@@ -120,7 +127,8 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     metrics.pendingOutputs.set(pending.length);
     if (!flushScheduled) {
       flushScheduled = true;
-      setImmediate(flush);
+      if (commitWindowMs > 0) setTimeout(flush, commitWindowMs);
+      else setImmediate(flush);
     }
   }
 

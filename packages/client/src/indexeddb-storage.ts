@@ -1,0 +1,117 @@
+/**
+ * Browser client storage in IndexedDB. Appends of one tick share a readwrite transaction with
+ * `durability: 'strict'` (flushed to disk before `complete` fires, where the browser supports
+ * it), so an op is Durable only once it would survive a crash of the tab or the browser.
+ */
+import type { OpRecord } from '@hercules/core';
+import type { ClientStorage, StoredClient } from './storage.ts';
+
+interface ClientRow { room: string; clientId: string; lastSeq: number; base?: { pos: number; state: unknown } }
+interface OpRow { room: string; seq: number; op: OpRecord }
+
+const req = <T>(r: IDBRequest<T>) => new Promise<T>((res, rej) => { r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
+const done = (tx: IDBTransaction) => new Promise<void>((res, rej) => {
+  tx.oncomplete = () => res();
+  tx.onerror = () => rej(tx.error ?? new Error('IndexedDB transaction failed'));
+  tx.onabort = () => rej(tx.error ?? new Error('IndexedDB transaction aborted (quota exceeded?)'));
+});
+
+/** `env` supplies another IndexedDB implementation (e.g. fake-indexeddb in tests). */
+export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFactory; IDBKeyRange: typeof IDBKeyRange }): ClientStorage {
+  const g = globalThis as { indexedDB?: IDBFactory; IDBKeyRange?: typeof IDBKeyRange };
+  const idb = env?.indexedDB ?? g.indexedDB;
+  const KeyRange = env?.IDBKeyRange ?? g.IDBKeyRange;
+  if (!idb || !KeyRange) throw new Error('indexedDbStorage: no IndexedDB in this environment; use memoryStorage() or sqliteStorage() in Node');
+  const opened = new Promise<IDBDatabase>((res, rej) => {
+    const r = idb.open(dbName, 1);
+    r.onupgradeneeded = () => {
+      const db = r.result;
+      db.createObjectStore('client', { keyPath: 'room' });
+      db.createObjectStore('ops', { keyPath: ['room', 'seq'] });
+    };
+    r.onsuccess = () => res(r.result);
+    r.onerror = () => rej(new Error(`cannot open IndexedDB ${dbName}: ${r.error?.message}`));
+    r.onblocked = () => rej(new Error(`IndexedDB ${dbName} is blocked by another tab holding an older version; close it`));
+  });
+  const tx = (db: IDBDatabase, stores: string[], mode: IDBTransactionMode) => {
+    try {
+      return db.transaction(stores, mode, { durability: 'strict' } as IDBTransactionOptions);
+    } catch {
+      return db.transaction(stores, mode);
+    }
+  };
+  let batch: { room: string; ops: readonly OpRecord[]; ok: () => void; fail: (e: unknown) => void }[] = [];
+  const flush = async () => {
+    const items = batch;
+    batch = [];
+    try {
+      const db = await opened;
+      const t = tx(db, ['ops', 'client'], 'readwrite');
+      const opsStore = t.objectStore('ops');
+      const clients = t.objectStore('client');
+      const maxSeq = new Map<string, number>();
+      for (const it of items) for (const op of it.ops) {
+        opsStore.put({ room: it.room, seq: op.seq, op } satisfies OpRow);
+        maxSeq.set(it.room, Math.max(maxSeq.get(it.room) ?? 0, op.seq));
+      }
+      for (const [room, seq] of maxSeq) {
+        const g = clients.get(room);
+        g.onsuccess = () => {
+          const row = g.result as ClientRow | undefined;
+          if (row && row.lastSeq < seq) clients.put({ ...row, lastSeq: seq });
+        };
+      }
+      await done(t);
+      for (const it of items) it.ok();
+    } catch (e) {
+      const err = new Error(`client storage write failed: ${(e as Error)?.message ?? e}. The ops stay Submitted (in memory) and will be retried.`, { cause: e });
+      for (const it of items) it.fail(err);
+    }
+  };
+  return {
+    durability: 'power-loss',
+    async load(room): Promise<StoredClient | undefined> {
+      const db = await opened;
+      const t = tx(db, ['client', 'ops'], 'readonly');
+      const row = await req(t.objectStore('client').get(room)) as ClientRow | undefined;
+      if (!row) return undefined;
+      const ops = await req(t.objectStore('ops').getAll(KeyRange.bound([room, 0], [room, Number.MAX_SAFE_INTEGER]))) as OpRow[];
+      return { clientId: row.clientId, lastSeq: row.lastSeq, durable: ops.map((o) => o.op), ...(row.base ? { base: row.base } : {}) };
+    },
+    async init(room, clientId) {
+      const db = await opened;
+      const t = tx(db, ['client'], 'readwrite');
+      const s = t.objectStore('client');
+      const g = s.get(room);
+      g.onsuccess = () => { if (!g.result) s.put({ room, clientId, lastSeq: 0 } satisfies ClientRow); };
+      await done(t);
+    },
+    append(room, ops) {
+      return new Promise<void>((ok, fail) => {
+        if (batch.length === 0) setTimeout(() => void flush(), 0);
+        batch.push({ room, ops, ok, fail });
+      });
+    },
+    async prune(room, seq) {
+      const db = await opened;
+      const t = tx(db, ['ops'], 'readwrite');
+      t.objectStore('ops').delete(KeyRange.bound([room, 0], [room, seq]));
+      await done(t);
+    },
+    async saveBase(room, pos, state) {
+      const db = await opened;
+      const t = tx(db, ['client'], 'readwrite');
+      const s = t.objectStore('client');
+      const g = s.get(room);
+      g.onsuccess = () => {
+        const row = g.result as ClientRow | undefined;
+        if (row && (!row.base || row.base.pos < pos)) s.put({ ...row, base: { pos, state } });
+      };
+      await done(t);
+    },
+    async close() {
+      if (batch.length) await flush();
+      (await opened).close();
+    },
+  };
+}

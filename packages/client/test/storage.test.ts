@@ -1,0 +1,93 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
+import { memoryStorage, indexedDbStorage, connect, type ClientStorage } from '../src/index.ts';
+import { sqliteStorage } from '../src/sqlite-storage.ts';
+import { createServer } from '@hercules/server';
+import { chat } from '../../../apps/machines.ts';
+
+const op = (seq: number) => ({ client: 'c1', seq, name: 'say', args: { text: `m${seq}` } });
+const dir = mkdtempSync(join(tmpdir(), 'hercules-storage-'));
+process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+
+const kinds: [string, () => ClientStorage, boolean][] = [
+  ['memory', () => memoryStorage(), false],
+  ['sqlite', () => sqliteStorage(join(dir, 'c.sqlite')), true],
+  ['indexeddb', (() => { const f = new IDBFactory(); return () => indexedDbStorage('t', { indexedDB: f, IDBKeyRange }); })(), true],
+];
+
+for (const [kind, make, persistent] of kinds) {
+  test(`${kind} storage keeps the client id, lastSeq, durable ops in order, prunes, and keeps a base`, async () => {
+    const s = make();
+    assert.equal(await s.load('room'), undefined);
+    await s.init('room', 'c1');
+    await Promise.all([s.append('room', [op(1), op(2)]), s.append('room', [op(3)])]); // one group commit
+    await s.append('other', [{ ...op(1), client: 'c9' }]).catch(() => {}); // another room (not initialised)
+    await s.prune('room', 1);
+    await s.saveBase('room', 7, { messages: [{ id: 'x', author: 'a', text: 'hi' }] });
+    const got = await s.load('room');
+    assert.equal(got!.clientId, 'c1');
+    assert.equal(got!.lastSeq, 3);
+    assert.deepEqual(got!.durable.map((o) => o.seq), [2, 3]);
+    assert.deepEqual(got!.durable[0].args, { text: 'm2' });
+    assert.deepEqual(got!.base, { pos: 7, state: { messages: [{ id: 'x', author: 'a', text: 'hi' }] } });
+    await s.saveBase('room', 5, { stale: true });
+    assert.equal((await s.load('room'))!.base!.pos, 7, 'an older base never replaces a newer one');
+    await s.init('room', 'someone-else');
+    assert.equal((await s.load('room'))!.clientId, 'c1', 'init never changes an existing id');
+    await s.close();
+    if (persistent) {
+      const again = make();
+      const r = await again.load('room');
+      assert.deepEqual([r!.clientId, r!.lastSeq, r!.durable.map((o) => o.seq)], ['c1', 3, [2, 3]], 'survives reopening');
+      await again.close();
+    }
+  });
+}
+
+test('a failing client store: a clear error, ops stay Submitted, then become durable and arrive exactly once', async (t) => {
+  const srv = await createServer({ port: 0, dataDir: join(dir, 'srv'), machines: [chat], log: 'silent' });
+  t.after(() => srv.close());
+  const inner = memoryStorage();
+  let failures = 3;
+  const flaky: ClientStorage = {
+    ...inner,
+    load: (r) => inner.load(r), init: (r, c) => inner.init(r, c), prune: (r, s) => inner.prune(r, s),
+    saveBase: (r, p, st) => inner.saveBase(r, p, st), close: () => inner.close(),
+    durability: 'memory',
+    async append(room, ops) {
+      if (failures-- > 0) throw new Error('ENOSPC: no space left on device');
+      return inner.append(room, ops);
+    },
+  };
+  const errors: string[] = [];
+  const r = await connect({ url: srv.url, room: 'flaky', machine: chat, storage: flaky, onError: (e) => errors.push(e.message) });
+  const h1 = r.ops.say({ text: 'one' });
+  const h2 = r.ops.say({ text: 'two' });
+  await new Promise((res) => setTimeout(res, 20));
+  assert.equal(h1.stage, 'submitted', 'not durable while the store fails');
+  assert.match(errors[0], /ENOSPC/);
+  await Promise.all([h1.visible, h2.visible]);
+  assert.deepEqual(r.getState('visible').messages.map((m) => m.text), ['one', 'two']);
+  assert.ok(errors.length >= 3);
+  await r.close();
+});
+
+test('IndexedDB: a restarted client shows its durable ops offline and delivers them once', async (t) => {
+  const srv = await createServer({ port: 0, dataDir: join(dir, 'srv-idb'), machines: [chat], log: 'silent' });
+  t.after(() => srv.close());
+  const factory = new IDBFactory();
+  const off = await connect({ url: 'ws://127.0.0.1:1', room: 'idb', machine: chat, storage: indexedDbStorage('app', { indexedDB: factory, IDBKeyRange }), backoff: { minMs: 5000, maxMs: 5000 } });
+  await off.ops.say({ text: 'queued offline' }).durable;
+  await off.close();
+  const on = await connect({ url: srv.url, room: 'idb', machine: chat, storage: indexedDbStorage('app', { indexedDB: factory, IDBKeyRange }) });
+  assert.deepEqual(on.getState('durable').messages.map((m) => m.text), ['queued offline']);
+  await Promise.all(on.pending().map((h) => h.visible));
+  const h = on.ops.say({ text: 'online' });
+  await h.visible;
+  assert.deepEqual(on.getState('visible').messages.map((m) => m.text), ['queued offline', 'online']);
+  await on.close();
+});
