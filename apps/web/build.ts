@@ -1,0 +1,36 @@
+/**
+ * Bundle the web apps for the browser with esbuild (one ESM file per app).
+ * Run on every server start: about a second; no separate build step to forget.
+ */
+import { build } from 'esbuild';
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+
+export const APPS = [
+  { id: 'design', title: 'Interior design', blurb: 'Drag furniture; red until everyone sees it.' },
+  { id: 'chat', title: 'Chat', blurb: 'A tick per stage: submitted, durable, authoritative, visible.' },
+  { id: 'sheet', title: 'Spreadsheet', blurb: 'Cursors per user; red text until the edit is visible.' },
+] as const;
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const DIST = join(here, 'dist');
+
+export async function buildApps(opts: { minify?: boolean } = {}): Promise<void> {
+  await build({
+    entryPoints: Object.fromEntries(APPS.map((a) => [a.id, join(here, 'src', a.id, 'main.tsx')])),
+    outdir: DIST,
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    target: 'es2022',
+    jsx: 'automatic',
+    minify: opts.minify ?? true,
+    sourcemap: true,
+    define: { 'process.env.NODE_ENV': '"production"' },
+    // The client imports `ws` only in Node, behind a dynamic import the browser never takes.
+    external: ['ws', 'better-sqlite3'],
+    logLevel: 'warning',
+  });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) await buildApps();

@@ -1,0 +1,82 @@
+/**
+ * React bindings. Views are immutable snapshots that share unchanged parts by identity, so a
+ * selector's result can be compared with Object.is: a component re-renders only when the part
+ * it reads changed.
+ */
+import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from 'react';
+import type { ClientRoom, Machine, OpHandle, Stage, StateOf, ViewName } from '@hercules/core';
+
+type AnyRoom = ClientRoom<Machine<any, any>> & { status?: () => string; onStatus?: (fn: (s: any) => void) => () => void };
+
+/**
+ * Read `view` of `room` through `selector`. Re-renders only when the selected value changes
+ * (`isEqual`, default Object.is — right for parts of a snapshot, which keep their identity).
+ */
+export function useView<M extends Machine<any, any>, T = StateOf<M>>(
+  room: ClientRoom<M>,
+  view: ViewName,
+  selector: (state: StateOf<M>) => T = (s) => s as unknown as T,
+  isEqual: (a: T, b: T) => boolean = Object.is,
+): T {
+  const last = useRef<{ state: StateOf<M>; value: T } | null>(null);
+  const sel = useRef(selector);
+  sel.current = selector;
+  const subscribe = useCallback((fn: () => void) => room.subscribe(view, fn), [room, view]);
+  const get = useCallback(() => {
+    const state = room.getState(view);
+    const prev = last.current;
+    if (prev && prev.state === state) return prev.value;
+    const value = sel.current(state);
+    if (prev && isEqual(prev.value, value)) {
+      last.current = { state, value: prev.value };
+      return prev.value;
+    }
+    last.current = { state, value };
+    return value;
+  }, [room, view, isEqual]);
+  return useSyncExternalStore(subscribe, get, get);
+}
+
+/** The room's op stubs (stable across renders). */
+export function useOps<M extends Machine<any, any>>(room: ClientRoom<M>): ClientRoom<M>['ops'] {
+  return room.ops;
+}
+
+/** Follow one op: re-renders as it moves through its stages. */
+export function useOpStage(handle: OpHandle | undefined): Stage | undefined {
+  const [stage, setStage] = useState<Stage | undefined>(handle?.stage);
+  useEffect(() => {
+    if (!handle) return setStage(undefined);
+    let live = true;
+    const update = () => { if (live) setStage(handle.stage); };
+    update();
+    handle.durable.then(update, update);
+    handle.authoritative.then(update, update);
+    handle.visible.then(update, update);
+    return () => { live = false; };
+  }, [handle]);
+  return stage;
+}
+
+/** Members of the visibility set. */
+export function useMembers(room: ClientRoom<Machine<any, any>>): readonly string[] {
+  const subscribe = useCallback((fn: () => void) => room.onMembers(fn), [room]);
+  return useSyncExternalStore(subscribe, () => room.members(), () => room.members());
+}
+
+/** Connection status of a room from connect() ('online', 'offline', ...). */
+export function useStatus(room: AnyRoom): string {
+  const subscribe = useCallback((fn: () => void) => (room.onStatus ? room.onStatus(fn) : () => {}), [room]);
+  const get = () => (room.status ? room.status() : 'n/a');
+  return useSyncExternalStore(subscribe, get, get);
+}
+
+/** Re-render every `ms` (for ages and timers in the inspector). */
+export function useTick(ms: number): number {
+  const [n, setN] = useState(0);
+  useEffect(() => {
+    const t = setInterval(() => setN((x) => x + 1), ms);
+    return () => clearInterval(t);
+  }, [ms]);
+  return n;
+}
