@@ -55,6 +55,7 @@ const server = await createServer({
   log: values['log-level'] ?? 'info',
   http: (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
+    if (path === '/favicon.ico') { res.writeHead(204); res.end(); return true; }
     if (path === '/') { res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }); res.end(index); return true; }
     const app = APPS.find((a) => path === `/${a.id}`);
     if (app) {
