@@ -156,6 +156,9 @@ export class ClientRoom<M extends Machine<any, any>> {
 
   members(): readonly string[] { return this.engine.members(); }
 
+  /** 'read' once the server said this client may only read: stubs then throw 'forbidden'. */
+  access(): 'read' | 'write' { return this.engine.accessLevel(); }
+
   /** Handles of our ops not yet visible (including ones recovered after a restart). */
   pending(): OpHandle[] {
     return this.engine.pending().map((op) => this.handleFor(op));

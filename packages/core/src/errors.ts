@@ -14,6 +14,9 @@ export type ErrorCode =
   | 'unknown-op'
   | 'op-rejected'
   | 'replaced'
+  | 'unauthenticated'
+  | 'forbidden'
+  | 'too-large'
   | 'internal';
 
 export class HerculesError extends Error {

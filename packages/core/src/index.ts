@@ -10,7 +10,7 @@ export type { ErrorCode } from './errors.ts';
 export { ViewEngine, VIEWS } from './view-engine.ts';
 export type { ViewName, Stage, OwnOp, Batching, ViewEngineOptions, ClientRestore, EngineOutput } from './view-engine.ts';
 export { RoomEngine } from './room-engine.ts';
-export type { RoomOptions, RoomOutput, RoomDurableState, ClientRecord, ConnId } from './room-engine.ts';
+export type { RoomOptions, RoomOutput, RoomDurableState, ClientRecord, ConnId, AuthorizeOp, AuthorizeContext, Principal } from './room-engine.ts';
 export { ClientRoom } from './client-room.ts';
 export type { OpHandle, OpStubs, RoomDriver, ClientRoomOptions, Listener } from './client-room.ts';
 export { ServerCodec, ClientCodec } from './wire.ts';

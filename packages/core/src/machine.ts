@@ -7,6 +7,7 @@
  * and rebasing costs in proportion to what the ops touch, not to the size of the state.
  */
 import { create } from 'mutative';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { HerculesError, errorMessage } from './errors.ts';
 
 /** What an op may know besides its state and arguments. Nothing here is non-deterministic. */
@@ -39,6 +40,13 @@ export interface MachineSpec<S, Ops extends Record<string, OpFn<S>>> {
   /** The state before any op. Must be JSON data. */
   initial: S;
   ops: Ops;
+  /**
+   * Optional argument schemas, per op, from any Standard Schema validator (Valibot, Zod,
+   * ArkType, TypeBox...). The server refuses an op whose arguments fail its schema before
+   * ordering it; the client throws at the stub call. Schemas must be synchronous and must only
+   * check: the op receives the arguments as sent, never a transformed copy.
+   */
+  schemas?: NoInfer<{ [K in keyof Ops]?: StandardSchemaV1<any, OpArgs<Ops[K]>> }>;
 }
 
 export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<string, OpFn<S>>> {
@@ -48,6 +56,11 @@ export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<s
   readonly initial: S;
   readonly ops: Ops;
   readonly opNames: ReadonlySet<string>;
+  /**
+   * Check an op's arguments against its schema. Returns why they are invalid, or undefined if
+   * they are valid or the op declares no schema. Never throws.
+   */
+  validate(name: string, args: unknown): string | undefined;
 }
 
 /** The argument type of an op, or `undefined` for an op without arguments. */
@@ -84,13 +97,50 @@ export function defineMachine<S, const Ops extends Record<string, OpFn<S>>>(
   }
   const problem = findNonJson(spec.initial, 'initial');
   if (problem) throw new HerculesError('bad-machine', `defineMachine(${spec.name}): ${problem}; state must be JSON data (objects, arrays, strings, finite numbers, booleans, null)`);
+  const schemas = new Map<string, StandardSchemaV1>();
+  for (const [k, sch] of Object.entries((spec.schemas ?? {}) as Record<string, unknown>)) {
+    if (sch === undefined) continue;
+    if (!Object.prototype.hasOwnProperty.call(spec.ops, k)) {
+      throw new HerculesError('bad-machine', `defineMachine(${spec.name}): schemas.${k} names no op; ops are ${Object.keys(spec.ops).join(', ')}`);
+    }
+    const std = (sch as Partial<StandardSchemaV1> | null)?.['~standard'];
+    if (!std || typeof std.validate !== 'function') {
+      throw new HerculesError('bad-machine', `defineMachine(${spec.name}): schemas.${k} is not a Standard Schema (no ~standard.validate); use Valibot, Zod, ArkType or another Standard Schema validator`);
+    }
+    schemas.set(k, sch as StandardSchemaV1);
+  }
+  const name = spec.name;
   return {
-    name: spec.name,
+    name,
     version: spec.version,
     initial: deepFreeze(structuredClone(spec.initial)),
     ops: spec.ops,
     opNames: new Set(Object.keys(spec.ops)),
+    validate: (op, args) => {
+      const sch = schemas.get(op);
+      return sch ? checkSchema(sch, op, args) : undefined;
+    },
   };
+}
+
+function checkSchema(sch: StandardSchemaV1, op: string, args: unknown): string | undefined {
+  let r: StandardSchemaV1.Result<unknown> | Promise<StandardSchemaV1.Result<unknown>>;
+  try {
+    r = sch['~standard'].validate(args);
+  } catch (e) {
+    return `invalid arguments for ${op}: the schema threw (${errorMessage(e)})`;
+  }
+  if (r instanceof Promise) {
+    r.catch(() => {}); // we will not wait for it; do not leave an unhandled rejection behind
+    return `the schema for ${op} is asynchronous; op schemas must validate synchronously`;
+  }
+  if (!r.issues) return undefined;
+  const shown = r.issues.slice(0, 3).map((i) => {
+    const path = (i.path ?? []).map((p) => String(typeof p === 'object' ? p.key : p)).join('.');
+    return path && !i.message.startsWith(path) ? `${path}: ${i.message}` : i.message;
+  });
+  const more = r.issues.length > 3 ? ` (and ${r.issues.length - 3} more)` : '';
+  return `invalid arguments for ${op}: ${shown.join('; ')}${more}`;
 }
 
 /** Returns a description of the first non-JSON value found, or undefined if `v` is JSON data. */

@@ -81,6 +81,8 @@ export interface WelcomeMessage {
   readonly client: string;
   /** The author the server will stamp on this client's ops. */
   readonly author: string;
+  /** What this connection may do: 'read' receives everything and can submit nothing. Absent: 'write'. */
+  readonly access?: 'read' | 'write';
   /**
    * With a checkpoint, the client replaces what it holds with it (§4.6 catch-up); without one,
    * `entries` continue the log the client already has (`from` = its `have` + 1).
@@ -125,7 +127,11 @@ export interface ErrorMessage {
   readonly t: 'error';
   readonly code: string;
   readonly message: string;
-  /** The server closes the connection after a fatal error. */
+  /**
+   * Fatal: retrying cannot help (wrong version or machine, bad credentials, no access): the
+   * client stops reconnecting. Non-fatal errors may still be followed by a close (room full,
+   * rate limited); the client then reconnects with backoff.
+   */
   readonly fatal: boolean;
 }
 /** Heartbeat: lets a client (even a browser, which cannot see WebSocket pings) notice a dead link. */
@@ -151,6 +157,13 @@ const isId = (v: unknown): v is string => typeof v === 'string' && v.length > 0 
 /** Limits on what one frame may carry; the transport enforces byte sizes. */
 export const MAX_OPS_PER_FRAME = 10_000;
 export const MAX_OP_NAME = 128;
+/**
+ * Clients keep each ops frame under this many bytes of arguments (estimated as JSON), so the
+ * server's default 1 MiB frame limit is never hit, and refuse a single op larger than
+ * MAX_OP_BYTES at submit: an op that can never be sent must not be accepted.
+ */
+export const FRAME_BUDGET_BYTES = 512 * 1024;
+export const MAX_OP_BYTES = 256 * 1024;
 
 function bad(what: string): never {
   throw new HerculesError('malformed-frame', `malformed client message: ${what}`);

@@ -26,11 +26,41 @@ import {
 
 export type ConnId = string;
 
-export interface RoomOptions {
+/** Who is behind a connection, as the transport authenticated it. */
+export interface Principal {
+  /**
+   * The authenticated user. Stamped as the author of every op of the connection, and it owns
+   * the client ids it uses: no other user may resume them. Absent (no authentication): the
+   * author is the client id and client ids are not owned.
+   */
+  readonly user?: string;
+  /** 'read' receives everything and can submit nothing. Default 'write'. */
+  readonly access?: 'read' | 'write';
+}
+
+/** What an `authorize` hook sees about the op's submitter. */
+export interface AuthorizeContext {
+  readonly user?: string;
+  readonly author: string;
+  readonly client: string;
+  readonly seq: number;
+  /** The position the op will take in the global log if allowed. */
+  readonly position: number;
+}
+
+/**
+ * Decide, before an op is ordered, whether it may be. `true` or `undefined`: allowed; `false`:
+ * refused; a string: refused with that reason; a throw: refused with its message. It sees the
+ * state the op would apply to. A refused op is ordered as a no-op that names the reason, so its
+ * submitter's handle settles as rejected and every replica skips it.
+ */
+export type AuthorizeOp<S = unknown> = (op: { readonly name: string; readonly args: unknown }, ctx: AuthorizeContext, state: S) => boolean | string | void;
+
+export interface RoomOptions<S = unknown> {
   /** Remove a member whose ack is outstanding this long (ms). Paper: ~2 s. */
   ackTimeoutMs?: number;
-  /** Decide the author stamped on a client's ops (issue: authentication). Default: the client id. */
-  authorOf?: (clientId: string, conn: ConnId) => string;
+  /** Op-level authorization, run after schema validation and before ordering. */
+  authorize?: AuthorizeOp<S>;
 }
 
 export interface ClientRecord {
@@ -40,6 +70,8 @@ export interface ClientRecord {
   visibleSeq: number;
   /** Rejected ops of this client it has not acked yet: their verdict must survive compaction. */
   rejected?: { seq: number; pos: number; error: string }[];
+  /** The authenticated user who first used this client id; only that user may resume it. */
+  owner?: string;
 }
 
 /** Everything a room must keep across restarts; what storage adapters write. */
@@ -68,6 +100,8 @@ interface Session {
   conn: ConnId;
   client?: string;
   author?: string;
+  user?: string;
+  access: 'read' | 'write';
   /** Highest position the client acked (or is known to hold). */
   ack: number;
   /** 'member' counts for visibility and stable; 'joining' waits to catch up; 'out' was deregistered. */
@@ -84,7 +118,7 @@ interface SuffixItem {
 export class RoomEngine<S = unknown> {
   readonly machine: Machine<S>;
   private readonly ackTimeoutMs: number;
-  private readonly authorOf: (clientId: string, conn: ConnId) => string;
+  private readonly authorize?: AuthorizeOp<S>;
 
   private checkpointPos: number;
   private checkpointState: S;
@@ -103,16 +137,19 @@ export class RoomEngine<S = unknown> {
   private dirtyClients = new Set<string>();
   private membersChanged = false;
 
-  readonly stats = { sequenced: 0, duplicates: 0, rejected: 0, timeouts: 0, malformed: 0 };
+  readonly stats = { sequenced: 0, duplicates: 0, rejected: 0, refused: 0, timeouts: 0, malformed: 0 };
 
-  constructor(machine: Machine<S>, opts: RoomOptions = {}, restore?: RoomDurableState) {
+  constructor(machine: Machine<S>, opts: RoomOptions<S> = {}, restore?: RoomDurableState) {
     this.machine = machine;
     const t = opts.ackTimeoutMs ?? 2000;
     if (!(typeof t === 'number' && t > 0 && Number.isFinite(t))) {
       throw new HerculesError('bad-argument', `ackTimeoutMs must be a positive number of milliseconds, got ${String(t)}`);
     }
     this.ackTimeoutMs = t;
-    this.authorOf = opts.authorOf ?? ((c) => c);
+    if (opts.authorize !== undefined && typeof opts.authorize !== 'function') {
+      throw new HerculesError('bad-argument', 'authorize must be a function (op, ctx, state) => boolean | string | void');
+    }
+    this.authorize = opts.authorize;
     if (restore) {
       this.checkpointPos = restore.checkpoint.pos;
       this.checkpointState = deepFreeze(restore.checkpoint.state as S);
@@ -182,11 +219,17 @@ export class RoomEngine<S = unknown> {
 
   // ================================================================ inputs
 
-  open(conn: ConnId, now: number): RoomOutput {
+  /** A connection opened; `principal` is who the transport authenticated (none: anonymous writer). */
+  open(conn: ConnId, now: number, principal: Principal = {}): RoomOutput {
     if (this.sessions.has(conn)) {
       this.out.warnings.push(`connection ${conn} opened twice`);
     } else {
-      this.sessions.set(conn, { conn, ack: 0, status: 'new', memberSince: now });
+      const access = principal.access ?? 'write';
+      if (access !== 'read' && access !== 'write') throw new HerculesError('bad-argument', `principal.access must be 'read' or 'write', got ${JSON.stringify(access)}`);
+      if (principal.user !== undefined && (typeof principal.user !== 'string' || principal.user.length === 0)) {
+        throw new HerculesError('bad-argument', 'principal.user must be a non-empty string when given');
+      }
+      this.sessions.set(conn, { conn, ack: 0, status: 'new', memberSince: now, user: principal.user, access });
     }
     return this.finish(now);
   }
@@ -286,6 +329,13 @@ export class RoomEngine<S = unknown> {
       this.error(s.conn, 'malformed-frame', 'hello sent twice on one connection', false);
       return;
     }
+    const known = this.clients.get(m.client);
+    if (s.user !== undefined && known?.owner !== undefined && known.owner !== s.user) {
+      // Client ids are not secret (members and log entries show them): ownership is what stops
+      // one user from resuming, or kicking off, another user's client.
+      this.error(s.conn, 'forbidden', `client id ${m.client} belongs to another user; let the client library generate a fresh id`, true);
+      return;
+    }
     const prev = this.byClient.get(m.client);
     if (prev && prev !== s) {
       // A client id lives on one connection: the newer one wins (the old one is likely dead).
@@ -293,12 +343,15 @@ export class RoomEngine<S = unknown> {
       this.drop(prev);
     }
     s.client = m.client;
-    s.author = this.authorOf(m.client, s.conn);
+    s.author = s.user ?? m.client;
     this.byClient.set(m.client, s);
     let rec = this.clients.get(m.client);
     if (!rec) {
-      rec = { highWater: 0, visibleSeq: 0 };
+      rec = s.user !== undefined ? { highWater: 0, visibleSeq: 0, owner: s.user } : { highWater: 0, visibleSeq: 0 };
       this.clients.set(m.client, rec);
+      this.dirtyClients.add(m.client);
+    } else if (s.user !== undefined && rec.owner === undefined) {
+      rec.owner = s.user; // a record from before authentication was turned on: first user claims it
       this.dirtyClients.add(m.client);
     }
     const head = this.head();
@@ -315,6 +368,7 @@ export class RoomEngine<S = unknown> {
       v: PROTOCOL_VERSION,
       client: m.client,
       author: s.author,
+      ...(s.access === 'read' ? { access: 'read' as const } : {}),
       ...(resume ? {} : { checkpoint: { pos: this.checkpointPos, state: this.checkpointState } }),
       from,
       entries,
@@ -341,10 +395,16 @@ export class RoomEngine<S = unknown> {
         break;
       }
       const pos = this.head() + 1;
-      const res = applyOp(this.machine, this.headState, { client, seq: op.seq, name: op.name, args: op.args, author: s.author! }, pos);
+      const refusal = this.refusal(s, op, pos);
+      const res = refusal === undefined
+        ? applyOp(this.machine, this.headState, { client, seq: op.seq, name: op.name, args: op.args, author: s.author! }, pos)
+        : { state: this.headState, error: refusal };
+      // A refused op keeps its place in the client's sequence (exactly-once needs no gaps) but
+      // enters the log as a no-op without its arguments: they were never accepted.
       const entry: LogEntry = res.error === undefined
         ? { pos, client, seq: op.seq, name: op.name, args: op.args, author: s.author! }
-        : { pos, client, seq: op.seq, name: op.name, args: op.args, author: s.author!, error: res.error };
+        : { pos, client, seq: op.seq, name: op.name, args: refusal === undefined ? op.args : null, author: s.author!, error: res.error };
+      if (refusal !== undefined) this.stats.refused++;
       if (res.error !== undefined) {
         this.stats.rejected++;
         (rec.rejected ??= []).push({ seq: op.seq, pos, error: res.error });
@@ -366,6 +426,25 @@ export class RoomEngine<S = unknown> {
       const wire: WireEntry[] = appended.map((e) => (own ? (e.error === undefined ? { k: 'own', seq: e.seq } : { k: 'own', seq: e.seq, error: e.error }) : { k: 'op', e }));
       this.send(t.conn, { t: 'log', from: appended[0].pos, entries: wire });
     }
+  }
+
+  /** Why an op may not be ordered (access, schema, authorize hook), or undefined if it may. */
+  private refusal(s: Session, op: { seq: number; name: string; args: unknown }, pos: number): string | undefined {
+    if (s.access === 'read') return 'refused: read-only access; this client may not submit ops to the room';
+    if (!this.machine.opNames.has(op.name)) return undefined; // applyOp rejects it, naming the known ops
+    const invalid = this.machine.validate(op.name, op.args);
+    if (invalid !== undefined) return `refused: ${invalid}`;
+    if (!this.authorize) return undefined;
+    let verdict: boolean | string | void;
+    try {
+      verdict = this.authorize({ name: op.name, args: op.args }, { user: s.user, author: s.author!, client: s.client!, seq: op.seq, position: pos }, this.headState);
+    } catch (e) {
+      return `refused: not authorized: ${errorMessage(e)}`;
+    }
+    if (verdict === true || verdict === undefined) return undefined;
+    if (verdict === false) return `refused: not authorized to ${op.name}`;
+    if (typeof verdict === 'string') return `refused: not authorized: ${verdict}`;
+    return `refused: the authorize hook returned ${typeof verdict}; it must return boolean, string or nothing`;
   }
 
   // ================================================================ membership, visibility, stability

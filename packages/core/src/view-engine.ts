@@ -22,6 +22,9 @@
 import { HerculesError } from './errors.ts';
 import { applyOp, applyOps, deepFreeze, findNonJson, type Machine, type OpInvocation } from './machine.ts';
 import {
+  FRAME_BUDGET_BYTES,
+  MAX_OPS_PER_FRAME,
+  MAX_OP_BYTES,
   PROTOCOL_VERSION,
   type ClientMessage,
   type LogEntry,
@@ -104,6 +107,8 @@ export class ViewEngine<S = unknown> {
   readonly machine: Machine<S>;
   readonly clientId: string;
   private author: string;
+  /** What the server lets this client do, from the last welcome; 'write' until told otherwise. */
+  private access: 'read' | 'write' = 'write';
   private readonly now: () => number;
   private readonly cpuNow: () => number;
   private batching: Batching;
@@ -229,6 +234,11 @@ export class ViewEngine<S = unknown> {
     return this.memberList;
   }
 
+  /** What the server lets this client do ('write' until a welcome says otherwise). */
+  accessLevel(): 'read' | 'write' {
+    return this.access;
+  }
+
   connection(): 'offline' | 'connecting' | 'ready' {
     return this.connState === 'offline' ? 'offline' : this.connState === 'hello-sent' ? 'connecting' : 'ready';
   }
@@ -266,12 +276,21 @@ export class ViewEngine<S = unknown> {
     if (!this.machine.opNames.has(name)) {
       throw new HerculesError('unknown-op', `unknown op "${name}" for machine ${this.machine.name}; known ops: ${[...this.machine.opNames].join(', ')}`);
     }
+    if (this.access === 'read') {
+      throw new HerculesError('forbidden', `${name}: this client has read-only access to the room; the server refuses its ops`);
+    }
     if (args !== undefined) {
       const bad = findNonJson(args, 'args');
       if (bad) throw new HerculesError('bad-argument', `${name}(${bad}): op arguments must be JSON data, because they travel to the server and other clients`);
-      // The op, the log and every replica hold these args: freeze our copy so no one edits it later.
-      args = deepFreeze(structuredClone(args));
     }
+    const invalid = this.machine.validate(name, args);
+    if (invalid !== undefined) throw new HerculesError('bad-argument', `${invalid} (the op was not submitted)`);
+    const bytes = opBytes(name, args);
+    if (bytes > MAX_OP_BYTES) {
+      throw new HerculesError('too-large', `${name}: arguments of about ${bytes} bytes exceed the ${MAX_OP_BYTES}-byte limit per op; split the change into smaller ops`);
+    }
+    // The op, the log and every replica hold these args: freeze our copy so no one edits it later.
+    if (args !== undefined) args = deepFreeze(structuredClone(args));
     const seq = ++this.lastSeq;
     const op = this.makeOwn(seq, name, args, 'submitted', this.now());
     const position = this.authLen + this.durableList.length + this.submittedList.length + 1;
@@ -419,6 +438,7 @@ export class ViewEngine<S = unknown> {
       return;
     }
     this.connState = 'ready';
+    this.access = w.access ?? 'write';
     if (w.author !== this.author) {
       this.author = w.author;
       // Our speculative ops ran with a guessed author: recompute them with the real one.
@@ -628,13 +648,22 @@ export class ViewEngine<S = unknown> {
   /** Send Deliver-Operation for durable ops the server has not been sent on this connection. */
   private sendPending(): void {
     if (this.connState !== 'ready') return;
-    const ops = [];
+    // Split into frames the server accepts: a bounded number of ops and of bytes per frame.
+    let ops: { seq: number; name: string; args: unknown }[] = [];
+    let bytes = 0;
     for (const op of this.durableList) {
-      if (op.seq > this.sentSeq) ops.push({ seq: op.seq, name: op.name, args: op.args });
+      if (op.seq <= this.sentSeq) continue;
+      const b = opBytes(op.name, op.args);
+      if (ops.length > 0 && (ops.length >= MAX_OPS_PER_FRAME || bytes + b > FRAME_BUDGET_BYTES)) {
+        this.out.send.push({ t: 'ops', ops });
+        ops = [];
+        bytes = 0;
+      }
+      ops.push({ seq: op.seq, name: op.name, args: op.args });
+      bytes += b;
+      this.sentSeq = op.seq;
     }
-    if (ops.length === 0) return;
-    this.sentSeq = ops[ops.length - 1].seq;
-    this.out.send.push({ t: 'ops', ops });
+    if (ops.length > 0) this.out.send.push({ t: 'ops', ops });
   }
 
   /** Our op was ordered but its entry is inside a checkpoint: learn its verdict from the welcome. */
@@ -699,4 +728,9 @@ function carriesRemoteOps(msg: ServerMessage, self: string): boolean {
 
 function countEntries(msg: ServerMessage): number {
   return msg.t === 'log' || msg.t === 'welcome' ? msg.entries.length : 0;
+}
+
+/** Size of an op on the wire, estimated as JSON (MessagePack is about as small or smaller). */
+function opBytes(name: string, args: unknown): number {
+  return name.length + 8 + (args === undefined ? 0 : JSON.stringify(args).length);
 }
