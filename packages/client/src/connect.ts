@@ -16,8 +16,13 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   machine: M;
   /** Where durable ops live. Default: memory (survives reconnects, not restarts). */
   storage?: ClientStorage;
-  /** Sent as ?token= for servers that authenticate. */
-  token?: string;
+  /**
+   * Credentials for servers that authenticate (sent as ?token=, since browsers cannot set
+   * headers on a WebSocket). A function is called before every connection attempt, so it can
+   * return a fresh token; with a function, a refusal as 'unauthenticated' is retried with
+   * backoff instead of being final.
+   */
+  token?: string | (() => string | Promise<string>);
   /** Fixed client id; default: generated once and kept in storage. */
   clientId?: string;
   batching?: Batching;
@@ -188,6 +193,11 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     prune: (seq) => { storage.prune(key, seq).catch((e) => reportError(e)); },
     warn: (m) => reportError(new Error(m)),
     fatal: (code, message) => {
+      if (code === 'unauthenticated' && typeof opts.token === 'function') {
+        // The token may have expired; the next attempt asks for a fresh one.
+        reportError(new HerculesError('unauthenticated', `${message} (retrying with a fresh token)`));
+        return;
+      }
       failed = true;
       setStatus('failed', `${code}: ${message}`);
       reportError(new HerculesError(code as never, message));
@@ -201,13 +211,21 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     watchdog = setTimeout(() => { ws?.close(4100, 'no frame from the server; reconnecting'); }, watchdogMs);
   };
 
-  const open = () => {
+  const open = async () => {
     reconnectTimer = undefined;
     if (closed || failed) return;
     setStatus('connecting');
     const u = new URL(opts.url);
     u.searchParams.set('room', opts.room);
-    if (opts.token) u.searchParams.set('token', opts.token);
+    let token: string | undefined;
+    try {
+      token = typeof opts.token === 'function' ? await opts.token() : opts.token;
+    } catch (e) {
+      reportError(new Error(`the token function failed: ${(e as Error).message}; retrying`));
+      return retry();
+    }
+    if (closed || failed) return;
+    if (token) u.searchParams.set('token', token);
     let sock: WS;
     try {
       sock = new WebSocketImpl(u.toString());
@@ -262,7 +280,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     // Full jitter: spreads reconnects of many clients after a server restart.
     const cap = Math.min(maxMs, minMs * 2 ** Math.min(attempt, 16));
     attempt++;
-    reconnectTimer = setTimeout(open, Math.random() * cap);
+    reconnectTimer = setTimeout(() => void open(), Math.random() * cap);
   };
 
   Object.assign(room, {
@@ -291,6 +309,6 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       await storage.close();
     },
   });
-  open();
+  void open();
   return room as ConnectedRoom<M>;
 }

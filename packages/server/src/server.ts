@@ -21,6 +21,8 @@ import {
 } from '@hercules/core';
 import { SqliteStore, StorageError, type RoomPersist } from './store.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
+import { AuthError, jwtAuthenticator, type Access, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';
+import type { AuthorizeOp } from '@hercules/core';
 
 export interface ServerOptions {
   /** TCP port; 0 picks a free one. Default 8787. */
@@ -47,13 +49,58 @@ export interface ServerOptions {
   commitWindowMs?: number;
   /** Delay every frame in each direction by half this (emulates a wide-area round trip). */
   simulateRttMs?: number;
-  /** Largest frame accepted, bytes. Default 1 MiB. */
+  /** Largest frame accepted, bytes. Default 1 MiB. (Same as `limits.maxFrameBytes`.) */
   maxFrameBytes?: number;
+  /**
+   * Who is connecting: return an identity or throw `AuthError` to refuse. Default: everyone is
+   * anonymous (ops are authored by their client id). See also `jwt`.
+   */
+  authenticate?: Authenticate;
+  /** Built-in JWT authentication (jose): a shared secret, a public key, or a JWKS file/URL. */
+  jwt?: JwtOptions;
+  /** Per-room access: 'none' refuses, 'read' may only read, 'write' may submit. Default: 'write'. */
+  access?: AccessHook;
+  /** Op-level authorization, called before each op is ordered (see RoomEngine). */
+  authorize?: AuthorizeOp<any>;
+  /** Resource limits per connection and room; see `Limits` for defaults. */
+  limits?: Partial<Limits>;
   /** pino log level, or a pino logger. Default 'info'. */
   log?: string | Logger;
   /** Extra HTTP handler for other paths (e.g. static demo apps); return false to 404. */
   http?: (req: IncomingMessage, res: ServerResponse) => boolean;
 }
+
+/** What one client may cost the server. A demanding client gets slowed down, not served first. */
+export interface Limits {
+  /** Largest frame accepted, bytes; bigger ones close the connection (1009). Default 1 MiB. */
+  maxFrameBytes: number;
+  /** Sustained ops per second per connection (token bucket). Default 1000. */
+  opsPerSecond: number;
+  /** Bucket size: ops a connection may send in a burst. Default 5000. */
+  opsBurst: number;
+  /**
+   * Frames received but not yet handled because the connection is over its rate. The socket is
+   * paused (TCP pushes back on the client) long before this; past it the connection is closed.
+   * Default 64.
+   */
+  maxQueuedFrames: number;
+  /** Connections per room. Default 256. */
+  maxClientsPerRoom: number;
+  /**
+   * A connection whose unsent output passes this many bytes is a slow consumer: it is
+   * disconnected and catches up from the log when it reconnects. Default 16 MiB.
+   */
+  maxSendBufferBytes: number;
+}
+
+const DEFAULT_LIMITS: Limits = {
+  maxFrameBytes: 1 << 20,
+  opsPerSecond: 1000,
+  opsBurst: 5000,
+  maxQueuedFrames: 64,
+  maxClientsPerRoom: 256,
+  maxSendBufferBytes: 16 << 20,
+};
 
 interface Conn {
   id: string;
@@ -65,6 +112,19 @@ interface Conn {
   closed: boolean;
   clientId?: string;
   remote: string;
+  identity?: Identity;
+  access: 'read' | 'write';
+  /** Token bucket for ops: may go negative (a frame is never split); refills at opsPerSecond. */
+  tokens: number;
+  refilledAt: number;
+  /**
+   * Frames not handled yet, oldest first: raw frames, and the rest of an ops frame that was
+   * only partly covered by tokens (so the rate holds per op, whatever the frame size).
+   */
+  inbox: ({ data: Buffer; isBinary: boolean } | { ops: unknown[] })[];
+  resumeTimer?: ReturnType<typeof setTimeout>;
+  /** Bytes handed to the simulated-delay queue and not yet to the socket. */
+  delayed: number;
 }
 
 interface RoomHost {
@@ -107,7 +167,16 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   const idleUnloadMs = opts.idleUnloadMs ?? 30_000;
   const halfRtt = Math.max(0, (opts.simulateRttMs ?? 0) / 2);
   const commitWindowMs = Math.max(0, opts.commitWindowMs ?? 0);
-  const maxFrameBytes = opts.maxFrameBytes ?? 1 << 20;
+  const limits: Limits = { ...DEFAULT_LIMITS, ...(opts.maxFrameBytes !== undefined ? { maxFrameBytes: opts.maxFrameBytes } : {}), ...(opts.limits ?? {}) };
+  for (const [k, v] of Object.entries(limits)) {
+    if (typeof v !== 'number' || !(v > 0)) throw new HerculesError('bad-argument', `createServer: limits.${k} must be a positive number, got ${String(v)}`);
+  }
+  const maxFrameBytes = limits.maxFrameBytes;
+  if (opts.authenticate && opts.jwt) throw new HerculesError('bad-argument', 'createServer: give `authenticate` or `jwt`, not both');
+  const authenticate: Authenticate | undefined = opts.jwt ? jwtAuthenticator(opts.jwt) : opts.authenticate;
+  if (authenticate !== undefined && typeof authenticate !== 'function') throw new HerculesError('bad-argument', 'createServer: `authenticate` must be a function (request) => identity');
+  if (opts.access !== undefined && typeof opts.access !== 'function') throw new HerculesError('bad-argument', 'createServer: `access` must be a function (identity, room) => access');
+  if (opts.authorize !== undefined && typeof opts.authorize !== 'function') throw new HerculesError('bad-argument', 'createServer: `authorize` must be a function (op, ctx, state) => verdict');
   const log: Logger = typeof opts.log === 'object' ? opts.log : pino({ level: opts.log ?? 'info', base: { svc: 'hercules' } });
   const metrics = createMetrics();
   const store = new SqliteStore(opts.dataDir, { checkpointEvery: opts.checkpointEvery });
@@ -166,8 +235,10 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       for (const e of out.persist.appended) room.orderedAt.set(`${e.client}:${e.seq}`, now);
       if (out.persist.appended.length) {
         metrics.opsSequenced.inc(out.persist.appended.length);
-        const rej = out.persist.appended.filter((e) => e.error !== undefined).length;
-        if (rej) metrics.opsRejected.inc(rej);
+        const rej = out.persist.appended.filter((e) => e.error !== undefined);
+        if (rej.length) metrics.opsRejected.inc(rej.length);
+        const refused = rej.filter((e) => e.error!.startsWith('refused: ')).length;
+        if (refused) metrics.opsRefused.inc(refused);
       }
       if (out.persist.checkpoint) {
         metrics.stableDelay.observe((now - room.lastStableAt) / 1000);
@@ -215,12 +286,25 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   function send(c: Conn, msg: ServerMessage): void {
     if (c.closed) return;
     const buf = c.codec.encode(msg);
+    const backlog = c.ws.bufferedAmount + c.delayed;
+    // The bound is on backlog: one frame bigger than it (a large checkpoint) still goes out.
+    if (backlog > 0 && backlog + buf.length > limits.maxSendBufferBytes) {
+      // It cannot keep up; holding more for it would let one phone grow our memory without
+      // bound. Cut it off: it reconnects and catches up from the log or a checkpoint.
+      metrics.slowConsumers.inc();
+      log.warn({ conn: c.id, room: c.roomName, buffered: backlog }, 'slow consumer: send buffer over the limit; disconnecting it');
+      c.closed = true;
+      c.ws.terminate();
+      return;
+    }
     const go = () => {
+      c.delayed -= buf.length;
       if (c.ws.readyState !== c.ws.OPEN) return;
       c.ws.send(buf, { binary: true });
       metrics.framesOut.inc();
       metrics.bytesOut.inc(buf.length);
     };
+    c.delayed += buf.length;
     if (halfRtt > 0) setTimeout(go, halfRtt);
     else go();
   }
@@ -245,10 +329,10 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       if (stored.machine !== machine.name || stored.version !== machine.version) {
         return `room ${name} runs ${stored.machine}@${stored.version}, not ${machine.name}@${machine.version}; use another room name or deploy the matching machine`;
       }
-      engine = new RoomEngine(machine, { ackTimeoutMs }, stored.durable);
+      engine = new RoomEngine(machine, { ackTimeoutMs, authorize: opts.authorize }, stored.durable);
     } else {
       store.create(name, machine.name, machine.version, machine.initial);
-      engine = new RoomEngine(machine, { ackTimeoutMs });
+      engine = new RoomEngine(machine, { ackTimeoutMs, authorize: opts.authorize });
     }
     host = { name, engine, conns: new Map(), emptySince: Date.now(), orderedAt: new Map(), lastStableAt: performance.now() };
     rooms.set(name, host);
@@ -316,42 +400,134 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
         closeConn(c, 4002, 'machine mismatch');
         return;
       }
+      if (host.conns.size >= limits.maxClientsPerRoom) {
+        metrics.refusedConnections.inc({ reason: 'room-full' });
+        send(c, { t: 'error', code: 'room-full', message: `room ${c.roomName} has its maximum of ${limits.maxClientsPerRoom} connections; retrying later may succeed`, fatal: false });
+        closeConn(c, 4009, 'room full');
+        return;
+      }
       c.room = host;
       c.clientId = hello.client;
       host.conns.set(c.id, c);
-      enqueue(host, host.engine.open(c.id, now), now);
+      enqueue(host, host.engine.open(c.id, now, { ...(c.identity ? { user: c.identity.user } : {}), access: c.access }), now);
     }
-    enqueue(c.room, c.room.engine.message(c.id, frame, now), now);
+    if (isOpsFrame(frame)) c.inbox.unshift({ ops: frame.ops }); // ordered as tokens allow, in drain()
+    else enqueue(c.room, c.room.engine.message(c.id, frame, now), now);
   }
 
-  function onConnection(ws: WebSocket, req: IncomingMessage): void {
+  /** Handle queued frames while the connection has tokens; otherwise pause it until it will. */
+  function drain(c: Conn): void {
+    while (c.inbox.length > 0 && !c.closed && !closing) {
+      const now = performance.now();
+      c.tokens = Math.min(limits.opsBurst, c.tokens + ((now - c.refilledAt) / 1000) * limits.opsPerSecond);
+      c.refilledAt = now;
+      if (c.tokens < 1 && 'ops' in c.inbox[0]) {
+        if (!c.resumeTimer) {
+          metrics.rateLimited.inc();
+          c.ws.pause(); // TCP backpressure: the client's socket buffer fills, not our memory
+          const waitMs = Math.max(1, Math.ceil(((1 - c.tokens) / limits.opsPerSecond) * 1000));
+          c.resumeTimer = setTimeout(() => {
+            c.resumeTimer = undefined;
+            if (c.closed) return;
+            c.alive = true; // pongs were held back with everything else while paused
+            c.ws.resume();
+            drain(c);
+          }, waitMs);
+        }
+        return;
+      }
+      const next = c.inbox[0];
+      try {
+        if ('ops' in next) {
+          const n = Math.min(next.ops.length, Math.floor(c.tokens));
+          const ops = n === next.ops.length ? next.ops : next.ops.slice(0, n);
+          if (n === next.ops.length) c.inbox.shift();
+          else next.ops = next.ops.slice(n);
+          c.tokens -= n;
+          if (c.room) enqueue(c.room, c.room.engine.message(c.id, { t: 'ops', ops }, now), now);
+        } else {
+          c.inbox.shift();
+          onFrame(c, next.data, next.isBinary);
+        }
+      } catch (e) {
+        // Never let one bad frame or bug take the process down.
+        log.error({ conn: c.id, err: (e as Error).stack }, 'error handling frame');
+        send(c, { t: 'error', code: 'internal', message: `the server failed on this frame: ${(e as Error).message}`, fatal: true });
+        closeConn(c, 1011, 'internal error');
+      }
+    }
+  }
+
+  /** Refuse a WebSocket that was accepted only so the client can read why (browsers see no HTTP status). */
+  function refuse(ws: WebSocket, code: string, closeCode: number, message: string): void {
+    metrics.refusedConnections.inc({ reason: code });
+    const codec = new ServerCodec();
+    const go = () => {
+      ws.send(codec.encode({ t: 'error', code, message, fatal: true }), { binary: true });
+      ws.close(closeCode, message.slice(0, 120));
+    };
+    if (halfRtt > 0) setTimeout(go, halfRtt);
+    else go();
+  }
+
+  /** Authenticate and authorize an upgrade request: the identity and access, or why not. */
+  async function admit(req: IncomingMessage, roomName: string): Promise<{ identity?: Identity; access: 'read' | 'write' } | { code: string; closeCode: number; message: string }> {
+    let identity: Identity | undefined;
+    if (authenticate) {
+      try {
+        const id = await authenticate(req);
+        if (!id) return { code: 'unauthenticated', closeCode: 4401, message: 'unauthenticated: the server refused your credentials' };
+        if (typeof id.user !== 'string' || id.user.length === 0) throw new Error('authenticate returned an identity without a user');
+        identity = id;
+      } catch (e) {
+        if (e instanceof AuthError) return { code: 'unauthenticated', closeCode: 4401, message: `unauthenticated: ${e.message}` };
+        log.error({ err: (e as Error).stack }, 'authenticate hook failed');
+        return { code: 'unauthenticated', closeCode: 4401, message: 'unauthenticated: the server could not check your credentials' };
+      }
+    }
+    let access: Access = 'write';
+    if (opts.access) {
+      try {
+        access = await opts.access(identity, roomName);
+      } catch (e) {
+        log.error({ err: (e as Error).stack, room: roomName }, 'access hook failed');
+        access = 'none';
+      }
+      if (access !== 'none' && access !== 'read' && access !== 'write') {
+        log.error({ room: roomName, access }, 'access hook returned something other than none, read or write; treating it as none');
+        access = 'none';
+      }
+    }
+    if (access === 'none') return { code: 'forbidden', closeCode: 4403, message: `forbidden: ${identity ? `user ${identity.user}` : 'this client'} has no access to room ${roomName}` };
+    return { ...(identity ? { identity } : {}), access };
+  }
+
+  function onConnection(ws: WebSocket, req: IncomingMessage, admitted: { identity?: Identity; access: 'read' | 'write' }, roomName: string): void {
     if (closing) {
       ws.close(1001, 'server shutting down');
       return;
     }
-    const url = new URL(req.url ?? '/', 'http://x');
-    const roomName = url.searchParams.get('room') ?? '';
-    if (!ROOM_NAME.test(roomName)) {
-      ws.close(4003, 'missing or bad ?room= (1-128 of A-Z a-z 0-9 . _ ~ -)');
-      return;
-    }
-    const c: Conn = { id: `k${++nextConn}`, ws, codec: new ServerCodec(), roomName, alive: true, closed: false, remote: req.socket.remoteAddress ?? '?' };
+    const c: Conn = {
+      id: `k${++nextConn}`, ws, codec: new ServerCodec(), roomName, alive: true, closed: false, remote: req.socket.remoteAddress ?? '?',
+      ...(admitted.identity ? { identity: admitted.identity } : {}), access: admitted.access,
+      tokens: limits.opsBurst, refilledAt: performance.now(), inbox: [], delayed: 0,
+    };
     conns.set(c.id, c);
     metrics.connections.set(conns.size);
-    log.debug({ conn: c.id, room: roomName, remote: c.remote }, 'connection open');
+    log.debug({ conn: c.id, room: roomName, remote: c.remote, user: admitted.identity?.user, access: c.access }, 'connection open');
     ws.on('pong', () => { c.alive = true; });
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       c.alive = true;
       const run = () => {
         if (c.closed || closing) return;
-        try {
-          onFrame(c, data, isBinary);
-        } catch (e) {
-          // Never let one bad frame or bug take the process down.
-          log.error({ conn: c.id, err: (e as Error).stack }, 'error handling frame');
-          send(c, { t: 'error', code: 'internal', message: `the server failed on this frame: ${(e as Error).message}`, fatal: true });
-          closeConn(c, 1011, 'internal error');
+        if (c.inbox.length >= limits.maxQueuedFrames) {
+          metrics.refusedConnections.inc({ reason: 'rate-limited' });
+          send(c, { t: 'error', code: 'rate-limited', message: `more than ${limits.maxQueuedFrames} frames queued over the rate limit of ${limits.opsPerSecond} ops/s; reconnect and send slower`, fatal: false });
+          closeConn(c, 4008, 'rate limited');
+          return;
         }
+        c.inbox.push({ data, isBinary });
+        if (!c.resumeTimer) drain(c);
       };
       if (halfRtt > 0) setTimeout(run, halfRtt);
       else run();
@@ -360,6 +536,8 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     ws.on('close', () => {
       const run = () => {
         c.closed = true;
+        if (c.resumeTimer) clearTimeout(c.resumeTimer);
+        c.inbox.length = 0;
         conns.delete(c.id);
         metrics.connections.set(conns.size);
         const room = c.room;
@@ -390,7 +568,15 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
         log.debug({ room: room.name }, 'room unloaded (idle)');
       }
     }
-    for (const c of conns.values()) buffered += c.ws.bufferedAmount;
+    for (const c of conns.values()) buffered += c.ws.bufferedAmount + c.delayed;
+    // Visible-delay bookkeeping of ops whose client never came back: drop after 5 minutes.
+    const cutoff = now - 300_000;
+    for (const room of rooms.values()) {
+      for (const [k, t] of room.orderedAt) {
+        if (t >= cutoff) break; // insertion order is time order
+        room.orderedAt.delete(k);
+      }
+    }
     metrics.rooms.set(rooms.size);
     metrics.members.set(members);
     metrics.unstable.set(unstable);
@@ -432,8 +618,24 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     res.writeHead(404, { 'content-type': 'text/plain' });
     res.end('not found: WebSocket clients connect to /?room=NAME; see also /healthz and /metrics\n');
   });
-  const wss = new WebSocketServer({ server: http, maxPayload: maxFrameBytes, perMessageDeflate: false });
-  wss.on('connection', onConnection);
+  const wss = new WebSocketServer({ noServer: true, maxPayload: maxFrameBytes, perMessageDeflate: false });
+  http.on('upgrade', (req, socket, head) => {
+    socket.on('error', () => {}); // a peer that vanishes mid-handshake is not our error
+    const accept = (fn: (ws: WebSocket) => void) => {
+      if (socket.destroyed) return;
+      wss.handleUpgrade(req, socket, head, fn);
+    };
+    if (closing) return accept((ws) => ws.close(1001, 'server shutting down'));
+    const roomName = new URL(req.url ?? '/', 'http://x').searchParams.get('room') ?? '';
+    if (!ROOM_NAME.test(roomName)) return accept((ws) => refuse(ws, 'bad-room', 4003, 'missing or bad ?room= (1-128 of A-Z a-z 0-9 . _ ~ -)'));
+    admit(req, roomName).then(
+      (r) => accept((ws) => ('code' in r ? refuse(ws, r.code, r.closeCode, r.message) : onConnection(ws, req, r, roomName))),
+      (e) => {
+        log.error({ err: (e as Error).stack }, 'admitting a connection failed');
+        accept((ws) => refuse(ws, 'internal', 1011, 'the server failed to admit this connection'));
+      },
+    );
+  });
 
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
@@ -463,4 +665,8 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       log.info('hercules server closed');
     },
   };
+}
+
+function isOpsFrame(f: unknown): f is { t: 'ops'; ops: unknown[] } {
+  return typeof f === 'object' && f !== null && (f as { t?: unknown }).t === 'ops' && Array.isArray((f as { ops?: unknown }).ops);
 }

@@ -1,0 +1,240 @@
+/**
+ * A hostile world: authentication, ownership of client ids, room access, op authorization,
+ * schema validation and resource limits, each against a real server on loopback.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { WebSocket } from 'ws';
+import { SignJWT } from 'jose';
+import { connect, type ConnectedRoom } from '@hercules/client';
+import { ClientCodec, HerculesError, PROTOCOL_VERSION, type ClientMessage, type Machine, type ServerMessage } from '@hercules/core';
+import { createServer, type ServerOptions } from '../src/index.ts';
+import { chat, interiorDesign } from '../../../apps/machines.ts';
+import { tempDir, until, online } from './helpers.ts';
+
+const SECRET = 'test-secret-that-is-at-least-32-bytes-long';
+const sign = (sub: string, opts: { secret?: string; exp?: string | number } = {}) =>
+  new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt().setExpirationTime(opts.exp ?? '1h').sign(new TextEncoder().encode(opts.secret ?? SECRET));
+
+async function server(t: { after: (fn: () => unknown) => void }, tag: string, extra: Partial<ServerOptions> = {}) {
+  const { dir, cleanup } = tempDir(tag);
+  const srv = await createServer({ port: 0, dataDir: dir, machines: [chat, interiorDesign], log: 'silent', ...extra });
+  t.after(async () => { await srv.close(); cleanup(); });
+  return srv;
+}
+
+/** Connect and record every status change with its detail. */
+async function client<M extends Machine<any, any>>(url: string, room: string, machine: M, clientId: string, token?: string | (() => Promise<string>)) {
+  const statuses: string[] = [];
+  const r = await connect({ url, room, machine, clientId, ...(token ? { token } : {}), backoff: { minMs: 20, maxMs: 100 }, onStatus: (s, d) => statuses.push(`${s}: ${d ?? ''}`) });
+  return Object.assign(r, { statuses }) as ConnectedRoom<M> & { statuses: string[] };
+}
+
+/** A hand-driven connection that can send anything. */
+async function raw(url: string, room: string, token?: string) {
+  const ws = new WebSocket(`${url}/?room=${room}${token ? `&token=${token}` : ''}`);
+  const codec = new ClientCodec();
+  const msgs: ServerMessage[] = [];
+  let closed: { code: number; reason: string } | undefined;
+  ws.on('message', (d: Buffer) => msgs.push(codec.decode(new Uint8Array(d))));
+  ws.on('close', (code, reason) => { closed = { code, reason: reason.toString() }; });
+  ws.on('error', () => {});
+  await new Promise<void>((res) => { ws.once('open', () => res()); ws.once('close', () => res()); });
+  return {
+    ws, msgs,
+    closed: () => closed,
+    send: (m: ClientMessage) => ws.send(codec.encode(m)),
+    hello: (client: string, machine: Machine<any, any>, version = machine.version) =>
+      ws.send(codec.encode({ t: 'hello', v: PROTOCOL_VERSION, client, machine: { name: machine.name, version }, have: 0 })),
+  };
+}
+const ownVerdicts = (msgs: ServerMessage[]) => msgs.flatMap((m) => (m.t === 'log' ? m.entries.filter((e) => e.k === 'own') : [])) as { seq: number; error?: string }[];
+
+test('JWT: a valid token stamps its user as author; missing, forged and expired tokens are refused with the reason', async (t) => {
+  const srv = await server(t, 'jwt', { jwt: { secret: SECRET } });
+  const alice = await client(srv.url, 'r', chat, 'dev-a', await sign('alice'));
+  const bob = await client(srv.url, 'r', chat, 'dev-b', await sign('bob'));
+  await online(alice); await online(bob);
+  await alice.ops.say({ text: 'hi' }).visible;
+  await until(() => bob.getState('authoritative').messages.length === 1, 5000, 'delivery');
+  assert.equal(bob.getState('authoritative').messages[0].author, 'alice', 'the author is the token subject, not the client id');
+
+  const none = await client(srv.url, 'r', chat, 'dev-n');
+  const forged = await client(srv.url, 'r', chat, 'dev-f', await sign('alice', { secret: 'x'.repeat(40) }));
+  const expired = await client(srv.url, 'r', chat, 'dev-e', await sign('alice', { exp: Math.floor(Date.now() / 1000) - 3600 }));
+  for (const [r, why] of [[none, /no token/], [forged, /bad signature/], [expired, /expired/]] as const) {
+    await until(() => r.status() === 'failed', 5000, 'refusal');
+    assert.match(r.statuses.at(-1)!, /unauthenticated/);
+    assert.match(r.statuses.at(-1)!, why);
+  }
+  // A token function is asked again after a refusal: an expired token is replaced by a fresh one.
+  let calls = 0;
+  const refreshing = await client(srv.url, 'r', chat, 'dev-r', async () => (++calls === 1 ? sign('carol', { exp: Math.floor(Date.now() / 1000) - 3600 }) : sign('carol')));
+  await online(refreshing);
+  assert.ok(calls >= 2);
+  await refreshing.ops.say({ text: 'back' }).visible;
+  assert.equal(refreshing.getState('authoritative').messages.at(-1)!.author, 'carol');
+  for (const r of [alice, bob, none, forged, expired, refreshing]) await r.close();
+});
+
+test('a client id belongs to the user who first used it: another user can neither resume it nor kick it off, even after a restart', async (t) => {
+  const { dir, cleanup } = tempDir('owner');
+  t.after(cleanup);
+  let srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent', jwt: { secret: SECRET } });
+  const alice = await client(srv.url, 'r', chat, 'laptop-1', await sign('alice'));
+  await online(alice);
+  await alice.ops.say({ text: 'mine' }).visible;
+  const mallory = await client(srv.url, 'r', chat, 'laptop-1', await sign('mallory'));
+  await until(() => mallory.status() === 'failed', 5000, 'refusal');
+  assert.match(mallory.statuses.at(-1)!, /forbidden: client id laptop-1 belongs to another user/);
+  assert.equal(alice.status(), 'online', 'the owner was not kicked off');
+  await alice.ops.say({ text: 'still here' }).visible;
+  await mallory.close(); await alice.close();
+  const port = srv.port;
+  await srv.close();
+  srv = await createServer({ port, dataDir: dir, machines: [chat], log: 'silent', jwt: { secret: SECRET } });
+  t.after(() => srv.close());
+  const mallory2 = await client(srv.url, 'r', chat, 'laptop-1', await sign('mallory'));
+  await until(() => mallory2.status() === 'failed', 5000, 'refusal after restart');
+  const alice2 = await client(srv.url, 'r', chat, 'laptop-1', await sign('alice'));
+  await online(alice2);
+  await mallory2.close(); await alice2.close();
+});
+
+test('room access: read-only clients receive everything and can submit nothing; no access is refused', async (t) => {
+  const srv = await server(t, 'access', {
+    jwt: { secret: SECRET },
+    access: (id, room) => (id?.user === 'stranger' ? 'none' : id?.user === 'viewer' && room === 'r' ? 'read' : 'write'),
+  });
+  const writer = await client(srv.url, 'r', chat, 'w', await sign('writer'));
+  const viewer = await client(srv.url, 'r', chat, 'v', await sign('viewer'));
+  await online(writer); await online(viewer);
+  assert.equal(viewer.access(), 'read');
+  assert.equal(writer.access(), 'write');
+  assert.throws(() => viewer.ops.say({ text: 'let me in' }), (e: unknown) => e instanceof HerculesError && e.code === 'forbidden');
+  await writer.ops.say({ text: 'for all' }).visible;
+  await until(() => viewer.getState('authoritative').messages.length === 1, 5000, 'viewer receives');
+
+  // A read-only connection that sends ops anyway (not our client library) has them refused.
+  const sneaky = await raw(srv.url, 'r', await sign('viewer'));
+  sneaky.hello('v2', chat);
+  sneaky.send({ t: 'ops', ops: [{ seq: 1, name: 'say', args: { text: 'sneaky' } }] });
+  await until(() => ownVerdicts(sneaky.msgs).length === 1, 5000, 'verdict');
+  assert.match(ownVerdicts(sneaky.msgs)[0].error ?? '', /read-only/);
+  await writer.ops.say({ text: 'after' }).visible;
+  assert.deepEqual(writer.getState('authoritative').messages.map((m) => m.text), ['for all', 'after']);
+  assert.equal(sneaky.closed(), undefined, 'a refused op is not a reason to disconnect');
+
+  const stranger = await client(srv.url, 'r', chat, 's', await sign('stranger'));
+  await until(() => stranger.status() === 'failed', 5000, 'refusal');
+  assert.match(stranger.statuses.at(-1)!, /forbidden: user stranger has no access to room r/);
+  sneaky.ws.close();
+  for (const r of [writer, viewer, stranger]) await r.close();
+});
+
+test('schemas and the authorize hook refuse ops before ordering; the submitter learns why; the room goes on', async (t) => {
+  const srv = await server(t, 'authz', {
+    jwt: { secret: SECRET },
+    authorize: (op, ctx) => (op.name === 'move' && (op.args as { id: string }).id === 'lamp' && ctx.user !== 'owner' ? 'only the owner moves the lamp' : true),
+  });
+  const alice = await client(srv.url, 'd', interiorDesign, 'a', await sign('alice'));
+  const bob = await client(srv.url, 'd', interiorDesign, 'b', await sign('bob'));
+  await online(alice); await online(bob);
+  const lamp0 = alice.getState('authoritative').items.lamp;
+  const h = alice.ops.move({ id: 'lamp', x: 1, y: 1 });
+  assert.equal(alice.getState('submitted').items.lamp.x, 1, 'applied speculatively');
+  await assert.rejects(h.authoritative, /not authorized: only the owner moves the lamp/);
+  assert.equal(h.stage, 'rejected');
+  assert.deepEqual(alice.getState('submitted').items.lamp, lamp0, 'the refused op left the speculative views');
+  const ok = alice.ops.move({ id: 'sofa', x: 5, y: 6 });
+  await ok.visible;
+  await until(() => bob.getState('authoritative').items.sofa.x === 5, 5000, 'bob sees the allowed op');
+  assert.deepEqual(bob.getState('authoritative').items.lamp, lamp0, 'bob never saw the lamp move');
+
+  // The schema stops a bad call at the stub, before anything is submitted.
+  assert.throws(() => alice.ops.move({ id: 'sofa', x: 'left' as unknown as number, y: 0 }), (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument' && /x must be a number/.test(e.message));
+
+  // A client that skips the stub: bad arguments and unknown ops are refused, one by one.
+  const rogue = await raw(srv.url, 'd', await sign('rogue'));
+  rogue.hello('r', interiorDesign);
+  rogue.send({ t: 'ops', ops: [
+    { seq: 1, name: 'move', args: { id: 'sofa', x: 1e12, y: 0 } },
+    { seq: 2, name: 'burn', args: { id: 'sofa' } },
+    { seq: 3, name: 'move', args: { id: 'table', x: 7, y: 8 } },
+  ] });
+  await until(() => ownVerdicts(rogue.msgs).length === 3, 5000, 'three verdicts');
+  const [v1, v2, v3] = ownVerdicts(rogue.msgs);
+  assert.match(v1.error ?? '', /refused: invalid arguments for move: x must be at most 100000/);
+  assert.match(v2.error ?? '', /unknown op "burn"/);
+  assert.equal(v3.error, undefined);
+  await until(() => bob.getState('authoritative').items.table.x === 7, 5000, 'the valid op arrives');
+  assert.equal(bob.getState('authoritative').items.sofa.x, 5, 'the refused ops had no effect');
+  assert.ok(!rogue.msgs.some((m) => m.t === 'error'), 'refusals are verdicts, not protocol errors');
+
+  // The wrong machine version: a clear error to that client only.
+  const old = await raw(srv.url, 'd', await sign('old'));
+  old.hello('o', interiorDesign, interiorDesign.version + 1);
+  await until(() => old.closed(), 5000, 'close');
+  const err = old.msgs.find((m) => m.t === 'error');
+  assert.ok(err && err.t === 'error' && err.code === 'machine-mismatch' && err.fatal, JSON.stringify(err));
+  await bob.ops.move({ id: 'chair-1', x: 9, y: 9 }).visible;
+  rogue.ws.close();
+  await alice.close(); await bob.close();
+});
+
+test('limits: a full room turns clients away until there is space; oversized frames and ops are refused', async (t) => {
+  const srv = await server(t, 'limits', { limits: { maxClientsPerRoom: 2, maxFrameBytes: 64 * 1024 } });
+  const a = await client(srv.url, 'r', chat, 'a');
+  const b = await client(srv.url, 'r', chat, 'b');
+  await online(a); await online(b);
+  const c = await client(srv.url, 'r', chat, 'c');
+  await until(() => c.statuses.some((s) => /offline: room full/.test(s)), 5000, 'room full');
+  assert.notEqual(c.status(), 'failed', 'a full room is worth retrying');
+  await b.close();
+  await online(c);
+
+  const big = await raw(srv.url, 'other');
+  big.hello('big', chat);
+  big.ws.send(new Uint8Array(100 * 1024));
+  await until(() => big.closed(), 5000, 'close');
+  assert.equal(big.closed()!.code, 1009, 'message too big');
+  assert.throws(() => a.ops.say({ text: 'x'.repeat(300 * 1024) }), HerculesError);
+  await a.ops.say({ text: 'the room goes on' }).visible;
+  await a.close(); await c.close();
+});
+
+test('limits: a client over its op rate is slowed by backpressure and loses nothing', async (t) => {
+  const srv = await server(t, 'rate', { limits: { opsPerSecond: 400, opsBurst: 100 } });
+  const a = await client(srv.url, 'r', chat, 'a');
+  await online(a);
+  const t0 = performance.now();
+  const hs = Array.from({ length: 1000 }, (_, i) => a.ops.say({ text: `m${i}` }));
+  await Promise.all(hs.map((h) => h.authoritative));
+  const elapsed = performance.now() - t0;
+  const rateLimited = (await srv.metrics.rateLimited.get()).values[0]?.value ?? 0;
+  assert.ok(rateLimited > 0, 'the connection was paused at least once');
+  // The bucket allows 100 at once, then 400/s: 900 more take at least 2.25 s, whatever the machine.
+  assert.ok(elapsed >= 2000, `1000 ops went through in ${elapsed.toFixed(0)} ms despite the limit`);
+  assert.deepEqual(a.getState('authoritative').messages.map((m) => m.text), hs.map((_, i) => `m${i}`));
+  await a.close();
+});
+
+test('limits: a consumer that stops reading is cut off at the send-buffer bound and catches up later', async (t) => {
+  const srv = await server(t, 'slow', { limits: { maxSendBufferBytes: 256 * 1024, opsPerSecond: 1e6, opsBurst: 1e6 } });
+  const slow = await raw(srv.url, 'r');
+  slow.hello('slow', chat);
+  await until(() => slow.msgs.some((m) => m.t === 'welcome'), 5000, 'welcome');
+  (slow.ws as unknown as { _socket: { pause(): void } })._socket.pause(); // stop reading: the kernel buffers fill, then ours
+  const w = await client(srv.url, 'r', chat, 'w');
+  await online(w);
+  const text = 'y'.repeat(1900);
+  let last;
+  for (let i = 0; i < 8000; i++) last = w.ops.say({ text });
+  await last!.authoritative;
+  await until(async () => ((await srv.metrics.slowConsumers.get()).values[0]?.value ?? 0) >= 1, 20_000, 'slow consumer cut');
+  // The same client comes back (as our library would) and catches up with all of it.
+  const back = await client(srv.url, 'r', chat, 'slow');
+  await until(() => back.getState('authoritative').messages.length === 8000, 20_000, 'catch-up');
+  await back.close(); await w.close();
+  slow.ws.terminate();
+});
