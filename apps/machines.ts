@@ -1,7 +1,10 @@
 /**
- * The demo apps' state machines (paper §6), shared by server and clients.
+ * The demo apps' state machines (paper §6), shared by server and clients. Argument schemas
+ * (ArkType, chosen by measurement: docs/benchmarks.md, "Op-argument validators") let the server
+ * refuse malformed ops before they are ordered and make a bad stub call throw at once.
  */
 import { defineMachine } from '@hercules/core';
+import { type } from 'arktype';
 
 /** Interior design: furniture in a 2-D room. */
 export const interiorDesign = defineMachine({
@@ -24,6 +27,9 @@ export const interiorDesign = defineMachine({
       it.y = Math.round(a.y);
     },
   },
+  schemas: {
+    move: type({ id: '0 < string <= 64', x: '-100000 <= number <= 100000', y: '-100000 <= number <= 100000' }),
+  },
 });
 
 /** Chat: a shared log of messages. */
@@ -37,6 +43,9 @@ export const chat = defineMachine({
       if (text.trim() === '') throw new Error('empty message');
       s.messages.push({ id: `${ctx.client}:${ctx.seq}`, author: ctx.author, text });
     },
+  },
+  schemas: {
+    say: type({ text: '0 < string <= 2000' }),
   },
 });
 
@@ -58,6 +67,10 @@ export const spreadsheet = defineMachine({
       s.cursors[ctx.author] = { row: Math.max(0, Math.min(ROWS - 1, a.row)), col: Math.max(0, Math.min(COLS - 1, a.col)) };
     },
   },
+  schemas: {
+    setCell: type({ row: `0 <= number.integer < ${ROWS}`, col: `0 <= number.integer < ${COLS}`, text: 'string <= 10000' }),
+    moveCursor: type({ row: `0 <= number.integer < ${ROWS}`, col: `0 <= number.integer < ${COLS}` }),
+  },
 });
 
 /** The paper's benchmark app (§7): a byte array, an op increments some of its elements. */
@@ -74,5 +87,9 @@ export const byteArray = defineMachine({
         c[k % 1000] = (c[k % 1000] + 1) & 0xff;
       }
     },
+  },
+  // Without the bound on count, one op could keep the server busy for hours.
+  schemas: {
+    increment: type({ offset: '0 <= number.integer < 100000', count: '0 <= number.integer <= 100000' }),
   },
 });

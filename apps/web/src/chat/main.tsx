@@ -31,7 +31,7 @@ function Chat() {
   const first = Math.max(0, submitted.length - 12);
   const send = () => {
     if (!text.trim()) return;
-    trackOp(room, room.ops.say({ text }));
+    trackOp(room, room.ops.say({ text: text.slice(0, 2000) }));
     setText('');
   };
   return (
