@@ -1,0 +1,328 @@
+/**
+ * Protocol fuzzer: the server's decoder (ServerCodec) and room engine fed random and mutated
+ * frames from hostile connections, while honest clients keep working through the same codecs.
+ * Seeded and deterministic: a failure prints the command that replays it.
+ *
+ * Checked at every frame:
+ *   - decoding either yields a value or throws HerculesError('malformed-frame'); nothing else
+ *   - the engine never throws; a frame that is not a valid ClientMessage gets an error reply,
+ *     to its sender only; no honest connection ever receives an error
+ *   - the log head and the stable frontier never go back, and stable <= head
+ * And at the end, after the attackers stop and the network heals:
+ *   - every honest op reached a verdict (visible, or rejected because the op threw)
+ *   - each honest client's Authoritative view equals the server's state, and each accepted
+ *     honest op took effect exactly once
+ *   - nothing was done in the name of the banned or read-only users, or of an honest user
+ *   - a room restored from the engine's durable state has the same state (what storage keeps)
+ */
+import { Packr } from 'msgpackr';
+import {
+  ClientCodec,
+  ClientRoom,
+  HerculesError,
+  PROTOCOL_VERSION,
+  RoomEngine,
+  ServerCodec,
+  defineMachine,
+  parseClientMessage,
+  type ClientMessage,
+  type OpHandle,
+  type RoomOutput,
+} from '@hercules/core';
+import { Rng } from './rng.ts';
+
+const small = (v: unknown): boolean => typeof v === 'object' && v !== null && Number.isInteger((v as { k?: unknown }).k) && Math.abs((v as { k: number }).k) < 1000;
+
+/** A Standard Schema written by hand, so the fuzzer needs no validator library. */
+const addSchema = {
+  '~standard': {
+    version: 1 as const,
+    vendor: 'hercules-fuzz',
+    validate: (v: unknown) => (small(v) ? { value: v as { k: number } } : { issues: [{ message: 'k must be an integer between -999 and 999' }] }),
+  },
+};
+
+export const fuzzMachine = defineMachine({
+  name: 'fuzz',
+  version: 1,
+  initial: { n: 0, byAuthor: {} as Record<string, number>, notes: [] as string[] },
+  ops: {
+    add(s, a: { k: number }, ctx) {
+      if (a.k === 13) throw new Error('unlucky');
+      s.n += a.k;
+      s.byAuthor[ctx.author] = (s.byAuthor[ctx.author] ?? 0) + 1;
+    },
+    note(s, a: { text: string }, ctx) {
+      s.notes.push(String(a?.text).slice(0, 16));
+      if (s.notes.length > 8) s.notes.shift();
+      s.byAuthor[ctx.author] = (s.byAuthor[ctx.author] ?? 0) + 1;
+    },
+  },
+  schemas: { add: addSchema },
+});
+
+export interface FuzzStats {
+  frames: number;
+  malformedBytes: number;
+  invalidMessages: number;
+  validMessages: number;
+  refusedOps: number;
+  honestOps: number;
+  reconnects: number;
+}
+
+export class FuzzFailure extends Error {}
+
+const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false });
+const INTERESTING = [0x00, 0xff, 0x7f, 0x80, 0xc0, 0xc1, 0xc2, 0xc3, 0xcc, 0xcd, 0xce, 0xcf, 0xd9, 0xdc, 0xdd, 0xde, 0xdf, 0x90, 0x9f, 0x80, 0x8f, 0xa0, 0xbf, 0xe0];
+
+interface Attacker {
+  name: string;
+  user: string;
+  access: 'read' | 'write';
+  conn: string;
+  codec: ServerCodec;
+  epoch: number;
+  client: string;
+}
+
+interface Honest {
+  id: string;
+  user: string;
+  room: ClientRoom<typeof fuzzMachine>;
+  conn?: string;
+  up: Uint8Array[];
+  down: Uint8Array[];
+  cc: ClientCodec;
+  sc: ServerCodec;
+  handles: OpHandle[];
+  epoch: number;
+}
+
+export function runFuzz(seed: number, count: number): FuzzStats {
+  const rng = new Rng(seed);
+  let now = 0;
+  const stats: FuzzStats = { frames: 0, malformedBytes: 0, invalidMessages: 0, validMessages: 0, refusedOps: 0, honestOps: 0, reconnects: 0 };
+  const fail = (what: string): never => {
+    throw new FuzzFailure(`fuzz seed ${seed} failed after ${stats.frames} frames: ${what}\n  replay: npm run fuzz -- --seed ${seed} --count ${count}`);
+  };
+  const engine = new RoomEngine(fuzzMachine, {
+    ackTimeoutMs: 400,
+    authorize: (op, ctx) => (ctx.user === 'banned' ? 'banned user' : op.name === 'note' && (op.args as { text?: unknown })?.text === 'forbidden' ? false : true),
+  });
+  let lastHead = 0, lastStable = 0;
+
+  const honest: Honest[] = ['h1', 'h2', 'h3'].map((id, i) => {
+    const h: Honest = { id, user: `u${i + 1}`, up: [], down: [], cc: new ClientCodec(), sc: new ServerCodec(), handles: [], epoch: 0, room: undefined as never };
+    h.room = new ClientRoom(fuzzMachine, { clientId: id, now: () => now, notify: 'sync' });
+    h.room.attach({
+      send: (m) => { if (h.conn) h.up.push(h.cc.encode(m)); },
+      persist: (ops) => queueDurable.push(() => h.room.durable(ops[ops.length - 1].seq)),
+      warn: () => {},
+      fatal: (code, message) => fail(`honest client ${id} got a fatal error ${code}: ${message}`),
+    });
+    return h;
+  });
+  const queueDurable: (() => void)[] = [];
+  const attackers: Attacker[] = [
+    { name: 'x', user: 'mallory', access: 'write', conn: '', codec: new ServerCodec(), epoch: 0, client: '' },
+    { name: 'b', user: 'banned', access: 'write', conn: '', codec: new ServerCodec(), epoch: 0, client: '' },
+    { name: 'r', user: 'reader', access: 'read', conn: '', codec: new ServerCodec(), epoch: 0, client: '' },
+  ];
+  const byConn = new Map<string, Honest | Attacker>();
+
+  const route = (out: RoomOutput, from?: string, mustAnswer = false) => {
+    let answered = false;
+    for (const { conn, msg } of out.send) {
+      const who = byConn.get(conn);
+      if (!who) continue;
+      if (msg.t === 'error') {
+        if ('room' in who) fail(`honest client ${who.id} received error ${msg.code}: ${msg.message}`);
+        if (conn !== from) fail(`error ${msg.code} went to ${conn}, not to the sender ${from}`);
+        answered = true;
+      }
+      if ('room' in who) who.down.push(who.sc.encode(msg));
+    }
+    for (const { conn } of out.close) {
+      const who = byConn.get(conn);
+      if (!who) continue;
+      byConn.delete(conn);
+      if ('room' in who) { who.conn = undefined; who.up = []; who.down = []; who.room.disconnected(); }
+      else who.conn = '';
+    }
+    if (mustAnswer && !answered) fail(`an invalid message from ${from} got no error reply`);
+    const head = engine.head(), stable = engine.stableFrontier();
+    if (head < lastHead) fail(`log head went back from ${lastHead} to ${head}`);
+    if (stable < lastStable) fail(`stable frontier went back from ${lastStable} to ${stable}`);
+    if (stable > head) fail(`stable frontier ${stable} is past the head ${head}`);
+    lastHead = head; lastStable = stable;
+  };
+
+  const connectHonest = (h: Honest) => {
+    h.conn = `${h.id}#${++h.epoch}`;
+    h.cc = new ClientCodec();
+    h.sc = new ServerCodec();
+    byConn.set(h.conn, h);
+    route(engine.open(h.conn, now, { user: h.user, access: 'write' }));
+    h.room.connected();
+  };
+  const connectAttacker = (a: Attacker) => {
+    a.conn = `${a.name}#${++a.epoch}`;
+    a.codec = new ServerCodec();
+    byConn.set(a.conn, a);
+    stats.reconnects++;
+    route(engine.open(a.conn, now, { user: a.user, access: a.access }));
+    // Most reconnects say a proper hello, so the fuzzing reaches the op path; some try to
+    // take over an honest client's id (which must be refused).
+    a.client = rng.chance(0.9) ? `${a.name}${a.epoch % 3}` : rng.pick(['h1', 'h2', 'h3']);
+    const hello = { t: 'hello', v: PROTOCOL_VERSION, client: a.client, machine: { name: 'fuzz', version: 1 }, have: 0 };
+    const out = engine.message(a.conn, a.codec.decode(new ClientCodec().encode(hello as ClientMessage)), now);
+    route(out, a.conn);
+    if (!byConn.has(a.conn)) a.conn = '';
+  };
+  for (const h of honest) connectHonest(h);
+  // Honest clients use their ids first (real ids are random UUIDs an attacker cannot know in
+  // advance); from then on only their users may use them.
+  for (const h of honest) for (const bytes of h.up.splice(0)) route(engine.message(h.conn!, h.sc.decode(bytes), now));
+
+  // ---------------------------------------------------------------- frame generation
+  const clientIds = ['h1', 'h2', 'h3', 'x1', 'x2', 'b1', 'r1', '', 'a'.repeat(200)];
+  const randomValue = (depth = 0): unknown => {
+    switch (rng.int(0, depth > 2 ? 5 : 8)) {
+      case 0: return null;
+      case 1: return rng.chance(0.5);
+      case 2: return rng.pick([0, -1, 1, 2 ** 31, 2 ** 53, -(2 ** 53), 1.5, NaN, Infinity, rng.int(0, 100000)]);
+      case 3: return rng.pick(['', 'hello', 'ops', 'ack', 'add', 'note', 'x'.repeat(rng.int(0, 300)), '\u0000', '__proto__', 'constructor']);
+      case 4: return rng.int(-5, 5);
+      case 5: return undefined;
+      case 6: return Array.from({ length: rng.int(0, 6) }, () => randomValue(depth + 1));
+      default: {
+        const o: Record<string, unknown> = {};
+        for (let i = rng.int(0, 5); i > 0; i--) o[rng.pick(['t', 'v', 'ops', 'seq', 'name', 'args', 'k', 'pos', 'client', 'machine', 'have', '__proto__', 'text'])] = randomValue(depth + 1);
+        return o;
+      }
+    }
+  };
+  const validMessage = (a: Attacker): ClientMessage | Record<string, unknown> => {
+    switch (rng.int(0, 6)) {
+      case 0: return { t: 'hello', v: rng.chance(0.9) ? PROTOCOL_VERSION : rng.int(0, 3), client: rng.pick(clientIds), machine: { name: rng.chance(0.9) ? 'fuzz' : 'other', version: rng.chance(0.9) ? 1 : 2 }, have: rng.pick([0, 0, rng.int(0, engine.head() + 3), 1e9]) };
+      case 1: case 2: {
+        const first = rng.chance(0.8) ? (engine.clientRecord(a.client)?.highWater ?? 0) + 1 : rng.int(0, 40);
+        return { t: 'ops', ops: Array.from({ length: rng.int(1, 4) }, (_, i) => ({ seq: first + i, name: rng.pick(['add', 'add', 'note', 'burn', '']), args: rng.chance(0.7) ? { k: rng.int(-1200, 1200) } : rng.chance(0.5) ? { text: rng.pick(['hi', 'forbidden']) } : randomValue() })) };
+      }
+      case 3: return { t: 'ack', pos: rng.pick([0, rng.int(0, engine.head() + 2), -1, 1.5]) };
+      case 4: return { t: 'register' };
+      default: return { t: rng.pick(['welcome', 'log', 'nope', 7]), x: randomValue() };
+    }
+  };
+  const mutate = (b: Uint8Array): Uint8Array => {
+    let out = Uint8Array.from(b);
+    for (let n = rng.int(1, 4); n > 0; n--) {
+      switch (rng.int(0, 5)) {
+        case 0: if (out.length) { const i = rng.int(0, out.length - 1); out[i] ^= 1 << rng.int(0, 7); } break;
+        case 1: if (out.length) out[rng.int(0, out.length - 1)] = rng.pick(INTERESTING); break;
+        case 2: out = out.slice(0, rng.int(0, out.length)); break;
+        case 3: { const extra = Uint8Array.from({ length: rng.int(1, 8) }, () => rng.int(0, 255)); const o = new Uint8Array(out.length + extra.length); o.set(out); o.set(extra, out.length); out = o; break; }
+        case 4: if (out.length > 1) { const i = rng.int(0, out.length - 1); out.copyWithin(i, rng.int(0, out.length - 1)); } break;
+        default: if (out.length) { const i = rng.int(0, out.length - 1); const j = rng.int(i, out.length); out = Uint8Array.from([...out.slice(0, i), ...out.slice(j), ...out.slice(i, j)]); } break;
+      }
+    }
+    return out;
+  };
+  const attackFrame = (a: Attacker): Uint8Array => {
+    const cc = new ClientCodec();
+    switch (rng.int(0, 9)) {
+      case 0: return Uint8Array.from({ length: rng.int(0, 48) }, () => rng.int(0, 255));
+      case 1: return packr.pack([rng.int(0, 3), randomValue(), randomValue()]);
+      case 2: return packr.pack(randomValue());
+      case 3: case 4: case 5: case 6: return cc.encode(validMessage(a) as ClientMessage);
+      default: return mutate(cc.encode(validMessage(a) as ClientMessage));
+    }
+  };
+
+  for (const a of attackers) connectAttacker(a);
+
+  // ---------------------------------------------------------------- the run
+  const attack = (a: Attacker) => {
+    if (!a.conn) connectAttacker(a);
+    if (!a.conn) return;
+    const bytes = attackFrame(a);
+    stats.frames++;
+    let value: unknown;
+    try {
+      value = a.codec.decode(bytes);
+    } catch (e) {
+      if (!(e instanceof HerculesError) || e.code !== 'malformed-frame') fail(`decoder threw ${String(e)} instead of a malformed-frame error`);
+      // The server answers with an error frame and closes; the attacker comes back.
+      stats.malformedBytes++;
+      const conn = a.conn;
+      byConn.delete(conn);
+      a.conn = '';
+      route(engine.close(conn, now));
+      return;
+    }
+    let valid = true;
+    try { parseClientMessage(value); } catch { valid = false; }
+    if (valid) stats.validMessages++; else stats.invalidMessages++;
+    let out: RoomOutput;
+    try {
+      out = engine.message(a.conn, value, now);
+    } catch (e) {
+      return fail(`room engine threw on ${JSON.stringify(value)?.slice(0, 200)}: ${(e as Error).stack}`);
+    }
+    for (const e of out.persist.appended) if (e.error?.startsWith('refused: ')) stats.refusedOps++;
+    route(out, a.conn, !valid);
+  };
+  const deliver = (h: Honest, all: boolean) => {
+    const nUp = all ? h.up.length : rng.int(0, h.up.length);
+    for (const bytes of h.up.splice(0, nUp)) {
+      if (!h.conn) break;
+      route(engine.message(h.conn, h.sc.decode(bytes), now));
+    }
+    const nDown = all ? h.down.length : rng.int(0, h.down.length);
+    for (const bytes of h.down.splice(0, nDown)) h.room.receive(h.cc.decode(bytes));
+  };
+  const settleDurable = () => { for (const f of queueDurable.splice(0)) f(); };
+
+  for (let i = 0; stats.frames < count; i++) {
+    now += rng.int(0, 15);
+    const r = rng.float();
+    if (r < 0.7) attack(rng.pick(attackers));
+    else if (r < 0.85) {
+      const h = rng.pick(honest);
+      h.handles.push(h.room.ops.add({ k: rng.pick([rng.int(-999, 999), 13]) }));
+      stats.honestOps++;
+    } else if (r < 0.97) {
+      settleDurable();
+      deliver(rng.pick(honest), false);
+    } else {
+      route(engine.tick(now));
+      for (const h of honest) { h.room.tick(); if (!h.conn) connectHonest(h); }
+    }
+  }
+
+  // Heal: attackers stop, everything is delivered, acks flow, timeouts fire.
+  for (let round = 0; round < 200; round++) {
+    settleDurable();
+    for (const h of honest) { if (!h.conn) connectHonest(h); deliver(h, true); h.room.tick(); }
+    now += 50;
+    route(engine.tick(now));
+    const done = honest.every((h) => h.handles.every((x) => x.stage === 'visible' || x.stage === 'rejected'))
+      && honest.every((h) => h.up.length === 0 && h.down.length === 0);
+    if (done && round > 3) break;
+  }
+  const head = engine.headSnapshot() as typeof fuzzMachine.initial;
+  for (const h of honest) {
+    const pending = h.handles.filter((x) => x.stage !== 'visible' && x.stage !== 'rejected');
+    if (pending.length) fail(`honest client ${h.id} has ${pending.length} ops without a verdict, e.g. ${pending[0].id} at ${pending[0].stage}`);
+    for (const x of h.handles) if (x.stage === 'rejected' && !/unlucky/.test(x.error ?? '')) fail(`honest op ${x.id} was rejected: ${x.error}`);
+    const auth = h.room.getState('authoritative');
+    if (JSON.stringify(auth) !== JSON.stringify(head)) fail(`honest client ${h.id}'s Authoritative view differs from the server's state`);
+    const accepted = h.handles.filter((x) => x.stage === 'visible').length;
+    if ((head.byAuthor[h.user] ?? 0) !== accepted) fail(`user ${h.user} has ${head.byAuthor[h.user] ?? 0} ops in the state, but its client had ${accepted} accepted`);
+  }
+  for (const u of ['banned', 'reader']) if (head.byAuthor[u]) fail(`${head.byAuthor[u]} ops took effect in the name of ${u}`);
+  const restored = new RoomEngine(fuzzMachine, {}, structuredClone(engine.durableState()));
+  if (JSON.stringify(restored.headSnapshot()) !== JSON.stringify(head)) fail('a room restored from its durable state differs from the live one');
+  return stats;
+}
