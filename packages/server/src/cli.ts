@@ -9,7 +9,9 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Machine } from '@hercules/core';
-import { createServer } from './server.ts';
+import { readFileSync } from 'node:fs';
+import { createServer, type Limits } from './server.ts';
+import type { JwtOptions } from './auth.ts';
 
 const HELP = `Usage: hercules serve --machines <module> [options]
 
@@ -27,6 +29,18 @@ Options:
   --commit-window <ms>     group-commit batching: gather writes this long into one transaction
                            (default 0: one commit per event-loop turn)
   --log-level <level>      trace|debug|info|warn|error|silent (default info)
+
+Authentication (JWT; the user is the token's sub; one key source; see docs/security.md):
+  --jwt-secret-file <path> HMAC secret (at least 32 bytes) read from a file, never from argv
+  --jwt-public-key <path>  PEM public key file (RS*, PS*, ES*, EdDSA)
+  --jwks-file <path>       JWKS file ({ "keys": [...] }), keys picked by kid
+  --jwt-issuer <iss>       required issuer
+  --jwt-audience <aud>     required audience
+
+Limits (defaults in docs/security.md):
+  --max-frame-bytes <n>    largest frame accepted (default 1048576)
+  --ops-per-second <n>     sustained ops per second per connection (default 1000)
+  --max-clients-per-room <n>  connections per room (default 256)
   -h, --help               this text
 `;
 
@@ -59,6 +73,14 @@ export async function main(argv: string[]): Promise<void> {
         'checkpoint-every': { type: 'string' },
         'commit-window': { type: 'string' },
         'log-level': { type: 'string' },
+        'jwt-secret-file': { type: 'string' },
+        'jwt-public-key': { type: 'string' },
+        'jwks-file': { type: 'string' },
+        'jwt-issuer': { type: 'string' },
+        'jwt-audience': { type: 'string' },
+        'max-frame-bytes': { type: 'string' },
+        'ops-per-second': { type: 'string' },
+        'max-clients-per-room': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -80,18 +102,42 @@ export async function main(argv: string[]): Promise<void> {
   }
   const machines = Object.values(mod).filter((m): m is Machine<any, any> => !!m && typeof m === 'object' && (m as Machine).opNames instanceof Set);
   if (machines.length === 0) fail(`${values.machines} exports no machines (made with defineMachine)`);
-  const server = await createServer({
-    machines,
-    port: num('port', values.port, 8787),
-    host: values.host ?? '127.0.0.1',
-    dataDir: resolve(values['data-dir'] ?? 'data'),
-    ackTimeoutMs: num('ack-timeout', values['ack-timeout'], 2000) || 2000,
-    heartbeatMs: num('heartbeat', values.heartbeat, 5000) || 5000,
-    simulateRttMs: num('simulate-rtt', values['simulate-rtt'], 0),
-    checkpointEvery: num('checkpoint-every', values['checkpoint-every'], 1000) || 1000,
-    commitWindowMs: num('commit-window', values['commit-window'], 0),
-    log: values['log-level'] ?? 'info',
-  });
+  const read = (flag: string, path: string) => {
+    try { return readFileSync(path, 'utf8'); } catch (e) { return fail(`--${flag} ${path}: ${(e as Error).message}`); }
+  };
+  const keySources = ['jwt-secret-file', 'jwt-public-key', 'jwks-file'].filter((k) => values[k as 'jwks-file'] !== undefined);
+  if (keySources.length > 1) fail(`give one of --jwt-secret-file, --jwt-public-key, --jwks-file (got ${keySources.join(', ')})`);
+  if (keySources.length === 0 && (values['jwt-issuer'] || values['jwt-audience'])) fail('--jwt-issuer and --jwt-audience need a key: --jwt-secret-file, --jwt-public-key or --jwks-file');
+  const jwt: JwtOptions | undefined = keySources.length === 0 ? undefined : {
+    ...(values['jwt-secret-file'] ? { secret: read('jwt-secret-file', values['jwt-secret-file']).trim() } : {}),
+    ...(values['jwt-public-key'] ? { publicKey: read('jwt-public-key', values['jwt-public-key']) } : {}),
+    ...(values['jwks-file'] ? { jwksFile: resolve(values['jwks-file']) } : {}),
+    ...(values['jwt-issuer'] ? { issuer: values['jwt-issuer'] } : {}),
+    ...(values['jwt-audience'] ? { audience: values['jwt-audience'] } : {}),
+  };
+  const limits: Partial<Limits> = {};
+  if (values['max-frame-bytes'] !== undefined) limits.maxFrameBytes = num('max-frame-bytes', values['max-frame-bytes'], 0) || fail('--max-frame-bytes must be positive');
+  if (values['ops-per-second'] !== undefined) limits.opsPerSecond = num('ops-per-second', values['ops-per-second'], 0) || fail('--ops-per-second must be positive');
+  if (values['max-clients-per-room'] !== undefined) limits.maxClientsPerRoom = num('max-clients-per-room', values['max-clients-per-room'], 0) || fail('--max-clients-per-room must be positive');
+  let server;
+  try {
+    server = await createServer({
+      ...(jwt ? { jwt } : {}),
+      limits,
+      machines,
+      port: num('port', values.port, 8787),
+      host: values.host ?? '127.0.0.1',
+      dataDir: resolve(values['data-dir'] ?? 'data'),
+      ackTimeoutMs: num('ack-timeout', values['ack-timeout'], 2000) || 2000,
+      heartbeatMs: num('heartbeat', values.heartbeat, 5000) || 5000,
+      simulateRttMs: num('simulate-rtt', values['simulate-rtt'], 0),
+      checkpointEvery: num('checkpoint-every', values['checkpoint-every'], 1000) || 1000,
+      commitWindowMs: num('commit-window', values['commit-window'], 0),
+      log: values['log-level'] ?? 'info',
+    });
+  } catch (e) {
+    fail((e as Error).message);
+  }
   let stopping = false;
   const stop = async (sig: string) => {
     if (stopping) return;

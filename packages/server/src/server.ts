@@ -643,7 +643,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   });
   const addr = http.address() as AddressInfo;
   const url = `ws://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
-  log.info({ url, dataDir: opts.dataDir, machines: [...machines.keys()], ackTimeoutMs, simulateRttMs: opts.simulateRttMs ?? 0 }, 'hercules server listening');
+  log.info({ url, dataDir: opts.dataDir, machines: [...machines.keys()], ackTimeoutMs, simulateRttMs: opts.simulateRttMs ?? 0, auth: opts.jwt ? 'jwt' : authenticate ? 'custom' : 'none (anonymous clients; see docs/security.md)', limits }, 'hercules server listening');
 
   return {
     url,

@@ -1,0 +1,44 @@
+/**
+ * One soak client process: several clients (one per room it is given), each with its own
+ * SQLite store, submitting an op every 30-150 ms. Reports on stdout, one JSON line each:
+ *   {t:'durable', c, k}            op k of client c is durable on this device
+ *   {t:'op', c, d, a, v}           an op's delay to Durable, Authoritative, Visible (ms)
+ *   {t:'quiet', c}                 after 'stop' on stdin: nothing of c is pending any more
+ * It may be SIGKILLed at any moment; on restart it resumes from its stores.
+ */
+import { connect } from '@hercules/client';
+import { sqliteStorage } from '@hercules/client/sqlite';
+import { soak } from './machine.ts';
+
+const [url, dir, proc, roomsArg] = process.argv.slice(2);
+const rooms = roomsArg.split(',');
+const out = (o: unknown) => process.stdout.write(JSON.stringify(o) + '\n');
+let stopping = false;
+const quiet: Promise<void>[] = [];
+
+for (const [i, room] of rooms.entries()) {
+  const id = `${proc}c${i}`;
+  const r = await connect({ url, room, machine: soak, clientId: id, storage: sqliteStorage(`${dir}/${id}.sqlite`), backoff: { minMs: 50, maxMs: 1000 }, watchdogMs: 4000 });
+  const loop = async () => {
+    // k must continue from what survived: wait for the server's view of our history.
+    while (r.status() !== 'online') await new Promise((res) => setTimeout(res, 20));
+    let k = r.getState('submitted').clients[id]?.n ?? 0;
+    while (!stopping) {
+      await new Promise((res) => setTimeout(res, 30 + Math.random() * 120));
+      if (stopping) break;
+      const mine = ++k;
+      const h = r.ops.inc({ k: mine });
+      h.durable.then(() => out({ t: 'durable', c: id, k: mine }), () => {});
+      h.visible.then(() => {
+        const t = h.times;
+        out({ t: 'op', c: id, d: t.durable! - t.submitted!, a: t.authoritative! - t.submitted!, v: t.visible! - t.submitted! });
+      }, () => {});
+    }
+    while (r.pending().length > 0) await new Promise((res) => setTimeout(res, 50));
+    out({ t: 'quiet', c: id });
+  };
+  quiet.push(loop());
+}
+process.stdin.on('data', (d) => { if (String(d).includes('stop')) stopping = true; });
+await Promise.all(quiet);
+process.exit(0);

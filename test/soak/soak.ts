@@ -1,0 +1,194 @@
+/**
+ * Chaos soak: a real server process (SQLite) and client processes (SQLite stores) on
+ * loopback, through a TCP proxy that can cut connections; random SIGKILLs of clients and of
+ * the server, random disconnects. At the end the chaos stops, everyone reconnects and settles,
+ * and the soak checks that no op a client made durable was lost and none was applied twice.
+ *
+ *   npm run soak -- --minutes N [--rooms R] [--procs P] [--seed S]
+ *
+ * Prints ops submitted, lost (must be 0), duplicated (must be 0), p50/p99 delay per view, and
+ * the server's memory over time (must stay bounded); exits 1 if any check fails.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createNetServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { connect } from '@hercules/client';
+import { soak } from './machine.ts';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+const root = join(here, '..', '..');
+let args;
+try {
+  args = parseArgs({ options: { minutes: { type: 'string', default: '2' }, rooms: { type: 'string', default: '4' }, procs: { type: 'string', default: '4' }, seed: { type: 'string' }, help: { type: 'boolean', short: 'h' } } }).values;
+} catch (e) {
+  console.error(`soak: ${(e as Error).message}; see --help`);
+  process.exit(2);
+}
+if (args.help) {
+  console.log('npm run soak -- [--minutes N, default 2] [--rooms R, default 4] [--procs P client processes, default 4] [--seed S]');
+  process.exit(0);
+}
+const minutes = Number(args.minutes), nRooms = Number(args.rooms), nProcs = Number(args.procs);
+if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1)) {
+  console.error('soak: --minutes, --rooms and --procs must be positive numbers');
+  process.exit(2);
+}
+// Chaos timing is random (real processes are not deterministic anyway); the seed is printed.
+const seed = args.seed !== undefined ? Number(args.seed) : Date.now() % 1e9;
+let rs = seed >>> 0 || 1;
+const rand = () => ((rs = (Math.imul(rs, 1664525) + 1013904223) >>> 0) / 4294967296);
+
+const dir = mkdtempSync(join(tmpdir(), 'hercules-soak-'));
+const log = (m: string) => console.log(`[soak ${((performance.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${m}`);
+const t0 = performance.now();
+
+async function freePort(): Promise<number> {
+  const s = createNetServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const p = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return p;
+}
+const serverPort = await freePort();
+
+// ---------------------------------------------------------------- server process
+let server: ChildProcess | undefined;
+let serverRestarts = 0;
+const rss: { t: number; mb: number }[] = [];
+function startServer(): void {
+  server = spawn(process.execPath, ['--import', 'tsx', join(root, 'packages/server/src/cli.ts'), 'serve', '--machines', join(here, 'machine.ts'), '--port', String(serverPort), '--data-dir', join(dir, 'server'), '--ack-timeout', '1000', '--heartbeat', '1000', '--log-level', 'warn'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NODE_ENV: 'production' } });
+}
+function serverRssMb(): number | undefined {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${server!.pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : undefined;
+  } catch { return undefined; }
+}
+
+// ---------------------------------------------------------------- proxy that can cut links
+const links = new Set<Socket>();
+const proxy: Server = createNetServer((client) => {
+  const upstream = new (client.constructor as typeof Socket)();
+  upstream.connect(serverPort, '127.0.0.1');
+  links.add(client);
+  const end = () => { links.delete(client); client.destroy(); upstream.destroy(); };
+  client.on('error', end); upstream.on('error', end); client.on('close', end); upstream.on('close', end);
+  client.pipe(upstream); upstream.pipe(client);
+});
+await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
+const url = `ws://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+
+// ---------------------------------------------------------------- client processes
+interface Proc { name: string; rooms: string[]; child?: ChildProcess; kills: number }
+const procs: Proc[] = Array.from({ length: nProcs }, (_, p) => ({ name: `p${p}`, rooms: Array.from({ length: nRooms }, (_, r) => `room-${(p + r) % nRooms}`).slice(0, Math.min(nRooms, 3)), kills: 0 }));
+const durableMax = new Map<string, number>();
+const delays = { durable: [] as number[], authoritative: [] as number[], visible: [] as number[] };
+const quiet = new Set<string>();
+let submittedSeen = 0;
+function startProc(p: Proc): void {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'client-proc.ts'), url, join(dir, 'clients'), p.name, p.rooms.join(',')], { cwd: root, stdio: ['pipe', 'pipe', 'inherit'] });
+  p.child = child;
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    let m: { t: string; c: string; k?: number; d?: number; a?: number; v?: number };
+    try { m = JSON.parse(line); } catch { return; }
+    if (m.t === 'durable') {
+      submittedSeen++;
+      if ((durableMax.get(m.c) ?? 0) < m.k!) durableMax.set(m.c, m.k!);
+    } else if (m.t === 'op') {
+      delays.durable.push(m.d!); delays.authoritative.push(m.a!); delays.visible.push(m.v!);
+    } else if (m.t === 'quiet') quiet.add(m.c);
+  });
+  child.on('exit', () => { if (p.child === child) p.child = undefined; });
+}
+
+mkdirSync(join(dir, 'clients'), { recursive: true });
+startServer();
+await new Promise((r) => setTimeout(r, 1500));
+for (const p of procs) startProc(p);
+log(`seed ${seed}; server on ${serverPort} behind proxy ${url}; ${nProcs} client processes x ${procs[0].rooms.length} clients over ${nRooms} rooms; chaos for ${minutes} min; data in ${dir}`);
+
+// ---------------------------------------------------------------- chaos
+const counts = { clientKills: 0, serverKills: 0, disconnects: 0 };
+const end = performance.now() + minutes * 60_000;
+const sampler = setInterval(() => {
+  const mb = serverRssMb();
+  if (mb !== undefined) rss.push({ t: (performance.now() - t0) / 1000, mb });
+}, 2000);
+while (performance.now() < end) {
+  await new Promise((r) => setTimeout(r, 500 + rand() * 2500));
+  const x = rand();
+  if (x < 0.45) {
+    const p = procs[Math.floor(rand() * procs.length)];
+    if (p.child) {
+      p.child.kill('SIGKILL'); p.kills++; counts.clientKills++;
+      setTimeout(() => startProc(p), 300 + rand() * 1500);
+    }
+  } else if (x < 0.6) {
+    if (server) {
+      server.kill('SIGKILL'); counts.serverKills++;
+      server = undefined;
+      await new Promise((r) => setTimeout(r, 300 + rand() * 1500));
+      startServer(); serverRestarts++;
+    }
+  } else {
+    const all = [...links];
+    for (const s of all) if (rand() < 0.3) { s.destroy(); counts.disconnects++; }
+  }
+}
+log(`chaos over: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs, ${counts.disconnects} links cut; settling`);
+
+// ---------------------------------------------------------------- settle and check
+for (const p of procs) if (!p.child) startProc(p);
+await new Promise((r) => setTimeout(r, 2000));
+for (const p of procs) p.child?.stdin?.write('stop\n');
+const expected = procs.flatMap((p) => p.rooms.map((_, i) => `${p.name}c${i}`));
+const settleBy = performance.now() + 120_000;
+while (expected.some((c) => !quiet.has(c)) && performance.now() < settleBy) await new Promise((r) => setTimeout(r, 200));
+const unsettled = expected.filter((c) => !quiet.has(c));
+clearInterval(sampler);
+
+// The truth: the server's state of each room, read by a fresh client.
+let lost = 0, dups = 0, gaps = 0, applied = 0;
+const perClient: string[] = [];
+for (let r = 0; r < nRooms; r++) {
+  const room = `room-${r}`;
+  const checker = await connect({ url: `ws://127.0.0.1:${serverPort}`, room, machine: soak, clientId: `checker-${r}-${seed}` });
+  const by = performance.now() + 20_000;
+  while (checker.status() !== 'online' && performance.now() < by) await new Promise((res) => setTimeout(res, 50));
+  const s = checker.getState('authoritative');
+  dups += s.dups; gaps += s.gaps;
+  for (const [c, rec] of Object.entries(s.clients)) {
+    applied += rec.n;
+    const want = durableMax.get(c) ?? 0;
+    if (rec.last < want) { lost += want - rec.last; perClient.push(`${c}@${room}: durable up to ${want}, server has ${rec.last}`); }
+  }
+  await checker.close();
+}
+for (const p of procs) p.child?.kill('SIGKILL');
+server?.kill('SIGTERM');
+proxy.close();
+for (const s of links) s.destroy();
+
+const pct = (xs: number[], q: number) => { if (!xs.length) return NaN; const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(q * s.length))]; };
+console.log('\nviews: delay from submit, ms (ops that reached Visible while their process lived)');
+console.table(Object.fromEntries(Object.entries(delays).map(([k, xs]) => [k, { ops: xs.length, p50: +pct(xs, 0.5).toFixed(1), p99: +pct(xs, 0.99).toFixed(1), max: +Math.max(...xs).toFixed(1) }])));
+const q = Math.max(1, Math.floor(rss.length / 4));
+const early = Math.max(...rss.slice(0, q).map((x) => x.mb)), late = Math.max(...rss.slice(-q).map((x) => x.mb)), peak = Math.max(...rss.map((x) => x.mb));
+console.log(`server memory (RSS, MB) every ~10 s: ${rss.filter((_, i) => i % 5 === 0).map((x) => `${x.t.toFixed(0)}s:${x.mb.toFixed(0)}`).join(' ')}`);
+// Bounded: the last quarter's peak is no more than the first quarter's plus a margin for
+// caches warming up (the server restarts during the run, so each incarnation starts small).
+const bounded = rss.length >= 4 && late <= early * 1.5 + 32;
+console.log(`server memory: first-quarter peak ${early.toFixed(0)} MB, last-quarter peak ${late.toFixed(0)} MB, overall peak ${peak.toFixed(0)} MB -> ${bounded ? 'bounded' : 'GROWING'}`);
+console.log(`ops made durable on clients: ${submittedSeen}; applied on the server: ${applied}; lost: ${lost}; duplicated: ${dups}; skipped: ${gaps}; unsettled clients: ${unsettled.length}`);
+console.log(`chaos: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs (${serverRestarts} restarts), ${counts.disconnects} links cut; seed ${seed}`);
+for (const l of perClient.slice(0, 10)) console.log(`  lost: ${l}`);
+const ok = lost === 0 && dups === 0 && gaps === 0 && unsettled.length === 0 && bounded && submittedSeen > 0 && counts.clientKills + counts.serverKills > 0;
+if (ok) rmSync(dir, { recursive: true, force: true });
+else console.log(`data kept in ${dir}; rerun with: npm run soak -- --minutes ${minutes} --rooms ${nRooms} --procs ${nProcs} --seed ${seed}`);
+console.log(ok ? 'soak: PASS' : 'soak: FAIL');
+process.exit(ok ? 0 : 1);
