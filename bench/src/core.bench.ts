@@ -4,7 +4,9 @@
  *
  *   npm run bench                          all of them (about 2-3 minutes on 2 cores), then the
  *                                          runtime benchmarks (about 2 more; see runtime/run.ts)
- *   npm run bench -- --only rebase,submit  a subset (ids: getState, submit, rebase, opApply, sim, runtime)
+ *                                          and the paper's experiments with the peers (about 5 more;
+ *                                          see paper/run.ts)
+ *   npm run bench -- --only rebase,submit  a subset (ids: getState, submit, rebase, opApply, sim, runtime, paper)
  *
  * Each benchmark also runs on its own: node --expose-gc --import tsx bench/src/<name>.bench.ts
  * The runtime benchmarks (servers in child processes) run as `npm run bench:runtime`, here as a
@@ -22,11 +24,12 @@ import { run as sim } from './sim.bench.ts';
 const ALL: Record<string, Bench> = { getState, submit, rebase, opApply, sim };
 
 const RUNTIME = 'runtime';
+const PAPER = 'paper';
 const { values } = parseArgs({ options: { only: { type: 'string' } } });
-const wanted = values.only ? values.only.split(',').map((s) => s.trim()).filter(Boolean) : [...Object.keys(ALL), RUNTIME];
+const wanted = values.only ? values.only.split(',').map((s) => s.trim()).filter(Boolean) : [...Object.keys(ALL), RUNTIME, PAPER];
 for (const w of wanted) {
-  if (!(w in ALL) && w !== RUNTIME) {
-    console.error(`unknown benchmark "${w}"; choose from ${[...Object.keys(ALL), RUNTIME].join(', ')}`);
+  if (!(w in ALL) && w !== RUNTIME && w !== PAPER) {
+    console.error(`unknown benchmark "${w}"; choose from ${[...Object.keys(ALL), RUNTIME, PAPER].join(', ')}`);
     process.exit(2);
   }
 }
@@ -54,5 +57,14 @@ if (wanted.includes(RUNTIME)) {
     console.error(`runtime benchmarks failed (exit ${r.status ?? r.signal})`);
     process.exitCode = 1;
   }
-  console.log(`\nall benchmarks done in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
 }
+
+if (wanted.includes(PAPER)) {
+  console.log('\n# The paper\'s experiments and the peers (npm run bench:paper)\n');
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'bench/src/paper/run.ts'], { cwd: repoRoot, stdio: 'inherit' });
+  if (r.status !== 0) {
+    console.error(`paper experiments failed (exit ${r.status ?? r.signal})`);
+    process.exitCode = 1;
+  }
+}
+if (wanted.includes(RUNTIME) || wanted.includes(PAPER)) console.log(`\nall benchmarks done in ${((performance.now() - t0) / 1000).toFixed(0)} s`);

@@ -1,0 +1,85 @@
+/**
+ * Wide-area emulation for the benchmarks: a TCP proxy on loopback that delays each direction
+ * of every connection by RTT/2 (plus optional jitter) and can cap bandwidth. It sits between a
+ * client and any server (ours or a peer's), so every system sees the same network.
+ *
+ * Order is preserved per direction: a chunk is released at max(arrival + delay, previous
+ * release), so jitter delays but never reorders (TCP would not reorder either). With a
+ * bandwidth cap, a chunk also waits until the previous one has "left the wire".
+ */
+import { createServer, connect, type Server, type Socket } from 'node:net';
+
+export interface DelayProxyOptions {
+  /** Where to forward. */
+  target: { host?: string; port: number };
+  /** Round-trip time to emulate, ms; each direction gets half. */
+  rttMs: number;
+  /** Uniform extra delay in [0, jitterMs] per chunk, ms. Default 0. */
+  jitterMs?: number;
+  /** Bytes per second per direction per connection; 0 or absent: unlimited. */
+  bandwidthBytesPerSec?: number;
+  /** Deterministic jitter. */
+  seed?: number;
+}
+
+export interface DelayProxy {
+  readonly port: number;
+  readonly url: (scheme?: string) => string;
+  /** Open connections (client side). */
+  connections(): number;
+  /** Cut every connection, as a network failure would. */
+  cutAll(): void;
+  close(): Promise<void>;
+}
+
+export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayProxy> {
+  if (!(opts.rttMs >= 0)) throw new Error(`delay proxy: rttMs must be >= 0, got ${opts.rttMs}`);
+  const half = opts.rttMs / 2;
+  const jitter = opts.jitterMs ?? 0;
+  const bw = opts.bandwidthBytesPerSec ?? 0;
+  let s = (opts.seed ?? 1) >>> 0 || 1;
+  const rand = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296);
+  const socks = new Set<Socket>();
+
+  /** Forward `from` to `to` with the delay; returns nothing, wires events. */
+  const pipe = (from: Socket, to: Socket) => {
+    let lastRelease = 0;
+    let wireFreeAt = 0;
+    from.on('data', (chunk: Buffer) => {
+      const now = performance.now();
+      let at = Math.max(now + half + (jitter ? rand() * jitter : 0), lastRelease);
+      if (bw > 0) {
+        const start = Math.max(at, wireFreeAt);
+        wireFreeAt = start + (chunk.length / bw) * 1000;
+        at = wireFreeAt;
+      }
+      lastRelease = at;
+      const wait = at - now;
+      // Timers fire in order of their due time when due times are non-decreasing.
+      setTimeout(() => { if (!to.destroyed) to.write(chunk); }, wait);
+    });
+    from.on('end', () => setTimeout(() => to.end(), Math.max(0, lastRelease - performance.now()) + 1));
+  };
+
+  const server: Server = createServer({ noDelay: true }, (client) => {
+    const upstream = connect({ host: opts.target.host ?? '127.0.0.1', port: opts.target.port, noDelay: true });
+    socks.add(client);
+    const kill = () => { socks.delete(client); client.destroy(); upstream.destroy(); };
+    client.on('error', kill); upstream.on('error', kill);
+    client.on('close', kill); upstream.on('close', kill);
+    pipe(client, upstream);
+    pipe(upstream, client);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as { port: number }).port;
+  return {
+    port,
+    url: (scheme = 'ws') => `${scheme}://127.0.0.1:${port}`,
+    connections: () => socks.size,
+    cutAll: () => { for (const c of [...socks]) c.destroy(); },
+    close: async () => {
+      for (const c of [...socks]) c.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}

@@ -1,0 +1,31 @@
+/**
+ * The paper's experiments (§7) and the peers, each in its own process, one after the other:
+ *
+ *   npm run bench:paper                         all (about 5 minutes here)
+ *   npm run bench:paper -- --only fig14,peers   some (ids: fig13, fig14, fig15, peers, validators)
+ *
+ * Results: docs/benchmarks/paper.json and docs/benchmarks/<id>.svg.
+ */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const scripts: Record<string, string> = {
+  fig13: 'fig13-views.ts',
+  fig14: 'fig14-batching.ts',
+  fig15: 'fig15-failure.ts',
+  peers: 'peers.ts',
+  validators: '../validators.bench.ts',
+};
+const { values } = parseArgs({ options: { only: { type: 'string' } } });
+const wanted = values.only ? values.only.split(',') : Object.keys(scripts);
+for (const w of wanted) if (!(w in scripts)) { console.error(`unknown experiment "${w}"; choose from ${Object.keys(scripts).join(', ')}`); process.exit(2); }
+const t0 = performance.now();
+let failed = 0;
+for (const id of wanted) {
+  console.log(`\n# ${id}\n`);
+  const r = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(scripts[id], import.meta.url))], { stdio: 'inherit' });
+  if (r.status !== 0) { failed++; console.error(`${id} failed (exit ${r.status ?? r.signal})`); }
+}
+console.log(`\npaper experiments done in ${((performance.now() - t0) / 1000).toFixed(0)} s${failed ? `, ${failed} FAILED` : ''}`);
+process.exit(failed ? 1 : 0);
