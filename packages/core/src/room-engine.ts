@@ -431,7 +431,8 @@ export class RoomEngine<S = unknown> {
   /** Why an op may not be ordered (access, schema, authorize hook), or undefined if it may. */
   private refusal(s: Session, op: { seq: number; name: string; args: unknown }, pos: number): string | undefined {
     if (s.access === 'read') return 'refused: read-only access; this client may not submit ops to the room';
-    if (!this.machine.opNames.has(op.name)) return undefined; // applyOp rejects it, naming the known ops
+    // Unknown ops are refused like invalid ones: their arguments never reach the log.
+    if (!this.machine.opNames.has(op.name)) return `refused: unknown op ${JSON.stringify(op.name.slice(0, 64))} for machine ${this.machine.name}@${this.machine.version}; known ops: ${[...this.machine.opNames].join(', ')}`;
     const invalid = this.machine.validate(op.name, op.args);
     if (invalid !== undefined) return `refused: ${invalid}`;
     if (!this.authorize) return undefined;

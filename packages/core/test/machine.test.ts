@@ -115,3 +115,20 @@ test('applyOps with several throwers equals op-by-op application and runs few dr
   assert.deepEqual(applyOps(m, m.initial, ops, 1), ref);
   assert.ok(ref.seen.length < 40, 'some ops threw and left no trace');
 });
+
+test('schemas: any Standard Schema checks an op\'s arguments; bad schemas are refused at definition', () => {
+  const std = (ok: (v: any) => boolean, message: string, async = false) => ({
+    '~standard': { version: 1 as const, vendor: 'test', validate: (v: unknown) => { const r = ok(v) ? { value: v } : { issues: [{ message, path: ['x'] }] }; return async ? Promise.resolve(r) : r; } },
+  });
+  const m = defineMachine({
+    name: 'schemas', version: 1, initial: { x: 0 },
+    ops: { set(s, a: { x: number }) { s.x = a.x; }, free(s) { s.x = -1; }, slow(s, a: { x: number }) { s.x = a.x; } },
+    schemas: { set: std((v) => typeof v?.x === 'number', 'must be a number'), slow: std(() => true, '', true) },
+  });
+  assert.equal(m.validate('set', { x: 1 }), undefined);
+  assert.equal(m.validate('set', { x: 'a' }), 'invalid arguments for set: x: must be a number');
+  assert.equal(m.validate('free', 'anything'), undefined, 'no schema: no check');
+  assert.match(m.validate('slow', { x: 1 })!, /asynchronous/);
+  assert.throws(() => defineMachine({ name: 'b', version: 1, initial: {}, ops: { a() {} }, schemas: { a: {} as never } }), /not a Standard Schema/);
+  assert.throws(() => defineMachine({ name: 'b', version: 1, initial: {}, ops: { a() {} }, schemas: { nope: std(() => true, '') } as never }), /schemas.nope names no op/);
+});

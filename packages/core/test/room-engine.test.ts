@@ -201,3 +201,39 @@ test('a client id connecting again replaces its old connection', () => {
   assert.ok(o.close.some((c) => c.conn === 'k1'));
   assert.equal(r.connections(), 1);
 });
+
+test('principals: the author is the user; a client id belongs to its first user; read-only and authorize refusals are no-ops without args', () => {
+  const r = new RoomEngine(room, { authorize: (op, ctx) => (ctx.user === 'eve' && (op.args as { text: string }).text === 'secret' ? 'eve may not say that' : true) });
+  r.open('k1', 0, { user: 'alice' });
+  const w = ofType(to(r.message('k1', hello('laptop'), 0), 'k1'), 'welcome')[0];
+  assert.equal(w.author, 'alice');
+  assert.equal(w.access, undefined, 'write access is the default and is not spelled out');
+  const o = r.message('k1', { t: 'ops', ops: [note(1)] }, 1);
+  assert.equal(o.persist.appended[0].author, 'alice');
+  assert.equal(r.clientRecord('laptop')!.owner, 'alice');
+  // Another user cannot take the id over; the owner keeps its connection.
+  r.open('k2', 2, { user: 'mallory' });
+  const m = r.message('k2', hello('laptop'), 2);
+  assert.equal(ofType(to(m, 'k2'), 'error')[0].code, 'forbidden');
+  assert.deepEqual(m.close.map((c) => c.conn), ['k2']);
+  assert.equal(to(m, 'k1').length, 0);
+  // Read-only: welcomed as such; its ops keep their seq but enter the log as refused no-ops.
+  r.open('k3', 3, { user: 'bob', access: 'read' });
+  assert.equal(ofType(to(r.message('k3', hello('tablet'), 3), 'k3'), 'welcome')[0].access, 'read');
+  const ro = r.message('k3', { t: 'ops', ops: [note(1, 'hi'), note(2, 'again')] }, 4);
+  assert.deepEqual(ro.persist.appended.map((e) => [e.seq, e.args, /^refused: read-only/.test(e.error ?? '')]), [[1, null, true], [2, null, true]]);
+  assert.equal(r.clientRecord('tablet')!.highWater, 2, 'refused ops still advance the exactly-once mark');
+  const seenByAlice = ofType(to(ro, 'k1'), 'log')[0].entries;
+  assert.ok(seenByAlice.every((e) => e.k === 'op' && e.e.args === null && e.e.error?.startsWith('refused: ')), 'others never see refused arguments');
+  // authorize: refuses with the hook's reason; other ops of the same frame go through.
+  r.open('k4', 5, { user: 'eve' });
+  r.message('k4', hello('phone'), 5);
+  const a = r.message('k4', { t: 'ops', ops: [note(1, 'secret'), note(2, 'fine')] }, 6);
+  assert.match(a.persist.appended[0].error!, /^refused: not authorized: eve may not say that$/);
+  assert.equal(a.persist.appended[1].error, undefined);
+  // Unknown op names are refused the same way: named, without their arguments.
+  const u = r.message('k4', { t: 'ops', ops: [{ seq: 3, name: 'fly', args: { secret: 1 } }] }, 7);
+  assert.match(u.persist.appended[0].error!, /^refused: unknown op "fly" for machine test-room@1; known ops: /);
+  assert.equal(u.persist.appended[0].args, null);
+  assert.equal(r.stats.refused, 4);
+});
