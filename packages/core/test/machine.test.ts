@@ -118,7 +118,7 @@ test('applyOps with several throwers equals op-by-op application and runs few dr
 
 test('schemas: any Standard Schema checks an op\'s arguments; bad schemas are refused at definition', () => {
   const std = (ok: (v: any) => boolean, message: string, async = false) => ({
-    '~standard': { version: 1 as const, vendor: 'test', validate: (v: unknown) => { const r = ok(v) ? { value: v } : { issues: [{ message, path: ['x'] }] }; return async ? Promise.resolve(r) : r; } },
+    '~standard': { version: 1 as const, vendor: 'test', validate: (v: unknown): any => { const r = ok(v) ? { value: v } : { issues: [{ message, path: ['x'] }] }; return async ? Promise.resolve(r) : r; } },
   });
   const m = defineMachine({
     name: 'schemas', version: 1, initial: { x: 0 },
