@@ -20,6 +20,13 @@ export interface DelayProxyOptions {
   bandwidthBytesPerSec?: number;
   /** Deterministic jitter. */
   seed?: number;
+  /**
+   * When a client's side closes, keep the server's side open and silent, as when a device
+   * loses power or its network: the server sees no FIN, only missing acks and pongs. (A process
+   * killed on this machine would otherwise close its socket at once, which a server notices
+   * immediately.)
+   */
+  silentOnClientClose?: boolean;
 }
 
 export interface DelayProxy {
@@ -42,7 +49,8 @@ export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayPro
   const socks = new Set<Socket>();
 
   /** Forward `from` to `to` with the delay; returns nothing, wires events. */
-  const pipe = (from: Socket, to: Socket) => {
+  const held = new Set<Socket>();
+  const pipe = (from: Socket, to: Socket, muted: () => boolean) => {
     let lastRelease = 0;
     let wireFreeAt = 0;
     from.on('data', (chunk: Buffer) => {
@@ -56,19 +64,29 @@ export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayPro
       lastRelease = at;
       const wait = at - now;
       // Timers fire in order of their due time when due times are non-decreasing.
-      setTimeout(() => { if (!to.destroyed) to.write(chunk); }, wait);
+      setTimeout(() => { if (!to.destroyed && !muted()) to.write(chunk); }, wait);
     });
-    from.on('end', () => setTimeout(() => to.end(), Math.max(0, lastRelease - performance.now()) + 1));
+    from.on('end', () => setTimeout(() => { if (!muted()) to.end(); }, Math.max(0, lastRelease - performance.now()) + 1));
   };
 
   const server: Server = createServer({ noDelay: true }, (client) => {
     const upstream = connect({ host: opts.target.host ?? '127.0.0.1', port: opts.target.port, noDelay: true });
     socks.add(client);
     const kill = () => { socks.delete(client); client.destroy(); upstream.destroy(); };
-    client.on('error', kill); upstream.on('error', kill);
-    client.on('close', kill); upstream.on('close', kill);
-    pipe(client, upstream);
-    pipe(upstream, client);
+    let silenced = false;
+    const clientGone = () => {
+      if (!opts.silentOnClientClose) return kill();
+      // Keep the server's side open; swallow what it sends until the proxy closes.
+      socks.delete(client);
+      silenced = true;
+      upstream.removeAllListeners('data');
+      upstream.on('data', () => {});
+      held.add(upstream);
+    };
+    client.on('error', clientGone); upstream.on('error', kill);
+    client.on('close', clientGone); upstream.on('close', () => { held.delete(upstream); if (!silenced) kill(); });
+    pipe(client, upstream, () => silenced);
+    pipe(upstream, client, () => silenced);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   const port = (server.address() as { port: number }).port;
@@ -78,7 +96,7 @@ export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayPro
     connections: () => socks.size,
     cutAll: () => { for (const c of [...socks]) c.destroy(); },
     close: async () => {
-      for (const c of [...socks]) c.destroy();
+      for (const c of [...socks, ...held]) c.destroy();
       await new Promise<void>((r) => server.close(() => r()));
     },
   };

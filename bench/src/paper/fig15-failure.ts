@@ -20,14 +20,17 @@ import { startServer, sleep } from '../runtime/common.ts';
 import { startDelayProxy } from './delay-proxy.ts';
 import { svgLineChart, writePaperSection } from './report.ts';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '40' }, 'kill-at': { type: 'string', default: '20' }, every: { type: 'string', default: '50' }, rtt: { type: 'string', default: '67' } } });
+const { values } = parseArgs({ options: { seconds: { type: 'string', default: '40' }, 'kill-at': { type: 'string', default: '20' }, every: { type: 'string', default: '100' }, rtt: { type: 'string', default: '67' } } });
 const SECONDS = Number(values.seconds), KILL_AT = Number(values['kill-at']), EVERY = Number(values.every), RTT = Number(values.rtt);
 const ACK_TIMEOUT_MS = 2000; // the server's default, which startServer keeps
 
 const server = await startServer();
 const proxy = await startDelayProxy({ target: { port: server.port }, rttMs: RTT });
+// The victim's link goes silent when it dies (no FIN reaches the server), as after a power or
+// network loss: the server must notice by the missing acks, as in the paper.
+const victimProxy = await startDelayProxy({ target: { port: server.port }, rttMs: RTT, silentOnClientClose: true });
 const room = `fig15-${Date.now()}`;
-const victim = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('fig15-client.ts', import.meta.url)), proxy.url(), room, 'victim', String(EVERY)], { stdio: ['ignore', 'pipe', 'inherit'] });
+const victim = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('fig15-client.ts', import.meta.url)), victimProxy.url(), room, 'victim', String(EVERY)], { stdio: ['ignore', 'pipe', 'inherit'] });
 await new Promise<void>((res) => createInterface({ input: victim.stdout! }).once('line', () => res()));
 const rooms: ConnectedRoom<typeof byteArray>[] = [];
 for (let i = 0; i < 3; i++) rooms.push(await connect({ url: proxy.url(), room, machine: byteArray, clientId: `c${i}` }));
@@ -50,6 +53,7 @@ clearTimeout(killer);
 await Promise.race([Promise.all(pending), sleep(10_000)]);
 for (const r of rooms) await r.close();
 await proxy.close();
+await victimProxy.close();
 await server.close();
 
 const med = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1]; };

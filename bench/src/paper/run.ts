@@ -24,7 +24,8 @@ const t0 = performance.now();
 let failed = 0;
 for (const id of wanted) {
   console.log(`\n# ${id}\n`);
-  const r = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(scripts[id], import.meta.url))], { stdio: 'inherit' });
+  // Clients run as production apps would: Mutative's production build (servers already do).
+  const r = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(scripts[id], import.meta.url))], { stdio: 'inherit', env: { ...process.env, NODE_ENV: process.env.NODE_ENV ?? 'production' } });
   if (r.status !== 0) { failed++; console.error(`${id} failed (exit ${r.status ?? r.signal})`); }
 }
 console.log(`\npaper experiments done in ${((performance.now() - t0) / 1000).toFixed(0)} s${failed ? `, ${failed} FAILED` : ''}`);
