@@ -4,10 +4,10 @@
  * line `PORT <n>` it prints once it listens on a free loopback port.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import type { PeerServer } from './types.ts';
 
 export function spawnServer(script: URL, timeoutMs = 15_000): Promise<PeerServer> {
@@ -39,18 +39,11 @@ export function spawnServer(script: URL, timeoutMs = 15_000): Promise<PeerServer
   });
 }
 
-/**
- * Installed version of a package, read from its package.json (found by walking up from an entry
- * point: `entry` for packages that export only subpaths).
- */
-export function pkgVersion(name: string, entry = name): string {
-  let dir = dirname(fileURLToPath(import.meta.resolve(entry)));
-  for (;;) {
-    try {
-      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version: string };
-      if (pkg.name === name) return pkg.version;
-    } catch { /* no package.json here */ }
-    if (dirname(dir) === dir) throw new Error(`package.json of ${name} not found`);
-    dir = dirname(dir);
+/** Installed version of a package, read from its package.json (some packages do not export it). */
+export function pkgVersion(name: string): string {
+  for (const dir of createRequire(import.meta.url).resolve.paths(name) ?? []) {
+    const file = join(dir, name, 'package.json');
+    if (existsSync(file)) return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version;
   }
+  return '?';
 }

@@ -9,7 +9,7 @@ import { pkgVersion, spawnServer } from './peer-process.ts';
 import type { PeerClient, PeerSystem } from './types.ts';
 
 export const yjs: PeerSystem = {
-  name: `Yjs ${pkgVersion('yjs')} + y-websocket ${pkgVersion('y-websocket')} (server @y/websocket-server ${pkgVersion('@y/websocket-server', '@y/websocket-server/utils')}, in memory)`,
+  name: `Yjs ${pkgVersion('yjs')} + y-websocket ${pkgVersion('y-websocket')} (server @y/websocket-server ${pkgVersion('@y/websocket-server')}, in memory)`,
   startServer: () => spawnServer(new URL('./yjs-server.ts', import.meta.url)),
 
   async connect(host, port, doc, _clientName): Promise<PeerClient> {
