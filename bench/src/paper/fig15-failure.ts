@@ -73,8 +73,6 @@ const authAfter = med(samples.filter((s) => s.at > killedAt + ACK_TIMEOUT_MS / 1
 // Recovered: the first op submitted after the kill whose Visible delay is back within 1.5x of before.
 const rec = after.sort((a, b) => a.at - b.at).find((s) => s.vis <= baseVis * 1.5);
 const recoveredAfterS = rec ? rec.at - killedAt : NaN;
-const stalledMs = Math.max(...after.map((s) => s.at * 1000 + s.vis)) - killedAt * 1000; // not used for the verdict
-void stalledMs;
 console.table(series.filter((_, i) => i % 4 === 0));
 const summary = {
   opsMeasured: samples.length, killedAtS: +killedAt.toFixed(2),

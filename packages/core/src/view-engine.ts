@@ -46,6 +46,8 @@ export interface OwnOp extends OpInvocation {
   stage: Stage;
   /** When each stage was reached, by the engine's clock (ms). */
   readonly times: Partial<Record<Stage, number>>;
+  /** Estimated wire size, measured once at submit (ops restored from storage measure on send). */
+  bytes?: number;
   error?: string;
   /** Global position once ordered. */
   pos?: number;
@@ -300,6 +302,7 @@ export class ViewEngine<S = unknown> {
     if (args !== undefined) args = deepFreeze(structuredClone(args));
     const seq = ++this.lastSeq;
     const op = this.makeOwn(seq, name, args, 'submitted', this.now());
+    op.bytes = bytes;
     const position = this.authLen + this.durableList.length + this.submittedList.length + 1;
     const before = this.submittedState;
     this.submittedList.push(op);
@@ -661,7 +664,7 @@ export class ViewEngine<S = unknown> {
     let bytes = 0;
     for (const op of this.durableList) {
       if (op.seq <= this.sentSeq) continue;
-      const b = opBytes(op.name, op.args);
+      const b = op.bytes ??= opBytes(op.name, op.args);
       if (ops.length > 0 && (ops.length >= MAX_OPS_PER_FRAME || bytes + b > FRAME_BUDGET_BYTES)) {
         this.out.send.push({ t: 'ops', ops });
         ops = [];

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { OpRejectedError, VIEWS, type ViewName } from '../src/index.ts';
+import { FRAME_BUDGET_BYTES, MAX_OP_BYTES, OpRejectedError, PROTOCOL_VERSION, VIEWS, ViewEngine, type ClientMessage, type ViewName } from '../src/index.ts';
 import { Loopback } from './harness.ts';
 import { room } from './fixtures.ts';
 
@@ -135,4 +135,19 @@ test('offline: submits and reads keep working; ops flush on reconnect exactly on
   assert.equal(h3.stage, 'visible');
   assert.equal(net.server.head(), 3, 'the resent op was not ordered twice');
   assert.deepEqual(net.rooms.get('b')!.getState('visible').notes, ['a@3: once']);
+});
+
+test('the client splits what it sends into frames the server accepts, and refuses an op that could never fit', () => {
+  const e = new ViewEngine(room, { clientId: 'me', now: () => 0 });
+  e.connected();
+  e.receive({ t: 'welcome', v: PROTOCOL_VERSION, client: 'me', author: 'me', from: 1, entries: [], highWater: 0, visibleSeq: 0, rejected: [], stable: 0, members: ['me'] });
+  e.drain();
+  const text = 'x'.repeat(100 * 1024);
+  for (let i = 0; i < 12; i++) e.submit('note', { text });
+  assert.throws(() => e.submit('note', { text: 'y'.repeat(MAX_OP_BYTES) }), /exceed the \d+-byte limit per op/);
+  e.durable(12);
+  const frames = e.drain().send.filter((f): f is Extract<ClientMessage, { t: 'ops' }> => f.t === 'ops');
+  assert.ok(frames.length >= 3, `1.2 MB of ops went out in ${frames.length} frame(s)`);
+  for (const f of frames) assert.ok(JSON.stringify(f.ops.map((o) => o.args)).length <= FRAME_BUDGET_BYTES, 'every frame within the budget');
+  assert.deepEqual(frames.flatMap((f) => f.ops.map((o) => o.seq)), Array.from({ length: 12 }, (_, i) => i + 1), 'all ops, once, in order');
 });

@@ -238,3 +238,25 @@ test('limits: a consumer that stops reading is cut off at the send-buffer bound 
   await back.close(); await w.close();
   slow.ws.terminate();
 });
+
+test('JWT: a public key (PEM) or a JWKS file verifies asymmetric tokens; a token from another key is refused', async (t) => {
+  const { generateKeyPair, exportSPKI, exportJWK } = await import('jose');
+  const { writeFileSync } = await import('node:fs');
+  const good = await generateKeyPair('ES256'), other = await generateKeyPair('ES256');
+  const es = (key: CryptoKey, sub: string, kid?: string) => new SignJWT({}).setProtectedHeader({ alg: 'ES256', ...(kid ? { kid } : {}) }).setSubject(sub).setExpirationTime('1h').sign(key);
+  const { dir, cleanup } = tempDir('jwks');
+  t.after(cleanup);
+  const jwksFile = `${dir}/jwks.json`;
+  writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...(await exportJWK(good.publicKey)), kid: 'k1', alg: 'ES256' }] }));
+  for (const jwt of [{ publicKey: await exportSPKI(good.publicKey) }, { jwksFile }]) {
+    const srv = await server(t, 'asym', { jwt });
+    const ok = await client(srv.url, 'r', chat, 'dev', await es(good.privateKey, 'dana', 'k1'));
+    await online(ok);
+    await ok.ops.say({ text: 'signed' }).visible;
+    assert.equal(ok.getState('authoritative').messages[0].author, 'dana');
+    const bad = await client(srv.url, 'r', chat, 'dev2', await es(other.privateKey, 'dana', 'k1'));
+    await until(() => bad.status() === 'failed', 5000, 'refusal');
+    assert.match(bad.statuses.at(-1)!, /unauthenticated: invalid token: bad signature/);
+    await ok.close(); await bad.close();
+  }
+});

@@ -284,7 +284,7 @@ export function runFuzz(seed: number, count: number): FuzzStats {
   };
   const settleDurable = () => { for (const f of queueDurable.splice(0)) f(); };
 
-  for (let i = 0; stats.frames < count; i++) {
+  while (stats.frames < count) {
     now += rng.int(0, 15);
     const r = rng.float();
     if (r < 0.7) attack(rng.pick(attackers));
