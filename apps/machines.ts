@@ -3,7 +3,7 @@
  * (ArkType, chosen by measurement: docs/benchmarks.md, "Op-argument validators") let the server
  * refuse malformed ops before they are ordered and make a bad stub call throw at once.
  */
-import { defineMachine } from '@hercules/core';
+import { current, defineMachine } from '@hercules/core';
 import { type } from 'arktype';
 
 /** Interior design: furniture in a 2-D room. */
@@ -80,12 +80,21 @@ export const byteArray = defineMachine({
   initial: { chunks: Array.from({ length: 100 }, () => Array.from({ length: 1000 }, () => 0)) },
   ops: {
     increment(s, a: { offset: number; count: number }) {
-      const total = s.chunks.length * 1000;
-      for (let i = 0; i < a.count; i++) {
+      // Each touched chunk is copied once and written back whole: 500 element writes through the
+      // draft's proxies cost about 0.5 ms, this about 12 µs (see `current`).
+      const n = s.chunks.length;
+      const total = n * 1000;
+      const copies = new Map<number, number[]>();
+      for (let i = 0; i < a.count; ) {
         const k = (a.offset + i) % total;
-        const c = s.chunks[Math.floor(k / 1000)];
-        c[k % 1000] = (c[k % 1000] + 1) & 0xff;
+        const j = Math.floor(k / 1000);
+        let c = copies.get(j);
+        if (!c) copies.set(j, (c = Array.from(current(s.chunks[j]))));
+        // The run of increments that stays inside chunk j.
+        const end = Math.min(1000, k % 1000 + (a.count - i));
+        for (let e = k % 1000; e < end; e++, i++) c[e] = (c[e] + 1) & 0xff;
       }
+      for (const [j, c] of copies) s.chunks[j] = Object.freeze(c) as number[];
     },
   },
   // Without the bound on count, one op could keep the server busy for hours.

@@ -2,7 +2,7 @@
  * @hercules/core — the pure heart of Hercules. No sockets, disks or timers in here:
  * transports, storage and clocks are adapters around these engines.
  */
-export { defineMachine, applyOp, applyOps, deepFreeze, findNonJson } from './machine.ts';
+export { defineMachine, applyOp, applyOps, current, deepFreeze, findNonJson } from './machine.ts';
 export type { Machine, MachineSpec, OpContext, OpFn, OpArgs, OpsOf, StateOf, Json, OpInvocation } from './machine.ts';
 export * from './protocol.ts';
 export { HerculesError, OpRejectedError } from './errors.ts';

@@ -6,7 +6,7 @@
  * snapshot that shares every untouched subtree with its predecessor, so keeping several views
  * and rebasing costs in proportion to what the ops touch, not to the size of the state.
  */
-import { create } from 'mutative';
+import { create, current as mutativeCurrent, isDraft } from 'mutative';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { HerculesError, errorMessage } from './errors.ts';
 
@@ -191,6 +191,24 @@ export interface ApplyResult<S> {
 }
 
 const FREEZE = { enableAutoFreeze: true } as const;
+
+/**
+ * The present value of a part of an op's draft, as plain data without proxies. Every read and
+ * write through a draft costs a proxy trap (about 0.4 to 0.8 µs); an op that touches hundreds of
+ * elements runs far faster by reading the part once with `current`, computing a new value on a
+ * plain copy, and assigning it back frozen, in one write:
+ *
+ *   const row = Array.from(current(state.rows[i])); row[j] += 1; state.rows[i] = Object.freeze(row);
+ *
+ * Do not mutate what it returns (it may be the frozen snapshot itself); copy it first, with
+ * `Array.from` or a spread rather than `slice` (V8 copies frozen arrays slowly with `slice`:
+ * 62 µs against 1.2 µs for 1,000 numbers). Freezing the new value yourself spares the engine a
+ * deep-freeze walk over it (about 37 µs for 1,000 numbers). Figures: bench/src/copy-op.bench.ts.
+ * Outside an op it returns its argument.
+ */
+export function current<T>(draftPart: T): T {
+  return isDraft(draftPart) ? (mutativeCurrent(draftPart as object) as T) : draftPart;
+}
 
 /**
  * Apply one op. An op that throws has no effect: the previous snapshot is returned unchanged,

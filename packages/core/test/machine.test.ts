@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyOp, applyOps, defineMachine, HerculesError, ViewEngine } from '../src/index.ts';
+import { applyOp, applyOps, current, defineMachine, HerculesError, ViewEngine } from '../src/index.ts';
 import { room } from './fixtures.ts';
 
 const inv = (name: string, args: unknown, seq = 1) => ({ client: 'c', seq, name, args, author: 'alice' });
@@ -131,4 +131,30 @@ test('schemas: any Standard Schema checks an op\'s arguments; bad schemas are re
   assert.match(m.validate('slow', { x: 1 })!, /asynchronous/);
   assert.throws(() => defineMachine({ name: 'b', version: 1, initial: {}, ops: { a() {} }, schemas: { a: {} as never } }), /not a Standard Schema/);
   assert.throws(() => defineMachine({ name: 'b', version: 1, initial: {}, ops: { a() {} }, schemas: { nope: std(() => true, '') } as never }), /schemas.nope names no op/);
+});
+
+test('current: an op that copies a part once and writes it back equals one that writes element by element, alone and in one draft with other ops', () => {
+  const initial = { rows: [[0, 0, 0, 0], [0, 0, 0, 0]] };
+  const byElement = defineMachine({ name: 'e', version: 1, initial, ops: {
+    inc(s, a: { row: number; from: number; n: number }) { for (let i = a.from; i < a.from + a.n; i++) s.rows[a.row][i] += 1; },
+  } });
+  const byCopy = defineMachine({ name: 'c', version: 1, initial, ops: {
+    inc(s, a: { row: number; from: number; n: number }) {
+      const r = Array.from(current(s.rows[a.row]));
+      for (let i = a.from; i < a.from + a.n; i++) r[i] += 1;
+      s.rows[a.row] = Object.freeze(r) as number[];
+    },
+  } });
+  // Row 1 is written by consecutive ops in the same draft: `current` must see the earlier write.
+  const ops = [{ row: 1, from: 0, n: 3 }, { row: 1, from: 1, n: 3 }, { row: 0, from: 2, n: 2 }, { row: 1, from: 0, n: 1 }].map((a, i) => inv('inc', a, i + 1));
+  const one = (m: typeof byCopy) => ops.reduce((s, op, i) => applyOp(m, s, op, i + 1).state, m.initial);
+  const expected = one(byElement as typeof byCopy);
+  assert.deepEqual(expected, { rows: [[0, 0, 1, 1], [2, 2, 2, 1]] });
+  assert.deepEqual(one(byCopy), expected);
+  const batched = applyOps(byCopy, byCopy.initial, ops, 1);
+  assert.deepEqual(batched, expected);
+  assert.ok(Object.isFrozen(batched.rows) && Object.isFrozen(batched.rows[1]));
+  assert.equal(batched.rows[0] === byCopy.initial.rows[0], false);
+  assert.equal(applyOps(byCopy, byCopy.initial, ops.slice(0, 2), 1).rows[0], byCopy.initial.rows[0], 'an untouched row is shared, not copied');
+  assert.equal(current(expected), expected, 'outside an op it returns its argument');
 });
