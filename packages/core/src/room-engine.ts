@@ -85,7 +85,17 @@ export interface RoomDurableState {
 export interface RoomOutput {
   send: { conn: ConnId; msg: ServerMessage }[];
   close: { conn: ConnId; reason: string }[];
-  /** Persist before sending. */
+  /**
+   * True when the messages may go out before `persist` is durable: the output appends nothing to
+   * the log and creates or claims no client record. Its writes are then bookkeeping (acks,
+   * visibility, the stable position, checkpoints of ops already on disk): lost in a crash, the
+   * server re-derives them, and what it told clients stays true, because every announced fact
+   * is about ops that were on disk before anyone heard of them. Sending first takes a disk write
+   * off the path to Visible. False: persist first, then send (an op is Authoritative only once
+   * it is on disk).
+   */
+  sendFirst: boolean;
+  /** Persist before sending, unless `sendFirst`. */
   persist: {
     appended: LogEntry[];
     clients: Record<string, ClientRecord>;
@@ -136,6 +146,8 @@ export class RoomEngine<S = unknown> {
   private out: RoomOutput = emptyOutput();
   private dirtyClients = new Set<string>();
   private membersChanged = false;
+  /** A client record was created or claimed in this step: it must be on disk before the welcome. */
+  private claimed = false;
 
   readonly stats = { sequenced: 0, duplicates: 0, rejected: 0, refused: 0, timeouts: 0, malformed: 0 };
 
@@ -350,9 +362,11 @@ export class RoomEngine<S = unknown> {
       rec = s.user !== undefined ? { highWater: 0, visibleSeq: 0, owner: s.user } : { highWater: 0, visibleSeq: 0 };
       this.clients.set(m.client, rec);
       this.dirtyClients.add(m.client);
+      this.claimed = true;
     } else if (s.user !== undefined && rec.owner === undefined) {
       rec.owner = s.user; // a record from before authentication was turned on: first user claims it
       this.dirtyClients.add(m.client);
+      this.claimed = true;
     }
     const head = this.head();
     const resume = m.have >= this.checkpointPos && m.have <= head;
@@ -511,6 +525,8 @@ export class RoomEngine<S = unknown> {
     for (const c of this.dirtyClients) this.out.persist.clients[c] = copyRecord(this.clients.get(c)!);
     this.dirtyClients.clear();
     const o = this.out;
+    o.sendFirst = o.persist.appended.length === 0 && !this.claimed;
+    this.claimed = false;
     this.out = emptyOutput();
     return o;
   }
@@ -541,7 +557,7 @@ export class RoomEngine<S = unknown> {
 }
 
 function emptyOutput(): RoomOutput {
-  return { send: [], close: [], persist: { appended: [], clients: {} }, warnings: [] };
+  return { send: [], close: [], sendFirst: false, persist: { appended: [], clients: {} }, warnings: [] };
 }
 
 function copyRecord(r: ClientRecord): ClientRecord {

@@ -237,3 +237,37 @@ test('principals: the author is the user; a client id belongs to its first user;
   assert.equal(u.persist.appended[0].args, null);
   assert.equal(r.stats.refused, 4);
 });
+
+test('sendFirst: only outputs of pure bookkeeping may be sent before they are on disk', () => {
+  const r = new RoomEngine(room);
+  assert.equal(join(r, 'ka', 'a').sendFirst, false, 'a new client record is claimed: on disk before the welcome');
+  assert.equal(join(r, 'kb', 'b').sendFirst, false);
+  const ops = r.message('ka', { t: 'ops', ops: [note(1)] }, 1);
+  assert.equal(ops.sendFirst, false, 'new log entries are written before anyone hears of them');
+  const ack = r.message('kb', { t: 'ack', pos: 1 }, 2);
+  assert.deepEqual(ofType(to(ack, 'ka'), 'visible'), [{ t: 'visible', seq: 1 }]);
+  assert.ok(Object.keys(ack.persist.clients).length > 0, 'the ack still has writes to make');
+  assert.equal(ack.sendFirst, true, 'Notify-Visible need not wait for them');
+  r.close('kb', 3);
+  r.open('kb2', 4);
+  assert.equal(r.message('kb2', hello('b', 1), 4).sendFirst, true, 'a known client resuming claims nothing');
+});
+
+// What sendFirst relies on: acks lost in a crash cannot let a joiner count too early, because a
+// restarted room has no members, so its stable frontier is its whole log.
+test('after a restart, a joiner counts for visibility only once it holds the whole log on disk', () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  join(r, 'kb', 'b');
+  r.message('ka', { t: 'ops', ops: [note(1), note(2)] }, 1);
+  r.message('kb', { t: 'ack', pos: 2 }, 2); // a was told 1 and 2 are visible...
+  // ...but the disk kept the records from before that ack (it was sent before its commit).
+  const disk = r.durableState();
+  disk.clients.a.visibleSeq = 0;
+  const r2 = new RoomEngine(room, {}, disk);
+  join(r2, 'kc', 'c');
+  r2.message('kc', { t: 'ack', pos: 1 }, 3);
+  assert.deepEqual(r2.members(), [], 'c holds 1 of 2: a member now would make a\'s Visible view a lie');
+  r2.message('kc', { t: 'ack', pos: 2 }, 4);
+  assert.deepEqual(r2.members(), ['c']);
+});

@@ -3,7 +3,8 @@
  * unloaded when idle, group commit, heartbeats, /metrics and /healthz. A thin adapter around the
  * pure RoomEngine: it turns sockets, disk and timers into the engine's ordered inputs, and
  * carries out its outputs — persisting before sending, so nothing is announced Authoritative
- * before it is on disk.
+ * before it is on disk (outputs of pure bookkeeping, such as acks, go out first: see
+ * RoomOutput.sendFirst).
  */
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -132,8 +133,12 @@ interface RoomHost {
   engine: RoomEngine<any>;
   conns: Map<string, Conn>;
   emptySince: number;
-  /** Sequencing time of ops not yet visible, by `${client}:${seq}`, for the visible-delay metric. */
-  orderedAt: Map<string, number>;
+  /**
+   * Per client, the ops not yet visible and when they were sequenced (seq order = time order),
+   * for the visible-delay metric. A queue per client: a Notify-Visible pops a prefix, in time
+   * proportional to the ops it covers, not to everything in flight.
+   */
+  orderedAt: Map<string, { seq: number; t: number }[]>;
   lastStableAt: number;
 }
 
@@ -191,7 +196,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
 
   function enqueue(room: RoomHost, out: RoomOutput, at: number): void {
     for (const w of out.warnings) log.warn({ room: room.name }, w);
-    if (out.send.length === 0 && out.close.length === 0 && out.persist.appended.length === 0 && !out.persist.checkpoint && Object.keys(out.persist.clients).length === 0) return;
+    if (out.send.length === 0 && out.close.length === 0 && !writesOf(out)) return;
     pending.push({ room, out, at });
     metrics.pendingOutputs.set(pending.length);
     if (!flushScheduled) {
@@ -206,33 +211,54 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     const batch = pending;
     pending = [];
     metrics.pendingOutputs.set(0);
+    // Bookkeeping-only batches (acks: Notify-Visible, stable) go out before their commit; the
+    // rest wait for it (see RoomOutput.sendFirst). All or nothing keeps each socket's order.
+    const sendFirst = batch.every((b) => b.out.sendFirst);
+    if (sendFirst) deliver(batch, undefined);
+    const failed = commitBatch(batch);
+    if (!sendFirst) deliver(batch, failed);
+    for (const room of failed) poison(room, 'the server could not write to its storage; reconnect to resume (nothing you made durable is lost)');
+  }
+
+  function writesOf(out: RoomOutput): boolean {
+    return out.persist.appended.length > 0 || out.persist.checkpoint !== undefined || Object.keys(out.persist.clients).length > 0;
+  }
+
+  /** One durable transaction for the whole batch; returns the rooms whose writes failed. */
+  function commitBatch(batch: typeof pending): Set<RoomHost> {
+    const failed = new Set<RoomHost>();
     const writes: [string, RoomPersist][] = [];
     let ops = 0;
     for (const { room, out } of batch) {
-      const p = out.persist;
-      if (p.appended.length || p.checkpoint || Object.keys(p.clients).length) {
-        writes.push([room.name, p]);
-        ops += p.appended.length;
-      }
+      if (!writesOf(out)) continue;
+      writes.push([room.name, out.persist]);
+      ops += out.persist.appended.length;
     }
-    const failed = new Set<RoomHost>();
-    if (writes.length) {
-      const t0 = performance.now();
-      try {
-        store.commit(writes);
-        metrics.commitSeconds.observe((performance.now() - t0) / 1000);
-        metrics.commitOps.observe(ops);
-      } catch (e) {
-        metrics.storageErrors.inc();
-        const msg = e instanceof StorageError ? e.message : String(e);
-        log.error({ err: msg, rooms: writes.map((w) => w.at(0)) }, 'storage commit failed; dropping the affected rooms from memory so they reload from disk');
-        for (const { room, out } of batch) if (out.persist.appended.length || out.persist.checkpoint || Object.keys(out.persist.clients).length) failed.add(room);
-      }
+    if (!writes.length) return failed;
+    const t0 = performance.now();
+    try {
+      store.commit(writes);
+      metrics.commitSeconds.observe((performance.now() - t0) / 1000);
+      metrics.commitOps.observe(ops);
+    } catch (e) {
+      metrics.storageErrors.inc();
+      const msg = e instanceof StorageError ? e.message : String(e);
+      log.error({ err: msg, rooms: writes.map((w) => w.at(0)) }, 'storage commit failed; dropping the affected rooms from memory so they reload from disk');
+      for (const { room, out } of batch) if (writesOf(out)) failed.add(room);
     }
+    return failed;
+  }
+
+  /** Send a batch's messages and closes, and count what it sequenced; skips failed rooms. */
+  function deliver(batch: typeof pending, failed: Set<RoomHost> | undefined): void {
     const now = performance.now();
     for (const { room, out, at } of batch) {
-      if (failed.has(room)) continue;
-      for (const e of out.persist.appended) room.orderedAt.set(`${e.client}:${e.seq}`, now);
+      if (failed?.has(room)) continue;
+      for (const e of out.persist.appended) {
+        let q = room.orderedAt.get(e.client);
+        if (!q) room.orderedAt.set(e.client, (q = []));
+        q.push({ seq: e.seq, t: now });
+      }
       if (out.persist.appended.length) {
         metrics.opsSequenced.inc(out.persist.appended.length);
         const rej = out.persist.appended.filter((e) => e.error !== undefined);
@@ -256,20 +282,17 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
         if (c) closeConn(c, 4000, reason);
       }
     }
-    for (const room of failed) poison(room, 'the server could not write to its storage; reconnect to resume (nothing you made durable is lost)');
   }
 
   function observeVisible(room: RoomHost, c: Conn, seq: number, now: number): void {
-    const client = c.clientId;
-    if (!client) return;
-    for (const [k, t] of room.orderedAt) {
-      const i = k.lastIndexOf(':');
-      if (k.slice(0, i) === client && Number(k.slice(i + 1)) <= seq) {
-        metrics.visibleDelay.observe((now - t) / 1000);
-        room.orderedAt.delete(k);
-      }
-    }
+    const q = c.clientId === undefined ? undefined : room.orderedAt.get(c.clientId);
+    if (!q) return;
+    let n = 0;
+    while (n < q.length && q[n].seq <= seq) metrics.visibleDelay.observe((now - q[n++].t) / 1000);
+    if (n === q.length) room.orderedAt.delete(c.clientId!);
+    else if (n > 0) q.splice(0, n);
   }
+
 
   /** Storage failed under this room: its memory may be ahead of disk. Drop it; clients resync. */
   function poison(room: RoomHost, why: string): void {
@@ -575,9 +598,11 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     // Visible-delay bookkeeping of ops whose client never came back: drop after 5 minutes.
     const cutoff = now - 300_000;
     for (const room of rooms.values()) {
-      for (const [k, t] of room.orderedAt) {
-        if (t >= cutoff) break; // insertion order is time order
-        room.orderedAt.delete(k);
+      for (const [client, q] of room.orderedAt) {
+        let n = 0;
+        while (n < q.length && q[n].t < cutoff) n++;
+        if (n === q.length) room.orderedAt.delete(client);
+        else if (n > 0) q.splice(0, n);
       }
     }
     metrics.rooms.set(rooms.size);

@@ -15,9 +15,11 @@ import {
   VIEWS,
   type Batching,
   type ClientMessage,
+  type ClientRecord,
   type LogEntry,
   type OpHandle,
   type OpRecord,
+  type RoomDurableState,
   type RoomOutput,
   type ServerMessage,
   type ViewName,
@@ -36,6 +38,12 @@ export interface SimConfig {
   batching: Batching;
   /** Per-ms probabilities of each kind of event. */
   rates: { submit: number; disconnect: number; crash: number; serverRestart: number; slow: number };
+  /**
+   * Probability that the server dies right after sending a bookkeeping-only output and before
+   * committing it (RoomOutput.sendFirst): its clients got the messages, the disk never got the
+   * writes.
+   */
+  crashBeforeCommit: number;
   /** Probability that a client->server frame is delivered twice (a retrying transport or proxy). */
   duplicateFrame: number;
   /** Check the reference fold of speculative views every `deepCheckEvery` events (1 = always). */
@@ -91,6 +99,7 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}): Sim
       slow: r.pick([0, 0.0005, 0.001]),
     },
     duplicateFrame: r.pick([0, 0, 0.02, 0.1]),
+    crashBeforeCommit: r.pick([0, 0, 0.002, 0.01]),
     deepCheckEvery: 1,
     ...overrides,
   };
@@ -195,7 +204,16 @@ export class Simulation {
   /** Highest log position each connection's client incarnation processed. */
   processed = new Map<string, number>();
   connOwner = new Map<string, SimClient>();
+  /** The stable frontier of the running server at the last check (reset when it restarts). */
   lastServerStable = 0;
+  /** The highest stable frontier any server incarnation announced. */
+  maxServerStable = 0;
+  /**
+   * The server's disk, beside the log (every sequenced op is on it: `global`): the checkpoint
+   * position, the stable position and the client records, as committed. A restarted server
+   * starts from this, not from the memory of the one that died.
+   */
+  serverDisk = { checkpointPos: 0, stable: 0, clients: new Map<string, ClientRecord>() };
   submitted = 0;
   counts: Record<string, number> = {};
   private stopSubmitting = false;
@@ -221,8 +239,26 @@ export class Simulation {
   }
 
   private newServer(): RoomEngine<LedgerState> {
-    const restore = this.server?.durableState();
+    const d = this.serverDisk;
+    const restore: RoomDurableState | undefined = this.server && {
+      checkpoint: { pos: d.checkpointPos, state: this.oracle[d.checkpointPos] },
+      suffix: this.global.slice(d.checkpointPos).map((e) => structuredClone(e)),
+      clients: Object.fromEntries([...d.clients].map(([k, v]) => [k, structuredClone(v)])),
+      stable: d.stable,
+    };
+    this.lastServerStable = restore ? Math.max(restore.stable, restore.checkpoint.pos) : 0;
     return new RoomEngine(ledger, { ackTimeoutMs: this.cfg.ackTimeoutMs }, restore);
+  }
+
+  /** The server's commit of one output. */
+  private commitToDisk(o: RoomOutput): void {
+    for (const e of o.persist.appended) this.onSequenced(e);
+    for (const [id, rec] of Object.entries(o.persist.clients)) this.serverDisk.clients.set(id, structuredClone(rec));
+    const cp = o.persist.checkpoint;
+    if (cp) {
+      this.serverDisk.checkpointPos = cp.pos;
+      this.serverDisk.stable = Math.max(this.serverDisk.stable, cp.pos);
+    }
   }
 
   private latency(): number {
@@ -378,8 +414,18 @@ export class Simulation {
   }
 
   private serverOut(o: RoomOutput): void {
-    // Storage is synchronous in the simulation: everything in `persist` is durable now.
-    for (const e of o.persist.appended) this.onSequenced(e);
+    // Storage is synchronous in the simulation: a commit is durable at once. As in the server,
+    // a bookkeeping-only output is sent first and committed after; anything else the reverse.
+    this.maxServerStable = Math.max(this.maxServerStable, this.server.stableFrontier());
+    if (!o.sendFirst) this.commitToDisk(o);
+    this.sendOutput(o);
+    if (o.sendFirst) {
+      if (this.cfg.crashBeforeCommit > 0 && this.rng.chance(this.cfg.crashBeforeCommit)) this.crashServerBeforeCommit();
+      else this.commitToDisk(o);
+    }
+  }
+
+  private sendOutput(o: RoomOutput): void {
     for (const { conn, msg } of o.send) {
       const c = this.connOwner.get(conn);
       if (!c || c.conn !== conn) continue;
@@ -438,6 +484,25 @@ export class Simulation {
   }
 
   // -------------------------------------------------------------- faults and load
+
+  /**
+   * The server dies between sending and committing: what it sent still arrives (it was in the
+   * sockets), then every link closes; the next server starts from the disk without those writes.
+   */
+  private crashServerBeforeCommit(): void {
+    this.count('server-crash-before-commit');
+    this.serverUp = false;
+    this.serverEpoch++;
+    const closeAt = Math.max(this.now, ...this.clients.map((c) => c.link.down)) + 1;
+    this.q.push(closeAt, 'dead server links close', () => {
+      for (const c of this.clients) this.breakLink(c, false);
+    });
+    this.q.push(closeAt + this.rng.int(20, 300), 'server up', () => {
+      if (this.serverUp) return; // a restart already brought it up
+      this.server = this.newServer();
+      this.serverUp = true;
+    });
+  }
 
   private restartServer(): void {
     this.count('server-restart');
@@ -525,7 +590,8 @@ export class Simulation {
       if (p.authoritative > this.global.length) fail(`${c.id} authoritative at ${p.authoritative} beyond the global log (${this.global.length})`);
       if (p.stable < c.lastStable) fail(`${c.id} stable moved back from ${c.lastStable} to ${p.stable}`);
       c.lastStable = p.stable;
-      if (p.stable > this.lastServerStable && this.serverUp) fail(`${c.id} stable ${p.stable} ahead of the server's ${this.lastServerStable}`);
+      // (A server restarted from a disk without the last acks may be behind what its clients hold.)
+      if (p.stable > this.maxServerStable) fail(`${c.id} stable ${p.stable} ahead of any server's stable frontier (${this.maxServerStable})`);
       // Certain views equal the oracle's state for their global prefix: same ops, same order.
       const views: Record<ViewName, LedgerState> = Object.fromEntries(VIEWS.map((v) => [v, room.getState(v)])) as Record<ViewName, LedgerState>;
       // Nothing this client shows changed since its last full check: the same checks would pass.

@@ -19,7 +19,7 @@ test('different seeds explore different faults', () => {
     assert.ok(r.ok, r.error);
     for (const k of Object.keys(r.counts)) kinds.add(k);
   }
-  for (const k of ['crash', 'disconnect', 'server-restart', 'stall']) assert.ok(kinds.has(k), `no seed in 1..40 exercised ${k}`);
+  for (const k of ['crash', 'disconnect', 'server-restart', 'stall', 'server-crash-before-commit']) assert.ok(kinds.has(k), `no seed in 1..40 exercised ${k}`);
 });
 
 /** Break one piece of the engine and expect the simulator to notice within a few seeds. */
@@ -83,4 +83,14 @@ test('the checker catches a stable frontier that ignores a lagging member', () =
     };
     return () => { p.finish = orig; };
   }, /stable frontier \d+ but member|checkpoint at/);
+});
+
+test('the checker catches a server that sends new ops before they are on disk', () => {
+  expectCaught(() => {
+    const p = proto(RoomEngine);
+    const orig = p.finish as (now: number) => { sendFirst: boolean };
+    // Every output goes out before its commit, ops included; a crash in between loses them.
+    p.finish = function (this: unknown, now: number) { const out = orig.call(this, now); out.sendFirst = true; return out; };
+    return () => { p.finish = orig; };
+  }, /authoritative|global log|differs/);
 });
