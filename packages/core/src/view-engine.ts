@@ -57,8 +57,10 @@ export interface OwnOp extends OpInvocation {
  * Rebase batching (§4.5).
  * - `off`: rebase on every server frame that carries remote ops.
  * - `{ intervalMs }`: queue frames that carry remote ops and process them every interval.
- * - `{ auto }`: rebase at once while the estimated rebase cost stays under `budgetMs` of CPU;
- *   past that, queue and process every `intervalMs` (default 16 ms: one frame at 60 Hz).
+ * - `{ auto }`: rebase at once while the estimated rebase cost stays under `budgetMs` of CPU and
+ *   frames come less often than `intervalMs` (default 16 ms: one frame at 60 Hz); otherwise
+ *   queue them and process the queue once per interval. Sparse traffic (typing) is applied on
+ *   arrival; under load a client does at most one step per interval, however cheap each is.
  * Frames that only report our own progress never wait: they need no rebase.
  */
 export type Batching = 'off' | { intervalMs: number } | { auto: true; budgetMs?: number; intervalMs?: number };
@@ -153,6 +155,8 @@ export class ViewEngine<S = unknown> {
   // --- batching
   private inbox: ServerMessage[] = [];
   private flushAt = Infinity;
+  /** When remote ops were last applied (auto batching: at most one immediate step per interval). */
+  private lastRemoteStep = -Infinity;
   private opCostMs = 0; // EWMA of CPU per re-applied op, for auto batching
   private needRebase = false;
   /** Verdicts from the welcome being processed, for ops compacted into its checkpoint. */
@@ -363,10 +367,11 @@ export class ViewEngine<S = unknown> {
       this.out.warnings.push(`ignored ${msg.t} received while offline`);
       return;
     }
-    if (this.inbox.length > 0 || (this.shouldBatch(msg))) {
+    const due = this.inbox.length > 0 ? this.flushAt : this.batchDeadline(msg);
+    if (due !== undefined) {
       this.inbox.push(msg);
       this.stats.framesBatched++;
-      if (this.flushAt === Infinity) this.flushAt = this.now() + this.batchInterval();
+      this.flushAt = due;
       return;
     }
     this.process(msg);
@@ -380,14 +385,24 @@ export class ViewEngine<S = unknown> {
 
   // ================================================================ processing
 
-  private shouldBatch(msg: ServerMessage): boolean {
+  /**
+   * When a frame should be processed (§4.5): at a deadline, queued, or now (undefined; auto
+   * batching then notes the time of this step).
+   */
+  private batchDeadline(msg: ServerMessage): number | undefined {
     const b = this.batching;
-    if (b === 'off') return false;
-    if (!carriesRemoteOps(msg, this.clientId)) return false;
-    if ('intervalMs' in b && !('auto' in b)) return true;
-    const budget = (b as { budgetMs?: number }).budgetMs ?? 4;
+    if (b === 'off') return undefined;
+    if (!carriesRemoteOps(msg, this.clientId)) return undefined;
+    const now = this.now();
+    const interval = this.batchInterval();
+    if (!('auto' in b)) return now + interval;
+    const budget = b.budgetMs ?? 4;
     const estimate = this.opCostMs * (this.durableList.length + this.submittedList.length + countEntries(msg));
-    return estimate > budget;
+    if (estimate > budget) return now + interval;
+    // Cheap, but the last step was less than an interval ago: wait for the interval's end.
+    if (now - this.lastRemoteStep < interval) return this.lastRemoteStep + interval;
+    this.lastRemoteStep = now;
+    return undefined;
   }
 
   private batchInterval(): number {
@@ -401,6 +416,7 @@ export class ViewEngine<S = unknown> {
     const msgs = this.inbox;
     this.inbox = [];
     this.flushAt = Infinity;
+    this.lastRemoteStep = this.now();
     this.stats.flushes++;
     for (const m of msgs) this.process(m);
     this.finishStep();
