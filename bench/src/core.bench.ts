@@ -39,7 +39,7 @@ console.log(`machine: ${JSON.stringify(machineInfo())}`);
 if (!gcExposed) console.log('note: run node with --expose-gc (npm run bench does) to collect garbage between repetitions');
 
 const sections: Section[] = [];
-for (const id of wanted) if (id !== RUNTIME) sections.push(await runBench(ALL[id]));
+for (const id of wanted) if (id in ALL) sections.push(await runBench(ALL[id]));
 if (sections.length) writeSections(sections);
 
 if (sections.length) {

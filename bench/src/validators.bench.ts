@@ -75,7 +75,7 @@ for (const l of libs) for (const c of cases) {
   if (!r.issues !== c.valid) throw new Error(`${l.name} says ${c.id} is ${r.issues ? 'invalid' : 'valid'}`);
 }
 
-const N = 200_000, REPS = 9;
+const N = 100_000, REPS = 9;
 const ns: Record<string, Record<string, number[]>> = {};
 let sink = 0;
 for (let rep = 0; rep < REPS + 2; rep++) {

@@ -8,6 +8,8 @@
  * bandwidth cap, a chunk also waits until the previous one has "left the wire".
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { spawnChild } from '../runtime/common.ts';
 
 export interface DelayProxyOptions {
   /** Where to forward. */
@@ -33,7 +35,7 @@ export interface DelayProxy {
   readonly port: number;
   readonly url: (scheme?: string) => string;
   /** Open connections (client side). */
-  connections(): number;
+  connections(): number | Promise<number>;
   /** Cut every connection, as a network failure would. */
   cutAll(): void;
   close(): Promise<void>;
@@ -98,6 +100,26 @@ export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayPro
     close: async () => {
       for (const c of [...socks, ...held]) c.destroy();
       await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+/**
+ * The same proxy in a process of its own, so the emulated network keeps time whatever the
+ * benchmark's client process is doing. `connections()` then answers asynchronously.
+ */
+export async function startDelayProxyProcess(opts: DelayProxyOptions): Promise<DelayProxy> {
+  const child = spawnChild(fileURLToPath(new URL('./delay-proxy-process.ts', import.meta.url)), opts);
+  const { port } = await child.ready as { port: number };
+  return {
+    port,
+    url: (scheme = 'ws') => `${scheme}://127.0.0.1:${port}`,
+    connections: async () => (await child.call<{ n: number }>({ cmd: 'connections' })).n,
+    cutAll: () => { void child.call({ cmd: 'cutAll' }); },
+    close: async () => {
+      if (child.proc.exitCode !== null) return;
+      await child.call({ cmd: 'close' }, 10_000).catch(() => child.proc.kill('SIGKILL'));
+      await child.exited;
     },
   };
 }

@@ -18,7 +18,7 @@ import { connect, type ConnectedRoom } from '@hercules/client';
 import type { Batching } from '@hercules/core';
 import { byteArray } from '../../../apps/machines.ts';
 import { startServer, sleep } from '../runtime/common.ts';
-import { startDelayProxy } from './delay-proxy.ts';
+import { startDelayProxyProcess } from './delay-proxy.ts';
 import { writePaperSection, svgLineChart } from './report.ts';
 
 const { values } = parseArgs({ options: { ops: { type: 'string', default: '50' }, clients: { type: 'string', default: '1,2,4,8,16,32' }, modes: { type: 'string', default: 'off,interval,auto' }, rtt: { type: 'string', default: '67' } } });
@@ -42,7 +42,7 @@ const rows: Row[] = [];
 for (const mode of chosen) {
   for (const n of clientCounts) {
     const server = await startServer();
-    const proxy = await startDelayProxy({ target: { port: server.port }, rttMs: RTT });
+    const proxy = await startDelayProxyProcess({ target: { port: server.port }, rttMs: RTT });
     const rooms: ConnectedRoom<typeof byteArray>[] = [];
     const room = `fig14-${mode}-${n}-${Date.now()}`;
     for (let i = 0; i < n; i++) rooms.push(await connect({ url: proxy.url(), room, machine: byteArray, clientId: `c${i}`, batching: modes[mode] }));

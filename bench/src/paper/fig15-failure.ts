@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { connect, type ConnectedRoom } from '@hercules/client';
 import { byteArray } from '../../../apps/machines.ts';
 import { startServer, sleep } from '../runtime/common.ts';
-import { startDelayProxy } from './delay-proxy.ts';
+import { startDelayProxyProcess } from './delay-proxy.ts';
 import { svgLineChart, writePaperSection } from './report.ts';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '40' }, 'kill-at': { type: 'string', default: '20' }, every: { type: 'string', default: '100' }, rtt: { type: 'string', default: '67' } } });
@@ -25,10 +25,10 @@ const SECONDS = Number(values.seconds), KILL_AT = Number(values['kill-at']), EVE
 const ACK_TIMEOUT_MS = 2000; // the server's default, which startServer keeps
 
 const server = await startServer();
-const proxy = await startDelayProxy({ target: { port: server.port }, rttMs: RTT });
+const proxy = await startDelayProxyProcess({ target: { port: server.port }, rttMs: RTT });
 // The victim's link goes silent when it dies (no FIN reaches the server), as after a power or
 // network loss: the server must notice by the missing acks, as in the paper.
-const victimProxy = await startDelayProxy({ target: { port: server.port }, rttMs: RTT, silentOnClientClose: true });
+const victimProxy = await startDelayProxyProcess({ target: { port: server.port }, rttMs: RTT, silentOnClientClose: true });
 const room = `fig15-${Date.now()}`;
 const victim = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('fig15-client.ts', import.meta.url)), victimProxy.url(), room, 'victim', String(EVERY)], { stdio: ['ignore', 'pipe', 'inherit'] });
 await new Promise<void>((res) => createInterface({ input: victim.stdout! }).once('line', () => res()));

@@ -13,11 +13,11 @@
  *
  *   node --import tsx bench/src/paper/peers.ts [--only hercules,yjs,...] [--edits 100] [--rtt 67]
  */
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { sleep } from '../runtime/common.ts';
-import { startDelayProxy } from './delay-proxy.ts';
+import { cpuSeconds, sleep } from '../runtime/common.ts';
+import { startDelayProxyProcess } from './delay-proxy.ts';
 import { writePaperSection } from './report.ts';
+import { peersChart } from './charts.ts';
 import type { PeerClient, PeerSystem } from '../peers/types.ts';
 import { hercules } from '../peers/hercules.ts';
 
@@ -39,12 +39,6 @@ async function systems(): Promise<PeerSystem[]> {
   return only ? out.filter((s) => only.some((o) => s.name.toLowerCase().startsWith(o.toLowerCase()))) : out;
 }
 
-function cpuSeconds(pid: number): number {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100; // utime stime cutime cstime, ticks
-  } catch { return NaN; }
-}
 const pct = (xs: number[], q: number) => { if (!xs.length) return NaN; const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(q * s.length))]; };
 const r1 = (x: number) => Math.round(x * 10) / 10;
 
@@ -57,7 +51,7 @@ interface Result {
 }
 
 async function latency(sys: PeerSystem, port: number): Promise<Omit<Result, 'throughputEditsPerS' | 'serverCpuCores'>> {
-  const proxy = await startDelayProxy({ target: { port }, rttMs: RTT });
+  const proxy = await startDelayProxyProcess({ target: { port }, rttMs: RTT });
   const doc = `lat-${Date.now().toString(36)}`;
   const a = await sys.connect('127.0.0.1', proxy.port, doc, 'A');
   const b = await sys.connect('127.0.0.1', proxy.port, doc, 'B');
@@ -93,7 +87,7 @@ async function latency(sys: PeerSystem, port: number): Promise<Omit<Result, 'thr
 }
 
 async function throughput(sys: PeerSystem, port: number, pid: number): Promise<{ throughputEditsPerS: number; serverCpuCores: number }> {
-  const proxy = await startDelayProxy({ target: { port }, rttMs: 0 });
+  const proxy = await startDelayProxyProcess({ target: { port }, rttMs: 0 });
   const doc = `tp-${Date.now().toString(36)}`;
   const observer = await sys.connect('127.0.0.1', proxy.port, doc, 'O');
   const writers: PeerClient[] = [];
@@ -146,5 +140,6 @@ const ratios = ours ? results.filter((r) => r !== ours).map((r) => ({
   'throughput, ours/theirs': +(ours.throughputEditsPerS / r.throughputEditsPerS).toFixed(2),
 })) : [];
 if (ratios.length) console.table(ratios);
-writePaperSection('peers', { params: { edits: EDITS, everyMs: 100, rttMs: RTT, throughputWriters: 4, throughputSeconds: SECONDS }, results, ratios });
+const section = { params: { edits: EDITS, everyMs: 100, rttMs: RTT, throughputWriters: 4, throughputSeconds: SECONDS }, results, ratios };
+writePaperSection('peers', section, peersChart(section));
 process.exit(0);

@@ -70,3 +70,32 @@ export function svgLineChart(o: { title: string; xLabel: string; yLabel: string;
   parts.push('</svg>');
   return parts.join('\n');
 }
+
+/** A small dependency-free horizontal bar chart; `refs` draws labelled vertical lines (limits, goals). */
+export function svgBarChart(o: { title: string; xLabel: string; bars: { label: string; value: number }[]; refs?: { value: number; label: string }[] }): string {
+  const bars = o.bars.filter((b) => Number.isFinite(b.value));
+  if (!bars.length) return '';
+  const W = 720, L = 230, R = 40, T = 40, B = 50, row = 28;
+  const H = T + B + bars.length * row;
+  const max = Math.max(...bars.map((b) => b.value), ...(o.refs ?? []).map((r) => r.value)) * 1.1 || 1;
+  const px = (v: number) => L + (v / max) * (W - L - R);
+  const esc = (t: string) => t.replace(/&/g, '&amp;').replace(/</g, '&lt;');
+  const fmt = (v: number) => (v >= 100 ? Math.round(v).toLocaleString('en-US') : +v.toFixed(3) + '');
+  const parts: string[] = [`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/>`,
+    `<text x="${W / 2}" y="22" text-anchor="middle" font-size="14">${esc(o.title)}</text>`,
+    `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" stroke="#333"/>`,
+    `<text x="${(L + W - R) / 2}" y="${H - 12}" text-anchor="middle">${esc(o.xLabel)}</text>`];
+  bars.forEach((b, i) => {
+    const y = T + i * row;
+    const label = b.label.length > 34 ? `${b.label.slice(0, 33)}…` : b.label;
+    parts.push(`<text x="${L - 8}" y="${y + row / 2 + 4}" text-anchor="end">${esc(label)}</text>`,
+      `<rect x="${L}" y="${y + 4}" width="${(px(b.value) - L).toFixed(1)}" height="${row - 8}" fill="${i === 0 ? '#dc2626' : '#2563eb'}"/>`,
+      `<text x="${(px(b.value) + 4).toFixed(1)}" y="${y + row / 2 + 4}">${fmt(b.value)}</text>`);
+  });
+  for (const r of o.refs ?? []) {
+    parts.push(`<line x1="${px(r.value).toFixed(1)}" y1="${T - 4}" x2="${px(r.value).toFixed(1)}" y2="${H - B}" stroke="#16a34a" stroke-dasharray="4 3"/>`,
+      `<text x="${px(r.value).toFixed(1)}" y="${H - B + 16}" text-anchor="middle" fill="#16a34a">${esc(r.label)}</text>`);
+  }
+  parts.push('</svg>');
+  return parts.join('\n');
+}

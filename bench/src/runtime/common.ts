@@ -43,6 +43,14 @@ export function fsType(dir: string): { statF: string; mount?: string } {
   return { statF, mount };
 }
 
+/** CPU seconds of another process (and its waited-for children), from /proc; NaN if gone. */
+export function cpuSeconds(pid: number): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100; // utime stime cutime cstime, ticks
+  } catch { return NaN; }
+}
+
 // ------------------------------------------------------------------ child processes
 
 const tsxUrl = import.meta.resolve('tsx');
