@@ -13,6 +13,8 @@ import { soak } from './machine.ts';
 const [url, dir, proc, roomsArg] = process.argv.slice(2);
 const rooms = roomsArg.split(',');
 const out = (o: unknown) => process.stdout.write(JSON.stringify(o) + '\n');
+// The soak reads our stdout; if it is gone, so is our reason to run.
+process.stdout.on('error', () => process.exit(0));
 let stopping = false;
 const quiet: Promise<void>[] = [];
 

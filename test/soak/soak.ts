@@ -84,13 +84,24 @@ await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
 const url = `ws://127.0.0.1:${(proxy.address() as { port: number }).port}`;
 
 // ---------------------------------------------------------------- client processes
-interface Proc { name: string; rooms: string[]; child?: ChildProcess; kills: number }
+/**
+ * A client process slot. At most one process runs per slot: two would share the slot's client
+ * stores and ids (the stores refuse that now, but the harness must not try). `dying` is the
+ * exit of the last one killed; a new one starts only after it.
+ */
+interface Proc { name: string; rooms: string[]; child?: ChildProcess; dying?: Promise<void>; restart?: ReturnType<typeof setTimeout>; kills: number }
+/** Every client process ever started and not yet exited, so none outlives the soak. */
+const children = new Set<ChildProcess>();
+/** Client processes that exited without being killed (a crash): the soak fails on any. */
+const crashed: string[] = [];
 const procs: Proc[] = Array.from({ length: nProcs }, (_, p) => ({ name: `p${p}`, rooms: Array.from({ length: nRooms }, (_, r) => `room-${(p + r) % nRooms}`).slice(0, Math.min(nRooms, 3)), kills: 0 }));
 const durableMax = new Map<string, number>();
 const delays = { durable: [] as number[], authoritative: [] as number[], visible: [] as number[] };
 const quiet = new Set<string>();
 let submittedSeen = 0;
-function startProc(p: Proc): void {
+async function startProc(p: Proc): Promise<void> {
+  await p.dying;
+  if (p.child) return;
   const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'client-proc.ts'), url, join(dir, 'clients'), p.name, p.rooms.join(',')], { cwd: root, stdio: ['pipe', 'pipe', 'inherit'] });
   p.child = child;
   createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -103,13 +114,28 @@ function startProc(p: Proc): void {
       delays.durable.push(m.d!); delays.authoritative.push(m.a!); delays.visible.push(m.v!);
     } else if (m.t === 'quiet') quiet.add(m.c);
   });
-  child.on('exit', () => { if (p.child === child) p.child = undefined; });
+  children.add(child);
+  child.on('exit', (code, signal) => {
+    children.delete(child);
+    if (p.child !== child) return; // killed by us: killProc already let go of it
+    p.child = undefined;
+    if (!stoppedAll && !(stopSent && code === 0)) crashed.push(`${p.name} exited by itself (code ${code}, signal ${signal})`);
+  });
+}
+/** After 'stop', a client process exits 0 once settled; after the check, we kill the rest. */
+let stopSent = false, stoppedAll = false;
+function killProc(p: Proc): void {
+  const c = p.child;
+  if (!c) return;
+  p.child = undefined;
+  p.dying = c.exitCode !== null || c.signalCode !== null ? undefined : new Promise((r) => c.once('exit', () => r()));
+  c.kill('SIGKILL');
 }
 
 mkdirSync(join(dir, 'clients'), { recursive: true });
 startServer();
 await new Promise((r) => setTimeout(r, 1500));
-for (const p of procs) startProc(p);
+for (const p of procs) await startProc(p);
 log(`seed ${seed}; server on ${serverPort} behind proxy ${url}; ${nProcs} client processes x ${procs[0].rooms.length} clients over ${nRooms} rooms; chaos for ${minutes} min; data in ${dir}`);
 
 // ---------------------------------------------------------------- chaos
@@ -125,14 +151,18 @@ while (performance.now() < end) {
   if (x < 0.45) {
     const p = procs[Math.floor(rand() * procs.length)];
     if (p.child) {
-      p.child.kill('SIGKILL'); p.kills++; counts.clientKills++;
-      setTimeout(() => startProc(p), 300 + rand() * 1500);
+      killProc(p); p.kills++; counts.clientKills++;
+      clearTimeout(p.restart);
+      p.restart = setTimeout(() => { p.restart = undefined; void startProc(p); }, 300 + rand() * 1500);
     }
   } else if (x < 0.6) {
     if (server) {
-      server.kill('SIGKILL'); counts.serverKills++;
+      const dead = server;
+      const exited = new Promise((r) => dead.once('exit', r));
+      dead.kill('SIGKILL'); counts.serverKills++;
       server = undefined;
-      await new Promise((r) => setTimeout(r, 300 + rand() * 1500));
+      // The next server starts once the old one is gone (it would not get the port otherwise).
+      await Promise.all([exited, new Promise((r) => setTimeout(r, 300 + rand() * 1500))]);
       startServer(); serverRestarts++;
     }
   } else {
@@ -143,8 +173,12 @@ while (performance.now() < end) {
 log(`chaos over: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs, ${counts.disconnects} links cut; settling`);
 
 // ---------------------------------------------------------------- settle and check
-for (const p of procs) if (!p.child) startProc(p);
+// Restarts still pending from the chaos happen now, once per slot (a late timer must not start a
+// second process beside the one settling).
+for (const p of procs) { clearTimeout(p.restart); p.restart = undefined; }
+await Promise.all(procs.map((p) => startProc(p)));
 await new Promise((r) => setTimeout(r, 2000));
+stopSent = true;
 for (const p of procs) p.child?.stdin?.write('stop\n');
 const expected = procs.flatMap((p) => p.rooms.map((_, i) => `${p.name}c${i}`));
 const settleBy = performance.now() + 120_000;
@@ -169,7 +203,8 @@ for (let r = 0; r < nRooms; r++) {
   }
   await checker.close();
 }
-for (const p of procs) p.child?.kill('SIGKILL');
+stoppedAll = true;
+for (const c of children) c.kill('SIGKILL');
 server?.kill('SIGTERM');
 proxy.close();
 for (const s of links) s.destroy();
@@ -187,7 +222,8 @@ console.log(`server memory: first-quarter peak ${early.toFixed(0)} MB, last-quar
 console.log(`ops made durable on clients: ${submittedSeen}; applied on the server: ${applied}; lost: ${lost}; duplicated: ${dups}; skipped: ${gaps}; unsettled clients: ${unsettled.length}`);
 console.log(`chaos: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs (${serverRestarts} restarts), ${counts.disconnects} links cut; seed ${seed}`);
 for (const l of perClient.slice(0, 10)) console.log(`  lost: ${l}`);
-const ok = lost === 0 && dups === 0 && gaps === 0 && unsettled.length === 0 && bounded && submittedSeen > 0 && counts.clientKills + counts.serverKills > 0;
+for (const c of crashed) console.log(`  client process crashed: ${c}`);
+const ok = lost === 0 && dups === 0 && gaps === 0 && unsettled.length === 0 && crashed.length === 0 && bounded && submittedSeen > 0 && counts.clientKills + counts.serverKills > 0;
 if (ok) rmSync(dir, { recursive: true, force: true });
 else console.log(`data kept in ${dir}; rerun with: npm run soak -- --minutes ${minutes} --rooms ${nRooms} --procs ${nProcs} --seed ${seed}`);
 console.log(ok ? 'soak: PASS' : 'soak: FAIL');
