@@ -320,6 +320,35 @@ test('chat: reloading A mid-flight keeps its durable ops and delivers them exact
   t.diagnostic(`A reloaded with its message ${lastStage}; first paint after the reload: ${after1[0].value![0]['data-stage']} while ${after1[0].status}`);
 });
 
+test('chat: a duplicated tab (same sessionStorage, so same client id) becomes its own client; both tabs\' messages arrive once', { skip, timeout: TEST_TIMEOUT }, async (t) => {
+  const room = uniqueRoom('chat-dup');
+  const A = await openClient('chat', room, 'A');
+  t.after(() => closeAll(A));
+  await ready(A);
+  const idA = await A.page.evaluate(() => sessionStorage.getItem('hercules-tab'));
+  assert.ok(idA);
+  // Duplicating a tab copies its sessionStorage: a second tab of A's browser that starts with A's id.
+  const page = await A.ctx.newPage();
+  const D: Client = { tag: 'D', ctx: A.ctx, page, errors: [] };
+  page.on('pageerror', (e) => D.errors.push(`D: ${e.message}`));
+  await page.addInitScript((id) => { if (!sessionStorage.getItem('hercules-tab')) sessionStorage.setItem('hercules-tab', id); }, idA);
+  await page.goto(`${base}/chat?room=${room}`);
+  await ready(A, D);
+  const idD = await page.evaluate(() => (window as any).hercules.clientId as string);
+  assert.notEqual(idD, idA, 'the duplicate took its own client id (the store of A\'s id is held by A)');
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('hercules-tab')), idD, 'and keeps it across its reloads');
+  const tag = Math.random().toString(36).slice(2, 8);
+  await say(A, `from A ${tag}`);
+  await say(D, `from D ${tag}`);
+  for (const c of [A, D]) {
+    for (const m of [`from A ${tag}`, `from D ${tag}`]) await until(c, `${m} visible`, stageIs, [m, ['visible']] as [string, string[]]);
+  }
+  const texts = await messagesText(A);
+  assert.deepEqual([...texts].sort(), [`from A ${tag}`, `from D ${tag}`], 'each message once');
+  assert.deepEqual(await messagesText(D), texts, 'both tabs show the same order');
+  assert.deepEqual([...A.errors, ...D.errors], []);
+});
+
 // ---------------------------------------------------------------------- interior design
 
 test('design: A drags chair-1; it is uncertain on A until B has the new position', { skip, timeout: TEST_TIMEOUT }, async (t) => {

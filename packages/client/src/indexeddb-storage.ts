@@ -2,8 +2,16 @@
  * Browser client storage in IndexedDB. Appends of one tick share a readwrite transaction with
  * `durability: 'strict'` (flushed to disk before `complete` fires, where the browser supports
  * it), so an op is Durable only once it would survive a crash of the tab or the browser.
+ *
+ * One tab owns a store at a time, through a Web Lock named `hercules-store:<dbName>` held while
+ * the store is open (the browser drops it when the tab closes or crashes). Two tabs on one
+ * store would share a client id and number their ops from the same last seq; the server keeps
+ * one op per (client, seq), so one tab's ops would be lost. A second opener waits briefly for
+ * the lock (a reload's new page may start before the old page let go), then gets a
+ * `store-in-use` error (a duplicated tab, say: give it its own store). Where the Web Locks API
+ * is missing the store opens unlocked.
  */
-import type { OpRecord } from '@hercules/core';
+import { HerculesError, type OpRecord } from '@hercules/core';
 import type { ClientStorage, StoredClient } from './storage.ts';
 
 interface ClientRow { room: string; clientId: string; lastSeq: number; base?: { pos: number; state: unknown } }
@@ -16,13 +24,43 @@ const done = (tx: IDBTransaction) => new Promise<void>((res, rej) => {
   tx.onabort = () => rej(tx.error ?? new Error('IndexedDB transaction aborted (quota exceeded?)'));
 });
 
-/** `env` supplies another IndexedDB implementation (e.g. fake-indexeddb in tests). */
-export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFactory; IDBKeyRange: typeof IDBKeyRange }): ClientStorage {
-  const g = globalThis as { indexedDB?: IDBFactory; IDBKeyRange?: typeof IDBKeyRange };
+/** The part of the Web Locks API the store uses. */
+export interface StoreLocks {
+  request(name: string, options: { signal: AbortSignal }, callback: (lock: unknown) => Promise<void> | void): Promise<unknown>;
+}
+
+/**
+ * How long opening waits for the store's lock. A reload's new page can start before the old
+ * one's lock is released; a second tab that really holds the store keeps it past this.
+ */
+const LOCK_WAIT_MS = 1500;
+
+/**
+ * `env` supplies another IndexedDB implementation (e.g. fake-indexeddb in tests) and, with
+ * `locks`, another lock manager (default `navigator.locks`).
+ */
+export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFactory; IDBKeyRange: typeof IDBKeyRange; locks?: StoreLocks }): ClientStorage {
+  const g = globalThis as { indexedDB?: IDBFactory; IDBKeyRange?: typeof IDBKeyRange; navigator?: { locks?: StoreLocks } };
   const idb = env?.indexedDB ?? g.indexedDB;
   const KeyRange = env?.IDBKeyRange ?? g.IDBKeyRange;
   if (!idb || !KeyRange) throw new Error('indexedDbStorage: no IndexedDB in this environment; use memoryStorage() or sqliteStorage() in Node');
-  const opened = new Promise<IDBDatabase>((res, rej) => {
+  const locks = env?.locks ?? g.navigator?.locks;
+  let unlock = () => {};
+  const locked = !locks ? Promise.resolve() : new Promise<void>((res, rej) => {
+    const giveUp = new AbortController();
+    const timer = setTimeout(() => giveUp.abort(Object.assign(new Error('lock wait timed out'), { name: 'TimeoutError' })), LOCK_WAIT_MS);
+    locks.request(`hercules-store:${dbName}`, { signal: giveUp.signal }, () => {
+      clearTimeout(timer);
+      res();
+      return new Promise<void>((release) => { unlock = release; }); // held until close()
+    }).catch((e: Error) => {
+      clearTimeout(timer);
+      rej(e?.name === 'TimeoutError' || e?.name === 'AbortError'
+        ? new HerculesError('store-in-use', `client storage "${dbName}" (IndexedDB) is open in another tab or window. A store belongs to one tab at a time: close the other tab, or give this one its own store name (a duplicated tab copies sessionStorage, and with it any id kept there).`)
+        : new Error(`cannot lock client storage "${dbName}": ${e?.message ?? e}`, { cause: e }));
+    });
+  });
+  const opened = locked.then(() => new Promise<IDBDatabase>((res, rej) => {
     const r = idb.open(dbName, 1);
     r.onupgradeneeded = () => {
       const db = r.result;
@@ -32,7 +70,8 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
     r.onsuccess = () => res(r.result);
     r.onerror = () => rej(new Error(`cannot open IndexedDB ${dbName}: ${r.error?.message}`));
     r.onblocked = () => rej(new Error(`IndexedDB ${dbName} is blocked by another tab holding an older version; close it`));
-  });
+  }));
+  opened.catch(() => {}); // reported by whichever call awaits it first
   const tx = (db: IDBDatabase, stores: string[], mode: IDBTransactionMode) => {
     try {
       return db.transaction(stores, mode, { durability: 'strict' } as IDBTransactionOptions);
@@ -110,8 +149,12 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       await done(t);
     },
     async close() {
-      if (batch.length) await flush();
-      (await opened).close();
+      try {
+        if (batch.length) await flush();
+        (await opened.catch(() => undefined))?.close(); // never opened: nothing to close
+      } finally {
+        unlock();
+      }
     },
   };
 }

@@ -2,25 +2,50 @@
  * Node client storage in one SQLite file (better-sqlite3, WAL, synchronous=FULL). Appends that
  * arrive in the same tick are committed in one transaction (group commit). Import from
  * '@hercules/client/sqlite' so browser bundles never see it.
+ *
+ * One process owns a store at a time: the file is locked exclusively while open (the OS drops
+ * the lock when the process dies, even by SIGKILL). Two processes sharing one client id would
+ * each number their ops from the same last seq, and the server keeps only one op per
+ * (client, seq): the other's ops would be lost. So a second opener gets an error instead.
  */
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { OpRecord } from '@hercules/core';
+import { HerculesError, type OpRecord } from '@hercules/core';
 import type { ClientStorage, StoredClient } from './storage.ts';
+
+/** How long opening waits for another holder of the store's lock (one that is dying, say). */
+const LOCK_WAIT_MS = 1000;
 
 export function sqliteStorage(file: string): ClientStorage {
   let db: Database.Database;
   try {
     mkdirSync(dirname(file), { recursive: true });
-    db = new Database(file);
+    db = new Database(file, { timeout: LOCK_WAIT_MS });
+  } catch (e) {
+    throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
+  }
+  try {
+    // Exclusive locking before WAL: the lock is taken now and held until close (and the WAL
+    // index lives in memory, so no -shm file).
+    db.pragma('locking_mode = EXCLUSIVE');
     db.pragma('journal_mode = WAL');
+    db.exec('BEGIN IMMEDIATE; COMMIT');
+  } catch (e) {
+    db.close();
+    if ((e as { code?: string }).code === 'SQLITE_BUSY') {
+      throw new HerculesError('store-in-use', `client storage ${file} is in use by another process. A store belongs to one client process at a time: close the other one, or give this one its own file.`);
+    }
+    throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the file is a Hercules client store and the disk is not full.`, { cause: e });
+  }
+  try {
     db.pragma('synchronous = FULL');
     db.exec(`
       CREATE TABLE IF NOT EXISTS client (room TEXT PRIMARY KEY, client_id TEXT NOT NULL, last_seq INTEGER NOT NULL, base_pos INTEGER, base TEXT);
       CREATE TABLE IF NOT EXISTS ops (room TEXT NOT NULL, seq INTEGER NOT NULL, op TEXT NOT NULL, PRIMARY KEY (room, seq)) WITHOUT ROWID;
     `);
   } catch (e) {
+    db.close();
     throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
   }
   const getClient = db.prepare<[string], { client_id: string; last_seq: number; base_pos: number | null; base: string | null }>('SELECT client_id, last_seq, base_pos, base FROM client WHERE room = ?');

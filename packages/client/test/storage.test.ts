@@ -91,3 +91,88 @@ test('IndexedDB: a restarted client shows its durable ops offline and delivers t
   assert.deepEqual(on.getState('visible').messages.map((m) => m.text), ['queued offline', 'online']);
   await on.close();
 });
+
+test('a sqlite store belongs to one process at a time: a second opener gets a clear error, the lock dies with its holder', async () => {
+  const file = join(dir, 'locked.sqlite');
+  const first = sqliteStorage(file);
+  await first.init('room', 'c1');
+  await first.append('room', [op(1)]);
+  assert.throws(() => sqliteStorage(file), (e: Error & { code?: string }) => e.code === 'store-in-use' && /in use by another process/.test(e.message), 'same process, second handle');
+  // Another process, as when an app is started twice with one store.
+  const { spawnSync, spawn } = await import('node:child_process');
+  const url = new URL('../src/sqlite-storage.ts', import.meta.url).href;
+  const probe = `import { sqliteStorage } from ${JSON.stringify(url)}; try { sqliteStorage(${JSON.stringify(file)}); console.log('opened'); } catch (e) { console.log(e.message); }`;
+  const other = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', probe], { encoding: 'utf8' });
+  assert.match(other.stdout, /in use by another process/, `other process: ${other.stdout}${other.stderr}`);
+  await first.close();
+  // A holder killed with SIGKILL leaves no stale lock, and what it made durable is there.
+  const hold = `import { sqliteStorage } from ${JSON.stringify(url)}; const s = sqliteStorage(${JSON.stringify(file)}); await s.append('room', [${JSON.stringify(op(2))}]); console.log('holding'); setInterval(() => {}, 1000);`;
+  const holder = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', hold], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((res, rej) => { holder.stdout!.on('data', (d) => { if (String(d).includes('holding')) res(); }); holder.on('exit', () => rej(new Error('holder exited early'))); });
+  assert.throws(() => sqliteStorage(file), /in use by another process/, 'held by a live process');
+  holder.kill('SIGKILL');
+  await new Promise((res) => holder.once('exit', res));
+  const after = sqliteStorage(file);
+  assert.deepEqual((await after.load('room'))!.durable.map((o) => o.seq), [1, 2]);
+  await after.close();
+});
+
+/**
+ * The Web Locks semantics the store relies on, for Node, which has no navigator.locks (the
+ * browser test runs the real one): a request waits for the lock until its signal aborts, and
+ * holds it until the callback's promise settles.
+ */
+function fakeLocks() {
+  const held = new Set<string>();
+  const waiting = new Map<string, (() => void)[]>();
+  return {
+    held,
+    async request(name: string, o: { signal: AbortSignal }, cb: (lock: unknown) => Promise<void> | void) {
+      while (held.has(name)) {
+        await new Promise<void>((wake, fail) => {
+          const q = waiting.get(name) ?? [];
+          waiting.set(name, q);
+          const go = () => { o.signal.removeEventListener('abort', stop); wake(); };
+          const stop = () => { q.splice(q.indexOf(go), 1); fail(o.signal.reason); };
+          q.push(go);
+          o.signal.addEventListener('abort', stop, { once: true });
+        });
+      }
+      held.add(name);
+      try { return await cb({ name }); } finally { held.delete(name); waiting.get(name)?.shift()?.(); }
+    },
+  };
+}
+
+test('an IndexedDB store belongs to one tab at a time: a second opener gets store-in-use; closing the first frees it', async () => {
+  const factory = new IDBFactory();
+  const locks = fakeLocks();
+  const env = { indexedDB: factory, IDBKeyRange, locks };
+  const first = indexedDbStorage('tabs', env);
+  await first.init('room', 'c1');
+  await first.append('room', [op(1)]);
+  assert.ok(locks.held.has('hercules-store:tabs'));
+  const second = indexedDbStorage('tabs', env);
+  await assert.rejects(second.load('room'), (e: Error & { code?: string }) => e.code === 'store-in-use' && /open in another tab/.test(e.message));
+  await assert.rejects(second.append('room', [op(2)]), /open in another tab/, 'nothing written through a store that is not ours');
+  await second.close(); // closing a store that never opened is fine
+  const other = indexedDbStorage('other-name', env);
+  assert.equal(await other.load('room'), undefined, 'another store name is another store');
+  await other.close();
+  // A reload: the new page asks while the old one still holds the lock, which it lets go soon.
+  const reloaded = indexedDbStorage('tabs', env);
+  const loading = reloaded.load('room');
+  await new Promise((r) => setTimeout(r, 100));
+  await first.close();
+  assert.deepEqual((await loading)!.durable.map((o) => o.seq), [1], 'the waiting opener got the store once it was free');
+  await reloaded.close();
+  assert.equal(locks.held.size, 0, 'close releases the lock');
+  const third = indexedDbStorage('tabs', env);
+  assert.deepEqual((await third.load('room'))!.durable.map((o) => o.seq), [1]);
+  await third.close();
+  // connect() surfaces it: a clear error before anything is sent.
+  const holder = indexedDbStorage('tabs', env);
+  await holder.load('room');
+  await assert.rejects(connect({ url: 'ws://127.0.0.1:1', room: 'room', machine: chat, storage: indexedDbStorage('tabs', env) }), /open in another tab/);
+  await holder.close();
+});

@@ -17,6 +17,8 @@ export type ErrorCode =
   | 'unauthenticated'
   | 'forbidden'
   | 'too-large'
+  /** A client store is open in another process or tab: one client, one writer. */
+  | 'store-in-use'
   | 'internal';
 
 export class HerculesError extends Error {
