@@ -47,11 +47,27 @@ export class SqliteStore {
     try {
       mkdirSync(dataDir, { recursive: true });
       this.file = join(dataDir, 'hercules.sqlite');
-      this.db = new Database(this.file);
+      this.db = new Database(this.file, { timeout: 1000 });
+    } catch (e) {
+      throw new StorageError(`cannot open the data directory ${dataDir}: ${(e as Error).message}. Check that it exists, is writable and the disk is not full.`, e);
+    }
+    try {
+      // One server per data directory: two would each sequence the same rooms and overwrite
+      // each other's log. The lock is taken now and held until close; the OS drops it when the
+      // process dies, even by SIGKILL. (Exclusive before WAL: the WAL index lives in memory.)
+      this.db.pragma('locking_mode = EXCLUSIVE');
       this.db.pragma('journal_mode = WAL');
+      this.db.exec('BEGIN IMMEDIATE; COMMIT');
+    } catch (e) {
+      this.db.close();
+      if ((e as { code?: string }).code === 'SQLITE_BUSY') {
+        throw new StorageError(`the data directory ${dataDir} is in use by another Hercules server. One server owns a data directory: stop the other, or give this one its own --data-dir.`, e);
+      }
+      throw new StorageError(`cannot open ${this.file}: ${(e as Error).message}. Check it is a Hercules data file and the disk is not full.`, e);
+    }
+    try {
       // FULL: a commit is on disk (fsync of the WAL) before it returns.
       this.db.pragma('synchronous = FULL');
-      this.db.pragma('busy_timeout = 5000');
       this.db.exec(`
         CREATE TABLE IF NOT EXISTS rooms (
           room TEXT PRIMARY KEY,
@@ -76,6 +92,7 @@ export class SqliteStore {
       `);
       this.stmts = this.prepare();
     } catch (e) {
+      this.db.close();
       throw new StorageError(`cannot open the data directory ${dataDir}: ${(e as Error).message}. Check that it exists, is writable and the disk is not full.`, e);
     }
   }

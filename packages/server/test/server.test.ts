@@ -172,6 +172,24 @@ test('createServer refuses an unusable data directory with a clear error', async
   await assert.rejects(createServer({ port: 0, dataDir: '/tmp/x', machines: [] }), /no machines/);
 });
 
+test('one server per data directory: a second is refused with a clear error, and starts once the first is gone', async (t) => {
+  const { dir, cleanup } = tempDir('owned');
+  t.after(cleanup);
+  const first = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
+  const a = await connect({ url: first.url, room: 'r', machine: chat, storage: memoryStorage() });
+  await a.ops.say({ text: 'kept' }).visible;
+  await a.close();
+  await assert.rejects(createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' }), /in use by another Hercules server.*--data-dir/);
+  assert.equal((await fetch(`${first.url.replace('ws', 'http')}/healthz`)).status, 200, 'the first server is unharmed');
+  await first.close();
+  const second = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
+  t.after(() => second.close());
+  const b = await connect({ url: second.url, room: 'r', machine: chat, storage: memoryStorage() });
+  await online(b);
+  assert.deepEqual(b.getState('authoritative').messages.map((m) => m.text), ['kept']);
+  await b.close();
+});
+
 test('the README quick start client runs against a server', async (t) => {
   const { dir, cleanup } = tempDir('quick');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
