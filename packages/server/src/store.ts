@@ -161,7 +161,12 @@ export class SqliteStore {
     const s = this.stmts;
     const run = this.db.transaction(() => {
       for (const [room, p] of batch) {
-        if (p.appended.length) s.insertLog.run(room, p.appended[0].pos, p.appended[p.appended.length - 1].pos, JSON.stringify(p.appended));
+        if (p.appended.length) {
+          const first = p.appended[0].pos, last = p.appended[p.appended.length - 1].pos;
+          // A chunk is addressed by its range: a gap or disorder would lose or misplace entries.
+          if (last - first + 1 !== p.appended.length) throw new Error(`room ${room}: appended entries ${first}..${last} are not ${p.appended.length} consecutive positions (a bug in the room engine)`);
+          s.insertLog.run(room, first, last, JSON.stringify(p.appended));
+        }
         for (const [client, rec] of Object.entries(p.clients)) s.upsertClient.run(room, client, JSON.stringify(rec));
         if (p.checkpoint) {
           this.latest.set(room, p.checkpoint);

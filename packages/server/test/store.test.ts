@@ -27,6 +27,9 @@ test('the log is stored in chunks and reloads entry by entry, in order, rejected
   assert.deepEqual(r.clients, { c1: { highWater: 7, visibleSeq: 4 } });
   assert.deepEqual(again.load('s')!.durable.suffix, range(1, 1));
   assert.equal((again.db.prepare('SELECT count(*) AS n FROM log_chunks').get() as { n: number }).n, 4, 'one row per output, not per op');
+  // Entries that are not consecutive are refused, and nothing of that commit is written.
+  assert.throws(() => again.commit([['s', { appended: range(2, 2), clients: {} }], ['r', { appended: [entry(10), entry(12)], clients: {} }]]), /not 2 consecutive positions/);
+  assert.deepEqual(again.load('s')!.durable.suffix, range(1, 1));
 });
 
 test('a checkpoint inside a chunk: covered chunks are pruned, the straddling one stays, reload gives only the entries after it', (t) => {
