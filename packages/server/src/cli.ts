@@ -44,9 +44,16 @@ Limits (defaults in docs/security.md):
   -h, --help               this text
 `;
 
+/** A usage error: the message, then the usage. */
 function fail(msg: string): never {
   console.error(`hercules: ${msg}\n\n${HELP}`);
   process.exit(2);
+}
+
+/** The arguments were fine but the server could not start (data directory, port): no usage. */
+function cannotStart(msg: string): never {
+  console.error(`hercules: ${msg}`);
+  process.exit(1);
 }
 
 function num(name: string, v: string | undefined, dflt: number): number {
@@ -136,7 +143,7 @@ export async function main(argv: string[]): Promise<void> {
       log: values['log-level'] ?? 'info',
     });
   } catch (e) {
-    fail((e as Error).message);
+    cannotStart((e as Error).message);
   }
   let stopping = false;
   const stop = async (sig: string) => {

@@ -181,6 +181,14 @@ test('one server per data directory: a second is refused with a clear error, and
   await a.close();
   await assert.rejects(createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' }), /in use by another Hercules server.*--data-dir/);
   assert.equal((await fetch(`${first.url.replace('ws', 'http')}/healthz`)).status, 200, 'the first server is unharmed');
+  // The CLI says the same and exits 1, without the usage text (the arguments were fine).
+  const { spawnSync } = await import('node:child_process');
+  const cli = new URL('../src/cli.ts', import.meta.url).pathname;
+  const machines = new URL('../../../apps/machines.ts', import.meta.url).pathname;
+  const run = spawnSync(process.execPath, ['--import', 'tsx', cli, 'serve', '--machines', machines, '--port', '0', '--data-dir', dir, '--log-level', 'silent'], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(run.status, 1, `exit status (stderr: ${run.stderr})`);
+  assert.match(run.stderr, /^hercules: the data directory .* is in use by another Hercules server/);
+  assert.doesNotMatch(run.stderr, /Usage:/);
   await first.close();
   const second = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
   t.after(() => second.close());
