@@ -161,7 +161,8 @@ while (performance.now() < end) {
       const exited = new Promise((r) => dead.once('exit', r));
       dead.kill('SIGKILL'); counts.serverKills++;
       server = undefined;
-      // The next server starts once the old one is gone (it would not get the port otherwise).
+      // The next server starts once the old one is gone (before that, its port and the data
+      // directory's lock are still held).
       await Promise.all([exited, new Promise((r) => setTimeout(r, 300 + rand() * 1500))]);
       startServer(); serverRestarts++;
     }

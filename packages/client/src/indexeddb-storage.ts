@@ -46,15 +46,19 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
   if (!idb || !KeyRange) throw new Error('indexedDbStorage: no IndexedDB in this environment; use memoryStorage() or sqliteStorage() in Node');
   const locks = env?.locks ?? g.navigator?.locks;
   let unlock = () => {};
+  let closed = false;
+  const giveUp = new AbortController(); // on timeout, or close() while waiting
+  const closedWhileWaiting = () => new Error(`client storage "${dbName}" was closed while waiting for its lock`);
   const locked = !locks ? Promise.resolve() : new Promise<void>((res, rej) => {
-    const giveUp = new AbortController();
     const timer = setTimeout(() => giveUp.abort(Object.assign(new Error('lock wait timed out'), { name: 'TimeoutError' })), LOCK_WAIT_MS);
     locks.request(`hercules-store:${dbName}`, { signal: giveUp.signal }, () => {
       clearTimeout(timer);
+      if (closed) { rej(closedWhileWaiting()); return; } // let go at once
       res();
       return new Promise<void>((release) => { unlock = release; }); // held until close()
     }).catch((e: Error) => {
       clearTimeout(timer);
+      if (closed) return rej(closedWhileWaiting());
       rej(e?.name === 'TimeoutError' || e?.name === 'AbortError'
         ? new HerculesError('store-in-use', `client storage "${dbName}" (IndexedDB) is open in another tab or window. A store belongs to one tab at a time: close the other tab, or give this one its own store name (a duplicated tab copies sessionStorage, and with it any id kept there).`)
         : new Error(`cannot lock client storage "${dbName}": ${e?.message ?? e}`, { cause: e }));
@@ -149,6 +153,8 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       await done(t);
     },
     async close() {
+      closed = true;
+      giveUp.abort(closedWhileWaiting());
       try {
         if (batch.length) await flush();
         (await opened.catch(() => undefined))?.close(); // never opened: nothing to close

@@ -170,6 +170,15 @@ test('an IndexedDB store belongs to one tab at a time: a second opener gets stor
   const third = indexedDbStorage('tabs', env);
   assert.deepEqual((await third.load('room'))!.durable.map((o) => o.seq), [1]);
   await third.close();
+  // Closed while still waiting for the lock: it does not keep the lock once it gets it.
+  const blocker = indexedDbStorage('tabs', env);
+  await blocker.load('room');
+  const waiter = indexedDbStorage('tabs', env);
+  const waited = waiter.load('room');
+  await waiter.close();
+  await blocker.close();
+  await assert.rejects(waited, /closed while waiting/);
+  assert.equal(locks.held.size, 0, 'nobody holds the lock');
   // connect() surfaces it: a clear error before anything is sent.
   const holder = indexedDbStorage('tabs', env);
   await holder.load('room');
