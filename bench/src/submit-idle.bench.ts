@@ -14,11 +14,11 @@
  */
 import { ViewEngine } from '@hercules/core';
 import { spreadsheet } from '../../apps/machines.ts';
-import { fmt, printTable, stats } from './harness.ts';
+import { fmt, printTable, quantile, stats } from './harness.ts';
+import { sleep } from './runtime/common.ts';
 
 const GAPS = [0, 1, 5, 20, 100];
 const SAMPLES = 60; // per gap
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let engine = new ViewEngine(spreadsheet, { clientId: 'bench', now: () => performance.now() });
 let n = 0;
@@ -69,13 +69,8 @@ printTable(`Submit after idle, µs (${SAMPLES} samples per gap, gaps interleaved
   const sv = stats(submit[g]), cv = stats(control[g]);
   return {
     'idle before, ms': g,
-    'submit median': sv.median, 'submit p90': quantile(submit[g], 0.9),
+    'submit median': sv.median, 'submit p90': quantile([...submit[g]].sort((x, y) => x - y), 0.9),
     'submit ÷ hot': fmt(sv.median / hot),
     'the submit right after': g ? stats(second[g]).median : '', 'arithmetic median': cv.median, 'arithmetic ÷ hot': fmt(cv.median / hotCtl),
   };
 }));
-
-function quantile(xs: number[], q: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
-}

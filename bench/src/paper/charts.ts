@@ -14,7 +14,8 @@ type Fig13 = { params: { rttMs: number; storage: string }; rows: { view: string;
 type Peers = { params: { rttMs: number }; results: { system: string; deliveryMedianMs: number }[] };
 type Saturation = { results: { system: string; deliveredPerS: number; serverUsPerEdit: number; limit: string }[] };
 
-const short = (system: string) => system.split(' (')[0];
+/** A system's name without its parenthesised details. */
+export const short = (system: string) => system.split(' (')[0];
 
 export function fig13Chart(s: Fig13): string {
   const med = (v: string) => s.rows.find((r) => r.view === v)?.medianMs ?? NaN;

@@ -19,7 +19,7 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { cpuSeconds, round, sleep, spawnChild, type Child } from '../runtime/common.ts';
 import { writePaperSection } from './report.ts';
-import { saturationChart } from './charts.ts';
+import { saturationChart, short } from './charts.ts';
 import type { PeerServer, PeerSystem } from '../peers/types.ts';
 import type { LoadgenOptions } from '../peers/saturation-loadgen.ts';
 
@@ -50,7 +50,6 @@ function machineJiffies(): [number, number] {
   const total = f.reduce((a, b) => a + b, 0);
   return [total - f[3] - f[4], total]; // minus idle and iowait
 }
-
 
 /** Seconds the process's main (JavaScript) thread ran plus waited for a CPU: near the wall time
  *  means its event loop never idled, i.e. saturated, even if other work kept it off the CPU. */
@@ -190,7 +189,7 @@ for (const id of IDS.filter((i) => !only || only.includes(i))) {
 }
 
 console.table(results.map((r) => ({
-  system: r.system.split(' (')[0],
+  system: short(r.system),
   'delivered edits/s': r.deliveredPerS,
   'confirmed edits/s': r.confirmedPerS,
   'server cores': r.serverCores,
@@ -203,7 +202,7 @@ console.table(results.map((r) => ({
 })));
 const ours = results.find((r) => r.system.startsWith('Hercules'));
 const ratios = ours ? results.filter((r) => r !== ours).map((r) => ({
-  peer: r.system.split(' (')[0],
+  peer: short(r.system),
   'delivered edits/s, ours/theirs': round(ours.deliveredPerS / r.deliveredPerS, 2),
   'server CPU per edit, ours/theirs': round(ours.serverUsPerEdit / r.serverUsPerEdit, 3),
   // A peer whose server was not the limit was not saturated: its edits/s is a lower bound.

@@ -285,14 +285,23 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   }
 
   function observeVisible(room: RoomHost, c: Conn, seq: number, now: number): void {
-    const q = c.clientId === undefined ? undefined : room.orderedAt.get(c.clientId);
-    if (!q) return;
-    let n = 0;
-    while (n < q.length && q[n].seq <= seq) metrics.visibleDelay.observe((now - q[n++].t) / 1000);
-    if (n === q.length) room.orderedAt.delete(c.clientId!);
-    else if (n > 0) q.splice(0, n);
+    if (c.clientId === undefined) return;
+    dropVisibleDelays(room, c.clientId, (o) => {
+      if (o.seq > seq) return false;
+      metrics.visibleDelay.observe((now - o.t) / 1000);
+      return true;
+    });
   }
 
+  /** Drop the leading entries of a client's visible-delay queue while `take` says so. */
+  function dropVisibleDelays(room: RoomHost, client: string, take: (o: { seq: number; t: number }) => boolean): void {
+    const q = room.orderedAt.get(client);
+    if (!q) return;
+    let n = 0;
+    while (n < q.length && take(q[n])) n++;
+    if (n === q.length) room.orderedAt.delete(client);
+    else if (n > 0) q.splice(0, n);
+  }
 
   /** Storage failed under this room: its memory may be ahead of disk. Drop it; clients resync. */
   function poison(room: RoomHost, why: string): void {
@@ -598,12 +607,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     // Visible-delay bookkeeping of ops whose client never came back: drop after 5 minutes.
     const cutoff = now - 300_000;
     for (const room of rooms.values()) {
-      for (const [client, q] of room.orderedAt) {
-        let n = 0;
-        while (n < q.length && q[n].t < cutoff) n++;
-        if (n === q.length) room.orderedAt.delete(client);
-        else if (n > 0) q.splice(0, n);
-      }
+      for (const client of [...room.orderedAt.keys()]) dropVisibleDelays(room, client, (o) => o.t < cutoff);
     }
     metrics.rooms.set(rooms.size);
     metrics.members.set(members);

@@ -135,6 +135,8 @@ test('/metrics and /healthz report what the server is doing', async (t) => {
   assert.match(text, /hercules_connections 1/);
   assert.match(text, /hercules_commit_seconds_count [1-9]/);
   assert.match(text, /hercules_authoritative_delay_seconds_count [1-9]/);
+  // Each op's visible delay is observed exactly once, however many Notify-Visible cover it.
+  assert.match(text, /hercules_visible_delay_seconds_count 2\n/);
   const health = await (await fetch(`${http}/healthz`)).json() as { ok: boolean; rooms: number };
   assert.deepEqual([health.ok, health.rooms], [true, 1]);
   await a.close();
