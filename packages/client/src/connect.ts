@@ -30,7 +30,11 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   backoff?: { minMs?: number; maxMs?: number };
   /** Reconnect if no frame arrives for this long (server pings every 5 s). Default 15000 ms. */
   watchdogMs?: number;
-  /** Save a snapshot of the Stable view at most this often, to start offline. Default 2000 ms; 0 disables. */
+  /**
+   * Save a snapshot of the Stable view at most this often (default 2000 ms; 0: as soon as Stable
+   * changes). It is what a restarted client starts from offline, and only with it do our ops
+   * inside it leave the store, so the store holds at most about this long of confirmed ops.
+   */
   baseEveryMs?: number;
   /** A WebSocket class; default: the global one, else the `ws` package (Node 20). */
   WebSocket?: unknown;
@@ -149,7 +153,12 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     clientId,
     batching: opts.batching,
     notify: opts.notify,
-    restore: { lastSeq: stored.lastSeq, durable: stored.durable, ...(stored.base ? { base: stored.base } : {}) },
+    restore: {
+      lastSeq: stored.lastSeq,
+      durable: stored.durable,
+      ...(stored.lastDigest !== undefined ? { lastDigest: stored.lastDigest } : {}),
+      ...(stored.base ? { base: stored.base } : {}),
+    },
   }) as ClientRoom<M> & Partial<ConnectedRoom<M>>;
 
   const sendFrame = (msg: ClientMessage) => {
@@ -170,13 +179,13 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
 
   let lastBasePos = stored.base?.pos ?? 0;
   const scheduleBase = () => {
-    if (baseEveryMs <= 0 || baseTimer || closed) return;
+    if (baseTimer || closed) return;
     baseTimer = setTimeout(() => {
       baseTimer = undefined;
-      const pos = room.engine.positions().stable;
-      if (pos > lastBasePos) {
-        lastBasePos = pos;
-        storage.saveBase(key, pos, room.getState('stable')).catch((e) => reportError(e));
+      const base = room.engine.baseToSave();
+      if (base.pos > lastBasePos) {
+        lastBasePos = base.pos;
+        storage.saveBase(key, base).catch((e) => { lastBasePos = 0; reportError(e); });
       }
     }, baseEveryMs);
   };
@@ -190,13 +199,13 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
         queueMicrotask(persistNow);
       }
     },
-    prune: (seq) => { storage.prune(key, seq).catch((e) => reportError(e)); },
     warn: (m) => reportError(new Error(m)),
+    resync: () => { ws?.close(4102, 'out of step with the server; reconnecting'); },
     fatal: (code, message) => {
       if (code === 'unauthenticated' && typeof opts.token === 'function') {
         // The token may have expired; the next attempt asks for a fresh one.
         reportError(new HerculesError('unauthenticated', `${message} (retrying with a fresh token)`));
-        return;
+        return false;
       }
       failed = true;
       setStatus('failed', `${code}: ${message}`);
@@ -256,7 +265,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       }
       if (msg.t === 'ping') return;
       room.receive(msg);
-      if (msg.t === 'welcome') {
+      if (msg.t === 'welcome' && !failed && ws === sock) {
         attempt = 0;
         setStatus('online');
       }

@@ -14,7 +14,7 @@
 import { HerculesError, type OpRecord } from '@hercules/core';
 import type { ClientStorage, StoredClient } from './storage.ts';
 
-interface ClientRow { room: string; clientId: string; lastSeq: number; base?: { pos: number; state: unknown } }
+interface ClientRow { room: string; clientId: string; lastSeq: number; lastDigest?: string; base?: { pos: number; state: unknown; ownSeq?: number } }
 interface OpRow { room: string; seq: number; op: OpRecord }
 
 const req = <T>(r: IDBRequest<T>) => new Promise<T>((res, rej) => { r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
@@ -92,16 +92,21 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       const t = tx(db, ['ops', 'client'], 'readwrite');
       const opsStore = t.objectStore('ops');
       const clients = t.objectStore('client');
-      const maxSeq = new Map<string, number>();
+      const lastOp = new Map<string, OpRecord>();
       for (const it of items) for (const op of it.ops) {
         opsStore.put({ room: it.room, seq: op.seq, op } satisfies OpRow);
-        maxSeq.set(it.room, Math.max(maxSeq.get(it.room) ?? 0, op.seq));
+        const l = lastOp.get(it.room);
+        if (!l || l.seq < op.seq) lastOp.set(it.room, op);
       }
-      for (const [room, seq] of maxSeq) {
+      for (const [room, op] of lastOp) {
         const g = clients.get(room);
         g.onsuccess = () => {
           const row = g.result as ClientRow | undefined;
-          if (row && row.lastSeq < seq) clients.put({ ...row, lastSeq: seq });
+          if (!row || row.lastSeq >= op.seq) return;
+          const next: ClientRow = { ...row, lastSeq: op.seq };
+          if (op.digest !== undefined) next.lastDigest = op.digest;
+          else delete next.lastDigest;
+          clients.put(next);
         };
       }
       await done(t);
@@ -119,7 +124,14 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       const row = await req(t.objectStore('client').get(room)) as ClientRow | undefined;
       if (!row) return undefined;
       const ops = await req(t.objectStore('ops').getAll(KeyRange.bound([room, 0], [room, Number.MAX_SAFE_INTEGER]))) as OpRow[];
-      return { clientId: row.clientId, lastSeq: row.lastSeq, durable: ops.map((o) => o.op), ...(row.base ? { base: row.base } : {}) };
+      return {
+        clientId: row.clientId,
+        lastSeq: row.lastSeq,
+        ...(row.lastDigest !== undefined ? { lastDigest: row.lastDigest } : {}),
+        durable: ops.map((o) => o.op),
+        // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
+        ...(row.base ? { base: { pos: row.base.pos, state: row.base.state, ownSeq: row.base.ownSeq ?? 0 } } : {}),
+      };
     },
     async init(room, clientId) {
       const db = await opened;
@@ -135,20 +147,17 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
         batch.push({ room, ops, ok, fail });
       });
     },
-    async prune(room, seq) {
+    async saveBase(room, base) {
       const db = await opened;
-      const t = tx(db, ['ops'], 'readwrite');
-      t.objectStore('ops').delete(KeyRange.bound([room, 0], [room, seq]));
-      await done(t);
-    },
-    async saveBase(room, pos, state) {
-      const db = await opened;
-      const t = tx(db, ['client'], 'readwrite');
+      // One transaction: the base and the deletion of the ops it holds (ClientStorage.saveBase).
+      const t = tx(db, ['client', 'ops'], 'readwrite');
       const s = t.objectStore('client');
       const g = s.get(room);
       g.onsuccess = () => {
         const row = g.result as ClientRow | undefined;
-        if (row && (!row.base || row.base.pos < pos)) s.put({ ...row, base: { pos, state } });
+        if (!row || (row.base && row.base.pos >= base.pos)) return;
+        s.put({ ...row, base: { pos: base.pos, state: base.state, ownSeq: base.ownSeq } });
+        if (base.ownSeq > 0) t.objectStore('ops').delete(KeyRange.bound([room, 0], [room, base.ownSeq]));
       };
       await done(t);
     },

@@ -11,7 +11,7 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { HerculesError, type OpRecord } from '@hercules/core';
+import { HerculesError, type BaseSnapshot, type OpRecord } from '@hercules/core';
 import type { ClientStorage, StoredClient } from './storage.ts';
 
 /** How long opening waits for another holder of the store's lock (one that is dying, say). */
@@ -44,28 +44,36 @@ export function sqliteStorage(file: string): ClientStorage {
       CREATE TABLE IF NOT EXISTS client (room TEXT PRIMARY KEY, client_id TEXT NOT NULL, last_seq INTEGER NOT NULL, base_pos INTEGER, base TEXT);
       CREATE TABLE IF NOT EXISTS ops (room TEXT NOT NULL, seq INTEGER NOT NULL, op TEXT NOT NULL, PRIMARY KEY (room, seq)) WITHOUT ROWID;
     `);
+    // Stores from before op digests and base ownSeq get the columns (NULL: unknown).
+    const cols = new Set(db.prepare<[], { name: string }>('SELECT name FROM pragma_table_info(\'client\')').all().map((c) => c.name));
+    if (!cols.has('last_digest')) db.exec('ALTER TABLE client ADD COLUMN last_digest TEXT');
+    if (!cols.has('base_own_seq')) db.exec('ALTER TABLE client ADD COLUMN base_own_seq INTEGER');
   } catch (e) {
     db.close();
     throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
   }
-  const getClient = db.prepare<[string], { client_id: string; last_seq: number; base_pos: number | null; base: string | null }>('SELECT client_id, last_seq, base_pos, base FROM client WHERE room = ?');
+  const getClient = db.prepare<[string], { client_id: string; last_seq: number; last_digest: string | null; base_pos: number | null; base: string | null; base_own_seq: number | null }>('SELECT client_id, last_seq, last_digest, base_pos, base, base_own_seq FROM client WHERE room = ?');
   const getOps = db.prepare<[string], { op: string }>('SELECT op FROM ops WHERE room = ? ORDER BY seq');
   const insClient = db.prepare('INSERT OR IGNORE INTO client (room, client_id, last_seq) VALUES (?, ?, 0)');
   const insOp = db.prepare('INSERT OR REPLACE INTO ops (room, seq, op) VALUES (?, ?, ?)');
-  const setSeq = db.prepare('UPDATE client SET last_seq = max(last_seq, ?) WHERE room = ?');
+  const setSeq = db.prepare('UPDATE client SET last_seq = ?, last_digest = ? WHERE room = ? AND last_seq < ?');
   const delOps = db.prepare('DELETE FROM ops WHERE room = ? AND seq <= ?');
-  const setBase = db.prepare('UPDATE client SET base_pos = ?, base = ? WHERE room = ? AND (base_pos IS NULL OR base_pos < ?)');
+  const setBase = db.prepare('UPDATE client SET base_pos = ?, base = ?, base_own_seq = ? WHERE room = ? AND (base_pos IS NULL OR base_pos < ?)');
+  // The base and the deletion of the ops it holds are one transaction (see ClientStorage.saveBase).
+  const saveBase = db.transaction((room: string, base: BaseSnapshot) => {
+    if (setBase.run(base.pos, JSON.stringify(base.state), base.ownSeq, room, base.pos).changes > 0) delOps.run(room, base.ownSeq);
+  });
 
   // Group commit: appends of one tick share a transaction (one fsync).
   let batch: { room: string; ops: readonly OpRecord[]; done: () => void; fail: (e: unknown) => void }[] = [];
   const writeBatch = db.transaction((items: typeof batch) => {
     for (const it of items) {
-      let max = 0;
+      let last: OpRecord | undefined;
       for (const op of it.ops) {
         insOp.run(it.room, op.seq, JSON.stringify(op));
-        if (op.seq > max) max = op.seq;
+        if (!last || op.seq > last.seq) last = op;
       }
-      setSeq.run(max, it.room);
+      if (last) setSeq.run(last.seq, last.digest ?? null, it.room, last.seq);
     }
   });
   const flush = () => {
@@ -88,8 +96,10 @@ export function sqliteStorage(file: string): ClientStorage {
       return {
         clientId: c.client_id,
         lastSeq: c.last_seq,
+        ...(c.last_digest !== null ? { lastDigest: c.last_digest } : {}),
         durable: getOps.all(room).map((r) => JSON.parse(r.op) as OpRecord),
-        ...(c.base !== null && c.base_pos !== null ? { base: { pos: c.base_pos, state: JSON.parse(c.base) } } : {}),
+        // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
+        ...(c.base !== null && c.base_pos !== null ? { base: { pos: c.base_pos, state: JSON.parse(c.base), ownSeq: c.base_own_seq ?? 0 } } : {}),
       };
     },
     async init(room, clientId) {
@@ -102,11 +112,8 @@ export function sqliteStorage(file: string): ClientStorage {
         batch.push({ room, ops, done, fail });
       });
     },
-    async prune(room, seq) {
-      if (!closed) delOps.run(room, seq);
-    },
-    async saveBase(room, pos, state) {
-      if (!closed) setBase.run(pos, JSON.stringify(state), room, pos);
+    async saveBase(room, base) {
+      if (!closed) saveBase(room, base);
     },
     async close() {
       if (closed) return;

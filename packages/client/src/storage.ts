@@ -3,16 +3,18 @@
  * `append` resolves only once the ops would survive a crash of the process (and, for stores
  * that say so, of the device).
  */
-import type { OpRecord } from '@hercules/core';
+import type { BaseSnapshot, OpRecord } from '@hercules/core';
 
 export interface StoredClient {
   clientId: string;
   /** Highest seq ever persisted for this room. */
   lastSeq: number;
-  /** Persisted ops not yet known authoritative, in seq order. */
+  /** The op digest of the op at lastSeq (OpRecord.digest); absent in stores written before digests. */
+  lastDigest?: string;
+  /** Persisted ops not inside the base, in seq order. */
   durable: OpRecord[];
-  /** Snapshot of a prefix of the global log, to start offline. */
-  base?: { pos: number; state: unknown };
+  /** Snapshot of a prefix of the global log, to start offline, and the highest own seq inside it. */
+  base?: BaseSnapshot;
 }
 
 export interface ClientStorage {
@@ -20,12 +22,18 @@ export interface ClientStorage {
   load(room: string): Promise<StoredClient | undefined>;
   /** Record the client id chosen for `room` on first use. */
   init(room: string, clientId: string): Promise<void>;
-  /** Persist ops durably (group-committed); resolves when they are safe. */
+  /**
+   * Persist ops durably (group-committed); resolves when they are safe. Also keeps lastSeq and
+   * the digest of the op at lastSeq.
+   */
   append(room: string, ops: readonly OpRecord[]): Promise<void>;
-  /** Ops up to `seq` are authoritative on the server: they may be deleted. */
-  prune(room: string, seq: number): Promise<void>;
-  /** Keep a snapshot to start offline from (best effort). */
-  saveBase(room: string, pos: number, state: unknown): Promise<void>;
+  /**
+   * In ONE atomic write: keep `base` (if newer than the one held) and delete this room's ops with
+   * seq <= base.ownSeq, which the base's state holds. Never delete an op any other way: an op
+   * may leave the device only inside a state that contains it, or the Durable view of a client
+   * restarted after a crash would be behind the one it showed before.
+   */
+  saveBase(room: string, base: BaseSnapshot): Promise<void>;
   close(): Promise<void>;
   /** What a durable write survives, for docs and the inspector. */
   readonly durability: 'memory' | 'process-crash' | 'power-loss';
@@ -47,16 +55,18 @@ export function memoryStorage(): ClientStorage {
       const r = rooms.get(room)!;
       for (const op of ops) {
         r.durable.push(structuredClone(op));
-        r.lastSeq = Math.max(r.lastSeq, op.seq);
+        if (op.seq > r.lastSeq) {
+          r.lastSeq = op.seq;
+          if (op.digest !== undefined) r.lastDigest = op.digest;
+          else delete r.lastDigest;
+        }
       }
     },
-    async prune(room, seq) {
+    async saveBase(room, base) {
       const r = rooms.get(room);
-      if (r) r.durable = r.durable.filter((o) => o.seq > seq);
-    },
-    async saveBase(room, pos, state) {
-      const r = rooms.get(room);
-      if (r && (!r.base || r.base.pos < pos)) r.base = { pos, state };
+      if (!r || (r.base && r.base.pos >= base.pos)) return;
+      r.base = structuredClone(base);
+      r.durable = r.durable.filter((o) => o.seq > base.ownSeq);
     },
     async close() {},
   };

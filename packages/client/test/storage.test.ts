@@ -9,7 +9,7 @@ import { sqliteStorage } from '../src/sqlite-storage.ts';
 import { createServer } from '@hercules/server';
 import { chat } from '../../../apps/machines.ts';
 
-const op = (seq: number) => ({ client: 'c1', seq, name: 'say', args: { text: `m${seq}` } });
+const op = (seq: number) => ({ client: 'c1', seq, name: 'say', args: { text: `m${seq}` }, digest: `d${seq}` });
 const dir = mkdtempSync(join(tmpdir(), 'hercules-storage-'));
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 
@@ -20,22 +20,24 @@ const kinds: [string, () => ClientStorage, boolean][] = [
 ];
 
 for (const [kind, make, persistent] of kinds) {
-  test(`${kind} storage keeps the client id, lastSeq, durable ops in order, prunes, and keeps a base`, async () => {
+  test(`${kind} storage keeps the client id, lastSeq and its digest, durable ops in order, and a base that prunes exactly the ops inside it`, async () => {
     const s = make();
     assert.equal(await s.load('room'), undefined);
     await s.init('room', 'c1');
     await Promise.all([s.append('room', [op(1), op(2)]), s.append('room', [op(3)])]); // one group commit
     await s.append('other', [{ ...op(1), client: 'c9' }]).catch(() => {}); // another room (not initialised)
-    await s.prune('room', 1);
-    await s.saveBase('room', 7, { messages: [{ id: 'x', author: 'a', text: 'hi' }] });
+    await s.saveBase('room', { pos: 7, state: { messages: [{ id: 'x', author: 'a', text: 'hi' }] }, ownSeq: 1 });
     const got = await s.load('room');
     assert.equal(got!.clientId, 'c1');
     assert.equal(got!.lastSeq, 3);
-    assert.deepEqual(got!.durable.map((o) => o.seq), [2, 3]);
+    assert.equal(got!.lastDigest, 'd3', 'the digest of the op at lastSeq');
+    assert.deepEqual(got!.durable.map((o) => o.seq), [2, 3], 'the op inside the base left with it; the others stay');
     assert.deepEqual(got!.durable[0].args, { text: 'm2' });
-    assert.deepEqual(got!.base, { pos: 7, state: { messages: [{ id: 'x', author: 'a', text: 'hi' }] } });
-    await s.saveBase('room', 5, { stale: true });
-    assert.equal((await s.load('room'))!.base!.pos, 7, 'an older base never replaces a newer one');
+    assert.deepEqual(got!.base, { pos: 7, state: { messages: [{ id: 'x', author: 'a', text: 'hi' }] }, ownSeq: 1 });
+    await s.saveBase('room', { pos: 5, state: { stale: true }, ownSeq: 3 });
+    const after = (await s.load('room'))!;
+    assert.equal(after.base!.pos, 7, 'an older base never replaces a newer one');
+    assert.deepEqual(after.durable.map((o) => o.seq), [2, 3], '...nor deletes ops, since it was not kept');
     await s.init('room', 'someone-else');
     assert.equal((await s.load('room'))!.clientId, 'c1', 'init never changes an existing id');
     await s.close();
@@ -55,8 +57,8 @@ test('a failing client store: a clear error, ops stay Submitted, then become dur
   let failures = 3;
   const flaky: ClientStorage = {
     ...inner,
-    load: (r) => inner.load(r), init: (r, c) => inner.init(r, c), prune: (r, s) => inner.prune(r, s),
-    saveBase: (r, p, st) => inner.saveBase(r, p, st), close: () => inner.close(),
+    load: (r) => inner.load(r), init: (r, c) => inner.init(r, c),
+    saveBase: (r, b) => inner.saveBase(r, b), close: () => inner.close(),
     durability: 'memory',
     async append(room, ops) {
       if (failures-- > 0) throw new Error('ENOSPC: no space left on device');

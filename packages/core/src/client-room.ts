@@ -3,7 +3,7 @@
  * Wraps a ViewEngine and hands its outputs to a transport/storage driver. Still no I/O of its
  * own: the driver (WebSocket client, simulator) decides how messages and writes travel.
  */
-import { HerculesError, OpRejectedError, errorMessage } from './errors.ts';
+import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
 import type { Machine, OpArgs, OpsOf, StateOf } from './machine.ts';
 import type { ClientMessage, OpRecord, ServerMessage } from './protocol.ts';
 import { VIEWS, ViewEngine, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
@@ -13,12 +13,19 @@ export interface RoomDriver {
   send(msg: ClientMessage): void;
   /** Persist ops durably, then call `room.durable(lastSeqWritten)`. */
   persist(ops: OpRecord[]): void;
-  /** Ops up to this seq are authoritative on the server; storage may delete them. */
-  prune?(uptoSeq: number): void;
+  /**
+   * The connection is out of step with the server (see EngineOutput.resync): close it and connect
+   * again; the welcome brings this client back in step.
+   */
+  resync?(reason: string): void;
   /** Called for protocol warnings and determinism problems. */
   warn?(message: string): void;
-  /** A fatal error from the server (e.g. incompatible version): stop reconnecting. */
-  fatal?(code: string, message: string): void;
+  /**
+   * A fatal error (e.g. incompatible version, a client id conflict): stop reconnecting. Every
+   * pending op's promises then reject with it, unless this returns false (the driver will retry,
+   * e.g. with a fresh token).
+   */
+  fatal?(code: string, message: string): boolean | void;
 }
 
 export interface OpHandle {
@@ -85,6 +92,12 @@ class Handle implements OpHandle {
   get durable() { return this.d.promise; }
   get authoritative() { return this.a.promise; }
   get visible() { return this.v.promise; }
+  /** A fatal error: every promise not yet settled rejects with it. */
+  fail(err: Error): void {
+    this.d.reject(err);
+    this.a.reject(err);
+    this.v.reject(err);
+  }
   settle(): void {
     const st = this.op.stage;
     if (st === 'rejected') {
@@ -111,6 +124,8 @@ export class ClientRoom<M extends Machine<any, any>> {
   private readonly notifyMode: 'microtask' | 'sync';
   private notifyScheduled = false;
   private closed = false;
+  /** The fatal error that stopped this room, if any. */
+  private failure: HerculesError | undefined;
 
   constructor(readonly machine: M, opts: ClientRoomOptions, driver?: RoomDriver) {
     const now = opts.now ?? (() => performance.now());
@@ -166,6 +181,7 @@ export class ClientRoom<M extends Machine<any, any>> {
 
   submit(name: string, args?: unknown): OpHandle {
     if (this.closed) throw new HerculesError('bad-argument', 'this room is closed; connect again to submit ops');
+    if (this.failure) throw new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}`);
     const op = this.engine.submit(name, args);
     const h = this.handleFor(op);
     this.pump();
@@ -213,9 +229,16 @@ export class ClientRoom<M extends Machine<any, any>> {
     const d = this.driver;
     if (o.persist.length) d?.persist(o.persist);
     for (const m of o.send) d?.send(m);
-    if (o.prune !== undefined) d?.prune?.(o.prune);
     for (const w of o.warnings) d?.warn?.(w);
-    if (o.fatal) d?.fatal?.(o.fatal.code, o.fatal.message);
+    if (o.resync !== undefined) d?.resync?.(o.resync);
+    if (o.fatal) {
+      if (d?.fatal?.(o.fatal.code, o.fatal.message) !== false) {
+        // Nothing pending will progress on this client any more: say so to whoever awaits it.
+        const err = (this.failure = new HerculesError(o.fatal.code as ErrorCode, o.fatal.message));
+        for (const h of this.handles.values()) h.fail(err);
+        this.handles.clear();
+      }
+    }
     for (const op of o.progressed) {
       const h = this.handleFor(op);
       h.settle();

@@ -19,6 +19,8 @@ export type ErrorCode =
   | 'too-large'
   /** A client store is open in another process or tab: one client, one writer. */
   | 'store-in-use'
+  /** Ops under this client id and seq are not this client's: two clients share an id, or a store was restored from a backup. */
+  | 'client-id-conflict'
   | 'internal';
 
 export class HerculesError extends Error {

@@ -2,13 +2,14 @@
  * @hercules/core — the pure heart of Hercules. No sockets, disks or timers in here:
  * transports, storage and clocks are adapters around these engines.
  */
-export { defineMachine, applyOp, applyOps, current, deepFreeze, findNonJson } from './machine.ts';
+export { defineMachine, applyOp, applyOps, current, deepFreeze } from './machine.ts';
+export { findNonJson, domainCopy, checkOpArgs, chainDigest, argsJson, GENESIS_DIGEST, MAX_ARG_DEPTH } from './args.ts';
 export type { Machine, MachineSpec, OpContext, OpFn, OpArgs, OpsOf, StateOf, Json, OpInvocation } from './machine.ts';
 export * from './protocol.ts';
 export { HerculesError, OpRejectedError } from './errors.ts';
 export type { ErrorCode } from './errors.ts';
 export { ViewEngine, VIEWS } from './view-engine.ts';
-export type { ViewName, Stage, OwnOp, Batching, ViewEngineOptions, ClientRestore, EngineOutput } from './view-engine.ts';
+export type { ViewName, Stage, OwnOp, Batching, ViewEngineOptions, ClientRestore, EngineOutput, BaseSnapshot } from './view-engine.ts';
 export { RoomEngine } from './room-engine.ts';
 export type { RoomOptions, RoomOutput, RoomDurableState, ClientRecord, ConnId, AuthorizeOp, AuthorizeContext, Principal } from './room-engine.ts';
 export { ClientRoom } from './client-room.ts';

@@ -9,6 +9,7 @@
 import { create, current as mutativeCurrent, isDraft } from 'mutative';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { HerculesError, errorMessage } from './errors.ts';
+import { findNonJson } from './args.ts';
 
 /** What an op may know besides its state and arguments. Nothing here is non-deterministic. */
 export interface OpContext {
@@ -141,30 +142,6 @@ function checkSchema(sch: StandardSchemaV1, op: string, args: unknown): string |
   });
   const more = r.issues.length > 3 ? ` (and ${r.issues.length - 3} more)` : '';
   return `invalid arguments for ${op}: ${shown.join('; ')}${more}`;
-}
-
-/** Returns a description of the first non-JSON value found, or undefined if `v` is JSON data. */
-export function findNonJson(v: unknown, path: string, depth = 0): string | undefined {
-  if (depth > 256) return `${path} is nested deeper than 256 levels`;
-  if (v === null || typeof v === 'string' || typeof v === 'boolean') return undefined;
-  if (typeof v === 'number') return Number.isFinite(v) ? undefined : `${path} is ${v}`;
-  if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) {
-      const p = findNonJson(v[i], `${path}[${i}]`, depth + 1);
-      if (p) return p;
-    }
-    return undefined;
-  }
-  if (typeof v === 'object') {
-    const proto = Object.getPrototypeOf(v);
-    if (proto !== Object.prototype && proto !== null) return `${path} is a ${proto?.constructor?.name ?? 'non-plain object'}`;
-    for (const k of Object.keys(v)) {
-      const p = findNonJson((v as Record<string, unknown>)[k], `${path}.${k}`, depth + 1);
-      if (p) return p;
-    }
-    return undefined;
-  }
-  return `${path} is a ${typeof v}`;
 }
 
 export function deepFreeze<T>(v: T): T {

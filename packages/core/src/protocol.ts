@@ -27,6 +27,12 @@ export interface OpRecord {
   readonly seq: number;
   readonly name: string;
   readonly args: unknown;
+  /**
+   * The client's digest chain after this op (args.ts), kept in client storage so a restarted
+   * client can tell its ops from another's under the same id. Never sent: the server computes
+   * its own.
+   */
+  readonly digest?: string;
 }
 
 /** An op in the global log. */
@@ -92,6 +98,8 @@ export interface WelcomeMessage {
   readonly entries: readonly LogEntry[];
   /** Highest seq of this client's ops in the global log (exactly-once high-water mark). */
   readonly highWater: number;
+  /** The server's digest chain of this client's ops at highWater (args.ts); absent for records older than digests. */
+  readonly digest?: string;
   /** Highest seq of this client's ops that is visible to every other member. */
   readonly visibleSeq: number;
   /** This client's rejected ops whose verdict it may not have seen (their entries may be compacted). */

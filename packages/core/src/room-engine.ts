@@ -14,6 +14,7 @@
  */
 import { HerculesError, errorMessage } from './errors.ts';
 import { applyOp, deepFreeze, type Machine } from './machine.ts';
+import { GENESIS_DIGEST, chainDigest, checkOpArgs } from './args.ts';
 import {
   PROTOCOL_VERSION,
   parseClientMessage,
@@ -72,6 +73,11 @@ export interface ClientRecord {
   rejected?: { seq: number; pos: number; error: string }[];
   /** The authenticated user who first used this client id; only that user may resume it. */
   owner?: string;
+  /**
+   * Digest chain of this client's ops up to highWater (args.ts): lets a client tell whether the
+   * ops under its id are its own. Absent for records created before digests existed.
+   */
+  digest?: string;
 }
 
 /** Everything a room must keep across restarts; what storage adapters write. */
@@ -149,7 +155,7 @@ export class RoomEngine<S = unknown> {
   /** A client record was created or claimed in this step: it must be on disk before the welcome. */
   private claimed = false;
 
-  readonly stats = { sequenced: 0, duplicates: 0, rejected: 0, refused: 0, timeouts: 0, malformed: 0 };
+  readonly stats = { sequenced: 0, duplicates: 0, conflicts: 0, rejected: 0, refused: 0, timeouts: 0, malformed: 0 };
 
   constructor(machine: Machine<S>, opts: RoomOptions<S> = {}, restore?: RoomDurableState) {
     this.machine = machine;
@@ -359,7 +365,7 @@ export class RoomEngine<S = unknown> {
     this.byClient.set(m.client, s);
     let rec = this.clients.get(m.client);
     if (!rec) {
-      rec = s.user !== undefined ? { highWater: 0, visibleSeq: 0, owner: s.user } : { highWater: 0, visibleSeq: 0 };
+      rec = s.user !== undefined ? { highWater: 0, visibleSeq: 0, owner: s.user, digest: GENESIS_DIGEST } : { highWater: 0, visibleSeq: 0, digest: GENESIS_DIGEST };
       this.clients.set(m.client, rec);
       this.dirtyClients.add(m.client);
       this.claimed = true;
@@ -387,6 +393,7 @@ export class RoomEngine<S = unknown> {
       from,
       entries,
       highWater: rec.highWater,
+      ...(rec.digest !== undefined ? { digest: rec.digest } : {}),
       visibleSeq: rec.visibleSeq,
       rejected: (rec.rejected ?? []).map((r) => ({ seq: r.seq, error: r.error })),
       stable: this.stable,
@@ -400,8 +407,17 @@ export class RoomEngine<S = unknown> {
     const appended: LogEntry[] = [];
     for (const op of ops) {
       if (op.seq <= rec.highWater) {
-        this.stats.duplicates++; // a retransmission after reconnect: already ordered, exactly once
-        continue;
+        // A retransmission of an op already ordered is dropped (exactly once). An op under an
+        // ordered seq that differs from it comes from a second sender under one id, or a store
+        // restored from a backup: refused loudly. (Once compacted, the op can no longer be
+        // compared here; the client then finds the conflict by the digest in its welcome.)
+        if (this.compareOrdered(client, op) !== 'different') {
+          this.stats.duplicates++;
+          continue;
+        }
+        this.stats.conflicts++;
+        this.error(s.conn, 'client-id-conflict', `op seq ${op.seq} of client ${client} is not the op the room ordered under that seq: another client uses the same id, or this client's store was copied or restored from a backup. The op was not ordered; give each client its own id and store`, true);
+        break;
       }
       if (op.seq !== rec.highWater + 1) {
         this.error(s.conn, 'seq-gap', `op seq ${op.seq} follows ${rec.highWater}; ops must arrive in order without gaps — reconnect to resend from ${rec.highWater + 1}`, true);
@@ -409,7 +425,9 @@ export class RoomEngine<S = unknown> {
         break;
       }
       const pos = this.head() + 1;
-      const refusal = this.refusal(s, op, pos);
+      const checked = checkOpArgs(op.args);
+      const refusal = 'problem' in checked ? `refused: ${checked.problem}` : this.refusal(s, op, pos);
+      if (rec.digest !== undefined) rec.digest = chainDigest(rec.digest, op.name, 'json' in checked ? checked.json : `\u0000${checked.problem}`);
       const res = refusal === undefined
         ? applyOp(this.machine, this.headState, { client, seq: op.seq, name: op.name, args: op.args, author: s.author! }, pos)
         : { state: this.headState, error: refusal };
@@ -440,6 +458,20 @@ export class RoomEngine<S = unknown> {
       const wire: WireEntry[] = appended.map((e) => (own ? (e.error === undefined ? { k: 'own', seq: e.seq } : { k: 'own', seq: e.seq, error: e.error }) : { k: 'op', e }));
       this.send(t.conn, { t: 'log', from: appended[0].pos, entries: wire });
     }
+  }
+
+  /** Whether an op under an already ordered seq is the op the log holds there, if still held. */
+  private compareOrdered(client: string, op: { seq: number; name: string; args: unknown }): 'same' | 'different' | 'unknown' {
+    for (let i = this.suffix.length - 1; i >= 0; i--) {
+      const e = this.suffix[i].entry;
+      if (e.client !== client || e.seq > op.seq) continue;
+      if (e.seq < op.seq) return 'unknown';
+      if (e.name !== op.name) return 'different';
+      if (e.error !== undefined && e.args === null) return 'same'; // refused: its args were dropped
+      const a = checkOpArgs(op.args);
+      return 'json' in a && a.json === (e.args === undefined ? '' : JSON.stringify(e.args)) ? 'same' : 'different';
+    }
+    return 'unknown';
   }
 
   /** Why an op may not be ordered (access, schema, authorize hook), or undefined if it may. */

@@ -20,7 +20,8 @@
  * adjacent logs are equal their snapshots are the same object, so quiet views share identity.
  */
 import { HerculesError } from './errors.ts';
-import { applyOp, applyOps, deepFreeze, findNonJson, type Machine, type OpInvocation } from './machine.ts';
+import { applyOp, applyOps, deepFreeze, type Machine, type OpInvocation } from './machine.ts';
+import { GENESIS_DIGEST, argsJson, chainDigest, domainCopy } from './args.ts';
 import {
   FRAME_BUDGET_BYTES,
   MAX_OPS_PER_FRAME,
@@ -51,6 +52,8 @@ export interface OwnOp extends OpInvocation {
   error?: string;
   /** Global position once ordered. */
   pos?: number;
+  /** This client's op digest chain after this op (see args.ts); absent for ops from a store that kept none. */
+  digest?: string;
 }
 
 /**
@@ -82,8 +85,24 @@ export interface ClientRestore {
   lastSeq: number;
   /** Persisted ops not known to be authoritative, in seq order. */
   durable: readonly OpRecord[];
-  /** A snapshot of the global log prefix the client had, to start offline from. */
-  base?: { pos: number; state: unknown };
+  /**
+   * Digest of this client's op chain at `lastSeq` (see args.ts); absent when the store predates
+   * digests (then ops are not checked against the server's).
+   */
+  lastDigest?: string;
+  /**
+   * A snapshot of the global log prefix the client had, to start offline from. `ownSeq`: the
+   * highest seq of this client's ops inside it; the store keeps every op after it.
+   */
+  base?: { pos: number; state: unknown; ownSeq: number };
+}
+
+/** A snapshot to keep on the device, and which of our ops it holds (see ViewEngine.baseToSave). */
+export interface BaseSnapshot {
+  pos: number;
+  state: unknown;
+  /** Every op of ours with seq <= ownSeq is inside `state`; the store may delete them with it. */
+  ownSeq: number;
 }
 
 /** Work the adapter must carry out, drained after each input. */
@@ -91,8 +110,11 @@ export interface EngineOutput {
   send: ClientMessage[];
   /** Ops to persist in order; confirm with `durable(seq)` once written. */
   persist: OpRecord[];
-  /** Persisted ops up to this seq are authoritative and may be deleted from client storage. */
-  prune?: number;
+  /**
+   * The connection is out of step with the server (a gap in the log, an entry we cannot place):
+   * the adapter must drop it and connect again, so the welcome resynchronises this client.
+   */
+  resync?: string;
   /** Our ops whose stage changed, in the order the changes happened. */
   progressed: OwnOp[];
   /** Views whose snapshot changed (by identity). */
@@ -145,11 +167,15 @@ export class ViewEngine<S = unknown> {
   private highWater = 0;
   private visibleSeq = 0;
   private serverStable = 0;
+  /** Highest seq of our ops inside the Stable view (they leave client storage with a base). */
+  private stableOwnSeq = 0;
+  /** Our op digest chain at lastSeq; undefined when a restored store kept none. */
+  private headDigest: string | undefined = GENESIS_DIGEST;
   /** Ops with seq <= sentSeq went out on the current connection. */
   private sentSeq = 0;
 
   // --- connection
-  private connState: 'offline' | 'hello-sent' | 'ready' = 'offline';
+  private connState: 'offline' | 'hello-sent' | 'ready' | 'resync' = 'offline';
   private memberList: readonly string[] = [];
 
   // --- batching
@@ -187,11 +213,15 @@ export class ViewEngine<S = unknown> {
     this.stableLen = this.visibleLen = this.authLen = this.serverStable = pos0;
     if (restore) {
       this.lastSeq = restore.lastSeq;
+      this.stableOwnSeq = base?.ownSeq ?? 0;
+      this.headDigest = restore.lastDigest ?? (restore.lastSeq === 0 ? GENESIS_DIGEST : undefined);
       const t = this.now();
       for (const r of restore.durable) {
-        if (r.client !== this.clientId) continue;
-        this.durableList.push(this.makeOwn(r.seq, r.name, r.args === undefined ? undefined : deepFreeze(structuredClone(r.args)), 'durable', t));
-        if (r.seq > this.lastSeq) this.lastSeq = r.seq;
+        if (r.client !== this.clientId || r.seq <= this.stableOwnSeq) continue;
+        const op = this.makeOwn(r.seq, r.name, r.args === undefined ? undefined : deepFreeze(structuredClone(r.args)), 'durable', t);
+        if (r.digest !== undefined) op.digest = r.digest;
+        this.durableList.push(op);
+        if (r.seq > this.lastSeq) { this.lastSeq = r.seq; this.headDigest = r.digest; }
       }
       this.durableState = this.submittedState = this.fold(this.authState, this.durableList, this.authLen + 1);
     }
@@ -253,12 +283,22 @@ export class ViewEngine<S = unknown> {
   }
 
   connection(): 'offline' | 'connecting' | 'ready' {
-    return this.connState === 'offline' ? 'offline' : this.connState === 'hello-sent' ? 'connecting' : 'ready';
+    return this.connState === 'offline' || this.connState === 'resync' ? 'offline' : this.connState === 'hello-sent' ? 'connecting' : 'ready';
   }
 
   /** What must be persisted for this client to restart: see ClientRestore. */
   persistedShape(): { lastSeq: number; highWater: number } {
     return { lastSeq: this.lastSeq, highWater: this.highWater };
+  }
+
+  /**
+   * What to keep on the device as a base to start offline from: the Stable view, its position,
+   * and the highest seq of our ops inside it. A store saves it and deletes our ops up to ownSeq
+   * in one atomic step, never before: an op leaves the device only inside a state that holds it,
+   * so the Durable view after a crash is never behind the one before.
+   */
+  baseToSave(): BaseSnapshot {
+    return { pos: this.stableLen, state: this.stableState, ownSeq: this.stableOwnSeq };
   }
 
   /** When the adapter should call `tick` next (ms on the engine clock), or Infinity. */
@@ -292,28 +332,27 @@ export class ViewEngine<S = unknown> {
     if (this.access === 'read') {
       throw new HerculesError('forbidden', `${name}: this client has read-only access to the room; the server refuses its ops`);
     }
-    if (args !== undefined) {
-      const bad = findNonJson(args, 'args');
-      if (bad) throw new HerculesError('bad-argument', `${name}(${bad}): op arguments must be JSON data, because they travel to the server and other clients`);
-    }
+    // The op, the log and every replica hold these args exactly as the wire and the stores will
+    // carry them (args.ts): a frozen copy, so no one edits it later either.
+    args = domainCopy(name, args);
     const invalid = this.machine.validate(name, args);
     if (invalid !== undefined) throw new HerculesError('bad-argument', `${invalid} (the op was not submitted)`);
-    const bytes = opBytes(name, args);
-    if (bytes > MAX_OP_BYTES) {
-      throw new HerculesError('too-large', `${name}: arguments of about ${bytes} bytes exceed the ${MAX_OP_BYTES}-byte limit per op; split the change into smaller ops`);
+    const json = argsJson(args);
+    const bytes = name.length + 8 + json.length;
+    if (json.length > MAX_OP_BYTES) {
+      throw new HerculesError('too-large', `${name}: arguments of ${json.length} bytes exceed the ${MAX_OP_BYTES}-byte limit per op; split the change into smaller ops`);
     }
-    // The op, the log and every replica hold these args: freeze our copy so no one edits it later.
-    if (args !== undefined) args = deepFreeze(structuredClone(args));
     const seq = ++this.lastSeq;
     const op = this.makeOwn(seq, name, args, 'submitted', this.now());
     op.bytes = bytes;
+    if (this.headDigest !== undefined) op.digest = this.headDigest = chainDigest(this.headDigest, name, json);
     const position = this.authLen + this.durableList.length + this.submittedList.length + 1;
     const before = this.submittedState;
     this.submittedList.push(op);
     this.submittedState = applyOp(this.machine, this.submittedState, op, position).state;
     if (this.submittedState !== before) this.out.changed.add('submitted');
     this.out.progressed.push(op);
-    this.out.persist.push({ client: this.clientId, seq, name, args });
+    this.out.persist.push(op.digest === undefined ? { client: this.clientId, seq, name, args } : { client: this.clientId, seq, name, args, digest: op.digest });
     return op;
   }
 
@@ -363,6 +402,7 @@ export class ViewEngine<S = unknown> {
 
   /** A message from the server, in the order the connection delivered it. */
   receive(msg: ServerMessage): void {
+    if (this.connState === 'resync') return; // the adapter is replacing this connection
     if (this.connState === 'offline') {
       this.out.warnings.push(`ignored ${msg.t} received while offline`);
       return;
@@ -424,15 +464,19 @@ export class ViewEngine<S = unknown> {
 
   /** Update lists for one message; snapshots of speculative views are rebased once per step. */
   private process(msg: ServerMessage): void {
+    if (this.connState === 'resync') return;
     switch (msg.t) {
       case 'welcome': return this.onWelcome(msg);
       case 'log': {
         if (this.connState !== 'ready') { this.out.warnings.push('log before welcome ignored'); return; }
         if (msg.from !== this.authLen + 1) {
-          this.out.warnings.push(`log gap: expected position ${this.authLen + 1}, got ${msg.from}; ignoring frame`);
+          this.resync(`log gap: expected position ${this.authLen + 1}, got ${msg.from}`);
           return;
         }
-        for (const w of msg.entries) this.onEntry(w);
+        for (const w of msg.entries) {
+          this.onEntry(w);
+          if (this.outOfStep()) return;
+        }
         return;
       }
       case 'visible': return this.onVisible(msg.seq);
@@ -463,6 +507,8 @@ export class ViewEngine<S = unknown> {
       this.out.fatal = { code: 'protocol-version', message: `server speaks protocol ${w.v}, this client ${PROTOCOL_VERSION}; upgrade the older side` };
       return;
     }
+    const conflict = this.ownershipConflict(w);
+    if (conflict !== undefined) return this.conflict(conflict);
     this.connState = 'ready';
     this.access = w.access ?? 'write';
     if (w.author !== this.author) {
@@ -475,11 +521,17 @@ export class ViewEngine<S = unknown> {
     if (w.checkpoint) {
       // Snapshots handed to the app are immutable, including ones that came off the wire.
       this.resetTo(w.checkpoint.pos, deepFreeze(w.checkpoint.state as S));
+      // Our ops up to highWater that the entries do not carry are inside the checkpoint (our
+      // ops are ordered by seq, and the entries follow the checkpoint).
+      const firstOwn = w.entries.find((e) => e.client === this.clientId);
+      this.stableOwnSeq = Math.max(this.stableOwnSeq, firstOwn ? firstOwn.seq - 1 : w.highWater);
     } else if (w.from !== this.authLen + 1) {
-      this.out.warnings.push(`welcome resumes at ${w.from} but we hold ${this.authLen}; waiting for a checkpoint`);
-      return;
+      return this.resync(`welcome resumes at ${w.from} but we hold ${this.authLen}`);
     }
-    for (const e of w.entries) this.onEntry({ k: 'op', e });
+    for (const e of w.entries) {
+      this.onEntry({ k: 'op', e });
+      if (this.connState !== 'ready') return;
+    }
     // Our ops the server already ordered but we did not see (their entries were compacted into
     // the checkpoint) are authoritative and, being in the checkpoint, visible to all.
     const t = this.now();
@@ -493,9 +545,12 @@ export class ViewEngine<S = unknown> {
       this.submittedList.shift();
       this.needRebase = true;
     }
-    if (w.highWater > this.lastSeq) this.lastSeq = w.highWater;
+    if (w.highWater > this.lastSeq) {
+      // Nothing we hold is that old (checked above): continue the server's chain.
+      this.lastSeq = w.highWater;
+      this.headDigest = w.digest;
+    }
     if (w.highWater > this.highWater) this.highWater = w.highWater;
-    this.out.prune = this.highWater;
     this.onVisible(w.visibleSeq);
     this.onStable(w.stable);
     this.memberList = w.members;
@@ -535,14 +590,13 @@ export class ViewEngine<S = unknown> {
     if (w.k === 'own') {
       const own = this.durableList[0];
       if (!own || own.seq !== w.seq) {
-        this.out.warnings.push(`server ordered our op seq ${w.seq} but we hold ${own ? own.seq : 'none'}; reconnect to resynchronise`);
         this.stats.divergences++;
-        return;
+        return this.resync(`server ordered our op seq ${w.seq} but we hold ${own ? own.seq : 'none'}`);
       }
       entry = { pos, client: this.clientId, seq: own.seq, name: own.name, args: own.args, author: this.author, error: w.error, own };
     } else {
       const e = w.e;
-      if (e.pos !== pos) { this.out.warnings.push(`entry at ${e.pos} where ${pos} was expected`); return; }
+      if (e.pos !== pos) return this.resync(`entry at ${e.pos} where ${pos} was expected`);
       let own: OwnOp | undefined;
       if (e.client === this.clientId) {
         // Our op in full form (catch-up). Ours with a lower seq were ordered before it, inside
@@ -552,8 +606,14 @@ export class ViewEngine<S = unknown> {
           this.settleCompacted(this.durableList.shift()!, this.welcomeRejected, t);
           this.needRebase = true;
         }
-        if (this.durableList.length && this.durableList[0].seq === e.seq) own = this.durableList[0];
-        else if (this.durableList.some((o) => o.seq === e.seq)) {
+        if (this.durableList.length && this.durableList[0].seq === e.seq) {
+          own = this.durableList[0];
+          // A refused op enters the log without its arguments: only its name can be compared.
+          const comparable = !(e.error !== undefined && e.args === null);
+          if (own.name !== e.name || (comparable && argsJson(own.args) !== argsJson(e.args))) {
+            return this.conflict(`the server ordered a different op (${e.name}) than ours (${own.name}) under ${own.id}`);
+          }
+        } else if (this.durableList.some((o) => o.seq === e.seq)) {
           this.out.warnings.push(`our op seq ${e.seq} ordered out of sequence`);
           this.stats.divergences++;
         }
@@ -604,7 +664,6 @@ export class ViewEngine<S = unknown> {
           this.advance(entry.own, 'authoritative', t);
           if (entry.seq <= this.visibleSeq) this.advance(entry.own, 'visible', t);
         }
-        this.out.prune = this.highWater;
       }
       // An own op moving from Durable to Authoritative changes no speculative log.
       if (!entry.own) this.needRebase = true;
@@ -641,6 +700,7 @@ export class ViewEngine<S = unknown> {
     if (target <= this.stableLen) return;
     const n = target - this.stableLen;
     const moved = this.settled.splice(0, n);
+    for (const e of moved) if (e.client === this.clientId && e.seq > this.stableOwnSeq) this.stableOwnSeq = e.seq;
     const before = this.stableState;
     this.stableState = target === this.visibleLen ? this.visibleState : this.afterOf.get(moved[moved.length - 1]) ?? applyOps(this.machine, this.stableState, moved, this.stableLen + 1);
     this.stableLen = target;
@@ -670,6 +730,51 @@ export class ViewEngine<S = unknown> {
 
   private fold(state: S, ops: readonly OwnOp[], firstPosition: number): S {
     return applyOps(this.machine, state, ops, firstPosition);
+  }
+
+  /**
+   * The server's record of our ops must be ours: a client id used by two clients at once, or a
+   * store restored from a backup, has ops under the same seqs that are not the ones the server
+   * ordered. Taking them for ours would report them Visible while they exist nowhere.
+   */
+  private ownershipConflict(w: WelcomeMessage): string | undefined {
+    const h = w.highWater;
+    const held = [...this.durableList, ...this.submittedList];
+    if (held.length === 0 || held[0].seq > h) return undefined;
+    const id = `client id ${this.clientId}`;
+    const atH = held.find((o) => o.seq === h);
+    if (!atH) return `the server holds ops up to seq ${h} under ${id}, but this client only ever wrote up to seq ${this.lastSeq}`;
+    if (atH.digest !== undefined && w.digest !== undefined && atH.digest !== w.digest) {
+      return `the ops the server holds under ${id} up to seq ${h} are not this client's`;
+    }
+    return undefined;
+  }
+
+  /** Another client wrote under our id: stop, loudly; nothing of ours may be taken as ordered. */
+  private conflict(detail: string): void {
+    this.stats.divergences++;
+    this.connState = 'resync';
+    this.out.send = [];
+    this.ackDue = false;
+    this.out.fatal = {
+      code: 'client-id-conflict',
+      message: `${detail}: another client uses the same id, or this client's store was copied or restored from a backup. This client's pending ops were not delivered. Give each client its own id and store (let the library generate the id), or discard this store.`,
+    };
+  }
+
+  private outOfStep(): boolean {
+    return this.connState === 'resync';
+  }
+
+  /** This connection is out of step: ignore the rest of it; the adapter reconnects. */
+  private resync(reason: string): void {
+    this.out.warnings.push(`${reason}; reconnecting to resynchronise`);
+    this.connState = 'resync';
+    this.inbox = [];
+    this.flushAt = Infinity;
+    this.out.send = [];
+    this.ackDue = false;
+    this.out.resync = reason;
   }
 
   /** Send Deliver-Operation for durable ops the server has not been sent on this connection. */

@@ -224,6 +224,8 @@ export class Harness {
   // ---- server model
   /** The global log, never compacted. */
   readonly log: LogEntry[] = [];
+  /** Whether the engine keeps op digests (not when restored from records without them). */
+  private digests = true;
   /** states[n] = fold of log[0..n], computed one op at a time with applyOp from the initial state. */
   readonly states: LedgerState[] = [ledger.initial];
   /** Our ops the server has received (seq -> op). */
@@ -306,11 +308,11 @@ export class Harness {
     let maxOwnInStable = 0;
     for (let i = 0; i < this.srvStable; i++) if (this.log[i].client === ME) maxOwnInStable = this.log[i].seq;
     this.srvVisibleSeq = Math.max(maxOwnInStable, spec.visible % (h + 1));
-    const p = spec.prune % (h + 1);
-    // The client pruned its ops up to p (known authoritative). A base snapshot it kept may not
-    // hold an op it still lists as durable, and is a stable prefix.
-    const limit = Math.min(this.srvStable, p < h ? ownPos[p + 1] - 1 : len);
-    const B = spec.base === null ? 0 : spec.base % (limit + 1);
+    // The base is a stable prefix; the client deleted exactly its ops inside it (p), with it,
+    // and keeps every later one (ClientStorage.saveBase). Without a base it deleted none.
+    const B = spec.base === null ? 0 : spec.base % (this.srvStable + 1);
+    let p = 0;
+    for (let i = 0; i < B; i++) if (this.log[i].client === ME) p = this.log[i].seq;
     this.srvCheckpoint = spec.compact % (this.srvStable + 1);
     const durable: OpRecord[] = [];
     for (let s = p + 1; s <= h; s++) durable.push(this.srvReceived.get(s)!);
@@ -319,13 +321,15 @@ export class Harness {
     const L = seq;
     for (const r of durable) this.own.set(r.seq, { seq: r.seq, name: r.name, args: r.args, durable: true, handle: undefined as unknown as OwnOp });
     this.lastSeq = L;
+    // These records carry no digests (as a store from before digests): the engine keeps none.
+    this.digests = L === 0;
     this.base = this.recvLen = this.stableRecv = B;
     this.trace.push(`restore lastSeq=${L} durable=[${durable.map((d) => d.seq)}] base=${spec.base === null ? 'none' : B} serverLog=[${this.log.map(token)}] stable=${this.srvStable} visibleSeq=${this.srvVisibleSeq} checkpoint=${this.srvCheckpoint}`);
     return {
       lastSeq: L,
       durable: structuredClone(durable),
       // The base comes off the client's disk: a fresh copy.
-      ...(spec.base === null ? {} : { base: { pos: B, state: structuredClone(this.states[B]) } }),
+      ...(spec.base === null ? {} : { base: { pos: B, state: structuredClone(this.states[B]), ownSeq: p } }),
     };
   }
 
@@ -746,11 +750,19 @@ export class Harness {
     // Persist: exactly the op just submitted.
     if (a.t === 'submit') {
       const o = this.own.get(this.lastSeq)!;
-      assert.deepEqual(out.persist, [{ client: ME, seq: o.seq, name: o.name, args: o.args }]);
+      assert.deepEqual(out.persist.map(({ digest: _, ...r }) => r), [{ client: ME, seq: o.seq, name: o.name, args: o.args }]);
+      assert.equal(typeof out.persist[0].digest, this.digests ? 'string' : 'undefined', 'each persisted op carries its digest, unless restored from a store that kept none');
     } else {
       assert.deepEqual(out.persist, []);
     }
-    if (out.prune !== undefined) assert.equal(out.prune, this.refHighWater, 'prune is the highest own seq known ordered');
+    // The base to keep is the Stable view, and names exactly our ops inside it (the store deletes
+    // those with it, and must keep every other).
+    const base = e.baseToSave();
+    assert.equal(base.pos, e.positions().stable);
+    assert.equal(base.state, e.getState('stable'));
+    let ownInBase = 0;
+    for (let i = 0; i < base.pos; i++) if (this.log[i]?.client === ME) ownInBase = Math.max(ownInBase, this.log[i].seq);
+    assert.equal(base.ownSeq, ownInBase, `baseToSave().ownSeq is the highest own seq inside the Stable view${where()}`);
     assert.deepEqual(e.persistedShape(), { lastSeq: this.lastSeq, highWater: this.refHighWater });
 
     if (a.t === 'disconnect' && this.opts.strictDisconnect) assert.deepEqual(out.send, [], `disconnected() emitted frames for a closed transport${where()}`);

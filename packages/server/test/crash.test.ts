@@ -9,6 +9,9 @@ import { createServer as netServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
+import { connect } from '@hercules/client';
+import { sqliteStorage } from '@hercules/client/sqlite';
+import { chat } from '../../../apps/machines.ts';
 import { tempDir, until } from './helpers.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -110,4 +113,30 @@ test('SIGKILL a client after it persisted ops but before the server had them: th
   assert.notEqual(done, 'timeout', `did not finish: ${c3.stderr.slice(-3).join('|')} ${JSON.stringify(c3.events.slice(-3))}`);
   const final = watcher.events.find((e) => e.ev === 'done');
   assert.deepEqual(final.messages, ['k-0', 'k-1', 'k-2', 'k-3', 'k-4', 'k2-0', 'k2-1', 'k2-2'], 'each persisted op exactly once, in order');
+});
+
+test('SIGKILL a client just after its ops became visible: restarted offline, its Durable view still holds every one', async (t) => {
+  const { dir, cleanup } = tempDir('crash-durable');
+  t.after(cleanup);
+  const port = await freePort();
+  const url = `ws://127.0.0.1:${port}`;
+  const srv = server(port, `${dir}/data`);
+  t.after(() => srv.p.kill('SIGKILL'));
+  await until(() => fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false), 20_000, 'server up');
+  const file = `${dir}/client.sqlite`;
+  const N = 40;
+  const c = client(url, 'dv', file, 'd', N, 0, 999); // expects more than it will ever see: stays up
+  t.after(() => c.p.kill('SIGKILL'));
+  await until(() => c.events.filter((e) => e.ev === 'visible').length === N, 20_000, 'all visible');
+  // Within the base interval (2 s): before the fix, these ops had already left the store.
+  c.p.kill('SIGKILL');
+  srv.p.kill('SIGKILL');
+  await Promise.all([c.exited, srv.exited]);
+  const offline = await connect({ url, room: 'dv', machine: chat, storage: sqliteStorage(file), backoff: { minMs: 10_000, maxMs: 10_000 }, onError: () => {} });
+  try {
+    const texts = offline.getState('durable').messages.map((m) => m.text);
+    assert.deepEqual(texts, Array.from({ length: N }, (_, i) => `d-${i}`), 'every op that was Durable is in the restored Durable view, offline, in order');
+  } finally {
+    await offline.close();
+  }
 });

@@ -13,6 +13,7 @@ import {
   RoomEngine,
   applyOp,
   VIEWS,
+  type BaseSnapshot,
   type Batching,
   type ClientMessage,
   type ClientRecord,
@@ -72,6 +73,9 @@ function print(s: LedgerState): string {
   return p;
 }
 const same = (a: LedgerState, b: LedgerState) => a === b || print(a) === print(b);
+
+/** What a store gives back: the JSON text of what it was given. */
+const fromJson = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 
 function fail(msg: string): never {
   throw new InvariantError(msg);
@@ -157,9 +161,12 @@ const less = (a: Event, b: Event) => a.at < b.at || (a.at === b.at && a.order < 
 
 // ------------------------------------------------------------------ actors
 
+/** A client's store, kept as JSON text like the real stores keep it. */
 interface Disk {
   lastSeq: number;
+  lastDigest?: string;
   ops: OpRecord[];
+  base?: BaseSnapshot;
 }
 
 interface SimClient {
@@ -199,6 +206,8 @@ export class Simulation {
   global: LogEntry[] = [];
   oracle: LedgerState[] = [ledger.initial];
   seen = new Set<string>();
+  /** Global position of each sequenced op, by id. */
+  posOf = new Map<string, number>();
   /** Ops the simulated disk confirmed: they must reach the global log exactly once. */
   durableEver = new Set<string>();
   /** Highest log position each connection's client incarnation processed. */
@@ -281,8 +290,14 @@ export class Simulation {
       cpuNow: () => (work.ops - this.workAtStart) * 0.01,
       batching: this.cfg.batching,
       notify: 'sync',
-      restore: { lastSeq: disk.lastSeq, durable: disk.ops.map((o) => ({ ...o })) },
+      restore: fromJson({
+        lastSeq: disk.lastSeq,
+        durable: disk.ops,
+        ...(disk.lastDigest !== undefined ? { lastDigest: disk.lastDigest } : {}),
+        ...(disk.base ? { base: disk.base } : {}),
+      }),
     });
+    this.checkDurableSurvived(c, room);
     const inc = c.incarnation;
     room.attach({
       send: (msg) => this.clientSend(c, msg),
@@ -294,15 +309,19 @@ export class Simulation {
           if (!c.alive || c.incarnation !== inc) return; // the write died with the process
           c.writing--;
           for (const op of copy) {
-            disk.ops.push(op);
-            disk.lastSeq = Math.max(disk.lastSeq, op.seq);
+            disk.ops.push(fromJson(op));
+            if (op.seq > disk.lastSeq) {
+              disk.lastSeq = op.seq;
+              disk.lastDigest = op.digest;
+            }
             this.durableEver.add(`${op.client}:${op.seq}`);
           }
           room.durable(copy[copy.length - 1].seq);
         });
       },
-      prune: (upto) => {
-        disk.ops = disk.ops.filter((o) => o.seq > upto);
+      resync: () => {
+        this.count('client-resync');
+        this.breakLink(c, true);
       },
       warn: (m) => {
         this.count('client-warning');
@@ -319,8 +338,39 @@ export class Simulation {
         last = s;
       });
     }
+    // The base, as connect() keeps it: after Stable moves, one disk write later, the base and the
+    // deletion of our ops inside it in one atomic step (ClientStorage.saveBase).
+    let baseWrite = false;
+    room.subscribe('stable', () => {
+      if (baseWrite) return;
+      baseWrite = true;
+      const [lo, hi] = this.cfg.diskMs;
+      this.q.push(this.now + this.rng.int(lo, hi), `base ${c.id}`, () => {
+        baseWrite = false;
+        if (!c.alive || c.incarnation !== inc || !c.room) return;
+        const base = fromJson(c.room.engine.baseToSave());
+        if (disk.base && disk.base.pos >= base.pos) return;
+        disk.base = base;
+        disk.ops = disk.ops.filter((o) => o.seq > base.ownSeq);
+      });
+    });
     c.room = room;
     this.connect(c);
+  }
+
+  /**
+   * Rule durable-survives-restart: a restarted client's Durable view, before it hears from
+   * anyone, holds every op of its own that its disk ever confirmed (inside the base it starts
+   * from, or as a durable op after it).
+   */
+  private checkDurableSurvived(c: SimClient, room: ClientRoom<typeof ledger>): void {
+    const { upTo, tail } = room.engine.viewLog('durable');
+    const held = new Set(tail);
+    for (const id of this.durableEver) {
+      if (!id.startsWith(`${c.id}:`) || held.has(id)) continue;
+      const pos = this.posOf.get(id);
+      if (pos === undefined || pos > upTo) fail(`[durable-survives-restart] ${c.id} restarted without its durable op ${id} in its Durable view (base at ${upTo}${pos !== undefined ? `, the op is at ${pos}` : ', the op never reached the server'})`);
+    }
   }
 
   private crashClient(c: SimClient): void {
@@ -476,6 +526,7 @@ export class Simulation {
     if (this.seen.has(id)) fail(`op ${id} sequenced twice (positions ${this.global.find((g) => `${g.client}:${g.seq}` === id)?.pos} and ${e.pos})`);
     if (!this.durableEver.has(id)) fail(`op ${id} reached the server before it was durable on its client`);
     this.seen.add(id);
+    this.posOf.set(id, e.pos);
     this.global.push(structuredClone(e));
     const prev = this.oracle[this.oracle.length - 1];
     const r = applyOp(ledger, prev, e, e.pos);

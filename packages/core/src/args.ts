@@ -1,0 +1,141 @@
+/**
+ * The argument domain: what an op's arguments (and a machine's state) may hold, so that every
+ * replica applies the same values whichever way they reached it — live over the wire
+ * (MessagePack), from a store or a checkpoint (JSON), or in the submitter's own memory.
+ *
+ * The domain is JSON data exactly as JSON round-trips it: null, booleans, finite numbers other
+ * than -0, well-formed strings, arrays, and plain objects whose values are all in the domain.
+ * Outside it, each path changes the value differently: NaN and ±Infinity become null in JSON but
+ * stay themselves in MessagePack; -0 becomes 0 in JSON; a Date becomes a string in JSON and a
+ * Date in MessagePack; an undefined property vanishes in JSON; bytes become an object of indices;
+ * a lone surrogate survives JSON but becomes U+FFFD in UTF-8; a `__proto__` key is dropped by
+ * MessagePack's decoder. Replicas fed different paths would diverge forever, so:
+ * - the client's op stubs copy the arguments into the domain (-0 becomes 0, as JSON would make
+ *   it) and refuse anything else with a `bad-argument` error naming the path;
+ * - the server refuses, before ordering, any op whose arguments are outside the domain, deeper
+ *   than MAX_ARG_DEPTH or larger than MAX_OP_BYTES (a raw connection can send anything).
+ */
+import { HerculesError } from './errors.ts';
+import { MAX_OP_BYTES } from './protocol.ts';
+
+/** Deepest nesting of arrays and objects in op arguments and state. */
+export const MAX_ARG_DEPTH = 256;
+
+const wellFormed: (s: string) => boolean = typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === 'function'
+  ? (s) => (s as string & { isWellFormed(): boolean }).isWellFormed()
+  : (s) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
+
+/** Why `v` is outside the domain (naming the first offending path), or undefined if it is in. */
+export function findNonJson(v: unknown, path: string, depth = 0): string | undefined {
+  if (v === null || typeof v === 'boolean') return undefined;
+  if (typeof v === 'string') return wellFormed(v) ? undefined : `${path} is a string with a lone surrogate (not valid Unicode)`;
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) return `${path} is ${v}`;
+    return Object.is(v, -0) ? `${path} is -0 (JSON has no -0; use 0)` : undefined;
+  }
+  if (depth >= MAX_ARG_DEPTH) return `${path} is nested deeper than ${MAX_ARG_DEPTH} levels`;
+  if (Array.isArray(v)) {
+    if (Object.getPrototypeOf(v) !== Array.prototype) return `${path} is an array subclass`;
+    for (let i = 0; i < v.length; i++) {
+      if (!(i in v)) return `${path}[${i}] is a hole in a sparse array`;
+      const p = findNonJson(v[i], `${path}[${i}]`, depth + 1);
+      if (p) return p;
+    }
+    return undefined;
+  }
+  if (typeof v === 'object') {
+    const proto = Object.getPrototypeOf(v);
+    if (proto !== Object.prototype && proto !== null) return `${path} is a ${(proto as { constructor?: { name?: string } })?.constructor?.name ?? 'non-plain object'}`;
+    for (const k of Object.keys(v)) {
+      if (k === '__proto__') return `${path} has a "__proto__" key`;
+      if (!wellFormed(k)) return `${path} has a key with a lone surrogate (not valid Unicode)`;
+      const p = findNonJson((v as Record<string, unknown>)[k], `${path}.${k}`, depth + 1);
+      if (p) return p;
+    }
+    return undefined;
+  }
+  return `${path} is ${v === undefined ? 'undefined' : `a ${typeof v}`}`;
+}
+
+/**
+ * A frozen copy of `args` in the domain, as every replica will see it: -0 becomes 0 (what JSON
+ * makes of it); anything else outside the domain throws `bad-argument` naming the path.
+ * `undefined` (an op without arguments) stays undefined.
+ */
+export function domainCopy(op: string, args: unknown): unknown {
+  if (args === undefined) return undefined;
+  const copy = copyZeroes(args, 0);
+  const bad = findNonJson(copy, 'args');
+  if (bad) throw new HerculesError('bad-argument', `${op}(${bad}): op arguments must be JSON data (null, booleans, finite numbers, strings, arrays, plain objects without undefined values), because they travel to the server and every other client and must mean the same everywhere`);
+  return deepFreezeFresh(copy);
+}
+
+/** Structural copy that turns -0 into 0; leaves anything else for findNonJson to judge. */
+function copyZeroes(v: unknown, depth: number): unknown {
+  if (typeof v === 'number') return v === 0 ? 0 : v;
+  if (v === null || typeof v !== 'object' || depth > MAX_ARG_DEPTH) return v;
+  if (Array.isArray(v)) {
+    if (Object.getPrototypeOf(v) !== Array.prototype) return v;
+    const out = new Array(v.length);
+    for (let i = 0; i < v.length; i++) if (i in v) out[i] = copyZeroes(v[i], depth + 1);
+    return out;
+  }
+  const proto = Object.getPrototypeOf(v);
+  if (proto !== Object.prototype && proto !== null) return v;
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(v)) {
+    // defineProperty, so a "__proto__" key stays an own key for findNonJson to name.
+    Object.defineProperty(out, k, { value: copyZeroes((v as Record<string, unknown>)[k], depth + 1), enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
+
+function deepFreezeFresh<T>(v: T): T {
+  if (v !== null && typeof v === 'object') {
+    for (const k of Object.keys(v)) deepFreezeFresh((v as Record<string, unknown>)[k]);
+    Object.freeze(v);
+  }
+  return v;
+}
+
+/**
+ * What the server checks of an op's arguments before ordering it: the domain, then the size.
+ * Returns the arguments' JSON text (for the op digest), or why they are refused.
+ */
+export function checkOpArgs(args: unknown): { json: string } | { problem: string } {
+  if (args === undefined) return { json: '' };
+  const bad = findNonJson(args, 'args');
+  if (bad) return { problem: `${bad}; op arguments must be JSON data` };
+  const json = JSON.stringify(args);
+  if (json.length > MAX_OP_BYTES) return { problem: `arguments of ${json.length} bytes exceed the ${MAX_OP_BYTES}-byte limit per op` };
+  return { json };
+}
+
+/**
+ * The digest chain of one client's ops: digest(n) = hash(digest(n-1), name(n), args(n) as JSON).
+ * The server keeps the digest of each client's last op in its client record, and the client keeps
+ * it beside its own ops: a client whose ops under a sequence number differ from the ones the
+ * server ordered (its id is in use by another client, or its store came from a backup) finds
+ * out at its welcome instead of taking the other's ops for its own.
+ */
+export const GENESIS_DIGEST = '0';
+
+export function chainDigest(prev: string, name: string, argsJson: string): string {
+  // cyrb53 (a public-domain 53-bit string hash), over prev + name + args: fast, and collisions
+  // are astronomically unlikely for the few ops that can ever be compared.
+  const s = `${prev}\u0000${name}\u0000${argsJson}`;
+  let h1 = 0xdeadbeef, h2 = 0x41c6ce57;
+  for (let i = 0; i < s.length; i++) {
+    const ch = s.charCodeAt(i);
+    h1 = Math.imul(h1 ^ ch, 2654435761);
+    h2 = Math.imul(h2 ^ ch, 1597334677);
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+  return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(36);
+}
+
+/** The JSON text an op's digest covers ('' for an op without arguments). */
+export function argsJson(args: unknown): string {
+  return args === undefined ? '' : JSON.stringify(args);
+}
