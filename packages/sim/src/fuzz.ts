@@ -13,7 +13,10 @@
  *   - each honest client's Authoritative view equals the server's state, and each accepted
  *     honest op took effect exactly once
  *   - nothing was done in the name of the banned or read-only users, or of an honest user
- *   - a room restored from the engine's durable state has the same state (what storage keeps)
+ *   - a room restored from the engine's durable state, as JSON (what storage keeps), and a fresh
+ *     client caught up through the codecs hold exactly the same state as the live replicas,
+ *     compared by a print that tells -0, NaN, undefined, Dates and bytes apart: an op whose
+ *     arguments left the JSON domain would show here (the `keep` op stores them verbatim)
  */
 import { Packr } from 'msgpackr';
 import {
@@ -28,6 +31,7 @@ import {
   type ClientMessage,
   type OpHandle,
   type RoomOutput,
+  chainDigest,
 } from '@hercules/core';
 import { Rng } from './rng.ts';
 
@@ -45,7 +49,7 @@ const addSchema = {
 export const fuzzMachine = defineMachine({
   name: 'fuzz',
   version: 1,
-  initial: { n: 0, byAuthor: {} as Record<string, number>, notes: [] as string[] },
+  initial: { n: 0, byAuthor: {} as Record<string, number>, notes: [] as string[], kept: [] as unknown[], keptPrint: '' },
   ops: {
     add(s, a: { k: number }, ctx) {
       if (a.k === 13) throw new Error('unlucky');
@@ -55,6 +59,19 @@ export const fuzzMachine = defineMachine({
     note(s, a: { text: string }, ctx) {
       s.notes.push(String(a?.text).slice(0, 16));
       if (s.notes.length > 8) s.notes.shift();
+      s.byAuthor[ctx.author] = (s.byAuthor[ctx.author] ?? 0) + 1;
+    },
+    /**
+     * Stores its argument as given: an argument that means different things on different paths
+     * would show. (An op without arguments gets undefined, which state must not hold: JSON, and
+     * so every checkpoint, has no undefined. Writing state outside the domain is the machine's
+     * own doing; it stores null for it.)
+     */
+    keep(s, a: unknown, ctx) {
+      s.kept.push(a === undefined ? null : a);
+      if (s.kept.length > 8) s.kept.shift();
+      // Every argument it ever kept, as this replica sees it, folded into one string.
+      s.keptPrint = chainDigest(s.keptPrint, 'keep', exactPrint(a));
       s.byAuthor[ctx.author] = (s.byAuthor[ctx.author] ?? 0) + 1;
     },
   },
@@ -72,6 +89,19 @@ export interface FuzzStats {
 }
 
 export class FuzzFailure extends Error {}
+
+/** A print of a state that tells apart what JSON would merge: -0, NaN, ±Infinity, undefined, Dates, bytes. */
+export function exactPrint(v: unknown): string {
+  return JSON.stringify(v, function (k, x) {
+    const raw = (this as Record<string, unknown>)[k];
+    if (Object.is(raw, -0)) return '«-0»';
+    if (typeof raw === 'number' && !Number.isFinite(raw)) return `«${raw}»`;
+    if (raw === undefined && k !== '') return '«undefined»';
+    if (raw instanceof Date) return `«Date ${raw.getTime()}»`;
+    if (raw instanceof Uint8Array) return `«bytes ${Array.from(raw).join(',')}»`;
+    return x;
+  }) ?? '«undefined»';
+}
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false });
 const INTERESTING = [0x00, 0xff, 0x7f, 0x80, 0xc0, 0xc1, 0xc2, 0xc3, 0xcc, 0xcd, 0xce, 0xcf, 0xd9, 0xdc, 0xdd, 0xde, 0xdf, 0x90, 0x9f, 0x80, 0x8f, 0xa0, 0xbf, 0xe0];
@@ -131,8 +161,11 @@ export function runFuzz(seed: number, count: number): FuzzStats {
   ];
   const byConn = new Map<string, Honest | Attacker>();
 
+  /** Every entry the room appended, as a store keeps it (JSON text). */
+  const stored: string[] = [];
   const route = (out: RoomOutput, from?: string, mustAnswer = false) => {
     let answered = false;
+    for (const e of out.persist.appended) stored.push(JSON.stringify(e));
     for (const { conn, msg } of out.send) {
       const who = byConn.get(conn);
       if (!who) continue;
@@ -187,18 +220,21 @@ export function runFuzz(seed: number, count: number): FuzzStats {
 
   // ---------------------------------------------------------------- frame generation
   const clientIds = ['h1', 'h2', 'h3', 'x1', 'x2', 'b1', 'r1', '', 'a'.repeat(200)];
+  /** Arrays nested `n` deep (deeper than the argument domain allows past 256). */
+  const nested = (n: number): unknown => { let v: unknown = rng.int(0, 9); for (let i = 0; i < n; i++) v = [v]; return v; };
   const randomValue = (depth = 0): unknown => {
     switch (rng.int(0, depth > 2 ? 5 : 8)) {
       case 0: return null;
       case 1: return rng.chance(0.5);
-      case 2: return rng.pick([0, -1, 1, 2 ** 31, 2 ** 53, -(2 ** 53), 1.5, NaN, Infinity, rng.int(0, 100000)]);
-      case 3: return rng.pick(['', 'hello', 'ops', 'ack', 'add', 'note', 'x'.repeat(rng.int(0, 300)), '\u0000', '__proto__', 'constructor']);
-      case 4: return rng.int(-5, 5);
-      case 5: return undefined;
+      case 2: return rng.pick([0, -0, -1, 1, 2 ** 31, 2 ** 53, -(2 ** 53), 1.5, -1.5e-300, NaN, Infinity, -Infinity, rng.int(0, 100000)]);
+      case 3: return rng.pick(['', 'hello', 'ops', 'ack', 'add', 'note', 'x'.repeat(rng.int(0, 300)), '\u0000', '__proto__', 'constructor', 'a\uD800', '\uDC00z']);
+      case 4: return rng.pick([rng.int(-5, 5), new Date(rng.int(0, 1e12)), Uint8Array.from([rng.int(0, 255), 7])]);
+      case 5: return rng.chance(0.8) ? undefined : nested(rng.pick([100, 300, 600]));
       case 6: return Array.from({ length: rng.int(0, 6) }, () => randomValue(depth + 1));
       default: {
         const o: Record<string, unknown> = {};
-        for (let i = rng.int(0, 5); i > 0; i--) o[rng.pick(['t', 'v', 'ops', 'seq', 'name', 'args', 'k', 'pos', 'client', 'machine', 'have', '__proto__', 'text'])] = randomValue(depth + 1);
+        // defineProperty: a "__proto__" key is sent as a key, not taken as this object's prototype.
+        for (let i = rng.int(0, 5); i > 0; i--) Object.defineProperty(o, rng.pick(['t', 'v', 'ops', 'seq', 'name', 'args', 'k', 'pos', 'client', 'machine', 'have', '__proto__', 'text']), { value: randomValue(depth + 1), enumerable: true, writable: true, configurable: true });
         return o;
       }
     }
@@ -208,7 +244,7 @@ export function runFuzz(seed: number, count: number): FuzzStats {
       case 0: return { t: 'hello', v: rng.chance(0.9) ? PROTOCOL_VERSION : rng.int(0, 3), client: rng.pick(clientIds), machine: { name: rng.chance(0.9) ? 'fuzz' : 'other', version: rng.chance(0.9) ? 1 : 2 }, have: rng.pick([0, 0, rng.int(0, engine.head() + 3), 1e9]) };
       case 1: case 2: {
         const first = rng.chance(0.8) ? (engine.clientRecord(a.client)?.highWater ?? 0) + 1 : rng.int(0, 40);
-        return { t: 'ops', ops: Array.from({ length: rng.int(1, 4) }, (_, i) => ({ seq: first + i, name: rng.pick(['add', 'add', 'note', 'burn', '']), args: rng.chance(0.7) ? { k: rng.int(-1200, 1200) } : rng.chance(0.5) ? { text: rng.pick(['hi', 'forbidden']) } : randomValue() })) };
+        return { t: 'ops', ops: Array.from({ length: rng.int(1, 4) }, (_, i) => ({ seq: first + i, name: rng.pick(['add', 'add', 'note', 'keep', 'keep', 'burn', '']), args: rng.chance(0.5) ? { k: rng.int(-1200, 1200) } : rng.chance(0.3) ? { text: rng.pick(['hi', 'forbidden']) } : randomValue() })) };
       }
       case 3: return { t: 'ack', pos: rng.pick([0, rng.int(0, engine.head() + 2), -1, 1.5]) };
       case 4: return { t: 'register' };
@@ -290,7 +326,17 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     if (r < 0.7) attack(rng.pick(attackers));
     else if (r < 0.85) {
       const h = rng.pick(honest);
-      h.handles.push(h.room.ops.add({ k: rng.pick([rng.int(-999, 999), 13]) }));
+      if (rng.chance(0.8)) h.handles.push(h.room.ops.add({ k: rng.pick([rng.int(-999, 999), 13]) }));
+      else {
+        // Through the stubs, arguments enter the domain (-0 becomes 0) or are refused at once.
+        const v = randomValue();
+        try {
+          h.handles.push(h.room.ops.keep(v));
+        } catch (e) {
+          if (!(e instanceof HerculesError) || (e.code !== 'bad-argument' && e.code !== 'too-large')) fail(`stub keep(${exactPrint(v).slice(0, 80)}) threw ${String(e)}`);
+          stats.honestOps--;
+        }
+      }
       stats.honestOps++;
     } else if (r < 0.97) {
       settleDurable();
@@ -317,12 +363,30 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     if (pending.length) fail(`honest client ${h.id} has ${pending.length} ops without a verdict, e.g. ${pending[0].id} at ${pending[0].stage}`);
     for (const x of h.handles) if (x.stage === 'rejected' && !/unlucky/.test(x.error ?? '')) fail(`honest op ${x.id} was rejected: ${x.error}`);
     const auth = h.room.getState('authoritative');
-    if (JSON.stringify(auth) !== JSON.stringify(head)) fail(`honest client ${h.id}'s Authoritative view differs from the server's state`);
+    if (exactPrint(auth) !== exactPrint(head)) fail(`honest client ${h.id}'s Authoritative view differs from the server's state: ${exactPrint(auth).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`);
     const accepted = h.handles.filter((x) => x.stage === 'visible').length;
     if ((head.byAuthor[h.user] ?? 0) !== accepted) fail(`user ${h.user} has ${head.byAuthor[h.user] ?? 0} ops in the state, but its client had ${accepted} accepted`);
   }
   for (const u of ['banned', 'reader']) if (head.byAuthor[u]) fail(`${head.byAuthor[u]} ops took effect in the name of ${u}`);
-  const restored = new RoomEngine(fuzzMachine, {}, structuredClone(engine.durableState()));
-  if (JSON.stringify(restored.headSnapshot()) !== JSON.stringify(head)) fail('a room restored from its durable state differs from the live one');
+  // What a store keeps is JSON text; a restarted server starts from it.
+  const restored = new RoomEngine(fuzzMachine, {}, JSON.parse(JSON.stringify(engine.durableState())));
+  if (exactPrint(restored.headSnapshot()) !== exactPrint(head)) fail(`a room restored from its durable state differs from the live one: ${exactPrint(restored.headSnapshot()).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`);
+  // The whole log replayed from what the store keeps, with no checkpoint (a checkpoint would
+  // carry the live replicas' reading of every compacted op, hiding any that reads differently).
+  const replayed = new RoomEngine(fuzzMachine, {}, { checkpoint: { pos: 0, state: fuzzMachine.initial }, suffix: stored.map((t) => JSON.parse(t)), clients: {}, stable: 0 });
+  if (exactPrint(replayed.headSnapshot()) !== exactPrint(head)) fail(`the log replayed from storage gives another state than the live one: ${exactPrint(replayed.headSnapshot()).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`);
+  // A client that joins now catches up through the codecs from the restored room.
+  const late = new ClientRoom(fuzzMachine, { clientId: 'late', now: () => now, notify: 'sync' });
+  const lateCodecs = { cc: new ClientCodec(), sc: new ServerCodec() };
+  late.attach({
+    send: (m) => {
+      const out = restored.message('late#1', lateCodecs.sc.decode(lateCodecs.cc.encode(m)), now);
+      for (const { conn, msg } of out.send) if (conn === 'late#1') late.receive(lateCodecs.cc.decode(lateCodecs.sc.encode(msg)));
+    },
+    persist: () => {},
+  });
+  restored.open('late#1', now, { user: 'late' });
+  late.connected();
+  if (exactPrint(late.getState('authoritative')) !== exactPrint(head)) fail(`a client that joined late holds a different state: ${exactPrint(late.getState('authoritative')).slice(0, 300)}`);
   return stats;
 }
