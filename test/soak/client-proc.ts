@@ -1,6 +1,7 @@
 /**
  * One soak client process: several clients (one per room it is given), each with its own
  * SQLite store, submitting an op every 30-150 ms. Reports on stdout, one JSON line each:
+ *   {t:'restored', c, k}           at start, before any frame: the highest k in c's Durable view
  *   {t:'durable', c, k}            op k of client c is durable on this device
  *   {t:'op', c, d, a, v}           an op's delay to Durable, Authoritative, Visible (ms)
  *   {t:'quiet', c}                 after 'stop' on stdin: nothing of c is pending any more
@@ -21,6 +22,8 @@ const quiet: Promise<void>[] = [];
 for (const [i, room] of rooms.entries()) {
   const id = `${proc}c${i}`;
   const r = await connect({ url, room, machine: soak, clientId: id, storage: sqliteStorage(`${dir}/${id}.sqlite`), backoff: { minMs: 50, maxMs: 1000 }, watchdogMs: 4000 });
+  // Still offline (the socket opens later): what this device kept, and nothing else.
+  out({ t: 'restored', c: id, k: r.getState('durable').clients[id]?.last ?? 0 });
   const loop = async () => {
     // k must continue from what survived: wait for the server's view of our history.
     while (r.status() !== 'online') await new Promise((res) => setTimeout(res, 20));

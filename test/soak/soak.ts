@@ -96,6 +96,8 @@ const children = new Set<ChildProcess>();
 const crashed: string[] = [];
 const procs: Proc[] = Array.from({ length: nProcs }, (_, p) => ({ name: `p${p}`, rooms: Array.from({ length: nRooms }, (_, r) => `room-${(p + r) % nRooms}`).slice(0, Math.min(nRooms, 3)), kills: 0 }));
 const durableMax = new Map<string, number>();
+/** Restarts whose Durable view was behind what the client had reported durable. */
+const durableBack: string[] = [];
 const delays = { durable: [] as number[], authoritative: [] as number[], visible: [] as number[] };
 const quiet = new Set<string>();
 let submittedSeen = 0;
@@ -107,7 +109,11 @@ async function startProc(p: Proc): Promise<void> {
   createInterface({ input: child.stdout! }).on('line', (line) => {
     let m: { t: string; c: string; k?: number; d?: number; a?: number; v?: number };
     try { m = JSON.parse(line); } catch { return; }
-    if (m.t === 'durable') {
+    if (m.t === 'restored') {
+      // Durable never goes back: a restarted client shows every op it reported durable before.
+      const before = durableMax.get(m.c) ?? 0;
+      if (m.k! < before) durableBack.push(`${m.c} restarted showing ops up to ${m.k} as Durable, after reporting ${before} durable`);
+    } else if (m.t === 'durable') {
       submittedSeen++;
       if ((durableMax.get(m.c) ?? 0) < m.k!) durableMax.set(m.c, m.k!);
     } else if (m.t === 'op') {
@@ -224,7 +230,9 @@ console.log(`ops made durable on clients: ${submittedSeen}; applied on the serve
 console.log(`chaos: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs (${serverRestarts} restarts), ${counts.disconnects} links cut; seed ${seed}`);
 for (const l of perClient.slice(0, 10)) console.log(`  lost: ${l}`);
 for (const c of crashed) console.log(`  client process crashed: ${c}`);
-const ok = lost === 0 && dups === 0 && gaps === 0 && unsettled.length === 0 && crashed.length === 0 && bounded && submittedSeen > 0 && counts.clientKills + counts.serverKills > 0;
+console.log(`restarted clients whose Durable view went back: ${durableBack.length}`);
+for (const l of durableBack.slice(0, 10)) console.log(`  durable went back: ${l}`);
+const ok = durableBack.length === 0 && lost === 0 && dups === 0 && gaps === 0 && unsettled.length === 0 && crashed.length === 0 && bounded && submittedSeen > 0 && counts.clientKills + counts.serverKills > 0;
 if (ok) rmSync(dir, { recursive: true, force: true });
 else console.log(`data kept in ${dir}; rerun with: npm run soak -- --minutes ${minutes} --rooms ${nRooms} --procs ${nProcs} --seed ${seed}`);
 console.log(ok ? 'soak: PASS' : 'soak: FAIL');
