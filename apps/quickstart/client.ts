@@ -9,10 +9,10 @@ const room = await connect({
   machine: chat,
   storage: sqliteStorage('.hercules/quickstart.sqlite'), // durable ops survive restarts
 });
-for (const view of VIEWS) room.subscribe(view, (s) => console.log(`${view.padEnd(13)} ${s.messages.length} messages`));
+// { immediate: true }: also print each view as it is now, not only its later changes.
+for (const view of VIEWS) room.subscribe(view, (s) => console.log(`${view.padEnd(13)} ${s.messages.length} messages`), { immediate: true });
 const op = room.ops.say({ text: `hello at ${new Date().toISOString()}` });
 await op.visible; // delivered to every other client in the room
-console.log('stage times (ms):', op.times);
-// Stable: every client has every op up to ours. Wait for it, then leave.
-await new Promise((done) => room.subscribe('stable', (s) => s.messages.some((m) => m.id === op.id) && done(0)));
+await op.stable; // every client has every op up to ours
+console.log('delays after submit (ms):', op.delays);
 await room.close();

@@ -31,6 +31,11 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   /** Reconnect if no frame arrives for this long (server pings every 5 s). Default 15000 ms. */
   watchdogMs?: number;
   /**
+   * Give up on one connection attempt that has not been welcomed by the server within this
+   * long, and try again (with backoff). Default 10000 ms.
+   */
+  connectTimeoutMs?: number;
+  /**
    * Save a snapshot of the Stable view at most this often (default 2000 ms; 0: as soon as Stable
    * changes). It is what a restarted client starts from offline, and only with it do our ops
    * inside it leave the store, so the store holds at most about this long of confirmed ops.
@@ -39,6 +44,10 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   /** A WebSocket class; default: the global one, else the `ws` package (Node 20). */
   WebSocket?: unknown;
   onStatus?: (status: ConnectionStatus, detail?: string) => void;
+  /**
+   * Errors and warnings: the server unreachable (code 'unreachable'), a fatal refusal, a store
+   * that failed to write. Without it, the first one is printed once with console.warn.
+   */
   onError?: (error: Error) => void;
   /** Notify listeners in a microtask (default) or synchronously. */
   notify?: 'microtask' | 'sync';
@@ -63,6 +72,12 @@ export interface ConnectedRoom<M extends Machine<any, any>> extends ClientRoom<M
   close(): Promise<void>;
   /** Resolves once every op submitted so far is durable (or rejected). */
   flushed(): Promise<void>;
+  /**
+   * Resolves once the server has welcomed this client (at once if it is online). Rejects with
+   * the fatal error if the server refused it for good, with 'closed' if the room is closed, and
+   * with 'timeout' (naming the last failure, e.g. connection refused) after `timeoutMs`.
+   */
+  whenOnline(opts?: { timeoutMs?: number }): Promise<void>;
 }
 
 const ROOM_NAME = /^[A-Za-z0-9._~-]{1,128}$/;
@@ -98,6 +113,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
   const minMs = opts.backoff?.minMs ?? 100;
   const maxMs = opts.backoff?.maxMs ?? 5000;
   const watchdogMs = opts.watchdogMs ?? 15_000;
+  const connectTimeoutMs = opts.connectTimeoutMs ?? 10_000;
   const baseEveryMs = opts.baseEveryMs ?? 2000;
 
   let ws: WS | undefined;
@@ -112,6 +128,12 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
   let watchdog: ReturnType<typeof setTimeout> | undefined;
   let batchTimer: ReturnType<typeof setTimeout> | undefined;
   let baseTimer: ReturnType<typeof setTimeout> | undefined;
+  let connectTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Why the last attempt failed (for whenOnline and the status), and whether it was reported. */
+  let lastFailure: HerculesError | undefined;
+  let failureReported = false;
+  let fatalError: Error | undefined;
+  let warned = false;
 
   const setStatus = (s: ConnectionStatus, detail?: string) => {
     if (status === s) return;
@@ -121,7 +143,21 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     }
   };
   const reportError = (e: Error) => {
-    if (opts.onError) opts.onError(e);
+    if (opts.onError) {
+      try { opts.onError(e); } catch { /* the app's handler failing is not ours to crash on */ }
+    } else if (!warned) {
+      warned = true;
+      console.warn(`hercules (room ${opts.room}): ${e.message} [pass onError to connect() to handle these; further ones are not printed]`);
+    }
+  };
+  /** A failed attempt: named once per run of failures with the same reason, not at every retry. */
+  const attemptFailed = (e: HerculesError) => {
+    const same = lastFailure?.message === e.message;
+    lastFailure = e;
+    if (!same || !failureReported) {
+      failureReported = true;
+      reportError(e);
+    }
   };
 
   // ---------------------------------------------------------------- persistence, in order
@@ -208,8 +244,9 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
         return false;
       }
       failed = true;
+      fatalError = new HerculesError(code as never, message);
       setStatus('failed', `${code}: ${message}`);
-      reportError(new HerculesError(code as never, message));
+      reportError(fatalError);
       ws?.close(1000, 'fatal');
     },
   });
@@ -245,6 +282,16 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     ws = sock;
     sock.binaryType = 'arraybuffer';
     codec = new ClientCodec();
+    let welcomed = false;
+    let socketError: string | undefined;
+    if (connectTimer) clearTimeout(connectTimer);
+    connectTimer = setTimeout(() => {
+      if (ws !== sock || welcomed) return;
+      socketError = `no welcome from ${opts.url} within ${connectTimeoutMs} ms`;
+      sock.close(4103, 'connect timeout');
+      // A socket stuck before open may never fire close: let go of it and retry now.
+      if (ws === sock) sock.onclose?.({ code: 4103, reason: 'connect timeout' });
+    }, connectTimeoutMs);
     sock.onopen = () => {
       if (ws !== sock) return;
       armWatchdog();
@@ -267,19 +314,32 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       room.receive(msg);
       if (msg.t === 'welcome' && !failed && ws === sock) {
         attempt = 0;
+        welcomed = true;
+        lastFailure = undefined;
+        failureReported = false;
+        if (connectTimer) clearTimeout(connectTimer);
         setStatus('online');
       }
       scheduleBatch();
     };
-    sock.onerror = () => { /* onclose follows with the reason */ };
+    sock.onerror = (ev) => {
+      // onclose follows; keep the reason (Node's ws gives one; browsers give none).
+      const err = (ev as { error?: { code?: string; message?: string }; message?: string } | undefined);
+      socketError = describeFailure(opts.url, err?.error?.code, err?.error?.message ?? err?.message);
+    };
     sock.onclose = (ev) => {
       if (ws !== sock) return;
       ws = undefined;
       if (watchdog) clearTimeout(watchdog);
+      if (connectTimer) clearTimeout(connectTimer);
       room.disconnected();
       if (closed) return setStatus('closed');
       if (failed) return;
-      setStatus('offline', ev.reason || `closed (${ev.code})`);
+      // Not welcomed and no reason from the server (which names its refusals, e.g. room full):
+      // the server could not be reached.
+      const unreachable = !welcomed && (socketError !== undefined || !ev.reason);
+      if (unreachable) attemptFailed(new HerculesError('unreachable', socketError ?? `cannot connect to ${opts.url}: the connection closed before the server welcomed this client (code ${ev.code}); retrying`));
+      setStatus('offline', unreachable ? lastFailure?.message : ev.reason || `closed (${ev.code})`);
       retry();
     };
   };
@@ -299,6 +359,25 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       statusListeners.add(fn);
       return () => statusListeners.delete(fn);
     },
+    whenOnline: (o?: { timeoutMs?: number }) => new Promise<void>((resolve, reject) => {
+      if (status === 'online') return resolve();
+      if (fatalError) return reject(fatalError);
+      if (closed) return reject(new HerculesError('closed', 'whenOnline: the room is closed'));
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const off = () => { statusListeners.delete(watch); if (timer) clearTimeout(timer); };
+      const watch = (s: ConnectionStatus) => {
+        if (s === 'online') { off(); resolve(); }
+        else if (s === 'failed') { off(); reject(fatalError ?? new HerculesError('internal', 'the connection failed')); }
+        else if (s === 'closed') { off(); reject(new HerculesError('closed', 'the room was closed before it came online')); }
+      };
+      statusListeners.add(watch);
+      if (o?.timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          off();
+          reject(new HerculesError('timeout', `not online after ${o.timeoutMs} ms${lastFailure ? `: ${lastFailure.message}` : ''}`));
+        }, o.timeoutMs);
+      }
+    }),
     flushed: async () => {
       if (toPersist.length) persistNow();
       await chain;
@@ -308,7 +387,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       if (toPersist.length) persistNow();
       await chain;
       closed = true;
-      for (const t of [reconnectTimer, watchdog, batchTimer, baseTimer]) if (t) clearTimeout(t);
+      for (const t of [reconnectTimer, watchdog, batchTimer, baseTimer, connectTimer]) if (t) clearTimeout(t);
       ClientRoom.prototype.close.call(room);
       const sock = ws;
       ws = undefined;
@@ -320,4 +399,23 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
   });
   void open();
   return room as ConnectedRoom<M>;
+}
+
+/** Name a failed connection attempt the way a person can act on it. */
+function describeFailure(url: string, code: string | undefined, message: string | undefined): string {
+  let host = url;
+  try { const u = new URL(url); host = u.host; } catch { /* keep the url */ }
+  switch (code) {
+    case 'ECONNREFUSED': return `connection refused by ${host}: is the Hercules server running there? Retrying`;
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN': return `cannot resolve the host in ${url} (DNS lookup failed): check the URL. Retrying`;
+    case 'ETIMEDOUT':
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH': return `cannot reach ${host} (${code}): check the network and the URL. Retrying`;
+    case 'ECONNRESET': return `${host} reset the connection: is it a Hercules server behind the right path? Retrying`;
+    default:
+      return message
+        ? `cannot connect to ${url}: ${message}. Retrying`
+        : `cannot connect to ${url} (the browser gives no reason: the server may be down, or the URL wrong). Retrying`;
+  }
 }

@@ -21,6 +21,12 @@ export type ErrorCode =
   | 'store-in-use'
   /** Ops under this client id and seq are not this client's: two clients share an id, or a store was restored from a backup. */
   | 'client-id-conflict'
+  /** A wait (connect, until) ran out of time. */
+  | 'timeout'
+  /** The room was closed while something waited on it. */
+  | 'closed'
+  /** The server could not be reached: refused, unknown host, or no answer. */
+  | 'unreachable'
   | 'internal';
 
 export class HerculesError extends Error {

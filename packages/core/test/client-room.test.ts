@@ -34,7 +34,10 @@ test('an op walks submitted -> durable -> authoritative -> visible, with a time 
   assert.equal(h.stage, 'visible');
   assert.deepEqual(a.getState('visible').items.chair, { x: 1, y: 2 });
   assert.equal(await h.visible, h);
-  assert.deepEqual(h.times, { submitted: 100, durable: 100, authoritative: 130, visible: 170 });
+  // b's ack makes it visible and, both members having it, stable.
+  assert.equal(await h.stable, h);
+  assert.deepEqual(h.times, { submitted: 100, durable: 100, authoritative: 130, visible: 170, stable: 170 });
+  assert.deepEqual(h.delays, { durable: 0, authoritative: 30, visible: 70, stable: 70 });
   await net.settle();
   for (const v of VIEWS) assert.deepEqual(a.getState(v).items.chair, { x: 1, y: 2 }, v);
 });

@@ -199,20 +199,3 @@ test('one server per data directory: a second is refused with a clear error, and
   assert.deepEqual(b.getState('authoritative').messages.map((m) => m.text), ['kept']);
   await b.close();
 });
-
-test('the README quick start client runs against a server', async (t) => {
-  const { dir, cleanup } = tempDir('quick');
-  const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
-  t.after(async () => { await srv.close(); cleanup(); });
-  const { spawn } = await import('node:child_process');
-  const { fileURLToPath } = await import('node:url');
-  const script = fileURLToPath(new URL('../../../apps/quickstart/client.ts', import.meta.url));
-  const p = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), script], { cwd: dir, env: { ...process.env, HERCULES_URL: srv.url } });
-  let out = '';
-  p.stdout.on('data', (d) => { out += d; });
-  p.stderr.on('data', (d) => { out += d; });
-  const code = await new Promise((r) => p.on('exit', r));
-  assert.equal(code, 0, out);
-  for (const v of VIEWS) assert.match(out, new RegExp(`${v}\\s+1 messages`));
-  assert.match(out, /stage times \(ms\):.*visible/s);
-});
