@@ -10,6 +10,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import {
   ClientRoom,
+  HerculesError,
   RoomEngine,
   applyOp,
   VIEWS,
@@ -589,7 +590,21 @@ export class Simulation {
     const k = this.rng.pick(['a', 'b', 'c']);
     const roll = this.rng.int(0, 9);
     let h: OpHandle;
-    if (roll < 5) h = room.ops.inc({ key: k, by: this.rng.int(1, 3) });
+    if (this.rng.chance(0.03)) {
+      // Arguments outside the JSON domain never leave the stub: nothing is submitted.
+      const before = room.getState('submitted');
+      const bad = this.rng.pick([NaN, Infinity, new Date(0), undefined, new Uint8Array(1), 'a\uD800']);
+      try {
+        room.ops.inc({ key: k, by: bad as number });
+        fail(`${c.id}: the stub accepted inc with by=${String(bad)}`);
+      } catch (e) {
+        if (!(e instanceof HerculesError) || e.code !== 'bad-argument') fail(`${c.id}: the stub threw ${String(e)} for by=${String(bad)}`);
+      }
+      if (room.getState('submitted') !== before) fail(`${c.id}: a refused stub call changed the Submitted view`);
+      this.count('stub-refused');
+      return;
+    }
+    if (roll < 5) h = room.ops.inc({ key: k, by: this.rng.chance(0.05) ? -0 : this.rng.int(1, 3) });
     else if (roll < 8) h = room.ops.withdraw({ key: k, amount: this.rng.int(1, 4) });
     else if (roll < 9) h = room.ops.stamp({ key: k });
     else h = room.ops.boom();
