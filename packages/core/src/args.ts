@@ -21,7 +21,8 @@ import { MAX_OP_BYTES } from './protocol.ts';
 /** Deepest nesting of arrays and objects in op arguments and state. */
 export const MAX_ARG_DEPTH = 256;
 
-const wellFormed: (s: string) => boolean = typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === 'function'
+/** Whether a string is valid Unicode (no lone surrogate): only such strings cross the wire unchanged. */
+export const wellFormed: (s: string) => boolean = typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === 'function'
   ? (s) => (s as string & { isWellFormed(): boolean }).isWellFormed()
   : (s) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
 

@@ -21,7 +21,7 @@
  */
 import { HerculesError } from './errors.ts';
 import { applyOp, applyOps, deepFreeze, type Machine, type OpInvocation } from './machine.ts';
-import { GENESIS_DIGEST, argsJson, chainDigest, domainCopy } from './args.ts';
+import { GENESIS_DIGEST, argsJson, chainDigest, domainCopy, wellFormed } from './args.ts';
 import {
   FRAME_BUDGET_BYTES,
   MAX_OPS_PER_FRAME,
@@ -195,8 +195,9 @@ export class ViewEngine<S = unknown> {
   private out: EngineOutput = ViewEngine.emptyOutput();
 
   constructor(machine: Machine<S>, opts: ViewEngineOptions, restore?: ClientRestore) {
-    if (!opts || typeof opts.clientId !== 'string' || opts.clientId.length === 0 || opts.clientId.length > 128) {
-      throw new HerculesError('bad-argument', 'ViewEngine: clientId must be a non-empty string of at most 128 characters');
+    if (!opts || typeof opts.clientId !== 'string' || opts.clientId.length === 0 || opts.clientId.length > 128 || !wellFormed(opts.clientId)) {
+      // (A lone surrogate would reach the server as U+FFFD: another id than the client's own.)
+      throw new HerculesError('bad-argument', 'ViewEngine: clientId must be a non-empty string of at most 128 characters of valid Unicode');
     }
     if (typeof opts.now !== 'function') throw new HerculesError('bad-argument', 'ViewEngine: `now` must be a clock function returning milliseconds');
     this.machine = machine;
