@@ -14,7 +14,7 @@
 import { HerculesError, type OpRecord } from '@hercules/core';
 import type { ClientStorage, StoredClient } from './storage.ts';
 
-interface ClientRow { room: string; clientId: string; lastSeq: number; lastDigest?: string; base?: { pos: number; state: unknown; ownSeq?: number } }
+interface ClientRow { room: string; clientId: string; lastSeq: number; lastDigest?: number; base?: { pos: number; state: unknown; ownSeq?: number } }
 interface OpRow { room: string; seq: number; op: OpRecord }
 
 const req = <T>(r: IDBRequest<T>) => new Promise<T>((res, rej) => { r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });

@@ -46,13 +46,13 @@ export function sqliteStorage(file: string): ClientStorage {
     `);
     // Stores from before op digests and base ownSeq get the columns (NULL: unknown).
     const cols = new Set(db.prepare<[], { name: string }>('SELECT name FROM pragma_table_info(\'client\')').all().map((c) => c.name));
-    if (!cols.has('last_digest')) db.exec('ALTER TABLE client ADD COLUMN last_digest TEXT');
+    if (!cols.has('last_digest')) db.exec('ALTER TABLE client ADD COLUMN last_digest INTEGER');
     if (!cols.has('base_own_seq')) db.exec('ALTER TABLE client ADD COLUMN base_own_seq INTEGER');
   } catch (e) {
     db.close();
     throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
   }
-  const getClient = db.prepare<[string], { client_id: string; last_seq: number; last_digest: string | null; base_pos: number | null; base: string | null; base_own_seq: number | null }>('SELECT client_id, last_seq, last_digest, base_pos, base, base_own_seq FROM client WHERE room = ?');
+  const getClient = db.prepare<[string], { client_id: string; last_seq: number; last_digest: number | null; base_pos: number | null; base: string | null; base_own_seq: number | null }>('SELECT client_id, last_seq, last_digest, base_pos, base, base_own_seq FROM client WHERE room = ?');
   const getOps = db.prepare<[string], { op: string }>('SELECT op FROM ops WHERE room = ? ORDER BY seq');
   const insClient = db.prepare('INSERT OR IGNORE INTO client (room, client_id, last_seq) VALUES (?, ?, 0)');
   const insOp = db.prepare('INSERT OR REPLACE INTO ops (room, seq, op) VALUES (?, ?, ?)');

@@ -10,7 +10,7 @@ export interface StoredClient {
   /** Highest seq ever persisted for this room. */
   lastSeq: number;
   /** The op digest of the op at lastSeq (OpRecord.digest); absent in stores written before digests. */
-  lastDigest?: string;
+  lastDigest?: number;
   /** Persisted ops not inside the base, in seq order. */
   durable: OpRecord[];
   /** Snapshot of a prefix of the global log, to start offline, and the highest own seq inside it. */

@@ -100,43 +100,106 @@ function deepFreezeFresh<T>(v: T): T {
 }
 
 /**
- * What the server checks of an op's arguments before ordering it: the domain, then the size.
- * Returns the arguments' JSON text (for the op digest), or why they are refused.
- */
-export function checkOpArgs(args: unknown): { json: string } | { problem: string } {
-  if (args === undefined) return { json: '' };
-  const bad = findNonJson(args, 'args');
-  if (bad) return { problem: `${bad}; op arguments must be JSON data` };
-  const json = JSON.stringify(args);
-  if (json.length > MAX_OP_BYTES) return { problem: `arguments of ${json.length} bytes exceed the ${MAX_OP_BYTES}-byte limit per op` };
-  return { json };
-}
-
-/**
- * The digest chain of one client's ops: digest(n) = hash(digest(n-1), name(n), args(n) as JSON).
- * The server keeps the digest of each client's last op in its client record, and the client keeps
+ * The digest chain of one client's ops: digest(n) = hash(digest(n-1), name(n), args(n)). The
+ * server keeps the digest of each client's last op in its client record, and the client keeps
  * it beside its own ops: a client whose ops under a sequence number differ from the ones the
  * server ordered (its id is in use by another client, or its store came from a backup) finds
  * out at its welcome instead of taking the other's ops for its own.
  */
-export const GENESIS_DIGEST = '0';
+/** A 53-bit integer: cheap to compare, store and send (a string form cost more than the hash). */
+export const GENESIS_DIGEST = 0;
 
-export function chainDigest(prev: string, name: string, argsJson: string): string {
-  // cyrb53 (a public-domain 53-bit string hash), over prev + name + args: fast, and collisions
-  // are astronomically unlikely for the few ops that can ever be compared.
-  const s = `${prev}\u0000${name}\u0000${argsJson}`;
-  let h1 = 0xdeadbeef, h2 = 0x41c6ce57;
-  for (let i = 0; i < s.length; i++) {
-    const ch = s.charCodeAt(i);
-    h1 = Math.imul(h1 ^ ch, 2654435761);
-    h2 = Math.imul(h2 ^ ch, 1597334677);
-  }
-  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
-  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
-  return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(36);
+/**
+ * One walk over an op's arguments, done by the server for every op before ordering it and by a
+ * client for every op it submits: whether they are in the domain, an upper bound of their size
+ * on the wire (MessagePack: 9 bytes a number, a string's UTF-8 bytes plus a 5-byte header), and
+ * the op's digest after `prev`. One pass, no JSON text: this sits on the server's per-op path.
+ */
+export function scanOp(prev: number, name: string, args: unknown): { digest: number; bytes: number } | { problem: string } {
+  h1 = 0xdeadbeef;
+  h2 = 0x41c6ce57;
+  size = 0;
+  mix(prev % 4294967296);
+  mix(Math.floor(prev / 4294967296));
+  mixString(name);
+  if (args === undefined) mix(0);
+  else if (!walk(args, 0)) return { problem: `${findNonJson(args, 'args') ?? 'args are not JSON data'}; op arguments must be JSON data` };
+  if (size > MAX_OP_BYTES) return { problem: `arguments of about ${size} bytes exceed the ${MAX_OP_BYTES}-byte limit per op` };
+  // cyrb53's finish (a public-domain 53-bit hash): collisions are astronomically unlikely for
+  // the few ops that are ever compared.
+  const a = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+  const b = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(a ^ (a >>> 13), 3266489909);
+  return { digest: 4294967296 * (2097151 & b) + (a >>> 0), bytes: size + name.length + 8 };
 }
 
-/** The JSON text an op's digest covers ('' for an op without arguments). */
-export function argsJson(args: unknown): string {
-  return args === undefined ? '' : JSON.stringify(args);
+let h1 = 0, h2 = 0, size = 0;
+const f64 = new Float64Array(1);
+const u32 = new Uint32Array(f64.buffer);
+
+function mix(x: number): void {
+  h1 = Math.imul(h1 ^ x, 2654435761);
+  h2 = Math.imul(h2 ^ x, 1597334677);
+}
+
+/** Length first, so that no two sequences of strings hash alike by running together. */
+function mixString(s: string): void {
+  let a = Math.imul(h1 ^ s.length, 2654435761), b = Math.imul(h2 ^ s.length, 1597334677), n = 5;
+  for (let i = 0; i < s.length; i++) {
+    const ch = s.charCodeAt(i);
+    a = Math.imul(a ^ ch, 2654435761);
+    b = Math.imul(b ^ ch, 1597334677);
+    n += ch < 0x80 ? 1 : ch < 0x800 ? 2 : 3; // a surrogate pair counts 3 + 3: at least its 4
+  }
+  h1 = a;
+  h2 = b;
+  size += n;
+}
+
+/** Hashes `v` into the digest and counts its size; false as soon as it leaves the domain. */
+function walk(v: unknown, depth: number): boolean {
+  switch (typeof v) {
+    case 'string':
+      if (!wellFormed(v)) return false;
+      mix(5);
+      mixString(v);
+      return true;
+    case 'number':
+      if (!Number.isFinite(v) || Object.is(v, -0)) return false;
+      f64[0] = v;
+      mix(4); mix(u32[0]); mix(u32[1]);
+      size += 9;
+      return true;
+    case 'boolean':
+      mix(v ? 2 : 3);
+      size += 1;
+      return true;
+    case 'object': {
+      if (v === null) { mix(1); size += 1; return true; }
+      if (depth >= MAX_ARG_DEPTH) return false;
+      size += 5;
+      if (Array.isArray(v)) {
+        if (Object.getPrototypeOf(v) !== Array.prototype) return false;
+        mix(6); mix(v.length);
+        for (let i = 0; i < v.length; i++) if (!(i in v) || !walk(v[i], depth + 1)) return false;
+        return true;
+      }
+      const proto = Object.getPrototypeOf(v);
+      if (proto !== Object.prototype && proto !== null) return false;
+      const keys = Object.keys(v);
+      mix(7); mix(keys.length);
+      for (const k of keys) {
+        if (k === '__proto__' || !wellFormed(k)) return false;
+        mixString(k);
+        if (!walk((v as Record<string, unknown>)[k], depth + 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+/** Whether two ops' arguments are the same JSON data (for the rare comparisons of a resend). */
+export function sameArgs(a: unknown, b: unknown): boolean {
+  return (a === undefined ? '' : JSON.stringify(a)) === (b === undefined ? '' : JSON.stringify(b));
 }

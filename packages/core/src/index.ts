@@ -3,7 +3,7 @@
  * transports, storage and clocks are adapters around these engines.
  */
 export { defineMachine, applyOp, applyOps, current, deepFreeze } from './machine.ts';
-export { findNonJson, domainCopy, checkOpArgs, chainDigest, argsJson, GENESIS_DIGEST, MAX_ARG_DEPTH } from './args.ts';
+export { findNonJson, domainCopy, scanOp, sameArgs, GENESIS_DIGEST, MAX_ARG_DEPTH } from './args.ts';
 export type { Machine, MachineSpec, OpContext, OpFn, OpArgs, OpsOf, StateOf, Json, OpInvocation } from './machine.ts';
 export * from './protocol.ts';
 export { HerculesError, OpRejectedError } from './errors.ts';

@@ -32,7 +32,7 @@ export interface OpRecord {
    * client can tell its ops from another's under the same id. Never sent: the server computes
    * its own.
    */
-  readonly digest?: string;
+  readonly digest?: number;
 }
 
 /** An op in the global log. */
@@ -99,7 +99,7 @@ export interface WelcomeMessage {
   /** Highest seq of this client's ops in the global log (exactly-once high-water mark). */
   readonly highWater: number;
   /** The server's digest chain of this client's ops at highWater (args.ts); absent for records older than digests. */
-  readonly digest?: string;
+  readonly digest?: number;
   /** Highest seq of this client's ops that is visible to every other member. */
   readonly visibleSeq: number;
   /** This client's rejected ops whose verdict it may not have seen (their entries may be compacted). */

@@ -14,7 +14,7 @@
  */
 import { HerculesError, errorMessage } from './errors.ts';
 import { applyOp, deepFreeze, type Machine } from './machine.ts';
-import { GENESIS_DIGEST, chainDigest, checkOpArgs } from './args.ts';
+import { GENESIS_DIGEST, sameArgs, scanOp } from './args.ts';
 import {
   PROTOCOL_VERSION,
   parseClientMessage,
@@ -77,7 +77,7 @@ export interface ClientRecord {
    * Digest chain of this client's ops up to highWater (args.ts): lets a client tell whether the
    * ops under its id are its own. Absent for records created before digests existed.
    */
-  digest?: string;
+  digest?: number;
 }
 
 /** Everything a room must keep across restarts; what storage adapters write. */
@@ -425,9 +425,11 @@ export class RoomEngine<S = unknown> {
         break;
       }
       const pos = this.head() + 1;
-      const checked = checkOpArgs(op.args);
-      const refusal = 'problem' in checked ? `refused: ${checked.problem}` : this.refusal(s, op, pos);
-      if (rec.digest !== undefined) rec.digest = chainDigest(rec.digest, op.name, 'json' in checked ? checked.json : `\u0000${checked.problem}`);
+      // The argument domain and size (args.ts) before anything else: nothing outside them is
+      // ever applied, stored or fanned out. The same walk extends this client's digest chain.
+      const scan = scanOp(rec.digest ?? 0, op.name, op.args);
+      const refusal = 'problem' in scan ? `refused: ${scan.problem}` : this.refusal(s, op, pos);
+      if (rec.digest !== undefined) rec.digest = 'digest' in scan ? scan.digest : -op.seq; // refused: any value no client holds
       const res = refusal === undefined
         ? applyOp(this.machine, this.headState, { client, seq: op.seq, name: op.name, args: op.args, author: s.author! }, pos)
         : { state: this.headState, error: refusal };
@@ -468,8 +470,7 @@ export class RoomEngine<S = unknown> {
       if (e.seq < op.seq) return 'unknown';
       if (e.name !== op.name) return 'different';
       if (e.error !== undefined && e.args === null) return 'same'; // refused: its args were dropped
-      const a = checkOpArgs(op.args);
-      return 'json' in a && a.json === (e.args === undefined ? '' : JSON.stringify(e.args)) ? 'same' : 'different';
+      return sameArgs(op.args, e.args) ? 'same' : 'different';
     }
     return 'unknown';
   }

@@ -21,7 +21,7 @@
  */
 import { HerculesError } from './errors.ts';
 import { applyOp, applyOps, deepFreeze, type Machine, type OpInvocation } from './machine.ts';
-import { GENESIS_DIGEST, argsJson, chainDigest, domainCopy, wellFormed } from './args.ts';
+import { GENESIS_DIGEST, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
 import {
   FRAME_BUDGET_BYTES,
   MAX_OPS_PER_FRAME,
@@ -53,7 +53,7 @@ export interface OwnOp extends OpInvocation {
   /** Global position once ordered. */
   pos?: number;
   /** This client's op digest chain after this op (see args.ts); absent for ops from a store that kept none. */
-  digest?: string;
+  digest?: number;
 }
 
 /**
@@ -89,7 +89,7 @@ export interface ClientRestore {
    * Digest of this client's op chain at `lastSeq` (see args.ts); absent when the store predates
    * digests (then ops are not checked against the server's).
    */
-  lastDigest?: string;
+  lastDigest?: number;
   /**
    * A snapshot of the global log prefix the client had, to start offline from. `ownSeq`: the
    * highest seq of this client's ops inside it; the store keeps every op after it.
@@ -170,7 +170,7 @@ export class ViewEngine<S = unknown> {
   /** Highest seq of our ops inside the Stable view (they leave client storage with a base). */
   private stableOwnSeq = 0;
   /** Our op digest chain at lastSeq; undefined when a restored store kept none. */
-  private headDigest: string | undefined = GENESIS_DIGEST;
+  private headDigest: number | undefined = GENESIS_DIGEST;
   /** Ops with seq <= sentSeq went out on the current connection. */
   private sentSeq = 0;
 
@@ -338,15 +338,12 @@ export class ViewEngine<S = unknown> {
     args = domainCopy(name, args);
     const invalid = this.machine.validate(name, args);
     if (invalid !== undefined) throw new HerculesError('bad-argument', `${invalid} (the op was not submitted)`);
-    const json = argsJson(args);
-    const bytes = name.length + 8 + json.length;
-    if (json.length > MAX_OP_BYTES) {
-      throw new HerculesError('too-large', `${name}: arguments of ${json.length} bytes exceed the ${MAX_OP_BYTES}-byte limit per op; split the change into smaller ops`);
-    }
+    const scan = scanOp(this.headDigest ?? 0, name, args);
+    if ('problem' in scan) throw new HerculesError('too-large', `${name}: ${scan.problem}; split the change into smaller ops`);
     const seq = ++this.lastSeq;
     const op = this.makeOwn(seq, name, args, 'submitted', this.now());
-    op.bytes = bytes;
-    if (this.headDigest !== undefined) op.digest = this.headDigest = chainDigest(this.headDigest, name, json);
+    op.bytes = scan.bytes;
+    if (this.headDigest !== undefined) op.digest = this.headDigest = scan.digest;
     const position = this.authLen + this.durableList.length + this.submittedList.length + 1;
     const before = this.submittedState;
     this.submittedList.push(op);
@@ -611,7 +608,7 @@ export class ViewEngine<S = unknown> {
           own = this.durableList[0];
           // A refused op enters the log without its arguments: only its name can be compared.
           const comparable = !(e.error !== undefined && e.args === null);
-          if (own.name !== e.name || (comparable && argsJson(own.args) !== argsJson(e.args))) {
+          if (own.name !== e.name || (comparable && !sameArgs(own.args, e.args))) {
             return this.conflict(`the server ordered a different op (${e.name}) than ours (${own.name}) under ${own.id}`);
           }
         } else if (this.durableList.some((o) => o.seq === e.seq)) {
@@ -786,7 +783,8 @@ export class ViewEngine<S = unknown> {
     let bytes = 0;
     for (const op of this.durableList) {
       if (op.seq <= this.sentSeq) continue;
-      const b = op.bytes ??= opBytes(op.name, op.args);
+      // Ops restored from a store are measured when first sent.
+      const b = op.bytes ??= wireBytes(op.name, op.args);
       if (ops.length > 0 && (ops.length >= MAX_OPS_PER_FRAME || bytes + b > FRAME_BUDGET_BYTES)) {
         this.out.send.push({ t: 'ops', ops });
         ops = [];
@@ -863,7 +861,9 @@ function countEntries(msg: ServerMessage): number {
   return msg.t === 'log' || msg.t === 'welcome' ? msg.entries.length : 0;
 }
 
-/** Size of an op on the wire, estimated as JSON (MessagePack is about as small or smaller). */
-function opBytes(name: string, args: unknown): number {
-  return name.length + 8 + (args === undefined ? 0 : JSON.stringify(args).length);
+
+/** An op's size on the wire (upper bound, see scanOp); ops restored from a store measure on send. */
+function wireBytes(name: string, args: unknown): number {
+  const scan = scanOp(0, name, args);
+  return 'bytes' in scan ? scan.bytes : MAX_OP_BYTES;
 }

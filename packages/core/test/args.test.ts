@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Packr } from 'msgpackr';
-import { HerculesError, ViewEngine, checkOpArgs, chainDigest, defineMachine, domainCopy, findNonJson } from '../src/index.ts';
+import { HerculesError, ViewEngine, defineMachine, domainCopy, findNonJson, scanOp } from '../src/index.ts';
 
 const deep = (n: number) => { let v: unknown = 0; for (let i = 0; i < n; i++) v = [v]; return v; };
 const protoKey = JSON.parse('{"__proto__": 1}');
@@ -45,19 +45,28 @@ test('domainCopy: a frozen copy with -0 turned into 0, equal to what JSON and Me
   assert.throws(() => domainCopy('move', { x: NaN }), (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument' && /^move\(args\.x is NaN\)/.test(e.message));
 });
 
-test('checkOpArgs gives the JSON text (for the digest) or why the server refuses; size is bounded', () => {
-  assert.deepEqual(checkOpArgs({ a: 1 }), { json: '{"a":1}' });
-  assert.deepEqual(checkOpArgs(undefined), { json: '' });
-  assert.match((checkOpArgs({ a: NaN }) as { problem: string }).problem, /args\.a is NaN/);
-  assert.match((checkOpArgs({ s: 'x'.repeat(300_000) }) as { problem: string }).problem, /exceed the 262144-byte limit/);
+test('scanOp: the domain check, an upper bound of the MessagePack size, and the digest, in one walk', () => {
+  const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false });
+  for (const args of [{ a: 1 }, { id: 'chair-1', x: 3.5, y: -4 }, ['é', '\u{1F600}', 'x'.repeat(40), null, true, [1, 2, 3]], { nested: { deeper: { list: [1.5, 'two'] } } }]) {
+    const r = scanOp(0, 'op', args) as { digest: number; bytes: number };
+    assert.ok(r.bytes >= packr.pack(args).length + 'op'.length, `size ${r.bytes} bounds MessagePack's ${packr.pack(args).length} for ${JSON.stringify(args)}`);
+    assert.ok(r.bytes <= 3 * (packr.pack(args).length + 10), 'and not by much');
+  }
+  assert.match((scanOp(0, 'op', { a: NaN }) as { problem: string }).problem, /args\.a is NaN/);
+  assert.match((scanOp(0, 'op', { s: 'x'.repeat(300_000) }) as { problem: string }).problem, /exceed the 262144-byte limit/);
+  assert.ok(Number.isSafeInteger((scanOp(0, 'op', undefined) as { digest: number }).digest));
 });
 
-test('the digest chain depends on every op before it, in order', () => {
-  const a = chainDigest(chainDigest('0', 'say', '{"t":1}'), 'say', '{"t":2}');
-  assert.equal(a, chainDigest(chainDigest('0', 'say', '{"t":1}'), 'say', '{"t":2}'), 'deterministic');
-  assert.notEqual(a, chainDigest(chainDigest('0', 'say', '{"t":2}'), 'say', '{"t":1}'), 'order matters');
-  assert.notEqual(a, chainDigest(chainDigest('0', 'say', '{"t":1}'), 'yell', '{"t":2}'), 'names matter');
-  assert.notEqual(chainDigest('0', 'a', 'bc'), chainDigest('0', 'ab', 'c'), 'fields are separated');
+test('the digest chain depends on every op before it, in order, and on nothing but the JSON data', () => {
+  const d = (prev: number, name: string, args: unknown) => (scanOp(prev, name, args) as { digest: number }).digest;
+  const a = d(d(0, 'say', { t: 1 }), 'say', { t: 2 });
+  assert.equal(a, d(d(0, 'say', { t: 1 }), 'say', { t: 2 }), 'deterministic');
+  assert.equal(a, d(d(0, 'say', JSON.parse('{"t":1}')), 'say', JSON.parse(JSON.stringify({ t: 2 }))), 'the same after a JSON round trip');
+  assert.notEqual(a, d(d(0, 'say', { t: 2 }), 'say', { t: 1 }), 'order matters');
+  assert.notEqual(a, d(d(0, 'say', { t: 1 }), 'yell', { t: 2 }), 'names matter');
+  assert.notEqual(d(0, 'a', ['bc']), d(0, 'ab', ['c']), 'strings do not run together');
+  assert.notEqual(d(0, 'a', [1, [2]]), d(0, 'a', [[1], 2]), 'structure matters');
+  assert.notEqual(d(0, 'a', { x: '1' }), d(0, 'a', { x: 1 }), 'types matter');
 });
 
 test('a client id must be valid Unicode: a lone surrogate would reach the server as another id', () => {

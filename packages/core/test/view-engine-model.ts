@@ -751,7 +751,7 @@ export class Harness {
     if (a.t === 'submit') {
       const o = this.own.get(this.lastSeq)!;
       assert.deepEqual(out.persist.map(({ digest: _, ...r }) => r), [{ client: ME, seq: o.seq, name: o.name, args: o.args }]);
-      assert.equal(typeof out.persist[0].digest, this.digests ? 'string' : 'undefined', 'each persisted op carries its digest, unless restored from a store that kept none');
+      assert.equal(typeof out.persist[0].digest, this.digests ? 'number' : 'undefined', 'each persisted op carries its digest, unless restored from a store that kept none');
     } else {
       assert.deepEqual(out.persist, []);
     }

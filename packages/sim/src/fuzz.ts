@@ -31,7 +31,7 @@ import {
   type ClientMessage,
   type OpHandle,
   type RoomOutput,
-  chainDigest,
+  scanOp,
 } from '@hercules/core';
 import { Rng } from './rng.ts';
 
@@ -49,7 +49,7 @@ const addSchema = {
 export const fuzzMachine = defineMachine({
   name: 'fuzz',
   version: 1,
-  initial: { n: 0, byAuthor: {} as Record<string, number>, notes: [] as string[], kept: [] as unknown[], keptPrint: '' },
+  initial: { n: 0, byAuthor: {} as Record<string, number>, notes: [] as string[], kept: [] as unknown[], keptPrint: 0 },
   ops: {
     add(s, a: { k: number }, ctx) {
       if (a.k === 13) throw new Error('unlucky');
@@ -71,7 +71,7 @@ export const fuzzMachine = defineMachine({
       s.kept.push(a === undefined ? null : a);
       if (s.kept.length > 8) s.kept.shift();
       // Every argument it ever kept, as this replica sees it, folded into one string.
-      s.keptPrint = chainDigest(s.keptPrint, 'keep', exactPrint(a));
+      s.keptPrint = (scanOp(s.keptPrint, 'keep', exactPrint(a)) as { digest: number }).digest;
       s.byAuthor[ctx.author] = (s.byAuthor[ctx.author] ?? 0) + 1;
     },
   },

@@ -165,7 +165,7 @@ const less = (a: Event, b: Event) => a.at < b.at || (a.at === b.at && a.order < 
 /** A client's store, kept as JSON text like the real stores keep it. */
 interface Disk {
   lastSeq: number;
-  lastDigest?: string;
+  lastDigest?: number;
   ops: OpRecord[];
   base?: BaseSnapshot;
 }
