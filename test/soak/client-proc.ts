@@ -3,7 +3,7 @@
  * SQLite store, submitting an op every 30-150 ms. Reports on stdout, one JSON line each:
  *   {t:'restored', c, k}           at start, before any frame: the highest k in c's Durable view
  *   {t:'durable', c, k}            op k of client c is durable on this device
- *   {t:'op', c, d, a, v}           an op's delay to Durable, Authoritative, Visible (ms)
+ *   {t:'op', c, k, d, a, v}        op k reached Visible; its delays to Durable, Authoritative, Visible (ms)
  *   {t:'quiet', c}                 after 'stop' on stdin: nothing of c is pending any more
  * It may be SIGKILLed at any moment; on restart it resumes from its stores.
  */
@@ -36,7 +36,7 @@ for (const [i, room] of rooms.entries()) {
       h.durable.then(() => out({ t: 'durable', c: id, k: mine }), () => {});
       h.visible.then(() => {
         const t = h.times;
-        out({ t: 'op', c: id, d: t.durable! - t.submitted!, a: t.authoritative! - t.submitted!, v: t.visible! - t.submitted! });
+        out({ t: 'op', c: id, k: mine, d: t.durable! - t.submitted!, a: t.authoritative! - t.submitted!, v: t.visible! - t.submitted! });
       }, () => {});
     }
     while (r.pending().length > 0) await new Promise((res) => setTimeout(res, 50));

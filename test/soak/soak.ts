@@ -7,10 +7,13 @@
  *   npm run soak -- --minutes N [--rooms R] [--procs P] [--seed S]
  *
  * Prints ops submitted, lost (must be 0), duplicated (must be 0), p50/p99 delay per view, and
- * the server's memory over time (must stay bounded); exits 1 if any check fails.
+ * the server's memory over time (must stay bounded); exits 1 if any check fails. Also: every
+ * restarted client's Durable view holds what it reported durable before, and a clone started
+ * from a copy of a running client's store (a backup restored beside the original) has every op
+ * refused with client-id-conflict, none Visible.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -96,6 +99,7 @@ const children = new Set<ChildProcess>();
 const crashed: string[] = [];
 const procs: Proc[] = Array.from({ length: nProcs }, (_, p) => ({ name: `p${p}`, rooms: Array.from({ length: nRooms }, (_, r) => `room-${(p + r) % nRooms}`).slice(0, Math.min(nRooms, 3)), kills: 0 }));
 const durableMax = new Map<string, number>();
+const visibleMax = new Map<string, number>();
 /** Restarts whose Durable view was behind what the client had reported durable. */
 const durableBack: string[] = [];
 const delays = { durable: [] as number[], authoritative: [] as number[], visible: [] as number[] };
@@ -118,6 +122,7 @@ async function startProc(p: Proc): Promise<void> {
       if ((durableMax.get(m.c) ?? 0) < m.k!) durableMax.set(m.c, m.k!);
     } else if (m.t === 'op') {
       delays.durable.push(m.d!); delays.authoritative.push(m.a!); delays.visible.push(m.v!);
+      if ((visibleMax.get(m.c) ?? 0) < m.k!) visibleMax.set(m.c, m.k!);
     } else if (m.t === 'quiet') quiet.add(m.c);
   });
   children.add(child);
@@ -144,8 +149,45 @@ await new Promise((r) => setTimeout(r, 1500));
 for (const p of procs) await startProc(p);
 log(`seed ${seed}; server on ${serverPort} behind proxy ${url}; ${nProcs} client processes x ${procs[0].rooms.length} clients over ${nRooms} rooms; chaos for ${minutes} min; data in ${dir}`);
 
+// ---------------------------------------------------------------- a clone from a backup
+/** What clones reported; a clone that saw an op of its own Visible is a failure. */
+const clones: { client: string; visible: number; conflict: number; other: string[] }[] = [];
+const cloneProblems: string[] = [];
+async function startClone(n: number): Promise<void> {
+  const p = procs.find((q) => q.child) ?? procs[0];
+  const c = `${p.name}c0`, room = p.rooms[0];
+  const src = join(dir, 'clients', `${c}.sqlite`), copy = join(dir, 'clones', `clone-${n}.sqlite`);
+  mkdirSync(join(dir, 'clones'), { recursive: true });
+  // A backup: the file and its write-ahead log as they are now (SQLite ignores a torn tail).
+  copyFileSync(src, copy);
+  if (existsSync(`${src}-wal`)) copyFileSync(`${src}-wal`, `${copy}-wal`);
+  // Wait until the server holds ops of the original past the copy, so the seqs the clone will
+  // use are taken: only then is refusing it the one right answer.
+  const after = (durableMax.get(c) ?? 0) + 5;
+  const by = performance.now() + 30_000;
+  while ((visibleMax.get(c) ?? 0) < after && performance.now() < by) await new Promise((r) => setTimeout(r, 100));
+  if ((visibleMax.get(c) ?? 0) < after) { log(`clone ${n} of ${c} skipped: the original made no progress`); return; }
+  log(`clone ${n}: a copy of ${c}'s store starts beside it`);
+  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'clone-proc.ts'), url, copy, room], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  children.add(child);
+  await new Promise<void>((resolve) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      try {
+        const m = JSON.parse(line);
+        if (m.t !== 'clone') return;
+        clones.push(m);
+        if (m.visible > 0 || m.conflict !== 3) cloneProblems.push(`clone of ${c}: ${m.visible} ops Visible, ${m.conflict} refused as client-id-conflict, other: ${m.other.join('; ')}`);
+      } catch { /* not ours */ }
+    });
+    child.on('exit', () => { children.delete(child); resolve(); });
+  });
+}
+
 // ---------------------------------------------------------------- chaos
 const counts = { clientKills: 0, serverKills: 0, disconnects: 0 };
+// One clone at a third of the chaos (and one more each further minute), beside everything else.
+const cloneRuns: Promise<void>[] = [];
+const cloneTimer = setInterval(() => { if (performance.now() < end - 20_000) cloneRuns.push(startClone(cloneRuns.length + 1)); }, Math.min(60_000, (minutes * 60_000) / 3));
 const end = performance.now() + minutes * 60_000;
 const sampler = setInterval(() => {
   const mb = serverRssMb();
@@ -177,7 +219,9 @@ while (performance.now() < end) {
     for (const s of all) if (rand() < 0.3) { s.destroy(); counts.disconnects++; }
   }
 }
+clearInterval(cloneTimer);
 log(`chaos over: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs, ${counts.disconnects} links cut; settling`);
+await Promise.all(cloneRuns);
 
 // ---------------------------------------------------------------- settle and check
 // Restarts still pending from the chaos happen now, once per slot (a late timer must not start a
@@ -231,8 +275,10 @@ console.log(`chaos: ${counts.clientKills} client SIGKILLs, ${counts.serverKills}
 for (const l of perClient.slice(0, 10)) console.log(`  lost: ${l}`);
 for (const c of crashed) console.log(`  client process crashed: ${c}`);
 console.log(`restarted clients whose Durable view went back: ${durableBack.length}`);
+console.log(`clones from a copied store: ${clones.length} ran, ops refused as client-id-conflict ${clones.reduce((a, c) => a + c.conflict, 0)}, ops Visible ${clones.reduce((a, c) => a + c.visible, 0)} (must be 0)`);
+for (const l of cloneProblems) console.log(`  clone: ${l}`);
 for (const l of durableBack.slice(0, 10)) console.log(`  durable went back: ${l}`);
-const ok = durableBack.length === 0 && lost === 0 && dups === 0 && gaps === 0 && unsettled.length === 0 && crashed.length === 0 && bounded && submittedSeen > 0 && counts.clientKills + counts.serverKills > 0;
+const ok = cloneProblems.length === 0 && durableBack.length === 0 && lost === 0 && dups === 0 && gaps === 0 && unsettled.length === 0 && crashed.length === 0 && bounded && submittedSeen > 0 && counts.clientKills + counts.serverKills > 0;
 if (ok) rmSync(dir, { recursive: true, force: true });
 else console.log(`data kept in ${dir}; rerun with: npm run soak -- --minutes ${minutes} --rooms ${nRooms} --procs ${nProcs} --seed ${seed}`);
 console.log(ok ? 'soak: PASS' : 'soak: FAIL');

@@ -243,6 +243,16 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
         reportError(new HerculesError('unauthenticated', `${message} (retrying with a fresh token)`));
         return false;
       }
+      if (code === 'replaced') {
+        // Another connection took our client id. It may be this client's own newer socket (then
+        // this one is already abandoned and never hears it), or another client under our id: a
+        // clone from a backup, say. The welcome's digest check decides which history is ours, so
+        // the rightful client must not stop here: retry, after the longest backoff, so two
+        // clients under one id that never conflict take turns slowly rather than fight.
+        reportError(new HerculesError('replaced', `${message}; another client uses this client id (retrying in up to ${maxMs} ms)`));
+        attempt = 16;
+        return false;
+      }
       failed = true;
       fatalError = new HerculesError(code as never, message);
       setStatus('failed', `${code}: ${message}`);

@@ -185,3 +185,25 @@ test('a store copied from a backup, behind what the server holds under its id: i
   await online(watcher);
   assert.deepEqual(Object.keys(watcher.getState('authoritative').v).sort(), ['a1', 'a2']);
 });
+
+test('a clone connecting under a live client\'s id is refused; the original, replaced for a moment, goes on', async (t) => {
+  const { srv } = await server(t, 'clone');
+  const errors: string[] = [];
+  const original = await connect({ url: srv.url, room: 'o', machine: box, clientId: 'id-1', backoff: { minMs: 10, maxMs: 200 }, onError: (e) => errors.push(`${(e as HerculesError).code}: ${e.message}`) });
+  t.after(() => original.close());
+  await online(original);
+  for (let i = 0; i < 3; i++) await original.ops.put({ k: `o${i}`, v: i }).visible;
+  // The clone has its own store, with an op under seq 1, made offline.
+  const store = memoryStorage();
+  const offline = await connect({ url: 'ws://127.0.0.1:1', room: 'o', machine: box, clientId: 'id-1', storage: store, onError: () => {}, backoff: { minMs: 10_000, maxMs: 10_000 } });
+  await offline.ops.put({ k: 'clone', v: 1 }).durable;
+  await offline.close();
+  const clone = await connect({ url: srv.url, room: 'o', machine: box, storage: store, onError: () => {} });
+  t.after(() => clone.close());
+  await assert.rejects(clone.pending()[0].visible, (e: unknown) => e instanceof HerculesError && e.code === 'client-id-conflict');
+  await until(() => errors.some((e) => e.startsWith('replaced')), 5000, 'the original was told it was replaced');
+  await online(original);
+  assert.notEqual(original.status(), 'failed');
+  await original.ops.put({ k: 'o3', v: 3 }).visible;
+  assert.deepEqual(Object.keys(original.getState('authoritative').v).sort(), ['o0', 'o1', 'o2', 'o3']);
+});
