@@ -1,6 +1,6 @@
 // Quick start: run the server (npm start), then: npx tsx apps/quickstart/client.ts
 import { connect, VIEWS } from '@hercules/client';
-import { sqliteStorage } from '@hercules/client/sqlite';
+import { sqliteStorage } from '@hercules/client-sqlite';
 import { chat } from '../machines.ts';
 
 const room = await connect({

@@ -27,8 +27,9 @@ export async function buildApps(opts: { minify?: boolean } = {}): Promise<void> 
     minify: opts.minify ?? true,
     sourcemap: true,
     define: { 'process.env.NODE_ENV': '"production"' },
-    // The client imports `ws` only in Node, behind a dynamic import the browser never takes.
-    external: ['ws', 'better-sqlite3'],
+    // The apps bundle the @hercules/* TypeScript sources (their "@hercules/source" export
+    // condition), so the demo needs no build of the packages first.
+    conditions: ['@hercules/source'],
     logLevel: 'warning',
   });
 }

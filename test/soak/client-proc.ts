@@ -8,7 +8,7 @@
  * It may be SIGKILLed at any moment; on restart it resumes from its stores.
  */
 import { connect } from '@hercules/client';
-import { sqliteStorage } from '@hercules/client/sqlite';
+import { sqliteStorage } from '@hercules/client-sqlite';
 import { soak } from './machine.ts';
 
 const [url, dir, proc, roomsArg] = process.argv.slice(2);

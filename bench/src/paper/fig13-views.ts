@@ -15,7 +15,7 @@ import { createServer as createTcpServer, connect as tcpConnect } from 'node:net
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, type OpHandle } from '@hercules/client';
-import { sqliteStorage } from '@hercules/client/sqlite';
+import { sqliteStorage } from '@hercules/client-sqlite';
 import { spreadsheet } from '../../../apps/machines.ts';
 import { removeTemp, sleep, startServer, tempDir } from '../runtime/common.ts';
 import { startDelayProxyProcess } from './delay-proxy.ts';

@@ -15,7 +15,7 @@
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { connect, memoryStorage, type ConnectedRoom, type OpHandle } from '@hercules/client';
-import { sqliteStorage } from '@hercules/client/sqlite';
+import { sqliteStorage } from '@hercules/client-sqlite';
 import { spreadsheet } from '../../../apps/machines.ts';
 import { stats, type Row, type Section } from '../harness.ts';
 import { fsType, removeTemp, round, sleep, startServer, tempDir, until } from './common.ts';

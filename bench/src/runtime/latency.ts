@@ -19,7 +19,7 @@
 import { WebSocket } from 'ws';
 import { join } from 'node:path';
 import { connect, type ConnectedRoom, type OpHandle } from '@hercules/client';
-import { sqliteStorage } from '@hercules/client/sqlite';
+import { sqliteStorage } from '@hercules/client-sqlite';
 import { spreadsheet } from '../../../apps/machines.ts';
 import { stats, type Row, type Section } from '../harness.ts';
 import { argBytes, delta, removeTemp, round, sleep, startServer, tempDir, until, wsHeader } from './common.ts';

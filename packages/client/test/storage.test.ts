@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
 import { memoryStorage, indexedDbStorage, connect, type ClientStorage } from '../src/index.ts';
-import { sqliteStorage } from '../src/sqlite-storage.ts';
+import { sqliteStorage } from '@hercules/client-sqlite';
 import { createServer } from '@hercules/server';
 import { chat } from '../../../apps/machines.ts';
 
@@ -102,7 +102,7 @@ test('a sqlite store belongs to one process at a time: a second opener gets a cl
   assert.throws(() => sqliteStorage(file), (e: Error & { code?: string }) => e.code === 'store-in-use' && /in use by another process/.test(e.message), 'same process, second handle');
   // Another process, as when an app is started twice with one store.
   const { spawnSync, spawn } = await import('node:child_process');
-  const url = new URL('../src/sqlite-storage.ts', import.meta.url).href;
+  const url = new URL('../../client-sqlite/src/sqlite-storage.ts', import.meta.url).href;
   const probe = `import { sqliteStorage } from ${JSON.stringify(url)}; try { sqliteStorage(${JSON.stringify(file)}); console.log('opened'); } catch (e) { console.log(e.message); }`;
   const other = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', probe], { encoding: 'utf8' });
   assert.match(other.stdout, /in use by another process/, `other process: ${other.stdout}${other.stderr}`);

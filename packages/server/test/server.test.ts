@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { WebSocket } from 'ws';
 import { Packr } from 'msgpackr';
 import { connect, memoryStorage } from '@hercules/client';
-import { sqliteStorage } from '@hercules/client/sqlite';
+import { sqliteStorage } from '@hercules/client-sqlite';
 import { ClientCodec, PROTOCOL_VERSION, VIEWS } from '@hercules/core';
 import { createServer } from '../src/index.ts';
 import { chat, interiorDesign } from '../../../apps/machines.ts';

@@ -1,7 +1,7 @@
 /**
  * Node client storage in one SQLite file (better-sqlite3, WAL, synchronous=FULL). Appends that
- * arrive in the same tick are committed in one transaction (group commit). Import from
- * '@hercules/client/sqlite' so browser bundles never see it.
+ * arrive in the same tick are committed in one transaction (group commit). A package of its own
+ * (@hercules/client-sqlite) so browser apps never install or bundle the native better-sqlite3.
  *
  * One process owns a store at a time: the file is locked exclusively while open (the OS drops
  * the lock when the process dies, even by SIGKILL). Two processes sharing one client id would
@@ -12,7 +12,7 @@ import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { HerculesError, type BaseSnapshot, type OpRecord } from '@hercules/core';
-import type { ClientStorage, StoredClient } from './storage.ts';
+import type { ClientStorage, StoredClient } from '@hercules/client';
 
 /** How long opening waits for another holder of the store's lock (one that is dying, say). */
 const LOCK_WAIT_MS = 1000;

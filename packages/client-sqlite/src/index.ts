@@ -1,0 +1,1 @@
+export { sqliteStorage } from './sqlite-storage.ts';
