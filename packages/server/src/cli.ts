@@ -6,19 +6,21 @@
  *                  [--log-level info]
  */
 import { parseArgs } from 'node:util';
-import { resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Machine } from '@hercules/core';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Limits } from './server.ts';
 import type { JwtOptions } from './auth.ts';
 
 const HELP = `Usage: hercules serve --machines <module> [options]
+       hercules --version
 
 Runs a Hercules sync server: WebSocket on /?room=NAME, /healthz, /metrics.
 
 Options:
-  --machines <module>      module exporting the state machines (defineMachine); required
+  --machines <module>      module exporting the state machines (defineMachine); required.
+                           JavaScript (.js, .mjs, .cjs) or TypeScript (.ts, .mts, .cts, run through tsx)
   --port <n>               TCP port (default 8787; 0 picks a free one)
   --host <addr>            interface to listen on (default 127.0.0.1)
   --data-dir <dir>         where the SQLite file lives (default ./data)
@@ -41,12 +43,15 @@ Limits (defaults in docs/security.md):
   --max-frame-bytes <n>    largest frame accepted (default 1048576)
   --ops-per-second <n>     sustained ops per second per connection (default 1000)
   --max-clients-per-room <n>  connections per room (default 256)
+  -v, --version            the version
   -h, --help               this text
 `;
 
-/** A usage error: the message, then the usage. */
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** A usage error (bad option or value): one line, exit 2. */
 function fail(msg: string): never {
-  console.error(`hercules: ${msg}\n\n${HELP}`);
+  console.error(`hercules: ${msg} (hercules --help lists every option)`);
   process.exit(2);
 }
 
@@ -54,6 +59,52 @@ function fail(msg: string): never {
 function cannotStart(msg: string): never {
   console.error(`hercules: ${msg}`);
   process.exit(1);
+}
+
+function version(): string {
+  // package.json is one level above both src/cli.ts and dist/cli.js.
+  return (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+}
+
+/** Is this file an ES module as Node sees it: .mts/.mjs, or .ts/.js under "type": "module"? */
+function isEsm(file: string): boolean {
+  if (/\.m[jt]s$/.test(file)) return true;
+  if (/\.c[jt]s$/.test(file)) return false;
+  for (let dir = dirname(file); ; dir = dirname(dir)) {
+    const pkg = join(dir, 'package.json');
+    if (existsSync(pkg)) {
+      try { return (JSON.parse(readFileSync(pkg, 'utf8')) as { type?: string }).type === 'module'; } catch { return false; }
+    }
+    if (dirname(dir) === dir) return false;
+  }
+}
+
+/**
+ * Imports the user's machines module. JavaScript is imported as it is. TypeScript goes through
+ * tsx, loaded only then, with its loader scoped to this module and its imports (nothing else in
+ * the process changes): tsImport for an ES module; tsx's require for a CommonJS one (a .ts file
+ * in a default `npm init` project), which keeps the module's own errors and their locations
+ * readable. (In the CommonJS case tsx gives that module a CommonJS copy of @hercules/core; a
+ * machine is plain data and functions, so the server's copy runs it the same.)
+ */
+async function loadModule(file: string): Promise<Record<string, unknown>> {
+  if (!/\.[cm]?tsx?$/.test(file)) return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  process.setSourceMapsEnabled(true); // stack traces point into the .ts source
+  if (isEsm(file)) {
+    const { tsImport } = await import('tsx/esm/api');
+    return (await tsImport(pathToFileURL(file).href, import.meta.url)) as Record<string, unknown>;
+  }
+  const tsx = await import('tsx/cjs/api');
+  return tsx.require(file, import.meta.url) as Record<string, unknown>;
+}
+
+/** A load error as the module's author should see it. */
+function loadError(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  // A TypeScript syntax error: esbuild's message names the file, line and column; its stack is
+  // esbuild's own internals.
+  if (e.name === 'TransformError' || /^Transform failed with/.test(e.message)) return e.message;
+  return e.stack ?? e.message;
 }
 
 function num(name: string, v: string | undefined, dflt: number): number {
@@ -89,26 +140,45 @@ export async function main(argv: string[]): Promise<void> {
         'ops-per-second': { type: 'string' },
         'max-clients-per-room': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' },
       },
     });
   } catch (e) {
-    fail((e as Error).message);
+    const unknown = /^Unknown option '([^']+)'/.exec((e as Error).message);
+    fail(unknown ? `unknown option ${unknown[1]}` : (e as Error).message);
   }
   const { values, positionals } = parsed;
-  if (values.help || positionals.length === 0) {
+  if (values.version) {
+    console.log(version());
+    return;
+  }
+  if (values.help || positionals[0] === 'help') {
     console.log(HELP);
     return;
   }
+  if (positionals.length === 0) {
+    console.error(HELP);
+    process.exit(2);
+  }
   if (positionals[0] !== 'serve') fail(`unknown command ${JSON.stringify(positionals[0])}`);
+  if (positionals.length > 1) fail(`unexpected argument ${JSON.stringify(positionals[1])}`);
   if (!values.machines) fail('--machines is required');
+  if (values['log-level'] !== undefined && !LOG_LEVELS.includes(values['log-level'])) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(values['log-level'])}`);
+  const port = num('port', values.port, 8787);
+  if (!Number.isInteger(port) || port > 65535) fail(`--port must be an integer from 0 to 65535, got ${JSON.stringify(values.port)}`);
+  const machinesFile = resolve(values.machines);
+  if (!existsSync(machinesFile)) fail(`--machines ${values.machines}: no such file`);
   let mod: Record<string, unknown>;
   try {
-    mod = await import(pathToFileURL(resolve(values.machines)).href);
+    mod = await loadModule(machinesFile);
   } catch (e) {
-    fail(`cannot load --machines ${values.machines}: ${(e as Error).message}`);
+    // The module's own error (syntax error, a throw at import, a missing import), as Node or
+    // tsx reports it: the stack says where.
+    console.error(`hercules: cannot load --machines ${values.machines}:\n${loadError(e)}`);
+    process.exit(1);
   }
   const machines = Object.values(mod).filter((m): m is Machine<any, any> => !!m && typeof m === 'object' && (m as Machine).opNames instanceof Set);
-  if (machines.length === 0) fail(`${values.machines} exports no machines (made with defineMachine)`);
+  if (machines.length === 0) cannotStart(`--machines ${values.machines} exports no machines (made with defineMachine)`);
   const read = (flag: string, path: string) => {
     try { return readFileSync(path, 'utf8'); } catch (e) { return fail(`--${flag} ${path}: ${(e as Error).message}`); }
   };
@@ -132,7 +202,7 @@ export async function main(argv: string[]): Promise<void> {
       ...(jwt ? { jwt } : {}),
       limits,
       machines,
-      port: num('port', values.port, 8787),
+      port,
       host: values.host ?? '127.0.0.1',
       dataDir: resolve(values['data-dir'] ?? 'data'),
       ackTimeoutMs: num('ack-timeout', values['ack-timeout'], 2000) || 2000,
@@ -143,7 +213,10 @@ export async function main(argv: string[]): Promise<void> {
       log: values['log-level'] ?? 'info',
     });
   } catch (e) {
-    cannotStart((e as Error).message);
+    const err = e as NodeJS.ErrnoException;
+    if (err.code === 'EADDRINUSE') cannotStart(`port ${port} on ${values.host ?? '127.0.0.1'} is already in use; stop what holds it or pick another with --port`);
+    if (err.code === 'EADDRNOTAVAIL') cannotStart(`cannot listen on ${values.host}: no such local address (--host)`);
+    cannotStart(err.message);
   }
   let stopping = false;
   const stop = async (sig: string) => {

@@ -1,0 +1,70 @@
+/**
+ * The hercules command's first hour: usage, --version, one clean line for a bad option, a taken
+ * port or a machines module that fails, and a non-zero exit. (The built command, in a fresh
+ * CommonJS project with a TypeScript machines module, is test/consumer.)
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { writeFileSync, readFileSync } from 'node:fs';
+import { createServer as createTcpServer } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { tempDir } from './helpers.ts';
+
+const BIN = fileURLToPath(new URL('../bin/hercules.js', import.meta.url));
+const MACHINES = fileURLToPath(new URL('../../../apps/machines.ts', import.meta.url));
+const hercules = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30_000 });
+
+test('no command prints the usage and exits 2; --help and --version exit 0', () => {
+  const none = hercules();
+  assert.equal(none.status, 2);
+  assert.match(none.stderr, /^Usage: hercules serve --machines <module>/);
+  const help = hercules('--help');
+  assert.equal(help.status, 0);
+  assert.match(help.stdout, /^Usage: hercules serve/);
+  const version = hercules('--version');
+  assert.equal(version.status, 0);
+  assert.equal(version.stdout, `${JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version}\n`);
+});
+
+test('a bad option or value is one line and exit 2', () => {
+  for (const [args, message] of [
+    [['serve', '--machines', MACHINES, '--prot', '1'], 'unknown option --prot'],
+    [['serve', '--machines', MACHINES, '--port', '70000'], '--port must be an integer from 0 to 65535, got "70000"'],
+    [['serve', '--machines', MACHINES, '--log-level', 'loud'], '--log-level must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
+    [['serve'], '--machines is required'],
+    [['serve', '--machines', '/nonexistent/machines.ts'], '--machines /nonexistent/machines.ts: no such file'],
+    [['start'], 'unknown command "start"'],
+  ] as const) {
+    const r = hercules(...args);
+    assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.equal(r.stderr, `hercules: ${message} (hercules --help lists every option)\n`);
+  }
+});
+
+test('a taken port is one line and exit 1', async (t) => {
+  const { dir, cleanup } = tempDir('cli-port');
+  const holder = createTcpServer();
+  await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+  t.after(() => { holder.close(); cleanup(); });
+  const port = (holder.address() as { port: number }).port;
+  const r = hercules('serve', '--machines', MACHINES, '--port', String(port), '--data-dir', dir, '--log-level', 'silent');
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stderr, `hercules: port ${port} on 127.0.0.1 is already in use; stop what holds it or pick another with --port\n`);
+});
+
+test("a machines module's own error is shown as it is, with its location", (t) => {
+  const { dir, cleanup } = tempDir('cli-module');
+  t.after(cleanup);
+  const file = join(dir, 'machines.mts');
+  writeFileSync(file, `const limit: number = 3;\nif (limit > 2) throw new Error('the machines module refuses to load');\nexport {};\n`);
+  const r = hercules('serve', '--machines', file, '--port', '0', '--data-dir', join(dir, 'data'));
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^hercules: cannot load --machines .*machines\.mts:\nError: the machines module refuses to load\n\s+at .*machines\.mts:2:/);
+  const empty = join(dir, 'empty.mjs');
+  writeFileSync(empty, 'export const notAMachine = 1;\n');
+  const none = hercules('serve', '--machines', empty, '--port', '0', '--data-dir', join(dir, 'data'));
+  assert.equal(none.status, 1);
+  assert.equal(none.stderr, `hercules: --machines ${empty} exports no machines (made with defineMachine)\n`);
+});
