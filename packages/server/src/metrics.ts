@@ -3,7 +3,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 
 export function createMetrics() {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'hercules_process_' });
+  // prom-client's default metrics are already named process_* and nodejs_*: prefix only the product.
+  collectDefaultMetrics({ register: registry, prefix: 'hercules_' });
   const m = {
     registry,
     opsSequenced: new Counter({ name: 'hercules_ops_sequenced_total', help: 'Ops ordered and durably committed', registers: [registry] }),

@@ -137,6 +137,10 @@ test('/metrics and /healthz report what the server is doing', async (t) => {
   assert.match(text, /hercules_authoritative_delay_seconds_count [1-9]/);
   // Each op's visible delay is observed exactly once, however many Notify-Visible cover it.
   assert.match(text, /hercules_visible_delay_seconds_count 2\n/);
+  // prom-client's process and Node.js metrics, prefixed once.
+  assert.match(text, /^hercules_process_cpu_user_seconds_total /m);
+  assert.match(text, /^hercules_nodejs_eventloop_lag_seconds /m);
+  assert.doesNotMatch(text, /process_process_/);
   const health = await (await fetch(`${http}/healthz`)).json() as { ok: boolean; rooms: number };
   assert.deepEqual([health.ok, health.rooms], [true, 1]);
   await a.close();
