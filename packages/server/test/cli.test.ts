@@ -1,5 +1,5 @@
 /**
- * The hercules command's first hour: usage, --version, one clean line for a bad option, a taken
+ * The hercules command's first hour (and npm start's): usage, --version, one clean line for a bad option, a taken
  * port or a machines module that fails, and a non-zero exit. (The built command, in a fresh
  * CommonJS project with a TypeScript machines module, is test/consumer.)
  */
@@ -67,4 +67,26 @@ test("a machines module's own error is shown as it is, with its location", (t) =
   const none = hercules('serve', '--machines', empty, '--port', '0', '--data-dir', join(dir, 'data'));
   assert.equal(none.status, 1);
   assert.equal(none.stderr, `hercules: --machines ${empty} exports no machines (made with defineMachine)\n`);
+});
+
+test('npm start (apps/web/serve.ts) says the same in one line: a bad option, a taken port, a data directory in use', async (t) => {
+  const serve = fileURLToPath(new URL('../../../apps/web/serve.ts', import.meta.url));
+  const start = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', serve, ...args], { encoding: 'utf8', timeout: 60_000 });
+  const bad = start('--prot', '1');
+  assert.equal(bad.status, 2, bad.stderr);
+  assert.equal(bad.stderr, 'npm start: unknown option --prot (npm start -- --help lists the options)\n');
+  const { dir, cleanup } = tempDir('serve');
+  const holder = createTcpServer();
+  await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+  const { createServer } = await import('../src/index.ts');
+  const { chat } = await import('../../../apps/machines.ts');
+  const running = await createServer({ port: 0, dataDir: join(dir, 'held'), machines: [chat], log: 'silent' });
+  t.after(async () => { holder.close(); await running.close(); cleanup(); });
+  const port = (holder.address() as { port: number }).port;
+  const taken = start('--port', String(port), '--data-dir', join(dir, 'data'), '--log-level', 'silent');
+  assert.equal(taken.status, 1, taken.stderr);
+  assert.equal(taken.stderr, `npm start: port ${port} on 127.0.0.1 is already in use; stop what holds it or pick another with --port\n`);
+  const locked = start('--port', '0', '--data-dir', join(dir, 'held'), '--log-level', 'silent');
+  assert.equal(locked.status, 1, locked.stderr);
+  assert.match(locked.stderr, /^npm start: the data directory .* is in use by another Hercules server[^\n]*\n$/);
 });
