@@ -14,7 +14,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -184,9 +184,13 @@ test('the packages install from their tarballs and work in a fresh project', { t
   });
   const log = (s: string) => t.diagnostic(s);
 
-  // Pack every publishable package (prepack builds it) and check what goes in.
+  // Pack every publishable package (prepack builds it) and check what goes in. The build
+  // output this leaves in packages/*/dist is removed again unless it was there before: inside
+  // the repository everything runs from the sources, and a dist/ left behind would go stale.
   const packs = join(dir, 'packs');
   mkdirSync(packs);
+  const dists = PACKAGES.map((p) => join(root, 'packages', p, 'dist')).filter((d) => !existsSync(d));
+  t.after(() => { for (const d of dists) rmSync(d, { recursive: true, force: true }); });
   const pack = run('npm', ['pack', '--json', '--pack-destination', packs, ...PACKAGES.flatMap((p) => ['-w', `packages/${p}`])], root, 120_000, { ...process.env });
   ok(pack, 'npm pack');
   const packed = JSON.parse(pack.stdout.slice(pack.stdout.indexOf('['))) as { name: string; filename: string; files: { path: string }[] }[];
