@@ -184,6 +184,11 @@ test('the packages install from their tarballs and work in a fresh project', { t
   });
   const log = (s: string) => t.diagnostic(s);
 
+  // The README's "Use Hercules in your app" shows these files as they are here.
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  for (const [name, code] of Object.entries({ MACHINES_MJS, CLIENT_MJS, BROWSER_MJS })) assert.ok(readme.includes(`\`\`\`js\n${code}\`\`\``), `README.md shows ${name} as the consumer test runs it`);
+  assert.ok(readme.includes('npx hercules serve --machines ./machines.mjs'), 'README.md starts the server as the consumer test does');
+
   // Pack every publishable package (prepack builds it) and check what goes in. The build
   // output this leaves in packages/*/dist is removed again unless it was there before: inside
   // the repository everything runs from the sources, and a dist/ left behind would go stale.
