@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { connect } from '@hercules/client';
-import { sqliteStorage } from '@hercules/client/sqlite';
+import { sqliteStorage } from '@hercules/client-sqlite';
 import { chat } from '../../../apps/machines.ts';
 import { tempDir, until } from './helpers.ts';
 
