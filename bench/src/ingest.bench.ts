@@ -3,7 +3,7 @@
  * ordering, the argument check, the digest chain, applying the op, fan-out bookkeeping.
  * CPU time (process.cpuUsage), median of alternated runs.
  *
- *   NODE_ENV=production node --import tsx bench/src/ingest.bench.ts [--baseline <dir>]
+ *   NODE_ENV=production node -C @hercules/source --import tsx bench/src/ingest.bench.ts [--baseline <dir>]
  *
  * With --baseline, <dir> is another checkout (e.g. `git worktree add /tmp/old <commit>`): its
  * packages/core/src is run alternately with this tree's, and the ratio printed.
