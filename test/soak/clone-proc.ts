@@ -6,7 +6,7 @@
  *   args: url storageFile room
  */
 import { connect } from '@hercules/client';
-import { sqliteStorage } from '@hercules/client/sqlite';
+import { sqliteStorage } from '@hercules/client-sqlite';
 import { HerculesError } from '@hercules/core';
 import { soak } from './machine.ts';
 
