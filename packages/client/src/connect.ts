@@ -422,7 +422,7 @@ function describeFailure(url: string, code: string | undefined, message: string 
     case 'ETIMEDOUT':
     case 'EHOSTUNREACH':
     case 'ENETUNREACH': return `cannot reach ${host} (${code}): check the network and the URL. Retrying`;
-    case 'ECONNRESET': return `${host} reset the connection: is it a Hercules server behind the right path? Retrying`;
+    case 'ECONNRESET': return `${host} reset the connection (a server restarting, a proxy, or not a Hercules server). Retrying`;
     default:
       return message
         ? `cannot connect to ${url}: ${message}. Retrying`
