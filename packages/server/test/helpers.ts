@@ -9,10 +9,10 @@ export function tempDir(tag: string): { dir: string; cleanup: () => void } {
 }
 
 /** Poll until `fn` returns truthy, or fail after `ms`. Waits on real I/O, not on timing claims. */
-export async function until<T>(fn: () => T, ms = 10_000, what = 'condition'): Promise<T> {
+export async function until<T>(fn: () => T | Promise<T>, ms = 10_000, what = 'condition'): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
-    const v = fn();
+    const v = await fn(); // awaited: a promise is always truthy, its value may not be
     if (v) return v;
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));
