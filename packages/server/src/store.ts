@@ -25,6 +25,15 @@ export interface RoomPersist {
   checkpoint?: { pos: number; state: unknown };
 }
 
+/** One room's writes, serialised by `SqliteStore.serialize`. */
+export interface PreparedWrite {
+  room: string;
+  log?: { first: number; last: number; json: string };
+  clients: [client: string, json: string][];
+  /** `json` is set when the checkpoint state itself is due to be written, else only the position. */
+  checkpoint?: { pos: number; state: unknown; json?: string };
+}
+
 export interface StoredRoom {
   machine: string;
   version: number;
@@ -154,35 +163,77 @@ export class SqliteStore {
   }
 
   /**
-   * Write the persists of many rooms in one durable transaction. Throws StorageError (e.g. disk
-   * full, read-only directory); then nothing of the batch was written.
+   * Serialise one room's writes for `commitPrepared`, outside any transaction, so that a room
+   * whose output cannot be serialised (a value JSON cannot take, nesting deeper than the stack)
+   * or is inconsistent fails alone, before the group commit. Changes nothing; throws
+   * StorageError naming the room.
    */
-  commit(batch: ReadonlyArray<readonly [room: string, p: RoomPersist]>): void {
+  serialize(room: string, p: RoomPersist): PreparedWrite {
+    try {
+      const w: PreparedWrite = { room, clients: [] };
+      if (p.appended.length) {
+        const first = p.appended[0].pos, last = p.appended[p.appended.length - 1].pos;
+        // A chunk is addressed by its range: a gap or disorder would lose or misplace entries.
+        if (last - first + 1 !== p.appended.length) throw new Error(`appended entries ${first}..${last} are not ${p.appended.length} consecutive positions (a bug in the room engine)`);
+        w.log = { first, last, json: JSON.stringify(p.appended) };
+      }
+      for (const [client, rec] of Object.entries(p.clients)) w.clients.push([client, JSON.stringify(rec)]);
+      if (p.checkpoint) {
+        // The state itself is written lazily (see the file comment); serialise it only when due.
+        const due = p.checkpoint.pos - (this.written.get(room) ?? 0) >= this.checkpointEvery;
+        w.checkpoint = { ...p.checkpoint, ...(due ? { json: JSON.stringify(p.checkpoint.state) } : {}) };
+      }
+      return w;
+    } catch (e) {
+      throw new StorageError(`room ${room}: cannot serialise its writes: ${(e as Error).message}`, e);
+    }
+  }
+
+  /**
+   * Write prepared writes of many rooms in one durable transaction. Throws StorageError (e.g.
+   * disk full, read-only directory); then nothing of the batch was written and nothing here
+   * changed.
+   */
+  commitPrepared(batch: readonly PreparedWrite[]): void {
     const s = this.stmts;
+    const written = new Map<string, number>();
     const run = this.db.transaction(() => {
-      for (const [room, p] of batch) {
-        if (p.appended.length) {
-          const first = p.appended[0].pos, last = p.appended[p.appended.length - 1].pos;
-          // A chunk is addressed by its range: a gap or disorder would lose or misplace entries.
-          if (last - first + 1 !== p.appended.length) throw new Error(`room ${room}: appended entries ${first}..${last} are not ${p.appended.length} consecutive positions (a bug in the room engine)`);
-          s.insertLog.run(room, first, last, JSON.stringify(p.appended));
-        }
-        for (const [client, rec] of Object.entries(p.clients)) s.upsertClient.run(room, client, JSON.stringify(rec));
-        if (p.checkpoint) {
-          this.latest.set(room, p.checkpoint);
-          const on = this.written.get(room) ?? 0;
-          if (p.checkpoint.pos - on >= this.checkpointEvery) this.writeCheckpoint(room, p.checkpoint);
-          else s.setStable.run(p.checkpoint.pos, room);
+      for (const w of batch) {
+        if (w.log) s.insertLog.run(w.room, w.log.first, w.log.last, w.log.json);
+        for (const [client, json] of w.clients) s.upsertClient.run(w.room, client, json);
+        if (w.checkpoint) {
+          if (w.checkpoint.json !== undefined) {
+            s.setCheckpoint.run(w.checkpoint.pos, w.checkpoint.json, w.checkpoint.pos, w.room);
+            s.pruneLog.run(w.room, w.checkpoint.pos);
+            written.set(w.room, w.checkpoint.pos);
+          } else s.setStable.run(w.checkpoint.pos, w.room);
         }
       }
     });
     try {
       run();
     } catch (e) {
-      // The transaction rolled back; forget checkpoints we believed written in it.
-      for (const [room] of batch) this.written.delete(room);
       throw new StorageError(`storage write failed: ${(e as Error).message}`, e);
     }
+    // Only now, with the transaction durable: what is on disk, and the latest checkpoint to
+    // write on unload (one whose ops never reached the disk must never be written).
+    for (const [room, pos] of written) this.written.set(room, pos);
+    for (const w of batch) if (w.checkpoint) this.latest.set(w.room, { pos: w.checkpoint.pos, state: w.checkpoint.state });
+  }
+
+  /**
+   * Write the persists of many rooms in one durable transaction. Throws StorageError (e.g. disk
+   * full, read-only directory, a room's writes that cannot be serialised); then nothing of the
+   * batch was written.
+   */
+  commit(batch: ReadonlyArray<readonly [room: string, p: RoomPersist]>): void {
+    this.commitPrepared(batch.map(([room, p]) => this.serialize(room, p)));
+  }
+
+  /** Forget what is cached about a room (dropped from memory after a failure): it reloads from disk. */
+  forget(room: string): void {
+    this.latest.delete(room);
+    this.written.delete(room);
   }
 
   private writeCheckpoint(room: string, cp: { pos: number; state: unknown }): void {

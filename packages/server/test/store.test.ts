@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { LogEntry } from '@hercules/core';
-import { SqliteStore } from '../src/store.ts';
+import { SqliteStore, StorageError } from '../src/store.ts';
 import { tempDir } from './helpers.ts';
 
 const entry = (pos: number, extra: Partial<LogEntry> = {}): LogEntry =>
@@ -79,4 +79,26 @@ test('a data file from before log chunks (one row per op) is converted on open; 
   const again = new SqliteStore(dir);
   t.after(() => again.close());
   assert.deepEqual(again.load('r')!.durable.suffix, range(3, 8));
+});
+
+test('one room whose writes cannot be serialised fails alone, before the transaction; a failed commit leaves no checkpoint behind', (t) => {
+  const { dir, cleanup } = tempDir('store-isolate');
+  t.after(cleanup);
+  const store = new SqliteStore(dir);
+  store.create('good', 'chat', 1, { messages: [] });
+  store.create('bad', 'chat', 1, { messages: [] });
+  let deep: unknown = 'bottom';
+  for (let i = 0; i < 5000; i++) deep = [deep];
+  assert.throws(() => store.serialize('bad', { appended: [entry(1, { args: deep })], clients: {} }), (e: unknown) => e instanceof StorageError && /^room bad: cannot serialise its writes/.test(e.message));
+  store.commitPrepared([store.serialize('good', { appended: range(1, 2), clients: {} })]);
+  // A transaction that fails (here: a chunk written twice) writes nothing, and the checkpoint it
+  // carried must not be written later on close: its ops never reached the disk.
+  assert.throws(() => store.commit([['good', { appended: range(1, 2), clients: {}, checkpoint: { pos: 2, state: { messages: ['never stored'] } } }]]), StorageError);
+  store.close();
+  const again = new SqliteStore(dir);
+  t.after(() => again.close());
+  const d = again.load('good')!.durable;
+  assert.deepEqual(d.checkpoint, { pos: 0, state: { messages: [] } });
+  assert.deepEqual(d.suffix, range(1, 2));
+  assert.deepEqual(again.load('bad')!.durable.suffix, []);
 });
