@@ -20,7 +20,7 @@ import {
   type RoomOutput,
   type ServerMessage,
 } from '@hercules/core';
-import { SqliteStore, StorageError, type RoomPersist } from './store.ts';
+import { SqliteStore, type PreparedWrite } from './store.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { AuthError, jwtAuthenticator, type Access, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';
 import type { AuthorizeOp } from '@hercules/core';
@@ -102,6 +102,9 @@ const DEFAULT_LIMITS: Limits = {
   maxClientsPerRoom: 256,
   maxSendBufferBytes: 16 << 20,
 };
+
+/** How long a closed connection's peer has to answer the close before its socket is dropped. */
+const CLOSE_GRACE_MS = 1000;
 
 interface Conn {
   id: string;
@@ -190,12 +193,54 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   let nextConn = 0;
   let closing = false;
 
+  // ------------------------------------------------------------ containment
+  // Nothing that goes wrong for one connection or one room may reach another, or the process:
+  // every timer, socket handler and deferred callback below runs its work through `guard`, and
+  // per-room and per-connection work is wrapped closer still, so a failure is charged to the
+  // room or connection it belongs to.
+
+  function errText(e: unknown): string {
+    return e instanceof Error ? e.message : String(e);
+  }
+
+  /** Run `fn`; an exception is logged and counted, never thrown into a timer or an event emitter. */
+  function guard(stage: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (e) {
+      metrics.outputFailures.inc({ stage });
+      log.error({ stage, err: e instanceof Error ? e.stack : String(e) }, `unexpected error in ${stage}; the server goes on`);
+    }
+  }
+
+  /** Something failed inside one room: drop it from memory (it reloads from disk); its clients resync. */
+  function roomFailed(room: RoomHost, stage: string, e: unknown, why: string): void {
+    metrics.outputFailures.inc({ stage });
+    log.error({ room: room.name, stage, err: e instanceof Error ? e.stack : String(e) }, `room ${room.name} failed in ${stage}; dropping it from memory so it reloads from disk (other rooms are not affected)`);
+    poison(room, why);
+  }
+
+  /**
+   * Close a connection for a reason: tell it why (unless it cannot be told), count it by reason
+   * and log it. Every connection the server refuses or cuts goes through here or `refuse`.
+   */
+  function cut(c: Conn, reason: string, closeCode: number, message: string, fatal: boolean): void {
+    if (c.closed) return;
+    metrics.refusedConnections.inc({ reason });
+    log.info({ conn: c.id, room: c.roomName, remote: c.remote, user: c.identity?.user, client: c.clientId, reason }, `connection closed: ${message}`);
+    send(c, { t: 'error', code: reason, message, fatal });
+    closeConn(c, closeCode, reason.replaceAll('-', ' '));
+  }
+
   // ------------------------------------------------------------ group commit
   let pending: { room: RoomHost; out: RoomOutput; at: number }[] = [];
   let flushScheduled = false;
 
   function enqueue(room: RoomHost, out: RoomOutput, at: number): void {
     for (const w of out.warnings) log.warn({ room: room.name }, w);
+    // A room dropped after a failure is gone: what its old engine still says must not be stored
+    // or sent (its clients were closed and resync from the reloaded room).
+    if (rooms.get(room.name) !== room) return;
     if (out.send.length === 0 && out.close.length === 0 && !writesOf(out)) return;
     pending.push({ room, out, at });
     metrics.pendingOutputs.set(pending.length);
@@ -211,76 +256,138 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     const batch = pending;
     pending = [];
     metrics.pendingOutputs.set(0);
-    // Bookkeeping-only batches (acks: Notify-Visible, stable) go out before their commit; the
-    // rest wait for it (see RoomOutput.sendFirst). All or nothing keeps each socket's order.
-    const sendFirst = batch.every((b) => b.out.sendFirst);
-    if (sendFirst) deliver(batch, undefined);
-    const failed = commitBatch(batch);
-    if (!sendFirst) deliver(batch, failed);
-    for (const room of failed) poison(room, 'the server could not write to its storage; reconnect to resume (nothing you made durable is lost)');
+    let failed = new Map<RoomHost, string>();
+    try {
+      // Bookkeeping-only batches (acks: Notify-Visible, stable) go out before their commit; the
+      // rest wait for it (see RoomOutput.sendFirst). All or nothing keeps each socket's order.
+      const sendFirst = batch.every((b) => b.out.sendFirst);
+      if (sendFirst) deliver(batch, failed);
+      failed = commitBatch(batch, failed);
+      if (!sendFirst) deliver(batch, failed);
+    } catch (e) {
+      // Not one room's doing (those are caught per room below): a bug here. What this batch
+      // announced is unknown, so its rooms resync from disk.
+      metrics.outputFailures.inc({ stage: 'flush' });
+      log.error({ err: e instanceof Error ? e.stack : String(e) }, 'group commit failed unexpectedly; its rooms reload from disk');
+      for (const { room } of batch) if (!failed.has(room)) failed.set(room, 'the server failed while storing or sending your room\'s changes; reconnect to resume (nothing you made durable is lost)');
+    }
+    for (const [room, why] of failed) guard('poison', () => poison(room, why));
   }
 
   function writesOf(out: RoomOutput): boolean {
     return out.persist.appended.length > 0 || out.persist.checkpoint !== undefined || Object.keys(out.persist.clients).length > 0;
   }
 
-  /** One durable transaction for the whole batch; returns the rooms whose writes failed. */
-  function commitBatch(batch: typeof pending): Set<RoomHost> {
-    const failed = new Set<RoomHost>();
-    const writes: [string, RoomPersist][] = [];
-    let ops = 0;
+  /**
+   * Store the batch's writes in one durable transaction. Each room's writes are serialised on
+   * their own first, outside the transaction: a room whose output cannot be serialised fails
+   * alone. If the transaction fails, each room is retried in a transaction of its own, so a
+   * room whose writes the database refuses fails alone too (a full disk fails them all again).
+   * Returns the rooms that failed, with what to tell their clients.
+   */
+  function commitBatch(batch: typeof pending, failed: Map<RoomHost, string>): Map<RoomHost, string> {
+    const byRoom = new Map<RoomHost, { writes: PreparedWrite[]; ops: number }>();
     for (const { room, out } of batch) {
-      if (!writesOf(out)) continue;
-      writes.push([room.name, out.persist]);
-      ops += out.persist.appended.length;
+      if (!writesOf(out) || failed.has(room)) continue;
+      let w: PreparedWrite;
+      try {
+        w = store.serialize(room.name, out.persist);
+      } catch (e) {
+        // Nothing of this room's batch is stored: a later output of it would leave a gap.
+        byRoom.delete(room);
+        metrics.outputFailures.inc({ stage: 'serialize' });
+        log.error({ room: room.name, err: errText(e) }, 'an output of this room cannot be serialised for storage; dropping the room from memory (other rooms are not affected)');
+        failed.set(room, `the server could not store a change in room ${room.name} (${errText(e).slice(0, 200)}); it was dropped, reconnect to resume (nothing you made durable is lost)`);
+        continue;
+      }
+      let r = byRoom.get(room);
+      if (!r) byRoom.set(room, (r = { writes: [], ops: 0 }));
+      r.writes.push(w);
+      r.ops += out.persist.appended.length;
     }
-    if (!writes.length) return failed;
+    if (byRoom.size === 0) return failed;
     const t0 = performance.now();
+    const all = [...byRoom.values()];
     try {
-      store.commit(writes);
+      store.commitPrepared(all.flatMap((r) => r.writes));
       metrics.commitSeconds.observe((performance.now() - t0) / 1000);
-      metrics.commitOps.observe(ops);
+      metrics.commitOps.observe(all.reduce((a, r) => a + r.ops, 0));
+      return failed;
     } catch (e) {
       metrics.storageErrors.inc();
-      const msg = e instanceof StorageError ? e.message : String(e);
-      log.error({ err: msg, rooms: writes.map((w) => w.at(0)) }, 'storage commit failed; dropping the affected rooms from memory so they reload from disk');
-      for (const { room, out } of batch) if (writesOf(out)) failed.add(room);
+      log.error({ err: errText(e), rooms: [...byRoom.keys()].map((r) => r.name) }, byRoom.size > 1 ? 'group commit failed; retrying room by room' : 'storage commit failed; dropping the room from memory so it reloads from disk');
+      if (byRoom.size === 1) {
+        for (const room of byRoom.keys()) failed.set(room, storageFailedWhy);
+        return failed;
+      }
+    }
+    for (const [room, r] of byRoom) {
+      try {
+        store.commitPrepared(r.writes);
+        metrics.commitOps.observe(r.ops);
+      } catch (e) {
+        metrics.outputFailures.inc({ stage: 'commit' });
+        log.error({ room: room.name, err: errText(e) }, 'storage commit of this room failed; dropping it from memory so it reloads from disk');
+        failed.set(room, storageFailedWhy);
+      }
     }
     return failed;
   }
+  const storageFailedWhy = 'the server could not write to its storage; reconnect to resume (nothing you made durable is lost)';
 
   /** Send a batch's messages and closes, and count what it sequenced; skips failed rooms. */
-  function deliver(batch: typeof pending, failed: Set<RoomHost> | undefined): void {
+  function deliver(batch: typeof pending, failed: Map<RoomHost, string>): void {
     const now = performance.now();
     for (const { room, out, at } of batch) {
-      if (failed?.has(room)) continue;
-      for (const e of out.persist.appended) {
-        let q = room.orderedAt.get(e.client);
-        if (!q) room.orderedAt.set(e.client, (q = []));
-        q.push({ seq: e.seq, t: now });
+      if (failed.has(room)) continue;
+      try {
+        deliverOne(room, out, at, now);
+      } catch (e) {
+        // A bug while sending one room's output: some of its connections may have missed a
+        // message, and a missed message is a gap in their log. They resync from disk.
+        metrics.outputFailures.inc({ stage: 'deliver' });
+        log.error({ room: room.name, err: e instanceof Error ? e.stack : String(e) }, 'delivering an output of this room failed; dropping the room from memory so its clients resync');
+        failed.set(room, 'the server failed while sending your room\'s changes; reconnect to resume (nothing you made durable is lost)');
       }
-      if (out.persist.appended.length) {
-        metrics.opsSequenced.inc(out.persist.appended.length);
-        const rej = out.persist.appended.filter((e) => e.error !== undefined);
-        if (rej.length) metrics.opsRejected.inc(rej.length);
-        const refused = rej.filter((e) => e.error!.startsWith('refused: ')).length;
-        if (refused) metrics.opsRefused.inc(refused);
+    }
+  }
+
+  function deliverOne(room: RoomHost, out: RoomOutput, at: number, now: number): void {
+    for (const e of out.persist.appended) {
+      let q = room.orderedAt.get(e.client);
+      if (!q) room.orderedAt.set(e.client, (q = []));
+      q.push({ seq: e.seq, t: now });
+    }
+    if (out.persist.appended.length) {
+      metrics.opsSequenced.inc(out.persist.appended.length);
+      const rej = out.persist.appended.filter((e) => e.error !== undefined);
+      if (rej.length) metrics.opsRejected.inc(rej.length);
+      const refused = rej.filter((e) => e.error!.startsWith('refused: ')).length;
+      if (refused) metrics.opsRefused.inc(refused);
+    }
+    if (out.persist.checkpoint) {
+      metrics.stableDelay.observe((now - room.lastStableAt) / 1000);
+      room.lastStableAt = now;
+    }
+    /** Fatal errors the engine sent, by connection: the reason a close below is counted under. */
+    let fatal: Map<string, string> | undefined;
+    for (const { conn, msg } of out.send) {
+      const c = room.conns.get(conn) ?? conns.get(conn);
+      if (!c) continue;
+      if (msg.t === 'log' && msg.entries.some((w) => w.k === 'own')) metrics.authoritativeDelay.observe((now - at) / 1000);
+      if (msg.t === 'visible') observeVisible(room, c, msg.seq, now);
+      if (msg.t === 'error' && msg.fatal) (fatal ??= new Map()).set(conn, msg.code);
+      send(c, msg);
+    }
+    for (const { conn, reason } of out.close) {
+      const c = room.conns.get(conn) ?? conns.get(conn);
+      if (!c || c.closed) continue;
+      const why = fatal?.get(conn);
+      if (why !== undefined) {
+        metrics.refusedConnections.inc({ reason: why });
+        log.info({ conn: c.id, room: room.name, remote: c.remote, user: c.identity?.user, client: c.clientId, reason: why }, `connection closed by the room: ${why}`);
       }
-      if (out.persist.checkpoint) {
-        metrics.stableDelay.observe((now - room.lastStableAt) / 1000);
-        room.lastStableAt = now;
-      }
-      for (const { conn, msg } of out.send) {
-        const c = room.conns.get(conn) ?? conns.get(conn);
-        if (!c) continue;
-        if (msg.t === 'log' && msg.entries.some((w) => w.k === 'own')) metrics.authoritativeDelay.observe((now - at) / 1000);
-        if (msg.t === 'visible') observeVisible(room, c, msg.seq, now);
-        send(c, msg);
-      }
-      for (const { conn, reason } of out.close) {
-        const c = room.conns.get(conn) ?? conns.get(conn);
-        if (c) closeConn(c, 4000, reason);
-      }
+      closeConn(c, 4000, why ?? reason);
     }
   }
 
@@ -303,30 +410,37 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     else if (n > 0) q.splice(0, n);
   }
 
-  /** Storage failed under this room: its memory may be ahead of disk. Drop it; clients resync. */
+  /** This room's memory may be ahead of its disk, or its clients may have missed a message: drop it; clients resync. */
   function poison(room: RoomHost, why: string): void {
-    for (const c of room.conns.values()) {
-      send(c, { t: 'error', code: 'storage-failed', message: why, fatal: false });
-      closeConn(c, 1011, 'storage failed');
-    }
+    if (rooms.get(room.name) !== room) return;
     rooms.delete(room.name);
+    store.forget(room.name);
     metrics.rooms.set(rooms.size);
+    for (const c of room.conns.values()) cut(c, 'storage-failed', 1011, why, false);
   }
 
   // ------------------------------------------------------------ sockets
 
   function send(c: Conn, msg: ServerMessage): void {
     if (c.closed) return;
-    const buf = c.codec.encode(msg);
+    let buf: Uint8Array;
+    try {
+      buf = c.codec.encode(msg);
+    } catch (e) {
+      // This message cannot be encoded (e.g. nesting deeper than the encoder's stack). Skipping
+      // it would leave a gap in this connection's log, and the codec's intern table may now be
+      // ahead of the client's: close this connection only. It resyncs from the log.
+      metrics.outputFailures.inc({ stage: 'encode' });
+      log.error({ conn: c.id, room: c.roomName, msg: msg.t, err: errText(e) }, 'cannot encode a message for this connection; closing it (the rest of the batch and the room go on)');
+      cut(c, 'encode-failed', 1011, `the server could not encode a ${msg.t} message for this connection (${errText(e).slice(0, 120)}); reconnect to resume`, false);
+      return;
+    }
     const backlog = c.ws.bufferedAmount + c.delayed;
     // The bound is on backlog: one frame bigger than it (a large checkpoint) still goes out.
     if (backlog > 0 && backlog + buf.length > limits.maxSendBufferBytes) {
       // It cannot keep up; holding more for it would let one phone grow our memory without
       // bound. Cut it off: it reconnects and catches up from the log or a checkpoint.
-      metrics.slowConsumers.inc();
-      log.warn({ conn: c.id, room: c.roomName, buffered: backlog }, 'slow consumer: send buffer over the limit; disconnecting it');
-      c.closed = true;
-      c.ws.terminate();
+      slowConsumer(c, backlog, `unsent output over ${limits.maxSendBufferBytes} bytes`);
       return;
     }
     const go = () => {
@@ -337,16 +451,38 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       metrics.bytesOut.inc(buf.length);
     };
     c.delayed += buf.length;
-    if (halfRtt > 0) setTimeout(go, halfRtt);
+    if (halfRtt > 0) setTimeout(() => guard('send', go), halfRtt);
     else go();
+  }
+
+  function slowConsumer(c: Conn, backlog: number, why: string): void {
+    if (c.closed) return;
+    metrics.slowConsumers.inc();
+    metrics.refusedConnections.inc({ reason: 'slow-consumer' });
+    log.warn({ conn: c.id, room: c.roomName, remote: c.remote, buffered: backlog, reason: 'slow-consumer' }, `slow consumer (${why}); disconnecting it`);
+    markClosed(c);
+    c.ws.terminate();
   }
 
   function closeConn(c: Conn, code: number, reason: string): void {
     if (c.closed) return;
-    c.closed = true;
-    const go = () => c.ws.close(code, reason.slice(0, 120));
-    if (halfRtt > 0) setTimeout(go, halfRtt + 1);
+    markClosed(c);
+    const go = () => {
+      c.ws.close(code, reason.slice(0, 120));
+      // A peer that never answers the close (a raw socket, a stalled one) would hold its socket
+      // for ws's 30 s close timeout: it gets a second.
+      setTimeout(() => { if (c.ws.readyState !== c.ws.CLOSED) c.ws.terminate(); }, CLOSE_GRACE_MS).unref();
+    };
+    if (halfRtt > 0) setTimeout(() => guard('close', go), halfRtt + 1);
     else go();
+  }
+
+  /** No more input from this connection is handled: drop what it queued, now. */
+  function markClosed(c: Conn): void {
+    c.closed = true;
+    if (c.resumeTimer) clearTimeout(c.resumeTimer);
+    c.resumeTimer = undefined;
+    c.inbox.length = 0;
   }
 
   function loadRoom(name: string, machine: Machine<any, any>): RoomHost | string {
@@ -378,8 +514,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     metrics.bytesIn.inc(data.length);
     if (!isBinary) {
       metrics.malformed.inc();
-      send(c, { t: 'error', code: 'malformed-frame', message: 'Hercules speaks binary frames only; use @hercules/client', fatal: true });
-      closeConn(c, 1003, 'binary frames only');
+      cut(c, 'malformed-frame', 1003, 'Hercules speaks binary frames only; use @hercules/client', true);
       return;
     }
     let frame: unknown;
@@ -387,8 +522,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       frame = c.codec.decode(data);
     } catch (e) {
       metrics.malformed.inc();
-      send(c, { t: 'error', code: 'malformed-frame', message: (e as Error).message, fatal: true });
-      closeConn(c, 1007, 'malformed frame');
+      cut(c, 'malformed-frame', 1007, errText(e), true);
       return;
     }
     const now = performance.now();
@@ -401,20 +535,17 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
         hello = m;
       } catch (e) {
         metrics.malformed.inc();
-        send(c, { t: 'error', code: e instanceof HerculesError ? e.code : 'malformed-frame', message: (e as Error).message, fatal: true });
-        closeConn(c, 1008, 'expected hello');
+        cut(c, e instanceof HerculesError ? e.code : 'malformed-frame', 1008, errText(e), true);
         return;
       }
       if (hello.v !== PROTOCOL_VERSION) {
-        send(c, { t: 'error', code: 'protocol-version', message: `this server speaks protocol ${PROTOCOL_VERSION}, the client ${hello.v}; upgrade the older side`, fatal: true });
-        closeConn(c, 4001, 'protocol version');
+        cut(c, 'protocol-version', 4001, `this server speaks protocol ${PROTOCOL_VERSION}, the client ${hello.v}; upgrade the older side`, true);
         return;
       }
       const machine = machines.get(hello.machine.name);
       if (!machine || machine.version !== hello.machine.version) {
         const known = [...machines.values()].map((m) => `${m.name}@${m.version}`).join(', ');
-        send(c, { t: 'error', code: 'machine-mismatch', message: `this server has no machine ${hello.machine.name}@${hello.machine.version}; it serves ${known}`, fatal: true });
-        closeConn(c, 4002, 'unknown machine');
+        cut(c, 'machine-mismatch', 4002, `this server has no machine ${hello.machine.name}@${hello.machine.version}; it serves ${known}`, true);
         return;
       }
       let host: RoomHost | string;
@@ -422,20 +553,16 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
         host = loadRoom(c.roomName, machine);
       } catch (e) {
         metrics.storageErrors.inc();
-        log.error({ room: c.roomName, err: (e as Error).message }, 'cannot load room');
-        send(c, { t: 'error', code: 'storage-failed', message: `the server cannot load room ${c.roomName}: ${(e as Error).message}`, fatal: true });
-        closeConn(c, 1011, 'storage failed');
+        log.error({ room: c.roomName, err: errText(e) }, 'cannot load room');
+        cut(c, 'storage-failed', 1011, `the server cannot load room ${c.roomName}: ${errText(e)}`, true);
         return;
       }
       if (typeof host === 'string') {
-        send(c, { t: 'error', code: 'machine-mismatch', message: host, fatal: true });
-        closeConn(c, 4002, 'machine mismatch');
+        cut(c, 'machine-mismatch', 4002, host, true);
         return;
       }
       if (host.conns.size >= limits.maxClientsPerRoom) {
-        metrics.refusedConnections.inc({ reason: 'room-full' });
-        send(c, { t: 'error', code: 'room-full', message: `room ${c.roomName} has its maximum of ${limits.maxClientsPerRoom} connections; retrying later may succeed`, fatal: false });
-        closeConn(c, 4009, 'room full');
+        cut(c, 'room-full', 4009, `room ${c.roomName} has its maximum of ${limits.maxClientsPerRoom} connections; retrying later may succeed`, false);
         return;
       }
       c.room = host;
@@ -458,13 +585,13 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
           metrics.rateLimited.inc();
           c.ws.pause(); // TCP backpressure: the client's socket buffer fills, not our memory
           const waitMs = Math.max(1, Math.ceil(((1 - c.tokens) / limits.opsPerSecond) * 1000));
-          c.resumeTimer = setTimeout(() => {
+          c.resumeTimer = setTimeout(() => guard('rate', () => {
             c.resumeTimer = undefined;
             if (c.closed) return;
             c.alive = true; // pongs were held back with everything else while paused
             c.ws.resume();
             drain(c);
-          }, waitMs);
+          }), waitMs);
         }
         return;
       }
@@ -482,22 +609,25 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
           onFrame(c, next.data, next.isBinary);
         }
       } catch (e) {
-        // Never let one bad frame or bug take the process down.
-        log.error({ conn: c.id, err: (e as Error).stack }, 'error handling frame');
-        send(c, { t: 'error', code: 'internal', message: `the server failed on this frame: ${(e as Error).message}`, fatal: true });
-        closeConn(c, 1011, 'internal error');
+        // Never let one bad frame or bug take the process or the room's other clients down.
+        metrics.outputFailures.inc({ stage: 'frame' });
+        log.error({ conn: c.id, room: c.roomName, err: e instanceof Error ? e.stack : String(e) }, 'error handling frame');
+        cut(c, 'internal', 1011, `the server failed on this frame: ${errText(e)}`, true);
       }
     }
   }
 
   /** Refuse a WebSocket that was accepted only so the client can read why (browsers see no HTTP status). */
-  function refuse(ws: WebSocket, code: string, closeCode: number, message: string): void {
+  function refuse(ws: WebSocket, req: IncomingMessage, code: string, closeCode: number, message: string): void {
     metrics.refusedConnections.inc({ reason: code });
+    log.info({ remote: req.socket.remoteAddress, reason: code }, `connection refused: ${message}`);
     const codec = new ServerCodec();
-    const go = () => {
+    const go = () => guard('refuse', () => {
+      if (ws.readyState !== ws.OPEN) return;
       ws.send(codec.encode({ t: 'error', code, message, fatal: true }), { binary: true });
       ws.close(closeCode, message.slice(0, 120));
-    };
+    });
+    ws.on('error', () => {});
     if (halfRtt > 0) setTimeout(go, halfRtt);
     else go();
   }
@@ -535,6 +665,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   }
 
   function onConnection(ws: WebSocket, req: IncomingMessage, admitted: { identity?: Identity; access: 'read' | 'write' }, roomName: string): void {
+    ws.on('error', (e) => log.debug({ err: e.message }, 'socket error'));
     if (closing) {
       ws.close(1001, 'server shutting down');
       return;
@@ -548,37 +679,42 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     metrics.connections.set(conns.size);
     log.debug({ conn: c.id, room: roomName, remote: c.remote, user: admitted.identity?.user, access: c.access }, 'connection open');
     ws.on('pong', () => { c.alive = true; });
-    ws.on('message', (data: Buffer, isBinary: boolean) => {
+    ws.on('message', (data: Buffer, isBinary: boolean) => guard('message', () => {
       c.alive = true;
-      const run = () => {
+      if (c.closed || closing) return;
+      const run = () => guard('message', () => {
         if (c.closed || closing) return;
         if (c.inbox.length >= limits.maxQueuedFrames) {
-          metrics.refusedConnections.inc({ reason: 'rate-limited' });
-          send(c, { t: 'error', code: 'rate-limited', message: `more than ${limits.maxQueuedFrames} frames queued over the rate limit of ${limits.opsPerSecond} ops/s; reconnect and send slower`, fatal: false });
-          closeConn(c, 4008, 'rate limited');
+          cut(c, 'rate-limited', 4008, `more than ${limits.maxQueuedFrames} frames queued over the rate limit of ${limits.opsPerSecond} ops/s; reconnect and send slower`, false);
           return;
         }
         c.inbox.push({ data, isBinary });
         if (!c.resumeTimer) drain(c);
-      };
+      });
       if (halfRtt > 0) setTimeout(run, halfRtt);
       else run();
-    });
-    ws.on('error', (e) => log.debug({ conn: c.id, err: e.message }, 'socket error'));
+    }));
     ws.on('close', () => {
-      const run = () => {
-        c.closed = true;
-        if (c.resumeTimer) clearTimeout(c.resumeTimer);
-        c.inbox.length = 0;
+      const run = () => guard('close', () => {
+        markClosed(c);
         conns.delete(c.id);
         metrics.connections.set(conns.size);
         const room = c.room;
         if (room && room.conns.delete(c.id)) {
           if (room.conns.size === 0) room.emptySince = Date.now();
-          if (rooms.get(room.name) === room) enqueue(room, room.engine.close(c.id, performance.now()), performance.now());
+          if (rooms.get(room.name) === room) {
+            let out: RoomOutput;
+            try {
+              out = room.engine.close(c.id, performance.now());
+            } catch (e) {
+              roomFailed(room, 'close', e, 'the server failed while a member of your room left; reconnect to resume (nothing you made durable is lost)');
+              return;
+            }
+            enqueue(room, out, performance.now());
+          }
         }
         log.debug({ conn: c.id }, 'connection closed');
-      };
+      });
       if (halfRtt > 0) setTimeout(run, halfRtt);
       else run();
     });
@@ -590,16 +726,22 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   // for the default 2 s) Fig. 15 measured Visible stalls 280 ms past ack timeout + RTT. A tick
   // walks the loaded rooms' members only, so 10 per second costs little.
   const tickEvery = Math.min(100, Math.max(25, Math.floor(ackTimeoutMs / 20)));
-  const ticker = setInterval(() => {
+  const ticker = setInterval(() => guard('tick', () => {
     const now = performance.now();
     let members = 0, unstable = 0, buffered = 0;
-    for (const room of rooms.values()) {
-      enqueue(room, room.engine.tick(now), now);
-      members += room.engine.members().length;
-      unstable += room.engine.suffixLength();
+    for (const room of [...rooms.values()]) {
+      try {
+        enqueue(room, room.engine.tick(now), now);
+        members += room.engine.members().length;
+        unstable += room.engine.suffixLength();
+      } catch (e) {
+        roomFailed(room, 'tick', e, 'the server failed while keeping time in your room; reconnect to resume (nothing you made durable is lost)');
+        continue;
+      }
       if (room.conns.size === 0 && Date.now() - room.emptySince > idleUnloadMs) {
-        try { store.flushCheckpoint(room.name); } catch (e) { log.warn({ room: room.name, err: (e as Error).message }, 'checkpoint flush on unload failed; the log is intact'); }
+        try { store.flushCheckpoint(room.name); } catch (e) { log.warn({ room: room.name, err: errText(e) }, 'checkpoint flush on unload failed; the log is intact'); }
         rooms.delete(room.name);
+        store.forget(room.name);
         log.debug({ room: room.name }, 'room unloaded (idle)');
       }
     }
@@ -613,26 +755,45 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     metrics.members.set(members);
     metrics.unstable.set(unstable);
     metrics.sendBuffer.set(buffered);
-  }, tickEvery);
+  }), tickEvery);
   ticker.unref();
 
-  const heartbeat = setInterval(() => {
+  const heartbeat = setInterval(() => guard('heartbeat', () => {
     for (const c of conns.values()) {
-      if (!c.alive) {
-        log.debug({ conn: c.id }, 'heartbeat missed; dropping connection');
+      try {
+        if (!c.alive) {
+          if (!c.closed) {
+            metrics.refusedConnections.inc({ reason: 'heartbeat-timeout' });
+            log.info({ conn: c.id, room: c.roomName, remote: c.remote, reason: 'heartbeat-timeout' }, `connection closed: no frame or pong for ${heartbeatMs} ms`);
+          }
+          markClosed(c);
+          c.ws.terminate();
+          continue;
+        }
+        c.alive = false;
+        if (c.ws.readyState === c.ws.OPEN) c.ws.ping();
+        if (c.room) send(c, { t: 'ping' });
+      } catch (e) {
+        log.warn({ conn: c.id, err: errText(e) }, 'heartbeat failed for a connection; dropping it');
+        markClosed(c);
         c.ws.terminate();
-        continue;
       }
-      c.alive = false;
-      c.ws.ping();
-      if (c.room) send(c, { t: 'ping' });
     }
-  }, heartbeatMs);
+  }), heartbeatMs);
   heartbeat.unref();
 
   // ------------------------------------------------------------ HTTP
 
-  const http: HttpServer = createHttpServer(async (req, res) => {
+  const http: HttpServer = createHttpServer((req, res) => {
+    handleHttp(req, res).catch((e) => {
+      log.error({ err: e instanceof Error ? e.stack : String(e), path: req.url }, 'HTTP handler failed');
+      try {
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end('internal error\n');
+      } catch { /* the response is gone */ }
+    });
+  });
+  async function handleHttp(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') {
       let ok = true;
@@ -649,25 +810,28 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     if (opts.http && opts.http(req, res)) return;
     res.writeHead(404, { 'content-type': 'text/plain' });
     res.end('not found: WebSocket clients connect to /?room=NAME; see also /healthz and /metrics\n');
-  });
+  }
   const wss = new WebSocketServer({ noServer: true, maxPayload: maxFrameBytes, perMessageDeflate: false });
-  http.on('upgrade', (req, socket, head) => {
+  http.on('upgrade', (req, socket, head) => guard('upgrade', () => {
     socket.on('error', () => {}); // a peer that vanishes mid-handshake is not our error
-    const accept = (fn: (ws: WebSocket) => void) => {
+    const accept = (fn: (ws: WebSocket) => void) => guard('upgrade', () => {
       if (socket.destroyed) return;
-      wss.handleUpgrade(req, socket, head, fn);
-    };
+      wss.handleUpgrade(req, socket, head, (ws) => guard('upgrade', () => fn(ws)));
+    });
     if (closing) return accept((ws) => ws.close(1001, 'server shutting down'));
-    const roomName = new URL(req.url ?? '/', 'http://x').searchParams.get('room') ?? '';
-    if (!ROOM_NAME.test(roomName)) return accept((ws) => refuse(ws, 'bad-room', 4003, 'missing or bad ?room= (1-128 of A-Z a-z 0-9 . _ ~ -)'));
+    let roomName = '';
+    try {
+      roomName = new URL(req.url ?? '/', 'http://x').searchParams.get('room') ?? '';
+    } catch { /* an unparsable URL names no room */ }
+    if (!ROOM_NAME.test(roomName)) return accept((ws) => refuse(ws, req, 'bad-room', 4003, 'missing or bad ?room= (1-128 of A-Z a-z 0-9 . _ ~ -)'));
     admit(req, roomName).then(
-      (r) => accept((ws) => ('code' in r ? refuse(ws, r.code, r.closeCode, r.message) : onConnection(ws, req, r, roomName))),
+      (r) => accept((ws) => ('code' in r ? refuse(ws, req, r.code, r.closeCode, r.message) : onConnection(ws, req, r, roomName))),
       (e) => {
         log.error({ err: (e as Error).stack }, 'admitting a connection failed');
-        accept((ws) => refuse(ws, 'internal', 1011, 'the server failed to admit this connection'));
+        accept((ws) => refuse(ws, req, 'internal', 1011, 'the server failed to admit this connection'));
       },
     );
-  });
+  }));
 
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
