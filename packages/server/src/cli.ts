@@ -43,6 +43,7 @@ Limits (defaults in docs/security.md):
   --max-frame-bytes <n>    largest frame accepted (default 1048576)
   --ops-per-second <n>     sustained ops per second per connection (default 1000)
   --max-clients-per-room <n>  connections per room (default 256)
+  --hello-timeout <ms>     close a connection that has not said hello within this (default 10000)
   -v, --version            the version
   -h, --help               this text
 `;
@@ -139,6 +140,7 @@ export async function main(argv: string[]): Promise<void> {
         'max-frame-bytes': { type: 'string' },
         'ops-per-second': { type: 'string' },
         'max-clients-per-room': { type: 'string' },
+        'hello-timeout': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
       },
@@ -196,6 +198,7 @@ export async function main(argv: string[]): Promise<void> {
   if (values['max-frame-bytes'] !== undefined) limits.maxFrameBytes = num('max-frame-bytes', values['max-frame-bytes'], 0) || fail('--max-frame-bytes must be positive');
   if (values['ops-per-second'] !== undefined) limits.opsPerSecond = num('ops-per-second', values['ops-per-second'], 0) || fail('--ops-per-second must be positive');
   if (values['max-clients-per-room'] !== undefined) limits.maxClientsPerRoom = num('max-clients-per-room', values['max-clients-per-room'], 0) || fail('--max-clients-per-room must be positive');
+  if (values['hello-timeout'] !== undefined) limits.helloTimeoutMs = num('hello-timeout', values['hello-timeout'], 0) || fail('--hello-timeout must be positive');
   let server;
   try {
     server = await createServer({

@@ -92,6 +92,8 @@ export interface Limits {
    * disconnected and catches up from the log when it reconnects. Default 16 MiB.
    */
   maxSendBufferBytes: number;
+  /** A connection that has not sent a complete first frame (hello) by then is closed, ms. Default 10,000. */
+  helloTimeoutMs: number;
 }
 
 const DEFAULT_LIMITS: Limits = {
@@ -101,6 +103,7 @@ const DEFAULT_LIMITS: Limits = {
   maxQueuedFrames: 64,
   maxClientsPerRoom: 256,
   maxSendBufferBytes: 16 << 20,
+  helloTimeoutMs: 10_000,
 };
 
 /** How long a closed connection's peer has to answer the close before its socket is dropped. */
@@ -127,6 +130,7 @@ interface Conn {
    */
   inbox: ({ data: Buffer; isBinary: boolean } | { ops: unknown[] })[];
   resumeTimer?: ReturnType<typeof setTimeout>;
+  helloTimer?: ReturnType<typeof setTimeout>;
   /** Bytes handed to the simulated-delay queue and not yet to the socket. */
   delayed: number;
 }
@@ -480,8 +484,9 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   /** No more input from this connection is handled: drop what it queued, now. */
   function markClosed(c: Conn): void {
     c.closed = true;
+    if (c.helloTimer) clearTimeout(c.helloTimer);
     if (c.resumeTimer) clearTimeout(c.resumeTimer);
-    c.resumeTimer = undefined;
+    c.helloTimer = c.resumeTimer = undefined;
     c.inbox.length = 0;
   }
 
@@ -678,10 +683,17 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     conns.set(c.id, c);
     metrics.connections.set(conns.size);
     log.debug({ conn: c.id, room: roomName, remote: c.remote, user: admitted.identity?.user, access: c.access }, 'connection open');
+    // A connection that never completes a first frame holds a socket and a parser: close it.
+    c.helloTimer = setTimeout(() => guard('hello-timeout', () => {
+      c.helloTimer = undefined;
+      if (!c.closed && !c.room) cut(c, 'hello-timeout', 4010, `no hello within ${limits.helloTimeoutMs} ms of connecting; a client says hello as soon as it connects`, false);
+    }), limits.helloTimeoutMs);
+    c.helloTimer.unref?.();
     ws.on('pong', () => { c.alive = true; });
     ws.on('message', (data: Buffer, isBinary: boolean) => guard('message', () => {
       c.alive = true;
       if (c.closed || closing) return;
+      if (c.helloTimer) { clearTimeout(c.helloTimer); c.helloTimer = undefined; }
       const run = () => guard('message', () => {
         if (c.closed || closing) return;
         if (c.inbox.length >= limits.maxQueuedFrames) {

@@ -1,11 +1,12 @@
 /**
- * Resource bounds of the server adapter (docs/security.md, "Limits and backpressure"): every
- * refusal counted and logged with its reason. Structural checks only (counters, bounds, order
- * of events), never timings.
+ * Resource bounds of the server adapter (docs/security.md, "Limits and backpressure"): silent
+ * connections, and every refusal counted and logged with its reason. Structural checks only
+ * (counters, bounds, order of events), never timings.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
+import { connect as netConnect } from 'node:net';
 import { WebSocket } from 'ws';
 import pino from 'pino';
 import { ClientCodec, PROTOCOL_VERSION, type ClientMessage, type Machine, type ServerMessage } from '@hercules/core';
@@ -47,6 +48,30 @@ const value = async (srv: { metrics: any }, name: string, labels: Record<string,
 };
 const says = (from: number, n: number, text = 'x') => ({ t: 'ops' as const, ops: Array.from({ length: n }, (_, i) => ({ seq: from + i, name: 'say', args: { text } })) });
 
+test('connections that never say hello are closed after the hello timeout, counted and logged; one that says hello stays', async (t) => {
+  const srv = await server(t, 'hello', { limits: { helloTimeoutMs: 300 }, heartbeatMs: 60_000 });
+  const silent = await Promise.all(Array.from({ length: 40 }, () => raw(srv.url, 'r')));
+  // A connection that starts a frame and never finishes it says nothing either.
+  const partial = netConnect(srv.port, '127.0.0.1');
+  partial.on('error', () => {});
+  partial.resume(); // read what the server sends, so its end is seen
+  let partialClosed = false;
+  partial.on('close', () => { partialClosed = true; });
+  partial.write('GET /?room=r HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
+  partial.write(Buffer.from([0x82, 0xfe, 0x01, 0x00, 1, 2, 3, 4, 0x93])); // binary, 256 bytes announced, 1 sent
+  const ok = await raw(srv.url, 'r');
+  ok.hello('talker');
+  await until(() => silent.every((s) => s.closed()) && partialClosed, 10_000, 'silent connections closed');
+  for (const s of silent) assert.equal(s.closed()!.code, 4010);
+  const err = silent[0].msgs.find((m) => m.t === 'error');
+  assert.ok(err && err.t === 'error' && err.code === 'hello-timeout' && /no hello within 300 ms/.test(err.message), JSON.stringify(err));
+  assert.equal(await value(srv, 'refusedConnections', { reason: 'hello-timeout' }), 41);
+  assert.equal(srv.lines.filter((l) => l.reason === 'hello-timeout').length, 41, 'each is logged with its reason');
+  assert.equal(ok.closed(), undefined, 'a connection that said hello is not closed');
+  assert.ok(ok.welcomed());
+  ok.ws.close();
+});
+
 test('every refused or cut connection is counted and logged with its reason', async (t) => {
   const srv = await server(t, 'reasons', {
     authenticate: (req) => {
@@ -55,7 +80,7 @@ test('every refused or cut connection is counted and logged with its reason', as
       return { user: token ?? 'anon' };
     },
     access: (id) => (id?.user === 'nobody' ? 'none' : 'write'),
-    limits: { maxClientsPerRoom: 1 },
+    limits: { maxClientsPerRoom: 1, helloTimeoutMs: 300 },
     heartbeatMs: 60_000,
   });
   const first = await raw(srv.url, 'full');
@@ -70,6 +95,7 @@ test('every refused or cut connection is counted and logged with its reason', as
     ['protocol-version', async () => { const c = await raw(srv.url, 'r'); c.hello('p', chat, PROTOCOL_VERSION + 1); return c; }],
     ['malformed-frame', async () => { const c = await raw(srv.url, 'r'); c.ws.send(new Uint8Array([0xc1, 0xc1])); return c; }],
     ['not-ready', async () => { const c = await raw(srv.url, 'r'); c.send({ t: 'ack', pos: 0 }); return c; }],
+    ['hello-timeout', () => raw(srv.url, 'r')],
     ['seq-gap', async () => { const c = await raw(srv.url, 'r'); c.hello('g'); c.send(says(5, 1)); return c; }],
   ];
   for (const [reason, open] of cases) {
@@ -79,4 +105,24 @@ test('every refused or cut connection is counted and logged with its reason', as
     assert.ok(srv.lines.some((l) => l.reason === reason), `${reason} logged`);
   }
   first.ws.close();
+});
+
+test('the CLI takes --hello-timeout', async (t) => {
+  const { dir, cleanup } = tempDir('cli-hello');
+  const { spawn } = await import('node:child_process');
+  const { createInterface } = await import('node:readline');
+  const cli = new URL('../src/cli.ts', import.meta.url).pathname;
+  const machines = new URL('../../../apps/machines.ts', import.meta.url).pathname;
+  const p = spawn(process.execPath, ['--import', 'tsx', cli, 'serve', '--machines', machines, '--port', '0', '--data-dir', dir, '--hello-timeout', '200'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.after(() => { p.kill('SIGKILL'); cleanup(); });
+  let url = '';
+  const logged: Record<string, unknown>[] = [];
+  createInterface({ input: p.stdout! }).on('line', (l) => {
+    try { const o = JSON.parse(l); logged.push(o); if (o.url) url = o.url; } catch { /* not a log line */ }
+  });
+  await until(() => url, 30_000, 'the CLI listening');
+  const silent = await raw(url, 'r');
+  await until(() => silent.closed(), 5000, 'closed');
+  assert.equal(silent.closed()!.code, 4010);
+  await until(() => logged.some((l) => l.reason === 'hello-timeout'), 5000, 'logged');
 });
