@@ -5,7 +5,7 @@
  * can be simulated, and later replayed from a replicated log.
  *
  * What it keeps:
- *   checkpoint (state at the stable frontier) + suffix (ops after it, each with the state after it)
+ *   checkpoint (state at the stable frontier) + suffix (ops after it; the state after some of them)
  *   per client, forever: highWater (exactly-once) and visibleSeq (what it was told is visible)
  *   per connection: ack position, membership of the visibility set
  *
@@ -13,7 +13,7 @@
  * `send`s, so an op is announced Authoritative only once it is stored.
  */
 import { HerculesError, errorMessage } from './errors.ts';
-import { applyOp, deepFreeze, type Machine } from './machine.ts';
+import { applyOp, applyOps, deepFreeze, type Machine } from './machine.ts';
 import { GENESIS_DIGEST, sameArgs, scanOp } from './args.ts';
 import {
   PROTOCOL_VERSION,
@@ -127,9 +127,17 @@ interface Session {
 
 interface SuffixItem {
   entry: LogEntry;
-  after: unknown;
+  /** The state after this entry, kept at the end of each step, and thinned out (see keepState). */
+  after?: unknown;
   at: number;
 }
+
+/**
+ * At most this many states are kept in a room's suffix. A state after an op that grows a large
+ * array shares little with its neighbours (the array is copied), so keeping one per op made a
+ * room's memory the suffix length times the state size: 1.2 GB in a flood within the limits.
+ */
+const MAX_KEPT_STATES = 32;
 
 export class RoomEngine<S = unknown> {
   readonly machine: Machine<S>;
@@ -139,6 +147,8 @@ export class RoomEngine<S = unknown> {
   private checkpointPos: number;
   private checkpointState: S;
   private suffix: SuffixItem[] = [];
+  /** Positions of the suffix entries whose `after` state is kept, ascending. */
+  private kept: number[] = [];
   private headState: S;
   private stable: number;
   /** Highest position of an op announced visible; joiners must have it before they count. */
@@ -175,9 +185,10 @@ export class RoomEngine<S = unknown> {
       let s = this.checkpointState;
       for (const e of restore.suffix) {
         if (e.error === undefined) s = applyOp(machine, s, e, e.pos).state;
-        this.suffix.push({ entry: e, after: s, at: -Infinity });
+        this.suffix.push({ entry: e, at: -Infinity });
       }
       this.headState = s;
+      if (this.suffix.length) this.keepState(this.suffix[this.suffix.length - 1], s);
       for (const [id, rec] of Object.entries(restore.clients)) this.clients.set(id, { ...rec, ...(rec.rejected ? { rejected: rec.rejected.map((r) => ({ ...r })) } : {}) });
       for (const e of restore.suffix) {
         const rec = this.clients.get(e.client);
@@ -444,7 +455,7 @@ export class RoomEngine<S = unknown> {
         (rec.rejected ??= []).push({ seq: op.seq, pos, error: res.error });
       }
       this.headState = res.state;
-      this.suffix.push({ entry, after: res.state, at: now });
+      this.suffix.push({ entry, at: now });
       rec.highWater = op.seq;
       this.dirtyClients.add(client);
       this.pushPending(client, op.seq, pos);
@@ -452,6 +463,7 @@ export class RoomEngine<S = unknown> {
       this.stats.sequenced++;
     }
     if (appended.length === 0) return;
+    this.keepState(this.suffix[this.suffix.length - 1], this.headState);
     this.out.persist.appended.push(...appended);
     // Fan out: the submitter gets Notify-Auth (compact), everyone else Remote-Operation.
     for (const t of this.sessions.values()) {
@@ -564,14 +576,40 @@ export class RoomEngine<S = unknown> {
     return o;
   }
 
+  /**
+   * Keep the state after `item` (the end of a step). Past MAX_KEPT_STATES, every other kept
+   * state is dropped, the newest always stays: a room holds a bounded number of states whatever
+   * its suffix length, and compaction replays at most the ops between two kept states.
+   */
+  private keepState(item: SuffixItem, state: S): void {
+    item.after = state;
+    this.kept.push(item.entry.pos);
+    if (this.kept.length <= MAX_KEPT_STATES) return;
+    const keep: number[] = [];
+    const last = this.kept.length - 1;
+    for (let i = 0; i <= last; i++) {
+      if ((last - i) % 2 === 0) keep.push(this.kept[i]);
+      else this.suffix[this.kept[i] - this.checkpointPos - 1].after = undefined;
+    }
+    this.kept = keep;
+  }
+
   /** Advance the checkpoint to the stable frontier and prune the suffix (§4.6). */
   private compact(): void {
     const n = this.stable - this.checkpointPos;
     if (n <= 0) return;
-    const last = this.suffix[n - 1];
-    this.checkpointState = last.after as S;
+    // The state at the frontier: kept (members ack what they received, the end of a step), or
+    // the ops from the nearest kept state before it applied again (deterministic: same verdicts).
+    let k = this.kept.length - 1;
+    while (k >= 0 && this.kept[k] > this.stable) k--;
+    const basePos = k >= 0 ? this.kept[k] : this.checkpointPos;
+    const base = (k >= 0 ? this.suffix[basePos - this.checkpointPos - 1].after : this.checkpointState) as S;
+    this.checkpointState = basePos === this.stable
+      ? base
+      : applyOps(this.machine, base, this.suffix.slice(basePos - this.checkpointPos, n).map((i) => i.entry), basePos + 1);
     this.checkpointPos = this.stable;
     this.suffix.splice(0, n);
+    this.kept.splice(0, k + 1);
     this.out.persist.checkpoint = { pos: this.checkpointPos, state: this.checkpointState };
   }
 

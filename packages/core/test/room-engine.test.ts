@@ -271,3 +271,34 @@ test('after a restart, a joiner counts for visibility only once it holds the who
   r2.message('kc', { t: 'ack', pos: 2 }, 4);
   assert.deepEqual(r2.members(), ['c']);
 });
+
+test('a long unstable suffix keeps a bounded number of states; compaction anywhere gives the state a replay gives', () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  join(r, 'kb', 'b');
+  r.message('kb', { t: 'ack', pos: 0 }, 0);
+  // 200 steps of 1-3 ops (some throw: `move` of a missing item) while b acks nothing.
+  let seq = 0;
+  const all: { seq: number; name: string; args: unknown }[] = [];
+  for (let step = 0; step < 200; step++) {
+    const ops = Array.from({ length: 1 + (step % 3) }, (_, i) => (++seq, (seq % 7 === 0 ? { seq, name: 'move', args: { id: 'ghost', x: 0, y: 0 } } : note(seq, `s${step}.${i}`))));
+    all.push(...ops);
+    r.message('ka', { t: 'ops', ops }, 1);
+  }
+  const kept = (r as unknown as { kept: number[]; suffix: { after?: unknown }[] });
+  assert.ok(kept.kept.length <= 32, `${kept.kept.length} states kept`);
+  assert.equal(kept.suffix.filter((i) => i.after !== undefined).length, kept.kept.length);
+  // Reference: each prefix applied op by op on a fresh room.
+  const ref = new RoomEngine(room);
+  join(ref, 'ka', 'a');
+  const states = [ref.headSnapshot()];
+  for (const op of all) { ref.message('ka', { t: 'ops', ops: [op] }, 1); states.push(ref.headSnapshot()); }
+  // Acks at positions inside steps, at step ends and at kept states alike.
+  for (const pos of [1, 2, 5, 37, 38, 120, 121, 250, 333, 399, seq]) {
+    r.message('kb', { t: 'ack', pos }, 2);
+    r.message('ka', { t: 'ack', pos: seq }, 2);
+    assert.equal(r.stableFrontier(), pos);
+    assert.deepEqual(r.durableState().checkpoint, { pos, state: states[pos] }, `checkpoint at ${pos}`);
+  }
+  assert.deepEqual(r.headSnapshot(), states[seq]);
+});
