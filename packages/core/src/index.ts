@@ -14,4 +14,5 @@ export { RoomEngine } from './room-engine.ts';
 export type { RoomOptions, RoomOutput, RoomDurableState, ClientRecord, ConnId, AuthorizeOp, AuthorizeContext, Principal } from './room-engine.ts';
 export { ClientRoom } from './client-room.ts';
 export type { OpHandle, OpStubs, RoomDriver, ClientRoomOptions, Listener } from './client-room.ts';
-export { ServerCodec, ClientCodec } from './wire.ts';
+export { ClientCodec } from './wire.ts';
+export { ServerCodec } from './server-codec.ts';

@@ -1,21 +1,25 @@
 /**
- * Wire encoding of protocol messages: MessagePack (msgpackr) bytes, with the hot messages
- * (log, ops, ack, visible, stable) as positional tuples and client ids and op names interned
- * per connection. Measured against JSON in docs/benchmarks.md: msgpackr encodes and decodes
- * about twice as fast and the tuples cut per-op overhead from ~140 bytes to a handful.
+ * Wire encoding of protocol messages: MessagePack bytes, with the hot messages (log, ops, ack,
+ * visible, stable) as positional tuples and client ids and op names interned per connection.
+ * Measured against JSON in docs/benchmarks.md: MessagePack encodes and decodes about twice as
+ * fast and the tuples cut per-op overhead from ~140 bytes to a handful.
+ *
+ * This module is the client side (ClientCodec) and what both sides share. The client encodes
+ * and decodes with the small codec in msgpack.ts, so a browser bundle never includes msgpackr;
+ * the server side (ServerCodec, server-codec.ts) keeps msgpackr for its throughput. The bytes
+ * are standard MessagePack either way, and each side reads the other's.
  *
  * A codec is stateful per connection and per direction (the intern tables); make a new pair
  * for every connection, on both sides. Decoding is defensive: a malformed frame throws a
  * HerculesError('malformed-frame') and leaves the tables unchanged... except for names it
  * had already interned, which is harmless because the connection is closed on a bad frame.
  */
-import { Packr } from 'msgpackr';
 import { HerculesError } from './errors.ts';
+import { encode as pack, decode as unpack } from './msgpack.ts';
 import type { ClientMessage, LogEntry, ServerMessage, WireEntry } from './protocol.ts';
 
-const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false, int64AsType: 'number' });
-
-const enum T {
+/** Frame types: the first element of every frame's tuple. */
+export const enum T {
   Other = 0,
   Log = 1,
   Visible = 2,
@@ -25,7 +29,7 @@ const enum T {
 }
 
 /** Interns strings: first use sends the string, later uses its index. */
-class Interner {
+export class Interner {
   private ids = new Map<string, number>();
   ref(s: string): string | number {
     const i = this.ids.get(s);
@@ -34,7 +38,7 @@ class Interner {
     return s;
   }
 }
-class Uninterner {
+export class Uninterner {
   private names: string[] = [];
   get(r: unknown, what: string): string {
     if (typeof r === 'string') {
@@ -47,69 +51,11 @@ class Uninterner {
   }
 }
 
-function bad(what: string): never {
+export function bad(what: string): never {
   throw new HerculesError('malformed-frame', `malformed frame: ${what}`);
 }
 
-function unpack(data: Uint8Array): unknown {
-  try {
-    return packr.unpack(data);
-  } catch (e) {
-    return bad(`not MessagePack (${(e as Error).message})`);
-  }
-}
-
-const isNat = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-
-/** Server side of one connection: encodes ServerMessages, decodes client frames. */
-export class ServerCodec {
-  private out = new Interner();
-  private inNames = new Uninterner();
-
-  encode(m: ServerMessage): Uint8Array {
-    switch (m.t) {
-      case 'log': {
-        const t: unknown[] = [T.Log, m.from];
-        for (const w of m.entries) {
-          if (w.k === 'own') t.push(w.error === undefined ? [w.seq] : [w.seq, w.error]);
-          else {
-            const e = w.e;
-            const tup: unknown[] = [this.out.ref(e.client), e.seq, this.out.ref(e.name), e.args];
-            const authorSame = e.author === e.client;
-            if (!authorSame || e.error !== undefined) tup.push(authorSame ? null : this.out.ref(e.author));
-            if (e.error !== undefined) tup.push(e.error);
-            t.push(tup);
-          }
-        }
-        return packr.pack(t);
-      }
-      case 'visible': return packr.pack([T.Visible, m.seq]);
-      case 'stable': return packr.pack([T.Stable, m.pos]);
-      default: return packr.pack([T.Other, m]);
-    }
-  }
-
-  /** Decode a client frame into an untrusted value for `parseClientMessage`. */
-  decode(data: Uint8Array): unknown {
-    const v = unpack(data);
-    if (!Array.isArray(v) || v.length < 2) return bad('expected a tuple');
-    switch (v[0]) {
-      case T.Other: return v[1];
-      case T.Ops: {
-        const first = v[1];
-        if (!isNat(first) || first === 0) return bad('ops: first seq must be a positive integer');
-        if ((v.length - 2) % 2 !== 0 || v.length === 2) return bad('ops: expected name/args pairs');
-        const ops = [];
-        for (let i = 2, seq = first; i < v.length; i += 2, seq++) {
-          ops.push({ seq, name: this.inNames.get(v[i], 'op name'), args: v[i + 1] });
-        }
-        return { t: 'ops', ops };
-      }
-      case T.Ack: return { t: 'ack', pos: v[1] };
-      default: return bad(`unknown frame type ${String(v[0])}`);
-    }
-  }
-}
+export const isNat = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 
 /** Client side of one connection: encodes ClientMessages, decodes server frames. */
 export class ClientCodec {
@@ -120,10 +66,10 @@ export class ClientCodec {
     if (m.t === 'ops' && consecutive(m.ops)) {
       const t: unknown[] = [T.Ops, m.ops[0].seq];
       for (const o of m.ops) t.push(this.outNames.ref(o.name), o.args);
-      return packr.pack(t);
+      return pack(t);
     }
-    if (m.t === 'ack') return packr.pack([T.Ack, m.pos]);
-    return packr.pack([T.Other, m]);
+    if (m.t === 'ack') return pack([T.Ack, m.pos]);
+    return pack([T.Other, m]);
   }
 
   decode(data: Uint8Array): ServerMessage {
