@@ -1,8 +1,11 @@
 /**
- * Wire encoding: JSON text vs generic MessagePack (msgpackr) vs our codec (msgpackr with
- * positional tuples and per-connection interning, packages/core/src/wire.ts), on the frames an
- * op causes. Sizes are exact; times are medians of interleaved repetitions (noisy machine).
- *   node --import tsx bench/src/codec.bench.ts
+ * Wire encoding: JSON text vs generic MessagePack (msgpackr) vs our codec (MessagePack with
+ * positional tuples and per-connection interning, packages/core/src/wire.ts: the server's side on
+ * msgpackr, the client's on its own small codec, msgpack.ts), on the frames an op causes. Sizes
+ * are exact; times are medians of interleaved repetitions (noisy machine). Our codec's encode time
+ * is the server's (ServerCodec) writing the remote-op frame, its decode time the client's
+ * (ClientCodec) reading it. client-codec.bench.ts compares the client's codec with msgpackr.
+ *   NODE_ENV=production node -C @hercules/source --import tsx bench/src/codec.bench.ts
  */
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { Packr } from 'msgpackr';
