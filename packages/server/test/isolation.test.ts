@@ -12,10 +12,10 @@ import assert from 'node:assert/strict';
 import { connect as netConnect } from 'node:net';
 import { WebSocket } from 'ws';
 import { connect } from '@hercules/client';
-import { ClientCodec, PROTOCOL_VERSION, RoomEngine, type ClientMessage, type Machine, type RoomOutput, type ServerMessage } from '@hercules/core';
+import { PROTOCOL_VERSION, RoomEngine, type ClientMessage, type Machine, type RoomOutput, type ServerMessage } from '@hercules/core';
 import { createServer, type ServerOptions } from '../src/index.ts';
 import { chat, interiorDesign } from '../../../apps/machines.ts';
-import { tempDir, until, online } from './helpers.ts';
+import { tempDir, until, online, rawConnection } from './helpers.ts';
 
 async function server(t: { after: (fn: () => unknown) => void }, tag: string, extra: Partial<ServerOptions> = {}) {
   const { dir, cleanup } = tempDir(tag);
@@ -24,22 +24,6 @@ async function server(t: { after: (fn: () => unknown) => void }, tag: string, ex
   return srv;
 }
 
-async function raw(url: string, room: string) {
-  const ws = new WebSocket(`${url}/?room=${room}`);
-  const codec = new ClientCodec();
-  const msgs: ServerMessage[] = [];
-  let closed: { code: number; reason: string } | undefined;
-  ws.on('message', (d: Buffer) => msgs.push(codec.decode(new Uint8Array(d))));
-  ws.on('close', (code, reason) => { closed = { code, reason: reason.toString() }; });
-  ws.on('error', () => {});
-  await new Promise<void>((res) => { ws.once('open', () => res()); ws.once('close', () => res()); });
-  return {
-    ws, msgs,
-    closed: () => closed,
-    send: (m: ClientMessage) => ws.send(codec.encode(m)),
-    hello: (client: string, machine: Machine<any, any>) => ws.send(codec.encode({ t: 'hello', v: PROTOCOL_VERSION, client, machine: { name: machine.name, version: machine.version }, have: 0 })),
-  };
-}
 
 const deep = (n: number): unknown => { let v: unknown = 'bottom'; for (let i = 0; i < n; i++) v = [v]; return v; };
 
@@ -73,7 +57,7 @@ test('an output that cannot be serialised for storage fails only its own room; t
   // An honest client in the failing room, whose op shares the failed commit.
   const neighbour = await connect({ url: srv.url, room: 'bad', machine: chat, clientId: 'neighbour', backoff: { minMs: 20, maxMs: 100 } });
   await online(neighbour);
-  const bad = await raw(srv.url, 'bad');
+  const bad = await rawConnection(srv.url, 'bad');
   bad.hello('bad', chat);
   await until(() => bad.msgs.some((m) => m.t === 'welcome'), 5000, 'welcome');
 
@@ -105,7 +89,7 @@ test('a message that cannot be encoded for one connection closes only that conne
       s.msg = { ...s.msg, entries: s.msg.entries.map((w) => (w.k === 'op' && (w.e.args as { text?: string })?.text === 'POISON' ? { k: 'op' as const, e: { ...w.e, args: deep(5000) } } : w)) };
     }
   });
-  const bad = await raw(srv.url, 'bad');
+  const bad = await rawConnection(srv.url, 'bad');
   bad.hello('bad', chat);
   await until(() => bad.msgs.some((m) => m.t === 'welcome'), 5000, 'welcome');
   const victimStatuses: string[] = [];

@@ -9,10 +9,10 @@ import { Writable } from 'node:stream';
 import { connect as netConnect } from 'node:net';
 import { WebSocket } from 'ws';
 import pino from 'pino';
-import { ClientCodec, PROTOCOL_VERSION, type ClientMessage, type Machine, type ServerMessage } from '@hercules/core';
+import { PROTOCOL_VERSION, type ClientMessage, type Machine, type ServerMessage } from '@hercules/core';
 import { createServer, AuthError, type ServerOptions } from '../src/index.ts';
 import { chat } from '../../../apps/machines.ts';
-import { tempDir, until } from './helpers.ts';
+import { tempDir, until, rawConnection } from './helpers.ts';
 
 async function server(t: { after: (fn: () => unknown) => void }, tag: string, extra: Partial<ServerOptions> = {}) {
   const { dir, cleanup } = tempDir(tag);
@@ -23,24 +23,6 @@ async function server(t: { after: (fn: () => unknown) => void }, tag: string, ex
   return Object.assign(srv, { lines });
 }
 
-async function raw(url: string, room: string, query = '') {
-  const ws = new WebSocket(`${url}/?room=${room}${query}`);
-  const codec = new ClientCodec();
-  const msgs: ServerMessage[] = [];
-  let closed: { code: number; reason: string } | undefined;
-  ws.on('message', (d: Buffer) => msgs.push(codec.decode(new Uint8Array(d))));
-  ws.on('close', (code, reason) => { closed = { code, reason: reason.toString() }; });
-  ws.on('error', () => {});
-  await new Promise<void>((res) => { ws.once('open', () => res()); ws.once('close', () => res()); });
-  return {
-    ws, msgs, codec,
-    closed: () => closed,
-    send: (m: ClientMessage) => ws.send(codec.encode(m)),
-    hello: (client: string, machine: Machine<any, any> = chat, v = PROTOCOL_VERSION) => ws.send(codec.encode({ t: 'hello', v, client, machine: { name: machine.name, version: machine.version }, have: 0 })),
-    welcomed: () => msgs.some((m) => m.t === 'welcome'),
-    verdicts: () => msgs.reduce((n, m) => n + (m.t === 'log' ? m.entries.filter((e) => e.k === 'own').length : 0), 0),
-  };
-}
 
 const value = async (srv: { metrics: any }, name: string, labels: Record<string, string> = {}) => {
   const v = srv.metrics[name] ? ((await srv.metrics[name].get()).values as { value: number; labels: Record<string, string> }[]) : [];
@@ -50,7 +32,7 @@ const says = (from: number, n: number, text = 'x') => ({ t: 'ops' as const, ops:
 
 test('connections that never say hello are closed after the hello timeout, counted and logged; one that says hello stays', async (t) => {
   const srv = await server(t, 'hello', { limits: { helloTimeoutMs: 300 }, heartbeatMs: 60_000 });
-  const silent = await Promise.all(Array.from({ length: 40 }, () => raw(srv.url, 'r')));
+  const silent = await Promise.all(Array.from({ length: 40 }, () => rawConnection(srv.url, 'r')));
   // A connection that starts a frame and never finishes it says nothing either.
   const partial = netConnect(srv.port, '127.0.0.1');
   partial.on('error', () => {});
@@ -59,8 +41,8 @@ test('connections that never say hello are closed after the hello timeout, count
   partial.on('close', () => { partialClosed = true; });
   partial.write('GET /?room=r HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
   partial.write(Buffer.from([0x82, 0xfe, 0x01, 0x00, 1, 2, 3, 4, 0x93])); // binary, 256 bytes announced, 1 sent
-  const ok = await raw(srv.url, 'r');
-  ok.hello('talker');
+  const ok = await rawConnection(srv.url, 'r');
+  ok.hello('talker', chat);
   await until(() => silent.every((s) => s.closed()) && partialClosed, 10_000, 'silent connections closed');
   for (const s of silent) assert.equal(s.closed()!.code, 4010);
   const err = silent[0].msgs.find((m) => m.t === 'error');
@@ -83,20 +65,20 @@ test('every refused or cut connection is counted and logged with its reason', as
     limits: { maxClientsPerRoom: 1, helloTimeoutMs: 300 },
     heartbeatMs: 60_000,
   });
-  const first = await raw(srv.url, 'full');
-  first.hello('first');
+  const first = await rawConnection(srv.url, 'full');
+  first.hello('first', chat);
   await until(() => first.welcomed(), 5000, 'welcome');
   const cases: [string, () => Promise<{ closed: () => unknown }>][] = [
-    ['unauthenticated', () => raw(srv.url, 'r', '&token=bad')],
-    ['forbidden', () => raw(srv.url, 'r', '&token=nobody')],
-    ['bad-room', () => raw(srv.url, '')],
-    ['room-full', async () => { const c = await raw(srv.url, 'full'); c.hello('second'); return c; }],
-    ['machine-mismatch', async () => { const c = await raw(srv.url, 'r'); c.hello('m', { ...chat, version: 99 } as Machine<any, any>); return c; }],
-    ['protocol-version', async () => { const c = await raw(srv.url, 'r'); c.hello('p', chat, PROTOCOL_VERSION + 1); return c; }],
-    ['malformed-frame', async () => { const c = await raw(srv.url, 'r'); c.ws.send(new Uint8Array([0xc1, 0xc1])); return c; }],
-    ['not-ready', async () => { const c = await raw(srv.url, 'r'); c.send({ t: 'ack', pos: 0 }); return c; }],
-    ['hello-timeout', () => raw(srv.url, 'r')],
-    ['seq-gap', async () => { const c = await raw(srv.url, 'r'); c.hello('g'); c.send(says(5, 1)); return c; }],
+    ['unauthenticated', () => rawConnection(srv.url, 'r', '&token=bad')],
+    ['forbidden', () => rawConnection(srv.url, 'r', '&token=nobody')],
+    ['bad-room', () => rawConnection(srv.url, '')],
+    ['room-full', async () => { const c = await rawConnection(srv.url, 'full'); c.hello('second', chat); return c; }],
+    ['machine-mismatch', async () => { const c = await rawConnection(srv.url, 'r'); c.hello('m', { ...chat, version: 99 } as Machine<any, any>); return c; }],
+    ['protocol-version', async () => { const c = await rawConnection(srv.url, 'r'); c.hello('p', chat, { protocol: PROTOCOL_VERSION + 1 }); return c; }],
+    ['malformed-frame', async () => { const c = await rawConnection(srv.url, 'r'); c.ws.send(new Uint8Array([0xc1, 0xc1])); return c; }],
+    ['not-ready', async () => { const c = await rawConnection(srv.url, 'r'); c.send({ t: 'ack', pos: 0 }); return c; }],
+    ['hello-timeout', () => rawConnection(srv.url, 'r')],
+    ['seq-gap', async () => { const c = await rawConnection(srv.url, 'r'); c.hello('g', chat); c.send(says(5, 1)); return c; }],
   ];
   for (const [reason, open] of cases) {
     const c = await open();
@@ -111,9 +93,9 @@ test('the CLI takes --hello-timeout', async (t) => {
   const { dir, cleanup } = tempDir('cli-hello');
   const { spawn } = await import('node:child_process');
   const { createInterface } = await import('node:readline');
-  const cli = new URL('../src/cli.ts', import.meta.url).pathname;
+  const bin = new URL('../bin/hercules.js', import.meta.url).pathname;
   const machines = new URL('../../../apps/machines.ts', import.meta.url).pathname;
-  const p = spawn(process.execPath, ['--import', 'tsx', cli, 'serve', '--machines', machines, '--port', '0', '--data-dir', dir, '--hello-timeout', '200'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const p = spawn(process.execPath, [bin, 'serve', '--machines', machines, '--port', '0', '--data-dir', dir, '--hello-timeout', '200'], { stdio: ['ignore', 'pipe', 'inherit'] });
   t.after(() => { p.kill('SIGKILL'); cleanup(); });
   let url = '';
   const logged: Record<string, unknown>[] = [];
@@ -121,7 +103,7 @@ test('the CLI takes --hello-timeout', async (t) => {
     try { const o = JSON.parse(l); logged.push(o); if (o.url) url = o.url; } catch { /* not a log line */ }
   });
   await until(() => url, 30_000, 'the CLI listening');
-  const silent = await raw(url, 'r');
+  const silent = await rawConnection(url, 'r');
   await until(() => silent.closed(), 5000, 'closed');
   assert.equal(silent.closed()!.code, 4010);
   await until(() => logged.some((l) => l.reason === 'hello-timeout'), 5000, 'logged');

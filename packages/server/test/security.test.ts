@@ -4,13 +4,12 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WebSocket } from 'ws';
 import { SignJWT } from 'jose';
 import { connect, type ConnectedRoom } from '@hercules/client';
-import { ClientCodec, HerculesError, PROTOCOL_VERSION, type ClientMessage, type Machine, type ServerMessage } from '@hercules/core';
+import { HerculesError, PROTOCOL_VERSION, type ClientMessage, type Machine, type ServerMessage } from '@hercules/core';
 import { createServer, type ServerOptions } from '../src/index.ts';
 import { chat, interiorDesign } from '../../../apps/machines.ts';
-import { tempDir, until, online } from './helpers.ts';
+import { tempDir, until, online, rawConnection } from './helpers.ts';
 
 const SECRET = 'test-secret-that-is-at-least-32-bytes-long';
 const sign = (sub: string, opts: { secret?: string; exp?: string | number } = {}) =>
@@ -30,24 +29,8 @@ async function client<M extends Machine<any, any>>(url: string, room: string, ma
   return Object.assign(r, { statuses }) as ConnectedRoom<M> & { statuses: string[] };
 }
 
-/** A hand-driven connection that can send anything. */
-async function raw(url: string, room: string, token?: string) {
-  const ws = new WebSocket(`${url}/?room=${room}${token ? `&token=${token}` : ''}`);
-  const codec = new ClientCodec();
-  const msgs: ServerMessage[] = [];
-  let closed: { code: number; reason: string } | undefined;
-  ws.on('message', (d: Buffer) => msgs.push(codec.decode(new Uint8Array(d))));
-  ws.on('close', (code, reason) => { closed = { code, reason: reason.toString() }; });
-  ws.on('error', () => {});
-  await new Promise<void>((res) => { ws.once('open', () => res()); ws.once('close', () => res()); });
-  return {
-    ws, msgs,
-    closed: () => closed,
-    send: (m: ClientMessage) => ws.send(codec.encode(m)),
-    hello: (client: string, machine: Machine<any, any>, version = machine.version) =>
-      ws.send(codec.encode({ t: 'hello', v: PROTOCOL_VERSION, client, machine: { name: machine.name, version }, have: 0 })),
-  };
-}
+/** A hand-driven connection that can send anything, with a token. */
+const raw = (url: string, room: string, token?: string) => rawConnection(url, room, token ? `&token=${token}` : '');
 const ownVerdicts = (msgs: ServerMessage[]) => msgs.flatMap((m) => (m.t === 'log' ? m.entries.filter((e) => e.k === 'own') : [])) as { seq: number; error?: string }[];
 
 test('JWT: a valid token stamps its user as author; missing, forged and expired tokens are refused with the reason', async (t) => {
@@ -173,7 +156,7 @@ test('schemas and the authorize hook refuse ops before ordering; the submitter l
 
   // The wrong machine version: a clear error to that client only.
   const old = await raw(srv.url, 'd', await sign('old'));
-  old.hello('o', interiorDesign, interiorDesign.version + 1);
+  old.hello('o', interiorDesign, { version: interiorDesign.version + 1 });
   await until(() => old.closed(), 5000, 'close');
   const err = old.msgs.find((m) => m.t === 'error');
   assert.ok(err && err.t === 'error' && err.code === 'machine-mismatch' && err.fatal, JSON.stringify(err));
