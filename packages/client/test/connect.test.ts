@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { HerculesError, VIEWS, defineMachine } from '@hercules/core';
 import { createServer } from '@hercules/server';
 import { connect } from '../src/index.ts';
+import { freePort } from '../../server/test/helpers.ts';
 import { chat } from '../../../apps/machines.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -24,14 +25,6 @@ async function server(t: { after: (fn: () => unknown) => void }) {
   return srv;
 }
 
-/** A port where nothing listens (bound, then released). */
-async function deadPort(): Promise<number> {
-  const s = netServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 test('op.stable, until() and subscribe({ immediate }) settle on state that already holds the op; delays are measured from submit', async (t) => {
   const srv = await server(t);
@@ -60,7 +53,7 @@ test('op.stable, until() and subscribe({ immediate }) settle on state that alrea
 });
 
 test('a server that is down: one error that says connection refused (not one per retry), and whenOnline times out naming it', async () => {
-  const port = await deadPort();
+  const port = await freePort();
   const errors: HerculesError[] = [];
   const room = await connect({ url: `ws://127.0.0.1:${port}`, room: 'x', machine: chat, backoff: { minMs: 5, maxMs: 20 }, onError: (e) => errors.push(e as HerculesError) });
   try {
@@ -114,7 +107,7 @@ test('a fatal refusal rejects every pending op and whenOnline with the reason; t
 });
 
 test('without onError, the first error is printed once with console.warn', async () => {
-  const port = await deadPort();
+  const port = await freePort();
   const warned: string[] = [];
   const orig = console.warn;
   console.warn = (m: string) => { warned.push(String(m)); };

@@ -5,27 +5,19 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer as netServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { connect } from '@hercules/client';
 import { sqliteStorage } from '@hercules/client-sqlite';
 import { chat } from '../../../apps/machines.ts';
-import { tempDir, until } from './helpers.ts';
+import { freePort, tempDir, until } from './helpers.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '../../..');
 const BIN = join(root, 'packages/server/bin/hercules.js');
 const CLIENT = join(here, 'fixtures/client-proc.ts');
 
-async function freePort(): Promise<number> {
-  const s = netServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 interface Proc { p: ChildProcess; events: any[]; stderr: string[]; exited: Promise<number | null> }
 function run(cmd: string[], cwd = root): Proc {

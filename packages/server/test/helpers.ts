@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer as createTcpServer } from 'node:net';
 import { WebSocket } from 'ws';
 import type { ConnectedRoom } from '@hercules/client';
 import { ClientCodec, PROTOCOL_VERSION, type ClientMessage, type Machine, type ServerMessage } from '@hercules/core';
@@ -47,4 +48,13 @@ export async function rawConnection(url: string, room: string, query = '') {
     /** How many of its own ops the server has given a verdict on. */
     verdicts: () => msgs.reduce((n, m) => n + (m.t === 'log' ? m.entries.filter((e) => e.k === 'own').length : 0), 0),
   };
+}
+
+/** A loopback port nothing listens on now (bound, then released): for a server to start on, or a dead address. */
+export async function freePort(): Promise<number> {
+  const s = createTcpServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return port;
 }
