@@ -32,7 +32,7 @@ const server = await createServer({
   commitWindowMs: opts.commitWindowMs ?? 0,
   // The load generators send far more than one user would: lift the per-connection op rate
   // limit (docs/security.md) so the benchmarks measure the server, not the limiter.
-  limits: { opsPerSecond: 1e9, opsBurst: 1e9, maxQueuedFrames: 1e6 },
+  limits: { opsPerSecond: 1e9, opsBurst: 1e9, bytesPerSecond: 1e12, bytesBurst: 1e12 },
   log: 'warn',
 });
 

@@ -42,6 +42,8 @@ Authentication (JWT; the user is the token's sub; one key source; see docs/secur
 Limits (defaults in docs/security.md):
   --max-frame-bytes <n>    largest frame accepted (default 1048576)
   --ops-per-second <n>     sustained ops per second per connection (default 1000)
+  --bytes-per-second <n>   sustained bytes per second per connection (default 1048576)
+  --max-connections <n>    connections per server (default 10000)
   --max-clients-per-room <n>  connections per room (default 256)
   --hello-timeout <ms>     close a connection that has not said hello within this (default 10000)
   -v, --version            the version
@@ -139,6 +141,8 @@ export async function main(argv: string[]): Promise<void> {
         'jwt-audience': { type: 'string' },
         'max-frame-bytes': { type: 'string' },
         'ops-per-second': { type: 'string' },
+        'bytes-per-second': { type: 'string' },
+        'max-connections': { type: 'string' },
         'max-clients-per-room': { type: 'string' },
         'hello-timeout': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -197,6 +201,8 @@ export async function main(argv: string[]): Promise<void> {
   const limits: Partial<Limits> = {};
   if (values['max-frame-bytes'] !== undefined) limits.maxFrameBytes = num('max-frame-bytes', values['max-frame-bytes'], 0) || fail('--max-frame-bytes must be positive');
   if (values['ops-per-second'] !== undefined) limits.opsPerSecond = num('ops-per-second', values['ops-per-second'], 0) || fail('--ops-per-second must be positive');
+  if (values['bytes-per-second'] !== undefined) limits.bytesPerSecond = num('bytes-per-second', values['bytes-per-second'], 0) || fail('--bytes-per-second must be positive');
+  if (values['max-connections'] !== undefined) limits.maxConnections = num('max-connections', values['max-connections'], 0) || fail('--max-connections must be positive');
   if (values['max-clients-per-room'] !== undefined) limits.maxClientsPerRoom = num('max-clients-per-room', values['max-clients-per-room'], 0) || fail('--max-clients-per-room must be positive');
   if (values['hello-timeout'] !== undefined) limits.helloTimeoutMs = num('hello-timeout', values['hello-timeout'], 0) || fail('--hello-timeout must be positive');
   let server;

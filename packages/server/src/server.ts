@@ -22,6 +22,7 @@ import {
 } from '@hercules/core';
 import { SqliteStore, type PreparedWrite } from './store.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
+import { FairQueue } from './fair-queue.ts';
 import { AuthError, jwtAuthenticator, type Access, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';
 import type { AuthorizeOp } from '@hercules/core';
 
@@ -71,7 +72,10 @@ export interface ServerOptions {
   http?: (req: IncomingMessage, res: ServerResponse) => boolean;
 }
 
-/** What one client may cost the server. A demanding client gets slowed down, not served first. */
+/**
+ * What one client, one room and the whole server may cost. A demanding client gets slowed down,
+ * not served first; docs/security.md gives the memory bound these imply.
+ */
 export interface Limits {
   /** Largest frame accepted, bytes; bigger ones close the connection (1009). Default 1 MiB. */
   maxFrameBytes: number;
@@ -79,14 +83,27 @@ export interface Limits {
   opsPerSecond: number;
   /** Bucket size: ops a connection may send in a burst. Default 5000. */
   opsBurst: number;
+  /** Sustained bytes per second of frames per connection (token bucket). Default 1 MiB. */
+  bytesPerSecond: number;
+  /** Bucket size: bytes a connection may send in a burst. Default 8 MiB. */
+  bytesBurst: number;
   /**
-   * Frames received but not yet handled because the connection is over its rate. The socket is
-   * paused (TCP pushes back on the client) long before this; past it the connection is closed.
-   * Default 64.
+   * Bytes of frames received but not handled yet, per connection. The server stops reading a
+   * connection (TCP pushes back on the client) as soon as anything of it waits, so an honest
+   * peer stays far below this; past it the connection is closed (`rate-limited`). Default
+   * 2 x maxFrameBytes + 64 KiB; at least maxFrameBytes + 64 KiB.
    */
-  maxQueuedFrames: number;
+  maxQueuedBytes: number;
+  /**
+   * Bytes of frames over 64 KiB decoded and being handled, over the whole server: a frame
+   * decodes to up to about 64 times its size, so this bounds that memory for all connections
+   * together; large frames past it wait, undecoded, for their turn. Default 8 MiB.
+   */
+  maxDecodingBytes: number;
   /** Connections per room. Default 256. */
   maxClientsPerRoom: number;
+  /** Connections per server; more are refused with `server-full` (retried with backoff). Default 10,000. */
+  maxConnections: number;
   /**
    * A connection whose unsent output passes this many bytes is a slow consumer: it is
    * disconnected and catches up from the log when it reconnects. Default 16 MiB.
@@ -96,15 +113,36 @@ export interface Limits {
   helloTimeoutMs: number;
 }
 
-const DEFAULT_LIMITS: Limits = {
+const DEFAULT_LIMITS: Omit<Limits, 'maxQueuedBytes'> = {
   maxFrameBytes: 1 << 20,
   opsPerSecond: 1000,
   opsBurst: 5000,
-  maxQueuedFrames: 64,
+  bytesPerSecond: 1 << 20,
+  bytesBurst: 8 << 20,
+  maxDecodingBytes: 8 << 20,
   maxClientsPerRoom: 256,
+  maxConnections: 10_000,
   maxSendBufferBytes: 16 << 20,
   helloTimeoutMs: 10_000,
 };
+
+/** What one socket read can still deliver after the server pauses a connection. */
+const READ_CHUNK_BYTES = 64 << 10;
+/** Frames up to this size are decoded without waiting for the server's decoding budget. */
+const SMALL_FRAME_BYTES = 64 << 10;
+/** Bookkeeping a queued frame costs even when it is empty, counted against maxQueuedBytes. */
+const FRAME_OVERHEAD_BYTES = 256;
+/**
+ * Scheduling: a round of turns runs for about ROUND_MS, then the event loop reads sockets and
+ * commits. A turn runs one connection's ops for ROUND_MS shared among the rooms waiting (at most
+ * SLICE_MS, at least MIN_SLICE_MS and one op), so under load a room waits about one round for
+ * its turn however many ops other rooms queue (measured: bench/src/flood).
+ */
+const SLICE_MS = 2;
+const MIN_SLICE_MS = 0.25;
+const ROUND_MS = 8;
+/** Ops given to the engine at once, at most: a run this long is cheap to order, store and send. */
+const MAX_CHUNK_OPS = 1000;
 
 /** How long a closed connection's peer has to answer the close before its socket is dropped. */
 const CLOSE_GRACE_MS = 1000;
@@ -121,15 +159,26 @@ interface Conn {
   remote: string;
   identity?: Identity;
   access: 'read' | 'write';
-  /** Token bucket for ops: may go negative (a frame is never split); refills at opsPerSecond. */
+  /**
+   * Token buckets for ops and bytes. A decoded frame is charged in full and may take them
+   * negative; the next frame waits until both are positive again, so the rates hold whatever
+   * the frame size and no decoded frame is ever held while its connection waits.
+   */
   tokens: number;
+  byteTokens: number;
   refilledAt: number;
   /**
-   * Frames not handled yet, oldest first: raw frames, and the rest of an ops frame that was
-   * only partly covered by tokens (so the rate holds per op, whatever the frame size).
+   * Frames not handled yet, oldest first: raw frames, and at the front possibly an ops frame
+   * decoded and handled in part (`done` of its ops so far; `raw`, its size, is counted in the
+   * server's decoding budget until it is done).
    */
-  inbox: ({ data: Buffer; isBinary: boolean } | { ops: unknown[] })[];
-  resumeTimer?: ReturnType<typeof setTimeout>;
+  inbox: ({ data: Buffer; isBinary: boolean } | { ops: unknown[]; done: number; raw: number })[];
+  /** Bytes of the raw frames in `inbox` (each at least FRAME_OVERHEAD_BYTES). */
+  queuedBytes: number;
+  /** The socket is paused because input of this connection waits: its silence is ours. */
+  paused: boolean;
+  /** Set while the connection waits for its rate-limit tokens. */
+  waitTimer?: ReturnType<typeof setTimeout>;
   helloTimer?: ReturnType<typeof setTimeout>;
   /** Bytes handed to the simulated-delay queue and not yet to the socket. */
   delayed: number;
@@ -147,6 +196,8 @@ interface RoomHost {
    */
   orderedAt: Map<string, { seq: number; t: number }[]>;
   lastStableAt: number;
+  /** Recent engine time per op (ms, moving average): sizes this room's runs of ops to a turn. */
+  costPerOp: number;
 }
 
 const ROOM_NAME = /^[A-Za-z0-9._~-]{1,128}$/;
@@ -179,9 +230,14 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   const idleUnloadMs = opts.idleUnloadMs ?? 30_000;
   const halfRtt = Math.max(0, (opts.simulateRttMs ?? 0) / 2);
   const commitWindowMs = Math.max(0, opts.commitWindowMs ?? 0);
-  const limits: Limits = { ...DEFAULT_LIMITS, ...(opts.maxFrameBytes !== undefined ? { maxFrameBytes: opts.maxFrameBytes } : {}), ...(opts.limits ?? {}) };
+  const given = { ...DEFAULT_LIMITS, ...(opts.maxFrameBytes !== undefined ? { maxFrameBytes: opts.maxFrameBytes } : {}), ...(opts.limits ?? {}) };
+  const limits: Limits = { ...given, maxQueuedBytes: given.maxQueuedBytes ?? 2 * given.maxFrameBytes + READ_CHUNK_BYTES };
   for (const [k, v] of Object.entries(limits)) {
+    if (!(k in DEFAULT_LIMITS) && k !== 'maxQueuedBytes') throw new HerculesError('bad-argument', `createServer: unknown limit limits.${k}; known: ${[...Object.keys(DEFAULT_LIMITS), 'maxQueuedBytes'].join(', ')}`);
     if (typeof v !== 'number' || !(v > 0)) throw new HerculesError('bad-argument', `createServer: limits.${k} must be a positive number, got ${String(v)}`);
+  }
+  if (limits.maxQueuedBytes < limits.maxFrameBytes + READ_CHUNK_BYTES) {
+    throw new HerculesError('bad-argument', `createServer: limits.maxQueuedBytes (${limits.maxQueuedBytes}) must be at least maxFrameBytes + 64 KiB (${limits.maxFrameBytes + READ_CHUNK_BYTES}), or a frame could never be queued`);
   }
   const maxFrameBytes = limits.maxFrameBytes;
   if (opts.authenticate && opts.jwt) throw new HerculesError('bad-argument', 'createServer: give `authenticate` or `jwt`, not both');
@@ -195,6 +251,8 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   const rooms = new Map<string, RoomHost>();
   const conns = new Map<string, Conn>();
   let nextConn = 0;
+  /** Upgrades being authenticated: they count against maxConnections already. */
+  let admitting = 0;
   let closing = false;
 
   // ------------------------------------------------------------ containment
@@ -485,9 +543,12 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   function markClosed(c: Conn): void {
     c.closed = true;
     if (c.helloTimer) clearTimeout(c.helloTimer);
-    if (c.resumeTimer) clearTimeout(c.resumeTimer);
-    c.helloTimer = c.resumeTimer = undefined;
+    if (c.waitTimer) clearTimeout(c.waitTimer);
+    c.helloTimer = c.waitTimer = undefined;
+    for (const f of c.inbox) if ('raw' in f) decoding -= f.raw;
     c.inbox.length = 0;
+    c.queuedBytes = 0;
+    work.delete(c.roomName, c);
   }
 
   function loadRoom(name: string, machine: Machine<any, any>): RoomHost | string {
@@ -507,14 +568,14 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       store.create(name, machine.name, machine.version, machine.initial);
       engine = new RoomEngine(machine, { ackTimeoutMs, authorize: opts.authorize });
     }
-    host = { name, engine, conns: new Map(), emptySince: Date.now(), orderedAt: new Map(), lastStableAt: performance.now() };
+    host = { name, engine, conns: new Map(), emptySince: Date.now(), orderedAt: new Map(), lastStableAt: performance.now(), costPerOp: 0.01 };
     rooms.set(name, host);
     metrics.rooms.set(rooms.size);
     log.info({ room: name, machine: machine.name, head: engine.head(), stable: engine.stableFrontier() }, stored ? 'room loaded' : 'room created');
     return host;
   }
 
-  function onFrame(c: Conn, data: Buffer, isBinary: boolean): void {
+  function onFrame(c: Conn, data: Buffer, isBinary: boolean, budgeted: boolean): void {
     metrics.framesIn.inc();
     metrics.bytesIn.inc(data.length);
     if (!isBinary) {
@@ -575,43 +636,98 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       host.conns.set(c.id, c);
       enqueue(host, host.engine.open(c.id, now, { ...(c.identity ? { user: c.identity.user } : {}), access: c.access }), now);
     }
-    if (isOpsFrame(frame)) c.inbox.unshift({ ops: frame.ops }); // ordered as tokens allow, in drain()
-    else enqueue(c.room, c.room.engine.message(c.id, frame, now), now);
+    if (isOpsFrame(frame)) {
+      // Charged in full now; handled in runs over the next turns (see turn()).
+      c.tokens -= frame.ops.length;
+      const raw = budgeted ? data.length : 0;
+      decoding += raw;
+      c.inbox.unshift({ ops: frame.ops, done: 0, raw });
+    } else enqueue(c.room, c.room.engine.message(c.id, frame, now), now);
   }
 
-  /** Handle queued frames while the connection has tokens; otherwise pause it until it will. */
-  function drain(c: Conn): void {
+  // ------------------------------------------------------------ input scheduling
+  // Input is handled in turns, round robin over rooms and then over each room's connections
+  // (FairQueue), each turn about SLICE_MS of engine time: a room flooded with ops, however
+  // cheap or costly its ops are, delays another room by at most about one round. A connection
+  // with input waiting is not read from (TCP pushes back on its client), so what the server
+  // holds per connection stays bounded whatever the client sends.
+
+  const work = new FairQueue<string, Conn>();
+  let roundScheduled = false;
+  let inRound = false;
+  /** Raw bytes of the frames decoded and not yet handled to their end, over all connections. */
+  let decoding = 0;
+
+  /** Input arrived, or a wait ended: give the connection a turn, now if nobody else waits. */
+  function ready(c: Conn): void {
+    if (c.closed || closing || c.waitTimer || c.inbox.length === 0) return flow(c);
+    if (inRound || work.size > 0) {
+      work.add(c.roomName, c);
+      scheduleRound();
+      return flow(c);
+    }
+    inRound = true;
+    try {
+      turn(c, SLICE_MS);
+    } finally {
+      inRound = false;
+    }
+  }
+
+  function scheduleRound(): void {
+    if (roundScheduled) return;
+    roundScheduled = true;
+    setImmediate(() => guard('round', round));
+  }
+
+  /** Turns until the queue is empty or ROUND_MS is spent; then sockets are read and outputs committed. */
+  function round(): void {
+    roundScheduled = false;
+    const end = performance.now() + ROUND_MS;
+    inRound = true;
+    try {
+      for (let next = work.take(); next; next = performance.now() < end ? work.take() : undefined) {
+        turn(next.member, Math.min(SLICE_MS, Math.max(MIN_SLICE_MS, ROUND_MS / (work.groups + 1))));
+      }
+    } finally {
+      inRound = false;
+    }
+    if (work.size > 0) scheduleRound();
+  }
+
+  /** One turn of a connection: handle its input for about `sliceMs`; queue it again if more waits. */
+  function turn(c: Conn, sliceMs: number): void {
+    const start = performance.now();
     while (c.inbox.length > 0 && !c.closed && !closing) {
       const now = performance.now();
-      c.tokens = Math.min(limits.opsBurst, c.tokens + ((now - c.refilledAt) / 1000) * limits.opsPerSecond);
+      const elapsed = (now - c.refilledAt) / 1000;
+      c.tokens = Math.min(limits.opsBurst, c.tokens + elapsed * limits.opsPerSecond);
+      c.byteTokens = Math.min(limits.bytesBurst, c.byteTokens + elapsed * limits.bytesPerSecond);
       c.refilledAt = now;
-      if (c.tokens < 1 && 'ops' in c.inbox[0]) {
-        if (!c.resumeTimer) {
-          metrics.rateLimited.inc();
-          c.ws.pause(); // TCP backpressure: the client's socket buffer fills, not our memory
-          const waitMs = Math.max(1, Math.ceil(((1 - c.tokens) / limits.opsPerSecond) * 1000));
-          c.resumeTimer = setTimeout(() => guard('rate', () => {
-            c.resumeTimer = undefined;
-            if (c.closed) return;
-            c.alive = true; // pongs were held back with everything else while paused
-            c.ws.resume();
-            drain(c);
-          }), waitMs);
-        }
-        return;
-      }
       const next = c.inbox[0];
       try {
-        if ('ops' in next) {
-          const n = Math.min(next.ops.length, Math.floor(c.tokens));
-          const ops = n === next.ops.length ? next.ops : next.ops.slice(0, n);
-          if (n === next.ops.length) c.inbox.shift();
-          else next.ops = next.ops.slice(n);
-          c.tokens -= n;
-          if (c.room) enqueue(c.room, c.room.engine.message(c.id, { t: 'ops', ops }, now), now);
-        } else {
+        if ('data' in next) {
+          if (c.tokens < 1 || c.byteTokens < 1) return waitForTokens(c);
+          // The server-wide decoding budget, for large frames: they wait for others to be
+          // handled first (one is always allowed, so a frame larger than the budget still goes
+          // through). Small frames never wait for it, so a room that sends little is not held
+          // up behind rooms that send much; each connection has at most one frame decoded.
+          if (next.data.length > SMALL_FRAME_BYTES && decoding > 0 && decoding + next.data.length > limits.maxDecodingBytes) break;
           c.inbox.shift();
-          onFrame(c, next.data, next.isBinary);
+          c.queuedBytes -= Math.max(next.data.length, FRAME_OVERHEAD_BYTES);
+          c.byteTokens -= next.data.length;
+          onFrame(c, next.data, next.isBinary, next.data.length > SMALL_FRAME_BYTES);
+        } else {
+          const room = c.room!; // ops frames are queued only after hello
+          const n = Math.min(next.ops.length - next.done, Math.max(1, Math.min(MAX_CHUNK_OPS, Math.floor((sliceMs - (now - start)) / room.costPerOp))));
+          const ops = n === next.ops.length ? next.ops : next.ops.slice(next.done, next.done + n);
+          next.done += n;
+          if (next.done === next.ops.length) {
+            c.inbox.shift();
+            decoding -= next.raw;
+          }
+          enqueue(room, room.engine.message(c.id, { t: 'ops', ops }, now), now);
+          room.costPerOp = Math.max(1e-4, 0.7 * room.costPerOp + (0.3 * (performance.now() - now)) / n);
         }
       } catch (e) {
         // Never let one bad frame or bug take the process or the room's other clients down.
@@ -619,17 +735,43 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
         log.error({ conn: c.id, room: c.roomName, err: e instanceof Error ? e.stack : String(e) }, 'error handling frame');
         cut(c, 'internal', 1011, `the server failed on this frame: ${errText(e)}`, true);
       }
+      if (performance.now() - start >= sliceMs) break;
     }
+    if (c.inbox.length > 0 && !c.closed && !closing) {
+      work.add(c.roomName, c);
+      scheduleRound();
+    }
+    flow(c);
+  }
+
+  /** Over its rate: no turn until the buckets refill; the socket stays paused meanwhile. */
+  function waitForTokens(c: Conn): void {
+    metrics.rateLimited.inc();
+    const waitS = Math.max((1 - c.tokens) / limits.opsPerSecond, (1 - c.byteTokens) / limits.bytesPerSecond);
+    c.waitTimer = setTimeout(() => guard('rate', () => {
+      c.waitTimer = undefined;
+      ready(c);
+    }), Math.max(1, Math.ceil(waitS * 1000)));
+    flow(c);
+  }
+
+  /** Read from a connection only while none of its input waits: TCP holds the rest, not our memory. */
+  function flow(c: Conn): void {
+    const hold = c.inbox.length > 0 && !c.closed;
+    if (hold === c.paused || c.ws.readyState !== c.ws.OPEN) return;
+    c.paused = hold;
+    if (hold) c.ws.pause();
+    else c.ws.resume();
   }
 
   /** Refuse a WebSocket that was accepted only so the client can read why (browsers see no HTTP status). */
-  function refuse(ws: WebSocket, req: IncomingMessage, code: string, closeCode: number, message: string): void {
+  function refuse(ws: WebSocket, req: IncomingMessage, code: string, closeCode: number, message: string, fatal = true): void {
     metrics.refusedConnections.inc({ reason: code });
     log.info({ remote: req.socket.remoteAddress, reason: code }, `connection refused: ${message}`);
     const codec = new ServerCodec();
     const go = () => guard('refuse', () => {
       if (ws.readyState !== ws.OPEN) return;
-      ws.send(codec.encode({ t: 'error', code, message, fatal: true }), { binary: true });
+      ws.send(codec.encode({ t: 'error', code, message, fatal }), { binary: true });
       ws.close(closeCode, message.slice(0, 120));
     });
     ws.on('error', () => {});
@@ -678,7 +820,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     const c: Conn = {
       id: `k${++nextConn}`, ws, codec: new ServerCodec(), roomName, alive: true, closed: false, remote: req.socket.remoteAddress ?? '?',
       ...(admitted.identity ? { identity: admitted.identity } : {}), access: admitted.access,
-      tokens: limits.opsBurst, refilledAt: performance.now(), inbox: [], delayed: 0,
+      tokens: limits.opsBurst, byteTokens: limits.bytesBurst, refilledAt: performance.now(), inbox: [], queuedBytes: 0, paused: false, delayed: 0,
     };
     conns.set(c.id, c);
     metrics.connections.set(conns.size);
@@ -696,12 +838,15 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       if (c.helloTimer) { clearTimeout(c.helloTimer); c.helloTimer = undefined; }
       const run = () => guard('message', () => {
         if (c.closed || closing) return;
-        if (c.inbox.length >= limits.maxQueuedFrames) {
-          cut(c, 'rate-limited', 4008, `more than ${limits.maxQueuedFrames} frames queued over the rate limit of ${limits.opsPerSecond} ops/s; reconnect and send slower`, false);
+        const size = Math.max(data.length, FRAME_OVERHEAD_BYTES);
+        if (c.queuedBytes + size > limits.maxQueuedBytes) {
+          // Only a peer that ignores TCP backpressure gets here: the socket was paused long before.
+          cut(c, 'rate-limited', 4008, `more than ${limits.maxQueuedBytes} bytes of frames queued while the server was not reading this connection; reconnect and send slower`, false);
           return;
         }
         c.inbox.push({ data, isBinary });
-        if (!c.resumeTimer) drain(c);
+        c.queuedBytes += size;
+        ready(c);
       });
       if (halfRtt > 0) setTimeout(run, halfRtt);
       else run();
@@ -757,7 +902,14 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
         log.debug({ room: room.name }, 'room unloaded (idle)');
       }
     }
-    for (const c of conns.values()) buffered += c.ws.bufferedAmount + c.delayed;
+    let queued = 0;
+    for (const c of conns.values()) {
+      buffered += c.ws.bufferedAmount + c.delayed;
+      queued += c.queuedBytes;
+    }
+    metrics.inputQueued.set(queued);
+    metrics.inputDecoding.set(decoding);
+    metrics.inputWaiting.set(work.size);
     // Visible-delay bookkeeping of ops whose client never came back: drop after 5 minutes.
     const cutoff = now - 300_000;
     for (const room of rooms.values()) {
@@ -773,6 +925,10 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   const heartbeat = setInterval(() => guard('heartbeat', () => {
     for (const c of conns.values()) {
       try {
+        if (c.paused) {
+          c.alive = true; // not read from because its input waits for a turn or for tokens: pongs wait too
+          continue;
+        }
         if (!c.alive) {
           if (!c.closed) {
             metrics.refusedConnections.inc({ reason: 'heartbeat-timeout' });
@@ -836,9 +992,15 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       roomName = new URL(req.url ?? '/', 'http://x').searchParams.get('room') ?? '';
     } catch { /* an unparsable URL names no room */ }
     if (!ROOM_NAME.test(roomName)) return accept((ws) => refuse(ws, req, 'bad-room', 4003, 'missing or bad ?room= (1-128 of A-Z a-z 0-9 . _ ~ -)'));
+    // Counted with the connections still being admitted, so a burst of upgrades cannot overshoot.
+    if (conns.size + admitting >= limits.maxConnections) {
+      return accept((ws) => refuse(ws, req, 'server-full', 4011, `this server has its maximum of ${limits.maxConnections} connections; retrying later may succeed`, false));
+    }
+    admitting++;
     admit(req, roomName).then(
-      (r) => accept((ws) => ('code' in r ? refuse(ws, req, r.code, r.closeCode, r.message) : onConnection(ws, req, r, roomName))),
+      (r) => { admitting--; accept((ws) => ('code' in r ? refuse(ws, req, r.code, r.closeCode, r.message) : onConnection(ws, req, r, roomName))); },
       (e) => {
+        admitting--;
         log.error({ err: (e as Error).stack }, 'admitting a connection failed');
         accept((ws) => refuse(ws, req, 'internal', 1011, 'the server failed to admit this connection'));
       },

@@ -191,19 +191,25 @@ test('limits: a client over its op rate is slowed by backpressure and loses noth
   const a = await client(srv.url, 'r', chat, 'a');
   await online(a);
   const t0 = performance.now();
-  const hs = Array.from({ length: 1000 }, (_, i) => a.ops.say({ text: `m${i}` }));
+  // Ten frames of 100 ops (ops submitted in one tick share a frame).
+  const hs = [];
+  for (let f = 0; f < 10; f++) {
+    for (let i = 0; i < 100; i++) hs.push(a.ops.say({ text: `m${f * 100 + i}` }));
+    await new Promise((r) => setTimeout(r, 1));
+  }
   await Promise.all(hs.map((h) => h.authoritative));
   const elapsed = performance.now() - t0;
   const rateLimited = (await srv.metrics.rateLimited.get()).values[0]?.value ?? 0;
   assert.ok(rateLimited > 0, 'the connection was paused at least once');
-  // The bucket allows 100 at once, then 400/s: 900 more take at least 2.25 s, whatever the machine.
-  assert.ok(elapsed >= 2000, `1000 ops went through in ${elapsed.toFixed(0)} ms despite the limit`);
+  // A frame is charged whole, so at most the bucket (100) and one frame (100) go at once; the
+  // other 800 take at least 2 s at 400/s, whatever the machine.
+  assert.ok(elapsed >= 1900, `1000 ops went through in ${elapsed.toFixed(0)} ms despite the limit`);
   assert.deepEqual(a.getState('authoritative').messages.map((m) => m.text), hs.map((_, i) => `m${i}`));
   await a.close();
 });
 
 test('limits: a consumer that stops reading is cut off at the send-buffer bound and catches up later', async (t) => {
-  const srv = await server(t, 'slow', { limits: { maxSendBufferBytes: 256 * 1024, opsPerSecond: 1e6, opsBurst: 1e6 } });
+  const srv = await server(t, 'slow', { limits: { maxSendBufferBytes: 256 * 1024, opsPerSecond: 1e6, opsBurst: 1e6, bytesPerSecond: 1e9, bytesBurst: 1e9 } });
   const slow = await raw(srv.url, 'r');
   slow.hello('slow', chat);
   await until(() => slow.msgs.some((m) => m.t === 'welcome'), 5000, 'welcome');
