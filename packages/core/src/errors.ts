@@ -27,12 +27,16 @@ export type ErrorCode =
   | 'closed'
   /** The server could not be reached: refused, unknown host, or no answer. */
   | 'unreachable'
+  /** A room store write lost: the room is not where the writer expected (another writer wrote first). */
+  | 'fenced'
+  /** A room store could not read or write (disk full, I/O error, a value it cannot hold). */
+  | 'storage-failed'
   | 'internal';
 
 export class HerculesError extends Error {
   readonly code: ErrorCode;
-  constructor(code: ErrorCode, message: string) {
-    super(message);
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
     this.name = 'HerculesError';
     this.code = code;
   }

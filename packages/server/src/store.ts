@@ -17,7 +17,7 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { LogEntry, RoomDurableState, ClientRecord } from '@hercules/core';
+import { HerculesError, type LogEntry, type RoomDurableState, type ClientRecord } from '@hercules/core';
 
 export interface RoomPersist {
   appended: LogEntry[];
@@ -40,9 +40,9 @@ export interface StoredRoom {
   durable: RoomDurableState;
 }
 
-export class StorageError extends Error {
+export class StorageError extends HerculesError {
   constructor(message: string, cause?: unknown) {
-    super(message, { cause });
+    super('storage-failed', message, { cause });
     this.name = 'StorageError';
   }
 }
