@@ -16,7 +16,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { SqliteStore } from '@hercules/server';
 import type { LogEntry } from '@hercules/core';
-import type { RoomPersist } from '../../../packages/server/src/store.ts';
+import type { RoomPersist } from '../../../packages/server/src/store/sqlite.ts';
 import { spreadsheet } from '../../../apps/machines.ts';
 import { stats, type Row, type Section } from '../harness.ts';
 import { delta, loadArgBytes, loadArgs, removeTemp, round, sleep, spawnChild, startServer, tempDir, type ServerHandle } from './common.ts';

@@ -20,7 +20,7 @@ import {
   type RoomOutput,
   type ServerMessage,
 } from '@hercules/core';
-import { SqliteStore, type PreparedWrite } from './store.ts';
+import { SqliteStore, type PreparedWrite } from './store/sqlite.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { FairQueue } from './fair-queue.ts';
 import { AuthError, jwtAuthenticator, type Access, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { LogEntry } from '@hercules/core';
-import { SqliteStore, StorageError } from '../src/store.ts';
+import { SqliteStore, StorageError } from '../src/store/sqlite.ts';
 import { tempDir } from './helpers.ts';
 
 const entry = (pos: number, extra: Partial<LogEntry> = {}): LogEntry =>
