@@ -17,7 +17,10 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { HerculesError, type LogEntry, type RoomDurableState, type ClientRecord } from '@hercules/core';
+import type { LogEntry, RoomDurableState, ClientRecord } from '@hercules/core';
+import { StorageError } from './room-store.ts';
+
+export { StorageError };
 
 export interface RoomPersist {
   appended: LogEntry[];
@@ -40,12 +43,6 @@ export interface StoredRoom {
   durable: RoomDurableState;
 }
 
-export class StorageError extends HerculesError {
-  constructor(message: string, cause?: unknown) {
-    super('storage-failed', message, { cause });
-    this.name = 'StorageError';
-  }
-}
 
 export class SqliteStore {
   readonly db: Database.Database;

@@ -1,0 +1,196 @@
+/**
+ * The room store contract: what a room's sequencer needs from storage, per room, asynchronous and
+ * fenced. `SqliteStore` (one file, group commit across rooms) and `MemoryStore` implement it; a
+ * store over a replicated log (NATS JetStream, etcd) is meant to fit it too. Any implementation
+ * runs the conformance suite in `./conformance.ts` (`@hercules/server/store-conformance`).
+ *
+ * A room holds:
+ *   metadata   the machine (name, version) it runs and when it was created; set once
+ *   log        entries at consecutive positions 1, 2, …, head (each a `LogEntry`)
+ *   checkpoint the machine's state at some position c <= head; entries up to c may be dropped
+ *   stable     the highest checkpoint position written to it (the engine's stable frontier)
+ *   clients    one `ClientRecord` per client id, replaced whole on each write
+ *   rev        the fence: how many appends the room has accepted since it was created
+ *
+ * Fencing. Every append names the `rev` it expects to follow (`after`), and succeeds only if the
+ * room is at exactly that rev; then the room moves to `after + 1`. So of two writers that loaded
+ * the same room, at most one can write after that point: the other's next append fails with a
+ * `FencedError`, and it must reload the room. The fence is a count of appends, not the log
+ * position, because an append need not carry entries: a client claim (a record with its owner)
+ * is persisted before the welcome that announces it, and two such appends at one log position
+ * would otherwise both succeed. A writer can still predict the revs of appends it has not seen
+ * settle (each success adds exactly 1), so it can keep several in flight: appends of one room take
+ * effect in the order they were called, and when one fails every later one of that chain fails
+ * too (it names a rev the room never reaches).
+ *
+ * All or nothing. An append that fails (fenced, refused, a value the store cannot hold, an I/O
+ * error) has written nothing: not its entries, not its client records, not its checkpoint. An
+ * append whose promise resolved is durable in the store's sense (fsynced for SQLite). A store may
+ * report a failure for an append that in fact landed (an acknowledgement lost in a crash or on a
+ * network); the writer cannot tell, drops the room and reloads it, and then sees what landed.
+ *
+ * Claiming a room. Loading (`open`) is the claim: a writer owns the room from the rev it loaded
+ * until an append of it is fenced. That is enough for one process per data directory (SQLite's
+ * file lock) and for a simulator. A store shared by several processes adds an epoch (a lease) on
+ * top, so that a writer whose lease expired stops before its appends are even tried; the fence
+ * stays what makes two writers unable to both succeed.
+ */
+import { HerculesError, type ClientRecord, type LogEntry, type RoomDurableState } from '@hercules/core';
+
+/** What a room is, set when it is created. */
+export interface RoomMeta {
+  /** The machine the room runs: its name and version. */
+  machine: string;
+  version: number;
+  /** When it was created, in ms since the epoch by the store's clock (0: unknown, a room from before this was recorded). */
+  created: number;
+}
+
+/** What `open` creates a missing room with. */
+export interface RoomInit {
+  machine: string;
+  version: number;
+  /** The machine's initial state: the room's checkpoint at position 0. */
+  initial: unknown;
+}
+
+/** A room as loaded: enough to construct its `RoomEngine` and to go on appending. */
+export interface LoadedRoom {
+  meta: RoomMeta;
+  /**
+   * The checkpoint, the log after it up to the head (`suffix`, consecutive positions from
+   * `checkpoint.pos + 1`), the client records and the stable position: `new RoomEngine(machine,
+   * opts, durable)`. The checkpoint may be older than the newest one appended (a store may write
+   * checkpoints lazily), never newer than the log it keeps.
+   */
+  durable: RoomDurableState;
+  /** The room's rev: the `after` of the writer's first append. */
+  rev: number;
+  /** True if this call created the room (from `init`); false if it existed. */
+  fresh: boolean;
+}
+
+/** One fenced, all-or-nothing write to a room. */
+export interface RoomAppend {
+  /** The rev the writer expects the room to be at (that of its load, plus one per append it made since). */
+  after: number;
+  /** Entries to add, at consecutive positions starting right after the room's head. */
+  entries?: readonly LogEntry[];
+  /** Client records to write, each replacing the client's record whole. */
+  clients?: Readonly<Record<string, ClientRecord>>;
+  /**
+   * The state at position `pos` (<= the head after this append). Entries up to `pos` may then be
+   * dropped. A checkpoint older than the one the room has is ignored, except that the stable
+   * position never goes back either. A store may defer writing the state (see `release`).
+   */
+  checkpoint?: { pos: number; state: unknown };
+}
+
+export interface Appended {
+  /** The room's rev now: `after + 1`. */
+  rev: number;
+  /** The room's head now: the position of its last entry. */
+  head: number;
+}
+
+export interface RoomStore {
+  /**
+   * Load a room. With `init`, a missing room is created from it first (atomically: of two
+   * callers, one creates it and the other loads it); without, a missing room is `undefined`. A
+   * room that exists is returned as it is, whatever `init` says: comparing its machine with the
+   * one expected is the caller's business. Sees every append whose promise has resolved.
+   */
+  open(room: string, init: RoomInit): Promise<LoadedRoom>;
+  open(room: string): Promise<LoadedRoom | undefined>;
+  /** Write to a room, fenced by `after`; rejects with `FencedError` if the room is elsewhere (or gone). */
+  append(room: string, write: RoomAppend): Promise<Appended>;
+  /**
+   * The writer is done with the room for now (it unloads it): write what the store deferred (a
+   * lazily written checkpoint) and drop what it caches about it. The room stays stored.
+   */
+  release(room: string): Promise<void>;
+  /** The names of the rooms stored, in no particular order. */
+  rooms(): Promise<string[]>;
+  /** Finish what is in flight (appends settle), write what is deferred, and let go of the storage. Later calls reject with `closed`. */
+  close(): Promise<void>;
+}
+
+/** An append lost: the room is not at the rev the writer expected. Reload the room before writing again. */
+export class FencedError extends HerculesError {
+  readonly room: string;
+  /** The rev the append named. */
+  readonly expected: number;
+  /** The rev the room is at, or undefined if it does not exist. */
+  readonly actual: number | undefined;
+  constructor(room: string, expected: number, actual: number | undefined) {
+    super('fenced', actual === undefined
+      ? `room ${room} does not exist, so an append expecting it at rev ${expected} cannot be written; open the room (with its machine) to create it first`
+      : `room ${room} is at rev ${actual}, not ${expected} as this append expected: another writer wrote to it, or an earlier append of this writer failed; nothing of this append was written, reload the room (open) before writing again`);
+    this.name = 'FencedError';
+    this.room = room;
+    this.expected = expected;
+    this.actual = actual;
+  }
+}
+
+/** A store could not read or write: a full disk, an I/O error, a value it cannot hold. */
+export class StorageError extends HerculesError {
+  constructor(message: string, cause?: unknown) {
+    super('storage-failed', message, { cause });
+    this.name = 'StorageError';
+  }
+}
+
+export function closedError(what: string): HerculesError {
+  return new HerculesError('closed', `the room store is closed, so it cannot ${what}; open a new one`);
+}
+
+export function checkRoomName(room: unknown): asserts room is string {
+  if (typeof room !== 'string' || room.length === 0) throw new HerculesError('bad-argument', `a room name must be a non-empty string, got ${typeof room === 'string' ? 'an empty string' : typeof room}`);
+}
+
+/**
+ * Check what can be checked of an append without the room: throws `bad-argument` naming the
+ * problem. Returns the head the room must be at (one before the first entry), or undefined if
+ * the append carries no entries.
+ */
+export function checkAppend(room: string, w: RoomAppend): number | undefined {
+  checkRoomName(room);
+  const bad = (why: string) => new HerculesError('bad-argument', `room ${room}: append refused, ${why}; nothing was written`);
+  if (w === null || typeof w !== 'object') throw bad('the write must be an object { after, entries?, clients?, checkpoint? }');
+  if (!Number.isSafeInteger(w.after) || w.after < 0) throw bad(`after must be the room's rev (an integer >= 0), got ${String(w.after)}`);
+  let expectHead: number | undefined;
+  if (w.entries !== undefined) {
+    if (!Array.isArray(w.entries)) throw bad('entries must be an array of log entries');
+    if (w.entries.length > 0) {
+      const first = w.entries[0]?.pos;
+      if (!Number.isSafeInteger(first) || first < 1) throw bad(`the first entry's position must be an integer >= 1, got ${String(first)}`);
+      for (let i = 1; i < w.entries.length; i++) {
+        // A gap or disorder would lose or misplace entries.
+        if (w.entries[i]?.pos !== first + i) throw bad(`entries must be at consecutive positions: entry ${i} is at ${String(w.entries[i]?.pos)}, not ${first + i}`);
+      }
+      expectHead = first - 1;
+    }
+  }
+  if (w.clients !== undefined && (w.clients === null || typeof w.clients !== 'object' || Array.isArray(w.clients))) throw bad('clients must be an object of client id to ClientRecord');
+  if (w.checkpoint !== undefined) {
+    if (w.checkpoint === null || typeof w.checkpoint !== 'object' || !Number.isSafeInteger(w.checkpoint.pos) || w.checkpoint.pos < 0) throw bad(`checkpoint must be { pos, state } with pos an integer >= 0, got pos ${String(w.checkpoint?.pos)}`);
+  }
+  return expectHead;
+}
+
+/**
+ * Check an append against the room's head (after the fence held): its entries must follow the
+ * head, its checkpoint must not pass the new head. Returns the new head. A failure here is the
+ * writer's bug (its rev matched but its log did not), so it is `bad-argument`, not fenced.
+ */
+export function checkAgainstHead(room: string, w: RoomAppend, head: number, expectHead: number | undefined): number {
+  if (expectHead !== undefined && expectHead !== head) {
+    throw new HerculesError('bad-argument', `room ${room}: append refused, its entries start at ${expectHead + 1} but the room's head is ${head} (they must start at ${head + 1}); nothing was written`);
+  }
+  const newHead = head + (w.entries?.length ?? 0);
+  if (w.checkpoint && w.checkpoint.pos > newHead) {
+    throw new HerculesError('bad-argument', `room ${room}: append refused, its checkpoint at ${w.checkpoint.pos} is past the room's head ${newHead}; nothing was written`);
+  }
+  return newHead;
+}
