@@ -1031,7 +1031,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       for (const c of conns.values()) c.ws.close(1001, 'server shutting down');
       await new Promise<void>((r) => wss.close(() => r()));
       await new Promise<void>((r) => http.close(() => r()));
-      store.close();
+      await store.close();
       log.info('hercules server closed');
     },
   };

@@ -102,3 +102,100 @@ test('one room whose writes cannot be serialised fails alone, before the transac
   assert.deepEqual(d.suffix, range(1, 2));
   assert.deepEqual(again.load('bad')!.durable.suffix, []);
 });
+
+// ------------------------------------------------------------------ the RoomStore contract, SQLite's own parts
+// (what every store must do is in the conformance suite: store-conformance.test.ts)
+
+const INIT = { machine: 'chat', version: 1, initial: { messages: [] } };
+
+test('appends of many rooms made in one turn share one transaction; a fenced one fails alone inside it', async (t) => {
+  const { dir, cleanup } = tempDir('store-group');
+  t.after(cleanup);
+  const commits: { appends: number; failed: number; ops: number; transactions: number }[] = [];
+  const store = new SqliteStore(dir, { onCommit: ({ seconds: _, ...c }) => commits.push(c) });
+  t.after(() => store.close());
+  for (let r = 0; r < 50; r++) await store.open(`room-${r}`, INIT);
+  const results = await Promise.allSettled(Array.from({ length: 50 }, (_, r) => store.append(`room-${r}`, { after: r === 7 ? 3 : 0, entries: range(1, 4), clients: { c1: { highWater: 4, visibleSeq: 0 } } })));
+  assert.deepEqual(commits, [{ appends: 49, failed: 1, ops: 196, transactions: 1 }]);
+  assert.equal(results.filter((r) => r.status === 'fulfilled').length, 49);
+  assert.equal(((results[7] as PromiseRejectedResult).reason as { code?: string }).code, 'fenced');
+  assert.equal((await store.open('room-7'))!.durable.suffix.length, 0);
+  assert.deepEqual((await store.open('room-8'))!.durable.suffix, range(1, 4));
+});
+
+test('a group whose transaction fails at commit is retried append by append: only the append the database refuses fails', async (t) => {
+  const { dir, cleanup } = tempDir('store-retry');
+  t.after(cleanup);
+  const commits: { appends: number; failed: number; transactions: number }[] = [];
+  const store = new SqliteStore(dir, { onCommit: ({ appends, failed, transactions }) => commits.push({ appends, failed, transactions }) });
+  t.after(() => store.close());
+  for (const r of ['a', 'bad', 'c']) await store.open(r, INIT);
+  // A deferred foreign key, checked only at COMMIT, that a write of room "bad" violates: the
+  // group's whole transaction fails at commit (as a failed fsync would), not one statement.
+  store.db.pragma('foreign_keys = ON');
+  store.db.exec(`
+    CREATE TEMP TABLE fault_parent (id INTEGER PRIMARY KEY);
+    CREATE TEMP TABLE fault_child (id INTEGER REFERENCES fault_parent(id) DEFERRABLE INITIALLY DEFERRED);
+    CREATE TEMP TRIGGER fault AFTER INSERT ON log_chunks WHEN NEW.room = 'bad' BEGIN INSERT INTO fault_child VALUES (1); END;
+  `);
+  const results = await Promise.allSettled(['a', 'bad', 'c'].map((r) => store.append(r, { after: 0, entries: range(1, 2) })));
+  assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+  assert.equal(((results[1] as PromiseRejectedResult).reason as { code?: string }).code, 'storage-failed');
+  assert.match(((results[1] as PromiseRejectedResult).reason as Error).message, /^room bad: the append failed and nothing of it was written: FOREIGN KEY constraint failed/);
+  assert.deepEqual(commits, [{ appends: 2, failed: 1, transactions: 3 }]);
+  assert.deepEqual((await store.open('a'))!.durable.suffix, range(1, 2));
+  const bad = (await store.open('bad'))!;
+  assert.deepEqual([bad.rev, bad.durable.suffix], [0, []]);
+});
+
+test('checkpoints through append are written lazily: the stable position at once, the state when due or on release; never one whose append failed', async (t) => {
+  const { dir, cleanup } = tempDir('store-lazy');
+  t.after(cleanup);
+  const store = new SqliteStore(dir, { checkpointEvery: 5 });
+  const row = (room: string) => store.db.prepare('SELECT checkpoint_pos AS pos, stable, rev FROM rooms WHERE room = ?').get(room);
+  const chunks = (room: string) => store.db.prepare('SELECT first, last FROM log_chunks WHERE room = ? ORDER BY first').all(room);
+  await store.open('r', INIT);
+  await store.append('r', { after: 0, entries: range(1, 4), checkpoint: { pos: 3, state: { messages: ['3'] } } });
+  assert.deepEqual(row('r'), { pos: 0, stable: 3, rev: 1 }, 'not due: only the stable position');
+  await store.append('r', { after: 1, entries: range(5, 8), checkpoint: { pos: 6, state: { messages: ['6'] } } });
+  assert.deepEqual(row('r'), { pos: 6, stable: 6, rev: 2 }, 'due: the state is written and the covered chunk pruned');
+  assert.deepEqual(chunks('r'), [{ first: 5, last: 8 }]);
+  await store.append('r', { after: 2, entries: range(9, 9), checkpoint: { pos: 8, state: { messages: ['8'] } } });
+  // A checkpoint whose append fails (fenced here) is not the one release writes.
+  await assert.rejects(store.append('r', { after: 2, entries: range(10, 10), checkpoint: { pos: 9, state: { messages: ['never'] } } }), /rev 3, not 2/);
+  await store.release('r');
+  assert.deepEqual(row('r'), { pos: 8, stable: 8, rev: 3 });
+  assert.deepEqual(chunks('r'), [{ first: 9, last: 9 }]);
+  await store.close();
+  const again = new SqliteStore(dir, { checkpointEvery: 5 });
+  t.after(() => again.close());
+  const d = (await again.open('r'))!.durable;
+  assert.deepEqual(d.checkpoint, { pos: 8, state: { messages: ['8'] } });
+  assert.deepEqual(d.suffix, range(9, 9));
+});
+
+test('a data file from before the room store contract opens with rev 0 and an unknown creation time, and takes fenced appends', async (t) => {
+  const { dir, cleanup } = tempDir('store-migrate-rev');
+  t.after(cleanup);
+  // The rooms table as the previous release wrote it: no rev, no created.
+  const old = new Database(join(dir, 'hercules.sqlite'));
+  old.pragma('journal_mode = WAL');
+  old.exec(`
+    CREATE TABLE rooms (room TEXT PRIMARY KEY, machine TEXT NOT NULL, version INTEGER NOT NULL, checkpoint_pos INTEGER NOT NULL, checkpoint TEXT NOT NULL, stable INTEGER NOT NULL);
+    CREATE TABLE log_chunks (room TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL, entries TEXT NOT NULL, PRIMARY KEY (room, first)) WITHOUT ROWID;
+    CREATE TABLE clients (room TEXT NOT NULL, client TEXT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (room, client)) WITHOUT ROWID;
+  `);
+  old.prepare('INSERT INTO rooms VALUES (?, ?, ?, ?, ?, ?)').run('r', 'chat', 1, 2, JSON.stringify({ messages: ['cp'] }), 2);
+  old.prepare('INSERT INTO log_chunks VALUES (?, ?, ?, ?)').run('r', 1, 4, JSON.stringify(range(1, 4)));
+  old.close();
+  const store = new SqliteStore(dir, { now: () => 1_700_000_000_000 });
+  t.after(() => store.close());
+  const r = (await store.open('r'))!;
+  assert.deepEqual([r.rev, r.meta, r.durable.suffix], [0, { machine: 'chat', version: 1, created: 0 }, range(3, 4)]);
+  assert.deepEqual(await store.append('r', { after: 0, entries: range(5, 6) }), { rev: 1, head: 6 });
+  await assert.rejects(store.append('r', { after: 0, entries: range(7, 7) }), { code: 'fenced' });
+  // Rooms created now, by either interface, record the store's clock.
+  store.create('legacy', 'chat', 1, {});
+  assert.equal((await store.open('legacy'))!.meta.created, 1_700_000_000_000);
+  assert.equal((await store.open('new', INIT)).meta.created, 1_700_000_000_000);
+});

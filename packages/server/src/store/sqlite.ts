@@ -13,17 +13,28 @@
  * bytes), but the checkpoint state itself (possibly megabytes) only every
  * `checkpointEvery` ops or when a room unloads. Log rows after the last written checkpoint are
  * kept, so a restart resumes from that checkpoint plus the rows after it.
+ *
+ * Two interfaces over the same tables. The `RoomStore` contract (room-store.ts: `open`,
+ * `append`, `release`, `rooms`, `close`), asynchronous and fenced: the appends called in one
+ * event-loop turn, of any rooms, share one transaction, each in a savepoint of its own, so one
+ * that fails (fenced, refused) is rolled back alone; if the transaction itself fails, each append
+ * is retried in a transaction of its own, so only the appends the database refuses fail. Every
+ * promise settles after its commit. And the synchronous interface the server uses today
+ * (`load`, `create`, `serialize`, `commitPrepared`, `flushCheckpoint`, `forget`), not fenced.
  */
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { LogEntry, RoomDurableState, ClientRecord } from '@hercules/core';
-import { StorageError } from './room-store.ts';
+import { HerculesError, type LogEntry, type RoomDurableState, type ClientRecord } from '@hercules/core';
+import {
+  FencedError, StorageError, checkAgainstHead, checkAppend, checkRoomName, closedError,
+  type Appended, type LoadedRoom, type RoomAppend, type RoomInit, type RoomMeta, type RoomStore,
+} from './room-store.ts';
 
 export { StorageError };
 
 export interface RoomPersist {
-  appended: LogEntry[];
+  appended: readonly LogEntry[];
   clients: Record<string, ClientRecord>;
   checkpoint?: { pos: number; state: unknown };
 }
@@ -43,18 +54,55 @@ export interface StoredRoom {
   durable: RoomDurableState;
 }
 
+export interface SqliteStoreOptions {
+  /** Write a checkpoint's state once it is this many ops past the one on disk (and on unload). Default 1000. */
+  checkpointEvery?: number;
+  /** The clock a room's `created` is read from (ms since the epoch). Default `Date.now`. */
+  now?: () => number;
+  /**
+   * Called after each group commit of `append`s, for metrics: how many appends it wrote and how
+   * many failed, the log entries written, the transactions it took (1, or one per append when
+   * the group's transaction failed and each was retried alone) and how long it took.
+   */
+  onCommit?: (c: { appends: number; failed: number; ops: number; transactions: number; seconds: number }) => void;
+}
 
-export class SqliteStore {
+/** An append waiting for the group commit of its turn. */
+interface QueuedAppend {
+  room: string;
+  write: RoomAppend;
+  /** The head its entries follow (undefined: it has none). */
+  expectHead: number | undefined;
+  prepared: PreparedWrite;
+  resolve: (a: Appended) => void;
+  reject: (e: unknown) => void;
+}
+
+/** What one append did, inside its transaction. */
+interface AppendDone extends Appended {
+  /** The checkpoint state was written (not only its position). */
+  wroteCheckpoint: boolean;
+}
+
+export class SqliteStore implements RoomStore {
   readonly db: Database.Database;
   readonly file: string;
   private readonly checkpointEvery: number;
+  private readonly now: () => number;
+  private readonly onCommit: SqliteStoreOptions['onCommit'];
   /** Per room: position of the checkpoint on disk, and the latest one not yet written. */
   private readonly written = new Map<string, number>();
   private readonly latest = new Map<string, { pos: number; state: unknown }>();
   private stmts!: ReturnType<SqliteStore['prepare']>;
+  /** Appends of this turn, for one transaction. */
+  private queue: QueuedAppend[] = [];
+  private flushScheduled = false;
+  private closed = false;
 
-  constructor(dataDir: string, opts: { checkpointEvery?: number } = {}) {
+  constructor(dataDir: string, opts: SqliteStoreOptions = {}) {
     this.checkpointEvery = opts.checkpointEvery ?? 1000;
+    this.now = opts.now ?? Date.now;
+    this.onCommit = opts.onCommit;
     try {
       mkdirSync(dataDir, { recursive: true });
       this.file = join(dataDir, 'hercules.sqlite');
@@ -86,7 +134,9 @@ export class SqliteStore {
           version INTEGER NOT NULL,
           checkpoint_pos INTEGER NOT NULL,
           checkpoint TEXT NOT NULL,
-          stable INTEGER NOT NULL
+          stable INTEGER NOT NULL,
+          rev INTEGER NOT NULL DEFAULT 0,
+          created INTEGER NOT NULL DEFAULT 0
         );
         CREATE TABLE IF NOT EXISTS log_chunks (
           room TEXT NOT NULL,
@@ -103,6 +153,7 @@ export class SqliteStore {
         ) WITHOUT ROWID;
       `);
       this.migrateRowPerOpLog();
+      this.migrateRoomColumns();
       this.stmts = this.prepare();
     } catch (e) {
       this.db.close();
@@ -119,13 +170,29 @@ export class SqliteStore {
     })();
   }
 
+  /** A data file from before the room store contract: rooms get a rev (the fence) and a creation time (0: unknown). */
+  private migrateRoomColumns(): void {
+    const cols = new Set(this.db.prepare<[], { name: string }>(`SELECT name FROM pragma_table_info('rooms')`).all().map((c) => c.name));
+    if (cols.has('rev') && cols.has('created')) return;
+    this.db.transaction(() => {
+      if (!cols.has('rev')) this.db.exec('ALTER TABLE rooms ADD COLUMN rev INTEGER NOT NULL DEFAULT 0');
+      if (!cols.has('created')) this.db.exec('ALTER TABLE rooms ADD COLUMN created INTEGER NOT NULL DEFAULT 0');
+    })();
+  }
+
   private prepare() {
     const db = this.db;
     return {
-      getRoom: db.prepare<[string], { machine: string; version: number; checkpoint_pos: number; checkpoint: string; stable: number }>('SELECT machine, version, checkpoint_pos, checkpoint, stable FROM rooms WHERE room = ?'),
+      getRoom: db.prepare<[string], { machine: string; version: number; checkpoint_pos: number; checkpoint: string; stable: number; rev: number; created: number }>('SELECT machine, version, checkpoint_pos, checkpoint, stable, rev, created FROM rooms WHERE room = ?'),
+      // The fence and the head: the last chunk by position holds the last entry (chunks are consecutive).
+      getHead: db.prepare<[string], { rev: number; checkpoint_pos: number; last: number | null }>('SELECT rev, checkpoint_pos, (SELECT last FROM log_chunks WHERE room = rooms.room ORDER BY first DESC LIMIT 1) AS last FROM rooms WHERE room = ?'),
+      listRooms: db.prepare<[], { room: string }>('SELECT room FROM rooms'),
       getLog: db.prepare<[string, number], { entries: string }>('SELECT entries FROM log_chunks WHERE room = ? AND last > ? ORDER BY first'),
       getClients: db.prepare<[string], { client: string; record: string }>('SELECT client, record FROM clients WHERE room = ?'),
-      insertRoom: db.prepare('INSERT INTO rooms (room, machine, version, checkpoint_pos, checkpoint, stable) VALUES (?, ?, ?, ?, ?, ?)'),
+      insertRoom: db.prepare('INSERT INTO rooms (room, machine, version, checkpoint_pos, checkpoint, stable, created) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+      bumpRev: db.prepare('UPDATE rooms SET rev = rev + 1, stable = max(stable, ?) WHERE room = ?'),
+      // Never back: an older checkpoint over a newer one would name log entries already pruned.
+      advanceCheckpoint: db.prepare('UPDATE rooms SET checkpoint_pos = ?, checkpoint = ?, stable = max(stable, ?) WHERE room = ? AND checkpoint_pos < ?'),
       setStable: db.prepare('UPDATE rooms SET stable = ? WHERE room = ?'),
       setCheckpoint: db.prepare('UPDATE rooms SET checkpoint_pos = ?, checkpoint = ?, stable = max(stable, ?) WHERE room = ?'),
       insertLog: db.prepare('INSERT INTO log_chunks (room, first, last, entries) VALUES (?, ?, ?, ?)'),
@@ -138,6 +205,11 @@ export class SqliteStore {
 
   /** Load a room, or undefined if it was never created. */
   load(room: string): StoredRoom | undefined {
+    const r = this.read(room);
+    return r && { machine: r.meta.machine, version: r.meta.version, durable: r.durable };
+  }
+
+  private read(room: string): { meta: RoomMeta; durable: RoomDurableState; rev: number } | undefined {
     const r = this.stmts.getRoom.get(room);
     if (!r) return undefined;
     const suffix: LogEntry[] = [];
@@ -148,14 +220,14 @@ export class SqliteStore {
     for (const c of this.stmts.getClients.all(room)) clients[c.client] = JSON.parse(c.record);
     this.written.set(room, r.checkpoint_pos);
     return {
-      machine: r.machine,
-      version: r.version,
+      meta: { machine: r.machine, version: r.version, created: r.created },
       durable: { checkpoint: { pos: r.checkpoint_pos, state: JSON.parse(r.checkpoint) }, suffix, clients, stable: r.stable },
+      rev: r.rev,
     };
   }
 
   create(room: string, machine: string, version: number, initial: unknown): void {
-    this.stmts.insertRoom.run(room, machine, version, 0, JSON.stringify(initial), 0);
+    this.stmts.insertRoom.run(room, machine, version, 0, JSON.stringify(initial), 0, this.now());
     this.written.set(room, 0);
   }
 
@@ -234,8 +306,7 @@ export class SqliteStore {
   }
 
   private writeCheckpoint(room: string, cp: { pos: number; state: unknown }): void {
-    this.stmts.setCheckpoint.run(cp.pos, JSON.stringify(cp.state), cp.pos, room);
-    this.stmts.pruneLog.run(room, cp.pos);
+    if (this.stmts.advanceCheckpoint.run(cp.pos, JSON.stringify(cp.state), cp.pos, room, cp.pos).changes > 0) this.stmts.pruneLog.run(room, cp.pos);
     this.written.set(room, cp.pos);
   }
 
@@ -250,10 +321,164 @@ export class SqliteStore {
     return this.stmts.countRooms.get()!.n;
   }
 
-  close(): void {
+  // ---------------------------------------------------------------- the RoomStore contract
+
+  open(room: string, init: RoomInit): Promise<LoadedRoom>;
+  open(room: string): Promise<LoadedRoom | undefined>;
+  async open(room: string, init?: RoomInit): Promise<LoadedRoom | undefined> {
+    if (this.closed) throw closedError(`open room ${String(room)}`);
+    checkRoomName(room);
+    try {
+      // Synchronous, so no other call comes in between the look and the create.
+      let fresh = false;
+      if (init && !this.stmts.getRoom.get(room)) {
+        this.create(room, init.machine, init.version, init.initial);
+        fresh = true;
+      }
+      const r = this.read(room);
+      return r && { ...r, fresh };
+    } catch (e) {
+      throw e instanceof HerculesError ? e : new StorageError(`room ${room}: cannot ${init ? 'open or create' : 'open'} it: ${(e as Error).message}. Check the disk is not full and the data file is readable.`, e);
+    }
+  }
+
+  append(room: string, write: RoomAppend): Promise<Appended> {
+    if (this.closed) return Promise.reject(closedError(`append to room ${String(room)}`));
+    let q: QueuedAppend;
+    try {
+      const expectHead = checkAppend(room, write);
+      // Serialised now, on its own: a value that cannot be stored fails this append alone, and
+      // what the caller changes after the call does not change what is written.
+      const prepared = this.serialize(room, { appended: write.entries ?? [], clients: write.clients ?? {}, checkpoint: write.checkpoint });
+      q = { room, write, expectHead, prepared, resolve: () => {}, reject: () => {} };
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const settled = new Promise<Appended>((resolve, reject) => { q.resolve = resolve; q.reject = reject; });
+    this.queue.push(q);
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => { this.flushScheduled = false; this.commitQueue(); });
+    }
+    return settled;
+  }
+
+  async release(room: string): Promise<void> {
+    if (this.closed) throw closedError(`release room ${String(room)}`);
+    checkRoomName(room);
+    this.commitQueue(); // its checkpoints first
+    try {
+      this.flushCheckpoint(room);
+    } catch (e) {
+      throw new StorageError(`room ${room}: cannot write its checkpoint on release: ${(e as Error).message}. The log is intact; the room loads from an older checkpoint.`, e);
+    } finally {
+      this.forget(room);
+    }
+  }
+
+  async rooms(): Promise<string[]> {
+    if (this.closed) throw closedError('list its rooms');
+    return this.stmts.listRooms.all().map((r) => r.room);
+  }
+
+  /**
+   * Write the appends queued in this turn: one transaction, each append in a savepoint of its
+   * own; if the transaction fails as a whole, each append again in a transaction of its own.
+   * Then settle their promises, in call order.
+   */
+  private commitQueue(): void {
+    const batch = this.queue;
+    if (batch.length === 0) return;
+    this.queue = [];
+    const t0 = performance.now();
+    const results: (AppendDone | unknown)[] = new Array(batch.length);
+    let transactions = 1;
+    try {
+      this.db.transaction(() => {
+        for (let i = 0; i < batch.length; i++) {
+          try {
+            results[i] = this.db.transaction(() => this.writeAppend(batch[i]))();
+          } catch (e) {
+            // Some errors (an I/O error, a full disk) can end the whole transaction: then what
+            // the group wrote so far is gone too, so retry it append by append.
+            if (!this.db.inTransaction) throw e;
+            results[i] = e;
+          }
+        }
+      })();
+    } catch {
+      transactions = batch.length;
+      for (let i = 0; i < batch.length; i++) {
+        try {
+          results[i] = this.db.transaction(() => this.writeAppend(batch[i]))();
+        } catch (e) {
+          results[i] = e;
+        }
+      }
+    }
+    // Only now, with the writes durable: what is on disk, and the latest checkpoint to write on
+    // release (one whose append failed must never be written).
+    let appends = 0, ops = 0;
+    for (let i = 0; i < batch.length; i++) {
+      const r = results[i], q = batch[i];
+      if (!isDone(r)) continue;
+      appends++;
+      ops += q.write.entries?.length ?? 0;
+      const cp = q.write.checkpoint;
+      if (!cp) continue;
+      if (r.wroteCheckpoint && cp.pos > (this.written.get(q.room) ?? 0)) this.written.set(q.room, cp.pos);
+      if (cp.pos > (this.latest.get(q.room)?.pos ?? -1)) this.latest.set(q.room, { pos: cp.pos, state: cp.state });
+    }
+    try {
+      this.onCommit?.({ appends, failed: batch.length - appends, ops, transactions, seconds: (performance.now() - t0) / 1000 });
+    } catch { /* a metrics hook must not fail the writes */ }
+    for (let i = 0; i < batch.length; i++) {
+      const r = results[i], q = batch[i];
+      if (isDone(r)) q.resolve({ rev: r.rev, head: r.head });
+      else q.reject(r instanceof HerculesError ? r : new StorageError(`room ${q.room}: the append failed and nothing of it was written: ${(r as Error)?.message ?? String(r)}. Check the disk is not full and the data directory is writable; reload the room before writing again.`, r));
+    }
+  }
+
+  /** One append, inside a transaction or savepoint: the fence, then the writes; throws to roll it back. */
+  private writeAppend(q: QueuedAppend): AppendDone {
+    const s = this.stmts, w = q.prepared, after = q.write.after;
+    const at = s.getHead.get(q.room);
+    if (!at) throw new FencedError(q.room, after, undefined);
+    if (at.rev !== after) throw new FencedError(q.room, after, at.rev);
+    const head = checkAgainstHead(q.room, q.write, Math.max(at.checkpoint_pos, at.last ?? 0), q.expectHead);
+    if (w.log) s.insertLog.run(w.room, w.log.first, w.log.last, w.log.json);
+    for (const [client, json] of w.clients) s.upsertClient.run(w.room, client, json);
+    let wroteCheckpoint = false;
+    if (w.checkpoint?.json !== undefined && s.advanceCheckpoint.run(w.checkpoint.pos, w.checkpoint.json, w.checkpoint.pos, w.room, w.checkpoint.pos).changes > 0) {
+      s.pruneLog.run(w.room, w.checkpoint.pos);
+      wroteCheckpoint = true;
+    }
+    // Last: the rev moves only with everything above written.
+    s.bumpRev.run(w.checkpoint?.pos ?? 0, w.room);
+    return { rev: after + 1, head, wroteCheckpoint };
+  }
+
+  /**
+   * Settle the appends in flight, write the latest checkpoints not yet written (best effort: the
+   * log is intact without them), and close the file. Also the synchronous close the server calls:
+   * all of it is done when this returns.
+   */
+  close(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.commitQueue();
+    this.closed = true;
     for (const room of [...this.latest.keys()]) {
       try { this.flushCheckpoint(room); } catch { /* best effort on shutdown; the log is intact */ }
     }
-    this.db.close();
+    try {
+      this.db.close();
+    } catch (e) {
+      return Promise.reject(new StorageError(`cannot close ${this.file}: ${(e as Error).message}`, e));
+    }
+    return Promise.resolve();
   }
+}
+
+function isDone(r: unknown): r is AppendDone {
+  return typeof r === 'object' && r !== null && 'wroteCheckpoint' in r;
 }
