@@ -1,0 +1,192 @@
+/**
+ * A room store in memory: the `RoomStore` contract with nothing underneath, for tests and the
+ * simulator. No timers and no I/O: every call takes effect when it is made, and its promise
+ * settles in a microtask, so a run over it is deterministic.
+ *
+ * What it keeps lives in a `MemoryDisk`, which outlives the store: a new `MemoryStore` over the
+ * same disk is a restart (what was appended is there, nothing else is). Values are kept as JSON
+ * text, as a real store keeps them, so what comes back is a copy, in the same domain, and a value
+ * JSON cannot hold fails its append as it would in SQLite.
+ *
+ * Faults, for crash-shaped tests: `failAppend` makes a later append fail before it writes
+ * anything, part-way through (it is rolled back: nothing is written), or after it is written
+ * (the caller is told it failed, as when an acknowledgement is lost in a crash).
+ */
+import { HerculesError, type ClientRecord, type LogEntry } from '@hercules/core';
+import {
+  FencedError, StorageError, checkAgainstHead, checkAppend, checkRoomName, closedError,
+  type Appended, type LoadedRoom, type RoomAppend, type RoomInit, type RoomMeta, type RoomStore,
+} from './room-store.ts';
+
+interface MemoryRoom {
+  meta: RoomMeta;
+  rev: number;
+  checkpoint: { pos: number; json: string };
+  stable: number;
+  /** The entries after the checkpoint, as JSON: index i is position checkpoint.pos + 1 + i. */
+  log: string[];
+  clients: Map<string, string>;
+}
+
+/** What a `MemoryStore` writes to; hand it to a new store to restart over the same data. */
+export class MemoryDisk {
+  /** @internal */
+  readonly rooms = new Map<string, MemoryRoom>();
+}
+
+/** When an injected fault strikes an append. */
+export type AppendFaultStage =
+  /** refused before anything is written (a full disk) */
+  | 'before'
+  /** part-way through, once the write is prepared: the store rolls it back, nothing is written */
+  | 'during'
+  /** after it is written: the caller is told it failed (an acknowledgement lost in a crash) */
+  | 'after';
+
+export interface AppendFault {
+  /** Only appends to this room count (default: any room). */
+  room?: string;
+  /** Let this many of the appends that count succeed first (default 0: the next one fails). Appends refused or fenced before they write do not count. */
+  skip?: number;
+  /** Default 'during'. */
+  stage?: AppendFaultStage;
+}
+
+export interface MemoryStoreOptions {
+  /** The data to work on (default: a new, empty disk). */
+  disk?: MemoryDisk;
+  /** The clock a room's `created` is read from (ms since the epoch). Default `Date.now`. */
+  now?: () => number;
+}
+
+export class MemoryStore implements RoomStore {
+  readonly disk: MemoryDisk;
+  private readonly now: () => number;
+  private faults: { room?: string; skip: number; stage: AppendFaultStage }[] = [];
+  private closed = false;
+
+  constructor(opts: MemoryStoreOptions = {}) {
+    this.disk = opts.disk ?? new MemoryDisk();
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Make a later append fail (see `AppendFault`). Faults queue up; each strikes once. */
+  failAppend(fault: AppendFault = {}): void {
+    const skip = fault.skip ?? 0;
+    if (!Number.isSafeInteger(skip) || skip < 0) throw new HerculesError('bad-argument', `failAppend: skip must be an integer >= 0, got ${String(fault.skip)}`);
+    this.faults.push({ room: fault.room, skip, stage: fault.stage ?? 'during' });
+  }
+
+  open(room: string, init: RoomInit): Promise<LoadedRoom>;
+  open(room: string): Promise<LoadedRoom | undefined>;
+  async open(room: string, init?: RoomInit): Promise<LoadedRoom | undefined> {
+    if (this.closed) throw closedError(`open room ${String(room)}`);
+    checkRoomName(room);
+    let r = this.disk.rooms.get(room);
+    let fresh = false;
+    if (!r) {
+      if (!init) return undefined;
+      r = {
+        meta: { machine: init.machine, version: init.version, created: this.now() },
+        rev: 0,
+        checkpoint: { pos: 0, json: toJson(room, init.initial, 'its initial state') },
+        stable: 0,
+        log: [],
+        clients: new Map(),
+      };
+      this.disk.rooms.set(room, r);
+      fresh = true;
+    }
+    const clients: Record<string, ClientRecord> = {};
+    for (const [c, json] of r.clients) clients[c] = JSON.parse(json);
+    return {
+      meta: { ...r.meta },
+      durable: {
+        checkpoint: { pos: r.checkpoint.pos, state: JSON.parse(r.checkpoint.json) },
+        suffix: r.log.map((json) => JSON.parse(json) as LogEntry),
+        clients,
+        stable: r.stable,
+      },
+      rev: r.rev,
+      fresh,
+    };
+  }
+
+  append(room: string, write: RoomAppend): Promise<Appended> {
+    try {
+      return Promise.resolve(this.write(room, write));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  private write(room: string, w: RoomAppend): Appended {
+    if (this.closed) throw closedError(`append to room ${String(room)}`);
+    const expectHead = checkAppend(room, w);
+    const r = this.disk.rooms.get(room);
+    if (!r) throw new FencedError(room, w.after, undefined);
+    if (r.rev !== w.after) throw new FencedError(room, w.after, r.rev);
+    const head = checkAgainstHead(room, w, r.checkpoint.pos + r.log.length, expectHead);
+    const fault = this.takeFault(room);
+    if (fault === 'before') throw injected(room, fault);
+    // Prepared first, applied after: nothing below the fault point can fail, so an append
+    // either changes everything it names or nothing.
+    const entries = (w.entries ?? []).map((e, i) => toJson(room, e, `its entry ${i}`));
+    const clients = Object.entries(w.clients ?? {}).map(([c, rec]) => [c, toJson(room, rec, `the record of client ${c}`)] as const);
+    const cp = w.checkpoint && w.checkpoint.pos > r.checkpoint.pos ? { pos: w.checkpoint.pos, json: toJson(room, w.checkpoint.state, 'its checkpoint') } : undefined;
+    if (fault === 'during') throw injected(room, fault);
+    for (const e of entries) r.log.push(e);
+    for (const [c, json] of clients) r.clients.set(c, json);
+    if (cp) {
+      r.log.splice(0, cp.pos - r.checkpoint.pos);
+      r.checkpoint = cp;
+    }
+    if (w.checkpoint) r.stable = Math.max(r.stable, w.checkpoint.pos);
+    r.rev++;
+    if (fault === 'after') throw injected(room, fault);
+    return { rev: r.rev, head };
+  }
+
+  private takeFault(room: string): AppendFaultStage | undefined {
+    const i = this.faults.findIndex((f) => f.room === undefined || f.room === room);
+    if (i < 0) return undefined;
+    const f = this.faults[i];
+    if (f.skip > 0) {
+      f.skip--;
+      return undefined;
+    }
+    this.faults.splice(i, 1);
+    return f.stage;
+  }
+
+  async release(room: string): Promise<void> {
+    if (this.closed) throw closedError(`release room ${String(room)}`);
+    checkRoomName(room);
+    // Nothing deferred, nothing cached.
+  }
+
+  async rooms(): Promise<string[]> {
+    if (this.closed) throw closedError('list its rooms');
+    return [...this.disk.rooms.keys()];
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+}
+
+function toJson(room: string, v: unknown, what: string): string {
+  try {
+    const json = JSON.stringify(v);
+    if (json === undefined) throw new Error(`it is ${v === undefined ? 'undefined' : `a ${typeof v}`}, which JSON cannot hold`);
+    return json;
+  } catch (e) {
+    throw new StorageError(`room ${room}: cannot store ${what}: ${(e as Error).message}; nothing of this write was stored`, e);
+  }
+}
+
+function injected(room: string, stage: AppendFaultStage): StorageError {
+  return new StorageError(stage === 'after'
+    ? `room ${room}: injected fault: the append was written but is reported failed (a lost acknowledgement); reload the room to see it`
+    : `room ${room}: injected fault (${stage === 'before' ? 'before the write' : 'part-way through the write'}): nothing of the append was written`);
+}
