@@ -122,11 +122,11 @@ export class MemoryStore implements RoomStore {
 
   private write(room: string, w: RoomAppend): Appended {
     if (this.closed) throw closedError(`append to room ${String(room)}`);
-    const expectHead = checkAppend(room, w);
+    const checked = checkAppend(room, w);
     const r = this.disk.rooms.get(room);
     if (!r) throw new FencedError(room, w.after, undefined);
     if (r.rev !== w.after) throw new FencedError(room, w.after, r.rev);
-    const head = checkAgainstHead(room, w, r.checkpoint.pos + r.log.length, expectHead);
+    const head = checkAgainstHead(room, checked, r.checkpoint.pos + r.log.length);
     const fault = this.takeFault(room);
     if (fault === 'before') throw injected(room, fault);
     // Prepared first, applied after: nothing below the fault point can fail, so an append

@@ -81,7 +81,9 @@ export interface RoomAppend {
   /**
    * The state at position `pos` (<= the head after this append). Entries up to `pos` may then be
    * dropped. A checkpoint older than the one the room has is ignored, except that the stable
-   * position never goes back either. A store may defer writing the state (see `release`).
+   * position never goes back either. A store may defer writing the state (see `release`), and
+   * keep it by reference until then: do not change it after the call (the engine's states are
+   * frozen). Everything else of an append is taken when `append` is called.
    */
   checkpoint?: { pos: number; state: unknown };
 }
@@ -149,34 +151,45 @@ export function checkRoomName(room: unknown): asserts room is string {
   if (typeof room !== 'string' || room.length === 0) throw new HerculesError('bad-argument', `a room name must be a non-empty string, got ${typeof room === 'string' ? 'an empty string' : typeof room}`);
 }
 
+/** The facts of an append that `checkAppend` found sound, taken when it was called. */
+export interface CheckedAppend {
+  after: number;
+  /** The head its entries follow (one before the first), or undefined if it has none. */
+  follows: number | undefined;
+  /** How many entries it carries. */
+  count: number;
+  checkpointPos: number | undefined;
+}
+
 /**
  * Check what can be checked of an append without the room: throws `bad-argument` naming the
- * problem. Returns the head the room must be at (one before the first entry), or undefined if
- * the append carries no entries.
+ * problem.
  */
-export function checkAppend(room: string, w: RoomAppend): number | undefined {
+export function checkAppend(room: string, w: RoomAppend): CheckedAppend {
   checkRoomName(room);
   const bad = (why: string) => new HerculesError('bad-argument', `room ${room}: append refused, ${why}; nothing was written`);
   if (w === null || typeof w !== 'object') throw bad('the write must be an object { after, entries?, clients?, checkpoint? }');
   if (!Number.isSafeInteger(w.after) || w.after < 0) throw bad(`after must be the room's rev (an integer >= 0), got ${String(w.after)}`);
-  let expectHead: number | undefined;
+  let follows: number | undefined;
+  let count = 0;
   if (w.entries !== undefined) {
     if (!Array.isArray(w.entries)) throw bad('entries must be an array of log entries');
-    if (w.entries.length > 0) {
+    count = w.entries.length;
+    if (count > 0) {
       const first = w.entries[0]?.pos;
       if (!Number.isSafeInteger(first) || first < 1) throw bad(`the first entry's position must be an integer >= 1, got ${String(first)}`);
-      for (let i = 1; i < w.entries.length; i++) {
+      for (let i = 1; i < count; i++) {
         // A gap or disorder would lose or misplace entries.
         if (w.entries[i]?.pos !== first + i) throw bad(`entries must be at consecutive positions: entry ${i} is at ${String(w.entries[i]?.pos)}, not ${first + i}`);
       }
-      expectHead = first - 1;
+      follows = first - 1;
     }
   }
   if (w.clients !== undefined && (w.clients === null || typeof w.clients !== 'object' || Array.isArray(w.clients))) throw bad('clients must be an object of client id to ClientRecord');
   if (w.checkpoint !== undefined) {
     if (w.checkpoint === null || typeof w.checkpoint !== 'object' || !Number.isSafeInteger(w.checkpoint.pos) || w.checkpoint.pos < 0) throw bad(`checkpoint must be { pos, state } with pos an integer >= 0, got pos ${String(w.checkpoint?.pos)}`);
   }
-  return expectHead;
+  return { after: w.after, follows, count, checkpointPos: w.checkpoint?.pos };
 }
 
 /**
@@ -184,13 +197,13 @@ export function checkAppend(room: string, w: RoomAppend): number | undefined {
  * head, its checkpoint must not pass the new head. Returns the new head. A failure here is the
  * writer's bug (its rev matched but its log did not), so it is `bad-argument`, not fenced.
  */
-export function checkAgainstHead(room: string, w: RoomAppend, head: number, expectHead: number | undefined): number {
-  if (expectHead !== undefined && expectHead !== head) {
-    throw new HerculesError('bad-argument', `room ${room}: append refused, its entries start at ${expectHead + 1} but the room's head is ${head} (they must start at ${head + 1}); nothing was written`);
+export function checkAgainstHead(room: string, a: CheckedAppend, head: number): number {
+  if (a.follows !== undefined && a.follows !== head) {
+    throw new HerculesError('bad-argument', `room ${room}: append refused, its entries start at ${a.follows + 1} but the room's head is ${head} (they must start at ${head + 1}); nothing was written`);
   }
-  const newHead = head + (w.entries?.length ?? 0);
-  if (w.checkpoint && w.checkpoint.pos > newHead) {
-    throw new HerculesError('bad-argument', `room ${room}: append refused, its checkpoint at ${w.checkpoint.pos} is past the room's head ${newHead}; nothing was written`);
+  const newHead = head + a.count;
+  if (a.checkpointPos !== undefined && a.checkpointPos > newHead) {
+    throw new HerculesError('bad-argument', `room ${room}: append refused, its checkpoint at ${a.checkpointPos} is past the room's head ${newHead}; nothing was written`);
   }
   return newHead;
 }

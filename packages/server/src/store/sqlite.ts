@@ -28,7 +28,7 @@ import { join } from 'node:path';
 import { HerculesError, type LogEntry, type RoomDurableState, type ClientRecord } from '@hercules/core';
 import {
   FencedError, StorageError, checkAgainstHead, checkAppend, checkRoomName, closedError,
-  type Appended, type LoadedRoom, type RoomAppend, type RoomInit, type RoomMeta, type RoomStore,
+  type Appended, type CheckedAppend, type LoadedRoom, type RoomAppend, type RoomInit, type RoomMeta, type RoomStore,
 } from './room-store.ts';
 
 export { StorageError };
@@ -70,9 +70,9 @@ export interface SqliteStoreOptions {
 /** An append waiting for the group commit of its turn. */
 interface QueuedAppend {
   room: string;
-  write: RoomAppend;
-  /** The head its entries follow (undefined: it has none). */
-  expectHead: number | undefined;
+  checked: CheckedAppend;
+  /** Its checkpoint, kept (by reference) as the latest to write on release once the append is durable. */
+  checkpoint: { pos: number; state: unknown } | undefined;
   prepared: PreparedWrite;
   resolve: (a: Appended) => void;
   reject: (e: unknown) => void;
@@ -346,11 +346,12 @@ export class SqliteStore implements RoomStore {
     if (this.closed) return Promise.reject(closedError(`append to room ${String(room)}`));
     let q: QueuedAppend;
     try {
-      const expectHead = checkAppend(room, write);
+      const checked = checkAppend(room, write);
       // Serialised now, on its own: a value that cannot be stored fails this append alone, and
       // what the caller changes after the call does not change what is written.
       const prepared = this.serialize(room, { appended: write.entries ?? [], clients: write.clients ?? {}, checkpoint: write.checkpoint });
-      q = { room, write, expectHead, prepared, resolve: () => {}, reject: () => {} };
+      const checkpoint = write.checkpoint && { pos: write.checkpoint.pos, state: write.checkpoint.state };
+      q = { room, checked, checkpoint, prepared, resolve: () => {}, reject: () => {} };
     } catch (e) {
       return Promise.reject(e);
     }
@@ -423,8 +424,8 @@ export class SqliteStore implements RoomStore {
       const r = results[i], q = batch[i];
       if (!isDone(r)) continue;
       appends++;
-      ops += q.write.entries?.length ?? 0;
-      const cp = q.write.checkpoint;
+      ops += q.checked.count;
+      const cp = q.checkpoint;
       if (!cp) continue;
       if (r.wroteCheckpoint && cp.pos > (this.written.get(q.room) ?? 0)) this.written.set(q.room, cp.pos);
       if (cp.pos > (this.latest.get(q.room)?.pos ?? -1)) this.latest.set(q.room, { pos: cp.pos, state: cp.state });
@@ -441,11 +442,11 @@ export class SqliteStore implements RoomStore {
 
   /** One append, inside a transaction or savepoint: the fence, then the writes; throws to roll it back. */
   private writeAppend(q: QueuedAppend): AppendDone {
-    const s = this.stmts, w = q.prepared, after = q.write.after;
+    const s = this.stmts, w = q.prepared, after = q.checked.after;
     const at = s.getHead.get(q.room);
     if (!at) throw new FencedError(q.room, after, undefined);
     if (at.rev !== after) throw new FencedError(q.room, after, at.rev);
-    const head = checkAgainstHead(q.room, q.write, Math.max(at.checkpoint_pos, at.last ?? 0), q.expectHead);
+    const head = checkAgainstHead(q.room, q.checked, Math.max(at.checkpoint_pos, at.last ?? 0));
     if (w.log) s.insertLog.run(w.room, w.log.first, w.log.last, w.log.json);
     for (const [client, json] of w.clients) s.upsertClient.run(w.room, client, json);
     let wroteCheckpoint = false;
