@@ -1,9 +1,10 @@
 /**
  * npm run sim -- --seeds N [--start S] [--clients K] [--active-ms T] [--batching off|auto|<ms>]
  * npm run sim -- --seed S            replay one seed (what a failure prints)
+ * npm run sim -- --checkers          list the checkers: the rules of docs/spec.md they check
  */
 import { parseArgs } from 'node:util';
-import { runSeed, type SimConfig } from './sim.ts';
+import { CHECKERS, runSeed, type SimConfig } from './sim.ts';
 import { work } from './machine.ts';
 
 const { values } = parseArgs({
@@ -15,9 +16,16 @@ const { values } = parseArgs({
     'active-ms': { type: 'string' },
     batching: { type: 'string' },
     verbose: { type: 'boolean', default: false },
+    checkers: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
 });
+
+if (values.checkers) {
+  for (const c of CHECKERS) console.log(`${c.rule.padEnd(22)} ${c.description}`);
+  console.log(`\n${CHECKERS.length} checkers; each rule is stated in docs/spec.md`);
+  process.exit(0);
+}
 
 if (values.help) {
   console.log(`Hercules deterministic simulator
@@ -28,7 +36,10 @@ if (values.help) {
   --clients K      override the number of clients the seed picks
   --active-ms T    override the simulated ms of load and faults before healing
   --batching B     override batching: off | auto | <interval ms>
-  --verbose        print a line per seed`);
+  --verbose        print a line per seed
+  --checkers       list the checkers and the rules of docs/spec.md they check
+
+A failure names the rule it broke and prints the command that replays it.`);
   process.exit(0);
 }
 
@@ -75,6 +86,7 @@ for (let seed = start; seed < start + count; seed++) {
   }
   if (!r.ok) {
     failed++;
+    // The message starts with the rule broken ([VIS-DELIVERED] ...), or with "crash" for an exception.
     console.error(`FAIL seed ${seed}: ${r.error}`);
     console.error(`  replay: npm run sim -- --seed ${seed}${extra}`);
     if (failed >= 5) break;

@@ -4,16 +4,14 @@
  * Everything runs on a simulated clock in one event queue: per-link latency and jitter with
  * FIFO per connection, disconnects that drop what is in flight, client crashes that lose
  * volatile state and keep what the simulated disk confirmed, client and server restarts, slow
- * clients that trip the ack timeout. After every event the invariants in `checkAll` run; the
- * first violation stops the run with a message and the seed, which replays it exactly.
+ * clients that trip the ack timeout. The named checkers (checkers.ts, one per rule of
+ * docs/spec.md) run after every event and wherever something observable happens; the first
+ * violation stops the run naming its rule, and the seed replays it exactly.
  */
-import { isDeepStrictEqual } from 'node:util';
 import {
   ClientRoom,
-  HerculesError,
   RoomEngine,
   applyOp,
-  VIEWS,
   type BaseSnapshot,
   type Batching,
   type ClientMessage,
@@ -24,10 +22,12 @@ import {
   type RoomDurableState,
   type RoomOutput,
   type ServerMessage,
-  type ViewName,
 } from '@hercules/core';
 import { Rng } from './rng.ts';
 import { ledger, work, type LedgerState } from './machine.ts';
+import { CHECKERS, Checks, Violation, type Checker, type SimState } from './checkers.ts';
+
+export { CHECKERS, Violation };
 
 export interface SimConfig {
   clients: number;
@@ -55,6 +55,8 @@ export interface SimConfig {
 export interface SimResult {
   seed: number;
   ok: boolean;
+  /** The rule of docs/spec.md the run broke (absent for a crash of the simulator or an engine). */
+  rule?: string;
   error?: string;
   events: number;
   submitted: number;
@@ -64,23 +66,8 @@ export interface SimResult {
   counts: Record<string, number>;
 }
 
-export class InvariantError extends Error {}
-
-/** Snapshots are immutable, so a fingerprint cached by identity stays right. */
-const prints = new WeakMap<object, string>();
-function print(s: LedgerState): string {
-  let p = prints.get(s);
-  if (p === undefined) prints.set(s, (p = JSON.stringify(s)));
-  return p;
-}
-const same = (a: LedgerState, b: LedgerState) => a === b || print(a) === print(b);
-
 /** What a store gives back: the JSON text of what it was given. */
 const fromJson = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
-
-function fail(msg: string): never {
-  throw new InvariantError(msg);
-}
 
 /** Pick a configuration from the seed, so one number reproduces a run. */
 export function configFor(seed: number, overrides: Partial<SimConfig> = {}): SimConfig {
@@ -186,14 +173,10 @@ interface SimClient {
   /** While > now, inbound delivery is delayed (a stalled client). */
   stalledUntil: number;
   handles: OpHandle[];
-  /** Highest stable position seen by this incarnation. */
-  lastStable: number;
   reconnectScheduled: boolean;
-  /** Identities and positions at the last full check. */
-  checked?: unknown[];
 }
 
-export class Simulation {
+export class Simulation implements SimState {
   readonly rng: Rng;
   readonly cfg: SimConfig;
   readonly q = new Queue();
@@ -206,7 +189,6 @@ export class Simulation {
   /** Oracle: the global log as sequenced, never compacted, and the state after each prefix. */
   global: LogEntry[] = [];
   oracle: LedgerState[] = [ledger.initial];
-  seen = new Set<string>();
   /** Global position of each sequenced op, by id. */
   posOf = new Map<string, number>();
   /** Ops the simulated disk confirmed: they must reach the global log exactly once. */
@@ -214,10 +196,8 @@ export class Simulation {
   /** Highest log position each connection's client incarnation processed. */
   processed = new Map<string, number>();
   connOwner = new Map<string, SimClient>();
-  /** The stable frontier of the running server at the last check (reset when it restarts). */
-  lastServerStable = 0;
-  /** The highest stable frontier any server incarnation announced. */
-  maxServerStable = 0;
+  /** This run's checkers. */
+  readonly checks: Checks;
   /**
    * The server's disk, beside the log (every sequenced op is on it: `global`): the checkpoint
    * position, the stable position and the client records, as committed. A restarted server
@@ -229,15 +209,19 @@ export class Simulation {
   private stopSubmitting = false;
   private healing = false;
   private workAtStart = 0;
+  /** Events past this simulated time mean the run never converged. */
+  private limit = 0;
 
-  constructor(readonly seed: number, cfg: SimConfig) {
+  /** `checkers`: the rules to check (default all); tests run a subset or wrapped ones. */
+  constructor(readonly seed: number, cfg: SimConfig, checkers: readonly Checker[] = CHECKERS) {
     this.rng = new Rng(seed);
     this.cfg = cfg;
+    this.checks = new Checks(checkers);
     this.server = this.newServer();
     for (let i = 0; i < cfg.clients; i++) {
       const c: SimClient = {
         id: `c${i}`, incarnation: 0, alive: false, disk: { lastSeq: 0, ops: [] }, writing: 0, epoch: 0,
-        link: { up: 0, down: 0 }, stalledUntil: 0, handles: [], lastStable: 0, reconnectScheduled: false,
+        link: { up: 0, down: 0 }, stalledUntil: 0, handles: [], reconnectScheduled: false,
       };
       this.clients.push(c);
       this.startClient(c);
@@ -256,7 +240,7 @@ export class Simulation {
       clients: Object.fromEntries([...d.clients].map(([k, v]) => [k, structuredClone(v)])),
       stable: d.stable,
     };
-    this.lastServerStable = restore ? Math.max(restore.stable, restore.checkpoint.pos) : 0;
+    this.checks.serverStarted(this, restore);
     return new RoomEngine(ledger, { ackTimeoutMs: this.cfg.ackTimeoutMs }, restore);
   }
 
@@ -282,7 +266,6 @@ export class Simulation {
     c.incarnation++;
     c.alive = true;
     c.handles = [];
-    c.lastStable = 0;
     c.writing = 0;
     const disk = c.disk;
     const room = new ClientRoom(ledger, {
@@ -298,7 +281,7 @@ export class Simulation {
         ...(disk.base ? { base: disk.base } : {}),
       }),
     });
-    this.checkDurableSurvived(c, room);
+    this.checks.clientStarted(this, c, room);
     const inc = c.incarnation;
     room.attach({
       send: (msg) => this.clientSend(c, msg),
@@ -320,25 +303,17 @@ export class Simulation {
           room.durable(copy[copy.length - 1].seq);
         });
       },
-      resync: () => {
+      resync: (reason) => {
         this.count('client-resync');
+        this.checks.resynced(this, c, reason);
         this.breakLink(c, true);
       },
       warn: (m) => {
         this.count('client-warning');
-        if (/diverg|deterministic|out of sequence|gap/.test(m)) fail(`client ${c.id} warned: ${m}`);
+        this.checks.warned(this, c, m);
       },
-      fatal: (code, m) => fail(`client ${c.id} got fatal ${code}: ${m}`),
+      fatal: (code, m) => this.checks.fatal(this, c, code, m),
     });
-    // Subscriptions must see each new snapshot exactly once, never a torn or stale one.
-    for (const v of VIEWS) {
-      let last: unknown = room.getState(v);
-      room.subscribe(v, (s, view) => {
-        if (s === last) fail(`${c.id} ${view} listener called twice with the same snapshot`);
-        if (s !== room.getState(view)) fail(`${c.id} ${view} listener got a snapshot that is not current`);
-        last = s;
-      });
-    }
     // The base, as connect() keeps it: after Stable moves, one disk write later, the base and the
     // deletion of our ops inside it in one atomic step (ClientStorage.saveBase).
     let baseWrite = false;
@@ -357,21 +332,6 @@ export class Simulation {
     });
     c.room = room;
     this.connect(c);
-  }
-
-  /**
-   * Rule durable-survives-restart: a restarted client's Durable view, before it hears from
-   * anyone, holds every op of its own that its disk ever confirmed (inside the base it starts
-   * from, or as a durable op after it).
-   */
-  private checkDurableSurvived(c: SimClient, room: ClientRoom<typeof ledger>): void {
-    const { upTo, tail } = room.engine.viewLog('durable');
-    const held = new Set(tail);
-    for (const id of this.durableEver) {
-      if (!id.startsWith(`${c.id}:`) || held.has(id)) continue;
-      const pos = this.posOf.get(id);
-      if (pos === undefined || pos > upTo) fail(`[durable-survives-restart] ${c.id} restarted without its durable op ${id} in its Durable view (base at ${upTo}${pos !== undefined ? `, the op is at ${pos}` : ', the op never reached the server'})`);
-    }
   }
 
   private crashClient(c: SimClient): void {
@@ -448,6 +408,7 @@ export class Simulation {
   private clientSend(c: SimClient, msg: ClientMessage): void {
     const conn = c.conn;
     if (!conn) return;
+    this.checks.clientSent(this, c, msg);
     const epoch = c.epoch;
     const se = this.serverEpoch;
     const frame = structuredClone(msg);
@@ -467,7 +428,6 @@ export class Simulation {
   private serverOut(o: RoomOutput): void {
     // Storage is synchronous in the simulation: a commit is durable at once. As in the server,
     // a bookkeeping-only output is sent first and committed after; anything else the reverse.
-    this.maxServerStable = Math.max(this.maxServerStable, this.server.stableFrontier());
     if (!o.sendFirst) this.commitToDisk(o);
     this.sendOutput(o);
     if (o.sendFirst) {
@@ -480,6 +440,7 @@ export class Simulation {
     for (const { conn, msg } of o.send) {
       const c = this.connOwner.get(conn);
       if (!c || c.conn !== conn) continue;
+      this.checks.sent(this, conn, c.id, msg);
       const epoch = c.epoch;
       const frame = structuredClone(msg);
       const t = Math.max(c.link.down, this.now + this.latency(), c.stalledUntil);
@@ -522,16 +483,10 @@ export class Simulation {
   }
 
   private onSequenced(e: LogEntry): void {
-    const id = `${e.client}:${e.seq}`;
-    if (e.pos !== this.global.length + 1) fail(`server sequenced ${id} at ${e.pos}, expected ${this.global.length + 1}`);
-    if (this.seen.has(id)) fail(`op ${id} sequenced twice (positions ${this.global.find((g) => `${g.client}:${g.seq}` === id)?.pos} and ${e.pos})`);
-    if (!this.durableEver.has(id)) fail(`op ${id} reached the server before it was durable on its client`);
-    this.seen.add(id);
-    this.posOf.set(id, e.pos);
+    const r = applyOp(ledger, this.oracle[this.oracle.length - 1], e, e.pos);
+    this.checks.sequenced(this, e, r.error);
+    this.posOf.set(`${e.client}:${e.seq}`, e.pos);
     this.global.push(structuredClone(e));
-    const prev = this.oracle[this.oracle.length - 1];
-    const r = applyOp(ledger, prev, e, e.pos);
-    if ((r.error === undefined) !== (e.error === undefined)) fail(`server verdict for ${id} differs from the oracle: ${e.error} vs ${r.error}`);
     this.oracle.push(r.state);
   }
 
@@ -594,13 +549,14 @@ export class Simulation {
       // Arguments outside the JSON domain never leave the stub: nothing is submitted.
       const before = room.getState('submitted');
       const bad = this.rng.pick([NaN, Infinity, new Date(0), undefined, new Uint8Array(1), 'a\uD800']);
+      let returned = false, threw: unknown;
       try {
         room.ops.inc({ key: k, by: bad as number });
-        fail(`${c.id}: the stub accepted inc with by=${String(bad)}`);
+        returned = true;
       } catch (e) {
-        if (!(e instanceof HerculesError) || e.code !== 'bad-argument') fail(`${c.id}: the stub threw ${String(e)} for by=${String(bad)}`);
+        threw = e;
       }
-      if (room.getState('submitted') !== before) fail(`${c.id}: a refused stub call changed the Submitted view`);
+      this.checks.submitted(this, c, { kind: 'outside-domain', value: bad, returned, threw, before, after: room.getState('submitted') });
       this.count('stub-refused');
       return;
     }
@@ -610,109 +566,18 @@ export class Simulation {
     else h = room.ops.boom();
     c.handles.push(h);
     this.submitted++;
-    // Submitted view includes it right away.
-    const log = room.getState('submitted').log;
-    if (h.name !== 'boom' && h.name !== 'withdraw' && log[log.length - 1] !== h.id) fail(`${h.id} not at the end of the Submitted view after submit`);
+    this.checks.submitted(this, c, { kind: 'op', handle: h, after: room.getState('submitted') });
   }
 
-  // -------------------------------------------------------------- invariants
+  // -------------------------------------------------------------- checks
 
-  checkAll(deep: boolean): void {
-    // The checker's own op executions must not move the simulated CPU clock.
+  /** The step checkers; their own op executions must not move the simulated CPU clock. */
+  check(deep: boolean): void {
     const w = work.ops;
     try {
-      this.checkAllInner(deep);
+      this.checks.step(this, deep);
     } finally {
       work.ops = w;
-    }
-  }
-
-  private checkAllInner(deep: boolean): void {
-    const srv = this.server;
-    if (this.serverUp) {
-      const head = srv.head();
-      if (head !== this.global.length) fail(`server head ${head} but ${this.global.length} ops were sequenced`);
-      if (!same(srv.headSnapshot(), this.oracle[head])) fail('server head state differs from the oracle');
-      const st = srv.stableFrontier();
-      if (st < this.lastServerStable) fail(`server stable frontier moved back from ${this.lastServerStable} to ${st}`);
-      this.lastServerStable = st;
-      const ds = srv.durableState();
-      if (ds.checkpoint.pos !== st) fail(`checkpoint at ${ds.checkpoint.pos}, stable at ${st}`);
-      if (deep && !same(ds.checkpoint.state as LedgerState, this.oracle[st])) fail('server checkpoint differs from the oracle');
-    }
-    const members = this.serverUp ? new Set(srv.members()) : new Set<string>();
-    const memberConns = new Map<string, string>(); // client id -> conn of the member session
-    if (this.serverUp) {
-      for (const [id, conn] of srv.memberConnections()) memberConns.set(id, conn);
-    }
-    for (const c of this.clients) {
-      if (!c.alive || !c.room) continue;
-      const room = c.room;
-      const eng = room.engine;
-      const p = eng.positions();
-      if (!(p.stable <= p.visible && p.visible <= p.authoritative && p.authoritative <= p.durable && p.durable <= p.submitted)) {
-        fail(`${c.id} positions out of order: ${JSON.stringify(p)}`);
-      }
-      if (p.authoritative > this.global.length) fail(`${c.id} authoritative at ${p.authoritative} beyond the global log (${this.global.length})`);
-      if (p.stable < c.lastStable) fail(`${c.id} stable moved back from ${c.lastStable} to ${p.stable}`);
-      c.lastStable = p.stable;
-      // (A server restarted from a disk without the last acks may be behind what its clients hold.)
-      if (p.stable > this.maxServerStable) fail(`${c.id} stable ${p.stable} ahead of any server's stable frontier (${this.maxServerStable})`);
-      // Certain views equal the oracle's state for their global prefix: same ops, same order.
-      const views: Record<ViewName, LedgerState> = Object.fromEntries(VIEWS.map((v) => [v, room.getState(v)])) as Record<ViewName, LedgerState>;
-      // Nothing this client shows changed since its last full check: the same checks would pass.
-      const key = [...VIEWS.map((v) => views[v]), ...Object.values(p), eng.pending().length];
-      const unchanged = c.checked !== undefined && key.length === c.checked.length && key.every((x, i) => x === c.checked![i]);
-      c.checked = key;
-      if (!unchanged) for (const v of VIEWS) if (!Object.isFrozen(views[v]) || !Object.isFrozen(views[v].log)) fail(`${c.id} ${v} snapshot is not frozen`);
-      if (!same(views.authoritative, this.oracle[p.authoritative])) fail(`${c.id} authoritative view differs from the global log prefix ${p.authoritative}`);
-      if (deep && !unchanged) {
-        if (!same(views.visible, this.oracle[p.visible])) fail(`${c.id} visible view differs from the global log prefix ${p.visible}`);
-        if (!same(views.stable, this.oracle[p.stable])) fail(`${c.id} stable view differs from the global log prefix ${p.stable}`);
-        // Speculative views: a naive reference fold over Authoritative + own lists, op by op.
-        const pend = eng.pending().filter((o) => o.stage === 'durable' || o.stage === 'submitted');
-        let s = this.oracle[p.authoritative];
-        let pos = p.authoritative;
-        const durCount = p.durable - p.authoritative;
-        for (let i = 0; i < pend.length; i++) {
-          if (i === durCount && !same(views.durable, s)) fail(`${c.id} durable view differs from the reference fold`);
-          s = applyOp(ledger, s, pend[i], ++pos).state;
-        }
-        if (durCount === pend.length && !same(views.durable, s)) fail(`${c.id} durable view differs from the reference fold`);
-        if (!same(views.submitted, s)) fail(`${c.id} submitted view differs from the reference fold`);
-        // Prefix chain on the effective-op logs themselves.
-        for (let i = 0; i + 1 < VIEWS.length; i++) {
-          const newer = views[VIEWS[i]].log, older = views[VIEWS[i + 1]].log;
-          if (older.length > newer.length || older.some((id, j) => newer[j] !== id)) fail(`${c.id} ${VIEWS[i + 1]} is not a prefix of ${VIEWS[i]}`);
-        }
-      }
-      // Our ops in Visible were delivered to every other member of the visibility set.
-      let lastOwnVisible = 0;
-      for (let i = p.visible; i >= 1 && i > p.visible - 5000; i--) {
-        if (this.global[i - 1].client === c.id) { lastOwnVisible = i; break; }
-      }
-      if (lastOwnVisible > 0 && this.serverUp) {
-        for (const [mid, mconn] of memberConns) {
-          if (mid === c.id) continue;
-          const got = this.processed.get(mconn) ?? 0;
-          if (got < lastOwnVisible) fail(`${c.id}'s op at ${lastOwnVisible} is in its Visible view but member ${mid} (${mconn}) has only ${got}`);
-        }
-      }
-      // Handles agree with the log.
-      for (const h of c.handles) {
-        if (h.stage === 'authoritative' || h.stage === 'visible' || h.stage === 'rejected') {
-          const g = h.position !== undefined ? this.global[h.position - 1] : this.global.find((e) => e.client === c.id && e.seq === h.seq);
-          if (!g || g.client !== c.id || g.seq !== h.seq) fail(`${h.id} is ${h.stage} but not at position ${h.position} of the global log`);
-          if ((h.stage === 'rejected') !== (g.error !== undefined)) fail(`${h.id} is ${h.stage} but the global log says ${g.error ?? 'accepted'}`);
-        }
-      }
-    }
-    // The stable frontier: every member has received it.
-    if (this.serverUp) {
-      for (const [mid, mconn] of memberConns) {
-        const got = this.processed.get(mconn) ?? 0;
-        if (got < this.lastServerStable) fail(`stable frontier ${this.lastServerStable} but member ${mid} has only ${got}`);
-      }
     }
   }
 
@@ -724,13 +589,20 @@ export class Simulation {
     try {
       ev.run();
     } catch (e) {
-      if (e instanceof InvariantError) throw e;
-      throw new InvariantError(`exception in event "${ev.label}" at t=${this.now}: ${(e as Error).stack ?? e}`);
+      if (e instanceof Violation) throw e;
+      throw new Error(`exception in event "${ev.label}" at t=${this.now}: ${(e as Error).stack ?? e}`);
     }
-    this.checkAll(this.events % this.cfg.deepCheckEvery === 0);
+    this.check(this.events % this.cfg.deepCheckEvery === 0);
   }
 
   run(): void {
+    this.start();
+    while (this.advance());
+    this.checks.end(this, undefined);
+  }
+
+  /** Schedule the load, the faults, the server's ticks and the healing. */
+  start(): void {
     this.workAtStart = work.ops;
     // Load and faults: one random draw per simulated 10 ms; server ticks every 25 ms.
     for (let t = 0; t < this.cfg.activeMs; t += 10) this.q.push(t, 'random', () => this.randomEvent());
@@ -741,14 +613,19 @@ export class Simulation {
     };
     this.q.push(tickEvery, 'server tick', tick);
     this.q.push(this.cfg.activeMs, 'heal', () => this.heal());
-    const limit = this.cfg.activeMs + 120_000;
-    for (;;) {
-      const ev = this.q.pop();
-      if (!ev) break;
-      if (ev.at > limit) fail(`no convergence ${limit - this.cfg.activeMs} ms after healing: ${this.describe()}`);
-      this.step(ev);
+    this.limit = this.cfg.activeMs + 120_000;
+  }
+
+  /** Run the next event and the checks after it; false once the queue is empty. */
+  advance(): boolean {
+    const ev = this.q.pop();
+    if (!ev) return false;
+    if (ev.at > this.limit) {
+      this.checks.end(this, this.limit - this.cfg.activeMs);
+      throw new Error(`an event at ${ev.at} ms is past the run's end (${this.limit} ms)`);
     }
-    this.checkConverged();
+    this.step(ev);
+    return true;
   }
 
   private heal(): void {
@@ -758,7 +635,7 @@ export class Simulation {
   }
 
   /** Quiescent: nothing in flight, everyone connected, everything settled. */
-  private finished(): boolean {
+  finished(): boolean {
     if (!this.healing || !this.serverUp) return false;
     for (const c of this.clients) {
       if (!c.alive) return false; // its restart is queued
@@ -773,18 +650,6 @@ export class Simulation {
   describe(): string {
     return this.clients.map((c) => `${c.id}:${c.alive ? c.room!.engine.connection() : 'dead'} ${JSON.stringify(c.room?.engine.positions())}`).join('; ') + ` server head ${this.server.head()} stable ${this.server.stableFrontier()} members ${this.server.members()}`;
   }
-
-  private checkConverged(): void {
-    if (!this.finished()) fail(`event queue drained before convergence: ${this.describe()}`);
-    const head = this.global.length;
-    const final = this.oracle[head];
-    for (const c of this.clients) {
-      const room = c.room!;
-      for (const v of VIEWS) if (!isDeepStrictEqual(room.getState(v), final) || !same(room.getState(v), final)) fail(`after quiescence ${c.id}'s ${v} view differs from the final state`);
-      for (const h of c.handles) if (h.stage !== 'visible' && h.stage !== 'rejected') fail(`after quiescence ${h.id} is still ${h.stage}`);
-    }
-    for (const id of this.durableEver) if (!this.seen.has(id)) fail(`durable op ${id} never reached the global log`);
-  }
 }
 
 export function runSeed(seed: number, overrides: Partial<SimConfig> = {}): SimResult {
@@ -794,7 +659,8 @@ export function runSeed(seed: number, overrides: Partial<SimConfig> = {}): SimRe
     sim.run();
     return { seed, ok: true, events: sim.events, submitted: sim.submitted, sequenced: sim.global.length, simMs: sim.now, config: cfg, counts: sim.counts };
   } catch (e) {
-    const msg = e instanceof InvariantError ? e.message : `crash: ${(e as Error).stack ?? e}`;
-    return { seed, ok: false, error: `t=${sim.now} event#${sim.events}: ${msg}`, events: sim.events, submitted: sim.submitted, sequenced: sim.global.length, simMs: sim.now, config: cfg, counts: sim.counts };
+    const at = `(t=${sim.now} event#${sim.events})`;
+    const error = e instanceof Violation ? `${e.message} ${at}` : `crash ${at}: ${(e as Error).stack ?? e}`;
+    return { seed, ok: false, ...(e instanceof Violation ? { rule: e.rule } : {}), error, events: sim.events, submitted: sim.submitted, sequenced: sim.global.length, simMs: sim.now, config: cfg, counts: sim.counts };
   }
 }

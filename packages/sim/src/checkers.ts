@@ -1,0 +1,592 @@
+/**
+ * The simulator's named checkers. Each checks one rule of docs/spec.md against what the
+ * simulation can observe, and a failure names that rule. What a checker may read is `SimState`:
+ * the global log as the server's disk holds it, the reference fold of that log (the oracle),
+ * which ops each client's disk confirmed, how far each connection's client has processed the
+ * log, each live client's room and op handles, and the running server's engine.
+ *
+ * A checker is a set of hooks: `step` runs after every event, the
+ * others at the moment something observable happens (an entry committed, a frame sent, a client
+ * process started, ...). A checker keeps its own state between calls, so the simulation makes a
+ * fresh set per run (`Checks`). Checkers must not draw from the simulation's random numbers:
+ * a seed replays the same run with or without them.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import {
+  HerculesError,
+  VIEWS,
+  applyOp,
+  type ClientMessage,
+  type ClientRoom,
+  type LogEntry,
+  type OpHandle,
+  type OwnOp,
+  type RoomDurableState,
+  type RoomEngine,
+  type ServerMessage,
+  type ViewName,
+} from '@hercules/core';
+import { ledger, type LedgerState } from './machine.ts';
+
+export type Room = ClientRoom<typeof ledger>;
+
+/** One simulated client as checkers see it. */
+export interface ClientState {
+  readonly id: string;
+  readonly alive: boolean;
+  readonly room?: Room;
+  /** Handles of the ops this client process submitted. */
+  readonly handles: readonly OpHandle[];
+}
+
+/** What the simulation lets checkers observe. */
+export interface SimState {
+  readonly now: number;
+  readonly serverUp: boolean;
+  readonly server: RoomEngine<LedgerState>;
+  /** The global log as the server's disk holds it: every committed entry, never compacted. */
+  readonly global: readonly LogEntry[];
+  /** oracle[n]: the reference fold of the first n entries of the global log. */
+  readonly oracle: readonly LedgerState[];
+  /** Position of each committed op, by `${client}:${seq}`. */
+  readonly posOf: ReadonlyMap<string, number>;
+  /** Ops some client's disk confirmed, by `${client}:${seq}`. */
+  readonly durableEver: ReadonlySet<string>;
+  /** Highest log position the client behind each connection has processed. */
+  readonly processed: ReadonlyMap<string, number>;
+  readonly clients: readonly ClientState[];
+  /** Quiescent: healed, nothing in flight, everyone connected and settled. */
+  finished(): boolean;
+  describe(): string;
+}
+
+export type Positions = ReturnType<Room['engine']['positions']>;
+
+/** A live client at one step, observed once and shared by every checker. */
+export interface LiveClient {
+  readonly c: ClientState;
+  readonly room: Room;
+  readonly p: Positions;
+  readonly views: Readonly<Record<ViewName, LedgerState>>;
+  readonly pending: readonly OwnOp[];
+  /** Nothing this client shows changed since the last step: checks of its views alone would pass again. */
+  readonly unchanged: boolean;
+}
+
+export interface Step {
+  /** Run the expensive checks too (every `deepCheckEvery` events). */
+  readonly deep: boolean;
+  readonly live: readonly LiveClient[];
+  /** Members of the running server's visibility set: client id -> connection (empty while it is down). */
+  readonly members: ReadonlyMap<string, string>;
+}
+
+/** A stub call the simulation made, and what came of it. */
+export type Attempt =
+  | { readonly kind: 'op'; readonly handle: OpHandle; readonly after: LedgerState }
+  | { readonly kind: 'outside-domain'; readonly value: unknown; readonly returned: boolean; readonly threw: unknown; readonly before: LedgerState; readonly after: LedgerState };
+
+export interface Hooks {
+  /** After every event. */
+  step?(s: SimState, st: Step): void;
+  /** The server committed `e`; the global log does not hold it yet. `reference` is the oracle's verdict for it. */
+  sequenced?(s: SimState, e: LogEntry, reference: string | undefined): void;
+  /** The server put `msg` on the wire to the client `client` on connection `conn`. */
+  sent?(s: SimState, conn: string, client: string, msg: ServerMessage): void;
+  /** Client `c` put `msg` on the wire. */
+  clientSent?(s: SimState, c: ClientState, msg: ClientMessage): void;
+  /** A client process started from its disk, before it heard from anyone. */
+  clientStarted?(s: SimState, c: ClientState, room: Room): void;
+  /** A server started; `restore` is what it started from (undefined: a new room). */
+  serverStarted?(s: SimState, restore: RoomDurableState | undefined): void;
+  submitted?(s: SimState, c: ClientState, a: Attempt): void;
+  warned?(s: SimState, c: ClientState, message: string): void;
+  /** The client's engine found itself out of step and asked for a new connection. */
+  resynced?(s: SimState, c: ClientState, reason: string): void;
+  fatal?(s: SimState, c: ClientState, code: string, message: string): void;
+  /** The run ended: the event queue drained, or `timedOutMs` after healing it had not converged. */
+  end?(s: SimState, timedOutMs: number | undefined): void;
+}
+
+/** Throws a Violation naming the checker's rule. */
+export type Fail = (message: string) => never;
+
+export interface Checker {
+  /** The rule of docs/spec.md this checker checks. */
+  readonly rule: string;
+  readonly description: string;
+  /** Fresh hooks for one run. */
+  create(fail: Fail): Hooks;
+}
+
+export class Violation extends Error {
+  constructor(readonly rule: string, message: string) {
+    super(`[${rule}] ${message}`);
+  }
+}
+
+// ------------------------------------------------------------------ helpers
+
+/** Snapshots are immutable, so a fingerprint cached by identity stays right. */
+const prints = new WeakMap<object, string>();
+function print(s: LedgerState): string {
+  let p = prints.get(s);
+  if (p === undefined) prints.set(s, (p = JSON.stringify(s)));
+  return p;
+}
+export const same = (a: LedgerState, b: LedgerState) => a === b || print(a) === print(b);
+
+const idOf = (e: { client: string; seq: number }) => `${e.client}:${e.seq}`;
+
+/** Observe the live clients once per step; `memo` keeps each client's key from the last step. */
+export function observe(s: SimState, deep: boolean, memo: Map<ClientState, unknown[]>): Step {
+  const live: LiveClient[] = [];
+  for (const c of s.clients) {
+    if (!c.alive || !c.room) continue;
+    const room = c.room;
+    const p = room.engine.positions();
+    const views = {
+      submitted: room.getState('submitted'),
+      durable: room.getState('durable'),
+      authoritative: room.getState('authoritative'),
+      visible: room.getState('visible'),
+      stable: room.getState('stable'),
+    };
+    const pending = room.engine.pending();
+    const key = [views.submitted, views.durable, views.authoritative, views.visible, views.stable, p.stable, p.visible, p.authoritative, p.durable, p.submitted, pending.length];
+    const last = memo.get(c);
+    const unchanged = last !== undefined && key.length === last.length && key.every((x, i) => x === last[i]);
+    memo.set(c, key);
+    live.push({ c, room, p, views, pending, unchanged });
+  }
+  const members = new Map<string, string>();
+  if (s.serverUp) for (const [id, conn] of s.server.memberConnections()) members.set(id, conn);
+  return { deep, live, members };
+}
+
+// ------------------------------------------------------------------ the checkers
+
+/**
+ * In the order they run: when one event breaks several rules, the first checker here names it,
+ * so the ones that guard the others' preconditions come first (AUTH-STORED before any checker
+ * that reads the oracle at a client's Authoritative length).
+ */
+export const CHECKERS: readonly Checker[] = [
+  {
+    rule: 'LOG-CONTIGUOUS',
+    description: 'the server commits positions 1, 2, 3... in order, and its head is the committed log and its fold',
+    create: (fail: Fail) => ({
+      sequenced(s, e) {
+        if (e.pos !== s.global.length + 1) fail(`server committed ${idOf(e)} at ${e.pos}, expected ${s.global.length + 1}`);
+      },
+      step(s) {
+        if (!s.serverUp) return;
+        const head = s.server.head();
+        if (head !== s.global.length) fail(`server head ${head} but ${s.global.length} entries are committed`);
+        if (!same(s.server.headSnapshot(), s.oracle[head])) fail('server head state differs from the fold of the committed log');
+      },
+    }),
+  },
+  {
+    rule: 'LOG-EXACTLY-ONCE',
+    description: 'no (client, seq) enters the global log twice',
+    create: (fail: Fail) => ({
+      sequenced(s, e) {
+        const at = s.posOf.get(idOf(e));
+        if (at !== undefined) fail(`op ${idOf(e)} sequenced twice (positions ${at} and ${e.pos})`);
+      },
+    }),
+  },
+  {
+    rule: 'LOG-CLIENT-ORDER',
+    description: "each client's ops enter the global log in seq order, without gaps",
+    create: (fail: Fail) => {
+      const last = new Map<string, number>();
+      return {
+        sequenced(_s, e) {
+          const prev = last.get(e.client) ?? 0;
+          if (e.seq !== prev + 1) fail(`op ${idOf(e)} committed at ${e.pos} after seq ${prev} of its client`);
+          last.set(e.client, e.seq);
+        },
+      };
+    },
+  },
+  {
+    rule: 'DUR-BEFORE-SEND',
+    description: "a client sends an op only once its disk confirmed it; the server orders no other",
+    create: (fail: Fail) => ({
+      clientSent(s, c, msg) {
+        if (msg.t !== 'ops') return;
+        for (const op of msg.ops) if (!s.durableEver.has(`${c.id}:${op.seq}`)) fail(`${c.id} sent op ${c.id}:${op.seq} before its disk confirmed it`);
+      },
+      sequenced(s, e) {
+        if (!s.durableEver.has(idOf(e))) fail(`op ${idOf(e)} reached the server before it was durable on its client`);
+      },
+    }),
+  },
+  {
+    rule: 'OP-VERDICT',
+    description: "the server's verdict on each op is the reference fold's, and every handle agrees with the entry at its position",
+    create: (fail: Fail) => ({
+      sequenced(_s, e, reference) {
+        if ((reference === undefined) !== (e.error === undefined)) fail(`server verdict for ${idOf(e)} differs from the reference: ${e.error ?? 'accepted'} vs ${reference ?? 'accepted'}`);
+      },
+      step(s, st) {
+        for (const { c } of st.live) {
+          for (const h of c.handles) {
+            if (h.stage !== 'authoritative' && h.stage !== 'visible' && h.stage !== 'rejected') continue;
+            const g = h.position !== undefined ? s.global[h.position - 1] : s.global.find((e) => e.client === c.id && e.seq === h.seq);
+            if (!g || g.client !== c.id || g.seq !== h.seq) fail(`${h.id} is ${h.stage} but not at position ${h.position} of the global log`);
+            if ((h.stage === 'rejected') !== (g.error !== undefined)) fail(`${h.id} is ${h.stage} but the global log says ${g.error ?? 'accepted'}`);
+          }
+        }
+      },
+    }),
+  },
+  {
+    rule: 'AUTH-STORED',
+    description: 'the server announces an entry only once it is committed; no client holds an entry the disk does not',
+    create: (fail: Fail) => ({
+      sent(s, conn, _client, msg) {
+        const last = msg.t === 'log' ? msg.from + msg.entries.length - 1 : msg.t === 'welcome' ? Math.max(msg.from - 1 + msg.entries.length, msg.checkpoint?.pos ?? 0) : 0;
+        if (last > s.global.length) fail(`the server sent ${conn} a ${msg.t} up to position ${last} while ${s.global.length} entries are committed`);
+      },
+      step(s, st) {
+        for (const { c, p } of st.live) if (p.authoritative > s.global.length) fail(`${c.id} authoritative at ${p.authoritative} beyond the committed log (${s.global.length})`);
+      },
+    }),
+  },
+  {
+    rule: 'VIEW-PREFIX',
+    description: 'Stable ⊑ Visible ⊑ Authoritative ⊑ Durable ⊑ Submitted, as lengths and as effective-op logs',
+    create: (fail: Fail) => ({
+      step(_s, st) {
+        for (const { c, p, views, unchanged } of st.live) {
+          if (!(p.stable <= p.visible && p.visible <= p.authoritative && p.authoritative <= p.durable && p.durable <= p.submitted)) {
+            fail(`${c.id} positions out of order: ${JSON.stringify(p)}`);
+          }
+          if (!st.deep || unchanged) continue;
+          for (let i = 0; i + 1 < VIEWS.length; i++) {
+            const newer = views[VIEWS[i]].log, older = views[VIEWS[i + 1]].log;
+            if (older.length > newer.length || older.some((id, j) => newer[j] !== id)) fail(`${c.id} ${VIEWS[i + 1]} is not a prefix of ${VIEWS[i]}`);
+          }
+        }
+      },
+    }),
+  },
+  {
+    rule: 'VIEW-GLOBAL-PREFIX',
+    description: 'Authoritative, Visible and Stable each equal the fold of a prefix of the global log',
+    create: (fail: Fail) => ({
+      step(s, st) {
+        for (const { c, p, views, unchanged } of st.live) {
+          const ref = s.oracle[p.authoritative];
+          if (ref === undefined || !same(views.authoritative, ref)) fail(`${c.id} authoritative view differs from the global log prefix ${p.authoritative}`);
+          if (!st.deep || unchanged) continue;
+          if (!same(views.visible, s.oracle[p.visible])) fail(`${c.id} visible view differs from the global log prefix ${p.visible}`);
+          if (!same(views.stable, s.oracle[p.stable])) fail(`${c.id} stable view differs from the global log prefix ${p.stable}`);
+        }
+      },
+    }),
+  },
+  {
+    rule: 'VIEW-SPECULATIVE',
+    description: "Durable and Submitted equal a naive fold of Authoritative plus the client's own pending ops in seq order",
+    create: (fail: Fail) => ({
+      step(s, st) {
+        if (!st.deep) return;
+        for (const { c, p, views, pending, unchanged } of st.live) {
+          if (unchanged) continue;
+          const pend = pending.filter((o) => o.stage === 'durable' || o.stage === 'submitted');
+          let state = s.oracle[p.authoritative];
+          let pos = p.authoritative;
+          const durCount = p.durable - p.authoritative;
+          for (let i = 0; i < pend.length; i++) {
+            if (i === durCount && !same(views.durable, state)) fail(`${c.id} durable view differs from the reference fold`);
+            state = applyOp(ledger, state, pend[i], ++pos).state;
+          }
+          if (durCount === pend.length && !same(views.durable, state)) fail(`${c.id} durable view differs from the reference fold`);
+          if (!same(views.submitted, state)) fail(`${c.id} submitted view differs from the reference fold`);
+        }
+      },
+    }),
+  },
+  {
+    rule: 'VIEW-FROZEN',
+    description: 'every snapshot a view hands out is frozen',
+    create: (fail: Fail) => ({
+      step(_s, st) {
+        for (const { c, views, unchanged } of st.live) {
+          if (unchanged) continue;
+          for (const v of VIEWS) if (!Object.isFrozen(views[v]) || !Object.isFrozen(views[v].log)) fail(`${c.id} ${v} snapshot is not frozen`);
+        }
+      },
+    }),
+  },
+  {
+    rule: 'VIEW-NOTIFY',
+    description: 'a subscriber sees each new snapshot once, and only the current one',
+    create: (fail: Fail) => {
+      // A listener's throw is caught by the room (and turned into a warning): note the first
+      // violation here and fail after the event.
+      let seen: string | undefined;
+      return {
+        clientStarted(_s, c, room) {
+          for (const v of VIEWS) {
+            let last: unknown = room.getState(v);
+            room.subscribe(v, (state, view) => {
+              if (state === last) seen ??= `${c.id} ${view} listener called twice with the same snapshot`;
+              else if (state !== room.getState(view)) seen ??= `${c.id} ${view} listener got a snapshot that is not current`;
+              last = state;
+            });
+          }
+        },
+        step() {
+          if (seen !== undefined) fail(seen);
+        },
+      };
+    },
+  },
+  {
+    rule: 'VIEW-SUBMIT-NOW',
+    description: 'a stub call applies its op to the Submitted view before it returns',
+    create: (fail: Fail) => ({
+      submitted(_s, _c, a) {
+        if (a.kind !== 'op') return;
+        // (withdraw may throw where it lands; boom always does: no id in the state then.)
+        const log = a.after.log;
+        if (a.handle.name !== 'boom' && a.handle.name !== 'withdraw' && log[log.length - 1] !== a.handle.id) fail(`${a.handle.id} not at the end of the Submitted view after submit`);
+      },
+    }),
+  },
+  {
+    rule: 'OP-ARG-DOMAIN',
+    description: 'a stub refuses arguments outside the JSON domain with bad-argument and submits nothing',
+    create: (fail: Fail) => ({
+      submitted(_s, c, a) {
+        if (a.kind !== 'outside-domain') return;
+        if (a.returned) fail(`${c.id}: the stub accepted an argument ${String(a.value)}`);
+        if (!(a.threw instanceof HerculesError) || a.threw.code !== 'bad-argument') fail(`${c.id}: the stub threw ${String(a.threw)} for ${String(a.value)}`);
+        if (a.after !== a.before) fail(`${c.id}: a refused stub call changed the Submitted view`);
+      },
+    }),
+  },
+  {
+    rule: 'DUR-SURVIVES-RESTART',
+    description: "a restarted client's Durable view holds every own op its disk ever confirmed, before it hears from anyone",
+    create: (fail: Fail) => ({
+      clientStarted(s, c, room) {
+        const { upTo, tail } = room.engine.viewLog('durable');
+        const held = new Set(tail);
+        for (const id of s.durableEver) {
+          if (!id.startsWith(`${c.id}:`) || held.has(id)) continue;
+          const pos = s.posOf.get(id);
+          if (pos === undefined || pos > upTo) fail(`${c.id} restarted without its durable op ${id} in its Durable view (base at ${upTo}${pos !== undefined ? `, the op is at ${pos}` : ', the op never reached the server'})`);
+        }
+      },
+    }),
+  },
+  {
+    rule: 'VIS-DELIVERED',
+    description: "a client's own ops in its Visible view were delivered to every other member of the visibility set",
+    create: (fail: Fail) => ({
+      step(s, st) {
+        if (!s.serverUp) return;
+        for (const { c, p } of st.live) {
+          let lastOwnVisible = 0;
+          for (let i = p.visible; i >= 1 && i > p.visible - 5000; i--) {
+            if (s.global[i - 1].client === c.id) { lastOwnVisible = i; break; }
+          }
+          if (lastOwnVisible === 0) continue;
+          for (const [mid, mconn] of st.members) {
+            if (mid === c.id) continue;
+            const got = s.processed.get(mconn) ?? 0;
+            if (got < lastOwnVisible) fail(`${c.id}'s op at ${lastOwnVisible} is in its Visible view but member ${mid} (${mconn}) has only ${got}`);
+          }
+        }
+      },
+    }),
+  },
+  {
+    rule: 'VIS-JOIN-GATE',
+    description: 'every member holds every op any server announced visible to another client',
+    create: (fail: Fail) => {
+      /** Per client id: the highest position of its ops announced visible. */
+      const announced = new Map<string, number>();
+      return {
+        sent(s, _conn, client, msg) {
+          if (msg.t !== 'visible') return;
+          const pos = s.posOf.get(`${client}:${msg.seq}`) ?? 0;
+          if (pos > (announced.get(client) ?? 0)) announced.set(client, pos);
+        },
+        step(s, st) {
+          for (const [mid, mconn] of st.members) {
+            let need = 0;
+            for (const [owner, pos] of announced) if (owner !== mid && pos > need) need = pos;
+            const got = s.processed.get(mconn) ?? 0;
+            if (got < need) fail(`member ${mid} (${mconn}) has only ${got}, but position ${need} was announced visible`);
+          }
+        },
+      };
+    },
+  },
+  {
+    rule: 'STABLE-RECEIVED',
+    description: "every member of the visibility set has received the server's stable frontier",
+    create: (fail: Fail) => ({
+      step(s, st) {
+        if (!s.serverUp) return;
+        const stable = s.server.stableFrontier();
+        for (const [mid, mconn] of st.members) {
+          const got = s.processed.get(mconn) ?? 0;
+          if (got < stable) fail(`stable frontier ${stable} but member ${mid} has only ${got}`);
+        }
+      },
+    }),
+  },
+  {
+    rule: 'STABLE-MONOTONIC',
+    description: "the server's stable frontier never moves back while it runs, nor a client's Stable view",
+    create: (fail: Fail) => {
+      let server = 0;
+      const client = new Map<ClientState, number>();
+      return {
+        serverStarted(_s, restore) {
+          server = restore ? Math.max(restore.stable, restore.checkpoint.pos) : 0;
+        },
+        clientStarted(_s, c) {
+          client.set(c, 0);
+        },
+        step(s, st) {
+          if (s.serverUp) {
+            const now = s.server.stableFrontier();
+            if (now < server) fail(`server stable frontier moved back from ${server} to ${now}`);
+            server = now;
+          }
+          for (const { c, p } of st.live) {
+            const before = client.get(c) ?? 0;
+            if (p.stable < before) fail(`${c.id} stable moved back from ${before} to ${p.stable}`);
+            client.set(c, p.stable);
+          }
+        },
+      };
+    },
+  },
+  {
+    rule: 'STABLE-BOUNDED',
+    description: "no client's Stable view is ahead of a stable frontier some server announced",
+    create: (fail: Fail) => {
+      let announced = 0;
+      return {
+        sent(_s, _conn, _client, msg) {
+          if (msg.t === 'stable') announced = Math.max(announced, msg.pos);
+          else if (msg.t === 'welcome') announced = Math.max(announced, msg.stable, msg.checkpoint?.pos ?? 0);
+        },
+        step(_s, st) {
+          // (A server restarted from a disk without the last acks may be behind what its clients hold.)
+          for (const { c, p } of st.live) if (p.stable > announced) fail(`${c.id} stable ${p.stable} ahead of any stable frontier announced (${announced})`);
+        },
+      };
+    },
+  },
+  {
+    rule: 'STABLE-CHECKPOINT',
+    description: "the server's checkpoint is at its stable frontier and equals the fold of the log up to it",
+    create: (fail: Fail) => ({
+      step(s, st) {
+        if (!s.serverUp) return;
+        const stable = s.server.stableFrontier();
+        const ds = s.server.durableState();
+        if (ds.checkpoint.pos !== stable) fail(`checkpoint at ${ds.checkpoint.pos}, stable at ${stable}`);
+        if (st.deep && !same(ds.checkpoint.state as LedgerState, s.oracle[stable])) fail(`server checkpoint differs from the fold of the log up to ${stable}`);
+      },
+    }),
+  },
+  {
+    rule: 'LOG-FIFO',
+    description: 'a client never finds itself out of step with the log a connection brings it',
+    create: (fail: Fail) => ({
+      warned(_s, c, m) {
+        if (/diverg|deterministic|out of sequence|gap|was expected|we hold|resumes at/.test(m)) fail(`client ${c.id} warned: ${m}`);
+      },
+      resynced(_s, c, reason) {
+        fail(`client ${c.id} had to resynchronise: ${reason}`);
+      },
+    }),
+  },
+  {
+    rule: 'LIVE-HONEST',
+    description: 'an honest client is never refused: no error frame, no fatal error',
+    create: (fail: Fail) => ({
+      fatal(_s, c, code, m) {
+        fail(`client ${c.id} got fatal ${code}: ${m}`);
+      },
+      warned(_s, c, m) {
+        if (m.startsWith('server error')) fail(`client ${c.id} got an error frame: ${m}`);
+      },
+    }),
+  },
+  {
+    rule: 'LIVE-CONVERGE',
+    description: 'once faults stop, every client reaches the final state in every view and every op a verdict',
+    create: (fail: Fail) => ({
+      end(s, timedOutMs) {
+        if (timedOutMs !== undefined) fail(`no convergence ${timedOutMs} ms after healing: ${s.describe()}`);
+        if (!s.finished()) fail(`event queue drained before convergence: ${s.describe()}`);
+        const final = s.oracle[s.global.length];
+        for (const c of s.clients) {
+          const room = c.room!;
+          for (const v of VIEWS) if (!isDeepStrictEqual(room.getState(v), final) || !same(room.getState(v), final)) fail(`after quiescence ${c.id}'s ${v} view differs from the final state`);
+          for (const h of c.handles) if (h.stage !== 'visible' && h.stage !== 'rejected') fail(`after quiescence ${h.id} is still ${h.stage}`);
+        }
+      },
+    }),
+  },
+  {
+    rule: 'DUR-DELIVERED',
+    description: 'every op a client disk confirmed reaches the global log',
+    create: (fail: Fail) => ({
+      end(s) {
+        for (const id of s.durableEver) if (!s.posOf.has(id)) fail(`durable op ${id} never reached the global log`);
+      },
+    }),
+  },
+];
+
+type HookName = keyof Hooks;
+
+/** One run's checkers, their hooks grouped by kind so each call runs only the checkers that have it. */
+export class Checks {
+  readonly byRule = new Map<string, Hooks>();
+  private readonly hooks: { [K in HookName]: NonNullable<Hooks[K]>[] } = {
+    step: [], sequenced: [], sent: [], clientSent: [], clientStarted: [], serverStarted: [], submitted: [], warned: [], resynced: [], fatal: [], end: [],
+  };
+  private readonly memo = new Map<ClientState, unknown[]>();
+
+  constructor(checkers: readonly Checker[] = CHECKERS) {
+    for (const ck of checkers) {
+      const h = ck.create((message) => { throw new Violation(ck.rule, message); });
+      this.byRule.set(ck.rule, h);
+      for (const k of Object.keys(this.hooks) as HookName[]) {
+        const fn = h[k];
+        if (fn) (this.hooks[k] as unknown[]).push(fn.bind(h));
+      }
+    }
+  }
+
+  step(s: SimState, deep: boolean): void {
+    if (this.hooks.step.length === 0) return;
+    const st = observe(s, deep, this.memo);
+    for (const f of this.hooks.step) f(s, st);
+  }
+  sequenced(s: SimState, e: LogEntry, reference: string | undefined): void { for (const f of this.hooks.sequenced) f(s, e, reference); }
+  sent(s: SimState, conn: string, client: string, msg: ServerMessage): void { for (const f of this.hooks.sent) f(s, conn, client, msg); }
+  clientSent(s: SimState, c: ClientState, msg: ClientMessage): void { for (const f of this.hooks.clientSent) f(s, c, msg); }
+  clientStarted(s: SimState, c: ClientState, room: Room): void { for (const f of this.hooks.clientStarted) f(s, c, room); }
+  serverStarted(s: SimState, restore: RoomDurableState | undefined): void { for (const f of this.hooks.serverStarted) f(s, restore); }
+  submitted(s: SimState, c: ClientState, a: Attempt): void { for (const f of this.hooks.submitted) f(s, c, a); }
+  warned(s: SimState, c: ClientState, m: string): void { for (const f of this.hooks.warned) f(s, c, m); }
+  resynced(s: SimState, c: ClientState, reason: string): void { for (const f of this.hooks.resynced) f(s, c, reason); }
+  fatal(s: SimState, c: ClientState, code: string, m: string): void { for (const f of this.hooks.fatal) f(s, c, code, m); }
+  end(s: SimState, timedOutMs: number | undefined): void { for (const f of this.hooks.end) f(s, timedOutMs); }
+}
