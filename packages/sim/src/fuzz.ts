@@ -1,22 +1,28 @@
 /**
  * Protocol fuzzer: the server's decoder (ServerCodec) and room engine fed random and mutated
  * frames from hostile connections, while honest clients keep working through the same codecs.
- * Seeded and deterministic: a failure prints the command that replays it.
+ * Seeded and deterministic: a failure names the rule of docs/spec.md it broke and prints the
+ * command that replays it.
  *
  * Checked at every frame:
- *   - decoding either yields a value or throws HerculesError('malformed-frame'); nothing else
- *   - the engine never throws; a frame that is not a valid ClientMessage gets an error reply,
- *     to its sender only; no honest connection ever receives an error
- *   - the log head and the stable frontier never go back, and stable <= head
+ *   - SEC-MALFORMED: decoding either yields a value or throws HerculesError('malformed-frame');
+ *     the engine never throws; a frame that is not a valid ClientMessage gets an error reply,
+ *     to its sender only
+ *   - LIVE-HONEST: no honest connection ever receives an error
+ *   - LOG-CONTIGUOUS, STABLE-MONOTONIC: the log head and the stable frontier never go back, and
+ *     stable <= head
+ *   - OP-ARG-DOMAIN: an honest stub keeps its arguments in the domain or refuses them
  * And at the end, after the attackers stop and the network heals:
- *   - every honest op reached a verdict (visible, or rejected because the op threw)
- *   - each honest client's Authoritative view equals the server's state, and each accepted
- *     honest op took effect exactly once
- *   - nothing was done in the name of the banned or read-only users, or of an honest user
- *   - a room restored from the engine's durable state, as JSON (what storage keeps), and a fresh
- *     client caught up through the codecs hold exactly the same state as the live replicas,
- *     compared by a print that tells -0, NaN, undefined, Dates and bytes apart: an op whose
- *     arguments left the JSON domain would show here (the `keep` op stores them verbatim)
+ *   - LIVE-CONVERGE: every honest op reached a verdict and each honest client's Authoritative
+ *     view equals the server's state; LIVE-HONEST: rejected only because the op threw
+ *   - SEC-AUTHOR: every author in the state is a user, never a client id; LOG-EXACTLY-ONCE: each
+ *     accepted honest op took effect once
+ *   - OP-REFUSED, SEC-ACCESS: nothing was done in the name of the banned or read-only users
+ *   - REC-RESTORE, REC-CATCHUP: a room restored from the engine's durable state, as JSON (what
+ *     storage keeps), the log replayed from storage, and a fresh client caught up through the
+ *     codecs hold exactly the same state as the live replicas, compared by a print that tells
+ *     -0, NaN, undefined, Dates and bytes apart: an op whose arguments left the JSON domain
+ *     would show here (the `keep` op stores them verbatim)
  */
 import { Packr } from 'msgpackr';
 import {
@@ -88,7 +94,12 @@ export interface FuzzStats {
   reconnects: number;
 }
 
-export class FuzzFailure extends Error {}
+export class FuzzFailure extends Error {
+  /** The rule of docs/spec.md the run broke (absent for a crash of the fuzzer itself). */
+  constructor(message: string, readonly rule?: string) {
+    super(message);
+  }
+}
 
 /** A print of a state that tells apart what JSON would merge: -0, NaN, ±Infinity, undefined, Dates, bytes. */
 export function exactPrint(v: unknown): string {
@@ -133,8 +144,8 @@ export function runFuzz(seed: number, count: number): FuzzStats {
   const rng = new Rng(seed);
   let now = 0;
   const stats: FuzzStats = { frames: 0, malformedBytes: 0, invalidMessages: 0, validMessages: 0, refusedOps: 0, honestOps: 0, reconnects: 0 };
-  const fail = (what: string): never => {
-    throw new FuzzFailure(`fuzz seed ${seed} failed after ${stats.frames} frames: ${what}\n  replay: npm run fuzz -- --seed ${seed} --count ${count}`);
+  const fail = (rule: string, what: string): never => {
+    throw new FuzzFailure(`fuzz seed ${seed} failed after ${stats.frames} frames: [${rule}] ${what}\n  replay: npm run fuzz -- --seed ${seed} --count ${count}`, rule);
   };
   const engine = new RoomEngine(fuzzMachine, {
     ackTimeoutMs: 400,
@@ -149,7 +160,7 @@ export function runFuzz(seed: number, count: number): FuzzStats {
       send: (m) => { if (h.conn) h.up.push(h.cc.encode(m)); },
       persist: (ops) => queueDurable.push(() => h.room.durable(ops[ops.length - 1].seq)),
       warn: () => {},
-      fatal: (code, message) => fail(`honest client ${id} got a fatal error ${code}: ${message}`),
+      fatal: (code, message) => fail('LIVE-HONEST', `honest client ${id} got a fatal error ${code}: ${message}`),
     });
     return h;
   });
@@ -170,8 +181,8 @@ export function runFuzz(seed: number, count: number): FuzzStats {
       const who = byConn.get(conn);
       if (!who) continue;
       if (msg.t === 'error') {
-        if ('room' in who) fail(`honest client ${who.id} received error ${msg.code}: ${msg.message}`);
-        if (conn !== from) fail(`error ${msg.code} went to ${conn}, not to the sender ${from}`);
+        if ('room' in who) fail('LIVE-HONEST', `honest client ${who.id} received error ${msg.code}: ${msg.message}`);
+        if (conn !== from) fail('SEC-MALFORMED', `error ${msg.code} went to ${conn}, not to the sender ${from}`);
         answered = true;
       }
       if ('room' in who) who.down.push(who.sc.encode(msg));
@@ -183,11 +194,11 @@ export function runFuzz(seed: number, count: number): FuzzStats {
       if ('room' in who) { who.conn = undefined; who.up = []; who.down = []; who.room.disconnected(); }
       else who.conn = '';
     }
-    if (mustAnswer && !answered) fail(`an invalid message from ${from} got no error reply`);
+    if (mustAnswer && !answered) fail('SEC-MALFORMED', `an invalid message from ${from} got no error reply`);
     const head = engine.head(), stable = engine.stableFrontier();
-    if (head < lastHead) fail(`log head went back from ${lastHead} to ${head}`);
-    if (stable < lastStable) fail(`stable frontier went back from ${lastStable} to ${stable}`);
-    if (stable > head) fail(`stable frontier ${stable} is past the head ${head}`);
+    if (head < lastHead) fail('LOG-CONTIGUOUS', `log head went back from ${lastHead} to ${head}`);
+    if (stable < lastStable) fail('STABLE-MONOTONIC', `stable frontier went back from ${lastStable} to ${stable}`);
+    if (stable > head) fail('STABLE-MONOTONIC', `stable frontier ${stable} is past the head ${head}`);
     lastHead = head; lastStable = stable;
   };
 
@@ -299,7 +310,7 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     try {
       value = a.codec.decode(bytes);
     } catch (e) {
-      if (!(e instanceof HerculesError) || e.code !== 'malformed-frame') fail(`decoder threw ${String(e)} instead of a malformed-frame error`);
+      if (!(e instanceof HerculesError) || e.code !== 'malformed-frame') fail('SEC-MALFORMED', `decoder threw ${String(e)} instead of a malformed-frame error`);
       // The server answers with an error frame and closes; the attacker comes back.
       stats.malformedBytes++;
       const conn = a.conn;
@@ -315,7 +326,7 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     try {
       out = engine.message(a.conn, value, now);
     } catch (e) {
-      return fail(`room engine threw on ${JSON.stringify(value)?.slice(0, 200)}: ${(e as Error).stack}`);
+      return fail('SEC-MALFORMED', `room engine threw on ${JSON.stringify(value)?.slice(0, 200)}: ${(e as Error).stack}`);
     }
     for (const e of out.persist.appended) if (e.error?.startsWith('refused: ')) stats.refusedOps++;
     route(out, a.conn, !valid);
@@ -344,7 +355,7 @@ export function runFuzz(seed: number, count: number): FuzzStats {
         try {
           h.handles.push(h.room.ops.keep(v));
         } catch (e) {
-          if (!(e instanceof HerculesError) || (e.code !== 'bad-argument' && e.code !== 'too-large')) fail(`stub keep(${exactPrint(v).slice(0, 80)}) threw ${String(e)}`);
+          if (!(e instanceof HerculesError) || (e.code !== 'bad-argument' && e.code !== 'too-large')) fail('OP-ARG-DOMAIN', `stub keep(${exactPrint(v).slice(0, 80)}) threw ${String(e)}`);
           stats.honestOps--;
         }
       }
@@ -369,23 +380,28 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     if (done && round > 3) break;
   }
   const head = engine.headSnapshot() as typeof fuzzMachine.initial;
+  // Authors are the users the transport authenticated, never the client ids they chose.
+  const users = new Set([...honest.map((h) => h.user), ...attackers.map((a) => a.user)]);
+  for (const a of Object.keys(head.byAuthor)) if (!users.has(a)) fail('SEC-AUTHOR', `an op took effect with author ${a}, who is no user`);
   for (const h of honest) {
     const pending = h.handles.filter((x) => x.stage !== 'visible' && x.stage !== 'rejected');
-    if (pending.length) fail(`honest client ${h.id} has ${pending.length} ops without a verdict, e.g. ${pending[0].id} at ${pending[0].stage}`);
-    for (const x of h.handles) if (x.stage === 'rejected' && !/unlucky/.test(x.error ?? '')) fail(`honest op ${x.id} was rejected: ${x.error}`);
+    if (pending.length) fail('LIVE-CONVERGE', `honest client ${h.id} has ${pending.length} ops without a verdict, e.g. ${pending[0].id} at ${pending[0].stage}`);
+    for (const x of h.handles) if (x.stage === 'rejected' && !/unlucky/.test(x.error ?? '')) fail('LIVE-HONEST', `honest op ${x.id} was rejected: ${x.error}`);
     const auth = h.room.getState('authoritative');
-    if (exactPrint(auth) !== exactPrint(head)) fail(`honest client ${h.id}'s Authoritative view differs from the server's state: ${exactPrint(auth).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`);
+    if (exactPrint(auth) !== exactPrint(head)) fail('LIVE-CONVERGE', `honest client ${h.id}'s Authoritative view differs from the server's state: ${exactPrint(auth).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`);
     const accepted = h.handles.filter((x) => x.stage === 'visible').length;
-    if ((head.byAuthor[h.user] ?? 0) !== accepted) fail(`user ${h.user} has ${head.byAuthor[h.user] ?? 0} ops in the state, but its client had ${accepted} accepted`);
+    if ((head.byAuthor[h.user] ?? 0) !== accepted) fail('LOG-EXACTLY-ONCE', `user ${h.user} has ${head.byAuthor[h.user] ?? 0} ops in the state, but its client had ${accepted} accepted`);
   }
-  for (const u of ['banned', 'reader']) if (head.byAuthor[u]) fail(`${head.byAuthor[u]} ops took effect in the name of ${u}`);
+  // The banned user's ops are refused by the authorize hook, the reader's by its access.
+  if (head.byAuthor.banned) fail('OP-REFUSED', `${head.byAuthor.banned} ops took effect in the name of banned`);
+  if (head.byAuthor.reader) fail('SEC-ACCESS', `${head.byAuthor.reader} ops took effect in the name of reader`);
   // What a store keeps is JSON text; a restarted server starts from it.
   const restored = new RoomEngine(fuzzMachine, {}, JSON.parse(JSON.stringify(engine.durableState())));
-  if (exactPrint(restored.headSnapshot()) !== exactPrint(head)) fail(`a room restored from its durable state differs from the live one: ${exactPrint(restored.headSnapshot()).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`);
+  if (exactPrint(restored.headSnapshot()) !== exactPrint(head)) fail('REC-RESTORE', `a room restored from its durable state differs from the live one: ${exactPrint(restored.headSnapshot()).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`);
   // The whole log replayed from what the store keeps, with no checkpoint (a checkpoint would
   // carry the live replicas' reading of every compacted op, hiding any that reads differently).
   const replayed = new RoomEngine(fuzzMachine, {}, { checkpoint: { pos: 0, state: fuzzMachine.initial }, suffix: stored.map((t) => JSON.parse(t)), clients: {}, stable: 0 });
-  if (exactPrint(replayed.headSnapshot()) !== exactPrint(head)) fail(`the log replayed from storage gives another state than the live one: ${exactPrint(replayed.headSnapshot()).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`);
+  if (exactPrint(replayed.headSnapshot()) !== exactPrint(head)) fail('REC-RESTORE', `the log replayed from storage gives another state than the live one: ${exactPrint(replayed.headSnapshot()).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`);
   // A client that joins now catches up through the codecs from the restored room.
   const late = new ClientRoom(fuzzMachine, { clientId: 'late', now: () => now, notify: 'sync' });
   const lateCodecs = { cc: new ClientCodec(), sc: new ServerCodec() };
@@ -398,6 +414,6 @@ export function runFuzz(seed: number, count: number): FuzzStats {
   });
   restored.open('late#1', now, { user: 'late' });
   late.connected();
-  if (exactPrint(late.getState('authoritative')) !== exactPrint(head)) fail(`a client that joined late holds a different state: ${exactPrint(late.getState('authoritative')).slice(0, 300)}`);
+  if (exactPrint(late.getState('authoritative')) !== exactPrint(head)) fail('REC-CATCHUP', `a client that joined late holds a different state: ${exactPrint(late.getState('authoritative')).slice(0, 300)}`);
   return stats;
 }
