@@ -7,7 +7,8 @@
  *   npm run soak -- --minutes N [--rooms R] [--procs P] [--seed S]
  *
  * Prints ops submitted, lost (must be 0), duplicated (must be 0), p50/p99 delay per view, and
- * the server's memory over time (must stay bounded); exits 1 if any check fails. Also: every
+ * the server's memory over time (must stay bounded); exits 1 if any check fails, naming the rule
+ * of docs/spec.md each failure breaks (`FAIL [DUR-DELIVERED] ...`). Also: every
  * restarted client's Durable view holds what it reported durable before, and a clone started
  * from a copy of a running client's store (a backup restored beside the original) has every op
  * refused with client-id-conflict, none Visible.
@@ -272,14 +273,26 @@ const bounded = rss.length >= 4 && late <= early * 1.5 + 32;
 console.log(`server memory: first-quarter peak ${early.toFixed(0)} MB, last-quarter peak ${late.toFixed(0)} MB, overall peak ${peak.toFixed(0)} MB -> ${bounded ? 'bounded' : 'GROWING'}`);
 console.log(`ops made durable on clients: ${submittedSeen}; applied on the server: ${applied}; lost: ${lost}; duplicated: ${dups}; skipped: ${gaps}; unsettled clients: ${unsettled.length}`);
 console.log(`chaos: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs (${serverRestarts} restarts), ${counts.disconnects} links cut; seed ${seed}`);
-for (const l of perClient.slice(0, 10)) console.log(`  lost: ${l}`);
-for (const c of crashed) console.log(`  client process crashed: ${c}`);
 console.log(`restarted clients whose Durable view went back: ${durableBack.length}`);
 console.log(`clones from a copied store: ${clones.length} ran, ops refused as client-id-conflict ${clones.reduce((a, c) => a + c.conflict, 0)}, ops Visible ${clones.reduce((a, c) => a + c.visible, 0)} (must be 0)`);
-for (const l of cloneProblems) console.log(`  clone: ${l}`);
-for (const l of durableBack.slice(0, 10)) console.log(`  durable went back: ${l}`);
-const ok = cloneProblems.length === 0 && durableBack.length === 0 && lost === 0 && dups === 0 && gaps === 0 && unsettled.length === 0 && crashed.length === 0 && bounded && submittedSeen > 0 && counts.clientKills + counts.serverKills > 0;
+
+// Each failure names the rule of docs/spec.md it breaks.
+const violations: [rule: string, what: string][] = [];
+for (const l of perClient.slice(0, 10)) violations.push(['DUR-DELIVERED', `lost: ${l}`]);
+if (lost > 0) violations.push(['DUR-DELIVERED', `${lost} ops made durable on clients never reached the server`]);
+if (dups > 0) violations.push(['LOG-EXACTLY-ONCE', `${dups} ops applied twice`]);
+if (gaps > 0) violations.push(['LOG-CLIENT-ORDER', `${gaps} ops applied before an earlier op of the same client`]);
+if (unsettled.length > 0) violations.push(['LIVE-CONVERGE', `clients never settled: ${unsettled.join(', ')}`]);
+for (const c of crashed) violations.push(['SEC-CONTAINED', `client process crashed: ${c}`]);
+if (!bounded) violations.push(['SEC-MEMORY', `server memory grew from ${early.toFixed(0)} to ${late.toFixed(0)} MB`]);
+for (const l of durableBack.slice(0, 10)) violations.push(['DUR-SURVIVES-RESTART', l]);
+for (const l of cloneProblems) violations.push(['LOG-ONE-HISTORY', l]);
+for (const [rule, what] of violations) console.log(`  FAIL [${rule}] ${what}`);
+// Not a rule: a run that made nothing durable or killed nothing checked nothing.
+const exercised = submittedSeen > 0 && counts.clientKills + counts.serverKills > 0;
+if (!exercised) console.log('  FAIL the soak exercised nothing: no op made durable, or no process killed');
+const ok = violations.length === 0 && exercised;
 if (ok) rmSync(dir, { recursive: true, force: true });
 else console.log(`data kept in ${dir}; rerun with: npm run soak -- --minutes ${minutes} --rooms ${nRooms} --procs ${nProcs} --seed ${seed}`);
-console.log(ok ? 'soak: PASS' : 'soak: FAIL');
+console.log(ok ? 'soak: PASS' : `soak: FAIL (${[...new Set(violations.map(([r]) => r))].join(', ') || 'nothing exercised'})`);
 process.exit(ok ? 0 : 1);
