@@ -214,6 +214,7 @@ const shows = ([text, n]: [string, number]) =>
 
 // ------------------------------------------------------------------------------------ chat
 
+// spec: VIS-DELIVERED
 test('chat: A sees its message marked not-yet-visible, B receives it, then A\'s mark turns visible', { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('chat-send');
   const A = await openClient('chat', room, 'A');
@@ -247,6 +248,7 @@ test('chat: A sees its message marked not-yet-visible, B receives it, then A\'s 
   t.diagnostic(`screenshot ${shot.held ? 'shows' : 'MAY NOT show'} the non-visible mark (${shot.ms} ms)`);
 });
 
+// spec: VIS-DROP-DEAD
 test('chat: closing B removes it from A\'s visibility set', { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('chat-leave');
   const A = await openClient('chat', room, 'A');
@@ -269,6 +271,7 @@ test('chat: closing B removes it from A\'s visibility set', { skip, timeout: TES
   t.diagnostic(`B left A's visibility set ${left} ms after its context closed`);
 });
 
+// spec: DUR-SURVIVES-RESTART, LOG-EXACTLY-ONCE
 test('chat: reloading A mid-flight keeps its durable ops and delivers them exactly once', { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('chat-reload');
   const A = await openClient('chat', room, 'A');
@@ -320,6 +323,7 @@ test('chat: reloading A mid-flight keeps its durable ops and delivers them exact
   t.diagnostic(`A reloaded with its message ${lastStage}; first paint after the reload: ${after1[0].value![0]['data-stage']} while ${after1[0].status}`);
 });
 
+// spec: DUR-ONE-WRITER
 test('chat: a duplicated tab (same sessionStorage, so same client id) becomes its own client; both tabs\' messages arrive once', { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('chat-dup');
   const A = await openClient('chat', room, 'A');
@@ -351,6 +355,7 @@ test('chat: a duplicated tab (same sessionStorage, so same client id) becomes it
 
 // ---------------------------------------------------------------------- interior design
 
+// spec: VIS-DELIVERED
 test('design: A drags chair-1; it is uncertain on A until B has the new position', { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('design');
   const A = await openClient('design', room, 'A');
@@ -404,6 +409,7 @@ test('design: A drags chair-1; it is uncertain on A until B has the new position
 
 // -------------------------------------------------------------------------- spreadsheet
 
+// spec: VIS-DELIVERED
 test('sheet: A types 42 into cell 1-1; red on A until B has it; B sees A\'s cursor move down', { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('sheet');
   const A = await openClient('sheet', room, 'A');

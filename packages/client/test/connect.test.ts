@@ -26,6 +26,7 @@ async function server(t: { after: (fn: () => unknown) => void }) {
 }
 
 
+// spec: HANDLE-STAGES
 test('op.stable, until() and subscribe({ immediate }) settle on state that already holds the op; delays are measured from submit', async (t) => {
   const srv = await server(t);
   const room = await connect({ url: srv.url, room: 'q', machine: chat, onError: () => {} });
@@ -94,6 +95,7 @@ test('a connection that is accepted but never welcomed is given up after connect
   }
 });
 
+// spec: HANDLE-STAGES
 test('a fatal refusal rejects every pending op and whenOnline with the reason; the status says failed', async (t) => {
   const srv = await server(t);
   const other = defineMachine({ name: 'not-served', version: 1, initial: { n: 0 }, ops: { inc(s) { s.n++; } } });

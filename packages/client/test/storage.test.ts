@@ -20,6 +20,7 @@ const kinds: [string, () => ClientStorage, boolean][] = [
 ];
 
 for (const [kind, make, persistent] of kinds) {
+  // spec: DUR-SURVIVES-RESTART
   test(`${kind} storage keeps the client id, lastSeq and its digest, durable ops in order, and a base that prunes exactly the ops inside it`, async () => {
     const s = make();
     assert.equal(await s.load('room'), undefined);
@@ -50,6 +51,7 @@ for (const [kind, make, persistent] of kinds) {
   });
 }
 
+// spec: DUR-BEFORE-SEND, LOG-EXACTLY-ONCE
 test('a failing client store: a clear error, ops stay Submitted, then become durable and arrive exactly once', async (t) => {
   const srv = await createServer({ port: 0, dataDir: join(dir, 'srv'), machines: [chat], log: 'silent' });
   t.after(() => srv.close());
@@ -78,6 +80,7 @@ test('a failing client store: a clear error, ops stay Submitted, then become dur
   await r.close();
 });
 
+// spec: DUR-SURVIVES-RESTART, LOG-EXACTLY-ONCE
 test('IndexedDB: a restarted client shows its durable ops offline and delivers them once', async (t) => {
   const srv = await createServer({ port: 0, dataDir: join(dir, 'srv-idb'), machines: [chat], log: 'silent' });
   t.after(() => srv.close());
@@ -94,6 +97,7 @@ test('IndexedDB: a restarted client shows its durable ops offline and delivers t
   await on.close();
 });
 
+// spec: DUR-ONE-WRITER
 test('a sqlite store belongs to one process at a time: a second opener gets a clear error, the lock dies with its holder', async () => {
   const file = join(dir, 'locked.sqlite');
   const first = sqliteStorage(file);
@@ -146,6 +150,7 @@ function fakeLocks() {
   };
 }
 
+// spec: DUR-ONE-WRITER
 test('an IndexedDB store belongs to one tab at a time: a second opener gets store-in-use; closing the first frees it', async () => {
   const factory = new IDBFactory();
   const locks = fakeLocks();

@@ -10,6 +10,7 @@ import { HerculesError, ViewEngine, defineMachine, domainCopy, findNonJson, scan
 const deep = (n: number) => { let v: unknown = 0; for (let i = 0; i < n; i++) v = [v]; return v; };
 const protoKey = JSON.parse('{"__proto__": 1}');
 
+// spec: OP-ARG-DOMAIN
 test('findNonJson names the first value outside the domain, with its path', () => {
   const cases: [unknown, RegExp][] = [
     [{ a: NaN }, /args\.a is NaN/],
@@ -32,6 +33,7 @@ test('findNonJson names the first value outside the domain, with its path', () =
   }
 });
 
+// spec: OP-ARG-DOMAIN
 test('domainCopy: a frozen copy with -0 turned into 0, equal to what JSON and MessagePack give back; the rest refused with the op and path', () => {
   const input = { a: -0, list: [-0, 1, { z: -0 }], s: 'x' };
   const out = domainCopy('move', input) as typeof input;
@@ -45,6 +47,7 @@ test('domainCopy: a frozen copy with -0 turned into 0, equal to what JSON and Me
   assert.throws(() => domainCopy('move', { x: NaN }), (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument' && /^move\(args\.x is NaN\)/.test(e.message));
 });
 
+// spec: OP-ARG-DOMAIN, LOG-ONE-HISTORY
 test('scanOp: the domain check, an upper bound of the MessagePack size, and the digest, in one walk', () => {
   const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false });
   for (const args of [{ a: 1 }, { id: 'chair-1', x: 3.5, y: -4 }, ['é', '\u{1F600}', 'x'.repeat(40), null, true, [1, 2, 3]], { nested: { deeper: { list: [1.5, 'two'] } } }]) {
@@ -57,6 +60,7 @@ test('scanOp: the domain check, an upper bound of the MessagePack size, and the 
   assert.ok(Number.isSafeInteger((scanOp(0, 'op', undefined) as { digest: number }).digest));
 });
 
+// spec: LOG-ONE-HISTORY
 test('the digest chain depends on every op before it, in order, and on nothing but the JSON data', () => {
   const d = (prev: number, name: string, args: unknown) => (scanOp(prev, name, args) as { digest: number }).digest;
   const a = d(d(0, 'say', { t: 1 }), 'say', { t: 2 });

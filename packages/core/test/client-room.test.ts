@@ -4,6 +4,7 @@ import { FRAME_BUDGET_BYTES, MAX_OP_BYTES, OpRejectedError, PROTOCOL_VERSION, VI
 import { Loopback } from './harness.ts';
 import { room } from './fixtures.ts';
 
+// spec: VIEW-SUBMIT-NOW, HANDLE-STAGES, VIS-DELIVERED
 test('an op walks submitted -> durable -> authoritative -> visible, with a time per stage', async () => {
   const net = new Loopback(room);
   const a = net.client('a');
@@ -42,6 +43,7 @@ test('an op walks submitted -> durable -> authoritative -> visible, with a time 
   for (const v of VIEWS) assert.deepEqual(a.getState(v).items.chair, { x: 1, y: 2 }, v);
 });
 
+// spec: OP-VERDICT, HANDLE-STAGES
 test('a rejected op leaves every view and its promises reject with the reason', async () => {
   const net = new Loopback(room);
   const a = net.client('a');
@@ -67,6 +69,7 @@ test('a rejected op leaves every view and its promises reject with the reason', 
   for (const v of VIEWS) assert.deepEqual(a.getState(v).items.y, { x: 1, y: 1 }, `${v} shows b's item`);
 });
 
+// spec: VIEW-NOTIFY, VIEW-SHARED
 test('subscribe calls back once per batch with the current snapshot, and views share identity when quiet', async () => {
   const net = new Loopback(room);
   const a = net.client('a');
@@ -99,6 +102,7 @@ test('subscribe calls back once per batch with the current snapshot, and views s
   assert.equal(a.getState('authoritative'), s, 'authoritative unchanged by a local submit');
 });
 
+// spec: VIEW-NOTIFY
 test('microtask mode coalesces many submits into one notification', async () => {
   const { ClientRoom } = await import('../src/index.ts');
   const r = new ClientRoom(room, { clientId: 'solo', now: () => 0 });
@@ -112,6 +116,7 @@ test('microtask mode coalesces many submits into one notification', async () => 
   assert.throws(() => r.subscribe('latest' as ViewName, () => {}), /unknown view "latest"/);
 });
 
+// spec: VIEW-OFFLINE, LOG-EXACTLY-ONCE
 test('offline: submits and reads keep working; ops flush on reconnect exactly once', async () => {
   const net = new Loopback(room);
   const a = net.client('a');
@@ -140,6 +145,7 @@ test('offline: submits and reads keep working; ops flush on reconnect exactly on
   assert.deepEqual(net.rooms.get('b')!.getState('visible').notes, ['a@3: once']);
 });
 
+// spec: SEC-LIMITS
 test('the client splits what it sends into frames the server accepts, and refuses an op that could never fit', () => {
   const e = new ViewEngine(room, { clientId: 'me', now: () => 0 });
   e.connected();

@@ -17,6 +17,7 @@ test('defineMachine refuses definitions that cannot work, naming the problem', (
   bad({ name: 'm', version: 1, initial: { u: new Uint8Array(2) }, ops: {} }, /Uint8Array/);
 });
 
+// spec: VIEW-FROZEN
 test('the initial state is deep-frozen and detached from the spec object', () => {
   const init = { list: [1, 2] };
   const m = defineMachine({ name: 'm', version: 1, initial: init, ops: {} });
@@ -25,6 +26,7 @@ test('the initial state is deep-frozen and detached from the spec object', () =>
   assert.deepEqual(m.initial.list, [1, 2]);
 });
 
+// spec: OP-VERDICT
 test('an op that throws has no effect and reports its message', () => {
   const s0 = room.initial;
   const r = applyOp(room, s0, inv('move', { id: 'nope', x: 1, y: 1 }), 1);
@@ -37,6 +39,7 @@ test('an op that throws has no effect and reports its message', () => {
   assert.match(applyOp(room, s0, inv('toString', {}), 1).error!, /unknown op/);
 });
 
+// spec: OP-VERDICT
 test('an op that throws half-way leaves no partial writes', () => {
   const m = defineMachine({
     name: 'half', version: 1, initial: { a: 0, b: 0 },
@@ -47,6 +50,7 @@ test('an op that throws half-way leaves no partial writes', () => {
   assert.equal(r.error, 'stop');
 });
 
+// spec: VIEW-FROZEN
 test('snapshots share untouched subtrees by identity and are frozen', () => {
   let s = applyOp(room, room.initial, inv('add', { id: 'a', x: 0, y: 0 }), 1).state;
   s = applyOp(room, s, inv('add', { id: 'b', x: 0, y: 0 }, 2), 2).state;
@@ -93,6 +97,7 @@ test('typed op stubs are inferred from the definition (checked by tsc)', () => {
   assert.throws(() => e.submit('fly', {}), (err: unknown) => err instanceof HerculesError && err.code === 'unknown-op' && /known ops: add, move, note, clear/.test(err.message));
 });
 
+// spec: OP-ARG-DOMAIN
 test('op arguments must be JSON data; the engine keeps its own frozen copy', () => {
   const e = new ViewEngine(room, { clientId: 'c', now: () => 0 });
   assert.throws(() => e.submit('note', { text: () => 1 }), (err: unknown) => err instanceof HerculesError && err.code === 'bad-argument' && /note\(args\.text is a function\)/.test(err.message));

@@ -153,6 +153,7 @@ test('a "__proto__" key never sets a prototype: renamed "__proto_", as msgpackr 
   assert.equal(({} as { polluted?: unknown }).polluted, undefined);
 });
 
+// spec: SEC-MALFORMED
 test('malformed input: always HerculesError(malformed-frame), never another error', () => {
   malformed(bytes(), 'empty');
   malformed(bytes(0x01, 0x02), 'bytes after the value');
@@ -178,6 +179,7 @@ test('malformed input: always HerculesError(malformed-frame), never another erro
   malformed(bytes(0x82, 0xa1, 0x61, 1), 'a map missing its second pair');
 });
 
+// spec: SEC-MALFORMED
 test('nesting: up to MAX_DEPTH containers decode, deeper is malformed (no stack overflow), however deep', () => {
   const nested = (n: number) => { const b = new Uint8Array(n + 1).fill(0x91); b[n] = 0xc0; return b; };
   let v = decode(nested(MAX_DEPTH));
@@ -197,6 +199,7 @@ test('nesting: up to MAX_DEPTH containers decode, deeper is malformed (no stack 
   assert.deepStrictEqual(decode(encode({ after: 'a refused value' })), { after: 'a refused value' }, 'the encoder recovers');
 });
 
+// spec: SEC-MALFORMED
 test('property: every truncation of a valid encoding, and every extension of it, is malformed', () => {
   fc.assert(fc.property(value, fc.uint8Array({ minLength: 1, maxLength: 4 }), (v, extra) => {
     for (const b of [encode(v), new Uint8Array(packr.pack(v))]) {
@@ -209,6 +212,7 @@ test('property: every truncation of a valid encoding, and every extension of it,
   }), { numRuns: 500 * RUNS, seed: SEED, includeErrorInReport: true });
 });
 
+// spec: SEC-MALFORMED
 test('property: random and mutated bytes decode or throw malformed-frame; what decodes, msgpackr decodes alike', () => {
   const agree = (b: Uint8Array) => {
     let ours: unknown;

@@ -14,6 +14,7 @@ function join(r: RoomEngine<any>, conn: string, client: string, now = 0): RoomOu
   return o;
 }
 
+// spec: VIS-DELIVERED
 test('hello gets a welcome; a client alone in the room sees its ops visible at once', () => {
   const r = new RoomEngine(room);
   const w = ofType(to(join(r, 'k1', 'a'), 'k1'), 'welcome')[0];
@@ -27,6 +28,7 @@ test('hello gets a welcome; a client alone in the room sees its ops visible at o
   assert.deepEqual(ofType(msgs, 'visible'), [{ t: 'visible', seq: 1 }]);
 });
 
+// spec: LOG-EXACTLY-ONCE, LOG-CLIENT-ORDER
 test('exactly once: a resent seq is ignored; a gap is refused with a clear error', () => {
   const r = new RoomEngine(room);
   join(r, 'k1', 'a');
@@ -42,6 +44,7 @@ test('exactly once: a resent seq is ignored; a gap is refused with a clear error
   assert.equal(r.head(), 3);
 });
 
+// spec: VIS-DELIVERED, STABLE-RECEIVED, STABLE-CHECKPOINT
 test('Notify-Visible waits for every other member; acks are cumulative', () => {
   const r = new RoomEngine(room);
   join(r, 'ka', 'a');
@@ -64,6 +67,7 @@ test('Notify-Visible waits for every other member; acks are cumulative', () => {
   assert.equal(r.suffixLength(), 0, 'checkpoint advanced to the stable frontier; suffix pruned');
 });
 
+// spec: VIS-DROP-DEAD, VIS-JOIN-GATE
 test('a member whose ack is outstanding past the timeout is deregistered; its op blockers clear', () => {
   const r = new RoomEngine(room, { ackTimeoutMs: 2000 });
   join(r, 'ka', 'a');
@@ -84,6 +88,7 @@ test('a member whose ack is outstanding past the timeout is deregistered; its op
   assert.deepEqual(ofType(to(back, 'ka'), 'members').at(-1)!.members, ['a', 'b']);
 });
 
+// spec: VIS-DROP-DEAD
 test('a closed connection leaves the visibility set at once', () => {
   const r = new RoomEngine(room);
   join(r, 'ka', 'a');
@@ -94,6 +99,7 @@ test('a closed connection leaves the visibility set at once', () => {
   assert.deepEqual(r.members(), ['a']);
 });
 
+// spec: REC-CATCHUP
 test('catch-up: a client behind the checkpoint gets checkpoint + suffix + its last visible seq', () => {
   const r = new RoomEngine(room);
   join(r, 'ka', 'a');
@@ -114,6 +120,7 @@ test('catch-up: a client behind the checkpoint gets checkpoint + suffix + its la
   assert.deepEqual(w.members, ['b']);
 });
 
+// spec: REC-CATCHUP
 test('a client that holds enough resumes without a checkpoint', () => {
   const r = new RoomEngine(room);
   join(r, 'ka', 'a');
@@ -129,6 +136,7 @@ test('a client that holds enough resumes without a checkpoint', () => {
   assert.deepEqual(w.entries.map((e) => e.seq), [3]);
 });
 
+// spec: SEC-MEMORY
 test('memory stays bounded under steady load: the suffix is pruned as acks arrive', () => {
   const r = new RoomEngine(room);
   join(r, 'ka', 'a');
@@ -144,6 +152,7 @@ test('memory stays bounded under steady load: the suffix is pruned as acks arriv
   assert.equal(r.durableState().suffix.length, 0);
 });
 
+// spec: LOG-EXACTLY-ONCE, OP-VERDICT, REC-RESTORE
 test('high-water marks and verdicts survive compaction and a restart', () => {
   const r = new RoomEngine(room);
   join(r, 'ka', 'a');
@@ -159,6 +168,7 @@ test('high-water marks and verdicts survive compaction and a restart', () => {
   assert.equal(restarted.message('k2', { t: 'ops', ops: [note(1), note(2)] }, 1).persist.appended.length, 0, 'no duplicates after restart');
 });
 
+// spec: SEC-MALFORMED
 test('bad input gets a clear error and the room goes on', () => {
   const r = new RoomEngine(room);
   r.open('k', 0);
@@ -202,6 +212,7 @@ test('a client id connecting again replaces its old connection', () => {
   assert.equal(r.connections(), 1);
 });
 
+// spec: SEC-AUTHOR, SEC-CLIENT-OWNER, SEC-ACCESS, OP-REFUSED
 test('principals: the author is the user; a client id belongs to its first user; read-only and authorize refusals are no-ops without args', () => {
   const r = new RoomEngine(room, { authorize: (op, ctx) => (ctx.user === 'eve' && (op.args as { text: string }).text === 'secret' ? 'eve may not say that' : true) });
   r.open('k1', 0, { user: 'alice' });
@@ -238,6 +249,7 @@ test('principals: the author is the user; a client id belongs to its first user;
   assert.equal(r.stats.refused, 4);
 });
 
+// spec: AUTH-STORED
 test('sendFirst: only outputs of pure bookkeeping may be sent before they are on disk', () => {
   const r = new RoomEngine(room);
   assert.equal(join(r, 'ka', 'a').sendFirst, false, 'a new client record is claimed: on disk before the welcome');
@@ -255,6 +267,7 @@ test('sendFirst: only outputs of pure bookkeeping may be sent before they are on
 
 // What sendFirst relies on: acks lost in a crash cannot let a joiner count too early, because a
 // restarted room has no members, so its stable frontier is its whole log.
+// spec: VIS-JOIN-GATE
 test('after a restart, a joiner counts for visibility only once it holds the whole log on disk', () => {
   const r = new RoomEngine(room);
   join(r, 'ka', 'a');
@@ -272,6 +285,7 @@ test('after a restart, a joiner counts for visibility only once it holds the who
   assert.deepEqual(r2.members(), ['c']);
 });
 
+// spec: SEC-MEMORY, STABLE-CHECKPOINT
 test('a long unstable suffix keeps a bounded number of states; compaction anywhere gives the state a replay gives', () => {
   const r = new RoomEngine(room);
   join(r, 'ka', 'a');

@@ -42,11 +42,13 @@ const conversation = (opts: Omit<HarnessOptions, 'serverAuthor'>, maxLength = 50
   });
 
 for (const { label, batching } of MODES) {
+  // spec: VIEW-PREFIX, VIEW-GLOBAL-PREFIX, VIEW-SPECULATIVE, VIEW-FROZEN, VIEW-SHARED, HANDLE-STAGES, DUR-BEFORE-SEND
   test(`every input: five views equal the naive fold of their logs, identity, stages, frames (${label})`, () => {
     fc.assert(conversation({ batching }), { numRuns: RUNS, includeErrorInReport: true });
   });
 }
 
+// spec: DUR-SURVIVES-RESTART
 test('restore: a restarted engine shows its durable ops at once, then stays equal to the reference', () => {
   fc.assert(
     fc.property(restoreArb, batchingArb, authorArb, actionsArb(30), (restore, batching, serverAuthor, actions) => {
@@ -71,6 +73,7 @@ test('restore: a restarted engine shows its durable ops at once, then stays equa
   );
 });
 
+// spec: LOG-CLIENT-ORDER
 test('restore: the next op continues after the restored lastSeq, even with nothing left to replay', () => {
   const e = new ViewEngine(ledger, { clientId: ME, now: () => 0 }, { lastSeq: 7, durable: [] });
   assert.equal(e.submit('inc', { key: 'a', by: 1 }).seq, 8);
@@ -133,6 +136,7 @@ const WELCOME: ServerMessage = { t: 'welcome', v: PROTOCOL_VERSION, client: ME, 
  * (only the durable/authoritative pair fails; submitted/durable, visible/authoritative and
  * stable/visible always share their snapshot when their logs are equal.)
  */
+// spec: VIEW-SHARED
 test('adjacent views with equal logs share one snapshot object (regression: durable/authoritative)', () => {
   fc.assert(
     fc.property(actionsArb(30), authorArb, (actions: Action[], serverAuthor) => {

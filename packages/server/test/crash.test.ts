@@ -34,6 +34,7 @@ const server = (port: number, dataDir: string, extra: string[] = []) =>
 const client = (url: string, room: string, file: string, tag: string, count: number, interval: number, expect: number) =>
   run(['--import', 'tsx', CLIENT, url, room, file, tag, String(count), String(interval), String(expect)]);
 
+// spec: AUTH-STORED, LOG-CONTIGUOUS, LOG-EXACTLY-ONCE, LIVE-CONVERGE
 test('SIGKILL the server while clients submit: no authoritative op lost or moved, none duplicated, all converge', async (t) => {
   const { dir, cleanup } = tempDir('crash-srv');
   t.after(cleanup);
@@ -72,6 +73,7 @@ test('SIGKILL the server while clients submit: no authoritative op lost or moved
   }
 });
 
+// spec: DUR-DELIVERED, LOG-EXACTLY-ONCE
 test('SIGKILL a client after it persisted ops but before the server had them: they arrive exactly once', async (t) => {
   const { dir, cleanup } = tempDir('crash-cli');
   t.after(cleanup);
@@ -107,6 +109,7 @@ test('SIGKILL a client after it persisted ops but before the server had them: th
   assert.deepEqual(final.messages, ['k-0', 'k-1', 'k-2', 'k-3', 'k-4', 'k2-0', 'k2-1', 'k2-2'], 'each persisted op exactly once, in order');
 });
 
+// spec: DUR-SURVIVES-RESTART
 test('SIGKILL a client just after its ops became visible: restarted offline, its Durable view still holds every one', async (t) => {
   const { dir, cleanup } = tempDir('crash-durable');
   t.after(cleanup);

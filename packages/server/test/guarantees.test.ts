@@ -71,6 +71,7 @@ const exact = (v: unknown) => JSON.stringify(v, function (k, x) {
   return x;
 });
 
+// spec: OP-ARG-DOMAIN
 test('op arguments outside the JSON domain are refused by the server before ordering, so every replica holds the same state', async (t) => {
   const { srv } = await server(t, 'domain');
   const member = await connect({ url: srv.url, room: 'd', machine: box, clientId: 'member', onError: () => {} });
@@ -104,6 +105,7 @@ test('op arguments outside the JSON domain are refused by the server before orde
   rogue.close();
 });
 
+// spec: OP-ARG-DOMAIN
 test('the op stubs keep arguments in the domain: -0 becomes 0 as JSON would make it, anything else is refused at once', async (t) => {
   const { srv } = await server(t, 'stubs');
   const a = await connect({ url: srv.url, room: 's', machine: box, clientId: 'a', onError: () => {} });
@@ -120,6 +122,7 @@ test('the op stubs keep arguments in the domain: -0 becomes 0 as JSON would make
   assert.equal(exact(b.getState('authoritative')), exact(a.getState('authoritative')));
 });
 
+// spec: LOG-FIFO
 test('a client that sees a gap in the log reconnects and catches up instead of ignoring every later frame', async (t) => {
   const { srv } = await server(t, 'gap');
   const warnings: string[] = [];
@@ -138,6 +141,7 @@ test('a client that sees a gap in the log reconnects and catches up instead of i
   assert.deepEqual(a.getState('authoritative'), b.getState('authoritative'));
 });
 
+// spec: LOG-ONE-HISTORY
 test('two clients under one id: the ops of the second are refused loudly and never reported visible; the first goes on', async (t) => {
   const { srv } = await server(t, 'dup-id');
   const first = await connect({ url: srv.url, room: 'c', machine: box, clientId: 'same', onError: () => {} });
@@ -163,6 +167,7 @@ test('two clients under one id: the ops of the second are refused loudly and nev
   assert.deepEqual(keys.sort(), ['first-0', 'first-1', 'first-2'], 'none of the second client\'s ops is in the room');
 });
 
+// spec: LOG-ONE-HISTORY
 test('a store copied from a backup, behind what the server holds under its id: its stale ops are refused, not reported visible', async (t) => {
   const { srv } = await server(t, 'backup');
   const a = await connect({ url: srv.url, room: 'b', machine: box, clientId: 'c1', onError: () => {} });
@@ -186,6 +191,7 @@ test('a store copied from a backup, behind what the server holds under its id: i
   assert.deepEqual(Object.keys(watcher.getState('authoritative').v).sort(), ['a1', 'a2']);
 });
 
+// spec: LOG-ONE-HISTORY
 test('a clone connecting under a live client\'s id is refused; the original, replaced for a moment, goes on', async (t) => {
   const { srv } = await server(t, 'clone');
   const errors: string[] = [];

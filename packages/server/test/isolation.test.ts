@@ -45,6 +45,7 @@ const counter = async (srv: { metrics: any }, name: string, labels: Record<strin
   return v.filter((x) => Object.entries(labels).every(([k, l]) => x.labels[k] === l)).reduce((a, x) => a + x.value, 0);
 };
 
+// spec: SEC-CONTAINED
 test('an output that cannot be serialised for storage fails only its own room; the other rooms of the group commit are stored and announced', async (t) => {
   // Outputs wait 500 ms for the group commit, so the three below share one.
   const srv = await server(t, 'iso-commit', { commitWindowMs: 500 });
@@ -79,6 +80,7 @@ test('an output that cannot be serialised for storage fails only its own room; t
   await good.close(); await neighbour.close();
 });
 
+// spec: SEC-CONTAINED
 test('a message that cannot be encoded for one connection closes only that connection; the rest of the batch and other rooms are delivered', async (t) => {
   const srv = await server(t, 'iso-encode', { commitWindowMs: 150 });
   // After ordering, the copy of the op sent to other members gets arguments msgpack cannot
@@ -115,6 +117,7 @@ test('a message that cannot be encoded for one connection closes only that conne
   await victim.close(); await good.close();
 });
 
+// spec: SEC-CONTAINED
 test('a throw in one room while ticking, closing or handling a frame stays in that room; the process and the other rooms go on', async (t) => {
   const srv = await server(t, 'iso-engine', { ackTimeoutMs: 200 });
   const proto = RoomEngine.prototype as unknown as Record<'tick' | 'close', (...a: unknown[]) => RoomOutput>;
@@ -142,6 +145,7 @@ test('a throw in one room while ticking, closing or handling a frame stays in th
   await good.close(); await d2.close();
 });
 
+// spec: SEC-CONTAINED
 test('an upgrade request whose URL cannot be parsed is refused, not thrown', async (t) => {
   const srv = await server(t, 'iso-url');
   for (const path of ['http://[', '/?room=%zz%', '//']) {

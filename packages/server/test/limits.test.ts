@@ -30,6 +30,7 @@ const value = async (srv: { metrics: any }, name: string, labels: Record<string,
 };
 const says = (from: number, n: number, text = 'x') => ({ t: 'ops' as const, ops: Array.from({ length: n }, (_, i) => ({ seq: from + i, name: 'say', args: { text } })) });
 
+// spec: SEC-LIMITS
 test('connections that never say hello are closed after the hello timeout, counted and logged; one that says hello stays', async (t) => {
   const srv = await server(t, 'hello', { limits: { helloTimeoutMs: 300 }, heartbeatMs: 60_000 });
   const silent = await Promise.all(Array.from({ length: 40 }, () => rawConnection(srv.url, 'r')));
@@ -54,6 +55,7 @@ test('connections that never say hello are closed after the hello timeout, count
   ok.ws.close();
 });
 
+// spec: SEC-LIMITS
 test('every refused or cut connection is counted and logged with its reason', async (t) => {
   const srv = await server(t, 'reasons', {
     authenticate: (req) => {

@@ -33,6 +33,7 @@ async function client<M extends Machine<any, any>>(url: string, room: string, ma
 const raw = (url: string, room: string, token?: string) => rawConnection(url, room, token ? `&token=${token}` : '');
 const ownVerdicts = (msgs: ServerMessage[]) => msgs.flatMap((m) => (m.t === 'log' ? m.entries.filter((e) => e.k === 'own') : [])) as { seq: number; error?: string }[];
 
+// spec: SEC-AUTHN, SEC-AUTHOR
 test('JWT: a valid token stamps its user as author; missing, forged and expired tokens are refused with the reason', async (t) => {
   const srv = await server(t, 'jwt', { jwt: { secret: SECRET } });
   const alice = await client(srv.url, 'r', chat, 'dev-a', await sign('alice'));
@@ -60,6 +61,7 @@ test('JWT: a valid token stamps its user as author; missing, forged and expired 
   for (const r of [alice, bob, none, forged, expired, refreshing]) await r.close();
 });
 
+// spec: SEC-CLIENT-OWNER
 test('a client id belongs to the user who first used it: another user can neither resume it nor kick it off, even after a restart', async (t) => {
   const { dir, cleanup } = tempDir('owner');
   t.after(cleanup);
@@ -84,6 +86,7 @@ test('a client id belongs to the user who first used it: another user can neithe
   await mallory2.close(); await alice2.close();
 });
 
+// spec: SEC-ACCESS
 test('room access: read-only clients receive everything and can submit nothing; no access is refused', async (t) => {
   const srv = await server(t, 'access', {
     jwt: { secret: SECRET },
@@ -115,6 +118,7 @@ test('room access: read-only clients receive everything and can submit nothing; 
   for (const r of [writer, viewer, stranger]) await r.close();
 });
 
+// spec: OP-REFUSED
 test('schemas and the authorize hook refuse ops before ordering; the submitter learns why; the room goes on', async (t) => {
   const srv = await server(t, 'authz', {
     jwt: { secret: SECRET },
@@ -165,6 +169,7 @@ test('schemas and the authorize hook refuse ops before ordering; the submitter l
   await alice.close(); await bob.close();
 });
 
+// spec: SEC-LIMITS
 test('limits: a full room turns clients away until there is space; oversized frames and ops are refused', async (t) => {
   const srv = await server(t, 'limits', { limits: { maxClientsPerRoom: 2, maxFrameBytes: 64 * 1024 } });
   const a = await client(srv.url, 'r', chat, 'a');
@@ -186,6 +191,7 @@ test('limits: a full room turns clients away until there is space; oversized fra
   await a.close(); await c.close();
 });
 
+// spec: SEC-LIMITS
 test('limits: a client over its op rate is slowed by backpressure and loses nothing', async (t) => {
   const srv = await server(t, 'rate', { limits: { opsPerSecond: 400, opsBurst: 100 } });
   const a = await client(srv.url, 'r', chat, 'a');
@@ -208,6 +214,7 @@ test('limits: a client over its op rate is slowed by backpressure and loses noth
   await a.close();
 });
 
+// spec: SEC-LIMITS, REC-CATCHUP
 test('limits: a consumer that stops reading is cut off at the send-buffer bound and catches up later', async (t) => {
   const srv = await server(t, 'slow', { limits: { maxSendBufferBytes: 256 * 1024, opsPerSecond: 1e6, opsBurst: 1e6, bytesPerSecond: 1e9, bytesBurst: 1e9 } });
   const slow = await raw(srv.url, 'r');
@@ -228,6 +235,7 @@ test('limits: a consumer that stops reading is cut off at the send-buffer bound 
   slow.ws.terminate();
 });
 
+// spec: SEC-AUTHN
 test('JWT: a public key (PEM) or a JWKS file verifies asymmetric tokens; a token from another key is refused', async (t) => {
   const { generateKeyPair, exportSPKI, exportJWK } = await import('jose');
   const { writeFileSync } = await import('node:fs');

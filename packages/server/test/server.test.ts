@@ -10,6 +10,7 @@ import { createServer } from '../src/index.ts';
 import { chat, interiorDesign } from '../../../apps/machines.ts';
 import { tempDir, until, online } from './helpers.ts';
 
+// spec: LIVE-CONVERGE
 test('two clients converge; every stage is reached; views agree at rest', async (t) => {
   const { dir, cleanup } = tempDir('conv');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
@@ -27,6 +28,7 @@ test('two clients converge; every stage is reached; views agree at rest', async 
   await a.close(); await b.close();
 });
 
+// spec: AUTH-STORED, REC-RESTORE
 test('a server restart loses nothing authoritative; clients reconnect and resume by themselves', async (t) => {
   const { dir, cleanup } = tempDir('restart');
   t.after(cleanup);
@@ -50,6 +52,7 @@ test('a server restart loses nothing authoritative; clients reconnect and resume
   await a.close(); await c.close(); await srv.close();
 });
 
+// spec: DUR-SURVIVES-RESTART, LOG-EXACTLY-ONCE
 test('a restarted client shows its durable ops offline, then delivers them exactly once', async (t) => {
   const { dir, cleanup } = tempDir('client');
   t.after(cleanup);
@@ -83,6 +86,7 @@ test('a restarted client shows its durable ops offline, then delivers them exact
   await again.close();
 });
 
+// spec: SEC-MALFORMED
 test('incompatible clients are refused with a clear reason', async (t) => {
   const { dir, cleanup } = tempDir('refuse');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat, interiorDesign], log: 'silent' });
@@ -146,6 +150,7 @@ test('/metrics and /healthz report what the server is doing', async (t) => {
   await a.close();
 });
 
+// spec: AUTH-STORED, SEC-CONTAINED
 test('a full disk on the server: a clear error, nothing corrupted, nothing lost once space returns', async (t) => {
   const { dir, cleanup } = tempDir('full');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
@@ -178,6 +183,7 @@ test('createServer refuses an unusable data directory with a clear error', async
   await assert.rejects(createServer({ port: 0, dataDir: '/tmp/x', machines: [] }), /no machines/);
 });
 
+// spec: DUR-ONE-WRITER
 test('one server per data directory: a second is refused with a clear error, and starts once the first is gone', async (t) => {
   const { dir, cleanup } = tempDir('owned');
   t.after(cleanup);

@@ -10,6 +10,7 @@ const entry = (pos: number, extra: Partial<LogEntry> = {}): LogEntry =>
   ({ pos, client: `c${pos % 3}`, seq: pos, name: 'say', args: { text: `m${pos}` }, author: `c${pos % 3}`, ...extra });
 const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, i) => entry(a + i));
 
+// spec: REC-RESTORE
 test('the log is stored in chunks and reloads entry by entry, in order, rejected entries included', (t) => {
   const { dir, cleanup } = tempDir('store-chunks');
   t.after(cleanup);
@@ -32,6 +33,7 @@ test('the log is stored in chunks and reloads entry by entry, in order, rejected
   assert.deepEqual(again.load('s')!.durable.suffix, range(1, 1));
 });
 
+// spec: REC-RESTORE
 test('a checkpoint inside a chunk: covered chunks are pruned, the straddling one stays, reload gives only the entries after it', (t) => {
   const { dir, cleanup } = tempDir('store-checkpoint');
   t.after(cleanup);
@@ -50,6 +52,7 @@ test('a checkpoint inside a chunk: covered chunks are pruned, the straddling one
   assert.deepEqual(again.db.prepare('SELECT first, last FROM log_chunks ORDER BY first').all(), [{ first: 5, last: 10 }, { first: 11, last: 12 }]);
 });
 
+// spec: REC-RESTORE
 test('a data file from before log chunks (one row per op) is converted on open; nothing is lost', (t) => {
   const { dir, cleanup } = tempDir('store-migrate');
   t.after(cleanup);
@@ -81,6 +84,7 @@ test('a data file from before log chunks (one row per op) is converted on open; 
   assert.deepEqual(again.load('r')!.durable.suffix, range(3, 8));
 });
 
+// spec: SEC-CONTAINED
 test('one room whose writes cannot be serialised fails alone, before the transaction; a failed commit leaves no checkpoint behind', (t) => {
   const { dir, cleanup } = tempDir('store-isolate');
   t.after(cleanup);
