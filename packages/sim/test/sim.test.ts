@@ -125,3 +125,26 @@ test('the checker catches a room that lets a joiner count before it holds what w
     return () => { p.onHello = orig; };
   }, ['VIS-DELIVERED', 'VIS-JOIN-GATE', 'STABLE-RECEIVED']);
 });
+
+test('the checker catches a connection that loses a log frame on the way', () => {
+  expectCaught(() => {
+    const p = proto(ViewEngine);
+    const orig = p.receive as (msg: { t: string }) => void;
+    let n = 0;
+    p.receive = function (this: unknown, msg: { t: string }) { if (msg.t === 'log' && ++n % 50 === 0) return; orig.call(this, msg); };
+    return () => { p.receive = orig; };
+  }, ['LOG-FIFO']);
+});
+
+test('the checker catches a room that sends an honest client an error', () => {
+  expectCaught(() => {
+    const p = proto(RoomEngine);
+    const orig = p.dispatch as (s: { conn: string }, msg: { t: string }, now: number) => void;
+    let n = 0;
+    p.dispatch = function (this: { error(conn: string, code: string, m: string, fatal: boolean): void }, s: { conn: string }, msg: { t: string }, now: number) {
+      if (msg.t === 'ack' && ++n % 100 === 0) this.error(s.conn, 'internal', 'planted', false);
+      orig.call(this, s, msg, now);
+    };
+    return () => { p.dispatch = orig; };
+  }, ['LIVE-HONEST']);
+});
