@@ -54,6 +54,7 @@ test('FairQueue: round robin over groups, then over each group\'s members; add i
   assert.equal(q.take(), undefined);
 });
 
+// spec: SEC-FAIR
 test('a room flooded with costly ops does not starve another: its op is ordered while the flood is still being handled', async (t) => {
   // No rate limit: only the server's turns stand between the flood and the other room.
   const srv = await server(t, 'fair', { limits: { opsPerSecond: 1e9, opsBurst: 1e9, bytesPerSecond: 1e12, bytesBurst: 1e12 } });
@@ -76,6 +77,7 @@ test('a room flooded with costly ops does not starve another: its op is ordered 
   flooder.ws.terminate(); other.ws.terminate();
 });
 
+// spec: SEC-LIMITS
 test('a client sending far over its rate is paused, not cut: its input waits in TCP, the server holds at most maxQueuedBytes of it', async (t) => {
   const maxFrameBytes = 64 << 10;
   const srv = await server(t, 'bound', { ackTimeoutMs: 500, limits: { maxFrameBytes, opsPerSecond: 200, opsBurst: 200 } });
@@ -100,6 +102,7 @@ test('a client sending far over its rate is paused, not cut: its input waits in 
   c.ws.terminate();
 });
 
+// spec: SEC-LIMITS
 test('connections past limits.maxConnections are refused with server-full (non-fatal, close 4011); a freed place is taken again', async (t) => {
   const srv = await server(t, 'full', { limits: { maxConnections: 3 } });
   const open = await Promise.all([1, 2, 3].map(() => rawConnection(srv.url, 'r')));
