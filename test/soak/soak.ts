@@ -14,14 +14,14 @@
  * refused with client-id-conflict, none Visible.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect } from '@hercules/client';
+import { freePort, tempDir } from '@hercules/test-utils';
 import { soak } from './machine.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -47,17 +47,10 @@ const seed = args.seed !== undefined ? Number(args.seed) : Date.now() % 1e9;
 let rs = seed >>> 0 || 1;
 const rand = () => ((rs = (Math.imul(rs, 1664525) + 1013904223) >>> 0) / 4294967296);
 
-const dir = mkdtempSync(join(tmpdir(), 'hercules-soak-'));
+const { dir, cleanup: removeDir } = tempDir('soak'); // kept after a failure, to look at
 const log = (m: string) => console.log(`[soak ${((performance.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${m}`);
 const t0 = performance.now();
 
-async function freePort(): Promise<number> {
-  const s = createNetServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const p = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
 const serverPort = await freePort();
 
 // ---------------------------------------------------------------- server process
@@ -292,7 +285,7 @@ for (const [rule, what] of violations) console.log(`  FAIL [${rule}] ${what}`);
 const exercised = submittedSeen > 0 && counts.clientKills + counts.serverKills > 0;
 if (!exercised) console.log('  FAIL the soak exercised nothing: no op made durable, or no process killed');
 const ok = violations.length === 0 && exercised;
-if (ok) rmSync(dir, { recursive: true, force: true });
+if (ok) removeDir();
 else console.log(`data kept in ${dir}; rerun with: npm run soak -- --minutes ${minutes} --rooms ${nRooms} --procs ${nProcs} --seed ${seed}`);
 console.log(ok ? 'soak: PASS' : `soak: FAIL (${[...new Set(violations.map(([r]) => r))].join(', ') || 'nothing exercised'})`);
 process.exit(ok ? 0 : 1);

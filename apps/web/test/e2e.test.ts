@@ -16,12 +16,11 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { createServer as netServer } from 'node:net';
-import { mkdtempSync, mkdirSync, rmSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { freePort, tempDir } from '@hercules/test-utils';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '../../..');
@@ -48,28 +47,20 @@ if (!CHROMIUM) console.warn(`e2e: SKIPPING all browser tests: ${skip}`);
 
 // ------------------------------------------------------------------------------- the server
 
-async function freePort(): Promise<number> {
-  const s = netServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
 let server: ChildProcess | undefined;
 let serverExit: Promise<number | null> | undefined;
 const serverOut: string[] = [];
-let dataDir: string | undefined;
+let dataDir: { dir: string; cleanup: () => void } | undefined;
 let base = '';
 let browser: Browser | undefined;
 const tail = () => serverOut.slice(-15).join('\n');
 
 before(async () => {
   if (!CHROMIUM) return;
-  dataDir = mkdtempSync(join(tmpdir(), 'hercules-e2e-'));
+  dataDir = tempDir('e2e');
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
-  server = spawn(process.execPath, ['--import', 'tsx', join(root, 'apps/web/serve.ts'), '--port', String(port), '--data-dir', dataDir,
+  server = spawn(process.execPath, ['--import', 'tsx', join(root, 'apps/web/serve.ts'), '--port', String(port), '--data-dir', dataDir.dir,
     '--simulate-rtt', String(RTT), '--ack-timeout', '1500', '--log-level', 'warn'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   for (const s of [server.stdout!, server.stderr!]) s.on('data', (b: Buffer) => serverOut.push(...b.toString().split('\n').filter(Boolean)));
   serverExit = new Promise((r) => server!.on('exit', (code) => r(code)));
@@ -94,7 +85,7 @@ after(async () => {
     const done = await Promise.race([serverExit, new Promise((r) => setTimeout(() => r('timeout'), 5000))]);
     if (done === 'timeout') { server.kill('SIGKILL'); await serverExit; }
   }
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  dataDir?.cleanup();
 });
 
 // ------------------------------------------------------------------- the in-page recorder

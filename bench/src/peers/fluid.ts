@@ -11,7 +11,6 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
@@ -20,19 +19,10 @@ import { ConnectionState, type IFluidContainer } from 'fluid-framework';
 import { SharedMap, type ISharedMap } from 'fluid-framework/legacy';
 import { pkgVersion } from './peer-process.ts';
 import type { PeerClient, PeerServer, PeerSystem } from './types.ts';
+import { freePort } from '@hercules/test-utils';
 
 const schema = { initialObjects: { cells: SharedMap } } as const;
 const ackMode = process.env.FLUID_ACK === 'saved' ? 'saved' : 'op';
-
-/** tinylicious takes its port from $PORT and also uses it for its own internal URLs, so it
- *  cannot be given port 0: pick a free port first (small race, fine on a bench machine). */
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as { port: number };
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 /** host:port/doc -> container id; the first connect() for a doc creates the container, later
  *  (and concurrent) ones wait for its id and load it. Ids live only as long as the server, so
@@ -49,6 +39,8 @@ export const fluid: PeerSystem = {
   name: `Fluid Framework ${pkgVersion('fluid-framework')} SharedMap + tinylicious ${pkgVersion('tinylicious')} (ack: ${ackMode})`,
 
   async startServer(): Promise<PeerServer> {
+    // tinylicious takes its port from $PORT and also uses it for its own internal URLs, so it
+    // cannot be given port 0: pick a free port first (small race, fine on a bench machine).
     const port = await freePort();
     const storage = mkdtempSync(join(tmpdir(), 'tinylicious-'));
     const bin = createRequire(import.meta.url).resolve('tinylicious'); // dist/index.js, runs the service

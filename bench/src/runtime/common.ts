@@ -11,6 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { Packr } from 'msgpackr';
 import { codeVersion, machineInfo, repoRoot, type Section } from '../harness.ts';
 
+export { until } from '@hercules/test-utils';
+
 const here = dirname(fileURLToPath(import.meta.url));
 export const runtimeResultsFile = resolve(repoRoot, 'docs', 'benchmarks', 'runtime.json');
 
@@ -176,16 +178,6 @@ export const loadArgBytes = () => Array.from({ length: 48 }, (_, k) => argBytes(
 // ------------------------------------------------------------------ misc
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-export async function until<T>(fn: () => T, ms = 10_000, what = 'condition'): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
 
 export const round = (x: number, d = 3) => Math.round(x * 10 ** d) / 10 ** d;
 

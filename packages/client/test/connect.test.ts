@@ -6,22 +6,20 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createServer as netServer, type Server } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HerculesError, VIEWS, defineMachine } from '@hercules/core';
 import { createServer } from '@hercules/server';
 import { connect } from '../src/index.ts';
-import { freePort } from '../../server/test/helpers.ts';
+import { freePort, tempDir } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 
 async function server(t: { after: (fn: () => unknown) => void }) {
-  const dir = mkdtempSync(join(tmpdir(), 'hercules-connect-'));
+  const { dir, cleanup } = tempDir('connect');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
-  t.after(async () => { await srv.close(); rmSync(dir, { recursive: true, force: true }); });
+  t.after(async () => { await srv.close(); cleanup(); });
   return srv;
 }
 
@@ -126,8 +124,8 @@ test('without onError, the first error is printed once with console.warn', async
 
 test('the README Quick start runs to completion twice in a row against a real server, the second continuing the first', async (t) => {
   const srv = await server(t);
-  const cwd = mkdtempSync(join(tmpdir(), 'hercules-quickstart-'));
-  t.after(() => rmSync(cwd, { recursive: true, force: true }));
+  const { dir: cwd, cleanup } = tempDir('quickstart');
+  t.after(cleanup);
   const run = () => new Promise<{ code: number | null; out: string }>((resolve) => {
     const p = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), join(root, 'apps/quickstart/client.ts')], { cwd, env: { ...process.env, HERCULES_URL: srv.url }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';

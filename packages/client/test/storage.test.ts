@@ -1,17 +1,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
 import { memoryStorage, indexedDbStorage, connect, type ClientStorage } from '../src/index.ts';
 import { sqliteStorage } from '@hercules/client-sqlite';
 import { createServer } from '@hercules/server';
+import { tempDir } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 
 const op = (seq: number) => ({ client: 'c1', seq, name: 'say', args: { text: `m${seq}` }, digest: 1000 + seq });
-const dir = mkdtempSync(join(tmpdir(), 'hercules-storage-'));
-process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+const { dir, cleanup } = tempDir('storage');
+process.on('exit', cleanup);
 
 const kinds: [string, () => ClientStorage, boolean][] = [
   ['memory', () => memoryStorage(), false],
