@@ -5,7 +5,7 @@
  * simulator checks its invariants after every event (deep checks every event by default); one
  * extra pass with deep checks every 1,000 events shows how much of the time those take.
  */
-import { runSeed, type SimConfig } from '../../packages/sim/src/sim.ts';
+import { runSeed, type SimConfig } from '@hercules/sim';
 import { fmt, gc, stats, standalone, type Row, type Section } from './harness.ts';
 
 const FIRST = 1;
