@@ -254,7 +254,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
         return false;
       }
       failed = true;
-      fatalError = new HerculesError(code as never, message);
+      fatalError = new HerculesError(code, message);
       setStatus('failed', `${code}: ${message}`);
       reportError(fatalError);
       ws?.close(1000, 'fatal');

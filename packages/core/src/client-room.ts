@@ -25,7 +25,7 @@ export interface RoomDriver {
    * pending op's promises then reject with it, unless this returns false (the driver will retry,
    * e.g. with a fresh token).
    */
-  fatal?(code: string, message: string): boolean | void;
+  fatal?(code: ErrorCode, message: string): boolean | void;
 }
 
 export interface OpHandle {
@@ -310,7 +310,7 @@ export class ClientRoom<M extends Machine<any, any>> {
     if (o.fatal) {
       if (d?.fatal?.(o.fatal.code, o.fatal.message) !== false) {
         // Nothing pending will progress on this client any more: say so to whoever awaits it.
-        const err = (this.failure = new HerculesError(o.fatal.code as ErrorCode, o.fatal.message));
+        const err = (this.failure = new HerculesError(o.fatal.code, o.fatal.message));
         for (const h of this.handles.values()) h.fail(err);
         this.handles.clear();
       }

@@ -1,37 +1,48 @@
 /**
- * Every error Hercules raises says what went wrong and what to do about it.
- * `code` is stable and machine-readable; `message` is for humans.
+ * Every error Hercules raises or sends says what went wrong and what to do about it. `code` is
+ * stable and machine-readable, and one of a closed set: docs/errors.md says, for each, what it
+ * means, whether it is fatal on the wire, and what to do (a test keeps the two in step).
+ * `message` is for humans.
  */
-export type ErrorCode =
-  | 'bad-argument'
-  | 'bad-machine'
-  | 'bad-state'
-  | 'protocol-version'
-  | 'machine-mismatch'
-  | 'malformed-frame'
-  | 'not-ready'
-  | 'seq-gap'
-  | 'unknown-op'
-  | 'op-rejected'
-  | 'replaced'
-  | 'unauthenticated'
-  | 'forbidden'
-  | 'too-large'
-  /** A client store is open in another process or tab: one client, one writer. */
-  | 'store-in-use'
-  /** Ops under this client id and seq are not this client's: two clients share an id, or a store was restored from a backup. */
-  | 'client-id-conflict'
-  /** A wait (connect, until) ran out of time. */
-  | 'timeout'
-  /** The room was closed while something waited on it. */
-  | 'closed'
-  /** The server could not be reached: refused, unknown host, or no answer. */
-  | 'unreachable'
+export const ERROR_CODES = [
+  // Raised by the library, at the call that went wrong.
+  'bad-argument',
+  'bad-machine',
+  'unknown-op',
+  'too-large',
+  'op-rejected',
+  'timeout',
+  'closed',
+  'unreachable',
+  'store-in-use',
   /** A room store write lost: the room is not where the writer expected (another writer wrote first). */
-  | 'fenced'
-  /** A room store could not read or write (disk full, I/O error, a value it cannot hold). */
-  | 'storage-failed'
-  | 'internal';
+  'fenced',
+  // Sent by a server in an error frame; a fatal one becomes the client room's failure.
+  'protocol-version',
+  'machine-mismatch',
+  'malformed-frame',
+  'not-ready',
+  'seq-gap',
+  'replaced',
+  'unauthenticated',
+  'forbidden',
+  'client-id-conflict',
+  'bad-room',
+  'room-full',
+  'server-full',
+  'rate-limited',
+  'hello-timeout',
+  'encode-failed',
+  'storage-failed',
+  'internal',
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+/** Whether `v` is a code of this version (a newer server may send one this client does not know). */
+export function isErrorCode(v: unknown): v is ErrorCode {
+  return typeof v === 'string' && (ERROR_CODES as readonly string[]).includes(v);
+}
 
 export class HerculesError extends Error {
   readonly code: ErrorCode;

@@ -6,7 +6,7 @@ export { defineMachine, applyOp, applyOps, current, deepFreeze } from './machine
 export { findNonJson, domainCopy, scanOp, sameArgs, GENESIS_DIGEST, MAX_ARG_DEPTH } from './args.ts';
 export type { Machine, MachineSpec, OpContext, OpFn, OpArgs, OpsOf, StateOf, Json, OpInvocation } from './machine.ts';
 export * from './protocol.ts';
-export { HerculesError, OpRejectedError } from './errors.ts';
+export { ERROR_CODES, HerculesError, OpRejectedError, isErrorCode } from './errors.ts';
 export type { ErrorCode } from './errors.ts';
 export { ViewEngine, VIEWS } from './view-engine.ts';
 export type { ViewName, Stage, OwnOp, Batching, ViewEngineOptions, ClientRestore, EngineOutput, BaseSnapshot } from './view-engine.ts';

@@ -15,7 +15,7 @@
  *   catch-up (§4.6)            ServerMessage 'welcome'
  *   (new) stable frontier      ServerMessage 'stable'
  */
-import { HerculesError } from './errors.ts';
+import { HerculesError, type ErrorCode } from './errors.ts';
 
 /** Bump on any incompatible change; client and server refuse to talk across versions. */
 export const PROTOCOL_VERSION = 1;
@@ -133,7 +133,8 @@ export interface DeregisterMessage {
 }
 export interface ErrorMessage {
   readonly t: 'error';
-  readonly code: string;
+  /** One of ERROR_CODES (docs/errors.md); a client that does not know it treats it as 'internal'. */
+  readonly code: ErrorCode;
   readonly message: string;
   /**
    * Fatal: retrying cannot help (wrong version or machine, bad credentials, no access): the

@@ -12,7 +12,7 @@
  * Durability contract for adapters: apply `persist` from an output before delivering its
  * `send`s, so an op is announced Authoritative only once it is stored.
  */
-import { HerculesError, errorMessage } from './errors.ts';
+import { HerculesError, errorMessage, type ErrorCode } from './errors.ts';
 import { applyOp, applyOps, deepFreeze, type Machine } from './machine.ts';
 import { GENESIS_DIGEST, sameArgs, scanOp } from './args.ts';
 import {
@@ -90,7 +90,7 @@ export interface RoomDurableState {
 
 export interface RoomOutput {
   send: { conn: ConnId; msg: ServerMessage }[];
-  close: { conn: ConnId; reason: string }[];
+  close: { conn: ConnId; reason: ErrorCode }[];
   /**
    * True when the messages may go out before `persist` is durable: the output appends nothing to
    * the log and creates or claims no client record. Its writes are then bookkeeping (acks,
@@ -617,7 +617,7 @@ export class RoomEngine<S = unknown> {
     this.out.send.push({ conn, msg });
   }
 
-  private error(conn: ConnId, code: string, message: string, fatal: boolean): void {
+  private error(conn: ConnId, code: ErrorCode, message: string, fatal: boolean): void {
     this.send(conn, { t: 'error', code, message, fatal });
     if (fatal) {
       const s = this.sessions.get(conn);

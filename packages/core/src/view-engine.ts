@@ -19,7 +19,7 @@
  * speculative logs, so Durable and Submitted are rebased on Authoritative (§4.4). Whenever two
  * adjacent logs are equal their snapshots are the same object, so quiet views share identity.
  */
-import { HerculesError } from './errors.ts';
+import { HerculesError, isErrorCode, type ErrorCode } from './errors.ts';
 import { applyOp, applyOps, deepFreeze, type Machine, type OpInvocation } from './machine.ts';
 import { GENESIS_DIGEST, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
 import {
@@ -124,7 +124,7 @@ export interface EngineOutput {
   /** Non-fatal protocol or determinism problems, for logging. */
   warnings: string[];
   /** A fatal error from the server: the adapter must stop reconnecting. */
-  fatal?: { code: string; message: string };
+  fatal?: { code: ErrorCode; message: string };
 }
 
 type AuthItem = LogEntry & { readonly own?: OwnOp };
@@ -491,10 +491,15 @@ export class ViewEngine<S = unknown> {
         return;
       case 'ping':
         return;
-      case 'error':
-        if (msg.fatal) this.out.fatal = { code: msg.code, message: msg.message };
-        else this.out.warnings.push(`server error ${msg.code}: ${msg.message}`);
+      case 'error': {
+        // A code this version does not know (a newer server): kept in the message, not the code.
+        const known = isErrorCode(msg.code);
+        const code = known ? msg.code : 'internal';
+        const message = known ? msg.message : `${String(msg.code)}: ${msg.message}`;
+        if (msg.fatal) this.out.fatal = { code, message };
+        else this.out.warnings.push(`server error ${code}: ${message}`);
         return;
+      }
       default:
         this.out.warnings.push(`unknown server message ${(msg as { t?: unknown }).t}`);
     }

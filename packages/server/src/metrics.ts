@@ -1,5 +1,16 @@
 /** Prometheus metrics for one server (its own registry, so several servers can share a process). */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ErrorCode } from '@hercules/core';
+
+/**
+ * Connections closed without an error frame, because they cannot be told: their link is dead or
+ * clogged. Every other close is counted under the error code it was sent (docs/errors.md).
+ */
+export const SILENT_CLOSE_REASONS = ['slow-consumer', 'heartbeat-timeout'] as const;
+/** The `reason` label of hercules_connections_refused_total: a closed set, like the codes. */
+export type RefusalReason = ErrorCode | (typeof SILENT_CLOSE_REASONS)[number];
+/** A counter whose only label is a RefusalReason, so no call site can count under a free-form string. */
+type ReasonCounter = Omit<Counter<'reason'>, 'inc'> & { inc(labels: { reason: RefusalReason }, value?: number): void };
 
 export function createMetrics() {
   const registry = new Registry();
@@ -14,7 +25,7 @@ export function createMetrics() {
     bytesIn: new Counter({ name: 'hercules_bytes_received_total', help: 'Bytes received in frames', registers: [registry] }),
     bytesOut: new Counter({ name: 'hercules_bytes_sent_total', help: 'Bytes sent in frames', registers: [registry] }),
     malformed: new Counter({ name: 'hercules_frames_malformed_total', help: 'Frames refused as malformed', registers: [registry] }),
-    refusedConnections: new Counter({ name: 'hercules_connections_refused_total', help: 'Connections refused or closed for a reason, by reason: unauthenticated, forbidden, bad-room, room-full, machine-mismatch, protocol-version, malformed-frame, not-ready, hello-timeout, rate-limited, server-full, slow-consumer, heartbeat-timeout, encode-failed, storage-failed, internal, and the fatal errors a room gives (seq-gap, replaced)', labelNames: ['reason'] as const, registers: [registry] }),
+    refusedConnections: new Counter({ name: 'hercules_connections_refused_total', help: 'Connections refused or closed for a reason, by reason: the error code sent to the client (unauthenticated, forbidden, bad-room, room-full, machine-mismatch, protocol-version, malformed-frame, not-ready, hello-timeout, rate-limited, server-full, encode-failed, storage-failed, internal, and the fatal errors a room gives: seq-gap, replaced, client-id-conflict), or slow-consumer and heartbeat-timeout (not told); see docs/errors.md', labelNames: ['reason'] as const, registers: [registry] }) as ReasonCounter,
     rateLimited: new Counter({ name: 'hercules_rate_limited_total', help: 'Times a connection was paused for going over its op or byte rate', registers: [registry] }),
     slowConsumers: new Counter({ name: 'hercules_slow_consumers_total', help: 'Connections cut because their send buffer passed the limit', registers: [registry] }),
     opsRefused: new Counter({ name: 'hercules_ops_refused_total', help: 'Ops refused before ordering (read-only access, schema, authorize hook)', registers: [registry] }),

@@ -16,6 +16,7 @@ import {
   RoomEngine,
   ServerCodec,
   parseClientMessage,
+  type ErrorCode,
   type Machine,
   type RoomOutput,
   type ServerMessage,
@@ -286,7 +287,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
    * Close a connection for a reason: tell it why (unless it cannot be told), count it by reason
    * and log it. Every connection the server refuses or cuts goes through here or `refuse`.
    */
-  function cut(c: Conn, reason: string, closeCode: number, message: string, fatal: boolean): void {
+  function cut(c: Conn, reason: ErrorCode, closeCode: number, message: string, fatal: boolean): void {
     if (c.closed) return;
     metrics.refusedConnections.inc({ reason });
     log.info({ conn: c.id, room: c.roomName, remote: c.remote, user: c.identity?.user, client: c.clientId, reason }, `connection closed: ${message}`);
@@ -432,7 +433,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       room.lastStableAt = now;
     }
     /** Fatal errors the engine sent, by connection: the reason a close below is counted under. */
-    let fatal: Map<string, string> | undefined;
+    let fatal: Map<string, ErrorCode> | undefined;
     for (const { conn, msg } of out.send) {
       const c = room.conns.get(conn) ?? conns.get(conn);
       if (!c) continue;
@@ -765,7 +766,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   }
 
   /** Refuse a WebSocket that was accepted only so the client can read why (browsers see no HTTP status). */
-  function refuse(ws: WebSocket, req: IncomingMessage, code: string, closeCode: number, message: string, fatal = true): void {
+  function refuse(ws: WebSocket, req: IncomingMessage, code: ErrorCode, closeCode: number, message: string, fatal = true): void {
     metrics.refusedConnections.inc({ reason: code });
     log.info({ remote: req.socket.remoteAddress, reason: code }, `connection refused: ${message}`);
     const codec = new ServerCodec();
@@ -780,7 +781,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   }
 
   /** Authenticate and authorize an upgrade request: the identity and access, or why not. */
-  async function admit(req: IncomingMessage, roomName: string): Promise<{ identity?: Identity; access: 'read' | 'write' } | { code: string; closeCode: number; message: string }> {
+  async function admit(req: IncomingMessage, roomName: string): Promise<{ identity?: Identity; access: 'read' | 'write' } | { code: ErrorCode; closeCode: number; message: string }> {
     let identity: Identity | undefined;
     if (authenticate) {
       try {
