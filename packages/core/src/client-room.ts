@@ -43,10 +43,15 @@ export interface OpHandle {
   readonly delays: Readonly<Partial<Record<Exclude<Stage, 'submitted'> | 'stable', number>>>;
   /** The rejection reason, once rejected. */
   readonly error?: string;
+  /**
+   * True once rejected if the server refused the op before ordering (no write access, invalid
+   * arguments, an unknown op, the authorize hook); false if it threw at its place in the order.
+   */
+  readonly refused?: boolean;
   /** Global log position once ordered. */
   readonly position?: number;
   readonly durable: Promise<OpHandle>;
-  /** Rejects with OpRejectedError if the op threw at its place in the global order. */
+  /** Rejects with OpRejectedError if the op threw at its place in the global order, or was refused. */
   readonly authoritative: Promise<OpHandle>;
   readonly visible: Promise<OpHandle>;
   /** Every client in the room has the op (and everything before it): it is in the Stable view. */
@@ -103,6 +108,7 @@ class Handle implements OpHandle {
     return out;
   }
   get error() { return this.op.error; }
+  get refused() { return this.op.stage === 'rejected' ? this.op.refused === true : undefined; }
   get position() { return this.op.pos; }
   get durable() { return this.d.promise; }
   get authoritative() { return this.a.promise; }
@@ -123,7 +129,7 @@ class Handle implements OpHandle {
     const st = this.op.stage;
     if (st === 'rejected') {
       this.d.resolve(this);
-      const err = new OpRejectedError(this.op.id, this.op.error ?? 'rejected');
+      const err = new OpRejectedError(this.op.id, this.op.error ?? 'rejected', this.op.refused === true);
       this.a.reject(err);
       this.v.reject(err);
       this.s.reject(err);

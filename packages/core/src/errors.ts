@@ -53,13 +53,19 @@ export class HerculesError extends Error {
   }
 }
 
-/** The error an op's `authoritative`/`visible` promises reject with when the global order rejected it. */
+/**
+ * The error an op's `authoritative`/`visible`/`stable` promises reject with when the op has no
+ * effect: it threw at its place in the global order, or (`refused`) the server refused it before
+ * ordering (no write access, invalid arguments, an unknown op, the authorize hook).
+ */
 export class OpRejectedError extends HerculesError {
   readonly opId: string;
-  constructor(opId: string, reason: string) {
-    super('op-rejected', `operation ${opId} was rejected: ${reason}`);
+  readonly refused: boolean;
+  constructor(opId: string, reason: string, refused = false) {
+    super('op-rejected', `operation ${opId} was ${refused ? 'refused' : 'rejected'}: ${reason}`);
     this.name = 'OpRejectedError';
     this.opId = opId;
+    this.refused = refused;
   }
 }
 

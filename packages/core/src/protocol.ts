@@ -17,8 +17,13 @@
  */
 import { HerculesError, type ErrorCode } from './errors.ts';
 
-/** Bump on any incompatible change; client and server refuse to talk across versions. */
-export const PROTOCOL_VERSION = 1;
+/**
+ * Bump on any incompatible change; client and server refuse to talk across versions.
+ * 2: a refused op is flagged (`refused`) instead of named by its error's 'refused: ' prefix;
+ *    an own log entry's tuple may carry a third element, which a version-1 client reads as
+ *    another client's op.
+ */
+export const PROTOCOL_VERSION = 2;
 
 /** An op as a client submits it. (client, seq) identifies it for exactly-once delivery. */
 export interface OpRecord {
@@ -41,14 +46,23 @@ export interface LogEntry extends OpRecord {
   readonly pos: number;
   /** The author the server stamped (never taken from the client's say-so). */
   readonly author: string;
-  /** Present if the op threw (or is unknown) at its global position: it has no effect anywhere. */
+  /**
+   * Present if the op has no effect anywhere: it threw at its global position, or (with
+   * `refused`) it was refused before ordering; the reason, for humans.
+   */
   readonly error?: string;
+  /**
+   * The op was refused before ordering (no write access, invalid or out-of-domain arguments, an
+   * unknown op, the authorize hook): `error` says why and `args` is null, as they were never
+   * accepted. Absent on ops that were ordered and ran, including ones that threw.
+   */
+  readonly refused?: true;
 }
 
 /** A log entry as streamed live: full for other clients' ops, compact for the receiver's own. */
 export type WireEntry =
   | { readonly k: 'op'; readonly e: LogEntry }
-  | { readonly k: 'own'; readonly seq: number; readonly error?: string };
+  | { readonly k: 'own'; readonly seq: number; readonly error?: string; readonly refused?: true };
 
 export interface MachineId {
   readonly name: string;
@@ -103,7 +117,7 @@ export interface WelcomeMessage {
   /** Highest seq of this client's ops that is visible to every other member. */
   readonly visibleSeq: number;
   /** This client's rejected ops whose verdict it may not have seen (their entries may be compacted). */
-  readonly rejected: readonly { readonly seq: number; readonly error: string }[];
+  readonly rejected: readonly { readonly seq: number; readonly error: string; readonly refused?: true }[];
   readonly stable: number;
   readonly members: readonly string[];
 }
@@ -156,6 +170,20 @@ export type ServerMessage =
   | MembersMessage
   | DeregisterMessage
   | ErrorMessage;
+
+/** Until protocol 2, a refused op was marked only by this prefix on its error. */
+const LEGACY_REFUSED = 'refused: ';
+
+/**
+ * An entry or rejection record as stored before protocol 2, read as it is now: an error that
+ * starts with 'refused: ' becomes `refused: true` and the reason without the prefix. Anything
+ * else is returned as it is. (An op that threw an error starting with those words was written
+ * the same way then, so it is read as refused: its args are kept, it has no effect either way.)
+ */
+export function readLegacyRefusal<T extends { readonly error?: string; readonly refused?: true }>(e: T): T {
+  if (e.refused || e.error === undefined || !e.error.startsWith(LEGACY_REFUSED)) return e;
+  return { ...e, error: e.error.slice(LEGACY_REFUSED.length), refused: true };
+}
 
 // ---------------------------------------------------------------- validation
 

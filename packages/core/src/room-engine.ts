@@ -18,6 +18,7 @@ import { GENESIS_DIGEST, sameArgs, scanOp } from './args.ts';
 import {
   PROTOCOL_VERSION,
   parseClientMessage,
+  readLegacyRefusal,
   type ClientMessage,
   type HelloMessage,
   type LogEntry,
@@ -70,7 +71,7 @@ export interface ClientRecord {
   /** Highest seq of this client known visible to every other member. */
   visibleSeq: number;
   /** Rejected ops of this client it has not acked yet: their verdict must survive compaction. */
-  rejected?: { seq: number; pos: number; error: string }[];
+  rejected?: { seq: number; pos: number; error: string; refused?: true }[];
   /** The authenticated user who first used this client id; only that user may resume it. */
   owner?: string;
   /**
@@ -183,13 +184,14 @@ export class RoomEngine<S = unknown> {
       this.checkpointState = deepFreeze(restore.checkpoint.state as S);
       this.stable = Math.max(restore.stable, restore.checkpoint.pos);
       let s = this.checkpointState;
-      for (const e of restore.suffix) {
+      for (const stored of restore.suffix) {
+        const e = readLegacyRefusal(stored); // stored by a server before protocol 2
         if (e.error === undefined) s = applyOp(machine, s, e, e.pos).state;
         this.suffix.push({ entry: e, at: -Infinity });
       }
       this.headState = s;
       if (this.suffix.length) this.keepState(this.suffix[this.suffix.length - 1], s);
-      for (const [id, rec] of Object.entries(restore.clients)) this.clients.set(id, { ...rec, ...(rec.rejected ? { rejected: rec.rejected.map((r) => ({ ...r })) } : {}) });
+      for (const [id, rec] of Object.entries(restore.clients)) this.clients.set(id, { ...rec, ...(rec.rejected ? { rejected: rec.rejected.map((r) => ({ ...readLegacyRefusal(r) })) } : {}) });
       for (const e of restore.suffix) {
         const rec = this.clients.get(e.client);
         if (rec && e.seq > rec.visibleSeq) this.pushPending(e.client, e.seq, e.pos);
@@ -406,7 +408,7 @@ export class RoomEngine<S = unknown> {
       highWater: rec.highWater,
       ...(rec.digest !== undefined ? { digest: rec.digest } : {}),
       visibleSeq: rec.visibleSeq,
-      rejected: (rec.rejected ?? []).map((r) => ({ seq: r.seq, error: r.error })),
+      rejected: (rec.rejected ?? []).map((r) => (r.refused ? { seq: r.seq, error: r.error, refused: true as const } : { seq: r.seq, error: r.error })),
       stable: this.stable,
       members: this.members(),
     });
@@ -439,7 +441,7 @@ export class RoomEngine<S = unknown> {
       // The argument domain and size (args.ts) before anything else: nothing outside them is
       // ever applied, stored or fanned out. The same walk extends this client's digest chain.
       const scan = scanOp(rec.digest ?? 0, op.name, op.args);
-      const refusal = 'problem' in scan ? `refused: ${scan.problem}` : this.refusal(s, op, pos);
+      const refusal = 'problem' in scan ? scan.problem : this.refusal(s, op, pos);
       if (rec.digest !== undefined) rec.digest = 'digest' in scan ? scan.digest : -op.seq; // refused: any value no client holds
       const res = refusal === undefined
         ? applyOp(this.machine, this.headState, { client, seq: op.seq, name: op.name, args: op.args, author: s.author! }, pos)
@@ -448,11 +450,13 @@ export class RoomEngine<S = unknown> {
       // enters the log as a no-op without its arguments: they were never accepted.
       const entry: LogEntry = res.error === undefined
         ? { pos, client, seq: op.seq, name: op.name, args: op.args, author: s.author! }
-        : { pos, client, seq: op.seq, name: op.name, args: refusal === undefined ? op.args : null, author: s.author!, error: res.error };
+        : refusal === undefined
+          ? { pos, client, seq: op.seq, name: op.name, args: op.args, author: s.author!, error: res.error }
+          : { pos, client, seq: op.seq, name: op.name, args: null, author: s.author!, error: res.error, refused: true };
       if (refusal !== undefined) this.stats.refused++;
       if (res.error !== undefined) {
         this.stats.rejected++;
-        (rec.rejected ??= []).push({ seq: op.seq, pos, error: res.error });
+        (rec.rejected ??= []).push(refusal === undefined ? { seq: op.seq, pos, error: res.error } : { seq: op.seq, pos, error: res.error, refused: true });
       }
       this.headState = res.state;
       this.suffix.push({ entry, at: now });
@@ -469,7 +473,7 @@ export class RoomEngine<S = unknown> {
     for (const t of this.sessions.values()) {
       if (!t.client || t.status === 'new') continue;
       const own = t.client === client;
-      const wire: WireEntry[] = appended.map((e) => (own ? (e.error === undefined ? { k: 'own', seq: e.seq } : { k: 'own', seq: e.seq, error: e.error }) : { k: 'op', e }));
+      const wire: WireEntry[] = appended.map((e) => (own ? ownEntry(e) : { k: 'op', e }));
       this.send(t.conn, { t: 'log', from: appended[0].pos, entries: wire });
     }
   }
@@ -481,7 +485,7 @@ export class RoomEngine<S = unknown> {
       if (e.client !== client || e.seq > op.seq) continue;
       if (e.seq < op.seq) return 'unknown';
       if (e.name !== op.name) return 'different';
-      if (e.error !== undefined && e.args === null) return 'same'; // refused: its args were dropped
+      if (e.refused) return 'same'; // its args were dropped: only the name can be compared
       return sameArgs(op.args, e.args) ? 'same' : 'different';
     }
     return 'unknown';
@@ -489,22 +493,22 @@ export class RoomEngine<S = unknown> {
 
   /** Why an op may not be ordered (access, schema, authorize hook), or undefined if it may. */
   private refusal(s: Session, op: { seq: number; name: string; args: unknown }, pos: number): string | undefined {
-    if (s.access === 'read') return 'refused: read-only access; this client may not submit ops to the room';
+    if (s.access === 'read') return 'read-only access; this client may not submit ops to the room';
     // Unknown ops are refused like invalid ones: their arguments never reach the log.
-    if (!this.machine.opNames.has(op.name)) return `refused: unknown op ${JSON.stringify(op.name.slice(0, 64))} for machine ${this.machine.name}@${this.machine.version}; known ops: ${[...this.machine.opNames].join(', ')}`;
+    if (!this.machine.opNames.has(op.name)) return `unknown op ${JSON.stringify(op.name.slice(0, 64))} for machine ${this.machine.name}@${this.machine.version}; known ops: ${[...this.machine.opNames].join(', ')}`;
     const invalid = this.machine.validate(op.name, op.args);
-    if (invalid !== undefined) return `refused: ${invalid}`;
+    if (invalid !== undefined) return invalid;
     if (!this.authorize) return undefined;
     let verdict: boolean | string | void;
     try {
       verdict = this.authorize({ name: op.name, args: op.args }, { user: s.user, author: s.author!, client: s.client!, seq: op.seq, position: pos }, this.headState);
     } catch (e) {
-      return `refused: not authorized: ${errorMessage(e)}`;
+      return `not authorized: ${errorMessage(e)}`;
     }
     if (verdict === true || verdict === undefined) return undefined;
-    if (verdict === false) return `refused: not authorized to ${op.name}`;
-    if (typeof verdict === 'string') return `refused: not authorized: ${verdict}`;
-    return `refused: the authorize hook returned ${typeof verdict}; it must return boolean, string or nothing`;
+    if (verdict === false) return `not authorized to ${op.name}`;
+    if (typeof verdict === 'string') return `not authorized: ${verdict}`;
+    return `the authorize hook returned ${typeof verdict}; it must return boolean, string or nothing`;
   }
 
   // ================================================================ membership, visibility, stability
@@ -625,6 +629,12 @@ export class RoomEngine<S = unknown> {
       else this.out.close.push({ conn, reason: code });
     }
   }
+}
+
+/** Notify-Auth for the submitter: its verdict without the op, which it holds. */
+function ownEntry(e: LogEntry): WireEntry {
+  if (e.error === undefined) return { k: 'own', seq: e.seq };
+  return e.refused ? { k: 'own', seq: e.seq, error: e.error, refused: true } : { k: 'own', seq: e.seq, error: e.error };
 }
 
 function emptyOutput(): RoomOutput {

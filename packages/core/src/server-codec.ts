@@ -28,13 +28,15 @@ export class ServerCodec {
       case 'log': {
         const t: unknown[] = [T.Log, m.from];
         for (const w of m.entries) {
-          if (w.k === 'own') t.push(w.error === undefined ? [w.seq] : [w.seq, w.error]);
+          // Own: [seq], [seq, error] or, refused, [seq, error, 1]; an op is 4 elements or more.
+          if (w.k === 'own') t.push(w.error === undefined ? [w.seq] : w.refused ? [w.seq, w.error, 1] : [w.seq, w.error]);
           else {
             const e = w.e;
             const tup: unknown[] = [this.out.ref(e.client), e.seq, this.out.ref(e.name), e.args];
             const authorSame = e.author === e.client;
             if (!authorSame || e.error !== undefined) tup.push(authorSame ? null : this.out.ref(e.author));
             if (e.error !== undefined) tup.push(e.error);
+            if (e.refused) tup.push(1);
             t.push(tup);
           }
         }

@@ -50,6 +50,8 @@ export interface OwnOp extends OpInvocation {
   /** Estimated wire size, measured once at submit (ops restored from storage measure on send). */
   bytes?: number;
   error?: string;
+  /** Refused before ordering (see LogEntry.refused); `error` says why. */
+  refused?: true;
   /** Global position once ordered. */
   pos?: number;
   /** This client's op digest chain after this op (see args.ts); absent for ops from a store that kept none. */
@@ -186,7 +188,7 @@ export class ViewEngine<S = unknown> {
   private opCostMs = 0; // EWMA of CPU per re-applied op, for auto batching
   private needRebase = false;
   /** Verdicts from the welcome being processed, for ops compacted into its checkpoint. */
-  private welcomeRejected: ReadonlyMap<number, string> = NO_REJECTIONS;
+  private welcomeRejected: ReadonlyMap<number, Rejection> = NO_REJECTIONS;
   private ackDue = false;
 
   // --- statistics (read by the inspector and benchmarks)
@@ -520,7 +522,7 @@ export class ViewEngine<S = unknown> {
       for (const op of [...this.durableList, ...this.submittedList]) (op as { author: string }).author = w.author;
       this.needRebase = true;
     }
-    this.welcomeRejected = new Map((w.rejected ?? []).map((r) => [r.seq, r.error]));
+    this.welcomeRejected = new Map((w.rejected ?? []).map((r) => [r.seq, r]));
     if (w.checkpoint) {
       // Snapshots handed to the app are immutable, including ones that came off the wire.
       this.resetTo(w.checkpoint.pos, deepFreeze(w.checkpoint.state as S));
@@ -596,7 +598,7 @@ export class ViewEngine<S = unknown> {
         this.stats.divergences++;
         return this.resync(`server ordered our op seq ${w.seq} but we hold ${own ? own.seq : 'none'}`);
       }
-      entry = { pos, client: this.clientId, seq: own.seq, name: own.name, args: own.args, author: this.author, error: w.error, own };
+      entry = { pos, client: this.clientId, seq: own.seq, name: own.name, args: own.args, author: this.author, error: w.error, ...(w.refused ? { refused: true as const } : {}), own };
     } else {
       const e = w.e;
       if (e.pos !== pos) return this.resync(`entry at ${e.pos} where ${pos} was expected`);
@@ -612,8 +614,7 @@ export class ViewEngine<S = unknown> {
         if (this.durableList.length && this.durableList[0].seq === e.seq) {
           own = this.durableList[0];
           // A refused op enters the log without its arguments: only its name can be compared.
-          const comparable = !(e.error !== undefined && e.args === null);
-          if (own.name !== e.name || (comparable && !sameArgs(own.args, e.args))) {
+          if (own.name !== e.name || (!e.refused && !sameArgs(own.args, e.args))) {
             return this.conflict(`the server ordered a different op (${e.name}) than ours (${own.name}) under ${own.id}`);
           }
         } else if (this.durableList.some((o) => o.seq === e.seq)) {
@@ -660,6 +661,7 @@ export class ViewEngine<S = unknown> {
         entry.own.pos = pos;
         if (entry.error !== undefined) {
           entry.own.error = entry.error;
+          if (entry.refused) entry.own.refused = true;
           this.advance(entry.own, 'rejected', t);
           // A rejected op had an effect in the speculative views; they must drop it.
           this.needRebase = true;
@@ -803,10 +805,11 @@ export class ViewEngine<S = unknown> {
   }
 
   /** Our op was ordered but its entry is inside a checkpoint: learn its verdict from the welcome. */
-  private settleCompacted(op: OwnOp, rejected: ReadonlyMap<number, string>, t: number): void {
-    const err = rejected.get(op.seq);
-    if (err !== undefined) {
-      op.error = err;
+  private settleCompacted(op: OwnOp, rejected: ReadonlyMap<number, Rejection>, t: number): void {
+    const r = rejected.get(op.seq);
+    if (r !== undefined) {
+      op.error = r.error;
+      if (r.refused) op.refused = true;
       this.advance(op, 'rejected', t);
     } else {
       this.advance(op, 'authoritative', t);
@@ -835,7 +838,9 @@ export class ViewEngine<S = unknown> {
   }
 }
 
-const NO_REJECTIONS: ReadonlyMap<number, string> = new Map();
+/** A verdict the welcome carries for one of our ops whose entry may be compacted. */
+type Rejection = WelcomeMessage['rejected'][number];
+const NO_REJECTIONS: ReadonlyMap<number, Rejection> = new Map();
 
 function validateBatching(b: Batching): Batching {
   if (b === 'off') return b;

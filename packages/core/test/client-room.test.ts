@@ -63,7 +63,8 @@ test('a rejected op leaves every view and its promises reject with the reason', 
   assert.equal(hb.stage, 'visible');
   assert.equal(ha.stage, 'rejected');
   assert.equal(ha.error, 'item y exists');
-  await assert.rejects(ha.authoritative, (e: unknown) => e instanceof OpRejectedError && /a:2 was rejected: item y exists/.test((e as Error).message));
+  await assert.rejects(ha.authoritative, (e: unknown) => e instanceof OpRejectedError && !e.refused && /a:2 was rejected: item y exists/.test((e as Error).message));
+  assert.equal(ha.refused, false, 'it threw at its place in the order: rejected, not refused');
   await assert.rejects(ha.visible, OpRejectedError);
   assert.equal(await ha.durable, ha);
   for (const v of VIEWS) assert.deepEqual(a.getState(v).items.y, { x: 1, y: 1 }, `${v} shows b's item`);

@@ -237,6 +237,9 @@ test('ClientCodec reads ServerCodec frames and ServerCodec reads ClientCodec fra
   const msgs: ServerMessage[] = [
     { t: 'welcome', v: 1, client: 'c1', author: 'alice', checkpoint: { pos: 3, state: { list: [1, 'é', { deep: [null, true] }] } }, from: 4, entries: [{ pos: 4, client: 'c2', seq: 1, name: 'add', args: undefined, author: 'bob' }], highWater: 2 ** 40, digest: 2 ** 53 - 1, visibleSeq: 0, rejected: [], stable: 3, members: ['c1', 'c2'] },
     { t: 'log', from: 5, entries: [{ k: 'op', e: { pos: 5, client: 'c2', seq: 2, name: 'add', args: { n: -1.5, s: '\u{1F600}' }, author: 'bob' } }, { k: 'own', seq: 3 }, { k: 'op', e: { pos: 7, client: 'c2', seq: 3, name: 'add', args: undefined, author: 'bob', error: 'boom' } }] },
+    // Refused before ordering: the flag crosses in the own form (three elements) and the full one.
+    { t: 'log', from: 8, entries: [{ k: 'own', seq: 4, error: 'boom' }, { k: 'own', seq: 5, error: 'not authorized: no', refused: true }, { k: 'op', e: { pos: 10, client: 'c2', seq: 4, name: 'add', args: null, author: 'c2', error: 'read-only access', refused: true } }, { k: 'own', seq: 6 }] },
+    { t: 'welcome', v: 2, client: 'c1', author: 'c1', from: 1, entries: [{ pos: 1, client: 'c1', seq: 1, name: 'add', args: null, author: 'c1', error: 'x is NaN', refused: true }], highWater: 2, visibleSeq: 0, rejected: [{ seq: 1, error: 'x is NaN', refused: true }, { seq: 2, error: 'boom' }], stable: 0, members: [] },
     { t: 'visible', seq: 3 }, { t: 'stable', pos: 7 }, { t: 'members', members: ['c1'] }, { t: 'ping' },
   ];
   for (const m of msgs) assert.deepStrictEqual(cc.decode(sc.encode(m)), m);

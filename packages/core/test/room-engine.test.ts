@@ -232,21 +232,61 @@ test('principals: the author is the user; a client id belongs to its first user;
   r.open('k3', 3, { user: 'bob', access: 'read' });
   assert.equal(ofType(to(r.message('k3', hello('tablet'), 3), 'k3'), 'welcome')[0].access, 'read');
   const ro = r.message('k3', { t: 'ops', ops: [note(1, 'hi'), note(2, 'again')] }, 4);
-  assert.deepEqual(ro.persist.appended.map((e) => [e.seq, e.args, /^refused: read-only/.test(e.error ?? '')]), [[1, null, true], [2, null, true]]);
+  assert.deepEqual(ro.persist.appended.map((e) => [e.seq, e.args, e.refused, /^read-only access/.test(e.error ?? '')]), [[1, null, true, true], [2, null, true, true]]);
+  assert.deepEqual(ofType(to(ro, 'k3'), 'log')[0].entries.map((e) => e.k === 'own' && e.refused), [true, true], 'the submitter learns they were refused');
   assert.equal(r.clientRecord('tablet')!.highWater, 2, 'refused ops still advance the exactly-once mark');
   const seenByAlice = ofType(to(ro, 'k1'), 'log')[0].entries;
-  assert.ok(seenByAlice.every((e) => e.k === 'op' && e.e.args === null && e.e.error?.startsWith('refused: ')), 'others never see refused arguments');
+  assert.ok(seenByAlice.every((e) => e.k === 'op' && e.e.args === null && e.e.refused === true && e.e.error?.startsWith('read-only')), 'others never see refused arguments');
   // authorize: refuses with the hook's reason; other ops of the same frame go through.
   r.open('k4', 5, { user: 'eve' });
   r.message('k4', hello('phone'), 5);
   const a = r.message('k4', { t: 'ops', ops: [note(1, 'secret'), note(2, 'fine')] }, 6);
-  assert.match(a.persist.appended[0].error!, /^refused: not authorized: eve may not say that$/);
+  assert.equal(a.persist.appended[0].error, 'not authorized: eve may not say that');
+  assert.equal(a.persist.appended[0].refused, true);
   assert.equal(a.persist.appended[1].error, undefined);
+  assert.equal(a.persist.appended[1].refused, undefined);
   // Unknown op names are refused the same way: named, without their arguments.
   const u = r.message('k4', { t: 'ops', ops: [{ seq: 3, name: 'fly', args: { secret: 1 } }] }, 7);
-  assert.match(u.persist.appended[0].error!, /^refused: unknown op "fly" for machine test-room@1; known ops: /);
+  assert.match(u.persist.appended[0].error!, /^unknown op "fly" for machine test-room@1; known ops: /);
+  assert.equal(u.persist.appended[0].refused, true);
   assert.equal(u.persist.appended[0].args, null);
   assert.equal(r.stats.refused, 4);
+});
+
+test('an op that throws at its place is rejected, not refused: its args stay in the log', () => {
+  const r = new RoomEngine(room);
+  join(r, 'k1', 'a');
+  r.message('k1', { t: 'ops', ops: [{ seq: 1, name: 'add', args: { id: 'x', x: 0, y: 0 } }] }, 1);
+  const o = r.message('k1', { t: 'ops', ops: [{ seq: 2, name: 'add', args: { id: 'x', x: 1, y: 1 } }] }, 2);
+  assert.deepEqual(o.persist.appended[0], { pos: 2, client: 'a', seq: 2, name: 'add', args: { id: 'x', x: 1, y: 1 }, author: 'a', error: 'item x exists' });
+  assert.deepEqual(ofType(to(o, 'k1'), 'log')[0].entries, [{ k: 'own', seq: 2, error: 'item x exists' }]);
+  assert.deepEqual(r.clientRecord('a')!.rejected, [{ seq: 2, pos: 2, error: 'item x exists' }]);
+});
+
+test('a room stored before protocol 2 (refusals marked by a "refused: " prefix) reads as refused entries and verdicts', () => {
+  // What a version-1 server wrote: a read-only client's refused op, an op that threw, and the
+  // refused op's verdict, not yet acked, in its client record.
+  const r = new RoomEngine(room, {}, {
+    checkpoint: { pos: 0, state: room.initial },
+    suffix: [
+      { pos: 1, client: 'ro', seq: 1, name: 'note', args: null, author: 'ro', error: 'refused: read-only access; this client may not submit ops to the room' },
+      { pos: 2, client: 'w', seq: 1, name: 'add', args: { id: 'x', x: 0, y: 0 }, author: 'w' },
+      { pos: 3, client: 'w', seq: 2, name: 'add', args: { id: 'x', x: 1, y: 1 }, author: 'w', error: 'item x exists' },
+    ],
+    clients: { ro: { highWater: 1, visibleSeq: 0, rejected: [{ seq: 1, pos: 1, error: 'refused: read-only access; this client may not submit ops to the room' }] }, w: { highWater: 2, visibleSeq: 0 } },
+    stable: 0,
+  });
+  const refused = { pos: 1, client: 'ro', seq: 1, name: 'note', args: null, author: 'ro', error: 'read-only access; this client may not submit ops to the room', refused: true };
+  const d = r.durableState();
+  assert.deepEqual(d.suffix[0], refused);
+  assert.equal(d.suffix[2].error, 'item x exists', 'an op that threw is left as it was');
+  assert.equal(d.suffix[2].refused, undefined);
+  assert.deepEqual(d.clients.ro.rejected, [{ seq: 1, pos: 1, error: 'read-only access; this client may not submit ops to the room', refused: true }]);
+  // What the refused client hears when it comes back (its entry is compacted by then, nobody
+  // else being in the room): the verdict with the flag, not the prefix.
+  r.open('k1', 0, { access: 'read' });
+  const w = ofType(to(r.message('k1', hello('ro'), 0), 'k1'), 'welcome')[0];
+  assert.deepEqual(w.rejected, [{ seq: 1, error: 'read-only access; this client may not submit ops to the room', refused: true }]);
 });
 
 // spec: AUTH-STORED

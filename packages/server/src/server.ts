@@ -425,7 +425,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       metrics.opsSequenced.inc(out.persist.appended.length);
       const rej = out.persist.appended.filter((e) => e.error !== undefined);
       if (rej.length) metrics.opsRejected.inc(rej.length);
-      const refused = rej.filter((e) => e.error!.startsWith('refused: ')).length;
+      const refused = rej.filter((e) => e.refused).length;
       if (refused) metrics.opsRefused.inc(refused);
     }
     if (out.persist.checkpoint) {

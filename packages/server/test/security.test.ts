@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SignJWT } from 'jose';
 import { connect, type ConnectedRoom } from '@hercules/client';
-import { HerculesError, PROTOCOL_VERSION, type ClientMessage, type Machine, type ServerMessage } from '@hercules/core';
+import { HerculesError, OpRejectedError, PROTOCOL_VERSION, type ClientMessage, type Machine, type ServerMessage } from '@hercules/core';
 import { createServer, type ServerOptions } from '../src/index.ts';
 import { chat, interiorDesign } from '../../../apps/machines.ts';
 import { tempDir, until, online, rawConnection } from './helpers.ts';
@@ -31,7 +31,7 @@ async function client<M extends Machine<any, any>>(url: string, room: string, ma
 
 /** A hand-driven connection that can send anything, with a token. */
 const raw = (url: string, room: string, token?: string) => rawConnection(url, room, token ? `&token=${token}` : '');
-const ownVerdicts = (msgs: ServerMessage[]) => msgs.flatMap((m) => (m.t === 'log' ? m.entries.filter((e) => e.k === 'own') : [])) as { seq: number; error?: string }[];
+const ownVerdicts = (msgs: ServerMessage[]) => msgs.flatMap((m) => (m.t === 'log' ? m.entries.filter((e) => e.k === 'own') : [])) as { seq: number; error?: string; refused?: true }[];
 
 // spec: SEC-AUTHN, SEC-AUTHOR
 test('JWT: a valid token stamps its user as author; missing, forged and expired tokens are refused with the reason', async (t) => {
@@ -106,7 +106,8 @@ test('room access: read-only clients receive everything and can submit nothing; 
   sneaky.hello('v2', chat);
   sneaky.send({ t: 'ops', ops: [{ seq: 1, name: 'say', args: { text: 'sneaky' } }] });
   await until(() => ownVerdicts(sneaky.msgs).length === 1, 5000, 'verdict');
-  assert.match(ownVerdicts(sneaky.msgs)[0].error ?? '', /read-only/);
+  assert.match(ownVerdicts(sneaky.msgs)[0].error ?? '', /^read-only/);
+  assert.equal(ownVerdicts(sneaky.msgs)[0].refused, true);
   await writer.ops.say({ text: 'after' }).visible;
   assert.deepEqual(writer.getState('authoritative').messages.map((m) => m.text), ['for all', 'after']);
   assert.equal(sneaky.closed(), undefined, 'a refused op is not a reason to disconnect');
@@ -130,8 +131,10 @@ test('schemas and the authorize hook refuse ops before ordering; the submitter l
   const lamp0 = alice.getState('authoritative').items.lamp;
   const h = alice.ops.move({ id: 'lamp', x: 1, y: 1 });
   assert.equal(alice.getState('submitted').items.lamp.x, 1, 'applied speculatively');
-  await assert.rejects(h.authoritative, /not authorized: only the owner moves the lamp/);
+  await assert.rejects(h.authoritative, (e: unknown) => e instanceof OpRejectedError && e.refused && e.message === `operation ${h.id} was refused: not authorized: only the owner moves the lamp`);
   assert.equal(h.stage, 'rejected');
+  assert.equal(h.refused, true);
+  assert.equal(h.error, 'not authorized: only the owner moves the lamp');
   assert.deepEqual(alice.getState('submitted').items.lamp, lamp0, 'the refused op left the speculative views');
   const ok = alice.ops.move({ id: 'sofa', x: 5, y: 6 });
   await ok.visible;
@@ -151,8 +154,9 @@ test('schemas and the authorize hook refuse ops before ordering; the submitter l
   ] });
   await until(() => ownVerdicts(rogue.msgs).length === 3, 5000, 'three verdicts');
   const [v1, v2, v3] = ownVerdicts(rogue.msgs);
-  assert.match(v1.error ?? '', /refused: invalid arguments for move: x must be at most 100000/);
-  assert.match(v2.error ?? '', /unknown op "burn"/);
+  assert.match(v1.error ?? '', /^invalid arguments for move: x must be at most 100000/);
+  assert.match(v2.error ?? '', /^unknown op "burn"/);
+  assert.deepEqual([v1.refused, v2.refused, v3.refused], [true, true, undefined]);
   assert.equal(v3.error, undefined);
   await until(() => bob.getState('authoritative').items.table.x === 7, 5000, 'the valid op arrives');
   assert.equal(bob.getState('authoritative').items.sofa.x, 5, 'the refused ops had no effect');

@@ -328,7 +328,7 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     } catch (e) {
       return fail('SEC-MALFORMED', `room engine threw on ${JSON.stringify(value)?.slice(0, 200)}: ${(e as Error).stack}`);
     }
-    for (const e of out.persist.appended) if (e.error?.startsWith('refused: ')) stats.refusedOps++;
+    for (const e of out.persist.appended) if (e.refused) stats.refusedOps++;
     route(out, a.conn, !valid);
   };
   const deliver = (h: Honest, all: boolean) => {
