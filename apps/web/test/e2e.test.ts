@@ -152,7 +152,7 @@ async function until<A>(c: Client, what: string, fn: (arg: A) => unknown, arg?: 
   try {
     await c.page.waitForFunction(fn as any, arg, { timeout: ms });
   } catch (e) {
-    const placeholder = await c.page.evaluate(() => document.body.innerText.includes('coming in this change')).catch(() => false);
+    const placeholder = await c.page.evaluate(() => document.body.textContent?.includes('coming in this change')).catch(() => false);
     throw new Error(`${c.tag}: timed out after ${ms} ms waiting for ${what}` +
       (placeholder ? ' (the app is still the "coming in this change" placeholder)' : '') +
       `\n  page error(s): ${c.errors.join(' | ') || 'none'}\n  server output: ${tail() || 'none'}\n  (${(e as Error).message.split('\n')[0]})`);

@@ -79,7 +79,7 @@ export const fluid: PeerSystem = {
     const client = new TinyliciousClient({ connection: { domain: `http://${host}`, port } });
     let container: IFluidContainer<typeof schema>;
     const slot = `${host}:${port}/${doc}`;
-    let id = containers.get(slot);
+    const id = containers.get(slot);
     if (id === undefined) {
       const created = client.createContainer(schema, '2').then(async (r) => {
         container = r.container;

@@ -151,7 +151,11 @@ async function yjs(w: number, onAck: () => void): Promise<Conn> {
     if (decoding.readVarUint(d) !== 0 || decoding.readVarUint(d) !== syncProtocol.messageYjsUpdate) return;
     const u = decoding.createDecoder(decoding.readVarUint8Array(d));
     // Update: number of clients with structs, then per client: number of structs, client id.
-    const client = decoding.readVarUint(u) > 0 ? (decoding.readVarUint(u), decoding.readVarUint(u)) : -1;
+    let client = -1;
+    if (decoding.readVarUint(u) > 0) {
+      decoding.readVarUint(u); // the first client's number of structs
+      client = decoding.readVarUint(u);
+    }
     if (client === pool.id) { c.acked++; onAck(); } else c.delivered++;
   });
   return c;

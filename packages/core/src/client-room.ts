@@ -25,6 +25,7 @@ export interface RoomDriver {
    * pending op's promises then reject with it, unless this returns false (the driver will retry,
    * e.g. with a fresh token).
    */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a driver that returns nothing means "stop", so `void` must be accepted
   fatal?(code: ErrorCode, message: string): boolean | void;
 }
 

@@ -69,6 +69,15 @@ export class OpRejectedError extends HerculesError {
   }
 }
 
+/**
+ * The default of a switch over a union: compiles only if every member has its case (`value`
+ * is then `never`), so adding a member fails the build at each switch that forgot it. At run
+ * time (a value from outside the types, e.g. off the wire) it throws 'internal' naming it.
+ */
+export function unreachable(value: never, what: string): never {
+  throw new HerculesError('internal', `unexpected ${what}: ${JSON.stringify(value)}`);
+}
+
 export function errorMessage(e: unknown): string {
   if (e instanceof Error) return e.message || e.name;
   try {

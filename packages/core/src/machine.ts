@@ -101,7 +101,7 @@ export function defineMachine<S, const Ops extends Record<string, OpFn<S>>>(
   const schemas = new Map<string, StandardSchemaV1>();
   for (const [k, sch] of Object.entries((spec.schemas ?? {}) as Record<string, unknown>)) {
     if (sch === undefined) continue;
-    if (!Object.prototype.hasOwnProperty.call(spec.ops, k)) {
+    if (!Object.hasOwn(spec.ops, k)) {
       throw new HerculesError('bad-machine', `defineMachine(${spec.name}): schemas.${k} names no op; ops are ${Object.keys(spec.ops).join(', ')}`);
     }
     const std = (sch as Partial<StandardSchemaV1> | null)?.['~standard'];
@@ -194,7 +194,7 @@ export function current<T>(draftPart: T): T {
  */
 export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, position: number): ApplyResult<S> {
   const fn = machine.ops[op.name];
-  if (typeof fn !== 'function' || !Object.prototype.hasOwnProperty.call(machine.ops, op.name)) {
+  if (typeof fn !== 'function' || !Object.hasOwn(machine.ops, op.name)) {
     return { state, error: `unknown op "${op.name}" for machine ${machine.name}@${machine.version}` };
   }
   const ctx: OpContext = { author: op.author, client: op.client, seq: op.seq, position };
@@ -259,7 +259,7 @@ export function applyOps<S>(
 function runOne<S>(machine: Machine<S>, draft: S, op: OpInvocation & { readonly error?: string }, position: number): boolean {
   if (op.error !== undefined) return true;
   const fn = machine.ops[op.name];
-  if (typeof fn !== 'function' || !Object.prototype.hasOwnProperty.call(machine.ops, op.name)) return false;
+  if (typeof fn !== 'function' || !Object.hasOwn(machine.ops, op.name)) return false;
   try {
     fn(draft, op.args, { author: op.author, client: op.client, seq: op.seq, position });
     return true;

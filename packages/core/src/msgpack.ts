@@ -100,6 +100,11 @@ function put(v: unknown, depth: number): void {
     case 'object':
       if (v === null) { out[at++] = 0xc0; return; }
       if (depth < MAX_DEPTH && putObject(v, depth)) return;
+      break;
+    case 'bigint':
+    case 'symbol':
+    case 'function':
+      break; // not sendable: refused below
   }
   throw new HerculesError('bad-argument', `cannot send a ${typeof v === 'object' ? 'non-plain object or nesting deeper than ' + MAX_DEPTH : typeof v}`);
 }

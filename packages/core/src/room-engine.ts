@@ -12,7 +12,7 @@
  * Durability contract for adapters: apply `persist` from an output before delivering its
  * `send`s, so an op is announced Authoritative only once it is stored.
  */
-import { HerculesError, errorMessage, type ErrorCode } from './errors.ts';
+import { HerculesError, errorMessage, unreachable, type ErrorCode } from './errors.ts';
 import { applyOp, applyOps, deepFreeze, type Machine } from './machine.ts';
 import { GENESIS_DIGEST, sameArgs, scanOp } from './args.ts';
 import {
@@ -56,6 +56,7 @@ export interface AuthorizeContext {
  * state the op would apply to. A refused op is ordered as a no-op that names the reason, so its
  * submitter's handle settles as rejected and every replica skips it.
  */
+// biome-ignore lint/suspicious/noConfusingVoidType: a hook with no return statement allows the op (documented above); `undefined` would refuse such a hook at compile time
 export type AuthorizeOp<S = unknown> = (op: { readonly name: string; readonly args: unknown }, ctx: AuthorizeContext, state: S) => boolean | string | void;
 
 export interface RoomOptions<S = unknown> {
@@ -344,6 +345,8 @@ export class RoomEngine<S = unknown> {
           s.memberSince = now;
         }
         return;
+      default:
+        unreachable(msg, 'client message'); // parseClientMessage lets nothing else through
     }
   }
 
@@ -499,7 +502,7 @@ export class RoomEngine<S = unknown> {
     const invalid = this.machine.validate(op.name, op.args);
     if (invalid !== undefined) return invalid;
     if (!this.authorize) return undefined;
-    let verdict: boolean | string | void;
+    let verdict: ReturnType<AuthorizeOp<S>>;
     try {
       verdict = this.authorize({ name: op.name, args: op.args }, { user: s.user, author: s.author!, client: s.client!, seq: op.seq, position: pos }, this.headState);
     } catch (e) {

@@ -6,7 +6,7 @@
  */
 import { Packr } from 'msgpackr';
 import type { ServerMessage } from './protocol.ts';
-import { Interner, Uninterner, T, bad, isNat } from './wire.ts';
+import { ClientFrame, Interner, ServerFrame, Uninterner, bad, isNat } from './wire.ts';
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false, int64AsType: 'number' });
 
@@ -26,7 +26,7 @@ export class ServerCodec {
   encode(m: ServerMessage): Uint8Array {
     switch (m.t) {
       case 'log': {
-        const t: unknown[] = [T.Log, m.from];
+        const t: unknown[] = [ServerFrame.Log, m.from];
         for (const w of m.entries) {
           // Own: [seq], [seq, error] or, refused, [seq, error, 1]; an op is 4 elements or more.
           if (w.k === 'own') t.push(w.error === undefined ? [w.seq] : w.refused ? [w.seq, w.error, 1] : [w.seq, w.error]);
@@ -42,9 +42,9 @@ export class ServerCodec {
         }
         return packr.pack(t);
       }
-      case 'visible': return packr.pack([T.Visible, m.seq]);
-      case 'stable': return packr.pack([T.Stable, m.pos]);
-      default: return packr.pack([T.Other, m]);
+      case 'visible': return packr.pack([ServerFrame.Visible, m.seq]);
+      case 'stable': return packr.pack([ServerFrame.Stable, m.pos]);
+      default: return packr.pack([ServerFrame.Other, m]);
     }
   }
 
@@ -53,8 +53,8 @@ export class ServerCodec {
     const v = unpack(data);
     if (!Array.isArray(v) || v.length < 2) return bad('expected a tuple');
     switch (v[0]) {
-      case T.Other: return v[1];
-      case T.Ops: {
+      case ClientFrame.Other: return v[1];
+      case ClientFrame.Ops: {
         const first = v[1];
         if (!isNat(first) || first === 0) return bad('ops: first seq must be a positive integer');
         if ((v.length - 2) % 2 !== 0 || v.length === 2) return bad('ops: expected name/args pairs');
@@ -64,7 +64,7 @@ export class ServerCodec {
         }
         return { t: 'ops', ops };
       }
-      case T.Ack: return { t: 'ack', pos: v[1] };
+      case ClientFrame.Ack: return { t: 'ack', pos: v[1] };
       default: return bad(`unknown frame type ${String(v[0])}`);
     }
   }

@@ -502,8 +502,10 @@ export class ViewEngine<S = unknown> {
         else this.out.warnings.push(`server error ${code}: ${message}`);
         return;
       }
-      default:
-        this.out.warnings.push(`unknown server message ${(msg as { t?: unknown }).t}`);
+      default: {
+        const unknown: never = msg; // every message type has its case; this one came off the wire
+        this.out.warnings.push(`unknown server message ${(unknown as { t?: unknown }).t}`);
+      }
     }
   }
 

@@ -18,15 +18,10 @@ import { HerculesError } from './errors.ts';
 import { encode as pack, decode as unpack } from './msgpack.ts';
 import type { ClientMessage, LogEntry, ServerMessage, WireEntry } from './protocol.ts';
 
-/** Frame types: the first element of every frame's tuple. */
-export const enum T {
-  Other = 0,
-  Log = 1,
-  Visible = 2,
-  Stable = 3,
-  Ops = 1,
-  Ack = 2,
-}
+/** Frame types, server to client: the first element of every frame's tuple. */
+export const ServerFrame = { Other: 0, Log: 1, Visible: 2, Stable: 3 } as const;
+/** Frame types, client to server (numbered on their own: a frame is read by its direction). */
+export const ClientFrame = { Other: 0, Ops: 1, Ack: 2 } as const;
 
 /** Interns strings: first use sends the string, later uses its index. */
 export class Interner {
@@ -64,24 +59,24 @@ export class ClientCodec {
 
   encode(m: ClientMessage): Uint8Array {
     if (m.t === 'ops' && consecutive(m.ops)) {
-      const t: unknown[] = [T.Ops, m.ops[0].seq];
+      const t: unknown[] = [ClientFrame.Ops, m.ops[0].seq];
       for (const o of m.ops) t.push(this.outNames.ref(o.name), o.args);
       return pack(t);
     }
-    if (m.t === 'ack') return pack([T.Ack, m.pos]);
-    return pack([T.Other, m]);
+    if (m.t === 'ack') return pack([ClientFrame.Ack, m.pos]);
+    return pack([ClientFrame.Other, m]);
   }
 
   decode(data: Uint8Array): ServerMessage {
     const v = unpack(data);
     if (!Array.isArray(v) || v.length < 2) return bad('expected a tuple');
     switch (v[0]) {
-      case T.Other: {
+      case ServerFrame.Other: {
         const m = v[1] as ServerMessage;
         if (!m || typeof m !== 'object' || typeof m.t !== 'string') return bad('expected a message object');
         return m;
       }
-      case T.Log: {
+      case ServerFrame.Log: {
         const from = v[1];
         if (!isNat(from)) return bad('log: bad position');
         const entries: WireEntry[] = [];
@@ -107,8 +102,8 @@ export class ClientCodec {
         }
         return { t: 'log', from, entries };
       }
-      case T.Visible: return isNat(v[1]) ? { t: 'visible', seq: v[1] } : bad('visible: bad seq');
-      case T.Stable: return isNat(v[1]) ? { t: 'stable', pos: v[1] } : bad('stable: bad pos');
+      case ServerFrame.Visible: return isNat(v[1]) ? { t: 'visible', seq: v[1] } : bad('visible: bad seq');
+      case ServerFrame.Stable: return isNat(v[1]) ? { t: 'stable', pos: v[1] } : bad('stable: bad pos');
       default: return bad(`unknown frame type ${String(v[0])}`);
     }
   }

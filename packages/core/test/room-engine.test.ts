@@ -335,7 +335,10 @@ test('a long unstable suffix keeps a bounded number of states; compaction anywhe
   let seq = 0;
   const all: { seq: number; name: string; args: unknown }[] = [];
   for (let step = 0; step < 200; step++) {
-    const ops = Array.from({ length: 1 + (step % 3) }, (_, i) => (++seq, (seq % 7 === 0 ? { seq, name: 'move', args: { id: 'ghost', x: 0, y: 0 } } : note(seq, `s${step}.${i}`))));
+    const ops = Array.from({ length: 1 + (step % 3) }, (_, i) => {
+      seq++;
+      return seq % 7 === 0 ? { seq, name: 'move', args: { id: 'ghost', x: 0, y: 0 } } : note(seq, `s${step}.${i}`);
+    });
     all.push(...ops);
     r.message('ka', { t: 'ops', ops }, 1);
   }

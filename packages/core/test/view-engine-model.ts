@@ -15,6 +15,7 @@
  */
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { unreachable } from '../src/errors.ts';
 import {
   applyOp,
   defineMachine,
@@ -484,6 +485,8 @@ export class Harness {
         this.deliver(a.kind === 'members' ? { t: 'members', members: MEMBERS } : a.kind === 'ping' ? { t: 'ping' } : { t: 'deregister', reason: 'ack timeout' });
         break;
       }
+      default:
+        unreachable(a, 'action');
     }
     this.check(e.drain(), a, false);
   }
@@ -796,6 +799,8 @@ export class Harness {
           this.deregistered--;
           if (a.t === 'disconnect') assert.ok(!this.opts.strictDisconnect, `disconnected() emitted a register frame for a closed transport${where()}`);
           break;
+        default:
+          unreachable(m, 'client message');
       }
     }
     // Liveness: while connected, every durable op has reached the server.

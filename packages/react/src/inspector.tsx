@@ -34,7 +34,7 @@ export function Inspector({ room, title = 'Hercules inspector' }: { room: Client
   const [, force] = useState(0);
   useEffect(() => {
     const offs = VIEWS.map((v) => room.subscribe(v, () => force((x) => x + 1)));
-    return () => offs.forEach((f) => f());
+    return () => { for (const off of offs) off(); };
   }, [room]);
   const pos = room.engine.positions();
   const pending = room.pending();
@@ -44,7 +44,7 @@ export function Inspector({ room, title = 'Hercules inspector' }: { room: Client
     <aside style={box} data-testid="inspector">
       <div style={{ display: 'flex', justifyContent: 'space-between', marginBottom: 6 }}>
         <strong>{title}</strong>
-        <button onClick={() => setOpen(!open)} style={{ fontSize: 11 }}>{open ? 'hide' : 'show'}</button>
+        <button type="button" onClick={() => setOpen(!open)} style={{ fontSize: 11 }}>{open ? 'hide' : 'show'}</button>
       </div>
       {open && (
         <>

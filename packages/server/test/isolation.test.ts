@@ -10,9 +10,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect as netConnect } from 'node:net';
-import { WebSocket } from 'ws';
 import { connect } from '@hercules/client';
-import { PROTOCOL_VERSION, RoomEngine, type ClientMessage, type Machine, type RoomOutput, type ServerMessage } from '@hercules/core';
+import { RoomEngine, type RoomOutput } from '@hercules/core';
 import { createServer, type ServerOptions } from '../src/index.ts';
 import { chat, interiorDesign } from '../../../apps/machines.ts';
 import { tempDir, until, online, rawConnection } from './helpers.ts';

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SignJWT } from 'jose';
 import { connect, type ConnectedRoom } from '@hercules/client';
-import { HerculesError, OpRejectedError, PROTOCOL_VERSION, type ClientMessage, type Machine, type ServerMessage } from '@hercules/core';
+import { HerculesError, OpRejectedError, type Machine, type ServerMessage } from '@hercules/core';
 import { createServer, type ServerOptions } from '../src/index.ts';
 import { chat, interiorDesign } from '../../../apps/machines.ts';
 import { tempDir, until, online, rawConnection } from './helpers.ts';

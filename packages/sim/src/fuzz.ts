@@ -149,7 +149,7 @@ export function runFuzz(seed: number, count: number): FuzzStats {
   };
   const engine = new RoomEngine(fuzzMachine, {
     ackTimeoutMs: 400,
-    authorize: (op, ctx) => (ctx.user === 'banned' ? 'banned user' : op.name === 'note' && (op.args as { text?: unknown })?.text === 'forbidden' ? false : true),
+    authorize: (op, ctx) => (ctx.user === 'banned' ? 'banned user' : !(op.name === 'note' && (op.args as { text?: unknown })?.text === 'forbidden')),
   });
   let lastHead = 0, lastStable = 0;
 
@@ -283,7 +283,12 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     if (m.t === 'ops') {
       const ops = (m as ClientMessage & { t: 'ops' }).ops;
       const names = new Map<string, number>();
-      const ref = (name: string) => names.get(name) ?? (names.set(name, names.size), name);
+      const ref = (name: string) => {
+        const i = names.get(name);
+        if (i !== undefined) return i;
+        names.set(name, names.size);
+        return name; // first use: the name itself, as the interner sends it
+      };
       return packr.pack([1, ops[0].seq, ...ops.flatMap((o) => [ref(o.name), o.args])]);
     }
     return packr.pack(m.t === 'ack' ? [2, (m as { pos: unknown }).pos] : [0, m]);

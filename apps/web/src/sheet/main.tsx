@@ -58,7 +58,8 @@ function Sheet() {
 
   return (
     <Shell title="Spreadsheet" room={room}>
-      <div data-testid="grid" ref={grid} tabIndex={0} onKeyDown={onKey} style={{ display: 'inline-block', outline: 'none', background: 'white', border: '1px solid #e5e7eb', borderRadius: 8, padding: 4 }}>
+      {/* biome-ignore lint/a11y/useSemanticElements: the table inside draws the cells; this focusable wrapper is the grid that takes the keyboard (arrows, Enter, typing) */}
+      <div data-testid="grid" role="grid" aria-label="Spreadsheet" ref={grid} tabIndex={0} onKeyDown={onKey} style={{ display: 'inline-block', outline: 'none', background: 'white', border: '1px solid #e5e7eb', borderRadius: 8, padding: 4 }}>
         <table style={{ borderCollapse: 'collapse', tableLayout: 'fixed', width: 28 + 96 * cols, fontSize: 14 }}>
           <thead>
             <tr><th style={{ ...head, width: 28 }} />{cells[0].map((_, c) => <th key={c} style={{ ...head, width: 96 }}>{String.fromCharCode(65 + c)}</th>)}</tr>
@@ -73,6 +74,7 @@ function Sheet() {
                   const cursor = same(mine, r, c) ? 'mine' : same(visCursors[me], r, c) ? 'mine-old' : others.length ? 'other' : 'none';
                   const uncertain = text !== visCells[r][c];
                   return (
+                    // biome-ignore lint/a11y/useKeyWithClickEvents: the keyboard moves the cursor through the grid's own handler (arrows, Enter), not per cell
                     <td
                       key={c}
                       data-testid={`cell-${r}-${c}`}
@@ -86,6 +88,7 @@ function Sheet() {
                       {edit && edit.row === r && edit.col === c && (
                         <input
                           data-testid="cell-editor"
+                          // biome-ignore lint/a11y/noAutofocus: the editor opens because the user asked to edit this cell; typing goes into it
                           autoFocus
                           value={edit.text}
                           onChange={(e) => setEdit({ ...edit, text: e.target.value })}
