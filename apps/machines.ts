@@ -50,7 +50,8 @@ export const chat = defineMachine({
 });
 
 /** Spreadsheet: a grid of cells and one cursor per user. */
-const ROWS = 12, COLS = 6;
+const ROWS = 12,
+  COLS = 6;
 export const spreadsheet = defineMachine({
   name: 'spreadsheet',
   version: 1,
@@ -91,7 +92,7 @@ export const byteArray = defineMachine({
         let c = copies.get(j);
         if (!c) copies.set(j, (c = Array.from(current(s.chunks[j]))));
         // The run of increments that stays inside chunk j.
-        const end = Math.min(1000, k % 1000 + (a.count - i));
+        const end = Math.min(1000, (k % 1000) + (a.count - i));
         for (let e = k % 1000; e < end; e++, i++) c[e] = (c[e] + 1) & 0xff;
       }
       for (const [j, c] of copies) s.chunks[j] = Object.freeze(c) as number[];

@@ -37,8 +37,12 @@ let values;
 try {
   ({ values } = parseArgs({
     options: {
-      port: { type: 'string' }, host: { type: 'string' }, 'data-dir': { type: 'string' },
-      'simulate-rtt': { type: 'string' }, 'ack-timeout': { type: 'string' }, 'log-level': { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      'data-dir': { type: 'string' },
+      'simulate-rtt': { type: 'string' },
+      'ack-timeout': { type: 'string' },
+      'log-level': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   }));
@@ -46,7 +50,10 @@ try {
   const unknown = /^Unknown option '([^']+)'/.exec((e as Error).message);
   fail(unknown ? `unknown option ${unknown[1]}` : (e as Error).message);
 }
-if (values.help) { console.log(HELP); process.exit(0); }
+if (values.help) {
+  console.log(HELP);
+  process.exit(0);
+}
 const num = (name: string, v: string | undefined, d: number) => {
   if (v === undefined) return d;
   const n = Number(v);
@@ -56,18 +63,25 @@ const num = (name: string, v: string | undefined, d: number) => {
 const port = num('port', values.port, 8787);
 if (!Number.isInteger(port) || port > 65535) fail(`--port must be an integer from 0 to 65535, got ${JSON.stringify(values.port)}`);
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-if (values['log-level'] !== undefined && !LOG_LEVELS.includes(values['log-level'])) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(values['log-level'])}`);
+if (values['log-level'] !== undefined && !LOG_LEVELS.includes(values['log-level']))
+  fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(values['log-level'])}`);
 const simulateRttMs = num('simulate-rtt', values['simulate-rtt'], 0);
 const ackTimeoutMs = num('ack-timeout', values['ack-timeout'], 2000) || 2000;
 
 process.env.NODE_ENV ??= 'production';
 await buildApps();
 
-const page = (title: string, body: string) => `<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${title} · Hercules</title>
+const page = (
+  title: string,
+  body: string,
+) => `<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${title} · Hercules</title>
 <style>body{margin:0;background:#f9fafb;color:#111827}a{color:#2563eb}</style></head><body>${body}</body></html>`;
-const index = page('Hercules demo apps', `<div style="font-family:system-ui;padding:24px;max-width:640px">
+const index = page(
+  'Hercules demo apps',
+  `<div style="font-family:system-ui;padding:24px;max-width:640px">
 <h1>Hercules demo apps</h1><p>Open an app in two windows (or two browsers) to see the views differ and converge.</p><ul>
-${APPS.map((a) => `<li><a href="/${a.id}">${a.title}</a> — ${a.blurb}</li>`).join('\n')}</ul></div>`);
+${APPS.map((a) => `<li><a href="/${a.id}">${a.title}</a> — ${a.blurb}</li>`).join('\n')}</ul></div>`,
+);
 
 const host = values.host ?? '127.0.0.1';
 let server;
@@ -82,8 +96,16 @@ try {
     log: values['log-level'] ?? 'info',
     http: (req, res) => {
       const path = (req.url ?? '/').split('?')[0];
-      if (path === '/favicon.ico') { res.writeHead(204); res.end(); return true; }
-      if (path === '/') { res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }); res.end(index); return true; }
+      if (path === '/favicon.ico') {
+        res.writeHead(204);
+        res.end();
+        return true;
+      }
+      if (path === '/') {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+        res.end(index);
+        return true;
+      }
       const app = APPS.find((a) => path === `/${a.id}`);
       if (app) {
         res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
@@ -107,6 +129,9 @@ try {
 }
 const http = server.url.replace('ws://', 'http://');
 console.log(`\nHercules demo apps: ${http}/\n${APPS.map((a) => `  ${a.title.padEnd(16)} ${http}/${a.id}`).join('\n')}\n`);
-const stop = async () => { await server.close(); process.exit(0); };
+const stop = async () => {
+  await server.close();
+  process.exit(0);
+};
 process.on('SIGINT', () => void stop());
 process.on('SIGTERM', () => void stop());

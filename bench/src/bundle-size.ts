@@ -42,8 +42,16 @@ console.log('| client | minified KiB | gzipped KiB | largest parts (minified KiB
 for (const [name, contents] of Object.entries(ENTRIES)) {
   const r = await build({
     stdin: { contents, resolveDir: here, loader: 'js', sourcefile: 'entry.js' },
-    bundle: true, platform: 'browser', format: 'esm', target: 'es2022', minify: true, write: false, metafile: true,
-    logLevel: 'error', define: { 'process.env.NODE_ENV': '"production"' }, conditions: ['@hercules/source'],
+    bundle: true,
+    platform: 'browser',
+    format: 'esm',
+    target: 'es2022',
+    minify: true,
+    write: false,
+    metafile: true,
+    logLevel: 'error',
+    define: { 'process.env.NODE_ENV': '"production"' },
+    conditions: ['@hercules/source'],
   });
   const code = r.outputFiles[0].contents;
   const parts = new Map<string, number>();
@@ -51,6 +59,10 @@ for (const [name, contents] of Object.entries(ENTRIES)) {
     const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(file)?.[1] ?? /packages\/([^/]+)\//.exec(file)?.[1]?.replace(/^/, '@hercules/') ?? file;
     parts.set(pkg, (parts.get(pkg) ?? 0) + bytesInOutput);
   }
-  const largest = [...parts].filter(([, n]) => n >= 512).sort((a, b) => b[1] - a[1]).map(([p, n]) => `${p} ${kib(n)}`).join(', ');
+  const largest = [...parts]
+    .filter(([, n]) => n >= 512)
+    .sort((a, b) => b[1] - a[1])
+    .map(([p, n]) => `${p} ${kib(n)}`)
+    .join(', ');
   console.log(`| ${name} | ${kib(code.length)} | ${kib(gzipSync(code, { level: 9 }).length)} | ${largest} |`);
 }

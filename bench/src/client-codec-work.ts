@@ -6,7 +6,13 @@ import { Packr } from 'msgpackr';
 import { ClientCodec, ServerCodec, type LogEntry, type ServerMessage } from '@hercules/core';
 import { encode, decode } from '../../packages/core/src/msgpack.ts';
 
-export interface CodecRow { work: string; 'frame B': number; 'msgpackr µs': number; 'ours µs': number; 'ours / msgpackr': number }
+export interface CodecRow {
+  work: string;
+  'frame B': number;
+  'msgpackr µs': number;
+  'ours µs': number;
+  'ours / msgpackr': number;
+}
 
 /** `asInput` turns a frame into what the socket hands over (a Buffer from ws, a Uint8Array in a browser). */
 export function measure(asInput: (b: Uint8Array) => Uint8Array, reps = 15): { rows: CodecRow[]; clientCodecDecodeUs: { log1: number; log100: number } } {
@@ -15,14 +21,17 @@ export function measure(asInput: (b: Uint8Array) => Uint8Array, reps = 15): { ro
   const argsOf = (i: number) => ({ row: (i * 7) % 500, col: i % 26, text: i % 3 ? `Gear ${i}` : 'Gear' });
   const accented = (i: number) => ({ row: (i * 7) % 500, col: i % 26, text: `Zahnräder ${i} ⚙️` });
   const logOf = (from: number, n: number, args = argsOf): ServerMessage => ({
-    t: 'log', from, entries: Array.from({ length: n }, (_, i) => {
+    t: 'log',
+    from,
+    entries: Array.from({ length: n }, (_, i) => {
       const client = clients[i % 3];
       const e: LogEntry = { pos: from + i, client, seq: 4000 + i, name: i % 4 ? 'setCell' : 'clearCell', args: args(i), author: client };
       return { k: 'op' as const, e };
     }),
   });
   // The server's codec writes the frames, with warm intern tables (ids and names as references).
-  const sc = new ServerCodec(), cc = new ClientCodec();
+  const sc = new ServerCodec(),
+    cc = new ClientCodec();
   cc.decode(sc.encode(logOf(1, 8)));
   const log1 = asInput(sc.encode(logOf(123456, 1)));
   const log100 = asInput(sc.encode(logOf(123457, 100)));
@@ -33,7 +42,8 @@ export function measure(asInput: (b: Uint8Array) => Uint8Array, reps = 15): { ro
     for (let i = 0; i < n; i++) t.push(i % 4 ? 0 : 1, argsOf(i));
     return t;
   };
-  const ops1 = opsTuple(1), ops100 = opsTuple(100);
+  const ops1 = opsTuple(1),
+    ops100 = opsTuple(100);
 
   // Same values both ways, before timing anything.
   for (const b of [log1, log100, log100u]) if (JSON.stringify(decode(b)) !== JSON.stringify(packr.unpack(b))) throw new Error('decoders disagree');
@@ -41,8 +51,28 @@ export function measure(asInput: (b: Uint8Array) => Uint8Array, reps = 15): { ro
 
   let sink = 0;
   type Work = { name: string; bytes: number; iters: number; msgpackr: () => void; ours: () => void };
-  const dec = (name: string, b: Uint8Array, iters: number): Work => ({ name, bytes: b.length, iters, msgpackr: () => { sink += (packr.unpack(b) as unknown[]).length; }, ours: () => { sink += (decode(b) as unknown[]).length; } });
-  const enc = (name: string, t: unknown[], iters: number): Work => ({ name, bytes: encode(t).length, iters, msgpackr: () => { sink += packr.pack(t).length; }, ours: () => { sink += encode(t).length; } });
+  const dec = (name: string, b: Uint8Array, iters: number): Work => ({
+    name,
+    bytes: b.length,
+    iters,
+    msgpackr: () => {
+      sink += (packr.unpack(b) as unknown[]).length;
+    },
+    ours: () => {
+      sink += (decode(b) as unknown[]).length;
+    },
+  });
+  const enc = (name: string, t: unknown[], iters: number): Work => ({
+    name,
+    bytes: encode(t).length,
+    iters,
+    msgpackr: () => {
+      sink += packr.pack(t).length;
+    },
+    ours: () => {
+      sink += encode(t).length;
+    },
+  });
   const work: Work[] = [
     dec('decode log frame, 1 op', log1, 200_000),
     dec('decode log frame, 100 ops', log100, 3_000),
@@ -55,10 +85,16 @@ export function measure(asInput: (b: Uint8Array) => Uint8Array, reps = 15): { ro
     for (let i = 0; i < iters; i++) f();
     return ((performance.now() - t0) / iters) * 1000; // µs per call
   };
-  const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1]; };
+  const median = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s[s.length >> 1];
+  };
 
   const times = work.map(() => ({ msgpackr: [] as number[], ours: [] as number[], ratio: [] as number[] }));
-  for (const w of work) { time(w.msgpackr, w.iters); time(w.ours, w.iters); } // warm-up
+  for (const w of work) {
+    time(w.msgpackr, w.iters);
+    time(w.ours, w.iters);
+  } // warm-up
   for (let rep = 0; rep < reps; rep++) {
     work.forEach((w, i) => {
       // Which goes first alternates from one repetition to the next.
@@ -72,13 +108,28 @@ export function measure(asInput: (b: Uint8Array) => Uint8Array, reps = 15): { ro
   }
   // The whole ClientCodec.decode (tuple checks, interning, message objects) on the same frames.
   const clientCodecDecodeUs = {
-    log1: +median(Array.from({ length: 5 }, () => time(() => { sink += cc.decode(log1).t.length; }, 200_000))).toFixed(3),
-    log100: +median(Array.from({ length: 5 }, () => time(() => { sink += cc.decode(log100).t.length; }, 3_000))).toFixed(2),
+    log1: +median(
+      Array.from({ length: 5 }, () =>
+        time(() => {
+          sink += cc.decode(log1).t.length;
+        }, 200_000),
+      ),
+    ).toFixed(3),
+    log100: +median(
+      Array.from({ length: 5 }, () =>
+        time(() => {
+          sink += cc.decode(log100).t.length;
+        }, 3_000),
+      ),
+    ).toFixed(2),
   };
   if (sink === 42) console.log('');
   const rows = work.map((w, i) => ({
-    work: w.name, 'frame B': w.bytes,
-    'msgpackr µs': +median(times[i].msgpackr).toFixed(3), 'ours µs': +median(times[i].ours).toFixed(3), 'ours / msgpackr': +median(times[i].ratio).toFixed(2),
+    work: w.name,
+    'frame B': w.bytes,
+    'msgpackr µs': +median(times[i].msgpackr).toFixed(3),
+    'ours µs': +median(times[i].ours).toFixed(3),
+    'ours / msgpackr': +median(times[i].ratio).toFixed(2),
   }));
   return { rows, clientCodecDecodeUs };
 }

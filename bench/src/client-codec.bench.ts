@@ -31,9 +31,19 @@ if (!inBrowser) {
   result = measure((b) => Buffer.from(b));
 } else {
   const bundle = await build({
-    stdin: { contents: `import { measure } from './client-codec-work.ts'; globalThis.measure = measure;`, resolveDir: fileURLToPath(new URL('.', import.meta.url)), loader: 'ts' },
-    bundle: true, platform: 'browser', format: 'iife', target: 'es2022', write: false, logLevel: 'error',
-    define: { 'process.env.NODE_ENV': '"production"' }, conditions: ['@hercules/source'],
+    stdin: {
+      contents: `import { measure } from './client-codec-work.ts'; globalThis.measure = measure;`,
+      resolveDir: fileURLToPath(new URL('.', import.meta.url)),
+      loader: 'ts',
+    },
+    bundle: true,
+    platform: 'browser',
+    format: 'iife',
+    target: 'es2022',
+    write: false,
+    logLevel: 'error',
+    define: { 'process.env.NODE_ENV': '"production"' },
+    conditions: ['@hercules/source'],
   });
   const executablePath = process.env.CHROMIUM_PATH ?? execFileSync('which', ['chromium'], { encoding: 'utf8' }).trim();
   const browser = await chromium.launch({ executablePath, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
@@ -48,7 +58,9 @@ if (!inBrowser) {
 }
 console.log(`${where}; 15 alternated repetitions, medians`);
 console.table(result.rows);
-console.log(`ClientCodec.decode (ours + the tuple checks): log frame with 1 op ${result.clientCodecDecodeUs.log1} µs, with 100 ops ${result.clientCodecDecodeUs.log100} µs`);
+console.log(
+  `ClientCodec.decode (ours + the tuple checks): log frame with 1 op ${result.clientCodecDecodeUs.log1} µs, with 100 ops ${result.clientCodecDecodeUs.log100} µs`,
+);
 mkdirSync('docs/benchmarks', { recursive: true });
 const file = `docs/benchmarks/client-codec${inBrowser ? '-chromium' : ''}.json`;
 writeFileSync(file, JSON.stringify({ when: new Date().toISOString(), where, ...result }, null, 2) + '\n');

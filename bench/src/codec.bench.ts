@@ -12,19 +12,33 @@ import { Packr } from 'msgpackr';
 import { ClientCodec, ServerCodec, type ClientMessage, type ServerMessage } from '@hercules/core';
 
 const args = { row: 3, col: 2, text: 'Gear' };
-const remote: ServerMessage = { t: 'log', from: 123456, entries: [{ k: 'op', e: { pos: 123456, client: '71280fd3-326c-4aa7-864b-27e727dc8e1a', seq: 4211, name: 'setCell', args, author: '71280fd3-326c-4aa7-864b-27e727dc8e1a' } }] };
+const remote: ServerMessage = {
+  t: 'log',
+  from: 123456,
+  entries: [
+    {
+      k: 'op',
+      e: { pos: 123456, client: '71280fd3-326c-4aa7-864b-27e727dc8e1a', seq: 4211, name: 'setCell', args, author: '71280fd3-326c-4aa7-864b-27e727dc8e1a' },
+    },
+  ],
+};
 const own: ServerMessage = { t: 'log', from: 123457, entries: [{ k: 'own', seq: 4212 }] };
 const ops: ClientMessage = { t: 'ops', ops: [{ seq: 4212, name: 'setCell', args }] };
 const ack: ClientMessage = { t: 'ack', pos: 123457 };
 const visible: ServerMessage = { t: 'visible', seq: 4212 };
 
-const te = new TextEncoder(), td = new TextDecoder();
+const te = new TextEncoder(),
+  td = new TextDecoder();
 const packr = new Packr({ useRecords: false });
 const json = { name: 'JSON', enc: (m: unknown) => te.encode(JSON.stringify(m)), dec: (b: Uint8Array) => JSON.parse(td.decode(b)) };
 const mp = { name: 'msgpackr (generic)', enc: (m: unknown) => packr.pack(m), dec: (b: Uint8Array) => packr.unpack(b) };
 // Our codec is stateful: warm the intern tables as a live connection would be.
-const sc = new ServerCodec(), cc = new ClientCodec(), sc2 = new ServerCodec(), cc2 = new ClientCodec();
-cc.decode(sc.encode(remote)); sc2.decode(cc2.encode(ops));
+const sc = new ServerCodec(),
+  cc = new ClientCodec(),
+  sc2 = new ServerCodec(),
+  cc2 = new ClientCodec();
+cc.decode(sc.encode(remote));
+sc2.decode(cc2.encode(ops));
 const ours = {
   name: 'Hercules codec',
   enc: (m: unknown) => ((m as { t: string }).t === 'ops' || (m as { t: string }).t === 'ack' ? cc2.encode(m as ClientMessage) : sc.encode(m as ServerMessage)),
@@ -32,7 +46,10 @@ const ours = {
 };
 const argBytes = packr.pack(args).length;
 
-function median(xs: number[]) { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1]; }
+function median(xs: number[]) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[s.length >> 1];
+}
 const rows: Record<string, unknown>[] = [];
 const N = 100_000;
 const times: Record<string, { enc: number[]; dec: number[] }> = {};
@@ -54,9 +71,14 @@ for (const c of [json, mp, ours]) {
   const size = (m: unknown) => c.enc(m).length;
   rows.push({
     encoding: c.name,
-    'remote op frame B': size(remote), 'own Notify-Auth B': size(own), 'ops frame B': size(ops), 'ack B': size(ack), 'visible B': size(visible),
+    'remote op frame B': size(remote),
+    'own Notify-Auth B': size(own),
+    'ops frame B': size(ops),
+    'ack B': size(ack),
+    'visible B': size(visible),
     'remote-op overhead beyond args B': size(remote) - argBytes,
-    'encode µs (remote op)': +median(times[c.name].enc).toFixed(2), 'decode µs (remote op)': +median(times[c.name].dec).toFixed(2),
+    'encode µs (remote op)': +median(times[c.name].enc).toFixed(2),
+    'decode µs (remote op)': +median(times[c.name].dec).toFixed(2),
   });
 }
 console.log(`args alone: ${argBytes} B (msgpack); WebSocket framing adds 2 B server->client, 6 B client->server (mask) per small frame`);

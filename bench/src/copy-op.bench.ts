@@ -20,7 +20,9 @@ import { byteArray } from '../../apps/machines.ts';
 import { consume, fmt, interleaved, stats } from './harness.ts';
 
 const elementwise = defineMachine({
-  name: 'byte-array-elementwise', version: 1, initial: byteArray.initial,
+  name: 'byte-array-elementwise',
+  version: 1,
+  initial: byteArray.initial,
   ops: {
     increment(s, a: { offset: number; count: number }) {
       const total = s.chunks.length * 1000;
@@ -35,25 +37,59 @@ const elementwise = defineMachine({
 
 const N = 200;
 const op = (i: number) => ({ name: 'increment', args: { offset: (i * 7919) % 100_000, count: 500 }, author: 'a', client: 'c', seq: i + 1 });
-const perCall = (f: (i: number) => unknown, n: number) => () => { for (let i = 0; i < n; i++) consume(f(i)); };
+const perCall = (f: (i: number) => unknown, n: number) => () => {
+  for (let i = 0; i < n; i++) consume(f(i));
+};
 const frozen = Object.freeze(Array.from({ length: 1000 }, (_, i) => i & 0xff));
 const base = byteArray.initial;
 const F = { enableAutoFreeze: true } as const;
 
 const groups: [string, Record<string, () => void>, number][] = [
-  ['byte-array op (500 increments)', {
-    'element by element': perCall((i) => applyOp(elementwise, base, op(i), 1), N),
-    'copy once (as shipped)': perCall((i) => applyOp(byteArray, base, op(i), 1), N),
-  }, N],
-  ['frozen array of 1,000 numbers, copy', {
-    slice: perCall(() => frozen.slice(), 2000),
-    'Array.from': perCall(() => Array.from(frozen), 2000),
-    spread: perCall(() => [...frozen], 2000),
-  }, 2000],
-  ['assign a new 1,000-number array in a draft', {
-    'unfrozen (engine freezes it)': perCall((i) => create(base, (d) => { d.chunks[i % 100] = Array.from(frozen); }, F), N),
-    'frozen before assigning': perCall((i) => create(base, (d) => { d.chunks[i % 100] = Object.freeze(Array.from(frozen)) as number[]; }, F), N),
-  }, N],
+  [
+    'byte-array op (500 increments)',
+    {
+      'element by element': perCall((i) => applyOp(elementwise, base, op(i), 1), N),
+      'copy once (as shipped)': perCall((i) => applyOp(byteArray, base, op(i), 1), N),
+    },
+    N,
+  ],
+  [
+    'frozen array of 1,000 numbers, copy',
+    {
+      slice: perCall(() => frozen.slice(), 2000),
+      'Array.from': perCall(() => Array.from(frozen), 2000),
+      spread: perCall(() => [...frozen], 2000),
+    },
+    2000,
+  ],
+  [
+    'assign a new 1,000-number array in a draft',
+    {
+      'unfrozen (engine freezes it)': perCall(
+        (i) =>
+          create(
+            base,
+            (d) => {
+              d.chunks[i % 100] = Array.from(frozen);
+            },
+            F,
+          ),
+        N,
+      ),
+      'frozen before assigning': perCall(
+        (i) =>
+          create(
+            base,
+            (d) => {
+              d.chunks[i % 100] = Object.freeze(Array.from(frozen)) as number[];
+            },
+            F,
+          ),
+        N,
+      ),
+    },
+    N,
+  ],
 ];
 
 console.log(`NODE_ENV=${process.env.NODE_ENV ?? '(unset)'}, Node ${process.version}; median of 9 interleaved repetitions, µs per call`);

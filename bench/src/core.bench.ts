@@ -26,7 +26,12 @@ const ALL: Record<string, Bench> = { getState, submit, rebase, opApply, sim };
 const RUNTIME = 'runtime';
 const PAPER = 'paper';
 const { values } = parseArgs({ options: { only: { type: 'string' } } });
-const wanted = values.only ? values.only.split(',').map((s) => s.trim()).filter(Boolean) : [...Object.keys(ALL), RUNTIME, PAPER];
+const wanted = values.only
+  ? values.only
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+  : [...Object.keys(ALL), RUNTIME, PAPER];
 for (const w of wanted) {
   if (!(w in ALL) && w !== RUNTIME && w !== PAPER) {
     console.error(`unknown benchmark "${w}"; choose from ${[...Object.keys(ALL), RUNTIME, PAPER].join(', ')}`);
@@ -47,7 +52,9 @@ if (sections.length) {
   for (const s of sections) {
     for (const g of s.goals) console.log(`${g.met ? 'MET   ' : 'MISSED'}  [${s.id}] ${g.what}: ${g.measured} (goal ${g.goal})`);
   }
-  console.log(`\nwrote docs/benchmarks/core.json (${sections.map((s) => s.id).join(', ')}) in ${((performance.now() - t0) / 1000).toFixed(0)} s (sink ${sink.n & 1})`);
+  console.log(
+    `\nwrote docs/benchmarks/core.json (${sections.map((s) => s.id).join(', ')}) in ${((performance.now() - t0) / 1000).toFixed(0)} s (sink ${sink.n & 1})`,
+  );
 }
 
 if (wanted.includes(RUNTIME)) {
@@ -60,7 +67,7 @@ if (wanted.includes(RUNTIME)) {
 }
 
 if (wanted.includes(PAPER)) {
-  console.log('\n# The paper\'s experiments and the peers (npm run bench:paper)\n');
+  console.log("\n# The paper's experiments and the peers (npm run bench:paper)\n");
   const r = spawnSync(process.execPath, ['--import', 'tsx', 'bench/src/paper/run.ts'], { cwd: repoRoot, stdio: 'inherit' });
   if (r.status !== 0) {
     console.error(`paper experiments failed (exit ${r.status ?? r.signal})`);

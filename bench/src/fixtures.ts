@@ -29,7 +29,7 @@ function makeItem(i: number): Item {
     id: itemId(i),
     title: `Item number ${i} with a short title`,
     qty: i % 97,
-    price: (i * 7919) % 10_000 / 100,
+    price: ((i * 7919) % 10_000) / 100,
     done: i % 3 === 0,
     tags: ['alpha', 'beta', `t${i % 17}`],
     owner: { name: `user-${i % 1000}`, team: `team-${i % 13}` },

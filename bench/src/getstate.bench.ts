@@ -10,7 +10,11 @@ import { ViewEngine, VIEWS, type ViewName } from '@hercules/core';
 import { itemsForBytes, jsonBytes, keyedMachine, keyedState, itemId, type KeyedState } from './fixtures.ts';
 import { fmt, interleaved, sink, standalone, stats, type Section } from './harness.ts';
 
-const SIZES: [string, number][] = [['~1 KB', 1_000], ['~1 MB', 1_000_000], ['~10 MB', 10_000_000]];
+const SIZES: [string, number][] = [
+  ['~1 KB', 1_000],
+  ['~1 MB', 1_000_000],
+  ['~10 MB', 10_000_000],
+];
 const ITERS = 10_000_000;
 const REPS = 7;
 
@@ -43,8 +47,12 @@ export function run(): Section {
   }
   const competitors: Record<string, () => void> = {};
   for (const e of engines) {
-    competitors[`one:${e.label}`] = () => { sink.n += loopOne(e.engine, ITERS); };
-    competitors[`rot:${e.label}`] = () => { sink.n += loopRotate(e.engine, ITERS); };
+    competitors[`one:${e.label}`] = () => {
+      sink.n += loopOne(e.engine, ITERS);
+    };
+    competitors[`rot:${e.label}`] = () => {
+      sink.n += loopRotate(e.engine, ITERS);
+    };
   }
   const ms = interleaved(competitors, REPS, 2);
   const rows = [];

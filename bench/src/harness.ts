@@ -110,7 +110,10 @@ export function fmt(x: number, digits = 3): string {
   const a = Math.abs(x);
   if (a >= 1000) return Math.round(x).toLocaleString('en-US');
   if (a === 0) return '0';
-  return x.toPrecision(digits).replace(/(\.\d*?)0+$/, '$1').replace(/\.$/, '');
+  return x
+    .toPrecision(digits)
+    .replace(/(\.\d*?)0+$/, '$1')
+    .replace(/\.$/, '');
 }
 
 export function printTable(title: string, rows: readonly Row[]): void {

@@ -15,13 +15,22 @@ import * as current from '@hercules/core';
 
 type Core = typeof current;
 const { values } = parseArgs({ options: { baseline: { type: 'string' }, runs: { type: 'string' } } });
-const FRAMES = 300, PER = 100, RUNS = Number(values.runs ?? 20);
+const FRAMES = 300,
+  PER = 100,
+  RUNS = Number(values.runs ?? 20);
 
 function run(C: Core): number {
   const m = C.defineMachine({
-    name: 'design', version: 1,
+    name: 'design',
+    version: 1,
     initial: { items: {} as Record<string, { x: number; y: number }> },
-    ops: { move(s, a: { id: string; x: number; y: number }) { const it = (s.items[a.id] ??= { x: 0, y: 0 }); it.x = a.x; it.y = a.y; } },
+    ops: {
+      move(s, a: { id: string; x: number; y: number }) {
+        const it = (s.items[a.id] ??= { x: 0, y: 0 });
+        it.x = a.x;
+        it.y = a.y;
+      },
+    },
   });
   const e = new C.RoomEngine(m, { ackTimeoutMs: 1e9 });
   e.open('c', 0);
@@ -39,8 +48,9 @@ function run(C: Core): number {
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-const base = values.baseline ? (await import(pathToFileURL(join(resolve(values.baseline), 'packages/core/src/index.ts')).href)) as Core : undefined;
-const now: number[] = [], old: number[] = [];
+const base = values.baseline ? ((await import(pathToFileURL(join(resolve(values.baseline), 'packages/core/src/index.ts')).href)) as Core) : undefined;
+const now: number[] = [],
+  old: number[] = [];
 for (let r = 0; r < RUNS; r++) {
   if (base) old.push(run(base));
   now.push(run(current));

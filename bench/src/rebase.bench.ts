@@ -55,9 +55,18 @@ function measureLayout(layout: string, machine: Machine<any>): LayoutResult {
   const engine = new ViewEngine(machine, { clientId: 'me', now: () => 0 });
   engine.connected();
   engine.receive({
-    t: 'welcome', v: PROTOCOL_VERSION, client: 'me', author: 'me',
-    checkpoint: { pos: LOG, state: log0 }, from: LOG + 1, entries: [],
-    highWater: 0, visibleSeq: 0, rejected: [], stable: 0, members: ['me', 'other'],
+    t: 'welcome',
+    v: PROTOCOL_VERSION,
+    client: 'me',
+    author: 'me',
+    checkpoint: { pos: LOG, state: log0 },
+    from: LOG + 1,
+    entries: [],
+    highWater: 0,
+    visibleSeq: 0,
+    rejected: [],
+    stable: 0,
+    members: ['me', 'other'],
   });
   for (const p of pending) engine.submit('inc', p.args);
   engine.durable(PENDING);
@@ -70,7 +79,9 @@ function measureLayout(layout: string, machine: Machine<any>): LayoutResult {
 
   const ms = interleaved(
     {
-      'rebase (applyOps)': () => { sink.o = applyOps(machine, base, pending, LOG + 2); },
+      'rebase (applyOps)': () => {
+        sink.o = applyOps(machine, base, pending, LOG + 2);
+      },
       'rebase (engine receive)': () => {
         const r = remotes[nextRemote++];
         const pos = engine.positions().authoritative + 1;
@@ -80,8 +91,12 @@ function measureLayout(layout: string, machine: Machine<any>): LayoutResult {
         frames++;
         sink.o = engine.getState('submitted');
       },
-      'rebase, op 50 of 100 throws (applyOps)': () => { sink.o = applyOps(machine, base, withThrow, LOG + 2); },
-      'full recompute': () => { sink.o = applyOps(machine, machine.initial, everything, 1); },
+      'rebase, op 50 of 100 throws (applyOps)': () => {
+        sink.o = applyOps(machine, base, withThrow, LOG + 2);
+      },
+      'full recompute': () => {
+        sink.o = applyOps(machine, machine.initial, everything, 1);
+      },
       'clone + replay': () => {
         const s = structuredClone(base);
         const fn = replayInc;
@@ -134,16 +149,31 @@ export function run(): Section {
       });
     }
     goals.push({ what: `${r.layout}: full recompute ÷ rebase (applyOps)`, goal: '≥ 10×', measured: `${fmt(full / rebase)}×`, met: full / rebase >= 10 });
-    goals.push({ what: `${r.layout}: full recompute ÷ rebase (engine receive)`, goal: '≥ 10×', measured: `${fmt(full / viaEngine)}×`, met: full / viaEngine >= 10 });
-    comparisons.push(`${r.layout}: clone + replay ÷ rebase (applyOps) = ${fmt(naive / rebase)}× (${naive < rebase ? 'the naive deep copy + replay is faster' : 'the rebase is faster'}); per re-applied op: rebase ${fmt((rebase * 1000) / PENDING)} µs, full recompute ${fmt((full * 1000) / (LOG + 1 + PENDING))} µs.`);
-    comparisons.push(`${r.layout}: one throwing op among the 100 makes the rebase ${fmt(thrown / rebase)}× slower (applyOps redoes the ops before the thrower once, skips it, and carries on).`);
+    goals.push({
+      what: `${r.layout}: full recompute ÷ rebase (engine receive)`,
+      goal: '≥ 10×',
+      measured: `${fmt(full / viaEngine)}×`,
+      met: full / viaEngine >= 10,
+    });
+    comparisons.push(
+      `${r.layout}: clone + replay ÷ rebase (applyOps) = ${fmt(naive / rebase)}× (${naive < rebase ? 'the naive deep copy + replay is faster' : 'the rebase is faster'}); per re-applied op: rebase ${fmt((rebase * 1000) / PENDING)} µs, full recompute ${fmt((full * 1000) / (LOG + 1 + PENDING))} µs.`,
+    );
+    comparisons.push(
+      `${r.layout}: one throwing op among the 100 makes the rebase ${fmt(thrown / rebase)}× slower (applyOps redoes the ops before the thrower once, skips it, and carries on).`,
+    );
   }
   return {
     id: 'rebase',
     title: `Rebase of ${PENDING} pending ops, byte array of ${BYTES.toLocaleString('en-US')} elements, ${INCREMENTS} increments per op (log of ${LOG} + 1 remote + ${PENDING} pending)`,
     command: 'node --expose-gc --import tsx bench/src/rebase.bench.ts',
     params: {
-      elements: BYTES, incrementsPerOp: INCREMENTS, pendingOps: PENDING, authoritativeLog: LOG, chunk: CHUNK, reps: REPS, warmup: WARMUP,
+      elements: BYTES,
+      incrementsPerOp: INCREMENTS,
+      pendingOps: PENDING,
+      authoritativeLog: LOG,
+      chunk: CHUNK,
+      reps: REPS,
+      warmup: WARMUP,
       op: 'inc({offset}): 500 contiguous elements from offset (wrapping), each (x + 1) & 255; offsets from a fixed 32-bit LCG',
     },
     rows,

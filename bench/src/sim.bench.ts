@@ -75,9 +75,7 @@ export function run(): Section {
     command: 'node --expose-gc --import tsx bench/src/sim.bench.ts',
     params: { seeds: [FIRST, FIRST + SEEDS - 1], reps: REPS, passSeconds: passes.map((p) => Math.round(p.secs * 100) / 100) },
     rows,
-    goals: [
-      { what: 'all seeds pass', goal: '0 failures', measured: failed ? 'FAILURES' : '0 failures', met: !failed },
-    ],
+    goals: [{ what: 'all seeds pass', goal: '0 failures', measured: failed ? 'FAILURES' : '0 failures', met: !failed }],
     notes: [
       `Simulated time runs ${fmt(p0.simSecs / secs.median)}× faster than wall time at the default checks.`,
       'Each pass replays identical seeds, so events and ops are the same in every pass; only wall time varies.',

@@ -47,13 +47,19 @@ function serverCommit(db: Database.Database) {
   const tx = db.transaction(() => {
     for (let i = 0; i < 100; i++) {
       pos++;
-      ins.run('r', pos, JSON.stringify({ pos, client: `c${pos & 1}`, seq: pos >> 1, name: 'setCell', args: { row: pos % 50, col: pos % 20, value: `v${pos}` } }));
+      ins.run(
+        'r',
+        pos,
+        JSON.stringify({ pos, client: `c${pos & 1}`, seq: pos >> 1, name: 'setCell', args: { row: pos % 50, col: pos % 20, value: `v${pos}` } }),
+      );
     }
     up.run('r', 'c0', JSON.stringify({ highWater: pos >> 1, visibleSeq: 0 }));
     up.run('r', 'c1', JSON.stringify({ highWater: pos >> 1, visibleSeq: 0 }));
     stable.run(pos - 50, 'r');
   });
-  return () => { for (let i = 0; i < TX; i++) tx(); };
+  return () => {
+    for (let i = 0; i < TX; i++) tx();
+  };
 }
 
 function clientAppend(db: Database.Database) {
@@ -67,16 +73,26 @@ function clientAppend(db: Database.Database) {
     ins.run('r', n, JSON.stringify({ client: 'c', seq: n, name: 'setCell', args: { row: 1, col: 1, value: `v${n}` } }));
     seq.run(n, 'r');
   });
-  return () => { for (let i = 0; i < TX; i++) tx(); };
+  return () => {
+    for (let i = 0; i < TX; i++) tx();
+  };
 }
 
 const rows = [];
-for (const [what, make] of [['server commit (100 rows)', serverCommit], ['client append (1 op)', clientAppend]] as const) {
-  const samples = interleaved({
-    normal: make(open('normal', what.split(' ')[0])),
-    exclusive: make(open('exclusive', what.split(' ')[0])),
-  }, REPS, 2);
-  const n = stats(samples.normal).median * 1000 / TX, x = stats(samples.exclusive).median * 1000 / TX;
+for (const [what, make] of [
+  ['server commit (100 rows)', serverCommit],
+  ['client append (1 op)', clientAppend],
+] as const) {
+  const samples = interleaved(
+    {
+      normal: make(open('normal', what.split(' ')[0])),
+      exclusive: make(open('exclusive', what.split(' ')[0])),
+    },
+    REPS,
+    2,
+  );
+  const n = (stats(samples.normal).median * 1000) / TX,
+    x = (stats(samples.exclusive).median * 1000) / TX;
   rows.push({ transaction: what, 'normal µs': n, 'exclusive µs': x, 'exclusive ÷ normal': fmt(x / n) });
 }
 printTable(`SQLite locking mode, WAL + synchronous=FULL, median µs per transaction (${REPS} × ${TX}, alternated)`, rows);

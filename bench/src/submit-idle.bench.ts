@@ -42,7 +42,10 @@ function arithmetic(): number {
 }
 
 // Warm up both paths hot, so the gaps measure waking up, not first compilation.
-for (let i = 0; i < 3000; i++) { submitOnce(); arithmetic(); }
+for (let i = 0; i < 3000; i++) {
+  submitOnce();
+  arithmetic();
+}
 
 const submit: Record<number, number[]> = Object.fromEntries(GAPS.map((g) => [g, []]));
 const second: Record<number, number[]> = Object.fromEntries(GAPS.map((g) => [g, []]));
@@ -51,10 +54,12 @@ for (let s = 0; s < SAMPLES; s++) {
   for (const g of GAPS) {
     if (g === 0) {
       // Back to back: the 10th of 10 submits in a row (and of 10 loops), nothing in between.
-      let a = 0, b = 0;
+      let a = 0,
+        b = 0;
       for (let i = 0; i < 10; i++) a = submitOnce();
       for (let i = 0; i < 10; i++) b = arithmetic();
-      submit[0].push(a); control[0].push(b);
+      submit[0].push(a);
+      control[0].push(b);
       continue;
     }
     await sleep(g);
@@ -64,13 +69,24 @@ for (let s = 0; s < SAMPLES; s++) {
     control[g].push(arithmetic());
   }
 }
-const hot = stats(submit[0]).median, hotCtl = stats(control[0]).median;
-printTable(`Submit after idle, µs (${SAMPLES} samples per gap, gaps interleaved; gap 0 = back to back)`, GAPS.map((g) => {
-  const sv = stats(submit[g]), cv = stats(control[g]);
-  return {
-    'idle before, ms': g,
-    'submit median': sv.median, 'submit p90': quantile([...submit[g]].sort((x, y) => x - y), 0.9),
-    'submit ÷ hot': fmt(sv.median / hot),
-    'the submit right after': g ? stats(second[g]).median : '', 'arithmetic median': cv.median, 'arithmetic ÷ hot': fmt(cv.median / hotCtl),
-  };
-}));
+const hot = stats(submit[0]).median,
+  hotCtl = stats(control[0]).median;
+printTable(
+  `Submit after idle, µs (${SAMPLES} samples per gap, gaps interleaved; gap 0 = back to back)`,
+  GAPS.map((g) => {
+    const sv = stats(submit[g]),
+      cv = stats(control[g]);
+    return {
+      'idle before, ms': g,
+      'submit median': sv.median,
+      'submit p90': quantile(
+        [...submit[g]].sort((x, y) => x - y),
+        0.9,
+      ),
+      'submit ÷ hot': fmt(sv.median / hot),
+      'the submit right after': g ? stats(second[g]).median : '',
+      'arithmetic median': cv.median,
+      'arithmetic ÷ hot': fmt(cv.median / hotCtl),
+    };
+  }),
+);

@@ -16,9 +16,7 @@
  * structuredClone + deepFreeze), state-independent, measured once.
  */
 import { ViewEngine, applyOp, deepFreeze, findNonJson, type Machine } from '@hercules/core';
-import {
-  bucketCount, bucketedMachine, bucketedState, itemId, jsonBytes, keyedMachine, keyedState, listMachine, listState,
-} from './fixtures.ts';
+import { bucketCount, bucketedMachine, bucketedState, itemId, jsonBytes, keyedMachine, keyedState, listMachine, listState } from './fixtures.ts';
 import { fmt, gc, sink, standalone, stats, timerOverheadUs, type Row, type Section, type Stats } from './harness.ts';
 
 interface Case {

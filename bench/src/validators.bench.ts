@@ -26,9 +26,17 @@ function typeboxStandard(schema: any): StandardSchemaV1 {
     '~standard': {
       version: 1,
       vendor: 'typebox-adapter',
-      validate: (value) => (check.Check(value)
-        ? { value }
-        : { issues: [...check.Errors(value)].slice(0, 3).map((e) => ({ message: e.message, path: String((e as { instancePath?: string }).instancePath ?? '').split('/').filter(Boolean) })) }),
+      validate: (value) =>
+        check.Check(value)
+          ? { value }
+          : {
+              issues: [...check.Errors(value)].slice(0, 3).map((e) => ({
+                message: e.message,
+                path: String((e as { instancePath?: string }).instancePath ?? '')
+                  .split('/')
+                  .filter(Boolean),
+              })),
+            },
     },
   };
 }
@@ -37,7 +45,11 @@ const libs: Lib[] = [
   {
     name: 'Valibot 1',
     move: v.object({ id: v.pipe(v.string(), v.maxLength(64)), x: v.pipe(v.number(), v.finite()), y: v.pipe(v.number(), v.finite()) }),
-    setCell: v.object({ row: v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(999)), col: v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(25)), text: v.pipe(v.string(), v.maxLength(10000)) }),
+    setCell: v.object({
+      row: v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(999)),
+      col: v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(25)),
+      text: v.pipe(v.string(), v.maxLength(10000)),
+    }),
   },
   {
     name: 'Zod 4',
@@ -47,7 +59,11 @@ const libs: Lib[] = [
   {
     name: 'Zod Mini',
     move: zm.object({ id: zm.string().check(zm.maxLength(64)), x: zm.number(), y: zm.number() }),
-    setCell: zm.object({ row: zm.number().check(zm.int(), zm.gte(0), zm.lte(999)), col: zm.number().check(zm.int(), zm.gte(0), zm.lte(25)), text: zm.string().check(zm.maxLength(10000)) }),
+    setCell: zm.object({
+      row: zm.number().check(zm.int(), zm.gte(0), zm.lte(999)),
+      col: zm.number().check(zm.int(), zm.gte(0), zm.lte(25)),
+      text: zm.string().check(zm.maxLength(10000)),
+    }),
   },
   {
     name: 'ArkType 2',
@@ -57,7 +73,9 @@ const libs: Lib[] = [
   {
     name: 'TypeBox 1 (compiled, adapter)',
     move: typeboxStandard(Type.Object({ id: Type.String({ maxLength: 64 }), x: Type.Number(), y: Type.Number() })),
-    setCell: typeboxStandard(Type.Object({ row: Type.Integer({ minimum: 0, maximum: 999 }), col: Type.Integer({ minimum: 0, maximum: 25 }), text: Type.String({ maxLength: 10000 }) })),
+    setCell: typeboxStandard(
+      Type.Object({ row: Type.Integer({ minimum: 0, maximum: 999 }), col: Type.Integer({ minimum: 0, maximum: 25 }), text: Type.String({ maxLength: 10000 }) }),
+    ),
   },
 ];
 
@@ -69,13 +87,15 @@ const cases: { id: string; schema: 'move' | 'setCell'; args: unknown; valid: boo
 ];
 
 // Every library must agree with the expected verdict before anything is timed.
-for (const l of libs) for (const c of cases) {
-  const r = l[c.schema]['~standard'].validate(c.args) as StandardSchemaV1.Result<unknown>;
-  if (r instanceof Promise) throw new Error(`${l.name} validated asynchronously`);
-  if (!r.issues !== c.valid) throw new Error(`${l.name} says ${c.id} is ${r.issues ? 'invalid' : 'valid'}`);
-}
+for (const l of libs)
+  for (const c of cases) {
+    const r = l[c.schema]['~standard'].validate(c.args) as StandardSchemaV1.Result<unknown>;
+    if (r instanceof Promise) throw new Error(`${l.name} validated asynchronously`);
+    if (!r.issues !== c.valid) throw new Error(`${l.name} says ${c.id} is ${r.issues ? 'invalid' : 'valid'}`);
+  }
 
-const N = 100_000, REPS = 9;
+const N = 100_000,
+  REPS = 9;
 const ns: Record<string, Record<string, number[]>> = {};
 let sink = 0;
 for (let rep = 0; rep < REPS + 2; rep++) {
@@ -103,10 +123,23 @@ for (const l of libs) for (const c of cases) (ratio[l.name] ??= {})[c.id] = `${(
 console.log('ratio to the fastest in each case');
 console.table(ratio);
 
-const version = (p: string) => (JSON.parse(readFileSync(new URL(`../../node_modules/${p}/package.json`, import.meta.url), 'utf8')) as { version: string }).version;
+const version = (p: string) =>
+  (JSON.parse(readFileSync(new URL(`../../node_modules/${p}/package.json`, import.meta.url), 'utf8')) as { version: string }).version;
 mkdirSync(new URL('../../docs/benchmarks/', import.meta.url), { recursive: true });
-writeFileSync(new URL('../../docs/benchmarks/validators.json', import.meta.url), JSON.stringify({
-  date: new Date().toISOString(), node: process.version, cpu: cpus()[0]?.model, cpus: cpus().length,
-  versions: { valibot: version('valibot'), zod: version('zod'), arktype: version('arktype'), typebox: version('typebox') },
-  calls: N, repetitions: REPS, nsPerCall: table,
-}, null, 2) + '\n');
+writeFileSync(
+  new URL('../../docs/benchmarks/validators.json', import.meta.url),
+  JSON.stringify(
+    {
+      date: new Date().toISOString(),
+      node: process.version,
+      cpu: cpus()[0]?.model,
+      cpus: cpus().length,
+      versions: { valibot: version('valibot'), zod: version('zod'), arktype: version('arktype'), typebox: version('typebox') },
+      calls: N,
+      repetitions: REPS,
+      nsPerCall: table,
+    },
+    null,
+    2,
+  ) + '\n',
+);

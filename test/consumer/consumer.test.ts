@@ -39,7 +39,8 @@ function outsideEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
     env[k] = v;
   }
   const nodeOptions = (process.env.NODE_OPTIONS ?? '').replace(/(--conditions|-C)[= ]@hercules\/source/g, '').trim();
-  if (nodeOptions) env.NODE_OPTIONS = nodeOptions; else delete env.NODE_OPTIONS;
+  if (nodeOptions) env.NODE_OPTIONS = nodeOptions;
+  else delete env.NODE_OPTIONS;
   return { ...env, ...extra };
 }
 
@@ -58,19 +59,34 @@ function ok(r: ReturnType<typeof run>, what: string) {
 
 /** `npx hercules serve ...` in the project, in its own process group; resolves with its URL. */
 async function startServer(cwd: string, args: string[], children: ChildProcess[]): Promise<{ url: string; proc: ChildProcess }> {
-  const proc = spawn('npx', ['hercules', 'serve', ...args, '--port', '0', '--host', '127.0.0.1'], { cwd, env: outsideEnv(), detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn('npx', ['hercules', 'serve', ...args, '--port', '0', '--host', '127.0.0.1'], {
+    cwd,
+    env: outsideEnv(),
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.push(proc);
   let stderr = '';
-  proc.stderr!.on('data', (d) => { stderr += d; });
+  proc.stderr!.on('data', (d) => {
+    stderr += d;
+  });
   const url = await new Promise<string>((res, rej) => {
     const timer = setTimeout(() => rej(new Error(`server did not start in 60 s: ${stderr}`)), 60_000);
     createInterface({ input: proc.stdout! }).on('line', (line) => {
       try {
         const log = JSON.parse(line) as { msg?: string; url?: string };
-        if (log.msg === 'hercules server listening' && log.url) { clearTimeout(timer); res(log.url); }
-      } catch { /* not a log line */ }
+        if (log.msg === 'hercules server listening' && log.url) {
+          clearTimeout(timer);
+          res(log.url);
+        }
+      } catch {
+        /* not a log line */
+      }
     });
-    proc.on('exit', (code) => { clearTimeout(timer); rej(new Error(`server exited (${code}) before listening: ${stderr}`)); });
+    proc.on('exit', (code) => {
+      clearTimeout(timer);
+      rej(new Error(`server exited (${code}) before listening: ${stderr}`));
+    });
   });
   return { url, proc };
 }
@@ -78,8 +94,18 @@ async function startServer(cwd: string, args: string[], children: ChildProcess[]
 async function stopServer(proc: ChildProcess): Promise<void> {
   if (proc.exitCode !== null || proc.signalCode !== null) return;
   const exited = new Promise((r) => proc.once('exit', r));
-  try { process.kill(-proc.pid!, 'SIGTERM'); } catch { /* gone */ }
-  const timer = setTimeout(() => { try { process.kill(-proc.pid!, 'SIGKILL'); } catch { /* gone */ } }, 5000);
+  try {
+    process.kill(-proc.pid!, 'SIGTERM');
+  } catch {
+    /* gone */
+  }
+  const timer = setTimeout(() => {
+    try {
+      process.kill(-proc.pid!, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }, 5000);
   await exited;
   clearTimeout(timer);
 }
@@ -164,15 +190,22 @@ room.subscribe('visible', (state) => {
 });
 room.ops.say({ text: 'hello from a browser' });
 `;
-const TSCONFIG = JSON.stringify({
-  compilerOptions: {
-    module: 'nodenext', target: 'es2022', strict: true, noEmit: true,
-    // Check Hercules' own declaration files too, not only the consumer's code.
-    skipLibCheck: false,
-    types: ['node'],
+const TSCONFIG = JSON.stringify(
+  {
+    compilerOptions: {
+      module: 'nodenext',
+      target: 'es2022',
+      strict: true,
+      noEmit: true,
+      // Check Hercules' own declaration files too, not only the consumer's code.
+      skipLibCheck: false,
+      types: ['node'],
+    },
+    files: ['typed.ts'],
   },
-  files: ['typed.ts'],
-}, null, 2);
+  null,
+  2,
+);
 
 test('the packages install from their tarballs and work in a fresh project', { timeout: 230_000 }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'hercules-consumer-'));
@@ -186,7 +219,8 @@ test('the packages install from their tarballs and work in a fresh project', { t
 
   // The README's "Use Hercules in your app" shows these files as they are here.
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
-  for (const [name, code] of Object.entries({ MACHINES_MJS, CLIENT_MJS, BROWSER_MJS })) assert.ok(readme.includes(`\`\`\`js\n${code}\`\`\``), `README.md shows ${name} as the consumer test runs it`);
+  for (const [name, code] of Object.entries({ MACHINES_MJS, CLIENT_MJS, BROWSER_MJS }))
+    assert.ok(readme.includes(`\`\`\`js\n${code}\`\`\``), `README.md shows ${name} as the consumer test runs it`);
   assert.ok(readme.includes('npx hercules serve --machines ./machines.mjs'), 'README.md starts the server as the consumer test does');
 
   // Pack every publishable package (prepack builds it) and check what goes in. The build
@@ -195,14 +229,19 @@ test('the packages install from their tarballs and work in a fresh project', { t
   const packs = join(dir, 'packs');
   mkdirSync(packs);
   const dists = PACKAGES.map((p) => join(root, 'packages', p, 'dist')).filter((d) => !existsSync(d));
-  t.after(() => { for (const d of dists) rmSync(d, { recursive: true, force: true }); });
-  const pack = run('npm', ['pack', '--json', '--pack-destination', packs, ...PACKAGES.flatMap((p) => ['-w', `packages/${p}`])], root, 120_000, { ...process.env });
+  t.after(() => {
+    for (const d of dists) rmSync(d, { recursive: true, force: true });
+  });
+  const pack = run('npm', ['pack', '--json', '--pack-destination', packs, ...PACKAGES.flatMap((p) => ['-w', `packages/${p}`])], root, 120_000, {
+    ...process.env,
+  });
   ok(pack, 'npm pack');
   const packed = JSON.parse(pack.stdout.slice(pack.stdout.indexOf('['))) as { name: string; filename: string; files: { path: string }[] }[];
   assert.deepEqual(packed.map((p) => p.name).sort(), PACKAGES.map((p) => `@hercules/${p}`).sort());
   for (const p of packed) {
     const files = p.files.map((f) => f.path);
-    for (const f of ['LICENSE', 'README.md', 'package.json', 'dist/index.js', 'dist/index.d.ts', 'dist/index.js.map']) assert.ok(files.includes(f), `${p.name} has ${f}`);
+    for (const f of ['LICENSE', 'README.md', 'package.json', 'dist/index.js', 'dist/index.d.ts', 'dist/index.js.map'])
+      assert.ok(files.includes(f), `${p.name} has ${f}`);
     assert.ok(!files.some((f) => f.startsWith('test/') || f.endsWith('.tsbuildinfo')), `${p.name} has no tests or build info: ${files.join(', ')}`);
   }
   log(`packed ${packed.length} packages in ${pack.ms} ms`);
@@ -213,7 +252,12 @@ test('the packages install from their tarballs and work in a fresh project', { t
   ok(run('npm', ['init', '-y'], project, 30_000), 'npm init');
   // @types/node for the typecheck, at the version the repository uses.
   const typesNode = (JSON.parse(readFileSync(join(root, 'node_modules/@types/node/package.json'), 'utf8')) as { version: string }).version;
-  const install = run('npm', ['install', '--no-audit', '--no-fund', ...packed.map((p) => join(packs, p.filename)), `@types/node@${typesNode}`], project, 180_000);
+  const install = run(
+    'npm',
+    ['install', '--no-audit', '--no-fund', ...packed.map((p) => join(packs, p.filename)), `@types/node@${typesNode}`],
+    project,
+    180_000,
+  );
   ok(install, 'npm install of the tarballs');
   log(`installed in ${install.ms} ms`);
   const installed = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as { type?: string };
@@ -236,7 +280,14 @@ test('the packages install from their tarballs and work in a fresh project', { t
     // Run again: the durable client store continues (same client, history from the server).
     const again = run(process.execPath, ['client.mjs'], project, 30_000, outsideEnv({ HERCULES_URL: url }));
     ok(again, 'node client.mjs, second run');
-    assert.equal(again.stdout.trim().split('\n').filter((l) => l === 'hello from Node').length, 2, again.stdout);
+    assert.equal(
+      again.stdout
+        .trim()
+        .split('\n')
+        .filter((l) => l === 'hello from Node').length,
+      2,
+      again.stdout,
+    );
     log(`client ran in ${client.ms} ms, then ${again.ms} ms`);
 
     // The CLI's one-line refusals, from the built JavaScript.
@@ -257,7 +308,10 @@ test('the packages install from their tarballs and work in a fresh project', { t
     ok(client, 'node client.mjs against the TypeScript machines');
     await stopServer(proc);
 
-    writeFileSync(join(project, 'throws.ts'), `import { defineMachine } from '@hercules/core';\nexport const m = defineMachine({ name: 'm', version: 1, initial: {}, ops: {} });\nthrow new Error('the machines module refuses to load');\n`);
+    writeFileSync(
+      join(project, 'throws.ts'),
+      `import { defineMachine } from '@hercules/core';\nexport const m = defineMachine({ name: 'm', version: 1, initial: {}, ops: {} });\nthrow new Error('the machines module refuses to load');\n`,
+    );
     const thrown = run('npx', ['hercules', 'serve', '--machines', './throws.ts', '--port', '0', '--data-dir', './data-x'], project, 30_000);
     assert.equal(thrown.status, 1, thrown.out);
     assert.match(thrown.stderr, /^hercules: cannot load --machines \.\/throws\.ts:\nError: the machines module refuses to load\n\s+at .*throws\.ts:3:/);
@@ -306,14 +360,25 @@ test('the packages install from their tarballs and work in a fresh project', { t
       define: { 'process.env.NODE_ENV': '"production"' },
     });
     const inputs = Object.keys(result.metafile.inputs);
-    assert.ok(!inputs.some((i) => /node_modules\/(better-sqlite3|ws|@hercules\/client-sqlite|@hercules\/server)\//.test(i)), `bundle inputs: ${inputs.join(', ')}`);
+    assert.ok(
+      !inputs.some((i) => /node_modules\/(better-sqlite3|ws|@hercules\/client-sqlite|@hercules\/server)\//.test(i)),
+      `bundle inputs: ${inputs.join(', ')}`,
+    );
     // Nor msgpackr: the client side of @hercules/core has its own small codec (msgpack.js), and
     // the server's codec (server-codec.js, on msgpackr) is tree-shaken away. esbuild reads
     // both, so what counts is what ends up in the output.
-    const inOutput = Object.entries(Object.values(result.metafile.outputs)[0].inputs).filter(([, i]) => i.bytesInOutput > 0).map(([f]) => f);
+    const inOutput = Object.entries(Object.values(result.metafile.outputs)[0].inputs)
+      .filter(([, i]) => i.bytesInOutput > 0)
+      .map(([f]) => f);
     assert.ok(!inOutput.some((i) => /node_modules\/msgpackr\/|server-codec/.test(i)), `in the bundle: ${inOutput.join(', ')}`);
-    assert.ok(inOutput.some((i) => i.includes('node_modules/@hercules/core/dist/msgpack.js')), 'the bundle holds the small codec');
-    assert.ok(inputs.some((i) => i.includes('node_modules/@hercules/client/dist/')), 'the bundle holds the built client');
+    assert.ok(
+      inOutput.some((i) => i.includes('node_modules/@hercules/core/dist/msgpack.js')),
+      'the bundle holds the small codec',
+    );
+    assert.ok(
+      inputs.some((i) => i.includes('node_modules/@hercules/client/dist/')),
+      'the bundle holds the built client',
+    );
     const code = result.outputFiles[0].contents;
     const gz = gzipSync(code, { level: 9 }).length;
     const byPackage = new Map<string, number>();
@@ -322,7 +387,12 @@ test('the packages install from their tarballs and work in a fresh project', { t
       byPackage.set(pkg, (byPackage.get(pkg) ?? 0) + bytesInOutput);
     }
     const kib = (n: number) => (n / 1024).toFixed(1);
-    log(`browser client: ${kib(code.length)} KiB minified, ${kib(gz)} KiB gzipped (${[...byPackage].sort((a, b) => b[1] - a[1]).map(([p, n]) => `${p} ${kib(n)}`).join(', ')} KiB minified)`);
+    log(
+      `browser client: ${kib(code.length)} KiB minified, ${kib(gz)} KiB gzipped (${[...byPackage]
+        .sort((a, b) => b[1] - a[1])
+        .map(([p, n]) => `${p} ${kib(n)}`)
+        .join(', ')} KiB minified)`,
+    );
     // The goal: at most 25 KiB gzipped (docs/benchmarks.md has the figure).
     assert.ok(gz <= 25 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
   });

@@ -21,7 +21,15 @@ const quiet: Promise<void>[] = [];
 
 for (const [i, room] of rooms.entries()) {
   const id = `${proc}c${i}`;
-  const r = await connect({ url, room, machine: soak, clientId: id, storage: sqliteStorage(`${dir}/${id}.sqlite`), backoff: { minMs: 50, maxMs: 1000 }, watchdogMs: 4000 });
+  const r = await connect({
+    url,
+    room,
+    machine: soak,
+    clientId: id,
+    storage: sqliteStorage(`${dir}/${id}.sqlite`),
+    backoff: { minMs: 50, maxMs: 1000 },
+    watchdogMs: 4000,
+  });
   // Still offline (the socket opens later): what this device kept, and nothing else.
   out({ t: 'restored', c: id, k: r.getState('durable').clients[id]?.last ?? 0 });
   const loop = async () => {
@@ -33,17 +41,25 @@ for (const [i, room] of rooms.entries()) {
       if (stopping) break;
       const mine = ++k;
       const h = r.ops.inc({ k: mine });
-      h.durable.then(() => out({ t: 'durable', c: id, k: mine }), () => {});
-      h.visible.then(() => {
-        const t = h.times;
-        out({ t: 'op', c: id, k: mine, d: t.durable! - t.submitted!, a: t.authoritative! - t.submitted!, v: t.visible! - t.submitted! });
-      }, () => {});
+      h.durable.then(
+        () => out({ t: 'durable', c: id, k: mine }),
+        () => {},
+      );
+      h.visible.then(
+        () => {
+          const t = h.times;
+          out({ t: 'op', c: id, k: mine, d: t.durable! - t.submitted!, a: t.authoritative! - t.submitted!, v: t.visible! - t.submitted! });
+        },
+        () => {},
+      );
     }
     while (r.pending().length > 0) await new Promise((res) => setTimeout(res, 50));
     out({ t: 'quiet', c: id });
   };
   quiet.push(loop());
 }
-process.stdin.on('data', (d) => { if (String(d).includes('stop')) stopping = true; });
+process.stdin.on('data', (d) => {
+  if (String(d).includes('stop')) stopping = true;
+});
 await Promise.all(quiet);
 process.exit(0);

@@ -16,15 +16,14 @@ process.stdout.on('error', () => process.exit(0));
 const r = await connect({ url, room, machine: soak, storage: sqliteStorage(file), backoff: { minMs: 50, maxMs: 500 }, onError: () => {} });
 // k far beyond the original's: were one applied, the room's state would count a gap too.
 const hs = [1, 2, 3].map((i) => r.ops.inc({ k: 1e9 + i }));
-const settled = await Promise.race([
-  Promise.allSettled(hs.map((h) => h.visible)),
-  new Promise<'timeout'>((res) => setTimeout(() => res('timeout'), 60_000)),
-]);
+const settled = await Promise.race([Promise.allSettled(hs.map((h) => h.visible)), new Promise<'timeout'>((res) => setTimeout(() => res('timeout'), 60_000))]);
 if (settled === 'timeout') out({ t: 'clone', client: r.clientId, visible: 0, conflict: 0, other: ['timeout'] });
 else {
   const conflict = settled.filter((s) => s.status === 'rejected' && s.reason instanceof HerculesError && s.reason.code === 'client-id-conflict').length;
   const visible = settled.filter((s) => s.status === 'fulfilled').length;
-  const other = settled.filter((s) => s.status === 'rejected' && !(s.reason instanceof HerculesError && s.reason.code === 'client-id-conflict')).map((s) => String((s as PromiseRejectedResult).reason));
+  const other = settled
+    .filter((s) => s.status === 'rejected' && !(s.reason instanceof HerculesError && s.reason.code === 'client-id-conflict'))
+    .map((s) => String((s as PromiseRejectedResult).reason));
   out({ t: 'clone', client: r.clientId, visible, conflict, other });
 }
 await r.close().catch(() => {});

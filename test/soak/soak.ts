@@ -28,7 +28,15 @@ const here = fileURLToPath(new URL('.', import.meta.url));
 const root = join(here, '..', '..');
 let args;
 try {
-  args = parseArgs({ options: { minutes: { type: 'string', default: '2' }, rooms: { type: 'string', default: '4' }, procs: { type: 'string', default: '4' }, seed: { type: 'string' }, help: { type: 'boolean', short: 'h' } } }).values;
+  args = parseArgs({
+    options: {
+      minutes: { type: 'string', default: '2' },
+      rooms: { type: 'string', default: '4' },
+      procs: { type: 'string', default: '4' },
+      seed: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  }).values;
 } catch (e) {
   console.error(`soak: ${(e as Error).message}; see --help`);
   process.exit(2);
@@ -37,7 +45,9 @@ if (args.help) {
   console.log('npm run soak -- [--minutes N, default 2] [--rooms R, default 4] [--procs P client processes, default 4] [--seed S]');
   process.exit(0);
 }
-const minutes = Number(args.minutes), nRooms = Number(args.rooms), nProcs = Number(args.procs);
+const minutes = Number(args.minutes),
+  nRooms = Number(args.rooms),
+  nProcs = Number(args.procs);
 if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1)) {
   console.error('soak: --minutes, --rooms and --procs must be positive numbers');
   process.exit(2);
@@ -45,7 +55,7 @@ if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1)) {
 // Chaos timing is random (real processes are not deterministic anyway); the seed is printed.
 const seed = args.seed !== undefined ? Number(args.seed) : Date.now() % 1e9;
 let rs = seed >>> 0 || 1;
-const rand = () => ((rs = (Math.imul(rs, 1664525) + 1013904223) >>> 0) / 4294967296);
+const rand = () => (rs = (Math.imul(rs, 1664525) + 1013904223) >>> 0) / 4294967296;
 
 const { dir, cleanup: removeDir } = tempDir('soak'); // kept after a failure, to look at
 const log = (m: string) => console.log(`[soak ${((performance.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${m}`);
@@ -58,13 +68,36 @@ let server: ChildProcess | undefined;
 let serverRestarts = 0;
 const rss: { t: number; mb: number }[] = [];
 function startServer(): void {
-  server = spawn(process.execPath, ['--import', 'tsx', join(root, 'packages/server/src/cli.ts'), 'serve', '--machines', join(here, 'machine.ts'), '--port', String(serverPort), '--data-dir', join(dir, 'server'), '--ack-timeout', '1000', '--heartbeat', '1000', '--log-level', 'warn'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NODE_ENV: 'production' } });
+  server = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      join(root, 'packages/server/src/cli.ts'),
+      'serve',
+      '--machines',
+      join(here, 'machine.ts'),
+      '--port',
+      String(serverPort),
+      '--data-dir',
+      join(dir, 'server'),
+      '--ack-timeout',
+      '1000',
+      '--heartbeat',
+      '1000',
+      '--log-level',
+      'warn',
+    ],
+    { cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NODE_ENV: 'production' } },
+  );
 }
 function serverRssMb(): number | undefined {
   try {
     const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${server!.pid}/status`, 'utf8'));
     return m ? Number(m[1]) / 1024 : undefined;
-  } catch { return undefined; }
+  } catch {
+    return undefined;
+  }
 }
 
 // ---------------------------------------------------------------- proxy that can cut links
@@ -73,9 +106,17 @@ const proxy: Server = createNetServer((client) => {
   const upstream = new (client.constructor as typeof Socket)();
   upstream.connect(serverPort, '127.0.0.1');
   links.add(client);
-  const end = () => { links.delete(client); client.destroy(); upstream.destroy(); };
-  client.on('error', end); upstream.on('error', end); client.on('close', end); upstream.on('close', end);
-  client.pipe(upstream); upstream.pipe(client);
+  const end = () => {
+    links.delete(client);
+    client.destroy();
+    upstream.destroy();
+  };
+  client.on('error', end);
+  upstream.on('error', end);
+  client.on('close', end);
+  upstream.on('close', end);
+  client.pipe(upstream);
+  upstream.pipe(client);
 });
 await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
 const url = `ws://127.0.0.1:${(proxy.address() as { port: number }).port}`;
@@ -86,12 +127,23 @@ const url = `ws://127.0.0.1:${(proxy.address() as { port: number }).port}`;
  * stores and ids (the stores refuse that now, but the harness must not try). `dying` is the
  * exit of the last one killed; a new one starts only after it.
  */
-interface Proc { name: string; rooms: string[]; child?: ChildProcess; dying?: Promise<void>; restart?: ReturnType<typeof setTimeout>; kills: number }
+interface Proc {
+  name: string;
+  rooms: string[];
+  child?: ChildProcess;
+  dying?: Promise<void>;
+  restart?: ReturnType<typeof setTimeout>;
+  kills: number;
+}
 /** Every client process ever started and not yet exited, so none outlives the soak. */
 const children = new Set<ChildProcess>();
 /** Client processes that exited without being killed (a crash): the soak fails on any. */
 const crashed: string[] = [];
-const procs: Proc[] = Array.from({ length: nProcs }, (_, p) => ({ name: `p${p}`, rooms: Array.from({ length: nRooms }, (_, r) => `room-${(p + r) % nRooms}`).slice(0, Math.min(nRooms, 3)), kills: 0 }));
+const procs: Proc[] = Array.from({ length: nProcs }, (_, p) => ({
+  name: `p${p}`,
+  rooms: Array.from({ length: nRooms }, (_, r) => `room-${(p + r) % nRooms}`).slice(0, Math.min(nRooms, 3)),
+  kills: 0,
+}));
 const durableMax = new Map<string, number>();
 const visibleMax = new Map<string, number>();
 /** Restarts whose Durable view was behind what the client had reported durable. */
@@ -102,11 +154,18 @@ let submittedSeen = 0;
 async function startProc(p: Proc): Promise<void> {
   await p.dying;
   if (p.child) return;
-  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'client-proc.ts'), url, join(dir, 'clients'), p.name, p.rooms.join(',')], { cwd: root, stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'client-proc.ts'), url, join(dir, 'clients'), p.name, p.rooms.join(',')], {
+    cwd: root,
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   p.child = child;
   createInterface({ input: child.stdout! }).on('line', (line) => {
     let m: { t: string; c: string; k?: number; d?: number; a?: number; v?: number };
-    try { m = JSON.parse(line); } catch { return; }
+    try {
+      m = JSON.parse(line);
+    } catch {
+      return;
+    }
     if (m.t === 'restored') {
       // Durable never goes back: a restarted client shows every op it reported durable before.
       const before = durableMax.get(m.c) ?? 0;
@@ -115,7 +174,9 @@ async function startProc(p: Proc): Promise<void> {
       submittedSeen++;
       if ((durableMax.get(m.c) ?? 0) < m.k!) durableMax.set(m.c, m.k!);
     } else if (m.t === 'op') {
-      delays.durable.push(m.d!); delays.authoritative.push(m.a!); delays.visible.push(m.v!);
+      delays.durable.push(m.d!);
+      delays.authoritative.push(m.a!);
+      delays.visible.push(m.v!);
       if ((visibleMax.get(m.c) ?? 0) < m.k!) visibleMax.set(m.c, m.k!);
     } else if (m.t === 'quiet') quiet.add(m.c);
   });
@@ -128,7 +189,8 @@ async function startProc(p: Proc): Promise<void> {
   });
 }
 /** After 'stop', a client process exits 0 once settled; after the check, we kill the rest. */
-let stopSent = false, stoppedAll = false;
+let stopSent = false,
+  stoppedAll = false;
 function killProc(p: Proc): void {
   const c = p.child;
   if (!c) return;
@@ -141,7 +203,9 @@ mkdirSync(join(dir, 'clients'), { recursive: true });
 startServer();
 await new Promise((r) => setTimeout(r, 1500));
 for (const p of procs) await startProc(p);
-log(`seed ${seed}; server on ${serverPort} behind proxy ${url}; ${nProcs} client processes x ${procs[0].rooms.length} clients over ${nRooms} rooms; chaos for ${minutes} min; data in ${dir}`);
+log(
+  `seed ${seed}; server on ${serverPort} behind proxy ${url}; ${nProcs} client processes x ${procs[0].rooms.length} clients over ${nRooms} rooms; chaos for ${minutes} min; data in ${dir}`,
+);
 
 // ---------------------------------------------------------------- a clone from a backup
 /** What clones reported; a clone that saw an op of its own Visible is a failure. */
@@ -149,8 +213,10 @@ const clones: { client: string; visible: number; conflict: number; other: string
 const cloneProblems: string[] = [];
 async function startClone(n: number): Promise<void> {
   const p = procs.find((q) => q.child) ?? procs[0];
-  const c = `${p.name}c0`, room = p.rooms[0];
-  const src = join(dir, 'clients', `${c}.sqlite`), copy = join(dir, 'clones', `clone-${n}.sqlite`);
+  const c = `${p.name}c0`,
+    room = p.rooms[0];
+  const src = join(dir, 'clients', `${c}.sqlite`),
+    copy = join(dir, 'clones', `clone-${n}.sqlite`);
   mkdirSync(join(dir, 'clones'), { recursive: true });
   // A backup: the file and its write-ahead log as they are now (SQLite ignores a torn tail).
   copyFileSync(src, copy);
@@ -160,7 +226,10 @@ async function startClone(n: number): Promise<void> {
   const after = (durableMax.get(c) ?? 0) + 5;
   const by = performance.now() + 30_000;
   while ((visibleMax.get(c) ?? 0) < after && performance.now() < by) await new Promise((r) => setTimeout(r, 100));
-  if ((visibleMax.get(c) ?? 0) < after) { log(`clone ${n} of ${c} skipped: the original made no progress`); return; }
+  if ((visibleMax.get(c) ?? 0) < after) {
+    log(`clone ${n} of ${c} skipped: the original made no progress`);
+    return;
+  }
   log(`clone ${n}: a copy of ${c}'s store starts beside it`);
   const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'clone-proc.ts'), url, copy, room], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
   children.add(child);
@@ -170,10 +239,16 @@ async function startClone(n: number): Promise<void> {
         const m = JSON.parse(line);
         if (m.t !== 'clone') return;
         clones.push(m);
-        if (m.visible > 0 || m.conflict !== 3) cloneProblems.push(`clone of ${c}: ${m.visible} ops Visible, ${m.conflict} refused as client-id-conflict, other: ${m.other.join('; ')}`);
-      } catch { /* not ours */ }
+        if (m.visible > 0 || m.conflict !== 3)
+          cloneProblems.push(`clone of ${c}: ${m.visible} ops Visible, ${m.conflict} refused as client-id-conflict, other: ${m.other.join('; ')}`);
+      } catch {
+        /* not ours */
+      }
     });
-    child.on('exit', () => { children.delete(child); resolve(); });
+    child.on('exit', () => {
+      children.delete(child);
+      resolve();
+    });
   });
 }
 
@@ -181,7 +256,12 @@ async function startClone(n: number): Promise<void> {
 const counts = { clientKills: 0, serverKills: 0, disconnects: 0 };
 // One clone at a third of the chaos (and one more each further minute), beside everything else.
 const cloneRuns: Promise<void>[] = [];
-const cloneTimer = setInterval(() => { if (performance.now() < end - 20_000) cloneRuns.push(startClone(cloneRuns.length + 1)); }, Math.min(60_000, (minutes * 60_000) / 3));
+const cloneTimer = setInterval(
+  () => {
+    if (performance.now() < end - 20_000) cloneRuns.push(startClone(cloneRuns.length + 1));
+  },
+  Math.min(60_000, (minutes * 60_000) / 3),
+);
 const end = performance.now() + minutes * 60_000;
 const sampler = setInterval(() => {
   const mb = serverRssMb();
@@ -193,24 +273,38 @@ while (performance.now() < end) {
   if (x < 0.45) {
     const p = procs[Math.floor(rand() * procs.length)];
     if (p.child) {
-      killProc(p); p.kills++; counts.clientKills++;
+      killProc(p);
+      p.kills++;
+      counts.clientKills++;
       clearTimeout(p.restart);
-      p.restart = setTimeout(() => { p.restart = undefined; void startProc(p); }, 300 + rand() * 1500);
+      p.restart = setTimeout(
+        () => {
+          p.restart = undefined;
+          void startProc(p);
+        },
+        300 + rand() * 1500,
+      );
     }
   } else if (x < 0.6) {
     if (server) {
       const dead = server;
       const exited = new Promise((r) => dead.once('exit', r));
-      dead.kill('SIGKILL'); counts.serverKills++;
+      dead.kill('SIGKILL');
+      counts.serverKills++;
       server = undefined;
       // The next server starts once the old one is gone (before that, its port and the data
       // directory's lock are still held).
       await Promise.all([exited, new Promise((r) => setTimeout(r, 300 + rand() * 1500))]);
-      startServer(); serverRestarts++;
+      startServer();
+      serverRestarts++;
     }
   } else {
     const all = [...links];
-    for (const s of all) if (rand() < 0.3) { s.destroy(); counts.disconnects++; }
+    for (const s of all)
+      if (rand() < 0.3) {
+        s.destroy();
+        counts.disconnects++;
+      }
   }
 }
 clearInterval(cloneTimer);
@@ -220,7 +314,10 @@ await Promise.all(cloneRuns);
 // ---------------------------------------------------------------- settle and check
 // Restarts still pending from the chaos happen now, once per slot (a late timer must not start a
 // second process beside the one settling).
-for (const p of procs) { clearTimeout(p.restart); p.restart = undefined; }
+for (const p of procs) {
+  clearTimeout(p.restart);
+  p.restart = undefined;
+}
 await Promise.all(procs.map((p) => startProc(p)));
 await new Promise((r) => setTimeout(r, 2000));
 stopSent = true;
@@ -232,7 +329,10 @@ const unsettled = expected.filter((c) => !quiet.has(c));
 clearInterval(sampler);
 
 // The truth: the server's state of each room, read by a fresh client.
-let lost = 0, dups = 0, gaps = 0, applied = 0;
+let lost = 0,
+  dups = 0,
+  gaps = 0,
+  applied = 0;
 const perClient: string[] = [];
 for (let r = 0; r < nRooms; r++) {
   const room = `room-${r}`;
@@ -240,11 +340,15 @@ for (let r = 0; r < nRooms; r++) {
   const by = performance.now() + 20_000;
   while (checker.status() !== 'online' && performance.now() < by) await new Promise((res) => setTimeout(res, 50));
   const s = checker.getState('authoritative');
-  dups += s.dups; gaps += s.gaps;
+  dups += s.dups;
+  gaps += s.gaps;
   for (const [c, rec] of Object.entries(s.clients)) {
     applied += rec.n;
     const want = durableMax.get(c) ?? 0;
-    if (rec.last < want) { lost += want - rec.last; perClient.push(`${c}@${room}: durable up to ${want}, server has ${rec.last}`); }
+    if (rec.last < want) {
+      lost += want - rec.last;
+      perClient.push(`${c}@${room}: durable up to ${want}, server has ${rec.last}`);
+    }
   }
   await checker.close();
 }
@@ -254,20 +358,46 @@ server?.kill('SIGTERM');
 proxy.close();
 for (const s of links) s.destroy();
 
-const pct = (xs: number[], q: number) => { if (!xs.length) return NaN; const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(q * s.length))]; };
+const pct = (xs: number[], q: number) => {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+};
 console.log('\nviews: delay from submit, ms (ops that reached Visible while their process lived)');
-console.table(Object.fromEntries(Object.entries(delays).map(([k, xs]) => [k, { ops: xs.length, p50: +pct(xs, 0.5).toFixed(1), p99: +pct(xs, 0.99).toFixed(1), max: +Math.max(...xs).toFixed(1) }])));
+console.table(
+  Object.fromEntries(
+    Object.entries(delays).map(([k, xs]) => [
+      k,
+      { ops: xs.length, p50: +pct(xs, 0.5).toFixed(1), p99: +pct(xs, 0.99).toFixed(1), max: +Math.max(...xs).toFixed(1) },
+    ]),
+  ),
+);
 const q = Math.max(1, Math.floor(rss.length / 4));
-const early = Math.max(...rss.slice(0, q).map((x) => x.mb)), late = Math.max(...rss.slice(-q).map((x) => x.mb)), peak = Math.max(...rss.map((x) => x.mb));
-console.log(`server memory (RSS, MB) every ~10 s: ${rss.filter((_, i) => i % 5 === 0).map((x) => `${x.t.toFixed(0)}s:${x.mb.toFixed(0)}`).join(' ')}`);
+const early = Math.max(...rss.slice(0, q).map((x) => x.mb)),
+  late = Math.max(...rss.slice(-q).map((x) => x.mb)),
+  peak = Math.max(...rss.map((x) => x.mb));
+console.log(
+  `server memory (RSS, MB) every ~10 s: ${rss
+    .filter((_, i) => i % 5 === 0)
+    .map((x) => `${x.t.toFixed(0)}s:${x.mb.toFixed(0)}`)
+    .join(' ')}`,
+);
 // Bounded: the last quarter's peak is no more than the first quarter's plus a margin for
 // caches warming up (the server restarts during the run, so each incarnation starts small).
 const bounded = rss.length >= 4 && late <= early * 1.5 + 32;
-console.log(`server memory: first-quarter peak ${early.toFixed(0)} MB, last-quarter peak ${late.toFixed(0)} MB, overall peak ${peak.toFixed(0)} MB -> ${bounded ? 'bounded' : 'GROWING'}`);
-console.log(`ops made durable on clients: ${submittedSeen}; applied on the server: ${applied}; lost: ${lost}; duplicated: ${dups}; skipped: ${gaps}; unsettled clients: ${unsettled.length}`);
-console.log(`chaos: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs (${serverRestarts} restarts), ${counts.disconnects} links cut; seed ${seed}`);
+console.log(
+  `server memory: first-quarter peak ${early.toFixed(0)} MB, last-quarter peak ${late.toFixed(0)} MB, overall peak ${peak.toFixed(0)} MB -> ${bounded ? 'bounded' : 'GROWING'}`,
+);
+console.log(
+  `ops made durable on clients: ${submittedSeen}; applied on the server: ${applied}; lost: ${lost}; duplicated: ${dups}; skipped: ${gaps}; unsettled clients: ${unsettled.length}`,
+);
+console.log(
+  `chaos: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs (${serverRestarts} restarts), ${counts.disconnects} links cut; seed ${seed}`,
+);
 console.log(`restarted clients whose Durable view went back: ${durableBack.length}`);
-console.log(`clones from a copied store: ${clones.length} ran, ops refused as client-id-conflict ${clones.reduce((a, c) => a + c.conflict, 0)}, ops Visible ${clones.reduce((a, c) => a + c.visible, 0)} (must be 0)`);
+console.log(
+  `clones from a copied store: ${clones.length} ran, ops refused as client-id-conflict ${clones.reduce((a, c) => a + c.conflict, 0)}, ops Visible ${clones.reduce((a, c) => a + c.visible, 0)} (must be 0)`,
+);
 
 // Each failure names the rule of docs/spec.md it breaks.
 const violations: [rule: string, what: string][] = [];

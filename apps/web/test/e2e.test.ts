@@ -42,7 +42,9 @@ function findChromium(): string | null {
   }
 }
 const CHROMIUM = findChromium();
-const skip = CHROMIUM ? false : "chromium not found (not on PATH, no $CHROMIUM_PATH): install Debian's chromium (apt-get install chromium) to run the browser tests";
+const skip = CHROMIUM
+  ? false
+  : "chromium not found (not on PATH, no $CHROMIUM_PATH): install Debian's chromium (apt-get install chromium) to run the browser tests";
 if (!CHROMIUM) console.warn(`e2e: SKIPPING all browser tests: ${skip}`);
 
 // ------------------------------------------------------------------------------- the server
@@ -60,16 +62,38 @@ before(async () => {
   dataDir = tempDir('e2e');
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
-  server = spawn(process.execPath, ['--import', 'tsx', join(root, 'apps/web/serve.ts'), '--port', String(port), '--data-dir', dataDir.dir,
-    '--simulate-rtt', String(RTT), '--ack-timeout', '1500', '--log-level', 'warn'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  server = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      join(root, 'apps/web/serve.ts'),
+      '--port',
+      String(port),
+      '--data-dir',
+      dataDir.dir,
+      '--simulate-rtt',
+      String(RTT),
+      '--ack-timeout',
+      '1500',
+      '--log-level',
+      'warn',
+    ],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   for (const s of [server.stdout!, server.stderr!]) s.on('data', (b: Buffer) => serverOut.push(...b.toString().split('\n').filter(Boolean)));
   serverExit = new Promise((r) => server!.on('exit', (code) => r(code)));
   let exited = false;
-  void serverExit.then(() => { exited = true; });
+  void serverExit.then(() => {
+    exited = true;
+  });
   const end = Date.now() + 30_000; // includes the esbuild bundle of the apps
   for (;;) {
     if (exited) throw new Error(`the server exited before it was up:\n${tail()}`);
-    const ok = await fetch(`${base}/healthz`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${base}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) break;
     if (Date.now() > end) throw new Error(`the server did not answer /healthz within 30 s:\n${tail()}`);
     await new Promise((r) => setTimeout(r, 100));
@@ -83,7 +107,10 @@ after(async () => {
   if (server && server.exitCode === null && server.signalCode === null) {
     server.kill('SIGTERM');
     const done = await Promise.race([serverExit, new Promise((r) => setTimeout(() => r('timeout'), 5000))]);
-    if (done === 'timeout') { server.kill('SIGKILL'); await serverExit; }
+    if (done === 'timeout') {
+      server.kill('SIGKILL');
+      await serverExit;
+    }
   }
   dataDir?.cleanup();
 });
@@ -93,9 +120,21 @@ after(async () => {
 /** What a watch records: for every element matching `sel` (and, with `textSel`, whose
  *  `textSel` child's text equals `text`), the listed properties: 'text' (trimmed textContent),
  *  'left'/'top' (inline style) or an attribute name. */
-interface Watch { name: string; sel: string; textSel?: string; text?: string; props: string[] }
+interface Watch {
+  name: string;
+  sel: string;
+  textSel?: string;
+  text?: string;
+  props: string[];
+}
 type Props = Record<string, string | null>;
-interface Entry { load: number; name: string; value?: Props[]; t: number; status?: string | null }
+interface Entry {
+  load: number;
+  name: string;
+  value?: Props[];
+  t: number;
+  status?: string | null;
+}
 
 /** Runs in every page before the app (an init script): records changes of the watches. */
 function recorder() {
@@ -125,16 +164,30 @@ function recorder() {
     }
     if (changed) save();
   };
-  w.__e2eWatch = (x: Watch) => { st.watches.push(x); check(); };
-  w.__e2eLog = () => { check(); return st.log; };
-  addEventListener('pagehide', () => { st.log.push({ load, name: '#pagehide', t: Date.now() }); save(); });
+  w.__e2eWatch = (x: Watch) => {
+    st.watches.push(x);
+    check();
+  };
+  w.__e2eLog = () => {
+    check();
+    return st.log;
+  };
+  addEventListener('pagehide', () => {
+    st.log.push({ load, name: '#pagehide', t: Date.now() });
+    save();
+  });
   save();
   new MutationObserver(check).observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
 }
 
 // ------------------------------------------------------------------------------ helpers
 
-interface Client { tag: string; ctx: BrowserContext; page: Page; errors: string[] }
+interface Client {
+  tag: string;
+  ctx: BrowserContext;
+  page: Page;
+  errors: string[];
+}
 const uniqueRoom = (name: string) => `e2e-${name}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 7)}`;
 
 async function openClient(app: string, room: string, tag: string): Promise<Client> {
@@ -153,19 +206,26 @@ async function until<A>(c: Client, what: string, fn: (arg: A) => unknown, arg?: 
     await c.page.waitForFunction(fn as any, arg, { timeout: ms });
   } catch (e) {
     const placeholder = await c.page.evaluate(() => document.body.textContent?.includes('coming in this change')).catch(() => false);
-    throw new Error(`${c.tag}: timed out after ${ms} ms waiting for ${what}` +
-      (placeholder ? ' (the app is still the "coming in this change" placeholder)' : '') +
-      `\n  page error(s): ${c.errors.join(' | ') || 'none'}\n  server output: ${tail() || 'none'}\n  (${(e as Error).message.split('\n')[0]})`);
+    throw new Error(
+      `${c.tag}: timed out after ${ms} ms waiting for ${what}` +
+        (placeholder ? ' (the app is still the "coming in this change" placeholder)' : '') +
+        `\n  page error(s): ${c.errors.join(' | ') || 'none'}\n  server output: ${tail() || 'none'}\n  (${(e as Error).message.split('\n')[0]})`,
+    );
   }
 }
 
 /** Both clients online and in each other's visibility set. */
 async function ready(...cs: Client[]) {
   for (const c of cs) {
-    await until(c, `status online and ${cs.length} members`, (n: number) => {
-      const h = (window as any).hercules;
-      return h?.status() === 'online' && h.members().length === n;
-    }, cs.length);
+    await until(
+      c,
+      `status online and ${cs.length} members`,
+      (n: number) => {
+        const h = (window as any).hercules;
+        return h?.status() === 'online' && h.members().length === n;
+      },
+      cs.length,
+    );
   }
 }
 
@@ -195,18 +255,18 @@ async function say(c: Client, text: string) {
   await c.page.fill('[data-testid=input]', text);
   await c.page.click('[data-testid=send]');
 }
-const stageWatch = (name: string, text: string): Watch =>
-  ({ name, sel: '[data-testid=message]', textSel: '[data-testid=text]', text, props: ['data-stage'] });
+const stageWatch = (name: string, text: string): Watch => ({ name, sel: '[data-testid=message]', textSel: '[data-testid=text]', text, props: ['data-stage'] });
 const stageIs = ([text, ss]: [string, string[]]) =>
-  Array.from(document.querySelectorAll('[data-testid=message]')).some((li) =>
-    li.querySelector('[data-testid=text]')?.textContent === text && ss.includes(li.getAttribute('data-stage') ?? ''));
+  Array.from(document.querySelectorAll('[data-testid=message]')).some(
+    (li) => li.querySelector('[data-testid=text]')?.textContent === text && ss.includes(li.getAttribute('data-stage') ?? ''),
+  );
 const shows = ([text, n]: [string, number]) =>
   Array.from(document.querySelectorAll('[data-testid=message] [data-testid=text]')).filter((x) => x.textContent === text).length >= n;
 
 // ------------------------------------------------------------------------------------ chat
 
 // spec: VIS-DELIVERED
-test('chat: A sees its message marked not-yet-visible, B receives it, then A\'s mark turns visible', { skip, timeout: TEST_TIMEOUT }, async (t) => {
+test("chat: A sees its message marked not-yet-visible, B receives it, then A's mark turns visible", { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('chat-send');
   const A = await openClient('chat', room, 'A');
   const B = await openClient('chat', room, 'B');
@@ -224,11 +284,17 @@ test('chat: A sees its message marked not-yet-visible, B receives it, then A\'s 
 
   const a = (await log(A, 'm')).filter((e) => e.value!.length > 0);
   const stages = a.map((e) => e.value![0]['data-stage']!);
-  assert.ok(a.every((e) => e.value!.length === 1), `A shows its message once:\n    ${show(a)}`);
+  assert.ok(
+    a.every((e) => e.value!.length === 1),
+    `A shows its message once:\n    ${show(a)}`,
+  );
   assert.notEqual(stages[0], 'visible', `A's first mark must not be visible:\n    ${show(a)}`);
   assert.equal(stages.at(-1), 'visible');
   const order = stages.map((s) => STAGES.indexOf(s));
-  assert.ok(order.every((k, i) => k >= 0 && (i === 0 || k > order[i - 1])), `A's marks advance through the stages in order: ${stages.join(' → ')}`);
+  assert.ok(
+    order.every((k, i) => k >= 0 && (i === 0 || k > order[i - 1])),
+    `A's marks advance through the stages in order: ${stages.join(' → ')}`,
+  );
   const bFirst = (await log(B, 'm')).find((e) => e.value && e.value.length > 0);
   const aVisible = a.find((e) => e.value![0]['data-stage'] === 'visible')!;
   assert.ok(bFirst, 'B shows the message');
@@ -240,7 +306,7 @@ test('chat: A sees its message marked not-yet-visible, B receives it, then A\'s 
 });
 
 // spec: VIS-DROP-DEAD
-test('chat: closing B removes it from A\'s visibility set', { skip, timeout: TEST_TIMEOUT }, async (t) => {
+test("chat: closing B removes it from A's visibility set", { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('chat-leave');
   const A = await openClient('chat', room, 'A');
   const B = await openClient('chat', room, 'B');
@@ -285,7 +351,10 @@ test('chat: reloading A mid-flight keeps its durable ops and delivers them exact
   assert.ok(hide, `the reload was recorded:\n    ${show(es)}`);
   const beforeReload = es.filter((e) => e.load === 1 && e.name === 'm1' && e.value!.length > 0);
   const lastStage = beforeReload.at(-1)?.value?.[0]['data-stage'];
-  assert.ok(lastStage === 'durable' || lastStage === 'authoritative', `at the reload A's message was ${lastStage} (want durable or authoritative):\n    ${show(es)}`);
+  assert.ok(
+    lastStage === 'durable' || lastStage === 'authoritative',
+    `at the reload A's message was ${lastStage} (want durable or authoritative):\n    ${show(es)}`,
+  );
 
   // After the reload: the same client, and the message is on screen from IndexedDB before the server answered.
   await until(A, 'the message back after the reload', shows, [m1, 1] as [string, number]);
@@ -315,7 +384,10 @@ test('chat: reloading A mid-flight keeps its durable ops and delivers them exact
 });
 
 // spec: DUR-ONE-WRITER
-test('chat: a duplicated tab (same sessionStorage, so same client id) becomes its own client; both tabs\' messages arrive once', { skip, timeout: TEST_TIMEOUT }, async (t) => {
+test("chat: a duplicated tab (same sessionStorage, so same client id) becomes its own client; both tabs' messages arrive once", {
+  skip,
+  timeout: TEST_TIMEOUT,
+}, async (t) => {
   const room = uniqueRoom('chat-dup');
   const A = await openClient('chat', room, 'A');
   t.after(() => closeAll(A));
@@ -326,11 +398,13 @@ test('chat: a duplicated tab (same sessionStorage, so same client id) becomes it
   const page = await A.ctx.newPage();
   const D: Client = { tag: 'D', ctx: A.ctx, page, errors: [] };
   page.on('pageerror', (e) => D.errors.push(`D: ${e.message}`));
-  await page.addInitScript((id) => { if (!sessionStorage.getItem('hercules-tab')) sessionStorage.setItem('hercules-tab', id); }, idA);
+  await page.addInitScript((id) => {
+    if (!sessionStorage.getItem('hercules-tab')) sessionStorage.setItem('hercules-tab', id);
+  }, idA);
   await page.goto(`${base}/chat?room=${room}`);
   await ready(A, D);
   const idD = await page.evaluate(() => (window as any).hercules.clientId as string);
-  assert.notEqual(idD, idA, 'the duplicate took its own client id (the store of A\'s id is held by A)');
+  assert.notEqual(idD, idA, "the duplicate took its own client id (the store of A's id is held by A)");
   assert.equal(await page.evaluate(() => sessionStorage.getItem('hercules-tab')), idD, 'and keeps it across its reloads');
   const tag = Math.random().toString(36).slice(2, 8);
   await say(A, `from A ${tag}`);
@@ -357,7 +431,12 @@ test('design: A drags chair-1; it is uncertain on A until B has the new position
     await until(c, 'the room with chair-1', (sel: string) => !!document.querySelector(`[data-testid=room] ${sel}`), item);
   }
   await ready(A, B);
-  const pos = (c: Client) => c.page.locator(item).evaluate((el) => ({ left: parseFloat((el as HTMLElement).style.left), top: parseFloat((el as HTMLElement).style.top), uncertain: el.getAttribute('data-uncertain') }));
+  const pos = (c: Client) =>
+    c.page.locator(item).evaluate((el) => ({
+      left: parseFloat((el as HTMLElement).style.left),
+      top: parseFloat((el as HTMLElement).style.top),
+      uncertain: el.getAttribute('data-uncertain'),
+    }));
   const start = await pos(A);
   assert.deepEqual(await pos(B), start, 'A and B start with chair-1 at the same place');
   assert.equal(start.uncertain, 'false');
@@ -366,7 +445,8 @@ test('design: A drags chair-1; it is uncertain on A until B has the new position
   await watch(B, { name: 'chair', sel: item, props: ['data-uncertain', 'left', 'top'] });
 
   const box = (await A.page.locator(item).boundingBox())!;
-  const x = box.x + box.width / 2, y = box.y + box.height / 2;
+  const x = box.x + box.width / 2,
+    y = box.y + box.height / 2;
   await A.page.mouse.move(x, y);
   await A.page.mouse.down();
   await A.page.mouse.move(x + 40, y + 20, { steps: 8 });
@@ -376,16 +456,23 @@ test('design: A drags chair-1; it is uncertain on A until B has the new position
   await until(A, 'chair-1 data-uncertain="true"', (sel: string) => document.querySelector(sel)?.getAttribute('data-uncertain') === 'true', item);
   const shot = await screenshot(A, 'design', 'chair', (v) => v[0]?.['data-uncertain'] === 'true');
   const moved = await pos(A);
-  assert.ok(Math.abs(moved.left - (start.left + 80)) <= 8 && Math.abs(moved.top - (start.top + 40)) <= 8,
-    `A's chair-1 moved by about (+80, +40): from (${start.left}, ${start.top}) to (${moved.left}, ${moved.top})`);
-  await until(B, `chair-1 at (${moved.left}, ${moved.top})`, ([sel, l, tp]: [string, number, number]) => {
-    const el = document.querySelector(sel) as HTMLElement | null;
-    return !!el && parseFloat(el.style.left) === l && parseFloat(el.style.top) === tp;
-  }, [item, moved.left, moved.top] as [string, number, number]);
+  assert.ok(
+    Math.abs(moved.left - (start.left + 80)) <= 8 && Math.abs(moved.top - (start.top + 40)) <= 8,
+    `A's chair-1 moved by about (+80, +40): from (${start.left}, ${start.top}) to (${moved.left}, ${moved.top})`,
+  );
+  await until(
+    B,
+    `chair-1 at (${moved.left}, ${moved.top})`,
+    ([sel, l, tp]: [string, number, number]) => {
+      const el = document.querySelector(sel) as HTMLElement | null;
+      return !!el && parseFloat(el.style.left) === l && parseFloat(el.style.top) === tp;
+    },
+    [item, moved.left, moved.top] as [string, number, number],
+  );
   await until(A, 'chair-1 data-uncertain="false" again', (sel: string) => document.querySelector(sel)?.getAttribute('data-uncertain') === 'false', item);
 
   const final = await pos(A);
-  assert.deepEqual({ left: final.left, top: final.top }, { left: moved.left, top: moved.top }, 'A\'s chair stays where it was dropped');
+  assert.deepEqual({ left: final.left, top: final.top }, { left: moved.left, top: moved.top }, "A's chair stays where it was dropped");
   assert.deepEqual(await pos(B), { ...final, uncertain: 'false' });
   const a = (await log(A, 'chair')).filter((e) => e.name === 'chair');
   const b = (await log(B, 'chair')).filter((e) => e.name === 'chair');
@@ -401,7 +488,7 @@ test('design: A drags chair-1; it is uncertain on A until B has the new position
 // -------------------------------------------------------------------------- spreadsheet
 
 // spec: VIS-DELIVERED
-test('sheet: A types 42 into cell 1-1; red on A until B has it; B sees A\'s cursor move down', { skip, timeout: TEST_TIMEOUT }, async (t) => {
+test("sheet: A types 42 into cell 1-1; red on A until B has it; B sees A's cursor move down", { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('sheet');
   const A = await openClient('sheet', room, 'A');
   const B = await openClient('sheet', room, 'B');
@@ -426,7 +513,7 @@ test('sheet: A types 42 into cell 1-1; red on A until B has it; B sees A\'s curs
   await until(B, 'cell 1-1 = 42', ([sel]: [string]) => document.querySelector(sel)?.textContent?.trim() === '42', [cell]);
   await until(A, 'cell 1-1 data-uncertain="false" again', attr, [cell, 'data-uncertain', 'false'] as [string, string, string]);
   await until(A, 'its cursor moved down to cell 2-1', attr, [below, 'data-cursor', 'mine'] as [string, string, string]);
-  await until(B, 'A\'s cursor (other) on cell 2-1', attr, [below, 'data-cursor', 'other'] as [string, string, string]);
+  await until(B, "A's cursor (other) on cell 2-1", attr, [below, 'data-cursor', 'other'] as [string, string, string]);
 
   assert.equal((await A.page.textContent(cell))?.trim(), '42');
   assert.equal(await A.page.locator('[data-testid=cell-editor]').count(), 0, 'Enter closed the editor');

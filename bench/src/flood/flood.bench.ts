@@ -20,48 +20,79 @@ import { chat } from '../../../apps/machines.ts';
 
 const { values } = parseArgs({
   options: {
-    flooders: { type: 'string' }, shape: { type: 'string' }, 'flood-s': { type: 'string' }, 'after-s': { type: 'string' },
-    limits: { type: 'string' }, 'same-room': { type: 'boolean' },
+    flooders: { type: 'string' },
+    shape: { type: 'string' },
+    'flood-s': { type: 'string' },
+    'after-s': { type: 'string' },
+    limits: { type: 'string' },
+    'same-room': { type: 'boolean' },
   },
 });
-const FLOODERS = Number(values.flooders ?? 4), SHAPE = values.shape ?? 'small';
-const FLOOD_S = Number(values['flood-s'] ?? 20), AFTER_S = Number(values['after-s'] ?? 30), QUIET_S = 5;
+const FLOODERS = Number(values.flooders ?? 4),
+  SHAPE = values.shape ?? 'small';
+const FLOOD_S = Number(values['flood-s'] ?? 20),
+  AFTER_S = Number(values['after-s'] ?? 30),
+  QUIET_S = 5;
 const here = new URL('.', import.meta.url).pathname;
 const execArgv = ['-C', '@hercules/source', '--import', 'tsx'];
 
 const dataDir = mkdtempSync(join(tmpdir(), 'hercules-flood-'));
-const server = fork(join(here, 'server-proc.ts'), [dataDir, values.limits ?? '{}'], { execArgv: [...execArgv, '--expose-gc', ...(process.env.FLOOD_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.FLOOD_PROF] : [])] });
+const server = fork(join(here, 'server-proc.ts'), [dataDir, values.limits ?? '{}'], {
+  execArgv: [...execArgv, '--expose-gc', ...(process.env.FLOOD_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.FLOOD_PROF] : [])],
+});
 const url = await new Promise<string>((r) => server.once('message', (m: { url: string }) => r(m.url)));
 const rssOf = (p: ChildProcess) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p.pid}/status`, 'utf8'))![1]) * 1024;
-const mem = () => new Promise<{ rss: number; heapUsed: number; heapTotal: number; external: number; arrayBuffers: number; rooms: number }>((r) => {
-  const on = (m: { t?: string }) => { if (m.t === 'mem') { server.off('message', on); r(m as never); } };
-  server.on('message', on);
-  server.send({ t: 'mem' });
-});
+const mem = () =>
+  new Promise<{ rss: number; heapUsed: number; heapTotal: number; external: number; arrayBuffers: number; rooms: number }>((r) => {
+    const on = (m: { t?: string }) => {
+      if (m.t === 'mem') {
+        server.off('message', on);
+        r(m as never);
+      }
+    };
+    server.on('message', on);
+    server.send({ t: 'mem' });
+  });
 const MB = (b: number) => `${(b / 2 ** 20).toFixed(0)} MB`;
 
 const before = await mem();
 let phase: 'quiet' | 'flood' | 'after' = 'quiet';
 const lat: Record<typeof phase, number[]> = { quiet: [], flood: [], after: [] };
-let peakRss = rssOf(server), peakAt = 0;
+let peakRss = rssOf(server),
+  peakAt = 0;
 const t0 = Date.now();
-const sampler = setInterval(() => { const r = rssOf(server); if (r > peakRss) { peakRss = r; peakAt = (Date.now() - t0) / 1000; } }, 100);
+const sampler = setInterval(() => {
+  const r = rssOf(server);
+  if (r > peakRss) {
+    peakRss = r;
+    peakAt = (Date.now() - t0) / 1000;
+  }
+}, 100);
 
 const honest = await connect({ url, room: 'honest', machine: chat, storage: memoryStorage(), clientId: 'honest' });
 await honest.whenOnline({ timeoutMs: 10_000 });
-let n = 0, unconfirmed = 0;
+let n = 0,
+  unconfirmed = 0;
 const ticker = setInterval(() => {
   const p = phase;
   const started = performance.now();
   unconfirmed++;
-  honest.ops.say({ text: `honest ${++n}` }).authoritative.then(() => { unconfirmed--; lat[p].push(performance.now() - started); }, () => {});
+  honest.ops.say({ text: `honest ${++n}` }).authoritative.then(
+    () => {
+      unconfirmed--;
+      lat[p].push(performance.now() - started);
+    },
+    () => {},
+  );
 }, 100);
 
 await sleep(QUIET_S * 1000);
 phase = 'flood';
 let flooded = { sent: 0, verdicts: 0, closes: 0 };
 const flooder = fork(join(here, 'flooder-proc.ts'), [url, String(FLOODERS), SHAPE, 'flood', values['same-room'] ? 'same' : 'own'], { execArgv });
-flooder.on('message', (m: typeof flooded) => { flooded = m; });
+flooder.on('message', (m: typeof flooded) => {
+  flooded = m;
+});
 await sleep(FLOOD_S * 1000);
 flooder.kill('SIGKILL');
 const atFloodEnd = { rss: rssOf(server) };
@@ -77,14 +108,26 @@ await new Promise((r) => server.once('exit', r));
 rmSync(dataDir, { recursive: true, force: true });
 
 const q = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))] : NaN);
-console.log(`flood: ${FLOODERS} connections${values['same-room'] ? ' in one room' : ', each in its own room'}, shape ${SHAPE}, ${FLOOD_S} s, then ${AFTER_S} s idle; limits ${values.limits ?? 'default'}`);
-console.log(`  flooders: ${flooded.sent} ops sent, ${flooded.verdicts} ordered (${(flooded.verdicts / FLOOD_S).toFixed(0)}/s), ${flooded.closes} connections closed by the server`);
-console.log(`  server RSS: ${MB(before.rss)} before, peak ${MB(peakRss)} (at ${peakAt.toFixed(1)} s), ${MB(atFloodEnd.rss)} when the flood stopped, ${MB(end.rss)} at the end`);
-console.log(`  server heap after full GC: ${MB(before.heapUsed)} before, ${MB(end.heapUsed)} at the end (V8 holds ${MB(end.heapTotal)}; external ${MB(end.external)}, array buffers ${MB(end.arrayBuffers)}; ${end.rooms} rooms loaded)`);
+console.log(
+  `flood: ${FLOODERS} connections${values['same-room'] ? ' in one room' : ', each in its own room'}, shape ${SHAPE}, ${FLOOD_S} s, then ${AFTER_S} s idle; limits ${values.limits ?? 'default'}`,
+);
+console.log(
+  `  flooders: ${flooded.sent} ops sent, ${flooded.verdicts} ordered (${(flooded.verdicts / FLOOD_S).toFixed(0)}/s), ${flooded.closes} connections closed by the server`,
+);
+console.log(
+  `  server RSS: ${MB(before.rss)} before, peak ${MB(peakRss)} (at ${peakAt.toFixed(1)} s), ${MB(atFloodEnd.rss)} when the flood stopped, ${MB(end.rss)} at the end`,
+);
+console.log(
+  `  server heap after full GC: ${MB(before.heapUsed)} before, ${MB(end.heapUsed)} at the end (V8 holds ${MB(end.heapTotal)}; external ${MB(end.external)}, array buffers ${MB(end.arrayBuffers)}; ${end.rooms} rooms loaded)`,
+);
 for (const p of ['quiet', 'flood', 'after'] as const) {
-  console.log(`  honest client, ${p}: time to Authoritative p50 ${q(lat[p], 0.5).toFixed(1)} ms, p99 ${q(lat[p], 0.99).toFixed(1)} ms, max ${q(lat[p], 1).toFixed(1)} ms (${lat[p].length} ops)`);
+  console.log(
+    `  honest client, ${p}: time to Authoritative p50 ${q(lat[p], 0.5).toFixed(1)} ms, p99 ${q(lat[p], 0.99).toFixed(1)} ms, max ${q(lat[p], 1).toFixed(1)} ms (${lat[p].length} ops)`,
+  );
 }
 console.log(`  honest ops never confirmed: ${unconfirmed}`);
 process.exit(0);
 
-function sleep(ms: number) { return new Promise((r) => setTimeout(r, ms)); }
+function sleep(ms: number) {
+  return new Promise((r) => setTimeout(r, ms));
+}

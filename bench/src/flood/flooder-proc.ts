@@ -10,25 +10,42 @@ import { ClientCodec, PROTOCOL_VERSION } from '@hercules/core';
 
 const [url, nStr, shape, prefix, sameRoom] = process.argv.slice(2);
 const n = Number(nStr);
-let sent = 0, verdicts = 0, closes = 0;
+let sent = 0,
+  verdicts = 0,
+  closes = 0;
 const PER = shape === 'large' ? 4 : 10_000;
 
 function frameOps(seq0: number): { seq: number; name: string; args: { text: string } }[] {
-  if (shape === 'large') return Array.from({ length: PER }, (_, i) => ({ seq: seq0 + i, name: 'say', args: { text: `big ${seq0 + i}`, pad: 'y'.repeat(240_000) } }));
-  return Array.from({ length: PER }, (_, i) => ({ seq: seq0 + i, name: 'say', args: { text: `flood message number ${seq0 + i} with some words in it to look like chat` } }));
+  if (shape === 'large')
+    return Array.from({ length: PER }, (_, i) => ({ seq: seq0 + i, name: 'say', args: { text: `big ${seq0 + i}`, pad: 'y'.repeat(240_000) } }));
+  return Array.from({ length: PER }, (_, i) => ({
+    seq: seq0 + i,
+    name: 'say',
+    args: { text: `flood message number ${seq0 + i} with some words in it to look like chat` },
+  }));
 }
 
 function flood(k: number): void {
   const codec = new ClientCodec();
   const ws = new WebSocket(`${url}/?room=${prefix}-${sameRoom === 'same' ? 0 : k}`);
-  let seq = 0, mine = 0, stopped = false;
+  let seq = 0,
+    mine = 0,
+    stopped = false;
   ws.on('error', () => {});
-  ws.on('close', () => { stopped = true; closes++; });
+  ws.on('close', () => {
+    stopped = true;
+    closes++;
+  });
   ws.on('message', (d: Buffer) => {
     const m = codec.decode(new Uint8Array(d));
     // Acknowledge like a real member, so the room's stable frontier moves and its suffix is compacted.
     if (m.t === 'welcome' || m.t === 'log') {
-      if (m.t === 'log') for (const e of m.entries) if (e.k === 'own') { verdicts++; mine++; }
+      if (m.t === 'log')
+        for (const e of m.entries)
+          if (e.k === 'own') {
+            verdicts++;
+            mine++;
+          }
       const head = m.from + m.entries.length - 1;
       if (head > 0) ws.send(codec.encode({ t: 'ack', pos: head }));
     }

@@ -13,7 +13,15 @@ process.on('message', async (m: { t: string }) => {
   if (m.t === 'mem') {
     (globalThis as { gc?: () => void }).gc?.();
     const u = process.memoryUsage();
-    process.send!({ t: 'mem', rss: u.rss, heapUsed: u.heapUsed, heapTotal: u.heapTotal, external: u.external, arrayBuffers: u.arrayBuffers, rooms: server.loadedRooms().length });
+    process.send!({
+      t: 'mem',
+      rss: u.rss,
+      heapUsed: u.heapUsed,
+      heapTotal: u.heapTotal,
+      external: u.external,
+      arrayBuffers: u.arrayBuffers,
+      rooms: server.loadedRooms().length,
+    });
   }
   if (m.t === 'close') {
     await server.close();

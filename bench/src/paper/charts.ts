@@ -28,7 +28,10 @@ export function fig13Chart(s: Fig13): string {
       { label: 'Authoritative', value: med('authoritative') },
       { label: 'Visible', value: med('visible') },
     ],
-    refs: [{ value: s.params.rttMs, label: 'RTT' }, { value: 2 * s.params.rttMs, label: '2·RTT' }],
+    refs: [
+      { value: s.params.rttMs, label: 'RTT' },
+      { value: 2 * s.params.rttMs, label: '2·RTT' },
+    ],
   });
 }
 

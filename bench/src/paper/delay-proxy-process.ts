@@ -11,8 +11,14 @@ import { startDelayProxy, type DelayProxyOptions } from './delay-proxy.ts';
 const proxy = await startDelayProxy(JSON.parse(process.argv[2]) as DelayProxyOptions);
 process.on('message', async (m: { cmd: string; id: number }) => {
   if (m.cmd === 'connections') process.send!({ id: m.id, n: proxy.connections() });
-  else if (m.cmd === 'cutAll') { proxy.cutAll(); process.send!({ id: m.id }); }
-  else if (m.cmd === 'close') { await proxy.close(); process.send!({ id: m.id }); process.exit(0); }
+  else if (m.cmd === 'cutAll') {
+    proxy.cutAll();
+    process.send!({ id: m.id });
+  } else if (m.cmd === 'close') {
+    await proxy.close();
+    process.send!({ id: m.id });
+    process.exit(0);
+  }
 });
 process.on('disconnect', () => process.exit(0)); // the benchmark died: do not outlive it
 process.send!({ ready: { port: proxy.port } });

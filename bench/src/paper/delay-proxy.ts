@@ -47,7 +47,7 @@ export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayPro
   const jitter = opts.jitterMs ?? 0;
   const bw = opts.bandwidthBytesPerSec ?? 0;
   let s = (opts.seed ?? 1) >>> 0 || 1;
-  const rand = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296);
+  const rand = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296;
   const socks = new Set<Socket>();
 
   /** Forward `from` to `to` with the delay; returns nothing, wires events. */
@@ -66,15 +66,28 @@ export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayPro
       lastRelease = at;
       const wait = at - now;
       // Timers fire in order of their due time when due times are non-decreasing.
-      setTimeout(() => { if (!to.destroyed && !muted()) to.write(chunk); }, wait);
+      setTimeout(() => {
+        if (!to.destroyed && !muted()) to.write(chunk);
+      }, wait);
     });
-    from.on('end', () => setTimeout(() => { if (!muted()) to.end(); }, Math.max(0, lastRelease - performance.now()) + 1));
+    from.on('end', () =>
+      setTimeout(
+        () => {
+          if (!muted()) to.end();
+        },
+        Math.max(0, lastRelease - performance.now()) + 1,
+      ),
+    );
   };
 
   const server: Server = createServer({ noDelay: true }, (client) => {
     const upstream = connect({ host: opts.target.host ?? '127.0.0.1', port: opts.target.port, noDelay: true });
     socks.add(client);
-    const kill = () => { socks.delete(client); client.destroy(); upstream.destroy(); };
+    const kill = () => {
+      socks.delete(client);
+      client.destroy();
+      upstream.destroy();
+    };
     let silenced = false;
     const clientGone = () => {
       if (!opts.silentOnClientClose) return kill();
@@ -85,8 +98,13 @@ export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayPro
       upstream.on('data', () => {});
       held.add(upstream);
     };
-    client.on('error', clientGone); upstream.on('error', kill);
-    client.on('close', clientGone); upstream.on('close', () => { held.delete(upstream); if (!silenced) kill(); });
+    client.on('error', clientGone);
+    upstream.on('error', kill);
+    client.on('close', clientGone);
+    upstream.on('close', () => {
+      held.delete(upstream);
+      if (!silenced) kill();
+    });
     pipe(client, upstream, () => silenced);
     pipe(upstream, client, () => silenced);
   });
@@ -96,7 +114,9 @@ export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayPro
     port,
     url: (scheme = 'ws') => `${scheme}://127.0.0.1:${port}`,
     connections: () => socks.size,
-    cutAll: () => { for (const c of [...socks]) c.destroy(); },
+    cutAll: () => {
+      for (const c of [...socks]) c.destroy();
+    },
     close: async () => {
       for (const c of [...socks, ...held]) c.destroy();
       await new Promise<void>((r) => server.close(() => r()));
@@ -110,12 +130,14 @@ export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayPro
  */
 export async function startDelayProxyProcess(opts: DelayProxyOptions): Promise<DelayProxy> {
   const child = spawnChild(fileURLToPath(new URL('./delay-proxy-process.ts', import.meta.url)), opts);
-  const { port } = await child.ready as { port: number };
+  const { port } = (await child.ready) as { port: number };
   return {
     port,
     url: (scheme = 'ws') => `${scheme}://127.0.0.1:${port}`,
     connections: async () => (await child.call<{ n: number }>({ cmd: 'connections' })).n,
-    cutAll: () => { void child.call({ cmd: 'cutAll' }); },
+    cutAll: () => {
+      void child.call({ cmd: 'cutAll' });
+    },
     close: async () => {
       if (child.proc.exitCode !== null) return;
       await child.call({ cmd: 'close' }, 10_000).catch(() => child.proc.kill('SIGKILL'));

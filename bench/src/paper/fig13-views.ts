@@ -22,8 +22,11 @@ import { startDelayProxyProcess } from './delay-proxy.ts';
 import { writePaperSection } from './report.ts';
 import { fig13Chart } from './charts.ts';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '20' }, rtt: { type: 'string', default: '67' }, tmpfs: { type: 'boolean', default: false } } });
-const SECONDS = Number(values.seconds), RTT = Number(values.rtt);
+const { values } = parseArgs({
+  options: { seconds: { type: 'string', default: '20' }, rtt: { type: 'string', default: '67' }, tmpfs: { type: 'boolean', default: false } },
+});
+const SECONDS = Number(values.seconds),
+  RTT = Number(values.rtt);
 // --tmpfs: server data and client stores in /dev/shm (temp dirs follow TMPDIR), where fsync is
 // free: the run shows what the software adds to the network, without the disk's write latency.
 if (values.tmpfs) process.env.TMPDIR = '/dev/shm';
@@ -60,7 +63,9 @@ async function probeRtt(until: Promise<unknown>): Promise<number[]> {
   const sock = tcpConnect({ port: p.port, host: '127.0.0.1', noDelay: true });
   await new Promise((r) => sock.once('connect', r));
   let done = false;
-  void until.then(() => { done = true; });
+  void until.then(() => {
+    done = true;
+  });
   const rtts: number[] = [];
   while (!done) {
     const t = performance.now();
@@ -69,7 +74,9 @@ async function probeRtt(until: Promise<unknown>): Promise<number[]> {
     rtts.push(performance.now() - t);
     await sleep(50);
   }
-  sock.destroy(); await p.close(); echo.close();
+  sock.destroy();
+  await p.close();
+  echo.close();
   return rtts;
 }
 
@@ -82,7 +89,10 @@ await typing;
 await Promise.race([Promise.all(hs.map((h) => h.visible)), sleep(5000)]);
 const m1 = await server.metrics();
 const rtts = await probe;
-const pct = (xs: number[], q: number) => { const s = [...xs].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.floor(q * s.length))]; };
+const pct = (xs: number[], q: number) => {
+  const s = [...xs].sort((x, y) => x - y);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+};
 const d = (stage: 'durable' | 'authoritative' | 'visible') => hs.filter((h) => h.times[stage] !== undefined).map((h) => h.times[stage]! - h.times.submitted!);
 const netRtt = pct(rtts, 0.5);
 const rows = (['durable', 'authoritative', 'visible'] as const).map((v) => {
@@ -91,24 +101,48 @@ const rows = (['durable', 'authoritative', 'visible'] as const).map((v) => {
   const medianMs = +pct(xs, 0.5).toFixed(2);
   // Against the round trip the emulated network really had in this run (the probe).
   const netIdeal = v === 'authoritative' ? netRtt : v === 'visible' ? 2 * netRtt : NaN;
-  return { view: v, ops: xs.length, medianMs, p99Ms: +pct(xs, 0.99).toFixed(2), idealMs: ideal, medianPerIdeal: +(pct(xs, 0.5) / ideal).toFixed(3), p99PerIdeal: +(pct(xs, 0.99) / ideal).toFixed(3), medianPerMeasuredNet: +(medianMs / netIdeal).toFixed(3) };
+  return {
+    view: v,
+    ops: xs.length,
+    medianMs,
+    p99Ms: +pct(xs, 0.99).toFixed(2),
+    idealMs: ideal,
+    medianPerIdeal: +(pct(xs, 0.5) / ideal).toFixed(3),
+    p99PerIdeal: +(pct(xs, 0.99) / ideal).toFixed(3),
+    medianPerMeasuredNet: +(medianMs / netIdeal).toFixed(3),
+  };
 });
 console.table(rows);
 // Where Authoritative's time goes: the network as emulated, the client's disk write (it sends
 // an op only once durable), the server from frame in to Notify-Auth out (its commit included).
 const meanMs = (name: string) => ((m1[`${name}_sum`] - m0[`${name}_sum`]) / (m1[`${name}_count`] - m0[`${name}_count`])) * 1000;
 const breakdown = {
-  proxyRttMedianMs: +netRtt.toFixed(2), proxyRttProbes: rtts.length,
+  proxyRttMedianMs: +netRtt.toFixed(2),
+  proxyRttProbes: rtts.length,
   durableMedianMs: rows[0].medianMs,
   serverFrameToNotifyAuthMeanMs: +meanMs('hercules_authoritative_delay_seconds').toFixed(2),
   serverCommitMeanMs: +meanMs('hercules_commit_seconds').toFixed(2),
   serverOrderedToNotifyVisibleMeanMs: +meanMs('hercules_visible_delay_seconds').toFixed(2),
 };
 console.log('breakdown:', JSON.stringify(breakdown));
-const auth = rows[1], vis = rows[2], dur = rows[0];
-console.log(`goals: Authoritative within 2% of RTT: ${auth.medianPerIdeal} -> ${auth.medianPerIdeal <= 1.02 ? 'met' : 'missed'}; Visible within 3% of 2·RTT: ${vis.medianPerIdeal} -> ${vis.medianPerIdeal <= 1.03 ? 'met' : 'missed'}; Durable p50 under 1 ms: ${dur.medianMs} ms -> ${dur.medianMs < 1 ? 'met' : 'missed'}`);
-console.log(`against the emulated network's measured round trip (${netRtt.toFixed(2)} ms): Authoritative ${auth.medianPerMeasuredNet}, Visible ${vis.medianPerMeasuredNet}`);
-await a.close(); await b.close(); await proxy.close(); await server.close(); removeTemp(dir);
-const section = { params: { seconds: SECONDS, everyMs: 100, rttMs: RTT, clients: 2, storage: values.tmpfs ? 'sqlite on tmpfs (/dev/shm)' : 'sqlite', proxy: 'own process' }, rows, breakdown };
+const auth = rows[1],
+  vis = rows[2],
+  dur = rows[0];
+console.log(
+  `goals: Authoritative within 2% of RTT: ${auth.medianPerIdeal} -> ${auth.medianPerIdeal <= 1.02 ? 'met' : 'missed'}; Visible within 3% of 2·RTT: ${vis.medianPerIdeal} -> ${vis.medianPerIdeal <= 1.03 ? 'met' : 'missed'}; Durable p50 under 1 ms: ${dur.medianMs} ms -> ${dur.medianMs < 1 ? 'met' : 'missed'}`,
+);
+console.log(
+  `against the emulated network's measured round trip (${netRtt.toFixed(2)} ms): Authoritative ${auth.medianPerMeasuredNet}, Visible ${vis.medianPerMeasuredNet}`,
+);
+await a.close();
+await b.close();
+await proxy.close();
+await server.close();
+removeTemp(dir);
+const section = {
+  params: { seconds: SECONDS, everyMs: 100, rttMs: RTT, clients: 2, storage: values.tmpfs ? 'sqlite on tmpfs (/dev/shm)' : 'sqlite', proxy: 'own process' },
+  rows,
+  breakdown,
+};
 writePaperSection(SECTION, section, fig13Chart(section));
 process.exit(0);

@@ -21,14 +21,26 @@ import { startServer, sleep } from '../runtime/common.ts';
 import { startDelayProxyProcess } from './delay-proxy.ts';
 import { writePaperSection, svgLineChart } from './report.ts';
 
-const { values } = parseArgs({ options: { ops: { type: 'string', default: '50' }, clients: { type: 'string', default: '1,2,4,8,16,32' }, modes: { type: 'string', default: 'off,interval,auto' }, rtt: { type: 'string', default: '67' } } });
-const OPS = Number(values.ops), RTT = Number(values.rtt);
+const { values } = parseArgs({
+  options: {
+    ops: { type: 'string', default: '50' },
+    clients: { type: 'string', default: '1,2,4,8,16,32' },
+    modes: { type: 'string', default: 'off,interval,auto' },
+    rtt: { type: 'string', default: '67' },
+  },
+});
+const OPS = Number(values.ops),
+  RTT = Number(values.rtt);
 const clientCounts = values.clients.split(',').map(Number);
 const modes: Record<string, Batching> = { off: 'off', interval: { intervalMs: 16 }, auto: { auto: true } };
 const chosen = values.modes.split(',').filter((m) => m in modes);
 
 interface Row {
-  mode: string; clients: number; ops: number; seconds: number; ratioTo1: number;
+  mode: string;
+  clients: number;
+  ops: number;
+  seconds: number;
+  ratioTo1: number;
   /** CPU of this process (all clients) per client: what one client's own device would spend. */
   perClientCpuS: number;
   /** That CPU over the workload's own duration (ops x 20 ms): under 1, a dedicated device keeps up. */
@@ -49,26 +61,37 @@ for (const mode of chosen) {
     while (rooms.some((r) => r.status() !== 'online') || rooms.some((r) => r.members().length < n)) await sleep(20);
     const total = n * OPS;
     let seed = 12345;
-    const rand = () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296);
+    const rand = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296;
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
-    await Promise.all(rooms.map(async (r) => {
-      for (let k = 0; k < OPS; k++) {
-        r.ops.increment({ offset: Math.floor(rand() * 100_000), count: 500 });
-        await sleep(20);
-      }
-    }));
+    await Promise.all(
+      rooms.map(async (r) => {
+        for (let k = 0; k < OPS; k++) {
+          r.ops.increment({ offset: Math.floor(rand() * 100_000), count: 500 });
+          await sleep(20);
+        }
+      }),
+    );
     while (!rooms.every((r) => r.engine.positions().visible >= total)) await sleep(5);
     const seconds = (performance.now() - t0) / 1000;
     const c = process.cpuUsage(cpu0);
     const cpuS = (c.user + c.system) / 1e6;
     const base = rows.find((x) => x.mode === mode && x.clients === clientCounts[0]);
     const row: Row = {
-      mode, clients: n, ops: total, seconds: +seconds.toFixed(2), ratioTo1: base ? +(seconds / base.seconds).toFixed(2) : 1,
-      perClientCpuS: +(cpuS / n).toFixed(3), deviceLoad: +((cpuS / n) / (OPS * 0.02)).toFixed(3), cpuPerClientOpUs: Math.round((cpuS * 1e6) / (n * total)), cpuUtil: +(cpuS / seconds).toFixed(2),
+      mode,
+      clients: n,
+      ops: total,
+      seconds: +seconds.toFixed(2),
+      ratioTo1: base ? +(seconds / base.seconds).toFixed(2) : 1,
+      perClientCpuS: +(cpuS / n).toFixed(3),
+      deviceLoad: +(cpuS / n / (OPS * 0.02)).toFixed(3),
+      cpuPerClientOpUs: Math.round((cpuS * 1e6) / (n * total)),
+      cpuUtil: +(cpuS / seconds).toFixed(2),
     };
     rows.push(row);
-    console.log(`fig14 ${mode.padEnd(8)} ${String(n).padStart(2)} clients: ${seconds.toFixed(2)} s until all ${total} ops are Visible everywhere (x${row.ratioTo1} of ${clientCounts[0]} client); client CPU ${cpuS.toFixed(1)} s = ${row.perClientCpuS} s per client, device load ${row.deviceLoad}, ${row.cpuPerClientOpUs} us per op per client`);
+    console.log(
+      `fig14 ${mode.padEnd(8)} ${String(n).padStart(2)} clients: ${seconds.toFixed(2)} s until all ${total} ops are Visible everywhere (x${row.ratioTo1} of ${clientCounts[0]} client); client CPU ${cpuS.toFixed(1)} s = ${row.perClientCpuS} s per client, device load ${row.deviceLoad}, ${row.cpuPerClientOpUs} us per op per client`,
+    );
     for (const r of rooms) await r.close();
     await proxy.close();
     await server.close();
@@ -77,14 +100,22 @@ for (const mode of chosen) {
 console.table(rows);
 const svgLoad = svgLineChart({
   title: `Fig. 14 (per device): CPU one client needs over the workload's duration (${OPS} ops per client)`,
-  xLabel: 'clients', yLabel: 'device load (1 = a core fully busy)', logX: true,
+  xLabel: 'clients',
+  yLabel: 'device load (1 = a core fully busy)',
+  logX: true,
   series: chosen.map((m) => ({ name: m, points: rows.filter((r) => r.mode === m).map((r) => [r.clients, r.deviceLoad] as [number, number]) })),
 });
 writeFileSync(new URL('../../../docs/benchmarks/fig14-device-load.svg', import.meta.url), svgLoad);
 const svg = svgLineChart({
   title: `Fig. 14: time until every op is Visible at every client (${OPS} ops per client, RTT ${RTT} ms)`,
-  xLabel: 'clients', yLabel: 'seconds', logX: true,
+  xLabel: 'clients',
+  yLabel: 'seconds',
+  logX: true,
   series: chosen.map((m) => ({ name: m, points: rows.filter((r) => r.mode === m).map((r) => [r.clients, r.seconds] as [number, number]) })),
 });
-writePaperSection('fig14', { params: { opsPerClient: OPS, incrementsPerOp: 500, sleepMs: 20, bytes: 100_000, rttMs: RTT, clients: clientCounts, modes: chosen }, rows }, svg);
+writePaperSection(
+  'fig14',
+  { params: { opsPerClient: OPS, incrementsPerOp: 500, sleepMs: 20, bytes: 100_000, rttMs: RTT, clients: clientCounts, modes: chosen }, rows },
+  svg,
+);
 process.exit(0);

@@ -11,4 +11,6 @@ const r = await connect({ url, room, machine: byteArray, clientId });
 while (r.status() !== 'online') await new Promise((res) => setTimeout(res, 10));
 console.log('online');
 let k = 0;
-setInterval(() => { r.ops.increment({ offset: (k++ * 997) % 9000, count: 1000 }); }, Number(everyMs));
+setInterval(() => {
+  r.ops.increment({ offset: (k++ * 997) % 9000, count: 1000 });
+}, Number(everyMs));

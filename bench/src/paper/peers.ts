@@ -21,13 +21,27 @@ import { peersChart } from './charts.ts';
 import type { PeerClient, PeerSystem } from '../peers/types.ts';
 import { hercules } from '../peers/hercules.ts';
 
-const { values } = parseArgs({ options: { only: { type: 'string' }, edits: { type: 'string', default: '100' }, rtt: { type: 'string', default: '67' }, seconds: { type: 'string', default: '6' } } });
-const EDITS = Number(values.edits), RTT = Number(values.rtt), SECONDS = Number(values.seconds);
+const { values } = parseArgs({
+  options: {
+    only: { type: 'string' },
+    edits: { type: 'string', default: '100' },
+    rtt: { type: 'string', default: '67' },
+    seconds: { type: 'string', default: '6' },
+  },
+});
+const EDITS = Number(values.edits),
+  RTT = Number(values.rtt),
+  SECONDS = Number(values.seconds);
 
 /** Systems whose adapters load (a peer whose packages are missing is reported, not fatal). */
 async function systems(): Promise<PeerSystem[]> {
   const out: PeerSystem[] = [hercules];
-  for (const [id, mod] of [['yjs', '../peers/yjs.ts'], ['automerge', '../peers/automerge.ts'], ['colyseus', '../peers/colyseus.ts'], ['fluid', '../peers/fluid.ts']] as const) {
+  for (const [id, mod] of [
+    ['yjs', '../peers/yjs.ts'],
+    ['automerge', '../peers/automerge.ts'],
+    ['colyseus', '../peers/colyseus.ts'],
+    ['fluid', '../peers/fluid.ts'],
+  ] as const) {
     try {
       const m = (await import(mod)) as Record<string, PeerSystem>;
       out.push(m[id]);
@@ -39,15 +53,27 @@ async function systems(): Promise<PeerSystem[]> {
   return only ? out.filter((s) => only.some((o) => s.name.toLowerCase().startsWith(o.toLowerCase()))) : out;
 }
 
-const pct = (xs: number[], q: number) => { if (!xs.length) return NaN; const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(q * s.length))]; };
+const pct = (xs: number[], q: number) => {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+};
 const r1 = (x: number) => Math.round(x * 10) / 10;
 
 interface Result {
   system: string;
-  edits: number; delivered: number; acked: number | null;
-  localMedianMs: number; ackMedianMs: number | null; ackP99Ms: number | null; deliveryMedianMs: number; deliveryP99Ms: number;
-  ackPerRtt: number | null; deliveryPerRtt: number;
-  throughputEditsPerS: number; serverCpuCores: number;
+  edits: number;
+  delivered: number;
+  acked: number | null;
+  localMedianMs: number;
+  ackMedianMs: number | null;
+  ackP99Ms: number | null;
+  deliveryMedianMs: number;
+  deliveryP99Ms: number;
+  ackPerRtt: number | null;
+  deliveryPerRtt: number;
+  throughputEditsPerS: number;
+  serverCpuCores: number;
 }
 
 async function latency(sys: PeerSystem, port: number): Promise<Omit<Result, 'throughputEditsPerS' | 'serverCpuCores'>> {
@@ -56,12 +82,19 @@ async function latency(sys: PeerSystem, port: number): Promise<Omit<Result, 'thr
   const a = await sys.connect('127.0.0.1', proxy.port, doc, 'A');
   const b = await sys.connect('127.0.0.1', proxy.port, doc, 'B');
   const arrived = new Map<string, number>();
-  b.onRemote((_k, v) => { if (!arrived.has(v)) arrived.set(v, performance.now()); });
+  b.onRemote((_k, v) => {
+    if (!arrived.has(v)) arrived.set(v, performance.now());
+  });
   const tag = Math.random().toString(36).slice(2, 8);
   // Warm-up: the first edits pay for connection set-up and JIT.
-  for (let i = 0; i < 10; i++) { a.set(`w${i}`, `warm-${tag}-${i}`); await sleep(50); }
+  for (let i = 0; i < 10; i++) {
+    a.set(`w${i}`, `warm-${tag}-${i}`);
+    await sleep(50);
+  }
   await sleep(1000);
-  const local: number[] = [], ack: number[] = [], sent: { v: string; t: number }[] = [];
+  const local: number[] = [],
+    ack: number[] = [],
+    sent: { v: string; t: number }[] = [];
   const acks: Promise<void>[] = [];
   for (let i = 0; i < EDITS; i++) {
     const v = `${tag}-${i}`;
@@ -69,20 +102,36 @@ async function latency(sys: PeerSystem, port: number): Promise<Omit<Result, 'thr
     a.set(`k${i % 40}`, v);
     local.push(performance.now() - t);
     sent.push({ v, t });
-    if (a.acked) acks.push(a.acked(`k${i % 40}`, v).then(() => { ack.push(performance.now() - t); }, () => {}));
+    if (a.acked)
+      acks.push(
+        a.acked(`k${i % 40}`, v).then(
+          () => {
+            ack.push(performance.now() - t);
+          },
+          () => {},
+        ),
+      );
     await sleep(100);
   }
   const by = performance.now() + 5000;
   while (sent.some((s) => !arrived.has(s.v)) && performance.now() < by) await sleep(20);
   await Promise.race([Promise.all(acks), sleep(3000)]);
   const delivery = sent.filter((s) => arrived.has(s.v)).map((s) => arrived.get(s.v)! - s.t);
-  await a.close(); await b.close(); await proxy.close();
+  await a.close();
+  await b.close();
+  await proxy.close();
   return {
-    system: sys.name, edits: EDITS, delivered: delivery.length, acked: a.acked ? ack.length : null,
+    system: sys.name,
+    edits: EDITS,
+    delivered: delivery.length,
+    acked: a.acked ? ack.length : null,
     localMedianMs: +pct(local, 0.5).toFixed(3),
-    ackMedianMs: a.acked ? r1(pct(ack, 0.5)) : null, ackP99Ms: a.acked ? r1(pct(ack, 0.99)) : null,
-    deliveryMedianMs: r1(pct(delivery, 0.5)), deliveryP99Ms: r1(pct(delivery, 0.99)),
-    ackPerRtt: a.acked ? +(pct(ack, 0.5) / RTT).toFixed(3) : null, deliveryPerRtt: +(pct(delivery, 0.5) / RTT).toFixed(3),
+    ackMedianMs: a.acked ? r1(pct(ack, 0.5)) : null,
+    ackP99Ms: a.acked ? r1(pct(ack, 0.99)) : null,
+    deliveryMedianMs: r1(pct(delivery, 0.5)),
+    deliveryP99Ms: r1(pct(delivery, 0.99)),
+    ackPerRtt: a.acked ? +(pct(ack, 0.5) / RTT).toFixed(3) : null,
+    deliveryPerRtt: +(pct(delivery, 0.5) / RTT).toFixed(3),
   };
 }
 
@@ -92,8 +141,11 @@ async function throughput(sys: PeerSystem, port: number, pid: number): Promise<{
   const observer = await sys.connect('127.0.0.1', proxy.port, doc, 'O');
   const writers: PeerClient[] = [];
   for (let i = 0; i < 4; i++) writers.push(await sys.connect('127.0.0.1', proxy.port, doc, `W${i}`));
-  let count = 0, counting = false;
-  observer.onRemote(() => { if (counting) count++; });
+  let count = 0,
+    counting = false;
+  observer.onRemote(() => {
+    if (counting) count++;
+  });
   let stop = false;
   const loops = writers.map(async (w, wi) => {
     let n = 0;
@@ -104,10 +156,12 @@ async function throughput(sys: PeerSystem, port: number, pid: number): Promise<{
   });
   await sleep(1000);
   counting = true;
-  const t0 = performance.now(), c0 = cpuSeconds(pid);
+  const t0 = performance.now(),
+    c0 = cpuSeconds(pid);
   await sleep((SECONDS - 1) * 1000);
   counting = false;
-  const secs = (performance.now() - t0) / 1000, cpu = cpuSeconds(pid) - c0;
+  const secs = (performance.now() - t0) / 1000,
+    cpu = cpuSeconds(pid) - c0;
   stop = true;
   await Promise.all(loops);
   for (const w of writers) await w.close().catch(() => {});
@@ -131,14 +185,30 @@ for (const sys of await systems()) {
     await server.stop();
   }
 }
-console.table(results.map((r) => ({ system: r.system, 'local ms': r.localMedianMs, 'ack p50': r.ackMedianMs ?? 'n/a', 'ack/RTT': r.ackPerRtt ?? 'n/a', 'delivery p50': r.deliveryMedianMs, 'delivery p99': r.deliveryP99Ms, 'delivery/RTT': r.deliveryPerRtt, 'edits/s': r.throughputEditsPerS, 'server cores': r.serverCpuCores })));
+console.table(
+  results.map((r) => ({
+    system: r.system,
+    'local ms': r.localMedianMs,
+    'ack p50': r.ackMedianMs ?? 'n/a',
+    'ack/RTT': r.ackPerRtt ?? 'n/a',
+    'delivery p50': r.deliveryMedianMs,
+    'delivery p99': r.deliveryP99Ms,
+    'delivery/RTT': r.deliveryPerRtt,
+    'edits/s': r.throughputEditsPerS,
+    'server cores': r.serverCpuCores,
+  })),
+);
 const ours = results.find((r) => r.system.startsWith('Hercules'));
-const ratios = ours ? results.filter((r) => r !== ours).map((r) => ({
-  peer: r.system,
-  'delivery p50, ours/theirs': +(ours.deliveryMedianMs / r.deliveryMedianMs).toFixed(3),
-  'ack p50, ours/theirs': r.ackMedianMs && ours.ackMedianMs ? +(ours.ackMedianMs / r.ackMedianMs).toFixed(3) : 'n/a',
-  'throughput, ours/theirs': +(ours.throughputEditsPerS / r.throughputEditsPerS).toFixed(2),
-})) : [];
+const ratios = ours
+  ? results
+      .filter((r) => r !== ours)
+      .map((r) => ({
+        peer: r.system,
+        'delivery p50, ours/theirs': +(ours.deliveryMedianMs / r.deliveryMedianMs).toFixed(3),
+        'ack p50, ours/theirs': r.ackMedianMs && ours.ackMedianMs ? +(ours.ackMedianMs / r.ackMedianMs).toFixed(3) : 'n/a',
+        'throughput, ours/theirs': +(ours.throughputEditsPerS / r.throughputEditsPerS).toFixed(2),
+      }))
+  : [];
 if (ratios.length) console.table(ratios);
 const section = { params: { edits: EDITS, everyMs: 100, rttMs: RTT, throughputWriters: 4, throughputSeconds: SECONDS }, results, ratios };
 writePaperSection('peers', section, peersChart(section));

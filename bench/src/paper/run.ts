@@ -23,15 +23,25 @@ const scripts: Record<string, string | string[]> = {
 };
 const { values } = parseArgs({ options: { only: { type: 'string' } } });
 const wanted = values.only ? values.only.split(',') : Object.keys(scripts);
-for (const w of wanted) if (!(w in scripts)) { console.error(`unknown experiment "${w}"; choose from ${Object.keys(scripts).join(', ')}`); process.exit(2); }
+for (const w of wanted)
+  if (!(w in scripts)) {
+    console.error(`unknown experiment "${w}"; choose from ${Object.keys(scripts).join(', ')}`);
+    process.exit(2);
+  }
 const t0 = performance.now();
 let failed = 0;
 for (const id of wanted) {
   console.log(`\n# ${id}\n`);
   // Clients run as production apps would: Mutative's production build (servers already do).
   const [script, ...args] = ([] as string[]).concat(scripts[id]);
-  const r = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: 'inherit', env: { ...process.env, NODE_ENV: process.env.NODE_ENV ?? 'production' } });
-  if (r.status !== 0) { failed++; console.error(`${id} failed (exit ${r.status ?? r.signal})`); }
+  const r = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url)), ...args], {
+    stdio: 'inherit',
+    env: { ...process.env, NODE_ENV: process.env.NODE_ENV ?? 'production' },
+  });
+  if (r.status !== 0) {
+    failed++;
+    console.error(`${id} failed (exit ${r.status ?? r.signal})`);
+  }
 }
 console.log(`\npaper experiments done in ${((performance.now() - t0) / 1000).toFixed(0)} s${failed ? `, ${failed} FAILED` : ''}`);
 process.exit(failed ? 1 : 0);

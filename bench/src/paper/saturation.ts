@@ -24,7 +24,8 @@ import type { PeerServer, PeerSystem } from '../peers/types.ts';
 import type { LoadgenOptions } from '../peers/saturation-loadgen.ts';
 
 const { values } = parseArgs({ options: { only: { type: 'string' }, seconds: { type: 'string', default: '6' } } });
-const SECONDS = Number(values.seconds), WARMUP_S = 1;
+const SECONDS = Number(values.seconds),
+  WARMUP_S = 1;
 const IDS = ['hercules', 'yjs', 'automerge', 'colyseus', 'fluid'] as const;
 type Id = (typeof IDS)[number];
 
@@ -32,7 +33,8 @@ type Id = (typeof IDS)[number];
 // one, so that a writer event loop busy with a heavy client library (Automerge, Fluid) does not cap
 // the offered load on its own; not more, since more processes than cores only add switching. The
 // observer gets its own process so that counting never delays the writers (or vice versa).
-const WRITER_PROCS = 2, WRITERS_PER_PROC = 2;
+const WRITER_PROCS = 2,
+  WRITERS_PER_PROC = 2;
 /** Edits per writer per event-loop turn. */
 const CHUNK = 50;
 /** Unconfirmed edits per writer: enough to keep the server busy across a confirmation round trip,
@@ -57,10 +59,18 @@ function runnableSeconds(pid: number): number {
   try {
     const [run, wait] = readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ').map(Number);
     return (run + wait) / 1e9;
-  } catch { return NaN; }
+  } catch {
+    return NaN;
+  }
 }
 
-interface Stats { sent: number; acked: number; delivered: number; exhausted: boolean; errors: string[] }
+interface Stats {
+  sent: number;
+  acked: number;
+  delivered: number;
+  exhausted: boolean;
+  errors: string[];
+}
 interface Result {
   system: string;
   deliveredPerS: number;
@@ -94,7 +104,7 @@ async function measure(id: Id, sys: PeerSystem, server: PeerServer): Promise<Res
     // Automerge and Fluid documents get their ids when created: the observer creates it first.
     const observer = spawn({ role: 'observer', writers: [0], doc: `sat-${Date.now().toString(36)}`, create: id === 'automerge' || id === 'fluid' });
     children.push(observer);
-    const { doc } = await observer.ready as { doc: string };
+    const { doc } = (await observer.ready) as { doc: string };
     for (let p = 0; p < WRITER_PROCS; p++) {
       children.push(spawn({ role: 'writer', doc, writers: Array.from({ length: WRITERS_PER_PROC }, (_, i) => p * WRITERS_PER_PROC + i) }));
     }
@@ -104,7 +114,14 @@ async function measure(id: Id, sys: PeerSystem, server: PeerServer): Promise<Res
     await sleep(WARMUP_S * 1000);
     const snap = async () => {
       const stats = await Promise.all(children.map((c) => c.call<Stats>({ cmd: 'stats' }, 10_000)));
-      return { t: performance.now(), server: cpuSeconds(server.pid), runnable: runnableSeconds(server.pid), cpu: children.map((c) => cpuSeconds(c.proc.pid!)), machine: machineJiffies(), stats };
+      return {
+        t: performance.now(),
+        server: cpuSeconds(server.pid),
+        runnable: runnableSeconds(server.pid),
+        cpu: children.map((c) => cpuSeconds(c.proc.pid!)),
+        machine: machineJiffies(),
+        stats,
+      };
     };
     const a = await snap();
     await sleep((SECONDS - WARMUP_S) * 1000);
@@ -122,12 +139,18 @@ async function measure(id: Id, sys: PeerSystem, server: PeerServer): Promise<Res
     // Node runs a server's JavaScript on one thread: near one core, it is the bottleneck.
     // Otherwise: clients short of CPU (the machine's cores all busy, other users' work included),
     // one client process at a core, or neither (the system's confirmations come too slowly).
-    const limit = serverCores >= 0.85 ? 'server'
-      : serverRunnable >= 0.9 ? 'server (short of CPU)'
-      : machineCores >= cpus().length - 0.2 ? 'CPU (all cores busy)'
-      : cores.slice(1).some((c) => c >= 0.85) ? 'writers'
-      : cores[0] >= 0.85 ? 'observer'
-      : 'confirmation round trip';
+    const limit =
+      serverCores >= 0.85
+        ? 'server'
+        : serverRunnable >= 0.9
+          ? 'server (short of CPU)'
+          : machineCores >= cpus().length - 0.2
+            ? 'CPU (all cores busy)'
+            : cores.slice(1).some((c) => c >= 0.85)
+              ? 'writers'
+              : cores[0] >= 0.85
+                ? 'observer'
+                : 'confirmation round trip';
     return {
       system: sys.name,
       deliveredPerS: Math.round(delivered / dt),
@@ -159,7 +182,14 @@ async function load(id: Id): Promise<PeerSystem | undefined> {
 
 // Servers started through spawn() (not spawnChild) must not outlive a crash or Ctrl-C either.
 let liveServer: PeerServer | undefined;
-process.on('exit', () => { if (liveServer) try { process.kill(liveServer.pid, 'SIGKILL'); } catch { /* gone */ } });
+process.on('exit', () => {
+  if (liveServer)
+    try {
+      process.kill(liveServer.pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+});
 for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => process.exit(130));
 
 const only = values.only?.split(',');
@@ -167,7 +197,10 @@ const results: Result[] = [];
 const skipped: string[] = [];
 for (const id of IDS.filter((i) => !only || only.includes(i))) {
   const sys = await load(id);
-  if (!sys) { skipped.push(`${id}: failed to load`); continue; }
+  if (!sys) {
+    skipped.push(`${id}: failed to load`);
+    continue;
+  }
   console.log(`saturation: ${sys.name}`);
   try {
     liveServer = await sys.startServer();
@@ -188,31 +221,50 @@ for (const id of IDS.filter((i) => !only || only.includes(i))) {
   }
 }
 
-console.table(results.map((r) => ({
-  system: short(r.system),
-  'delivered edits/s': r.deliveredPerS,
-  'confirmed edits/s': r.confirmedPerS,
-  'server cores': r.serverCores,
-  'server runnable': r.serverRunnable,
-  'server µs/edit': r.serverUsPerEdit,
-  'writer cores': r.writerCores.join(' + '),
-  'observer cores': r.observerCores,
-  'machine busy cores': r.machineCores,
-  limit: r.limit,
-})));
+console.table(
+  results.map((r) => ({
+    system: short(r.system),
+    'delivered edits/s': r.deliveredPerS,
+    'confirmed edits/s': r.confirmedPerS,
+    'server cores': r.serverCores,
+    'server runnable': r.serverRunnable,
+    'server µs/edit': r.serverUsPerEdit,
+    'writer cores': r.writerCores.join(' + '),
+    'observer cores': r.observerCores,
+    'machine busy cores': r.machineCores,
+    limit: r.limit,
+  })),
+);
 const ours = results.find((r) => r.system.startsWith('Hercules'));
-const ratios = ours ? results.filter((r) => r !== ours).map((r) => ({
-  peer: short(r.system),
-  'delivered edits/s, ours/theirs': round(ours.deliveredPerS / r.deliveredPerS, 2),
-  'server CPU per edit, ours/theirs': round(ours.serverUsPerEdit / r.serverUsPerEdit, 3),
-  // A peer whose server was not the limit was not saturated: its edits/s is a lower bound.
-  'their limit': r.limit,
-})) : [];
+const ratios = ours
+  ? results
+      .filter((r) => r !== ours)
+      .map((r) => ({
+        peer: short(r.system),
+        'delivered edits/s, ours/theirs': round(ours.deliveredPerS / r.deliveredPerS, 2),
+        'server CPU per edit, ours/theirs': round(ours.serverUsPerEdit / r.serverUsPerEdit, 3),
+        // A peer whose server was not the limit was not saturated: its edits/s is a lower bound.
+        'their limit': r.limit,
+      }))
+  : [];
 if (ratios.length) console.table(ratios);
 for (const s of skipped) console.log(`saturation: skipped ${s}`);
 const section = {
-  params: { seconds: SECONDS, warmupSeconds: WARMUP_S, writers: WRITER_PROCS * WRITERS_PER_PROC, writerProcesses: WRITER_PROCS, observers: 1, editsPerTurn: CHUNK, unconfirmedPerWriter: WINDOW, keysPerWriter: '2 × unconfirmedPerWriter (Hercules: 18 cells of the 12 × 6 grid)', yjsPoolPerWriter: YJS_POOL, rttMs: 0 },
-  results, ratios, skipped,
+  params: {
+    seconds: SECONDS,
+    warmupSeconds: WARMUP_S,
+    writers: WRITER_PROCS * WRITERS_PER_PROC,
+    writerProcesses: WRITER_PROCS,
+    observers: 1,
+    editsPerTurn: CHUNK,
+    unconfirmedPerWriter: WINDOW,
+    keysPerWriter: '2 × unconfirmedPerWriter (Hercules: 18 cells of the 12 × 6 grid)',
+    yjsPoolPerWriter: YJS_POOL,
+    rttMs: 0,
+  },
+  results,
+  ratios,
+  skipped,
 };
 writePaperSection('saturation', section, saturationChart(section));
 process.exit(0);

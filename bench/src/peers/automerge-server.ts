@@ -12,11 +12,21 @@ import { WebSocketServerAdapter } from '@automerge/automerge-repo-network-websoc
 class MemoryStorage implements StorageAdapterInterface {
   #data = new Map<string, { key: StorageKey; data: Uint8Array }>();
   #under = (prefix: StorageKey) => [...this.#data.entries()].filter(([, c]) => prefix.every((p, i) => c.key[i] === p));
-  async load(key: StorageKey) { return this.#data.get(key.join('/'))?.data; }
-  async save(key: StorageKey, data: Uint8Array) { this.#data.set(key.join('/'), { key, data }); }
-  async remove(key: StorageKey) { this.#data.delete(key.join('/')); }
-  async loadRange(prefix: StorageKey): Promise<Chunk[]> { return this.#under(prefix).map(([, c]) => ({ key: c.key, data: c.data })); }
-  async removeRange(prefix: StorageKey) { for (const [k] of this.#under(prefix)) this.#data.delete(k); }
+  async load(key: StorageKey) {
+    return this.#data.get(key.join('/'))?.data;
+  }
+  async save(key: StorageKey, data: Uint8Array) {
+    this.#data.set(key.join('/'), { key, data });
+  }
+  async remove(key: StorageKey) {
+    this.#data.delete(key.join('/'));
+  }
+  async loadRange(prefix: StorageKey): Promise<Chunk[]> {
+    return this.#under(prefix).map(([, c]) => ({ key: c.key, data: c.data }));
+  }
+  async removeRange(prefix: StorageKey) {
+    for (const [k] of this.#under(prefix)) this.#data.delete(k);
+  }
 }
 
 const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });

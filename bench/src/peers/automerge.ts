@@ -67,12 +67,22 @@ export const automerge: PeerSystem = {
         local = true;
         // An ImmutableString is an atomic (last-writer-wins) value, like a Yjs map entry; a plain
         // string would become a collaborative text object, one op per character.
-        try { handle.change((d) => { d.cells[key] = new A.ImmutableString(value); }); } finally { local = false; }
+        try {
+          handle.change((d) => {
+            d.cells[key] = new A.ImmutableString(value);
+          });
+        } finally {
+          local = false;
+        }
         acks.sent(value, A.getHeads(handle.doc())[0]);
       },
       acked: acks.acked,
-      onRemote(fn) { listeners.push(fn); },
-      async close() { await repo.shutdown(); },
+      onRemote(fn) {
+        listeners.push(fn);
+      },
+      async close() {
+        await repo.shutdown();
+      },
     };
   },
 };
@@ -82,7 +92,10 @@ function serverHas(handle: DocHandle<Sheet>, heads: A.Heads): Promise<void> {
   return new Promise((resolve) => {
     const check = ({ heads: remote }: { heads: Parameters<typeof decodeHeads>[0] }) => {
       const r = decodeHeads(remote);
-      if (heads.every((h) => r.includes(h))) { handle.off('remote-heads', check); resolve(); }
+      if (heads.every((h) => r.includes(h))) {
+        handle.off('remote-heads', check);
+        resolve();
+      }
     };
     handle.on('remote-heads', check);
   });
@@ -102,7 +115,8 @@ function ackTracker(handle: DocHandle<Sheet>) {
     if (!pending.length || !server) return;
     const doc = handle.doc();
     let n: number;
-    if (server.includes(pending[pending.length - 1].hash)) n = pending.length; // common case, no walk
+    if (server.includes(pending[pending.length - 1].hash))
+      n = pending.length; // common case, no walk
     else {
       if (!A.hasHeads(doc, server)) return;
       const notAcked = new Set(A.getChangesMetaSince(doc, server).map((c) => c.hash));
@@ -110,7 +124,10 @@ function ackTracker(handle: DocHandle<Sheet>) {
     }
     for (const p of pending.splice(0, n)) p.resolve();
   };
-  handle.on('remote-heads', ({ heads }) => { server = decodeHeads(heads); settle(); });
+  handle.on('remote-heads', ({ heads }) => {
+    server = decodeHeads(heads);
+    settle();
+  });
   return {
     settle,
     sent(value: string, hash: string) {

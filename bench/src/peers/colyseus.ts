@@ -65,7 +65,8 @@ export const colyseus: PeerSystem = {
     // processed in order), even if a later edit of the same key coalesced over some of them.
     const own = new Map<string, number>(); // key + '\0' + value -> seq
     const waiters = new Map<number, () => void>(); // seq -> resolve
-    let seq = 0, ackedSeq = 0;
+    let seq = 0,
+      ackedSeq = 0;
     const listeners: ((key: string, value: string) => void)[] = [];
 
     // Registered after the initial state, so pre-existing cells are not reported as remote.
@@ -77,7 +78,11 @@ export const colyseus: PeerSystem = {
     });
     // Resolve acks once per decoded patch (the change callbacks above have run by then).
     room.onStateChange(() => {
-      for (const [n, resolve] of waiters) if (n <= ackedSeq) { resolve(); waiters.delete(n); }
+      for (const [n, resolve] of waiters)
+        if (n <= ackedSeq) {
+          resolve();
+          waiters.delete(n);
+        }
     });
 
     return {
@@ -92,11 +97,23 @@ export const colyseus: PeerSystem = {
         if (s <= ackedSeq) return Promise.resolve();
         return new Promise<void>((resolve) => {
           const prev = waiters.get(s);
-          waiters.set(s, prev ? () => { prev(); resolve(); } : resolve);
+          waiters.set(
+            s,
+            prev
+              ? () => {
+                  prev();
+                  resolve();
+                }
+              : resolve,
+          );
         });
       },
-      onRemote(fn) { listeners.push(fn); },
-      async close() { await room.leave(); },
+      onRemote(fn) {
+        listeners.push(fn);
+      },
+      async close() {
+        await room.leave();
+      },
     };
   },
 };

@@ -53,7 +53,12 @@ export const fluid: PeerSystem = {
     // Ready once it answers HTTP (its "Listening" line is an info log, silenced above).
     for (let i = 0; ; i++) {
       if (proc.exitCode !== null) throw new Error(`tinylicious exited (${proc.exitCode})`);
-      try { await fetch(`http://127.0.0.1:${port}/`); break; } catch { /* not up yet */ }
+      try {
+        await fetch(`http://127.0.0.1:${port}/`);
+        break;
+      } catch {
+        /* not up yet */
+      }
       if (i > 300) throw new Error('tinylicious did not start in 30 s');
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -110,8 +115,10 @@ export const fluid: PeerSystem = {
         if (!local || op.type !== 'set') return;
         const id = op.key + '\0' + String(op.value?.value);
         const rs = waiting.get(id);
-        if (rs) { waiting.delete(id); for (const r of rs) r(); }
-        else {
+        if (rs) {
+          waiting.delete(id);
+          for (const r of rs) r();
+        } else {
           ackedOps.add(id);
           if (ackedOps.size > 100_000) ackedOps.delete(ackedOps.values().next().value!);
         }
@@ -119,23 +126,32 @@ export const fluid: PeerSystem = {
     }
 
     return {
-      set(key, value) { map.set(key, value); },
+      set(key, value) {
+        map.set(key, value);
+      },
       acked(key, value) {
         if (ackMode === 'saved') {
           return container.isDirty ? new Promise<void>((r) => container.once('saved', () => r())) : Promise.resolve();
         }
         const id = key + '\0' + value;
         if (ackedOps.delete(id)) return Promise.resolve();
-        return new Promise<void>((r) => { const rs = waiting.get(id); if (rs) rs.push(r); else waiting.set(id, [r]); });
+        return new Promise<void>((r) => {
+          const rs = waiting.get(id);
+          if (rs) rs.push(r);
+          else waiting.set(id, [r]);
+        });
       },
-      onRemote(fn) { listeners.push(fn); },
+      onRemote(fn) {
+        listeners.push(fn);
+      },
       async close() {
         // IFluidContainer.dispose() only close()s the underlying container, which leaves its runtime
         // (and the GC session-expiry timer, a ~30-day setTimeout) alive, so the process never exits.
         // Disposing the underlying IContainer (a private field of fluid-static's FluidContainer)
         // tears the runtime down too.
         const inner = (container as unknown as { container?: { dispose(): void } }).container;
-        if (inner) inner.dispose(); else container.dispose();
+        if (inner) inner.dispose();
+        else container.dispose();
       },
     };
   },

@@ -10,9 +10,14 @@ import { startServer } from '../runtime/common.ts';
 import type { PeerClient, PeerServer, PeerSystem } from './types.ts';
 
 const version = (JSON.parse(readFileSync(new URL('../../../packages/core/package.json', import.meta.url), 'utf8')) as { version: string }).version;
-const ROWS = 12, COLS = 6;
+const ROWS = 12,
+  COLS = 6;
 /** A key names a cell; keys beyond the grid reuse cells (values are unique anyway). */
-const cell = (key: string) => { let h = 0; for (const ch of key) h = (h * 31 + ch.charCodeAt(0)) >>> 0; return { row: h % ROWS, col: (h >>> 8) % COLS }; };
+const cell = (key: string) => {
+  let h = 0;
+  for (const ch of key) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
+  return { row: h % ROWS, col: (h >>> 8) % COLS };
+};
 
 export const hercules: PeerSystem = {
   name: `Hercules ${version} (SQLite, fsync per commit)`,
@@ -41,11 +46,16 @@ export const hercules: PeerSystem = {
     return {
       set(key, value) {
         const h = room.ops.setCell({ ...cell(key), text: value });
-        own.set(value, h.authoritative.then(() => undefined));
+        own.set(
+          value,
+          h.authoritative.then(() => undefined),
+        );
         if (own.size > 100_000) own.delete(own.keys().next().value!);
       },
       acked: (_key, value) => own.get(value) ?? Promise.reject(new Error('not set here')),
-      onRemote(fn) { listeners.push(fn); },
+      onRemote(fn) {
+        listeners.push(fn);
+      },
       close: () => room.close(),
     };
   },

@@ -17,11 +17,20 @@ export function spawnServer(script: URL, timeoutMs = 15_000): Promise<PeerServer
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`${script.pathname}: no port after ${timeoutMs} ms`)); }, timeoutMs);
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${script.pathname} exited with ${code} before listening`)); });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${script.pathname}: no port after ${timeoutMs} ms`));
+    }, timeoutMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${script.pathname} exited with ${code} before listening`));
+    });
     createInterface({ input: child.stdout! }).on('line', (line) => {
       const m = /^PORT (\d+)$/.exec(line);
-      if (!m) { process.stderr.write(`[server] ${line}\n`); return; }
+      if (!m) {
+        process.stderr.write(`[server] ${line}\n`);
+        return;
+      }
       clearTimeout(timer);
       resolve({
         port: Number(m[1]),

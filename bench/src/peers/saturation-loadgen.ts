@@ -55,7 +55,9 @@ interface Conn {
 
 const opt = JSON.parse(process.argv[2] ?? '{}') as LoadgenOptions;
 const errors: string[] = [];
-const err = (e: unknown) => { if (errors.length < 5) errors.push(String((e as Error)?.message ?? e)); };
+const err = (e: unknown) => {
+  if (errors.length < 5) errors.push(String((e as Error)?.message ?? e));
+};
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // Bounded in time whatever the parent does.
 setTimeout(() => process.exit(3), 600_000).unref();
@@ -68,7 +70,10 @@ const value = (w: number, n: number) => `${w}-${n}`;
 function openWs(url: string): Promise<WebSocket> {
   const ws = new WebSocket(url, { perMessageDeflate: false });
   ws.on('error', err);
-  return new Promise((res, rej) => { ws.once('open', () => res(ws)); ws.once('error', rej); });
+  return new Promise((res, rej) => {
+    ws.once('open', () => res(ws));
+    ws.once('error', rej);
+  });
 }
 async function closeWs(ws: WebSocket) {
   ws.close();
@@ -80,20 +85,29 @@ async function closeWs(ws: WebSocket) {
 async function hercules(w: number, onAck: () => void): Promise<Conn> {
   const ws = await openWs(`ws://127.0.0.1:${opt.port}/?room=${opt.doc}`);
   const codec = new ClientCodec();
-  let welcomed = false, seq = 0;
+  let welcomed = false,
+    seq = 0;
   const c: Conn = {
-    sent: 0, acked: 0, delivered: 0,
+    sent: 0,
+    acked: 0,
+    delivered: 0,
     write(n) {
       const ops = [];
       // Writer w owns rows 3w..3w+2 of the 12 × 6 grid.
-      for (let i = 0; i < n; i++, c.sent++) ops.push({ seq: ++seq, name: 'setCell', args: { row: (3 * w + (c.sent % 3)) % 12, col: Math.floor(c.sent / 3) % 6, text: value(w, c.sent) } });
+      for (let i = 0; i < n; i++, c.sent++)
+        ops.push({ seq: ++seq, name: 'setCell', args: { row: (3 * w + (c.sent % 3)) % 12, col: Math.floor(c.sent / 3) % 6, text: value(w, c.sent) } });
       ws.send(codec.encode({ t: 'ops', ops }));
     },
     close: () => closeWs(ws),
   };
   ws.on('message', (data: Buffer) => {
     let m: ServerMessage;
-    try { m = codec.decode(data); } catch (e) { err(e); return; }
+    try {
+      m = codec.decode(data);
+    } catch (e) {
+      err(e);
+      return;
+    }
     if (m.t === 'welcome') welcomed = true;
     else if (m.t === 'log') {
       let own = 0;
@@ -104,8 +118,13 @@ async function hercules(w: number, onAck: () => void): Promise<Conn> {
       if (own) onAck();
     } else if (m.t === 'error' || m.t === 'deregister') err(JSON.stringify(m));
   });
-  ws.send(codec.encode({ t: 'hello', v: PROTOCOL_VERSION, client: `sat-${opt.role}${w}-${process.pid}`, machine: { name: 'spreadsheet', version: 1 }, have: 0 }));
-  for (let i = 0; !welcomed; i++) { if (i > 2000) throw new Error('no welcome in 10 s'); await sleep(5); }
+  ws.send(
+    codec.encode({ t: 'hello', v: PROTOCOL_VERSION, client: `sat-${opt.role}${w}-${process.pid}`, machine: { name: 'spreadsheet', version: 1 }, have: 0 }),
+  );
+  for (let i = 0; !welcomed; i++) {
+    if (i > 2000) throw new Error('no welcome in 10 s');
+    await sleep(5);
+  }
   return c;
 }
 
@@ -134,10 +153,16 @@ async function yjs(w: number, onAck: () => void): Promise<Conn> {
   }
   const ws = await openWs(`ws://127.0.0.1:${opt.port}/${opt.doc}`);
   const c: Conn = {
-    sent: 0, acked: 0, delivered: 0, exhausted: false,
+    sent: 0,
+    acked: 0,
+    delivered: 0,
+    exhausted: false,
     write(n) {
       for (let i = 0; i < n; i++) {
-        if (c.sent >= pool.msgs.length) { c.exhausted = true; return; }
+        if (c.sent >= pool.msgs.length) {
+          c.exhausted = true;
+          return;
+        }
         ws.send(pool.msgs[c.sent++]);
       }
     },
@@ -156,7 +181,10 @@ async function yjs(w: number, onAck: () => void): Promise<Conn> {
       decoding.readVarUint(u); // the first client's number of structs
       client = decoding.readVarUint(u);
     }
-    if (client === pool.id) { c.acked++; onAck(); } else c.delivered++;
+    if (client === pool.id) {
+      c.acked++;
+      onAck();
+    } else c.delivered++;
   });
   return c;
 }
@@ -167,16 +195,23 @@ async function colyseus(w: number, onAck: () => void): Promise<Conn> {
   const { colyseus: sys } = await import('./colyseus.ts');
   const client = await sys.connect('127.0.0.1', opt.port, opt.doc, `${opt.role}${w}`);
   const c: Conn = {
-    sent: 0, acked: 0, delivered: 0,
+    sent: 0,
+    acked: 0,
+    delivered: 0,
     write(n) {
       for (let i = 0; i < n; i++) client.set(key(w, c.sent), value(w, c.sent++));
       // Only the chunk's last edit is waited for: the server handles one client's messages in order.
       const upTo = c.sent;
-      client.acked!(key(w, upTo - 1), value(w, upTo - 1)).then(() => { c.acked = Math.max(c.acked, upTo); onAck(); }, err);
+      client.acked!(key(w, upTo - 1), value(w, upTo - 1)).then(() => {
+        c.acked = Math.max(c.acked, upTo);
+        onAck();
+      }, err);
     },
     close: () => client.close(),
   };
-  client.onRemote(() => { c.delivered++; });
+  client.onRemote(() => {
+    c.delivered++;
+  });
   return c;
 }
 
@@ -189,14 +224,22 @@ async function automerge(w: number, onAck: () => void, created: (doc: string) =>
   const { Repo, decodeHeads } = await import('@automerge/automerge-repo');
   const { WebSocketClientAdapter } = await import('@automerge/automerge-repo-network-websocket');
   const repo = new Repo({ network: [new WebSocketClientAdapter(`ws://127.0.0.1:${opt.port}`)], peerId: `sat-${opt.role}${w}-${process.pid}` as never });
-  for (let i = 0; repo.peers.length === 0; i++) { if (i > 2000) throw new Error('no server peer in 10 s'); await sleep(5); }
+  for (let i = 0; repo.peers.length === 0; i++) {
+    if (i > 2000) throw new Error('no server peer in 10 s');
+    await sleep(5);
+  }
   let server: string[] = [];
   const handle = opt.create ? repo.create<Sheet>({ cells: {} }) : await repo.find<Sheet>(opt.doc as never);
   const actor = A.getActorId(handle.doc());
   const c: Conn = {
-    sent: 0, acked: 0, delivered: 0,
+    sent: 0,
+    acked: 0,
+    delivered: 0,
     write(n) {
-      for (let i = 0; i < n; i++) handle.change((d) => { d.cells[key(w, c.sent)] = new A.ImmutableString(value(w, c.sent++)); });
+      for (let i = 0; i < n; i++)
+        handle.change((d) => {
+          d.cells[key(w, c.sent)] = new A.ImmutableString(value(w, c.sent++));
+        });
     },
     close: () => repo.shutdown(),
   };
@@ -213,14 +256,18 @@ async function automerge(w: number, onAck: () => void, created: (doc: string) =>
   });
   // Delivered (observer only, it makes no changes): one change per edit, from the change count.
   let changes = A.stats(handle.doc()).numChanges;
-  if (opt.role === 'observer') handle.on('change', ({ doc }) => {
-    const now = A.stats(doc).numChanges;
-    c.delivered += now - changes;
-    changes = now;
-  });
+  if (opt.role === 'observer')
+    handle.on('change', ({ doc }) => {
+      const now = A.stats(doc).numChanges;
+      c.delivered += now - changes;
+      changes = now;
+    });
   if (opt.create) {
     const mine = A.getHeads(handle.doc());
-    for (let i = 0; !mine.every((h) => server.includes(h)); i++) { if (i > 2000) throw new Error('server did not take the document in 10 s'); await sleep(5); }
+    for (let i = 0; !mine.every((h) => server.includes(h)); i++) {
+      if (i > 2000) throw new Error('server did not take the document in 10 s');
+      await sleep(5);
+    }
     created(handle.url);
   }
   return c;
@@ -242,23 +289,34 @@ async function fluid(w: number, onAck: () => void, created: (doc: string) => voi
   if (container.connectionState !== ConnectionState.Connected) await new Promise<void>((r) => container.once('connected', () => r()));
   const map = container.initialObjects.cells;
   const c: Conn = {
-    sent: 0, acked: 0, delivered: 0,
-    write(n) { for (let i = 0; i < n; i++) map.set(key(w, c.sent), value(w, c.sent++)); },
+    sent: 0,
+    acked: 0,
+    delivered: 0,
+    write(n) {
+      for (let i = 0; i < n; i++) map.set(key(w, c.sent), value(w, c.sent++));
+    },
     async close() {
       // As in fluid.ts: dispose the inner container too, or its runtime keeps the process alive.
       const inner = (container as unknown as { container?: { dispose(): void } }).container;
-      if (inner) inner.dispose(); else container.dispose();
+      if (inner) inner.dispose();
+      else container.dispose();
     },
   };
   // Every sequenced op of the map; local = ours coming back from the ordering service.
-  map.on('op', (_msg, local) => { if (local) { c.acked++; onAck(); } else c.delivered++; });
+  map.on('op', (_msg, local) => {
+    if (local) {
+      c.acked++;
+      onAck();
+    } else c.delivered++;
+  });
   return c;
 }
 
 // ------------------------------------------------------------------ the process
 
 const connectors = { hercules, yjs, colyseus, automerge, fluid } as const;
-let running = false, scheduled = false;
+let running = false,
+  scheduled = false;
 const conns: Conn[] = [];
 
 /** One chunk per writer per turn while its window allows; re-armed by confirmations. */
@@ -270,7 +328,11 @@ function pump(): void {
     let wrote = false;
     for (const c of conns) {
       if (c.exhausted || c.sent - c.acked + opt.chunk > opt.window) continue;
-      try { c.write(opt.chunk); } catch (e) { err(e); }
+      try {
+        c.write(opt.chunk);
+      } catch (e) {
+        err(e);
+      }
       wrote = true;
     }
     if (wrote) pump();
@@ -279,7 +341,12 @@ function pump(): void {
 
 let doc = opt.doc;
 try {
-  for (const w of opt.writers) conns.push(await connectors[opt.system](w, pump, (d) => { doc = d; }));
+  for (const w of opt.writers)
+    conns.push(
+      await connectors[opt.system](w, pump, (d) => {
+        doc = d;
+      }),
+    );
 } catch (e) {
   console.error(`saturation-loadgen (${opt.system} ${opt.role}): ${(e as Error).stack}`);
   process.exit(1);
@@ -292,7 +359,14 @@ process.on('message', async (m: { cmd: string; id: number }) => {
     pump();
     process.send!({ id: m.id });
   } else if (m.cmd === 'stats') {
-    process.send!({ id: m.id, sent: sum((c) => c.sent), acked: sum((c) => c.acked), delivered: sum((c) => c.delivered), exhausted: conns.some((c) => c.exhausted), errors });
+    process.send!({
+      id: m.id,
+      sent: sum((c) => c.sent),
+      acked: sum((c) => c.acked),
+      delivered: sum((c) => c.delivered),
+      exhausted: conns.some((c) => c.exhausted),
+      errors,
+    });
   } else if (m.cmd === 'stop') {
     running = false;
     await Promise.race([Promise.all(conns.map((c) => c.close().catch(() => {}))), sleep(3000)]);

@@ -7,7 +7,10 @@ import http from 'node:http';
 import { WebSocketServer } from 'ws';
 import { setupWSConnection } from '@y/websocket-server/utils';
 
-const server = http.createServer((_req, res) => { res.writeHead(426); res.end('websocket only'); });
+const server = http.createServer((_req, res) => {
+  res.writeHead(426);
+  res.end('websocket only');
+});
 const wss = new WebSocketServer({ server });
 wss.on('connection', (conn, req) => setupWSConnection(conn, req));
 

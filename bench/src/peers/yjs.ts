@@ -22,10 +22,16 @@ export const yjs: PeerSystem = {
       disableBc: true,
     });
     // 'sync' fires (true) once the server's state has been received after connecting.
-    if (!provider.synced) await new Promise<void>((resolve) => {
-      const onSync = (synced: boolean) => { if (synced) { provider.off('sync', onSync); resolve(); } };
-      provider.on('sync', onSync);
-    });
+    if (!provider.synced)
+      await new Promise<void>((resolve) => {
+        const onSync = (synced: boolean) => {
+          if (synced) {
+            provider.off('sync', onSync);
+            resolve();
+          }
+        };
+        provider.on('sync', onSync);
+      });
     const listeners: ((key: string, value: string) => void)[] = [];
     // Updates applied by the provider run in transactions with local === false; our own set()
     // transactions are local. Within one remote update only a key's final value is reported.
@@ -39,9 +45,13 @@ export const yjs: PeerSystem = {
     });
     return {
       // One transaction per edit: y-websocket sends each transaction's update right away.
-      set(key, value) { ydoc.transact(() => cells.set(key, value)); },
+      set(key, value) {
+        ydoc.transact(() => cells.set(key, value));
+      },
       // No `acked`: the y-websocket protocol has no server acknowledgement of updates.
-      onRemote(fn) { listeners.push(fn); },
+      onRemote(fn) {
+        listeners.push(fn);
+      },
       async close() {
         const ws = provider.ws;
         provider.destroy(); // closes the socket, stops the resync/liveness timers

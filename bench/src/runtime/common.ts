@@ -36,12 +36,18 @@ export function cleanupTemp(): void {
 /** Filesystem type of a directory as `stat -f -c %T` reports it, and the mount's type if known. */
 export function fsType(dir: string): { statF: string; mount?: string } {
   let statF = 'unknown';
-  try { statF = execFileSync('stat', ['-f', '-c', '%T', dir], { encoding: 'utf8' }).trim(); } catch { /* not Linux */ }
+  try {
+    statF = execFileSync('stat', ['-f', '-c', '%T', dir], { encoding: 'utf8' }).trim();
+  } catch {
+    /* not Linux */
+  }
   let mount: string | undefined;
   try {
     // `stat -f` says ext2/ext3 for ext4 (same magic number); findmnt knows the real type.
     mount = execFileSync('findmnt', ['-n', '-o', 'FSTYPE', '-T', dir], { encoding: 'utf8' }).trim() || undefined;
-  } catch { /* no findmnt */ }
+  } catch {
+    /* no findmnt */
+  }
   return { statF, mount };
 }
 
@@ -50,7 +56,9 @@ export function cpuSeconds(pid: number): number {
   try {
     const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
     return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100; // utime stime cutime cstime, ticks
-  } catch { return NaN; }
+  } catch {
+    return NaN;
+  }
 }
 
 // ------------------------------------------------------------------ child processes
@@ -76,19 +84,38 @@ export function spawnChild(script: string, arg: unknown, extraExecArgv: string[]
     cwd: repoRoot,
   });
   children.add(proc);
-  const exited = new Promise<number | null>((r) => proc.on('exit', (code) => { children.delete(proc); r(code); }));
+  const exited = new Promise<number | null>((r) =>
+    proc.on('exit', (code) => {
+      children.delete(proc);
+      r(code);
+    }),
+  );
   let nextId = 1;
   const waiters: { pred: (m: any) => boolean; resolve: (m: any) => void }[] = [];
   proc.on('message', (m: any) => {
     const i = waiters.findIndex((w) => w.pred(m));
     if (i >= 0) waiters.splice(i, 1)[0].resolve(m);
   });
-  const wait = <T>(pred: (m: any) => boolean, timeoutMs = 60_000) => new Promise<T>((res, rej) => {
-    const t = setTimeout(() => rej(new Error(`${script}: no reply within ${timeoutMs} ms`)), timeoutMs);
-    const w = { pred, resolve: (m: any) => { clearTimeout(t); res(m); } };
-    waiters.push(w);
-    void exited.then((code) => { clearTimeout(t); const i = waiters.indexOf(w); if (i >= 0) { waiters.splice(i, 1); rej(new Error(`${script} exited (${code}) before replying`)); } });
-  });
+  const wait = <T>(pred: (m: any) => boolean, timeoutMs = 60_000) =>
+    new Promise<T>((res, rej) => {
+      const t = setTimeout(() => rej(new Error(`${script}: no reply within ${timeoutMs} ms`)), timeoutMs);
+      const w = {
+        pred,
+        resolve: (m: any) => {
+          clearTimeout(t);
+          res(m);
+        },
+      };
+      waiters.push(w);
+      void exited.then((code) => {
+        clearTimeout(t);
+        const i = waiters.indexOf(w);
+        if (i >= 0) {
+          waiters.splice(i, 1);
+          rej(new Error(`${script} exited (${code}) before replying`));
+        }
+      });
+    });
   const ready = wait((m) => m && m.ready !== undefined).then((m: any) => m.ready);
   return {
     proc,
@@ -106,7 +133,13 @@ export function spawnChild(script: string, arg: unknown, extraExecArgv: string[]
 
 /** Kill children still running when the parent exits (a crash mid-benchmark). */
 process.on('exit', () => {
-  for (const c of children) { try { c.kill('SIGKILL'); } catch { /* gone */ } }
+  for (const c of children) {
+    try {
+      c.kill('SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
   cleanupTemp();
 });
 
@@ -116,20 +149,32 @@ export interface ServerHandle {
   port: number;
   dataDir: string;
   child: Child;
-  stats(resetHops?: boolean): Promise<{ cpu: NodeJS.CpuUsage; elu: { idle: number; active: number; utilization: number }; writeBytes: number; monoUs: number; hops: number[] }>;
+  stats(
+    resetHops?: boolean,
+  ): Promise<{ cpu: NodeJS.CpuUsage; elu: { idle: number; active: number; utilization: number }; writeBytes: number; monoUs: number; hops: number[] }>;
   metrics(): Promise<Record<string, number>>;
   /** Close the server, wait for the process to exit, remove its data directory. */
   close(): Promise<void>;
 }
 
-export async function startServer(opts: { simulateRttMs?: number; commitWindowMs?: number; hopProbe?: boolean; cpuProfDir?: string } = {}): Promise<ServerHandle> {
+export async function startServer(
+  opts: { simulateRttMs?: number; commitWindowMs?: number; hopProbe?: boolean; cpuProfDir?: string } = {},
+): Promise<ServerHandle> {
   const dataDir = tempDir('server');
   const execArgv = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
-  const child = spawnChild('server-process.ts', { dataDir, simulateRttMs: opts.simulateRttMs, commitWindowMs: opts.commitWindowMs, hopProbe: opts.hopProbe }, execArgv);
+  const child = spawnChild(
+    'server-process.ts',
+    { dataDir, simulateRttMs: opts.simulateRttMs, commitWindowMs: opts.commitWindowMs, hopProbe: opts.hopProbe },
+    execArgv,
+  );
   const { url, port } = await child.ready;
   const http = `http://127.0.0.1:${port}`;
   return {
-    url, http, port, dataDir, child,
+    url,
+    http,
+    port,
+    dataDir,
+    child,
     stats: (resetHops) => child.call({ cmd: 'stats', resetHops }),
     metrics: async () => parseProm(await (await fetch(`${http}/metrics`)).text()),
     close: async () => {
@@ -194,9 +239,16 @@ export function writeRuntimeSections(sections: (Section & { extra?: unknown })[]
   const code = codeVersion();
   for (const s of sections) doc.sections[s.id] = { ...s, machine: { ...machine, loadAvg1m: s.loadAvg1m }, code };
   mkdirSync(dirname(runtimeResultsFile), { recursive: true });
-  writeFileSync(runtimeResultsFile, JSON.stringify({
-    about: 'Hercules runtime benchmarks (server, client, wire); regenerate with `npm run bench:runtime` (see docs/benchmarks.md).',
-    updatedAt: new Date().toISOString(),
-    sections: doc.sections,
-  }, null, 2) + '\n');
+  writeFileSync(
+    runtimeResultsFile,
+    JSON.stringify(
+      {
+        about: 'Hercules runtime benchmarks (server, client, wire); regenerate with `npm run bench:runtime` (see docs/benchmarks.md).',
+        updatedAt: new Date().toISOString(),
+        sections: doc.sections,
+      },
+      null,
+      2,
+    ) + '\n',
+  );
 }

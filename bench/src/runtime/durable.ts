@@ -90,21 +90,41 @@ export async function run(): Promise<Section> {
     const raw: number[] = [];
     await bareCommits(db, 500);
 
-    const room = await connect({ url: server.url, room: 'durable', machine: spreadsheet, storage: sqliteStorage(join(dir, 'client.sqlite')), clientId: 'bench-durable' });
+    const room = await connect({
+      url: server.url,
+      room: 'durable',
+      machine: spreadsheet,
+      storage: sqliteStorage(join(dir, 'client.sqlite')),
+      clientId: 'bench-durable',
+    });
     await until(() => room.status() === 'online', 10_000, 'online');
     await steady(room, 1000);
     await bursts(room, 5, 20, 100);
-    const st: number[] = [], bu: number[] = [], perRep: Row[] = [];
+    const st: number[] = [],
+      bu: number[] = [],
+      perRep: Row[] = [];
     const rates: number[] = [];
     for (let rep = 0; rep < 3; rep++) {
       const s = await steady(room, 3000);
       const b = await bursts(room, 30, 20, 100);
       const bare = await bareCommits(db, 2000);
       raw.push(...bare);
-      const ds = delays(s.hs), db2 = delays(b);
-      st.push(...ds); bu.push(...db2); rates.push(s.rate);
-      const a = stats(ds), c = stats(db2);
-      perRep.push({ rep: rep + 1, 'steady p50 ms': round(a.median), 'steady p99 ms': round(a.p99), 'bursts p50 ms': round(c.median), 'bursts p99 ms': round(c.p99), 'bare commit p99 ms': round(stats(bare).p99), 'bare commit max ms': round(stats(bare).max) });
+      const ds = delays(s.hs),
+        db2 = delays(b);
+      st.push(...ds);
+      bu.push(...db2);
+      rates.push(s.rate);
+      const a = stats(ds),
+        c = stats(db2);
+      perRep.push({
+        rep: rep + 1,
+        'steady p50 ms': round(a.median),
+        'steady p99 ms': round(a.p99),
+        'bursts p50 ms': round(c.median),
+        'bursts p99 ms': round(c.p99),
+        'bare commit p99 ms': round(stats(bare).p99),
+        'bare commit max ms': round(stats(bare).max),
+      });
     }
     await room.close();
     db.close();
@@ -116,21 +136,42 @@ export async function run(): Promise<Section> {
     const m = await steady(mem, 3000);
     await mem.close();
 
-    const S = stats(st), B = stats(bu), R = stats(raw), M = stats(delays(m.hs));
+    const S = stats(st),
+      B = stats(bu),
+      R = stats(raw),
+      M = stats(delays(m.hs));
     const over = (xs: number[], t: number) => xs.filter((x) => x > t).length;
-    const row = (what: string, x: ReturnType<typeof stats>, xs: number[], extra: Row = {}): Row => ({ what, samples: x.n, 'p50 ms': round(x.median), 'p99 ms': round(x.p99), 'max ms': round(x.max), '> 5 ms': over(xs, 5), ...extra });
+    const row = (what: string, x: ReturnType<typeof stats>, xs: number[], extra: Row = {}): Row => ({
+      what,
+      samples: x.n,
+      'p50 ms': round(x.median),
+      'p99 ms': round(x.p99),
+      'max ms': round(x.max),
+      '> 5 ms': over(xs, 5),
+      ...extra,
+    });
     const rows: Row[] = [
       row('steady 200 ops/s, sqliteStorage', S, st, { 'achieved ops/s': round(stats(rates).median, 0) }),
       row('bursts of 20 every 100 ms, sqliteStorage', B, bu),
       row('steady 200 ops/s, memoryStorage (reference)', M, delays(m.hs)),
       row('bare SQLite commit, WAL + FULL, 200/s (reference)', R, raw),
     ];
-    const worstP50 = Math.max(S.median, B.median), worstP99 = Math.max(S.p99, B.p99);
+    const worstP50 = Math.max(S.median, B.median),
+      worstP99 = Math.max(S.p99, B.p99);
     return {
       id: 'durable',
       title: 'R1. Durable delay, Node, SQLite client store (durable - submitted)',
       command: 'npm run bench:runtime -- --only durable',
-      params: { machine: 'spreadsheet.setCell', steady: '1 op / 5 ms for 3 s', bursts: '30 bursts of 20 ops, 100 ms apart', bareCommits: '1 / 5 ms for 2 s', reps: 3, warmup: '1 s steady + 5 bursts', tempFs: fs, server: 'own process, no emulated delay' },
+      params: {
+        machine: 'spreadsheet.setCell',
+        steady: '1 op / 5 ms for 3 s',
+        bursts: '30 bursts of 20 ops, 100 ms apart',
+        bareCommits: '1 / 5 ms for 2 s',
+        reps: 3,
+        warmup: '1 s steady + 5 bursts',
+        tempFs: fs,
+        server: 'own process, no emulated delay',
+      },
       rows,
       goals: [
         { what: 'durable delay p50 (worse of steady and bursts)', goal: '< 1 ms', measured: `${round(worstP50)} ms`, met: worstP50 < 1 },

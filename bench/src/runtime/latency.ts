@@ -27,13 +27,18 @@ import { argBytes, delta, removeTemp, round, sleep, startServer, tempDir, until,
 export const RTT = 67;
 
 export interface WireCount {
-  txFrames: number; txPayload: number; txHeader: number;
-  rxFrames: number; rxPayload: number; rxHeader: number;
+  txFrames: number;
+  txPayload: number;
+  txHeader: number;
+  rxFrames: number;
+  rxPayload: number;
+  rxHeader: number;
   /** WebSocket ping/pong control frames (server pings every 5 s; ws answers with a pong). */
   ctlBytes: number;
 }
 export const newCount = (): WireCount => ({ txFrames: 0, txPayload: 0, txHeader: 0, rxFrames: 0, rxPayload: 0, rxHeader: 0, ctlBytes: 0 });
-const sub = (a: WireCount, b: WireCount): WireCount => Object.fromEntries(Object.keys(a).map((k) => [k, b[k as keyof WireCount] - a[k as keyof WireCount]])) as unknown as WireCount;
+const sub = (a: WireCount, b: WireCount): WireCount =>
+  Object.fromEntries(Object.keys(a).map((k) => [k, b[k as keyof WireCount] - a[k as keyof WireCount]])) as unknown as WireCount;
 
 /** A `ws` WebSocket that counts the bytes of every frame it sends and receives. */
 export function countingWebSocket(c: WireCount) {
@@ -45,7 +50,9 @@ export function countingWebSocket(c: WireCount) {
         c.rxPayload += data.byteLength;
         c.rxHeader += wsHeader(data.byteLength, false);
       });
-      this.on('ping', (d: Buffer) => { c.ctlBytes += wsHeader(d.length, false) + d.length + wsHeader(d.length, true) + d.length; });
+      this.on('ping', (d: Buffer) => {
+        c.ctlBytes += wsHeader(d.length, false) + d.length + wsHeader(d.length, true) + d.length;
+      });
     }
     override send(data: any, ...rest: any[]): void {
       const n = (data as Uint8Array).byteLength;
@@ -110,36 +117,56 @@ async function typeFor(a: Room, gen: Generator<{ row: number; col: number; text:
 export async function run(): Promise<{ section: Section; live: LiveBytes }> {
   const server = await startServer({ simulateRttMs: RTT, hopProbe: true });
   const dir = tempDir('latency');
-  const ca = newCount(), cb = newCount();
+  const ca = newCount(),
+    cb = newCount();
   let a: Room | undefined, b: Room | undefined;
   try {
-    a = await connect({ url: server.url, room: 'sheet', machine: spreadsheet, clientId: 'alice', storage: sqliteStorage(join(dir, 'a.sqlite')), WebSocket: countingWebSocket(ca) });
-    b = await connect({ url: server.url, room: 'sheet', machine: spreadsheet, clientId: 'bob', storage: sqliteStorage(join(dir, 'b.sqlite')), WebSocket: countingWebSocket(cb) });
+    a = await connect({
+      url: server.url,
+      room: 'sheet',
+      machine: spreadsheet,
+      clientId: 'alice',
+      storage: sqliteStorage(join(dir, 'a.sqlite')),
+      WebSocket: countingWebSocket(ca),
+    });
+    b = await connect({
+      url: server.url,
+      room: 'sheet',
+      machine: spreadsheet,
+      clientId: 'bob',
+      storage: sqliteStorage(join(dir, 'b.sqlite')),
+      WebSocket: countingWebSocket(cb),
+    });
     await until(() => a!.members().length === 2 && b!.members().length === 2, 10_000, 'both clients in the visibility set');
     const gen = typing();
     await typeFor(a, gen, 2000, 100); // warm-up
     await sleep(4 * RTT); // let trailing acks and stable frames of the warm-up pass
     const m0 = await server.metrics();
     await server.stats(true); // reset the hop probe
-    const a0 = { ...ca }, b0 = { ...cb };
+    const a0 = { ...ca },
+      b0 = { ...cb };
     const { hs, args } = await typeFor(a, gen, 20_000, 100);
     await sleep(4 * RTT);
     const m1 = await server.metrics();
     const { hops } = await server.stats(true);
-    const a1 = { ...ca }, b1 = { ...cb };
+    const a1 = { ...ca },
+      b1 = { ...cb };
 
     const dur = stats(hs.map((h) => h.times.durable! - h.times.submitted!));
     const auth = stats(hs.map((h) => h.times.authoritative! - h.times.submitted!));
     const vis = stats(hs.map((h) => h.times.visible! - h.times.submitted!));
     const authMinusDur = stats(hs.map((h) => h.times.authoritative! - h.times.durable!));
     const hop = stats(hops);
-    const srvAuth = delta(m0, m1, 'hercules_authoritative_delay_seconds_sum') / delta(m0, m1, 'hercules_authoritative_delay_seconds_count') * 1000;
-    const srvVis = delta(m0, m1, 'hercules_visible_delay_seconds_sum') / delta(m0, m1, 'hercules_visible_delay_seconds_count') * 1000;
-    const commitMs = delta(m0, m1, 'hercules_commit_seconds_sum') / delta(m0, m1, 'hercules_commit_seconds_count') * 1000;
+    const srvAuth = (delta(m0, m1, 'hercules_authoritative_delay_seconds_sum') / delta(m0, m1, 'hercules_authoritative_delay_seconds_count')) * 1000;
+    const srvVis = (delta(m0, m1, 'hercules_visible_delay_seconds_sum') / delta(m0, m1, 'hercules_visible_delay_seconds_count')) * 1000;
+    const commitMs = (delta(m0, m1, 'hercules_commit_seconds_sum') / delta(m0, m1, 'hercules_commit_seconds_count')) * 1000;
     const effRtt = 2 * hop.median;
 
     const row = (what: string, x: ReturnType<typeof stats>, ideal: number | undefined, extra: Row = {}): Row => ({
-      what, 'median ms': round(x.median, 2), 'p99 ms': round(x.p99, 2), 'max ms': round(x.max, 2),
+      what,
+      'median ms': round(x.median, 2),
+      'p99 ms': round(x.p99, 2),
+      'max ms': round(x.max, 2),
       ...(ideal ? { 'median ÷ ideal': round(x.median / ideal, 3), 'p99 ÷ ideal': round(x.p99 / ideal, 3) } : {}),
       ...extra,
     });
@@ -157,11 +184,17 @@ export async function run(): Promise<{ section: Section; live: LiveBytes }> {
       argBytes: args,
       argCopies: 2,
       server: {
-        bytesIn: delta(m0, m1, 'hercules_bytes_received_total'), bytesOut: delta(m0, m1, 'hercules_bytes_sent_total'),
-        framesIn: delta(m0, m1, 'hercules_frames_received_total'), framesOut: delta(m0, m1, 'hercules_frames_sent_total'),
+        bytesIn: delta(m0, m1, 'hercules_bytes_received_total'),
+        bytesOut: delta(m0, m1, 'hercules_bytes_sent_total'),
+        framesIn: delta(m0, m1, 'hercules_frames_received_total'),
+        framesOut: delta(m0, m1, 'hercules_frames_sent_total'),
       },
-      clients: Object.fromEntries(Object.keys(ca).map((k) => [k, sub(a0, a1)[k as keyof WireCount] + sub(b0, b1)[k as keyof WireCount]])) as unknown as WireCount,
-      notes: [`client A sent ${sub(a0, a1).txFrames} frames and received ${sub(a0, a1).rxFrames}; client B sent ${sub(b0, b1).txFrames} and received ${sub(b0, b1).rxFrames}`],
+      clients: Object.fromEntries(
+        Object.keys(ca).map((k) => [k, sub(a0, a1)[k as keyof WireCount] + sub(b0, b1)[k as keyof WireCount]]),
+      ) as unknown as WireCount,
+      notes: [
+        `client A sent ${sub(a0, a1).txFrames} frames and received ${sub(a0, a1).rxFrames}; client B sent ${sub(b0, b1).txFrames} and received ${sub(b0, b1).rxFrames}`,
+      ],
     };
     if (ops !== hs.length) live.notes.push(`server sequenced ${ops} ops in the window, the client submitted ${hs.length}`);
     return {
@@ -170,17 +203,43 @@ export async function run(): Promise<{ section: Section; live: LiveBytes }> {
         id: 'latency',
         title: `R2. Authoritative and Visible delays at an emulated ${RTT} ms round trip (2 clients, 10 ops/s, ${hs.length} ops)`,
         command: 'npm run bench:runtime -- --only latency',
-        params: { simulateRttMs: RTT, clients: 2, rate: '1 setCell / 100 ms from client A', seconds: 20, warmup: '2 s', clientStorage: 'sqliteStorage per client', server: 'own process' },
+        params: {
+          simulateRttMs: RTT,
+          clients: 2,
+          rate: '1 setCell / 100 ms from client A',
+          seconds: 20,
+          warmup: '2 s',
+          clientStorage: 'sqliteStorage per client',
+          server: 'own process',
+        },
         rows,
         goals: [
-          { what: 'Authoritative delay, median', goal: `≤ RTT + 1 ms = ${RTT + 1} ms`, measured: `${round(auth.median, 2)} ms (${round(auth.median / RTT, 3)} × RTT); p99 ${round(auth.p99, 2)} ms`, met: auth.median <= RTT + 1 },
-          { what: 'Visible delay, median', goal: `≤ 2·RTT + 2 ms = ${2 * RTT + 2} ms`, measured: `${round(vis.median, 2)} ms (${round(vis.median / (2 * RTT), 3)} × 2·RTT); p99 ${round(vis.p99, 2)} ms`, met: vis.median <= 2 * RTT + 2 },
+          {
+            what: 'Authoritative delay, median',
+            goal: `≤ RTT + 1 ms = ${RTT + 1} ms`,
+            measured: `${round(auth.median, 2)} ms (${round(auth.median / RTT, 3)} × RTT); p99 ${round(auth.p99, 2)} ms`,
+            met: auth.median <= RTT + 1,
+          },
+          {
+            what: 'Visible delay, median',
+            goal: `≤ 2·RTT + 2 ms = ${2 * RTT + 2} ms`,
+            measured: `${round(vis.median, 2)} ms (${round(vis.median / (2 * RTT), 3)} × 2·RTT); p99 ${round(vis.p99, 2)} ms`,
+            met: vis.median <= 2 * RTT + 2,
+          },
         ],
         notes: [
           `the emulated one-way delay really took ${round(hop.median, 2)} ms (median of ${hop.n} probe timers; p99 ${round(hop.p99, 2)} ms), so the emulated round trip is ${round(effRtt, 2)} ms rather than ${RTT}: Node timers count on libuv's millisecond loop clock, so a 33.5 ms timer lasts anywhere from about 32.5 to 34.5 ms`,
           `server side (from /metrics, means): frame received -> Notify-Auth sent ${round(srvAuth, 2)} ms; op ordered -> Notify-Visible sent ${round(srvVis, 2)} ms (includes B's two hops); group commit ${round(commitMs, 3)} ms`,
         ],
-        extra: { simulateRttMs: RTT, hopMedianMs: round(hop.median, 3), effectiveRttMs: round(effRtt, 3), serverAuthMeanMs: round(srvAuth, 3), serverVisibleMeanMs: round(srvVis, 3), commitMeanMs: round(commitMs, 3), samples: hs.length },
+        extra: {
+          simulateRttMs: RTT,
+          hopMedianMs: round(hop.median, 3),
+          effectiveRttMs: round(effRtt, 3),
+          serverAuthMeanMs: round(srvAuth, 3),
+          serverVisibleMeanMs: round(srvVis, 3),
+          commitMeanMs: round(commitMs, 3),
+          samples: hs.length,
+        },
       } as Section & { extra: unknown },
     };
   } finally {

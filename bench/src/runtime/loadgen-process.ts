@@ -22,8 +22,15 @@ const opt = JSON.parse(process.argv[2] ?? '{}') as { url: string; rooms: number;
 const PER_CLIENT = 3 * opt.opsPerFrame;
 
 const c = {
-  ownAuth: 0, remoteOps: 0, opsSent: 0, framesSent: 0, framesRecv: 0,
-  txPayload: 0, txHeader: 0, rxPayload: 0, rxHeader: 0,
+  ownAuth: 0,
+  remoteOps: 0,
+  opsSent: 0,
+  framesSent: 0,
+  framesRecv: 0,
+  txPayload: 0,
+  txHeader: 0,
+  rxPayload: 0,
+  rxHeader: 0,
   byType: {} as Record<string, { frames: number; bytes: number }>,
   errors: [] as string[],
 };
@@ -57,7 +64,10 @@ function pump(): void {
   while (inFlight + opt.opsPerFrame <= opt.inFlight && skipped < clients.length) {
     const cl = clients[rr];
     rr = (rr + 1) % clients.length;
-    if (!cl.ready || cl.outstanding + opt.opsPerFrame > PER_CLIENT) { skipped++; continue; }
+    if (!cl.ready || cl.outstanding + opt.opsPerFrame > PER_CLIENT) {
+      skipped++;
+      continue;
+    }
     skipped = 0;
     const ops = [];
     for (let i = 0; i < opt.opsPerFrame; i++) ops.push({ seq: ++cl.seq, name: 'setCell', args: loadArgs(argN++) });
@@ -105,8 +115,13 @@ async function open(room: string, id: string): Promise<void> {
   const cl: Cl = { ws, codec: new ClientCodec(), seq: 0, outstanding: 0, ready: false };
   clients.push(cl);
   ws.on('message', (d: Buffer) => onMessage(cl, d));
-  ws.on('error', (e) => { if (c.errors.length < 5) c.errors.push(e.message); });
-  await new Promise<void>((res, rej) => { ws.once('open', () => res()); ws.once('error', rej); });
+  ws.on('error', (e) => {
+    if (c.errors.length < 5) c.errors.push(e.message);
+  });
+  await new Promise<void>((res, rej) => {
+    ws.once('open', () => res());
+    ws.once('error', rej);
+  });
   sendFrame(cl, { t: 'hello', v: PROTOCOL_VERSION, client: id, machine: { name: 'spreadsheet', version: 1 }, have: 0 });
   while (!cl.ready) await new Promise((r) => setTimeout(r, 2));
 }

@@ -21,7 +21,12 @@ import { run as wire } from './wire.ts';
 
 const IDS = ['durable', 'latency', 'throughput', 'wire'] as const;
 const { values } = parseArgs({ options: { only: { type: 'string' }, 'no-profile': { type: 'boolean' } } });
-const wanted = values.only ? values.only.split(',').map((s) => s.trim()).filter(Boolean) : [...IDS];
+const wanted = values.only
+  ? values.only
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+  : [...IDS];
 for (const w of wanted) {
   if (!(IDS as readonly string[]).includes(w)) {
     console.error(`unknown runtime benchmark "${w}"; choose from ${IDS.join(', ')}`);
@@ -49,9 +54,18 @@ async function timed(fn: () => Promise<Section>): Promise<Section> {
 
 try {
   if (wanted.includes('durable')) await timed(durable);
-  if (wanted.includes('latency')) await timed(async () => { const r = await latency(); live.latency = r.live; return r.section; });
+  if (wanted.includes('latency'))
+    await timed(async () => {
+      const r = await latency();
+      live.latency = r.live;
+      return r.section;
+    });
   if (wanted.includes('throughput')) {
-    const s = await timed(async () => { const r = await throughput({ profile: !values['no-profile'] }); live.throughput = r.live; return r.section; });
+    const s = await timed(async () => {
+      const r = await throughput({ profile: !values['no-profile'] });
+      live.throughput = r.live;
+      return r.section;
+    });
     const p = (s as Section & { extra: { profile?: { topFunctions: Row[]; byCategory: Row[]; inclusive: Row[] } } }).extra.profile;
     if (p) {
       printTable('R3 profile: self time by function (share of busy server time)', p.topFunctions.slice(0, 15));

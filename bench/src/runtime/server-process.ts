@@ -63,7 +63,14 @@ function writeBytes(): number {
 }
 process.on('message', async (m: { cmd: string; id: number; resetHops?: boolean }) => {
   if (m.cmd === 'stats') {
-    send({ id: m.id, cpu: process.cpuUsage(), elu: perf.eventLoopUtilization(), writeBytes: writeBytes(), monoUs: Number(process.hrtime.bigint() / 1000n), hops: m.resetHops ? hops.splice(0) : [...hops] });
+    send({
+      id: m.id,
+      cpu: process.cpuUsage(),
+      elu: perf.eventLoopUtilization(),
+      writeBytes: writeBytes(),
+      monoUs: Number(process.hrtime.bigint() / 1000n),
+      hops: m.resetHops ? hops.splice(0) : [...hops],
+    });
   } else if (m.cmd === 'close') {
     probing = false;
     await server.close();

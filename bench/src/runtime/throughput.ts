@@ -36,11 +36,24 @@ export const CONFIGS: LoadConfig[] = [
   { rooms: 100, clientsPerRoom: 2, opsPerFrame: 100, inFlight: 10_000 },
 ];
 
-interface Snap { t: number; m: Record<string, number>; s: { cpu: NodeJS.CpuUsage; elu: { idle: number; active: number }; writeBytes: number; monoUs: number }; l: any }
+interface Snap {
+  t: number;
+  m: Record<string, number>;
+  s: { cpu: NodeJS.CpuUsage; elu: { idle: number; active: number }; writeBytes: number; monoUs: number };
+  l: any;
+}
 
 interface Measured {
   cfg: LoadConfig;
-  windows: { opsPerSec: number; authPerSec: number; serverCores: number; loadgenCores: number; serverElu: number; commitsPerSec: number; diskBytesPerOp: number }[];
+  windows: {
+    opsPerSec: number;
+    authPerSec: number;
+    serverCores: number;
+    loadgenCores: number;
+    serverElu: number;
+    commitsPerSec: number;
+    diskBytesPerOp: number;
+  }[];
   total: { ops: number; seconds: number; bytes: LiveBytes };
   /** The measured windows on the server's monotonic clock (µs), to cut a CPU profile to them. */
   monoUs: [number, number];
@@ -68,7 +81,8 @@ export async function measure(cfg: LoadConfig, o: { warmupMs: number; windows: n
     const windows = snaps.slice(1).map((b, i) => {
       const a = snaps[i];
       const dt = (b.t - a.t) / 1000;
-      const da = b.s.elu.active - a.s.elu.active, di = b.s.elu.idle - a.s.elu.idle;
+      const da = b.s.elu.active - a.s.elu.active,
+        di = b.s.elu.idle - a.s.elu.idle;
       return {
         opsPerSec: delta(a.m, b.m, 'hercules_ops_sequenced_total') / dt,
         authPerSec: (b.l.ownAuth - a.l.ownAuth) / dt,
@@ -79,24 +93,41 @@ export async function measure(cfg: LoadConfig, o: { warmupMs: number; windows: n
         diskBytesPerOp: (b.s.writeBytes - a.s.writeBytes) / delta(a.m, b.m, 'hercules_ops_sequenced_total'),
       };
     });
-    const a = snaps[0], b = snaps[snaps.length - 1];
+    const a = snaps[0],
+      b = snaps[snaps.length - 1];
     const ops = delta(a.m, b.m, 'hercules_ops_sequenced_total');
     const clients: WireCount = {
-      txFrames: b.l.framesSent - a.l.framesSent, txPayload: b.l.txPayload - a.l.txPayload, txHeader: b.l.txHeader - a.l.txHeader,
-      rxFrames: b.l.framesRecv - a.l.framesRecv, rxPayload: b.l.rxPayload - a.l.rxPayload, rxHeader: b.l.rxHeader - a.l.rxHeader, ctlBytes: 0,
+      txFrames: b.l.framesSent - a.l.framesSent,
+      txPayload: b.l.txPayload - a.l.txPayload,
+      txHeader: b.l.txHeader - a.l.txHeader,
+      rxFrames: b.l.framesRecv - a.l.framesRecv,
+      rxPayload: b.l.rxPayload - a.l.rxPayload,
+      rxHeader: b.l.rxHeader - a.l.rxHeader,
+      ctlBytes: 0,
     };
-    const byType = Object.fromEntries(Object.keys(b.l.byType).map((k) => [k, { frames: b.l.byType[k].frames - (a.l.byType[k]?.frames ?? 0), bytes: b.l.byType[k].bytes - (a.l.byType[k]?.bytes ?? 0) }]));
+    const byType = Object.fromEntries(
+      Object.keys(b.l.byType).map((k) => [
+        k,
+        { frames: b.l.byType[k].frames - (a.l.byType[k]?.frames ?? 0), bytes: b.l.byType[k].bytes - (a.l.byType[k]?.bytes ?? 0) },
+      ]),
+    );
     const bytes: LiveBytes = {
       label: `R3 run: ${cfg.rooms} rooms × ${cfg.clientsPerRoom} clients, ${cfg.opsPerFrame} ops per frame, ${ops} ops`,
       ops,
       argBytes: loadArgBytes() * ops,
       argCopies: cfg.clientsPerRoom,
       server: {
-        bytesIn: delta(a.m, b.m, 'hercules_bytes_received_total'), bytesOut: delta(a.m, b.m, 'hercules_bytes_sent_total'),
-        framesIn: delta(a.m, b.m, 'hercules_frames_received_total'), framesOut: delta(a.m, b.m, 'hercules_frames_sent_total'),
+        bytesIn: delta(a.m, b.m, 'hercules_bytes_received_total'),
+        bytesOut: delta(a.m, b.m, 'hercules_bytes_sent_total'),
+        framesIn: delta(a.m, b.m, 'hercules_frames_received_total'),
+        framesOut: delta(a.m, b.m, 'hercules_frames_sent_total'),
       },
       clients,
-      notes: [`received frames by type: ${Object.entries(byType).map(([k, v]) => `${k} ${v.frames} (${v.bytes} B)`).join(', ')}`],
+      notes: [
+        `received frames by type: ${Object.entries(byType)
+          .map(([k, v]) => `${k} ${v.frames} (${v.bytes} B)`)
+          .join(', ')}`,
+      ],
     };
     await lg.call({ cmd: 'stop' }, 30_000).catch(() => lg.proc.kill('SIGKILL'));
     await lg.exited;
@@ -109,10 +140,25 @@ export async function measure(cfg: LoadConfig, o: { warmupMs: number; windows: n
 
 // ------------------------------------------------------------------ CPU profile
 
-interface ProfNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[]; hitCount?: number }
-interface Profile { nodes: ProfNode[]; samples: number[]; timeDeltas: number[]; startTime: number; endTime: number }
+interface ProfNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+  hitCount?: number;
+}
+interface Profile {
+  nodes: ProfNode[];
+  samples: number[];
+  timeDeltas: number[];
+  startTime: number;
+  endTime: number;
+}
 
-const strip = (url: string) => url.replace(/^file:\/\//, '').replace(/^.*?\/(node_modules\/)/, '$1').replace(/^.*?\/(packages\/|apps\/|bench\/)/, '$1');
+const strip = (url: string) =>
+  url
+    .replace(/^file:\/\//, '')
+    .replace(/^.*?\/(node_modules\/)/, '$1')
+    .replace(/^.*?\/(packages\/|apps\/|bench\/)/, '$1');
 
 function category(url: string, fn: string): string {
   if (fn === '(garbage collector)') return 'GC';
@@ -142,7 +188,8 @@ export function analyseProfile(file: string, fromUs = -Infinity, toUs = Infinity
   const parent = new Map<number, number>();
   for (const n of p.nodes) for (const ch of n.children ?? []) parent.set(ch, n.id);
   const self = new Map<number, number>();
-  let ts = p.startTime, kept = 0;
+  let ts = p.startTime,
+    kept = 0;
   for (let i = 0; i < p.samples.length; i++) {
     ts += p.timeDeltas[i] ?? 0;
     if (ts < fromUs || ts > toUs) continue;
@@ -155,7 +202,8 @@ export function analyseProfile(file: string, fromUs = -Infinity, toUs = Infinity
   const busy = total - idle;
   // Line numbers are left out: they refer to tsx's transpiled code, not the sources.
   const key = (n: ProfNode) => `${n.callFrame.functionName || '(anonymous)'}${n.callFrame.url ? ` (${strip(n.callFrame.url)})` : ''}`;
-  const fnSelf = new Map<string, number>(), catSelf = new Map<string, number>();
+  const fnSelf = new Map<string, number>(),
+    catSelf = new Map<string, number>();
   for (const [id, us] of self) {
     const n = byId.get(id)!;
     if (n.callFrame.functionName === '(idle)') continue;
@@ -197,7 +245,11 @@ export function analyseProfile(file: string, fromUs = -Infinity, toUs = Infinity
     return `${name} (${round((100 * us) / [...m.values()].reduce((x, y) => x + y, 0), 0)} %)`;
   };
   const pct = (us: number) => round((100 * us) / busy, 1);
-  const top = (m: Map<string, number>, k: number) => [...m].sort((a, b) => b[1] - a[1]).slice(0, k).map(([name, us]) => ({ name, ms: round(us / 1000, 0), pctOfBusy: pct(us) }));
+  const top = (m: Map<string, number>, k: number) =>
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, k)
+      .map(([name, us]) => ({ name, ms: round(us / 1000, 0), pctOfBusy: pct(us) }));
   return {
     samples: kept,
     wallMs: round(total / 1000, 0),
@@ -225,21 +277,26 @@ export function storeCeiling(rooms = 100, perRoom = 100, reps = 9) {
     for (let r = 0; r < rooms; r++) store.create(`room-${r}`, 'spreadsheet', 1, initial);
     const pos = new Array(rooms).fill(0);
     const client = (r: number, k: number) => `load-${r}-c${k}`;
-    const batch = () => Array.from({ length: rooms }, (_, r) => {
-      const appended: LogEntry[] = [];
-      for (let i = 0; i < perRoom; i++) {
-        const p = ++pos[r];
-        const c = client(r, p & 1);
-        appended.push({ pos: p, client: c, seq: p >> 1, name: 'setCell', args: loadArgs(p), author: c });
-      }
-      const persist: RoomPersist = {
-        appended,
-        clients: { [client(r, 0)]: { highWater: pos[r] >> 1, visibleSeq: (pos[r] >> 1) - perRoom }, [client(r, 1)]: { highWater: pos[r] >> 1, visibleSeq: (pos[r] >> 1) - perRoom } },
-        checkpoint: { pos: pos[r] - perRoom, state: initial },
-      };
-      return [`room-${r}`, persist] as const;
-    });
-    const commitUs: number[] = [], stringifyUs: number[] = [];
+    const batch = () =>
+      Array.from({ length: rooms }, (_, r) => {
+        const appended: LogEntry[] = [];
+        for (let i = 0; i < perRoom; i++) {
+          const p = ++pos[r];
+          const c = client(r, p & 1);
+          appended.push({ pos: p, client: c, seq: p >> 1, name: 'setCell', args: loadArgs(p), author: c });
+        }
+        const persist: RoomPersist = {
+          appended,
+          clients: {
+            [client(r, 0)]: { highWater: pos[r] >> 1, visibleSeq: (pos[r] >> 1) - perRoom },
+            [client(r, 1)]: { highWater: pos[r] >> 1, visibleSeq: (pos[r] >> 1) - perRoom },
+          },
+          checkpoint: { pos: pos[r] - perRoom, state: initial },
+        };
+        return [`room-${r}`, persist] as const;
+      });
+    const commitUs: number[] = [],
+      stringifyUs: number[] = [];
     for (let rep = 0; rep < reps + 2; rep++) {
       const b = batch();
       let t0 = performance.now();
@@ -249,11 +306,21 @@ export function storeCeiling(rooms = 100, perRoom = 100, reps = 9) {
       t0 = performance.now();
       store.commit(b);
       const tc = performance.now() - t0;
-      if (rep >= 2 && n > 0) { commitUs.push((tc * 1000) / (rooms * perRoom)); stringifyUs.push((tj * 1000) / (rooms * perRoom)); }
+      if (rep >= 2 && n > 0) {
+        commitUs.push((tc * 1000) / (rooms * perRoom));
+        stringifyUs.push((tj * 1000) / (rooms * perRoom));
+      }
     }
     store.close();
     const c = stats(commitUs).median;
-    return { rooms, perRoom, opsPerCommit: rooms * perRoom, commitUsPerOp: round(c, 2), stringifyUsPerOp: round(stats(stringifyUs).median, 2), ceilingOpsPerSec: round(1e6 / c, 0) };
+    return {
+      rooms,
+      perRoom,
+      opsPerCommit: rooms * perRoom,
+      commitUsPerOp: round(c, 2),
+      stringifyUsPerOp: round(stats(stringifyUs).median, 2),
+      ceilingOpsPerSec: round(1e6 / c, 0),
+    };
   } finally {
     removeTemp(dir);
   }
@@ -271,15 +338,33 @@ export async function run(opts: { profile?: boolean } = {}): Promise<{ section: 
     const med = (f: (w: Measured['windows'][number]) => number) => medOf(r, f);
     return {
       load: label(r.cfg),
-      'sequenced ops/s (median window)': round(med((w) => w.opsPerSec), 0),
+      'sequenced ops/s (median window)': round(
+        med((w) => w.opsPerSec),
+        0,
+      ),
       'min window': round(Math.min(...r.windows.map((w) => w.opsPerSec)), 0),
       'max window': round(Math.max(...r.windows.map((w) => w.opsPerSec)), 0),
-      'server CPU (cores)': round(med((w) => w.serverCores), 2),
+      'server CPU (cores)': round(
+        med((w) => w.serverCores),
+        2,
+      ),
       'server event loop busy': `${round(100 * med((w) => w.serverElu), 0)} %`,
-      'load generator CPU (cores)': round(med((w) => w.loadgenCores), 2),
-      'ops per server CPU-second': round(med((w) => w.opsPerSec / w.serverCores), 0),
-      'ops per commit': round(med((w) => w.opsPerSec / w.commitsPerSec), 0),
-      'disk bytes written per op': round(med((w) => w.diskBytesPerOp), 0),
+      'load generator CPU (cores)': round(
+        med((w) => w.loadgenCores),
+        2,
+      ),
+      'ops per server CPU-second': round(
+        med((w) => w.opsPerSec / w.serverCores),
+        0,
+      ),
+      'ops per commit': round(
+        med((w) => w.opsPerSec / w.commitsPerSec),
+        0,
+      ),
+      'disk bytes written per op': round(
+        med((w) => w.diskBytesPerOp),
+        0,
+      ),
     };
   });
   const best = Math.max(...results.map((r) => medOf(r, (w) => w.opsPerSec)));
@@ -288,7 +373,9 @@ export async function run(opts: { profile?: boolean } = {}): Promise<{ section: 
   ];
   for (const r of results) {
     const auth = medOf(r, (w) => w.authPerSec);
-    notes.push(`${label(r.cfg)}: Notify-Auth entries received by the load generator ${round(auth, 0)}/s (median window)${r.errors.length ? `; load generator saw: ${r.errors.join('; ')}` : ''}`);
+    notes.push(
+      `${label(r.cfg)}: Notify-Auth entries received by the load generator ${round(auth, 0)}/s (median window)${r.errors.length ? `; load generator saw: ${r.errors.join('; ')}` : ''}`,
+    );
   }
   let profile: ReturnType<typeof analyseProfile> | undefined;
   let profiled: { cfg: LoadConfig; opsPerSec: number } | undefined;
@@ -301,12 +388,22 @@ export async function run(opts: { profile?: boolean } = {}): Promise<{ section: 
       const pr = await measure(cfg, { warmupMs: 2000, windows: 3, windowMs: 2000, cpuProfDir: dir });
       // tsx's module loader runs in a worker thread, which writes a profile of its own: take the
       // main thread's (the largest).
-      const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).map((f) => join(dir, f));
+      const files = readdirSync(dir)
+        .filter((f) => f.endsWith('.cpuprofile'))
+        .map((f) => join(dir, f));
       if (files.length === 0) throw new Error('the server process wrote no .cpuprofile');
       files.sort((x, y) => statSync(y).size - statSync(x).size);
       profile = analyseProfile(files[0], pr.monoUs[0], pr.monoUs[1]);
-      profiled = { cfg, opsPerSec: round(medOf(pr, (w) => w.opsPerSec), 0) };
-      notes.push(`CPU profile (server under --cpu-prof, ${label(cfg)}, ${profiled.opsPerSec.toLocaleString('en-US')} ops/s while profiled; ${profile.samples} samples over the ${round(profile.wallMs / 1000, 1)} s measured, event loop idle ${profile.idlePct} %): see the profile tables`);
+      profiled = {
+        cfg,
+        opsPerSec: round(
+          medOf(pr, (w) => w.opsPerSec),
+          0,
+        ),
+      };
+      notes.push(
+        `CPU profile (server under --cpu-prof, ${label(cfg)}, ${profiled.opsPerSec.toLocaleString('en-US')} ops/s while profiled; ${profile.samples} samples over the ${round(profile.wallMs / 1000, 1)} s measured, event loop idle ${profile.idlePct} %): see the profile tables`,
+      );
     } finally {
       removeTemp(dir);
     }
@@ -317,9 +414,23 @@ export async function run(opts: { profile?: boolean } = {}): Promise<{ section: 
       id: 'throughput',
       title: 'R3. Server throughput: small ops sequenced and durably committed per second (one server process)',
       command: 'npm run bench:runtime -- --only throughput',
-      params: { configs: CONFIGS, op: 'spreadsheet.setCell, about 21 B of args', warmupMs: 3000, windows: '5 × 2 s, median', server: 'own process, NODE_ENV=production, commitWindowMs 0 (one group commit per event-loop turn)', loadGenerator: 'own process, raw ws + ClientCodec, one ack per log frame' },
+      params: {
+        configs: CONFIGS,
+        op: 'spreadsheet.setCell, about 21 B of args',
+        warmupMs: 3000,
+        windows: '5 × 2 s, median',
+        server: 'own process, NODE_ENV=production, commitWindowMs 0 (one group commit per event-loop turn)',
+        loadGenerator: 'own process, raw ws + ClientCodec, one ack per log frame',
+      },
       rows,
-      goals: [{ what: 'sequenced and durably committed ops/s, best configuration (median window)', goal: '≥ 100,000 ops/s', measured: `${round(best, 0).toLocaleString('en-US')} ops/s (${round(best / 100_000, 2)} × goal)`, met: goalMet }],
+      goals: [
+        {
+          what: 'sequenced and durably committed ops/s, best configuration (median window)',
+          goal: '≥ 100,000 ops/s',
+          measured: `${round(best, 0).toLocaleString('en-US')} ops/s (${round(best / 100_000, 2)} × goal)`,
+          met: goalMet,
+        },
+      ],
       notes,
       extra: {
         storeCeiling: ceiling,

@@ -34,9 +34,14 @@ export function sqliteStorage(file: string): ClientStorage {
   } catch (e) {
     db.close();
     if ((e as { code?: string }).code === 'SQLITE_BUSY') {
-      throw new HerculesError('store-in-use', `client storage ${file} is in use by another process. A store belongs to one client process at a time: close the other one, or give this one its own file.`);
+      throw new HerculesError(
+        'store-in-use',
+        `client storage ${file} is in use by another process. A store belongs to one client process at a time: close the other one, or give this one its own file.`,
+      );
     }
-    throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the file is a Hercules client store and the disk is not full.`, { cause: e });
+    throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the file is a Hercules client store and the disk is not full.`, {
+      cause: e,
+    });
   }
   try {
     db.pragma('synchronous = FULL');
@@ -45,14 +50,22 @@ export function sqliteStorage(file: string): ClientStorage {
       CREATE TABLE IF NOT EXISTS ops (room TEXT NOT NULL, seq INTEGER NOT NULL, op TEXT NOT NULL, PRIMARY KEY (room, seq)) WITHOUT ROWID;
     `);
     // Stores from before op digests and base ownSeq get the columns (NULL: unknown).
-    const cols = new Set(db.prepare<[], { name: string }>('SELECT name FROM pragma_table_info(\'client\')').all().map((c) => c.name));
+    const cols = new Set(
+      db
+        .prepare<[], { name: string }>("SELECT name FROM pragma_table_info('client')")
+        .all()
+        .map((c) => c.name),
+    );
     if (!cols.has('last_digest')) db.exec('ALTER TABLE client ADD COLUMN last_digest INTEGER');
     if (!cols.has('base_own_seq')) db.exec('ALTER TABLE client ADD COLUMN base_own_seq INTEGER');
   } catch (e) {
     db.close();
     throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
   }
-  const getClient = db.prepare<[string], { client_id: string; last_seq: number; last_digest: number | null; base_pos: number | null; base: string | null; base_own_seq: number | null }>('SELECT client_id, last_seq, last_digest, base_pos, base, base_own_seq FROM client WHERE room = ?');
+  const getClient = db.prepare<
+    [string],
+    { client_id: string; last_seq: number; last_digest: number | null; base_pos: number | null; base: string | null; base_own_seq: number | null }
+  >('SELECT client_id, last_seq, last_digest, base_pos, base, base_own_seq FROM client WHERE room = ?');
   const getOps = db.prepare<[string], { op: string }>('SELECT op FROM ops WHERE room = ? ORDER BY seq');
   const insClient = db.prepare('INSERT OR IGNORE INTO client (room, client_id, last_seq) VALUES (?, ?, 0)');
   const insOp = db.prepare('INSERT OR REPLACE INTO ops (room, seq, op) VALUES (?, ?, ?)');

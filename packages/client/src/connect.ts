@@ -88,7 +88,9 @@ async function resolveWebSocket(given: unknown): Promise<new (url: string) => WS
   if (g) return g as new (url: string) => WS;
   const mod = 'ws';
   const ws = (await import(/* @vite-ignore */ mod)) as { default: unknown };
-  return ws.default as new (url: string) => WS;
+  return ws.default as new (
+    url: string,
+  ) => WS;
 }
 
 function newClientId(): string {
@@ -98,8 +100,10 @@ function newClientId(): string {
 }
 
 export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<M>): Promise<ConnectedRoom<M>> {
-  if (!opts || typeof opts.url !== 'string' || !/^wss?:\/\//.test(opts.url)) throw new HerculesError('bad-argument', `connect: url must be ws:// or wss://, got ${JSON.stringify(opts?.url)}`);
-  if (typeof opts.room !== 'string' || !ROOM_NAME.test(opts.room)) throw new HerculesError('bad-argument', `connect: room must be 1-128 of A-Z a-z 0-9 . _ ~ -, got ${JSON.stringify(opts.room)}`);
+  if (!opts || typeof opts.url !== 'string' || !/^wss?:\/\//.test(opts.url))
+    throw new HerculesError('bad-argument', `connect: url must be ws:// or wss://, got ${JSON.stringify(opts?.url)}`);
+  if (typeof opts.room !== 'string' || !ROOM_NAME.test(opts.room))
+    throw new HerculesError('bad-argument', `connect: room must be 1-128 of A-Z a-z 0-9 . _ ~ -, got ${JSON.stringify(opts.room)}`);
   if (!opts.machine || !(opts.machine.opNames instanceof Set)) throw new HerculesError('bad-argument', 'connect: machine must come from defineMachine');
   const storage = opts.storage ?? memoryStorage();
   const WebSocketImpl = await resolveWebSocket(opts.WebSocket);
@@ -139,12 +143,20 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     if (status === s) return;
     status = s;
     for (const fn of [...statusListeners]) {
-      try { fn(s, detail); } catch { /* a listener's bug is not ours to crash on */ }
+      try {
+        fn(s, detail);
+      } catch {
+        /* a listener's bug is not ours to crash on */
+      }
     }
   };
   const reportError = (e: Error) => {
     if (opts.onError) {
-      try { opts.onError(e); } catch { /* the app's handler failing is not ours to crash on */ }
+      try {
+        opts.onError(e);
+      } catch {
+        /* the app's handler failing is not ours to crash on */
+      }
     } else if (!warned) {
       warned = true;
       console.warn(`hercules (room ${opts.room}): ${e.message} [pass onError to connect() to handle these; further ones are not printed]`);
@@ -210,7 +222,14 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     const d = room.nextDeadline();
     if (batchTimer) clearTimeout(batchTimer);
     batchTimer = undefined;
-    if (d !== Infinity) batchTimer = setTimeout(() => { room.tick(); scheduleBatch(); }, Math.max(0, d - performance.now()));
+    if (d !== Infinity)
+      batchTimer = setTimeout(
+        () => {
+          room.tick();
+          scheduleBatch();
+        },
+        Math.max(0, d - performance.now()),
+      );
   };
 
   let lastBasePos = stored.base?.pos ?? 0;
@@ -221,7 +240,10 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       const base = room.engine.baseToSave();
       if (base.pos > lastBasePos) {
         lastBasePos = base.pos;
-        storage.saveBase(key, base).catch((e) => { lastBasePos = 0; reportError(e); });
+        storage.saveBase(key, base).catch((e) => {
+          lastBasePos = 0;
+          reportError(e);
+        });
       }
     }, baseEveryMs);
   };
@@ -236,7 +258,9 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       }
     },
     warn: (m) => reportError(new Error(m)),
-    resync: () => { ws?.close(4102, 'out of step with the server; reconnecting'); },
+    resync: () => {
+      ws?.close(4102, 'out of step with the server; reconnecting');
+    },
     fatal: (code, message) => {
       if (code === 'unauthenticated' && typeof opts.token === 'function') {
         // The token may have expired; the next attempt asks for a fresh one.
@@ -264,7 +288,9 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
 
   const armWatchdog = () => {
     if (watchdog) clearTimeout(watchdog);
-    watchdog = setTimeout(() => { ws?.close(4100, 'no frame from the server; reconnecting'); }, watchdogMs);
+    watchdog = setTimeout(() => {
+      ws?.close(4100, 'no frame from the server; reconnecting');
+    }, watchdogMs);
   };
 
   const open = async () => {
@@ -334,7 +360,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     };
     sock.onerror = (ev) => {
       // onclose follows; keep the reason (Node's ws gives one; browsers give none).
-      const err = (ev as { error?: { code?: string; message?: string }; message?: string } | undefined);
+      const err = ev as { error?: { code?: string; message?: string }; message?: string } | undefined;
       socketError = describeFailure(opts.url, err?.error?.code, err?.error?.message ?? err?.message);
     };
     sock.onclose = (ev) => {
@@ -348,7 +374,13 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       // Not welcomed and no reason from the server (which names its refusals, e.g. room full):
       // the server could not be reached.
       const unreachable = !welcomed && (socketError !== undefined || !ev.reason);
-      if (unreachable) attemptFailed(new HerculesError('unreachable', socketError ?? `cannot connect to ${opts.url}: the connection closed before the server welcomed this client (code ${ev.code}); retrying`));
+      if (unreachable)
+        attemptFailed(
+          new HerculesError(
+            'unreachable',
+            socketError ?? `cannot connect to ${opts.url}: the connection closed before the server welcomed this client (code ${ev.code}); retrying`,
+          ),
+        );
       setStatus('offline', unreachable ? lastFailure?.message : ev.reason || `closed (${ev.code})`);
       retry();
     };
@@ -369,25 +401,36 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       statusListeners.add(fn);
       return () => statusListeners.delete(fn);
     },
-    whenOnline: (o?: { timeoutMs?: number }) => new Promise<void>((resolve, reject) => {
-      if (status === 'online') return resolve();
-      if (fatalError) return reject(fatalError);
-      if (closed) return reject(new HerculesError('closed', 'whenOnline: the room is closed'));
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const off = () => { statusListeners.delete(watch); if (timer) clearTimeout(timer); };
-      const watch = (s: ConnectionStatus) => {
-        if (s === 'online') { off(); resolve(); }
-        else if (s === 'failed') { off(); reject(fatalError ?? new HerculesError('internal', 'the connection failed')); }
-        else if (s === 'closed') { off(); reject(new HerculesError('closed', 'the room was closed before it came online')); }
-      };
-      statusListeners.add(watch);
-      if (o?.timeoutMs !== undefined) {
-        timer = setTimeout(() => {
-          off();
-          reject(new HerculesError('timeout', `not online after ${o.timeoutMs} ms${lastFailure ? `: ${lastFailure.message}` : ''}`));
-        }, o.timeoutMs);
-      }
-    }),
+    whenOnline: (o?: { timeoutMs?: number }) =>
+      new Promise<void>((resolve, reject) => {
+        if (status === 'online') return resolve();
+        if (fatalError) return reject(fatalError);
+        if (closed) return reject(new HerculesError('closed', 'whenOnline: the room is closed'));
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const off = () => {
+          statusListeners.delete(watch);
+          if (timer) clearTimeout(timer);
+        };
+        const watch = (s: ConnectionStatus) => {
+          if (s === 'online') {
+            off();
+            resolve();
+          } else if (s === 'failed') {
+            off();
+            reject(fatalError ?? new HerculesError('internal', 'the connection failed'));
+          } else if (s === 'closed') {
+            off();
+            reject(new HerculesError('closed', 'the room was closed before it came online'));
+          }
+        };
+        statusListeners.add(watch);
+        if (o?.timeoutMs !== undefined) {
+          timer = setTimeout(() => {
+            off();
+            reject(new HerculesError('timeout', `not online after ${o.timeoutMs} ms${lastFailure ? `: ${lastFailure.message}` : ''}`));
+          }, o.timeoutMs);
+        }
+      }),
     flushed: async () => {
       if (toPersist.length) persistNow();
       await chain;
@@ -414,15 +457,24 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
 /** Name a failed connection attempt the way a person can act on it. */
 function describeFailure(url: string, code: string | undefined, message: string | undefined): string {
   let host = url;
-  try { const u = new URL(url); host = u.host; } catch { /* keep the url */ }
+  try {
+    const u = new URL(url);
+    host = u.host;
+  } catch {
+    /* keep the url */
+  }
   switch (code) {
-    case 'ECONNREFUSED': return `connection refused by ${host}: is the Hercules server running there? Retrying`;
+    case 'ECONNREFUSED':
+      return `connection refused by ${host}: is the Hercules server running there? Retrying`;
     case 'ENOTFOUND':
-    case 'EAI_AGAIN': return `cannot resolve the host in ${url} (DNS lookup failed): check the URL. Retrying`;
+    case 'EAI_AGAIN':
+      return `cannot resolve the host in ${url} (DNS lookup failed): check the URL. Retrying`;
     case 'ETIMEDOUT':
     case 'EHOSTUNREACH':
-    case 'ENETUNREACH': return `cannot reach ${host} (${code}): check the network and the URL. Retrying`;
-    case 'ECONNRESET': return `${host} reset the connection (a server restarting, a proxy, or not a Hercules server). Retrying`;
+    case 'ENETUNREACH':
+      return `cannot reach ${host} (${code}): check the network and the URL. Retrying`;
+    case 'ECONNRESET':
+      return `${host} reset the connection (a server restarting, a proxy, or not a Hercules server). Retrying`;
     default:
       return message
         ? `cannot connect to ${url}: ${message}. Retrying`

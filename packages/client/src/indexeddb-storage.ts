@@ -14,15 +14,30 @@
 import { HerculesError, type OpRecord } from '@hercules/core';
 import type { ClientStorage, StoredClient } from './storage.ts';
 
-interface ClientRow { room: string; clientId: string; lastSeq: number; lastDigest?: number; base?: { pos: number; state: unknown; ownSeq?: number } }
-interface OpRow { room: string; seq: number; op: OpRecord }
+interface ClientRow {
+  room: string;
+  clientId: string;
+  lastSeq: number;
+  lastDigest?: number;
+  base?: { pos: number; state: unknown; ownSeq?: number };
+}
+interface OpRow {
+  room: string;
+  seq: number;
+  op: OpRecord;
+}
 
-const req = <T>(r: IDBRequest<T>) => new Promise<T>((res, rej) => { r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
-const done = (tx: IDBTransaction) => new Promise<void>((res, rej) => {
-  tx.oncomplete = () => res();
-  tx.onerror = () => rej(tx.error ?? new Error('IndexedDB transaction failed'));
-  tx.onabort = () => rej(tx.error ?? new Error('IndexedDB transaction aborted (quota exceeded?)'));
-});
+const req = <T>(r: IDBRequest<T>) =>
+  new Promise<T>((res, rej) => {
+    r.onsuccess = () => res(r.result);
+    r.onerror = () => rej(r.error);
+  });
+const done = (tx: IDBTransaction) =>
+  new Promise<void>((res, rej) => {
+    tx.oncomplete = () => res();
+    tx.onerror = () => rej(tx.error ?? new Error('IndexedDB transaction failed'));
+    tx.onabort = () => rej(tx.error ?? new Error('IndexedDB transaction aborted (quota exceeded?)'));
+  });
 
 /** The part of the Web Locks API the store uses. */
 export interface StoreLocks {
@@ -49,32 +64,49 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
   let closed = false;
   const giveUp = new AbortController(); // on timeout, or close() while waiting
   const closedWhileWaiting = () => new Error(`client storage "${dbName}" was closed while waiting for its lock`);
-  const locked = !locks ? Promise.resolve() : new Promise<void>((res, rej) => {
-    const timer = setTimeout(() => giveUp.abort(Object.assign(new Error('lock wait timed out'), { name: 'TimeoutError' })), LOCK_WAIT_MS);
-    locks.request(`hercules-store:${dbName}`, { signal: giveUp.signal }, () => {
-      clearTimeout(timer);
-      if (closed) { rej(closedWhileWaiting()); return; } // let go at once
-      res();
-      return new Promise<void>((release) => { unlock = release; }); // held until close()
-    }).catch((e: Error) => {
-      clearTimeout(timer);
-      if (closed) return rej(closedWhileWaiting());
-      rej(e?.name === 'TimeoutError' || e?.name === 'AbortError'
-        ? new HerculesError('store-in-use', `client storage "${dbName}" (IndexedDB) is open in another tab or window. A store belongs to one tab at a time: close the other tab, or give this one its own store name (a duplicated tab copies sessionStorage, and with it any id kept there).`)
-        : new Error(`cannot lock client storage "${dbName}": ${e?.message ?? e}`, { cause: e }));
-    });
-  });
-  const opened = locked.then(() => new Promise<IDBDatabase>((res, rej) => {
-    const r = idb.open(dbName, 1);
-    r.onupgradeneeded = () => {
-      const db = r.result;
-      db.createObjectStore('client', { keyPath: 'room' });
-      db.createObjectStore('ops', { keyPath: ['room', 'seq'] });
-    };
-    r.onsuccess = () => res(r.result);
-    r.onerror = () => rej(new Error(`cannot open IndexedDB ${dbName}: ${r.error?.message}`));
-    r.onblocked = () => rej(new Error(`IndexedDB ${dbName} is blocked by another tab holding an older version; close it`));
-  }));
+  const locked = !locks
+    ? Promise.resolve()
+    : new Promise<void>((res, rej) => {
+        const timer = setTimeout(() => giveUp.abort(Object.assign(new Error('lock wait timed out'), { name: 'TimeoutError' })), LOCK_WAIT_MS);
+        locks
+          .request(`hercules-store:${dbName}`, { signal: giveUp.signal }, () => {
+            clearTimeout(timer);
+            if (closed) {
+              rej(closedWhileWaiting());
+              return;
+            } // let go at once
+            res();
+            return new Promise<void>((release) => {
+              unlock = release;
+            }); // held until close()
+          })
+          .catch((e: Error) => {
+            clearTimeout(timer);
+            if (closed) return rej(closedWhileWaiting());
+            rej(
+              e?.name === 'TimeoutError' || e?.name === 'AbortError'
+                ? new HerculesError(
+                    'store-in-use',
+                    `client storage "${dbName}" (IndexedDB) is open in another tab or window. A store belongs to one tab at a time: close the other tab, or give this one its own store name (a duplicated tab copies sessionStorage, and with it any id kept there).`,
+                  )
+                : new Error(`cannot lock client storage "${dbName}": ${e?.message ?? e}`, { cause: e }),
+            );
+          });
+      });
+  const opened = locked.then(
+    () =>
+      new Promise<IDBDatabase>((res, rej) => {
+        const r = idb.open(dbName, 1);
+        r.onupgradeneeded = () => {
+          const db = r.result;
+          db.createObjectStore('client', { keyPath: 'room' });
+          db.createObjectStore('ops', { keyPath: ['room', 'seq'] });
+        };
+        r.onsuccess = () => res(r.result);
+        r.onerror = () => rej(new Error(`cannot open IndexedDB ${dbName}: ${r.error?.message}`));
+        r.onblocked = () => rej(new Error(`IndexedDB ${dbName} is blocked by another tab holding an older version; close it`));
+      }),
+  );
   opened.catch(() => {}); // reported by whichever call awaits it first
   const tx = (db: IDBDatabase, stores: string[], mode: IDBTransactionMode) => {
     try {
@@ -93,11 +125,12 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       const opsStore = t.objectStore('ops');
       const clients = t.objectStore('client');
       const lastOp = new Map<string, OpRecord>();
-      for (const it of items) for (const op of it.ops) {
-        opsStore.put({ room: it.room, seq: op.seq, op } satisfies OpRow);
-        const l = lastOp.get(it.room);
-        if (!l || l.seq < op.seq) lastOp.set(it.room, op);
-      }
+      for (const it of items)
+        for (const op of it.ops) {
+          opsStore.put({ room: it.room, seq: op.seq, op } satisfies OpRow);
+          const l = lastOp.get(it.room);
+          if (!l || l.seq < op.seq) lastOp.set(it.room, op);
+        }
       for (const [room, op] of lastOp) {
         const g = clients.get(room);
         g.onsuccess = () => {
@@ -112,7 +145,9 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       await done(t);
       for (const it of items) it.ok();
     } catch (e) {
-      const err = new Error(`client storage write failed: ${(e as Error)?.message ?? e}. The ops stay Submitted (in memory) and will be retried.`, { cause: e });
+      const err = new Error(`client storage write failed: ${(e as Error)?.message ?? e}. The ops stay Submitted (in memory) and will be retried.`, {
+        cause: e,
+      });
       for (const it of items) it.fail(err);
     }
   };
@@ -121,9 +156,9 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
     async load(room): Promise<StoredClient | undefined> {
       const db = await opened;
       const t = tx(db, ['client', 'ops'], 'readonly');
-      const row = await req(t.objectStore('client').get(room)) as ClientRow | undefined;
+      const row = (await req(t.objectStore('client').get(room))) as ClientRow | undefined;
       if (!row) return undefined;
-      const ops = await req(t.objectStore('ops').getAll(KeyRange.bound([room, 0], [room, Number.MAX_SAFE_INTEGER]))) as OpRow[];
+      const ops = (await req(t.objectStore('ops').getAll(KeyRange.bound([room, 0], [room, Number.MAX_SAFE_INTEGER])))) as OpRow[];
       return {
         clientId: row.clientId,
         lastSeq: row.lastSeq,
@@ -138,7 +173,9 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       const t = tx(db, ['client'], 'readwrite');
       const s = t.objectStore('client');
       const g = s.get(room);
-      g.onsuccess = () => { if (!g.result) s.put({ room, clientId, lastSeq: 0 } satisfies ClientRow); };
+      g.onsuccess = () => {
+        if (!g.result) s.put({ room, clientId, lastSeq: 0 } satisfies ClientRow);
+      };
       await done(t);
     },
     append(room, ops) {

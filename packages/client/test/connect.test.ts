@@ -19,10 +19,12 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 async function server(t: { after: (fn: () => unknown) => void }) {
   const { dir, cleanup } = tempDir('connect');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
-  t.after(async () => { await srv.close(); cleanup(); });
+  t.after(async () => {
+    await srv.close();
+    cleanup();
+  });
   return srv;
 }
-
 
 // spec: HANDLE-STAGES
 test('op.stable, until() and subscribe({ immediate }) settle on state that already holds the op; delays are measured from submit', async (t) => {
@@ -38,14 +40,23 @@ test('op.stable, until() and subscribe({ immediate }) settle on state that alrea
   const s = await room.until('stable', (st) => st.messages.some((m) => m.id === op.id), { timeoutMs: 1000 });
   assert.equal(s, room.getState('stable'), 'until resolves at once with the current state when it already matches');
   let seen = 0;
-  const off = room.subscribe('stable', () => { seen++; }, { immediate: true });
+  const off = room.subscribe(
+    'stable',
+    () => {
+      seen++;
+    },
+    { immediate: true },
+  );
   off();
   assert.equal(seen, 1, 'immediate reports the current state once');
   assert.ok(op.times.stable! >= op.times.visible!, 'a stable time after the visible one');
   for (const k of ['durable', 'authoritative', 'visible', 'stable'] as const) {
     assert.ok(op.delays[k]! >= 0 && Math.abs(op.delays[k]! - (op.times[k]! - op.times.submitted!)) < 1e-9, `delays.${k} is times.${k} - times.submitted`);
   }
-  await assert.rejects(room.until('visible', () => false, { timeoutMs: 20 }), (e: unknown) => e instanceof HerculesError && e.code === 'timeout');
+  await assert.rejects(
+    room.until('visible', () => false, { timeoutMs: 20 }),
+    (e: unknown) => e instanceof HerculesError && e.code === 'timeout',
+  );
   const waiting = room.until('visible', () => false);
   await room.close();
   await assert.rejects(waiting, (e: unknown) => e instanceof HerculesError && e.code === 'closed');
@@ -54,9 +65,18 @@ test('op.stable, until() and subscribe({ immediate }) settle on state that alrea
 test('a server that is down: one error that says connection refused (not one per retry), and whenOnline times out naming it', async () => {
   const port = await freePort();
   const errors: HerculesError[] = [];
-  const room = await connect({ url: `ws://127.0.0.1:${port}`, room: 'x', machine: chat, backoff: { minMs: 5, maxMs: 20 }, onError: (e) => errors.push(e as HerculesError) });
+  const room = await connect({
+    url: `ws://127.0.0.1:${port}`,
+    room: 'x',
+    machine: chat,
+    backoff: { minMs: 5, maxMs: 20 },
+    onError: (e) => errors.push(e as HerculesError),
+  });
   try {
-    await assert.rejects(room.whenOnline({ timeoutMs: 400 }), (e: unknown) => e instanceof HerculesError && e.code === 'timeout' && /connection refused by 127\.0\.0\.1:\d+/.test(e.message));
+    await assert.rejects(
+      room.whenOnline({ timeoutMs: 400 }),
+      (e: unknown) => e instanceof HerculesError && e.code === 'timeout' && /connection refused by 127\.0\.0\.1:\d+/.test(e.message),
+    );
     assert.equal(errors.length, 1, `reported once for the whole run of refusals: ${errors.map((e) => e.message).join(' | ')}`);
     assert.equal(errors[0].code, 'unreachable');
     assert.match(room.status(), /connecting|offline/);
@@ -69,7 +89,13 @@ test('a server that is down: one error that says connection refused (not one per
 
 test('a host that does not resolve is named as a DNS failure', async () => {
   const errors: Error[] = [];
-  const room = await connect({ url: 'ws://no-such-host.invalid:8787', room: 'x', machine: chat, backoff: { minMs: 50, maxMs: 200 }, onError: (e) => errors.push(e) });
+  const room = await connect({
+    url: 'ws://no-such-host.invalid:8787',
+    room: 'x',
+    machine: chat,
+    backoff: { minMs: 50, maxMs: 200 },
+    onError: (e) => errors.push(e),
+  });
   try {
     await assert.rejects(room.whenOnline({ timeoutMs: 3000 }), (e: unknown) => e instanceof HerculesError && /DNS lookup failed|cannot reach/.test(e.message));
     assert.match(errors[0]?.message ?? '', /no-such-host\.invalid/);
@@ -80,13 +106,29 @@ test('a host that does not resolve is named as a DNS failure', async () => {
 
 test('a connection that is accepted but never welcomed is given up after connectTimeoutMs, and retried', async (t) => {
   const sockets = new Set<import('node:net').Socket>();
-  const silent: Server = netServer((s) => { sockets.add(s); s.on('error', () => {}); }); // takes the TCP connection, says nothing
+  const silent: Server = netServer((s) => {
+    sockets.add(s);
+    s.on('error', () => {});
+  }); // takes the TCP connection, says nothing
   await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
-  t.after(() => { for (const s of sockets) s.destroy(); silent.close(); });
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+    silent.close();
+  });
   const errors: Error[] = [];
-  const room = await connect({ url: `ws://127.0.0.1:${(silent.address() as { port: number }).port}`, room: 'x', machine: chat, connectTimeoutMs: 100, backoff: { minMs: 5, maxMs: 10 }, onError: (e) => errors.push(e) });
+  const room = await connect({
+    url: `ws://127.0.0.1:${(silent.address() as { port: number }).port}`,
+    room: 'x',
+    machine: chat,
+    connectTimeoutMs: 100,
+    backoff: { minMs: 5, maxMs: 10 },
+    onError: (e) => errors.push(e),
+  });
   try {
-    await assert.rejects(room.whenOnline({ timeoutMs: 1000 }), (e: unknown) => e instanceof HerculesError && /no welcome from .* within 100 ms/.test(e.message));
+    await assert.rejects(
+      room.whenOnline({ timeoutMs: 1000 }),
+      (e: unknown) => e instanceof HerculesError && /no welcome from .* within 100 ms/.test(e.message),
+    );
     assert.ok(sockets.size >= 2, `it tried again (${sockets.size} connections)`);
   } finally {
     await room.close();
@@ -96,7 +138,16 @@ test('a connection that is accepted but never welcomed is given up after connect
 // spec: HANDLE-STAGES
 test('a fatal refusal rejects every pending op and whenOnline with the reason; the status says failed', async (t) => {
   const srv = await server(t);
-  const other = defineMachine({ name: 'not-served', version: 1, initial: { n: 0 }, ops: { inc(s) { s.n++; } } });
+  const other = defineMachine({
+    name: 'not-served',
+    version: 1,
+    initial: { n: 0 },
+    ops: {
+      inc(s) {
+        s.n++;
+      },
+    },
+  });
   const room = await connect({ url: srv.url, room: 'f', machine: other, onError: () => {} });
   t.after(() => room.close());
   const h = room.ops.inc();
@@ -110,7 +161,9 @@ test('without onError, the first error is printed once with console.warn', async
   const port = await freePort();
   const warned: string[] = [];
   const orig = console.warn;
-  console.warn = (m: string) => { warned.push(String(m)); };
+  console.warn = (m: string) => {
+    warned.push(String(m));
+  };
   try {
     const room = await connect({ url: `ws://127.0.0.1:${port}`, room: 'x', machine: chat, backoff: { minMs: 5, maxMs: 10 } });
     await assert.rejects(room.whenOnline({ timeoutMs: 200 }));
@@ -126,19 +179,31 @@ test('the README Quick start runs to completion twice in a row against a real se
   const srv = await server(t);
   const { dir: cwd, cleanup } = tempDir('quickstart');
   t.after(cleanup);
-  const run = () => new Promise<{ code: number | null; out: string }>((resolve) => {
-    const p = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), join(root, 'apps/quickstart/client.ts')], { cwd, env: { ...process.env, HERCULES_URL: srv.url }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    p.stdout.on('data', (d) => { out += d; });
-    p.stderr.on('data', (d) => { out += d; });
-    const timer = setTimeout(() => p.kill('SIGKILL'), 30_000);
-    p.on('exit', (code) => { clearTimeout(timer); resolve({ code, out }); });
-  });
+  const run = () =>
+    new Promise<{ code: number | null; out: string }>((resolve) => {
+      const p = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), join(root, 'apps/quickstart/client.ts')], {
+        cwd,
+        env: { ...process.env, HERCULES_URL: srv.url },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      p.stdout.on('data', (d) => {
+        out += d;
+      });
+      p.stderr.on('data', (d) => {
+        out += d;
+      });
+      const timer = setTimeout(() => p.kill('SIGKILL'), 30_000);
+      p.on('exit', (code) => {
+        clearTimeout(timer);
+        resolve({ code, out });
+      });
+    });
   const first = await run();
   assert.equal(first.code, 0, first.out);
   const second = await run();
   assert.equal(second.code, 0, second.out);
   for (const v of VIEWS) assert.match(first.out, new RegExp(`${v}\\s+1 messages`), `the first run shows its message in ${v}`);
   assert.match(first.out, /delays after submit \(ms\):.*stable/s);
-  assert.match(second.out, /stable +2 messages/, 'the second run sees the first run\'s message');
+  assert.match(second.out, /stable +2 messages/, "the second run sees the first run's message");
 });

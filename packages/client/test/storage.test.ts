@@ -15,7 +15,14 @@ process.on('exit', cleanup);
 const kinds: [string, () => ClientStorage, boolean][] = [
   ['memory', () => memoryStorage(), false],
   ['sqlite', () => sqliteStorage(join(dir, 'c.sqlite')), true],
-  ['indexeddb', (() => { const f = new IDBFactory(); return () => indexedDbStorage('t', { indexedDB: f, IDBKeyRange }); })(), true],
+  [
+    'indexeddb',
+    (() => {
+      const f = new IDBFactory();
+      return () => indexedDbStorage('t', { indexedDB: f, IDBKeyRange });
+    })(),
+    true,
+  ],
 ];
 
 for (const [kind, make, persistent] of kinds) {
@@ -31,13 +38,21 @@ for (const [kind, make, persistent] of kinds) {
     assert.equal(got!.clientId, 'c1');
     assert.equal(got!.lastSeq, 3);
     assert.equal(got!.lastDigest, 1003, 'the digest of the op at lastSeq');
-    assert.deepEqual(got!.durable.map((o) => o.seq), [2, 3], 'the op inside the base left with it; the others stay');
+    assert.deepEqual(
+      got!.durable.map((o) => o.seq),
+      [2, 3],
+      'the op inside the base left with it; the others stay',
+    );
     assert.deepEqual(got!.durable[0].args, { text: 'm2' });
     assert.deepEqual(got!.base, { pos: 7, state: { messages: [{ id: 'x', author: 'a', text: 'hi' }] }, ownSeq: 1 });
     await s.saveBase('room', { pos: 5, state: { stale: true }, ownSeq: 3 });
     const after = (await s.load('room'))!;
     assert.equal(after.base!.pos, 7, 'an older base never replaces a newer one');
-    assert.deepEqual(after.durable.map((o) => o.seq), [2, 3], '...nor deletes ops, since it was not kept');
+    assert.deepEqual(
+      after.durable.map((o) => o.seq),
+      [2, 3],
+      '...nor deletes ops, since it was not kept',
+    );
     await s.init('room', 'someone-else');
     assert.equal((await s.load('room'))!.clientId, 'c1', 'init never changes an existing id');
     await s.close();
@@ -58,8 +73,10 @@ test('a failing client store: a clear error, ops stay Submitted, then become dur
   let failures = 3;
   const flaky: ClientStorage = {
     ...inner,
-    load: (r) => inner.load(r), init: (r, c) => inner.init(r, c),
-    saveBase: (r, b) => inner.saveBase(r, b), close: () => inner.close(),
+    load: (r) => inner.load(r),
+    init: (r, c) => inner.init(r, c),
+    saveBase: (r, b) => inner.saveBase(r, b),
+    close: () => inner.close(),
     durability: 'memory',
     async append(room, ops) {
       if (failures-- > 0) throw new Error('ENOSPC: no space left on device');
@@ -74,7 +91,10 @@ test('a failing client store: a clear error, ops stay Submitted, then become dur
   assert.equal(h1.stage, 'submitted', 'not durable while the store fails');
   assert.match(errors[0], /ENOSPC/);
   await Promise.all([h1.visible, h2.visible]);
-  assert.deepEqual(r.getState('visible').messages.map((m) => m.text), ['one', 'two']);
+  assert.deepEqual(
+    r.getState('visible').messages.map((m) => m.text),
+    ['one', 'two'],
+  );
   assert.ok(errors.length >= 3);
   await r.close();
 });
@@ -84,15 +104,27 @@ test('IndexedDB: a restarted client shows its durable ops offline and delivers t
   const srv = await createServer({ port: 0, dataDir: join(dir, 'srv-idb'), machines: [chat], log: 'silent' });
   t.after(() => srv.close());
   const factory = new IDBFactory();
-  const off = await connect({ url: 'ws://127.0.0.1:1', room: 'idb', machine: chat, storage: indexedDbStorage('app', { indexedDB: factory, IDBKeyRange }), backoff: { minMs: 5000, maxMs: 5000 } });
+  const off = await connect({
+    url: 'ws://127.0.0.1:1',
+    room: 'idb',
+    machine: chat,
+    storage: indexedDbStorage('app', { indexedDB: factory, IDBKeyRange }),
+    backoff: { minMs: 5000, maxMs: 5000 },
+  });
   await off.ops.say({ text: 'queued offline' }).durable;
   await off.close();
   const on = await connect({ url: srv.url, room: 'idb', machine: chat, storage: indexedDbStorage('app', { indexedDB: factory, IDBKeyRange }) });
-  assert.deepEqual(on.getState('durable').messages.map((m) => m.text), ['queued offline']);
+  assert.deepEqual(
+    on.getState('durable').messages.map((m) => m.text),
+    ['queued offline'],
+  );
   await Promise.all(on.pending().map((h) => h.visible));
   const h = on.ops.say({ text: 'online' });
   await h.visible;
-  assert.deepEqual(on.getState('visible').messages.map((m) => m.text), ['queued offline', 'online']);
+  assert.deepEqual(
+    on.getState('visible').messages.map((m) => m.text),
+    ['queued offline', 'online'],
+  );
   await on.close();
 });
 
@@ -102,7 +134,11 @@ test('a sqlite store belongs to one process at a time: a second opener gets a cl
   const first = sqliteStorage(file);
   await first.init('room', 'c1');
   await first.append('room', [op(1)]);
-  assert.throws(() => sqliteStorage(file), (e: Error & { code?: string }) => e.code === 'store-in-use' && /in use by another process/.test(e.message), 'same process, second handle');
+  assert.throws(
+    () => sqliteStorage(file),
+    (e: Error & { code?: string }) => e.code === 'store-in-use' && /in use by another process/.test(e.message),
+    'same process, second handle',
+  );
   // Another process, as when an app is started twice with one store.
   const { spawnSync, spawn } = await import('node:child_process');
   const url = new URL('../../client-sqlite/src/sqlite-storage.ts', import.meta.url).href;
@@ -113,12 +149,20 @@ test('a sqlite store belongs to one process at a time: a second opener gets a cl
   // A holder killed with SIGKILL leaves no stale lock, and what it made durable is there.
   const hold = `import { sqliteStorage } from ${JSON.stringify(url)}; const s = sqliteStorage(${JSON.stringify(file)}); await s.append('room', [${JSON.stringify(op(2))}]); console.log('holding'); setInterval(() => {}, 1000);`;
   const holder = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', hold], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise<void>((res, rej) => { holder.stdout!.on('data', (d) => { if (String(d).includes('holding')) res(); }); holder.on('exit', () => rej(new Error('holder exited early'))); });
+  await new Promise<void>((res, rej) => {
+    holder.stdout!.on('data', (d) => {
+      if (String(d).includes('holding')) res();
+    });
+    holder.on('exit', () => rej(new Error('holder exited early')));
+  });
   assert.throws(() => sqliteStorage(file), /in use by another process/, 'held by a live process');
   holder.kill('SIGKILL');
   await new Promise((res) => holder.once('exit', res));
   const after = sqliteStorage(file);
-  assert.deepEqual((await after.load('room'))!.durable.map((o) => o.seq), [1, 2]);
+  assert.deepEqual(
+    (await after.load('room'))!.durable.map((o) => o.seq),
+    [1, 2],
+  );
   await after.close();
 });
 
@@ -137,14 +181,25 @@ function fakeLocks() {
         await new Promise<void>((wake, fail) => {
           const q = waiting.get(name) ?? [];
           waiting.set(name, q);
-          const go = () => { o.signal.removeEventListener('abort', stop); wake(); };
-          const stop = () => { q.splice(q.indexOf(go), 1); fail(o.signal.reason); };
+          const go = () => {
+            o.signal.removeEventListener('abort', stop);
+            wake();
+          };
+          const stop = () => {
+            q.splice(q.indexOf(go), 1);
+            fail(o.signal.reason);
+          };
           q.push(go);
           o.signal.addEventListener('abort', stop, { once: true });
         });
       }
       held.add(name);
-      try { return await cb({ name }); } finally { held.delete(name); waiting.get(name)?.shift()?.(); }
+      try {
+        return await cb({ name });
+      } finally {
+        held.delete(name);
+        waiting.get(name)?.shift()?.();
+      }
     },
   };
 }
@@ -170,11 +225,18 @@ test('an IndexedDB store belongs to one tab at a time: a second opener gets stor
   const loading = reloaded.load('room');
   await new Promise((r) => setTimeout(r, 100));
   await first.close();
-  assert.deepEqual((await loading)!.durable.map((o) => o.seq), [1], 'the waiting opener got the store once it was free');
+  assert.deepEqual(
+    (await loading)!.durable.map((o) => o.seq),
+    [1],
+    'the waiting opener got the store once it was free',
+  );
   await reloaded.close();
   assert.equal(locks.held.size, 0, 'close releases the lock');
   const third = indexedDbStorage('tabs', env);
-  assert.deepEqual((await third.load('room'))!.durable.map((o) => o.seq), [1]);
+  assert.deepEqual(
+    (await third.load('room'))!.durable.map((o) => o.seq),
+    [1],
+  );
   await third.close();
   // Closed while still waiting for the lock: it does not keep the lock once it gets it.
   const blocker = indexedDbStorage('tabs', env);

@@ -22,9 +22,10 @@ import { MAX_OP_BYTES } from './protocol.ts';
 export const MAX_ARG_DEPTH = 256;
 
 /** Whether a string is valid Unicode (no lone surrogate): only such strings cross the wire unchanged. */
-export const wellFormed: (s: string) => boolean = typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === 'function'
-  ? (s) => (s as string & { isWellFormed(): boolean }).isWellFormed()
-  : (s) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
+export const wellFormed: (s: string) => boolean =
+  typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === 'function'
+    ? (s) => (s as string & { isWellFormed(): boolean }).isWellFormed()
+    : (s) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
 
 /** Why `v` is outside the domain (naming the first offending path), or undefined if it is in. */
 export function findNonJson(v: unknown, path: string, depth = 0): string | undefined {
@@ -46,7 +47,8 @@ export function findNonJson(v: unknown, path: string, depth = 0): string | undef
   }
   if (typeof v === 'object') {
     const proto = Object.getPrototypeOf(v);
-    if (proto !== Object.prototype && proto !== null) return `${path} is a ${(proto as { constructor?: { name?: string } })?.constructor?.name ?? 'non-plain object'}`;
+    if (proto !== Object.prototype && proto !== null)
+      return `${path} is a ${(proto as { constructor?: { name?: string } })?.constructor?.name ?? 'non-plain object'}`;
     for (const k of Object.keys(v)) {
       if (k === '__proto__') return `${path} has a "__proto__" key`;
       if (!wellFormed(k)) return `${path} has a key with a lone surrogate (not valid Unicode)`;
@@ -67,7 +69,11 @@ export function domainCopy(op: string, args: unknown): unknown {
   if (args === undefined) return undefined;
   const copy = copyZeroes(args, 0);
   const bad = findNonJson(copy, 'args');
-  if (bad) throw new HerculesError('bad-argument', `${op}(${bad}): op arguments must be JSON data (null, booleans, finite numbers, strings, arrays, plain objects without undefined values), because they travel to the server and every other client and must mean the same everywhere`);
+  if (bad)
+    throw new HerculesError(
+      'bad-argument',
+      `${op}(${bad}): op arguments must be JSON data (null, booleans, finite numbers, strings, arrays, plain objects without undefined values), because they travel to the server and every other client and must mean the same everywhere`,
+    );
   return deepFreezeFresh(copy);
 }
 
@@ -132,7 +138,9 @@ export function scanOp(prev: number, name: string, args: unknown): { digest: num
   return { digest: 4294967296 * (2097151 & b) + (a >>> 0), bytes: size + name.length + 8 };
 }
 
-let h1 = 0, h2 = 0, size = 0;
+let h1 = 0,
+  h2 = 0,
+  size = 0;
 const f64 = new Float64Array(1);
 const u32 = new Uint32Array(f64.buffer);
 
@@ -143,7 +151,9 @@ function mix(x: number): void {
 
 /** Length first, so that no two sequences of strings hash alike by running together. */
 function mixString(s: string): void {
-  let a = Math.imul(h1 ^ s.length, 2654435761), b = Math.imul(h2 ^ s.length, 1597334677), n = 5;
+  let a = Math.imul(h1 ^ s.length, 2654435761),
+    b = Math.imul(h2 ^ s.length, 1597334677),
+    n = 5;
   for (let i = 0; i < s.length; i++) {
     const ch = s.charCodeAt(i);
     a = Math.imul(a ^ ch, 2654435761);
@@ -166,7 +176,9 @@ function walk(v: unknown, depth: number): boolean {
     case 'number':
       if (!Number.isFinite(v) || Object.is(v, -0)) return false;
       f64[0] = v;
-      mix(4); mix(u32[0]); mix(u32[1]);
+      mix(4);
+      mix(u32[0]);
+      mix(u32[1]);
       size += 9;
       return true;
     case 'boolean':
@@ -174,19 +186,25 @@ function walk(v: unknown, depth: number): boolean {
       size += 1;
       return true;
     case 'object': {
-      if (v === null) { mix(1); size += 1; return true; }
+      if (v === null) {
+        mix(1);
+        size += 1;
+        return true;
+      }
       if (depth >= MAX_ARG_DEPTH) return false;
       size += 5;
       if (Array.isArray(v)) {
         if (Object.getPrototypeOf(v) !== Array.prototype) return false;
-        mix(6); mix(v.length);
+        mix(6);
+        mix(v.length);
         for (let i = 0; i < v.length; i++) if (!(i in v) || !walk(v[i], depth + 1)) return false;
         return true;
       }
       const proto = Object.getPrototypeOf(v);
       if (proto !== Object.prototype && proto !== null) return false;
       const keys = Object.keys(v);
-      mix(7); mix(keys.length);
+      mix(7);
+      mix(keys.length);
       for (const k of keys) {
         if (k === '__proto__' || !wellFormed(k)) return false;
         mixString(k);

@@ -60,9 +60,7 @@ export interface OpHandle {
 }
 
 export type OpStubs<M> = {
-  [K in keyof OpsOf<M>]: OpArgs<OpsOf<M>[K]> extends undefined
-    ? (args?: OpArgs<OpsOf<M>[K]>) => OpHandle
-    : (args: OpArgs<OpsOf<M>[K]>) => OpHandle;
+  [K in keyof OpsOf<M>]: OpArgs<OpsOf<M>[K]> extends undefined ? (args?: OpArgs<OpsOf<M>[K]>) => OpHandle : (args: OpArgs<OpsOf<M>[K]>) => OpHandle;
 };
 
 export type Listener<S> = (state: S, view: ViewName) => void;
@@ -85,7 +83,10 @@ interface Deferred {
 }
 function deferred(): Deferred {
   let resolve!: (h: OpHandle) => void, reject!: (e: unknown) => void;
-  const promise = new Promise<OpHandle>((res, rej) => { resolve = res; reject = rej; });
+  const promise = new Promise<OpHandle>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
   promise.catch(() => {}); // a rejection nobody awaits is not an unhandled error
   return { promise, resolve, reject };
 }
@@ -97,24 +98,49 @@ class Handle implements OpHandle {
   readonly s = deferred();
   stableAt: number | undefined;
   constructor(readonly op: OwnOp) {}
-  get id() { return this.op.id; }
-  get seq() { return this.op.seq; }
-  get name() { return this.op.name; }
-  get stage() { return this.op.stage; }
-  get times(): Readonly<Partial<Record<Stage | 'stable', number>>> { return this.stableAt === undefined ? this.op.times : { ...this.op.times, stable: this.stableAt }; }
+  get id() {
+    return this.op.id;
+  }
+  get seq() {
+    return this.op.seq;
+  }
+  get name() {
+    return this.op.name;
+  }
+  get stage() {
+    return this.op.stage;
+  }
+  get times(): Readonly<Partial<Record<Stage | 'stable', number>>> {
+    return this.stableAt === undefined ? this.op.times : { ...this.op.times, stable: this.stableAt };
+  }
   get delays() {
-    const t = this.times, t0 = t.submitted ?? 0;
+    const t = this.times,
+      t0 = t.submitted ?? 0;
     const out: Partial<Record<Exclude<Stage, 'submitted'> | 'stable', number>> = {};
     for (const k of ['durable', 'authoritative', 'visible', 'stable', 'rejected'] as const) if (t[k] !== undefined) out[k] = t[k]! - t0;
     return out;
   }
-  get error() { return this.op.error; }
-  get refused() { return this.op.stage === 'rejected' ? this.op.refused === true : undefined; }
-  get position() { return this.op.pos; }
-  get durable() { return this.d.promise; }
-  get authoritative() { return this.a.promise; }
-  get visible() { return this.v.promise; }
-  get stable() { return this.s.promise; }
+  get error() {
+    return this.op.error;
+  }
+  get refused() {
+    return this.op.stage === 'rejected' ? this.op.refused === true : undefined;
+  }
+  get position() {
+    return this.op.pos;
+  }
+  get durable() {
+    return this.d.promise;
+  }
+  get authoritative() {
+    return this.a.promise;
+  }
+  get visible() {
+    return this.v.promise;
+  }
+  get stable() {
+    return this.s.promise;
+  }
   /** A fatal error: every promise not yet settled rejects with it. */
   fail(err: Error): void {
     this.d.reject(err);
@@ -159,11 +185,23 @@ export class ClientRoom<M extends Machine<any, any>> {
   /** The fatal error that stopped this room, if any. */
   private failure: HerculesError | undefined;
 
-  constructor(readonly machine: M, opts: ClientRoomOptions, driver?: RoomDriver) {
+  constructor(
+    readonly machine: M,
+    opts: ClientRoomOptions,
+    driver?: RoomDriver,
+  ) {
     const now = (this.now = opts.now ?? (() => performance.now()));
-    this.engine = new ViewEngine<StateOf<M>>(machine, {
-      clientId: opts.clientId, author: opts.author, now, cpuNow: opts.cpuNow ?? (() => performance.now()), batching: opts.batching,
-    }, opts.restore);
+    this.engine = new ViewEngine<StateOf<M>>(
+      machine,
+      {
+        clientId: opts.clientId,
+        author: opts.author,
+        now,
+        cpuNow: opts.cpuNow ?? (() => performance.now()),
+        batching: opts.batching,
+      },
+      opts.restore,
+    );
     this.driver = driver;
     this.notifyMode = opts.notify ?? 'microtask';
     for (const v of VIEWS) this.notified.set(v, this.engine.getState(v));
@@ -180,7 +218,9 @@ export class ClientRoom<M extends Machine<any, any>> {
 
   // ---------------------------------------------------------------- app API
 
-  get clientId(): string { return this.engine.clientId; }
+  get clientId(): string {
+    return this.engine.clientId;
+  }
 
   getState(view: ViewName = 'submitted'): StateOf<M> {
     return this.engine.getState(view);
@@ -197,7 +237,9 @@ export class ClientRoom<M extends Machine<any, any>> {
     if (!set) this.listeners.set(view, (set = new Set()));
     set.add(listener);
     if (opts?.immediate) listener(this.engine.getState(view), view);
-    return () => { set!.delete(listener); };
+    return () => {
+      set!.delete(listener);
+    };
   }
 
   /**
@@ -207,7 +249,8 @@ export class ClientRoom<M extends Machine<any, any>> {
   until(view: ViewName, predicate: (state: StateOf<M>) => boolean, opts?: { timeoutMs?: number }): Promise<StateOf<M>> {
     if (typeof predicate !== 'function') throw new HerculesError('bad-argument', 'until(view, predicate): predicate must be a function');
     const t = opts?.timeoutMs;
-    if (t !== undefined && !(typeof t === 'number' && t >= 0)) throw new HerculesError('bad-argument', `until: timeoutMs must be a non-negative number, got ${String(t)}`);
+    if (t !== undefined && !(typeof t === 'number' && t >= 0))
+      throw new HerculesError('bad-argument', `until: timeoutMs must be a non-negative number, got ${String(t)}`);
     return new Promise<StateOf<M>>((resolve, reject) => {
       if (this.closed) return reject(new HerculesError('closed', 'until: the room is closed'));
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -221,7 +264,11 @@ export class ClientRoom<M extends Machine<any, any>> {
       };
       const check = (s: StateOf<M>) => {
         let ok: boolean;
-        try { ok = predicate(s); } catch (e) { return end(new HerculesError('bad-argument', `until: the predicate threw: ${errorMessage(e)}`)); }
+        try {
+          ok = predicate(s);
+        } catch (e) {
+          return end(new HerculesError('bad-argument', `until: the predicate threw: ${errorMessage(e)}`));
+        }
         if (ok) end(undefined, s);
       };
       this.waiters.add(end);
@@ -233,13 +280,19 @@ export class ClientRoom<M extends Machine<any, any>> {
 
   onMembers(listener: (members: readonly string[]) => void): () => void {
     this.memberListeners.add(listener);
-    return () => { this.memberListeners.delete(listener); };
+    return () => {
+      this.memberListeners.delete(listener);
+    };
   }
 
-  members(): readonly string[] { return this.engine.members(); }
+  members(): readonly string[] {
+    return this.engine.members();
+  }
 
   /** 'read' once the server said this client may only read: stubs then throw 'forbidden'. */
-  access(): 'read' | 'write' { return this.engine.accessLevel(); }
+  access(): 'read' | 'write' {
+    return this.engine.accessLevel();
+  }
 
   /** Handles of our ops not yet visible (including ones recovered after a restart). */
   pending(): OpHandle[] {
@@ -264,12 +317,29 @@ export class ClientRoom<M extends Machine<any, any>> {
 
   // ---------------------------------------------------------------- driver API
 
-  receive(msg: ServerMessage): void { this.engine.receive(msg); this.pump(); }
-  durable(seq: number): void { this.engine.durable(seq); this.pump(); }
-  connected(): void { this.engine.connected(); this.pump(); }
-  disconnected(): void { this.engine.disconnected(); this.pump(); }
-  tick(): void { this.engine.tick(); this.pump(); }
-  nextDeadline(): number { return this.engine.nextDeadline(); }
+  receive(msg: ServerMessage): void {
+    this.engine.receive(msg);
+    this.pump();
+  }
+  durable(seq: number): void {
+    this.engine.durable(seq);
+    this.pump();
+  }
+  connected(): void {
+    this.engine.connected();
+    this.pump();
+  }
+  disconnected(): void {
+    this.engine.disconnected();
+    this.pump();
+  }
+  tick(): void {
+    this.engine.tick();
+    this.pump();
+  }
+  nextDeadline(): number {
+    return this.engine.nextDeadline();
+  }
 
   /** Deliver pending notifications now (for 'microtask' mode callers that cannot wait). */
   flushNotifications(): void {
@@ -281,7 +351,11 @@ export class ClientRoom<M extends Machine<any, any>> {
       const set = this.listeners.get(v);
       if (!set) continue;
       for (const fn of [...set]) {
-        try { fn(s, v); } catch (e) { this.driver?.warn?.(`a ${v} listener threw: ${errorMessage(e)}`); }
+        try {
+          fn(s, v);
+        } catch (e) {
+          this.driver?.warn?.(`a ${v} listener threw: ${errorMessage(e)}`);
+        }
       }
     }
   }
@@ -331,14 +405,20 @@ export class ClientRoom<M extends Machine<any, any>> {
     if (o.membersChanged) {
       const m = this.engine.members();
       for (const fn of [...this.memberListeners]) {
-        try { fn(m); } catch (e) { d?.warn?.(`a members listener threw: ${errorMessage(e)}`); }
+        try {
+          fn(m);
+        } catch (e) {
+          d?.warn?.(`a members listener threw: ${errorMessage(e)}`);
+        }
       }
     }
     if (o.changed.size === 0) return;
     if (this.notifyMode === 'sync') this.flushNotifications();
     else if (!this.notifyScheduled) {
       this.notifyScheduled = true;
-      queueMicrotask(() => { if (this.notifyScheduled) this.flushNotifications(); });
+      queueMicrotask(() => {
+        if (this.notifyScheduled) this.flushNotifications();
+      });
     }
   }
 }

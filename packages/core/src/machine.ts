@@ -65,9 +65,7 @@ export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<s
 }
 
 /** The argument type of an op, or `undefined` for an op without arguments. */
-export type OpArgs<F> = F extends (state: any, ...rest: infer R) => void
-  ? R extends [] ? undefined : R extends [infer A, ...any[]] ? A : undefined
-  : never;
+export type OpArgs<F> = F extends (state: any, ...rest: infer R) => void ? (R extends [] ? undefined : R extends [infer A, ...any[]] ? A : undefined) : never;
 
 export type StateOf<M> = M extends Machine<infer S, any> ? S : never;
 export type OpsOf<M> = M extends Machine<any, infer O> ? O : never;
@@ -76,9 +74,7 @@ export type OpsOf<M> = M extends Machine<any, infer O> ? O : never;
  * Define a state machine. Throws a `HerculesError('bad-machine')` that names the offending part
  * if the definition cannot work (no name, non-JSON initial state, an op that is not a function).
  */
-export function defineMachine<S, const Ops extends Record<string, OpFn<S>>>(
-  spec: MachineSpec<S, Ops>,
-): Machine<S, Ops> {
+export function defineMachine<S, const Ops extends Record<string, OpFn<S>>>(spec: MachineSpec<S, Ops>): Machine<S, Ops> {
   if (spec === null || typeof spec !== 'object') {
     throw new HerculesError('bad-machine', 'defineMachine needs an object { name, version, initial, ops }');
   }
@@ -97,7 +93,11 @@ export function defineMachine<S, const Ops extends Record<string, OpFn<S>>>(
     }
   }
   const problem = findNonJson(spec.initial, 'initial');
-  if (problem) throw new HerculesError('bad-machine', `defineMachine(${spec.name}): ${problem}; state must be JSON data (objects, arrays, strings, finite numbers, booleans, null)`);
+  if (problem)
+    throw new HerculesError(
+      'bad-machine',
+      `defineMachine(${spec.name}): ${problem}; state must be JSON data (objects, arrays, strings, finite numbers, booleans, null)`,
+    );
   const schemas = new Map<string, StandardSchemaV1>();
   for (const [k, sch] of Object.entries((spec.schemas ?? {}) as Record<string, unknown>)) {
     if (sch === undefined) continue;
@@ -106,7 +106,10 @@ export function defineMachine<S, const Ops extends Record<string, OpFn<S>>>(
     }
     const std = (sch as Partial<StandardSchemaV1> | null)?.['~standard'];
     if (!std || typeof std.validate !== 'function') {
-      throw new HerculesError('bad-machine', `defineMachine(${spec.name}): schemas.${k} is not a Standard Schema (no ~standard.validate); use Valibot, Zod, ArkType or another Standard Schema validator`);
+      throw new HerculesError(
+        'bad-machine',
+        `defineMachine(${spec.name}): schemas.${k} is not a Standard Schema (no ~standard.validate); use Valibot, Zod, ArkType or another Standard Schema validator`,
+      );
     }
     schemas.set(k, sch as StandardSchemaV1);
   }
@@ -199,9 +202,13 @@ export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, posi
   }
   const ctx: OpContext = { author: op.author, client: op.client, seq: op.seq, position };
   try {
-    const next = create(state as object, (draft) => {
-      fn(draft as S, op.args, ctx);
-    }, FREEZE) as S;
+    const next = create(
+      state as object,
+      (draft) => {
+        fn(draft as S, op.args, ctx);
+      },
+      FREEZE,
+    ) as S;
     return { state: next };
   } catch (e) {
     return { state, error: errorMessage(e) };
@@ -215,12 +222,7 @@ export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, posi
  * rest continue in one draft: a pending op that throws costs one extra pass, not a per-op
  * fallback on every rebase.
  */
-export function applyOps<S>(
-  machine: Machine<S>,
-  state: S,
-  ops: readonly (OpInvocation & { readonly error?: string })[],
-  firstPosition: number,
-): S {
+export function applyOps<S>(machine: Machine<S>, state: S, ops: readonly (OpInvocation & { readonly error?: string })[], firstPosition: number): S {
   if (ops.length === 0) return state;
   if (ops.length === 1) {
     const op = ops[0];
@@ -232,22 +234,30 @@ export function applyOps<S>(
     let failedAt = -1;
     const start = from;
     try {
-      return create(s as object, (draft) => {
-        for (let i = start; i < ops.length; i++) {
-          if (runOne(machine, draft as S, ops[i], firstPosition + i) === false) {
-            failedAt = i;
-            throw FALLBACK;
+      return create(
+        s as object,
+        (draft) => {
+          for (let i = start; i < ops.length; i++) {
+            if (runOne(machine, draft as S, ops[i], firstPosition + i) === false) {
+              failedAt = i;
+              throw FALLBACK;
+            }
           }
-        }
-      }, FREEZE) as S;
+        },
+        FREEZE,
+      ) as S;
     } catch (e) {
       if (failedAt < 0) throw e; // not an op's doing (e.g. Mutative itself): let it surface
       if (failedAt > start) {
         const end = failedAt;
         // Deterministic ops: the prefix succeeds again exactly as before.
-        s = create(s as object, (draft) => {
-          for (let i = start; i < end; i++) runOne(machine, draft as S, ops[i], firstPosition + i);
-        }, FREEZE) as S;
+        s = create(
+          s as object,
+          (draft) => {
+            for (let i = start; i < end; i++) runOne(machine, draft as S, ops[i], firstPosition + i);
+          },
+          FREEZE,
+        ) as S;
       }
       from = failedAt + 1;
     }

@@ -47,7 +47,8 @@ export function encode(v: unknown): Uint8Array {
   at = 0;
   put(v, 0);
   const bytes = out.slice(0, at);
-  if (out.length > 65536) { // after a large frame, let go of its buffer
+  if (out.length > 65536) {
+    // after a large frame, let go of its buffer
     out = new Uint8Array(2048);
     outView = new DataView(out.buffer);
   }
@@ -83,22 +84,31 @@ function lengthHead(n: number, fix: number, wide: number): void {
 function put(v: unknown, depth: number): void {
   room(9);
   switch (typeof v) {
-    case 'string': return putString(v);
-    case 'boolean': out[at++] = v ? 0xc3 : 0xc2; return;
-    case 'undefined': return head(0xd4, 0, 2); // fixext 1, type 0: msgpackr's undefined
+    case 'string':
+      return putString(v);
+    case 'boolean':
+      out[at++] = v ? 0xc3 : 0xc2;
+      return;
+    case 'undefined':
+      return head(0xd4, 0, 2); // fixext 1, type 0: msgpackr's undefined
     case 'number':
-      if (v >> 0 !== v && v >>> 0 !== v) { // beyond -2^31 .. 2^32-1, or not an integer
+      if (v >> 0 !== v && v >>> 0 !== v) {
+        // beyond -2^31 .. 2^32-1, or not an integer
         out[at++] = 0xcb;
         outView.setFloat64(at, v);
         at += 8;
-      } else if (v < 0x80 && v >= -0x20) out[at++] = v; // fixint (and -0 as 0)
+      } else if (v < 0x80 && v >= -0x20)
+        out[at++] = v; // fixint (and -0 as 0)
       else {
         const size = v < 0 ? (v >= -0x80 ? 1 : v >= -0x8000 ? 2 : 4) : v < 0x100 ? 1 : v < 0x10000 ? 2 : 4;
         head((v < 0 ? 0xd0 : 0xcc) + (size >> 1), v, size); // int or uint 8, 16, 32
       }
       return;
     case 'object':
-      if (v === null) { out[at++] = 0xc0; return; }
+      if (v === null) {
+        out[at++] = 0xc0;
+        return;
+      }
       if (depth < MAX_DEPTH && putObject(v, depth)) return;
       break;
     case 'bigint':
@@ -129,7 +139,8 @@ function putObject(v: object, depth: number): boolean {
 function putString(s: string): void {
   const n = s.length;
   room(n * 3 + 5);
-  if (n < 32) { // short ASCII (keys, names, most values) in JavaScript
+  if (n < 32) {
+    // short ASCII (keys, names, most values) in JavaScript
     let i = 0;
     for (let c; i < n && (c = s.charCodeAt(i)) < 0x80; i++) out[at + 1 + i] = c;
     if (i === n) {
@@ -197,14 +208,16 @@ function get(depth: number): unknown {
   if (b < 0xa0) return getArray(b & 15, depth);
   if (b < 0xc0) return getString(b & 31);
   if (b >= 0xe0) return b - 256;
-  if (b > 0xcb && b < 0xd4) { // uint 8, 16, 32, 64, int 8, 16, 32, 64
+  if (b > 0xcb && b < 0xd4) {
+    // uint 8, 16, 32, 64, int 8, 16, 32, 64
     const size = 1 << (b & 3);
     let x = uint(size < 8 ? size : 4);
     if (b > 0xcf && x >= 2 ** (size < 8 ? size * 8 - 1 : 31)) x -= 2 ** (size < 8 ? size * 8 : 32);
     // 64 bits: to the nearest Number, with msgpackr's one rounding.
     return size < 8 ? x : x * 4294967296 + uint(4);
   }
-  if (b > 0xd8) { // str 8, 16, 32, array 16, 32, map 16, 32
+  if (b > 0xd8) {
+    // str 8, 16, 32, array 16, 32, map 16, 32
     if (b < 0xdc) return getString(uint(1 << (b - 0xd9)));
     const n = uint(b & 1 ? 4 : 2);
     return b < 0xde ? getArray(n, depth) : getMap(n, depth);

@@ -161,15 +161,7 @@ export interface ErrorMessage {
 export interface PingMessage {
   readonly t: 'ping';
 }
-export type ServerMessage =
-  | PingMessage
-  | WelcomeMessage
-  | LogMessage
-  | VisibleMessage
-  | StableMessage
-  | MembersMessage
-  | DeregisterMessage
-  | ErrorMessage;
+export type ServerMessage = PingMessage | WelcomeMessage | LogMessage | VisibleMessage | StableMessage | MembersMessage | DeregisterMessage | ErrorMessage;
 
 /** Until protocol 2, a refused op was marked only by this prefix on its error. */
 const LEGACY_REFUSED = 'refused: ';
@@ -226,7 +218,8 @@ export function parseClientMessage(v: unknown): ClientMessage {
       const ops = v.ops.map((o, i) => {
         if (!isObj(o)) bad(`ops.ops[${i}] must be an object`);
         if (!isNat(o.seq) || o.seq === 0) bad(`ops.ops[${i}].seq must be a positive integer`);
-        if (typeof o.name !== 'string' || o.name.length === 0 || o.name.length > MAX_OP_NAME) bad(`ops.ops[${i}].name must be a non-empty string of at most ${MAX_OP_NAME} characters`);
+        if (typeof o.name !== 'string' || o.name.length === 0 || o.name.length > MAX_OP_NAME)
+          bad(`ops.ops[${i}].name must be a non-empty string of at most ${MAX_OP_NAME} characters`);
         return { seq: o.seq, name: o.name, args: o.args };
       });
       return { t: 'ops', ops };

@@ -192,7 +192,8 @@ export class RoomEngine<S = unknown> {
       }
       this.headState = s;
       if (this.suffix.length) this.keepState(this.suffix[this.suffix.length - 1], s);
-      for (const [id, rec] of Object.entries(restore.clients)) this.clients.set(id, { ...rec, ...(rec.rejected ? { rejected: rec.rejected.map((r) => ({ ...readLegacyRefusal(r) })) } : {}) });
+      for (const [id, rec] of Object.entries(restore.clients))
+        this.clients.set(id, { ...rec, ...(rec.rejected ? { rejected: rec.rejected.map((r) => ({ ...readLegacyRefusal(r) })) } : {}) });
       for (const e of restore.suffix) {
         const rec = this.clients.get(e.client);
         if (rec && e.seq > rec.visibleSeq) this.pushPending(e.client, e.seq, e.pos);
@@ -257,7 +258,8 @@ export class RoomEngine<S = unknown> {
       this.out.warnings.push(`connection ${conn} opened twice`);
     } else {
       const access = principal.access ?? 'write';
-      if (access !== 'read' && access !== 'write') throw new HerculesError('bad-argument', `principal.access must be 'read' or 'write', got ${JSON.stringify(access)}`);
+      if (access !== 'read' && access !== 'write')
+        throw new HerculesError('bad-argument', `principal.access must be 'read' or 'write', got ${JSON.stringify(access)}`);
       if (principal.user !== undefined && (typeof principal.user !== 'string' || principal.user.length === 0)) {
         throw new HerculesError('bad-argument', 'principal.user must be a non-empty string when given');
       }
@@ -323,7 +325,8 @@ export class RoomEngine<S = unknown> {
       return;
     }
     switch (msg.t) {
-      case 'ops': return this.onOps(s, msg.ops, now);
+      case 'ops':
+        return this.onOps(s, msg.ops, now);
       case 'ack': {
         const head = this.head();
         if (msg.pos > head) {
@@ -356,7 +359,12 @@ export class RoomEngine<S = unknown> {
       return;
     }
     if (m.machine.name !== this.machine.name || m.machine.version !== this.machine.version) {
-      this.error(s.conn, 'machine-mismatch', `this room runs ${this.machine.name}@${this.machine.version}, the client ${m.machine.name}@${m.machine.version}; deploy the same machine module to both`, true);
+      this.error(
+        s.conn,
+        'machine-mismatch',
+        `this room runs ${this.machine.name}@${this.machine.version}, the client ${m.machine.name}@${m.machine.version}; deploy the same machine module to both`,
+        true,
+      );
       return;
     }
     if (s.client) {
@@ -381,7 +389,8 @@ export class RoomEngine<S = unknown> {
     this.byClient.set(m.client, s);
     let rec = this.clients.get(m.client);
     if (!rec) {
-      rec = s.user !== undefined ? { highWater: 0, visibleSeq: 0, owner: s.user, digest: GENESIS_DIGEST } : { highWater: 0, visibleSeq: 0, digest: GENESIS_DIGEST };
+      rec =
+        s.user !== undefined ? { highWater: 0, visibleSeq: 0, owner: s.user, digest: GENESIS_DIGEST } : { highWater: 0, visibleSeq: 0, digest: GENESIS_DIGEST };
       this.clients.set(m.client, rec);
       this.dirtyClients.add(m.client);
       this.claimed = true;
@@ -432,11 +441,21 @@ export class RoomEngine<S = unknown> {
           continue;
         }
         this.stats.conflicts++;
-        this.error(s.conn, 'client-id-conflict', `op seq ${op.seq} of client ${client} is not the op the room ordered under that seq: another client uses the same id, or this client's store was copied or restored from a backup. The op was not ordered; give each client its own id and store`, true);
+        this.error(
+          s.conn,
+          'client-id-conflict',
+          `op seq ${op.seq} of client ${client} is not the op the room ordered under that seq: another client uses the same id, or this client's store was copied or restored from a backup. The op was not ordered; give each client its own id and store`,
+          true,
+        );
         break;
       }
       if (op.seq !== rec.highWater + 1) {
-        this.error(s.conn, 'seq-gap', `op seq ${op.seq} follows ${rec.highWater}; ops must arrive in order without gaps — reconnect to resend from ${rec.highWater + 1}`, true);
+        this.error(
+          s.conn,
+          'seq-gap',
+          `op seq ${op.seq} follows ${rec.highWater}; ops must arrive in order without gaps — reconnect to resend from ${rec.highWater + 1}`,
+          true,
+        );
         this.drop(s);
         break;
       }
@@ -446,16 +465,18 @@ export class RoomEngine<S = unknown> {
       const scan = scanOp(rec.digest ?? 0, op.name, op.args);
       const refusal = 'problem' in scan ? scan.problem : this.refusal(s, op, pos);
       if (rec.digest !== undefined) rec.digest = 'digest' in scan ? scan.digest : -op.seq; // refused: any value no client holds
-      const res = refusal === undefined
-        ? applyOp(this.machine, this.headState, { client, seq: op.seq, name: op.name, args: op.args, author: s.author! }, pos)
-        : { state: this.headState, error: refusal };
+      const res =
+        refusal === undefined
+          ? applyOp(this.machine, this.headState, { client, seq: op.seq, name: op.name, args: op.args, author: s.author! }, pos)
+          : { state: this.headState, error: refusal };
       // A refused op keeps its place in the client's sequence (exactly-once needs no gaps) but
       // enters the log as a no-op without its arguments: they were never accepted.
-      const entry: LogEntry = res.error === undefined
-        ? { pos, client, seq: op.seq, name: op.name, args: op.args, author: s.author! }
-        : refusal === undefined
-          ? { pos, client, seq: op.seq, name: op.name, args: op.args, author: s.author!, error: res.error }
-          : { pos, client, seq: op.seq, name: op.name, args: null, author: s.author!, error: res.error, refused: true };
+      const entry: LogEntry =
+        res.error === undefined
+          ? { pos, client, seq: op.seq, name: op.name, args: op.args, author: s.author! }
+          : refusal === undefined
+            ? { pos, client, seq: op.seq, name: op.name, args: op.args, author: s.author!, error: res.error }
+            : { pos, client, seq: op.seq, name: op.name, args: null, author: s.author!, error: res.error, refused: true };
       if (refusal !== undefined) this.stats.refused++;
       if (res.error !== undefined) {
         this.stats.rejected++;
@@ -498,13 +519,18 @@ export class RoomEngine<S = unknown> {
   private refusal(s: Session, op: { seq: number; name: string; args: unknown }, pos: number): string | undefined {
     if (s.access === 'read') return 'read-only access; this client may not submit ops to the room';
     // Unknown ops are refused like invalid ones: their arguments never reach the log.
-    if (!this.machine.opNames.has(op.name)) return `unknown op ${JSON.stringify(op.name.slice(0, 64))} for machine ${this.machine.name}@${this.machine.version}; known ops: ${[...this.machine.opNames].join(', ')}`;
+    if (!this.machine.opNames.has(op.name))
+      return `unknown op ${JSON.stringify(op.name.slice(0, 64))} for machine ${this.machine.name}@${this.machine.version}; known ops: ${[...this.machine.opNames].join(', ')}`;
     const invalid = this.machine.validate(op.name, op.args);
     if (invalid !== undefined) return invalid;
     if (!this.authorize) return undefined;
     let verdict: ReturnType<AuthorizeOp<S>>;
     try {
-      verdict = this.authorize({ name: op.name, args: op.args }, { user: s.user, author: s.author!, client: s.client!, seq: op.seq, position: pos }, this.headState);
+      verdict = this.authorize(
+        { name: op.name, args: op.args },
+        { user: s.user, author: s.author!, client: s.client!, seq: op.seq, position: pos },
+        this.headState,
+      );
     } catch (e) {
       return `not authorized: ${errorMessage(e)}`;
     }
@@ -541,11 +567,16 @@ export class RoomEngine<S = unknown> {
       }
     }
     // Visibility: an op is visible once every *other* member acked it (§4.3 step 7).
-    let min1 = Infinity, min2 = Infinity, argmin: string | undefined;
+    let min1 = Infinity,
+      min2 = Infinity,
+      argmin: string | undefined;
     for (const s of this.sessions.values()) {
       if (s.status !== 'member') continue;
-      if (s.ack < min1) { min2 = min1; min1 = s.ack; argmin = s.client; }
-      else if (s.ack < min2) min2 = s.ack;
+      if (s.ack < min1) {
+        min2 = min1;
+        min1 = s.ack;
+        argmin = s.client;
+      } else if (s.ack < min2) min2 = s.ack;
     }
     for (const [client, q] of this.pendingVisible) {
       const bound = client === argmin ? min2 : min1;
@@ -611,9 +642,15 @@ export class RoomEngine<S = unknown> {
     while (k >= 0 && this.kept[k] > this.stable) k--;
     const basePos = k >= 0 ? this.kept[k] : this.checkpointPos;
     const base = (k >= 0 ? this.suffix[basePos - this.checkpointPos - 1].after : this.checkpointState) as S;
-    this.checkpointState = basePos === this.stable
-      ? base
-      : applyOps(this.machine, base, this.suffix.slice(basePos - this.checkpointPos, n).map((i) => i.entry), basePos + 1);
+    this.checkpointState =
+      basePos === this.stable
+        ? base
+        : applyOps(
+            this.machine,
+            base,
+            this.suffix.slice(basePos - this.checkpointPos, n).map((i) => i.entry),
+            basePos + 1,
+          );
     this.checkpointPos = this.stable;
     this.suffix.splice(0, n);
     this.kept.splice(0, k + 1);

@@ -42,9 +42,12 @@ export class ServerCodec {
         }
         return packr.pack(t);
       }
-      case 'visible': return packr.pack([ServerFrame.Visible, m.seq]);
-      case 'stable': return packr.pack([ServerFrame.Stable, m.pos]);
-      default: return packr.pack([ServerFrame.Other, m]);
+      case 'visible':
+        return packr.pack([ServerFrame.Visible, m.seq]);
+      case 'stable':
+        return packr.pack([ServerFrame.Stable, m.pos]);
+      default:
+        return packr.pack([ServerFrame.Other, m]);
     }
   }
 
@@ -53,7 +56,8 @@ export class ServerCodec {
     const v = unpack(data);
     if (!Array.isArray(v) || v.length < 2) return bad('expected a tuple');
     switch (v[0]) {
-      case ClientFrame.Other: return v[1];
+      case ClientFrame.Other:
+        return v[1];
       case ClientFrame.Ops: {
         const first = v[1];
         if (!isNat(first) || first === 0) return bad('ops: first seq must be a positive integer');
@@ -64,8 +68,10 @@ export class ServerCodec {
         }
         return { t: 'ops', ops };
       }
-      case ClientFrame.Ack: return { t: 'ack', pos: v[1] };
-      default: return bad(`unknown frame type ${String(v[0])}`);
+      case ClientFrame.Ack:
+        return { t: 'ack', pos: v[1] };
+      default:
+        return bad(`unknown frame type ${String(v[0])}`);
     }
   }
 }

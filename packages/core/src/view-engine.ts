@@ -224,7 +224,10 @@ export class ViewEngine<S = unknown> {
         const op = this.makeOwn(r.seq, r.name, r.args === undefined ? undefined : deepFreeze(structuredClone(r.args)), 'durable', t);
         if (r.digest !== undefined) op.digest = r.digest;
         this.durableList.push(op);
-        if (r.seq > this.lastSeq) { this.lastSeq = r.seq; this.headDigest = r.digest; }
+        if (r.seq > this.lastSeq) {
+          this.lastSeq = r.seq;
+          this.headDigest = r.digest;
+        }
       }
       this.durableState = this.submittedState = this.fold(this.authState, this.durableList, this.authLen + 1);
     }
@@ -239,12 +242,18 @@ export class ViewEngine<S = unknown> {
   /** O(1); never blocks; the snapshot is frozen and never mutated afterwards. */
   getState(view: ViewName): S {
     switch (view) {
-      case 'submitted': return this.submittedState;
-      case 'durable': return this.durableState;
-      case 'authoritative': return this.authState;
-      case 'visible': return this.visibleState;
-      case 'stable': return this.stableState;
-      default: throw new HerculesError('bad-argument', `unknown view ${JSON.stringify(view)}; use one of ${VIEWS.join(', ')}`);
+      case 'submitted':
+        return this.submittedState;
+      case 'durable':
+        return this.durableState;
+      case 'authoritative':
+        return this.authState;
+      case 'visible':
+        return this.visibleState;
+      case 'stable':
+        return this.stableState;
+      default:
+        throw new HerculesError('bad-argument', `unknown view ${JSON.stringify(view)}; use one of ${VIEWS.join(', ')}`);
     }
   }
 
@@ -466,9 +475,13 @@ export class ViewEngine<S = unknown> {
   private process(msg: ServerMessage): void {
     if (this.connState === 'resync') return;
     switch (msg.t) {
-      case 'welcome': return this.onWelcome(msg);
+      case 'welcome':
+        return this.onWelcome(msg);
       case 'log': {
-        if (this.connState !== 'ready') { this.out.warnings.push('log before welcome ignored'); return; }
+        if (this.connState !== 'ready') {
+          this.out.warnings.push('log before welcome ignored');
+          return;
+        }
         if (msg.from !== this.authLen + 1) {
           this.resync(`log gap: expected position ${this.authLen + 1}, got ${msg.from}`);
           return;
@@ -479,8 +492,10 @@ export class ViewEngine<S = unknown> {
         }
         return;
       }
-      case 'visible': return this.onVisible(msg.seq);
-      case 'stable': return this.onStable(msg.pos);
+      case 'visible':
+        return this.onVisible(msg.seq);
+      case 'stable':
+        return this.onStable(msg.pos);
       case 'members':
         this.memberList = msg.members;
         this.out.membersChanged = true;
@@ -489,7 +504,10 @@ export class ViewEngine<S = unknown> {
         // Removed from the visibility set (ack timeout): ask to be re-added (§4.6).
         this.memberList = this.memberList.filter((m) => m !== this.clientId);
         this.out.membersChanged = true;
-        if (this.connState === 'ready') { this.ackDue = true; this.out.send.push({ t: 'register' }); }
+        if (this.connState === 'ready') {
+          this.ackDue = true;
+          this.out.send.push({ t: 'register' });
+        }
         return;
       case 'ping':
         return;
@@ -600,7 +618,17 @@ export class ViewEngine<S = unknown> {
         this.stats.divergences++;
         return this.resync(`server ordered our op seq ${w.seq} but we hold ${own ? own.seq : 'none'}`);
       }
-      entry = { pos, client: this.clientId, seq: own.seq, name: own.name, args: own.args, author: this.author, error: w.error, ...(w.refused ? { refused: true as const } : {}), own };
+      entry = {
+        pos,
+        client: this.clientId,
+        seq: own.seq,
+        name: own.name,
+        args: own.args,
+        author: this.author,
+        error: w.error,
+        ...(w.refused ? { refused: true as const } : {}),
+        own,
+      };
     } else {
       const e = w.e;
       if (e.pos !== pos) return this.resync(`entry at ${e.pos} where ${pos} was expected`);
@@ -629,11 +657,13 @@ export class ViewEngine<S = unknown> {
     // Our only pending op became authoritative, accepted: Authoritative + [op] is exactly the
     // Durable log, so the Durable snapshot is the new Authoritative one (ops are deterministic).
     // Adopting it saves re-running the op and makes the two views one object again.
-    const adopt = entry.own !== undefined && entry.error === undefined && !this.needRebase
-      && this.durableList.length === 1 && this.durableList[0] === entry.own;
+    const adopt =
+      entry.own !== undefined && entry.error === undefined && !this.needRebase && this.durableList.length === 1 && this.durableList[0] === entry.own;
     const res = adopt
       ? { state: this.durableState, error: undefined }
-      : entry.error !== undefined ? { state: this.authState, error: entry.error } : applyOp(this.machine, this.authState, entry, pos);
+      : entry.error !== undefined
+        ? { state: this.authState, error: entry.error }
+        : applyOp(this.machine, this.authState, entry, pos);
     if (entry.error === undefined && res.error !== undefined) {
       // The server applied it without error; this replica did not. Ops must be deterministic.
       this.stats.divergences++;
@@ -693,7 +723,8 @@ export class ViewEngine<S = unknown> {
     this.settled.push(...moved);
     this.visibleLen += moved.length;
     const before = this.visibleState;
-    this.visibleState = this.authList.length === 0 ? this.authState : this.afterOf.get(moved[moved.length - 1]) ?? applyOps(this.machine, this.visibleState, moved, first);
+    this.visibleState =
+      this.authList.length === 0 ? this.authState : (this.afterOf.get(moved[moved.length - 1]) ?? applyOps(this.machine, this.visibleState, moved, first));
     if (before !== this.visibleState) this.out.changed.add('visible');
     const t = this.now();
     for (const e of moved) if (e.own && e.own.stage === 'authoritative') this.advance(e.own, 'visible', t);
@@ -709,7 +740,10 @@ export class ViewEngine<S = unknown> {
     const moved = this.settled.splice(0, n);
     for (const e of moved) if (e.client === this.clientId && e.seq > this.stableOwnSeq) this.stableOwnSeq = e.seq;
     const before = this.stableState;
-    this.stableState = target === this.visibleLen ? this.visibleState : this.afterOf.get(moved[moved.length - 1]) ?? applyOps(this.machine, this.stableState, moved, this.stableLen + 1);
+    this.stableState =
+      target === this.visibleLen
+        ? this.visibleState
+        : (this.afterOf.get(moved[moved.length - 1]) ?? applyOps(this.machine, this.stableState, moved, this.stableLen + 1));
     this.stableLen = target;
     if (before !== this.stableState) this.out.changed.add('stable');
   }
@@ -793,7 +827,7 @@ export class ViewEngine<S = unknown> {
     for (const op of this.durableList) {
       if (op.seq <= this.sentSeq) continue;
       // Ops restored from a store are measured when first sent.
-      const b = op.bytes ??= wireBytes(op.name, op.args);
+      const b = (op.bytes ??= wireBytes(op.name, op.args));
       if (ops.length > 0 && (ops.length >= MAX_OPS_PER_FRAME || bytes + b > FRAME_BUDGET_BYTES)) {
         this.out.send.push({ t: 'ops', ops });
         ops = [];
@@ -872,7 +906,6 @@ function carriesRemoteOps(msg: ServerMessage, self: string): boolean {
 function countEntries(msg: ServerMessage): number {
   return msg.t === 'log' || msg.t === 'welcome' ? msg.entries.length : 0;
 }
-
 
 /** An op's size on the wire (upper bound, see scanOp); ops restored from a store measure on send. */
 function wireBytes(name: string, args: unknown): number {

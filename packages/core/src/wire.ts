@@ -86,25 +86,35 @@ export class ClientCodec {
           if (t.length <= 3) {
             // Own: [seq], [seq, error], or [seq, error, 1] when refused (server-codec.ts).
             if (!isNat(t[0])) return bad('log: bad own seq');
-            entries.push(t.length === 1 ? { k: 'own', seq: t[0] } : t[2] === 1 ? { k: 'own', seq: t[0], error: String(t[1]), refused: true } : { k: 'own', seq: t[0], error: String(t[1]) });
+            entries.push(
+              t.length === 1
+                ? { k: 'own', seq: t[0] }
+                : t[2] === 1
+                  ? { k: 'own', seq: t[0], error: String(t[1]), refused: true }
+                  : { k: 'own', seq: t[0], error: String(t[1]) },
+            );
           } else {
             const client = this.inRefs.get(t[0], 'client');
             const name = this.inRefs.get(t[2], 'op name');
             if (!isNat(t[1])) return bad('log: bad seq');
             const author = t.length > 4 && t[4] !== null ? this.inRefs.get(t[4], 'author') : client;
-            const e: LogEntry = t.length <= 5
-              ? { pos: from + i - 2, client, seq: t[1], name, args: t[3], author }
-              : t[6] === 1
-                ? { pos: from + i - 2, client, seq: t[1], name, args: t[3], author, error: String(t[5]), refused: true }
-                : { pos: from + i - 2, client, seq: t[1], name, args: t[3], author, error: String(t[5]) };
+            const e: LogEntry =
+              t.length <= 5
+                ? { pos: from + i - 2, client, seq: t[1], name, args: t[3], author }
+                : t[6] === 1
+                  ? { pos: from + i - 2, client, seq: t[1], name, args: t[3], author, error: String(t[5]), refused: true }
+                  : { pos: from + i - 2, client, seq: t[1], name, args: t[3], author, error: String(t[5]) };
             entries.push({ k: 'op', e });
           }
         }
         return { t: 'log', from, entries };
       }
-      case ServerFrame.Visible: return isNat(v[1]) ? { t: 'visible', seq: v[1] } : bad('visible: bad seq');
-      case ServerFrame.Stable: return isNat(v[1]) ? { t: 'stable', pos: v[1] } : bad('stable: bad pos');
-      default: return bad(`unknown frame type ${String(v[0])}`);
+      case ServerFrame.Visible:
+        return isNat(v[1]) ? { t: 'visible', seq: v[1] } : bad('visible: bad seq');
+      case ServerFrame.Stable:
+        return isNat(v[1]) ? { t: 'stable', pos: v[1] } : bad('stable: bad pos');
+      default:
+        return bad(`unknown frame type ${String(v[0])}`);
     }
   }
 }

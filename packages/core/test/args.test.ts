@@ -7,7 +7,11 @@ import assert from 'node:assert/strict';
 import { Packr } from 'msgpackr';
 import { HerculesError, ViewEngine, defineMachine, domainCopy, findNonJson, scanOp } from '../src/index.ts';
 
-const deep = (n: number) => { let v: unknown = 0; for (let i = 0; i < n; i++) v = [v]; return v; };
+const deep = (n: number) => {
+  let v: unknown = 0;
+  for (let i = 0; i < n; i++) v = [v];
+  return v;
+};
 const protoKey = JSON.parse('{"__proto__": 1}');
 
 // spec: OP-ARG-DOMAIN
@@ -45,13 +49,21 @@ test('domainCopy: a frozen copy with -0 turned into 0, equal to what JSON and Me
   assert.deepEqual(JSON.parse(JSON.stringify(out)), out);
   assert.deepEqual(packr.unpack(packr.pack(out)), out);
   assert.equal(domainCopy('noArgs', undefined), undefined);
-  assert.throws(() => domainCopy('move', { x: NaN }), (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument' && /^move\(args\.x is NaN\)/.test(e.message));
+  assert.throws(
+    () => domainCopy('move', { x: NaN }),
+    (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument' && /^move\(args\.x is NaN\)/.test(e.message),
+  );
 });
 
 // spec: OP-ARG-DOMAIN, LOG-ONE-HISTORY
 test('scanOp: the domain check, an upper bound of the MessagePack size, and the digest, in one walk', () => {
   const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false });
-  for (const args of [{ a: 1 }, { id: 'chair-1', x: 3.5, y: -4 }, ['é', '\u{1F600}', 'x'.repeat(40), null, true, [1, 2, 3]], { nested: { deeper: { list: [1.5, 'two'] } } }]) {
+  for (const args of [
+    { a: 1 },
+    { id: 'chair-1', x: 3.5, y: -4 },
+    ['é', '\u{1F600}', 'x'.repeat(40), null, true, [1, 2, 3]],
+    { nested: { deeper: { list: [1.5, 'two'] } } },
+  ]) {
     const r = scanOp(0, 'op', args) as { digest: number; bytes: number };
     assert.ok(r.bytes >= packr.pack(args).length + 'op'.length, `size ${r.bytes} bounds MessagePack's ${packr.pack(args).length} for ${JSON.stringify(args)}`);
     assert.ok(r.bytes <= 3 * (packr.pack(args).length + 10), 'and not by much');

@@ -35,14 +35,27 @@ const FIXTURE: [code: string, refused: boolean][] = [
 ];
 
 function compileCore(extra?: string) {
-  const config = ts.getParsedCommandLineOfConfigFile(join(coreDir, 'tsconfig.build.json'), {}, {
-    ...ts.sys,
-    onUnRecoverableConfigFileDiagnostic: (d) => assert.fail(ts.flattenDiagnosticMessageText(d.messageText, '\n')),
-  });
+  const config = ts.getParsedCommandLineOfConfigFile(
+    join(coreDir, 'tsconfig.build.json'),
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => assert.fail(ts.flattenDiagnosticMessageText(d.messageText, '\n')),
+    },
+  );
   assert.ok(config, 'core has a tsconfig.build.json');
   // Core's settings as its build has them, without writing anything (and without `composite`,
   // which would refuse a file its `include` does not list).
-  const options = { ...config.options, noEmit: true, composite: false, declaration: false, declarationMap: false, sourceMap: false, incremental: false, tsBuildInfoFile: undefined };
+  const options = {
+    ...config.options,
+    noEmit: true,
+    composite: false,
+    declaration: false,
+    declarationMap: false,
+    sourceMap: false,
+    incremental: false,
+    tsBuildInfoFile: undefined,
+  };
   const host = ts.createCompilerHost(options);
   if (extra !== undefined) {
     const { getSourceFile, fileExists, readFile } = host;
@@ -54,13 +67,17 @@ function compileCore(extra?: string) {
   return { config, program, diagnostics: ts.getPreEmitDiagnostics(program) };
 }
 
-const text = (d: ts.Diagnostic) => `${d.file ? `${d.file.fileName}:${d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ` : ''}${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
+const text = (d: ts.Diagnostic) =>
+  `${d.file ? `${d.file.fileName}:${d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ` : ''}${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
 
 test('core compiles with its own settings: no Node types, no DOM, not one error', () => {
   const { config, diagnostics } = compileCore();
   assert.deepEqual(config.options.types, [], 'core names no type packages (a bare tsconfig would take every @types/* installed)');
   assert.ok(!config.options.lib?.some((l) => /dom/i.test(l)), `core's lib has no DOM: ${config.options.lib?.join(', ')}`);
-  assert.ok(config.fileNames.some((f) => f.endsWith('host.d.ts')), 'core declares its few host globals itself');
+  assert.ok(
+    config.fileNames.some((f) => f.endsWith('host.d.ts')),
+    'core declares its few host globals itself',
+  );
   assert.deepEqual(diagnostics.map(text), []);
 });
 

@@ -63,7 +63,10 @@ test('a rejected op leaves every view and its promises reject with the reason', 
   assert.equal(hb.stage, 'visible');
   assert.equal(ha.stage, 'rejected');
   assert.equal(ha.error, 'item y exists');
-  await assert.rejects(ha.authoritative, (e: unknown) => e instanceof OpRejectedError && !e.refused && /a:2 was rejected: item y exists/.test((e as Error).message));
+  await assert.rejects(
+    ha.authoritative,
+    (e: unknown) => e instanceof OpRejectedError && !e.refused && /a:2 was rejected: item y exists/.test((e as Error).message),
+  );
   assert.equal(ha.refused, false, 'it threw at its place in the order: rejected, not refused');
   await assert.rejects(ha.visible, OpRejectedError);
   assert.equal(await ha.durable, ha);
@@ -150,7 +153,19 @@ test('offline: submits and reads keep working; ops flush on reconnect exactly on
 test('the client splits what it sends into frames the server accepts, and refuses an op that could never fit', () => {
   const e = new ViewEngine(room, { clientId: 'me', now: () => 0 });
   e.connected();
-  e.receive({ t: 'welcome', v: PROTOCOL_VERSION, client: 'me', author: 'me', from: 1, entries: [], highWater: 0, visibleSeq: 0, rejected: [], stable: 0, members: ['me'] });
+  e.receive({
+    t: 'welcome',
+    v: PROTOCOL_VERSION,
+    client: 'me',
+    author: 'me',
+    from: 1,
+    entries: [],
+    highWater: 0,
+    visibleSeq: 0,
+    rejected: [],
+    stable: 0,
+    members: ['me'],
+  });
   e.drain();
   const text = 'x'.repeat(100 * 1024);
   for (let i = 0; i < 12; i++) e.submit('note', { text });
@@ -159,5 +174,9 @@ test('the client splits what it sends into frames the server accepts, and refuse
   const frames = e.drain().send.filter((f): f is Extract<ClientMessage, { t: 'ops' }> => f.t === 'ops');
   assert.ok(frames.length >= 3, `1.2 MB of ops went out in ${frames.length} frame(s)`);
   for (const f of frames) assert.ok(JSON.stringify(f.ops.map((o) => o.args)).length <= FRAME_BUDGET_BYTES, 'every frame within the budget');
-  assert.deepEqual(frames.flatMap((f) => f.ops.map((o) => o.seq)), Array.from({ length: 12 }, (_, i) => i + 1), 'all ops, once, in order');
+  assert.deepEqual(
+    frames.flatMap((f) => f.ops.map((o) => o.seq)),
+    Array.from({ length: 12 }, (_, i) => i + 1),
+    'all ops, once, in order',
+  );
 });

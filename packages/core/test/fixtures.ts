@@ -1,6 +1,9 @@
 import { defineMachine } from '../src/index.ts';
 
-export interface Furniture { x: number; y: number }
+export interface Furniture {
+  x: number;
+  y: number;
+}
 export const room = defineMachine({
   name: 'test-room',
   version: 1,

@@ -16,14 +16,20 @@ export class Loopback<M extends Machine<any, any>> {
   private conns = new Map<string, string>();
   private epoch = 0;
 
-  constructor(readonly machine: M, opts: { ackTimeoutMs?: number } = {}) {
+  constructor(
+    readonly machine: M,
+    opts: { ackTimeoutMs?: number } = {},
+  ) {
     this.server = new RoomEngine(machine, opts);
   }
 
   client(id: string, opts: { autoDurable?: boolean } = {}): ClientRoom<M> {
     const room = new ClientRoom(this.machine, { clientId: id, now: () => this.now, notify: 'sync' });
     room.attach({
-      send: (msg) => { const c = this.conns.get(id); if (c) this.toServer.push({ conn: c, msg: structuredClone(msg) }); },
+      send: (msg) => {
+        const c = this.conns.get(id);
+        if (c) this.toServer.push({ conn: c, msg: structuredClone(msg) });
+      },
       persist: (ops) => {
         this.writes.set(id, [...(this.writes.get(id) ?? []), ...ops]);
         if (opts.autoDurable !== false) queueMicrotask(() => room.durable(ops[ops.length - 1].seq));
@@ -59,7 +65,10 @@ export class Loopback<M extends Machine<any, any>> {
     }
     for (const { conn } of o.close) {
       const id = [...this.conns].find(([, c]) => c === conn)?.[0];
-      if (id) { this.conns.delete(id); this.rooms.get(id)!.disconnected(); }
+      if (id) {
+        this.conns.delete(id);
+        this.rooms.get(id)!.disconnected();
+      }
     }
   }
 

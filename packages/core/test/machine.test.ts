@@ -7,7 +7,10 @@ const inv = (name: string, args: unknown, seq = 1) => ({ client: 'c', seq, name,
 
 test('defineMachine refuses definitions that cannot work, naming the problem', () => {
   const bad = (spec: unknown, re: RegExp) =>
-    assert.throws(() => defineMachine(spec as never), (e: unknown) => e instanceof HerculesError && e.code === 'bad-machine' && re.test(e.message));
+    assert.throws(
+      () => defineMachine(spec as never),
+      (e: unknown) => e instanceof HerculesError && e.code === 'bad-machine' && re.test(e.message),
+    );
   bad(null, /needs an object/);
   bad({ name: '', version: 1, initial: {}, ops: {} }, /name/);
   bad({ name: 'm', version: 1.5, initial: {}, ops: {} }, /version/);
@@ -42,8 +45,15 @@ test('an op that throws has no effect and reports its message', () => {
 // spec: OP-VERDICT
 test('an op that throws half-way leaves no partial writes', () => {
   const m = defineMachine({
-    name: 'half', version: 1, initial: { a: 0, b: 0 },
-    ops: { both(s) { s.a = 1; throw new Error('stop'); } },
+    name: 'half',
+    version: 1,
+    initial: { a: 0, b: 0 },
+    ops: {
+      both(s) {
+        s.a = 1;
+        throw new Error('stop');
+      },
+    },
   });
   const r = applyOp(m, m.initial, inv('both', undefined), 1);
   assert.deepEqual(r.state, { a: 0, b: 0 });
@@ -71,7 +81,9 @@ test('applyOps in one draft equals op-by-op application, including a thrower in 
     { ...inv('move', { id: 'a', x: 2, y: 3 }, 4) },
   ];
   let ref = room.initial;
-  ops.forEach((o, i) => { ref = applyOp(room, ref, o, 10 + i).state; });
+  ops.forEach((o, i) => {
+    ref = applyOp(room, ref, o, 10 + i).state;
+  });
   assert.deepEqual(applyOps(room, room.initial, ops, 10), ref);
   // ctx.position follows the log position
   assert.deepEqual(ref.notes, ['alice@12: hi']);
@@ -94,40 +106,73 @@ test('typed op stubs are inferred from the definition (checked by tsc)', () => {
     r.ops.note();
   };
   assert.equal(typeof typed, 'function');
-  assert.throws(() => e.submit('fly', {}), (err: unknown) => err instanceof HerculesError && err.code === 'unknown-op' && /known ops: add, move, note, clear/.test(err.message));
+  assert.throws(
+    () => e.submit('fly', {}),
+    (err: unknown) => err instanceof HerculesError && err.code === 'unknown-op' && /known ops: add, move, note, clear/.test(err.message),
+  );
 });
 
 // spec: OP-ARG-DOMAIN
 test('op arguments must be JSON data; the engine keeps its own frozen copy', () => {
   const e = new ViewEngine(room, { clientId: 'c', now: () => 0 });
-  assert.throws(() => e.submit('note', { text: () => 1 }), (err: unknown) => err instanceof HerculesError && err.code === 'bad-argument' && /note\(args\.text is a function\)/.test(err.message));
+  assert.throws(
+    () => e.submit('note', { text: () => 1 }),
+    (err: unknown) => err instanceof HerculesError && err.code === 'bad-argument' && /note\(args\.text is a function\)/.test(err.message),
+  );
   const args = { id: 'a', x: 1, y: 2 };
   e.submit('add', args);
   args.x = 99;
-  assert.deepEqual(e.getState('submitted').items.a, { x: 1, y: 2 }, 'later edits to the caller\'s object change nothing');
+  assert.deepEqual(e.getState('submitted').items.a, { x: 1, y: 2 }, "later edits to the caller's object change nothing");
 });
 
 test('applyOps with several throwers equals op-by-op application and runs few drafts', () => {
   const m = defineMachine({
-    name: 'many', version: 1, initial: { n: 0, seen: [] as number[] },
+    name: 'many',
+    version: 1,
+    initial: { n: 0, seen: [] as number[] },
     ops: {
-      add(s, a: { k: number }) { s.seen.push(a.k); s.n += a.k; if (s.n % 3 === 0) throw new Error('multiple of 3'); },
+      add(s, a: { k: number }) {
+        s.seen.push(a.k);
+        s.n += a.k;
+        if (s.n % 3 === 0) throw new Error('multiple of 3');
+      },
     },
   });
   const ops = Array.from({ length: 40 }, (_, i) => ({ client: 'c', seq: i + 1, name: 'add', args: { k: (i * 7) % 5 }, author: 'c' }));
   let ref = m.initial;
-  ops.forEach((o, i) => { ref = applyOp(m, ref, o, 1 + i).state; });
+  ops.forEach((o, i) => {
+    ref = applyOp(m, ref, o, 1 + i).state;
+  });
   assert.deepEqual(applyOps(m, m.initial, ops, 1), ref);
   assert.ok(ref.seen.length < 40, 'some ops threw and left no trace');
 });
 
-test('schemas: any Standard Schema checks an op\'s arguments; bad schemas are refused at definition', () => {
+test("schemas: any Standard Schema checks an op's arguments; bad schemas are refused at definition", () => {
   const std = (ok: (v: any) => boolean, message: string, async = false) => ({
-    '~standard': { version: 1 as const, vendor: 'test', validate: (v: unknown): any => { const r = ok(v) ? { value: v } : { issues: [{ message, path: ['x'] }] }; return async ? Promise.resolve(r) : r; } },
+    '~standard': {
+      version: 1 as const,
+      vendor: 'test',
+      validate: (v: unknown): any => {
+        const r = ok(v) ? { value: v } : { issues: [{ message, path: ['x'] }] };
+        return async ? Promise.resolve(r) : r;
+      },
+    },
   });
   const m = defineMachine({
-    name: 'schemas', version: 1, initial: { x: 0 },
-    ops: { set(s, a: { x: number }) { s.x = a.x; }, free(s) { s.x = -1; }, slow(s, a: { x: number }) { s.x = a.x; } },
+    name: 'schemas',
+    version: 1,
+    initial: { x: 0 },
+    ops: {
+      set(s, a: { x: number }) {
+        s.x = a.x;
+      },
+      free(s) {
+        s.x = -1;
+      },
+      slow(s, a: { x: number }) {
+        s.x = a.x;
+      },
+    },
     schemas: { set: std((v) => typeof v?.x === 'number', 'must be a number'), slow: std(() => true, '', true) },
   });
   assert.equal(m.validate('set', { x: 1 }), undefined);
@@ -135,26 +180,56 @@ test('schemas: any Standard Schema checks an op\'s arguments; bad schemas are re
   assert.equal(m.validate('free', 'anything'), undefined, 'no schema: no check');
   assert.match(m.validate('slow', { x: 1 })!, /asynchronous/);
   assert.throws(() => defineMachine({ name: 'b', version: 1, initial: {}, ops: { a() {} }, schemas: { a: {} as never } }), /not a Standard Schema/);
-  assert.throws(() => defineMachine({ name: 'b', version: 1, initial: {}, ops: { a() {} }, schemas: { nope: std(() => true, '') } as never }), /schemas.nope names no op/);
+  assert.throws(
+    () => defineMachine({ name: 'b', version: 1, initial: {}, ops: { a() {} }, schemas: { nope: std(() => true, '') } as never }),
+    /schemas.nope names no op/,
+  );
 });
 
 test('current: an op that copies a part once and writes it back equals one that writes element by element, alone and in one draft with other ops', () => {
-  const initial = { rows: [[0, 0, 0, 0], [0, 0, 0, 0]] };
-  const byElement = defineMachine({ name: 'e', version: 1, initial, ops: {
-    inc(s, a: { row: number; from: number; n: number }) { for (let i = a.from; i < a.from + a.n; i++) s.rows[a.row][i] += 1; },
-  } });
-  const byCopy = defineMachine({ name: 'c', version: 1, initial, ops: {
-    inc(s, a: { row: number; from: number; n: number }) {
-      const r = Array.from(current(s.rows[a.row]));
-      for (let i = a.from; i < a.from + a.n; i++) r[i] += 1;
-      s.rows[a.row] = Object.freeze(r) as number[];
+  const initial = {
+    rows: [
+      [0, 0, 0, 0],
+      [0, 0, 0, 0],
+    ],
+  };
+  const byElement = defineMachine({
+    name: 'e',
+    version: 1,
+    initial,
+    ops: {
+      inc(s, a: { row: number; from: number; n: number }) {
+        for (let i = a.from; i < a.from + a.n; i++) s.rows[a.row][i] += 1;
+      },
     },
-  } });
+  });
+  const byCopy = defineMachine({
+    name: 'c',
+    version: 1,
+    initial,
+    ops: {
+      inc(s, a: { row: number; from: number; n: number }) {
+        const r = Array.from(current(s.rows[a.row]));
+        for (let i = a.from; i < a.from + a.n; i++) r[i] += 1;
+        s.rows[a.row] = Object.freeze(r) as number[];
+      },
+    },
+  });
   // Row 1 is written by consecutive ops in the same draft: `current` must see the earlier write.
-  const ops = [{ row: 1, from: 0, n: 3 }, { row: 1, from: 1, n: 3 }, { row: 0, from: 2, n: 2 }, { row: 1, from: 0, n: 1 }].map((a, i) => inv('inc', a, i + 1));
+  const ops = [
+    { row: 1, from: 0, n: 3 },
+    { row: 1, from: 1, n: 3 },
+    { row: 0, from: 2, n: 2 },
+    { row: 1, from: 0, n: 1 },
+  ].map((a, i) => inv('inc', a, i + 1));
   const one = (m: typeof byCopy) => ops.reduce((s, op, i) => applyOp(m, s, op, i + 1).state, m.initial);
   const expected = one(byElement as typeof byCopy);
-  assert.deepEqual(expected, { rows: [[0, 0, 1, 1], [2, 2, 2, 1]] });
+  assert.deepEqual(expected, {
+    rows: [
+      [0, 0, 1, 1],
+      [2, 2, 2, 1],
+    ],
+  });
   assert.deepEqual(one(byCopy), expected);
   const batched = applyOps(byCopy, byCopy.initial, ops, 1);
   assert.deepEqual(batched, expected);

@@ -29,42 +29,88 @@ function malformed(b: Uint8Array, why?: string): void {
   }
 }
 
-const BOUNDARIES = [0, 1, 31, 32, 127, 128, 255, 256, 65535, 65536, 2 ** 32 - 1, 2 ** 32, -1, -31, -32, -33, -127, -128, -129,
-  -32767, -32768, -32769, -(2 ** 31), -(2 ** 31) - 1, 2 ** 53 - 1, -(2 ** 53 - 1), 2 ** 53, 1.5, -1.5, 0.1, 5e-324, 1.7976931348623157e308, 3.4028234663852886e38];
+const BOUNDARIES = [
+  0,
+  1,
+  31,
+  32,
+  127,
+  128,
+  255,
+  256,
+  65535,
+  65536,
+  2 ** 32 - 1,
+  2 ** 32,
+  -1,
+  -31,
+  -32,
+  -33,
+  -127,
+  -128,
+  -129,
+  -32767,
+  -32768,
+  -32769,
+  -(2 ** 31),
+  -(2 ** 31) - 1,
+  2 ** 53 - 1,
+  -(2 ** 53 - 1),
+  2 ** 53,
+  1.5,
+  -1.5,
+  0.1,
+  5e-324,
+  1.7976931348623157e308,
+  3.4028234663852886e38,
+];
 
 /** The protocol's values: JSON data (args.ts's domain) and undefined, nested. */
 const leaf = fc.oneof(
-  fc.constant(null), fc.constant(undefined), fc.boolean(),
+  fc.constant(null),
+  fc.constant(undefined),
+  fc.boolean(),
   fc.constantFrom(...BOUNDARIES),
   fc.integer({ min: -(2 ** 31) - 2, max: 2 ** 32 + 1 }),
   fc.maxSafeInteger(),
   fc.double({ noNaN: true, noDefaultInfinity: true }).filter((d) => !Object.is(d, -0)),
   fc.string({ unit: 'grapheme', maxLength: 40 }), // unicode, astral characters included
   fc.string({ unit: 'binary', maxLength: 12 }),
-  fc.constantFrom(15, 16, 31, 32, 255, 256).chain((n) => fc.constantFrom('x'.repeat(n), 'é'.repeat(n >> 1), '\u{1F600}'.repeat(n >> 2), '\uFEFF'.repeat(n >> 1))),
+  fc
+    .constantFrom(15, 16, 31, 32, 255, 256)
+    .chain((n) => fc.constantFrom('x'.repeat(n), 'é'.repeat(n >> 1), '\u{1F600}'.repeat(n >> 2), '\uFEFF'.repeat(n >> 1))),
 );
 const key = fc.string({ unit: 'grapheme', maxLength: 12 }).filter((k) => k !== '__proto__');
 const { value } = fc.letrec((tie) => ({
   value: fc.oneof({ depthSize: 'small', withCrossShrink: true }, leaf, tie('array'), tie('object')),
-  array: fc.oneof(fc.array(tie('value'), { maxLength: 20 }), fc.constantFrom(15, 16, 17).chain((n) => fc.array(tie('value'), { minLength: n, maxLength: n }))),
+  array: fc.oneof(
+    fc.array(tie('value'), { maxLength: 20 }),
+    fc.constantFrom(15, 16, 17).chain((n) => fc.array(tie('value'), { minLength: n, maxLength: n })),
+  ),
   object: fc.dictionary(key, tie('value'), { maxKeys: 18, noNullPrototype: true }),
 }));
 
 test('property: every protocol value survives ours -> msgpackr, msgpackr -> ours and ours -> ours, undefined kept', () => {
-  fc.assert(fc.property(value, (v) => {
-    assert.deepStrictEqual(packr.unpack(encode(v)), v);
-    assert.deepStrictEqual(decode(packr.pack(v)), v);
-    assert.deepStrictEqual(decode(encode(v)), v);
-  }), { numRuns: 3000 * RUNS, seed: SEED, includeErrorInReport: true });
+  fc.assert(
+    fc.property(value, (v) => {
+      assert.deepStrictEqual(packr.unpack(encode(v)), v);
+      assert.deepStrictEqual(decode(packr.pack(v)), v);
+      assert.deepStrictEqual(decode(encode(v)), v);
+    }),
+    { numRuns: 3000 * RUNS, seed: SEED, includeErrorInReport: true },
+  );
 });
 
 test('numbers and strings: the same bytes as msgpackr (smallest int form, else float64, never float32)', () => {
   for (const n of BOUNDARIES) assert.equal(hex(encode(n)), hex(packr.pack(n)), String(n));
   assert.equal(hex(encode(2 ** 32)), 'cb41f0000000000000', 'an integer beyond 32 bits: float64, as msgpackr');
   assert.equal(hex(encode(1.5)), 'cb3ff8000000000000');
-  fc.assert(fc.property(fc.oneof(fc.integer({ min: -(2 ** 31) - 5, max: 2 ** 32 + 5 }), fc.double(), fc.string({ unit: 'binary', maxLength: 300 })), (x) => {
-    assert.equal(hex(encode(x)), hex(packr.pack(x)));
-  }), { numRuns: 3000 * RUNS, seed: SEED, includeErrorInReport: true });
+  fc.assert(
+    fc.property(fc.oneof(fc.integer({ min: -(2 ** 31) - 5, max: 2 ** 32 + 5 }), fc.double(), fc.string({ unit: 'binary', maxLength: 300 })), (x) => {
+      assert.equal(hex(encode(x)), hex(packr.pack(x)));
+    }),
+    { numRuns: 3000 * RUNS, seed: SEED, includeErrorInReport: true },
+  );
   // A leading U+FEFF stays (TextDecoder drops it unless told not to), at every length.
   for (const n of [0, 10, 40, 100, 70000]) {
     const bom = '\uFEFF' + 'x'.repeat(n);
@@ -108,21 +154,51 @@ test('decode reads every standard form msgpackr does for these values: float32, 
     [bytes(0xd3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff), -1],
     [bytes(0xd3, 0xff, 0xe0, 0, 0, 0, 0, 0, 1), -(2 ** 53) + 1],
     [bytes(0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0), -(2 ** 63)],
-    [bytes(0xcc, 5), 5], [bytes(0xcd, 0, 5), 5], [bytes(0xce, 0, 0, 0, 5), 5],
-    [bytes(0xd0, 0xff), -1], [bytes(0xd1, 0xff, 0xff), -1], [bytes(0xd2, 0xff, 0xff, 0xff, 0xff), -1],
-    [bytes(0xd9, 1, 0x61), 'a'], [bytes(0xda, 0, 1, 0x61), 'a'], [bytes(0xdb, 0, 0, 0, 1, 0x61), 'a'],
-    [bytes(0xdc, 0, 1, 1), [1]], [bytes(0xdd, 0, 0, 0, 1, 1), [1]],
-    [bytes(0xde, 0, 1, 0xa1, 0x61, 1), { a: 1 }], [bytes(0xdf, 0, 0, 0, 1, 0xa1, 0x61, 1), { a: 1 }],
-    [bytes(0xd4, 0, 0), undefined], [bytes(0xd4, 0, 7), undefined],
-    [bytes(0x81, 0xd9, 1, 0x61, 1), { a: 1 }], [bytes(0x81, 0xda, 0, 1, 0x61, 1), { a: 1 }], [bytes(0x81, 0xa2, 0xc3, 0xa9, 1), { é: 1 }],
-    [bytes(0xa3, 0xe2, 0x82, 0xac), '€'], [bytes(0xa4, 0xf0, 0x9f, 0x98, 0x80), '\u{1F600}'],
+    [bytes(0xcc, 5), 5],
+    [bytes(0xcd, 0, 5), 5],
+    [bytes(0xce, 0, 0, 0, 5), 5],
+    [bytes(0xd0, 0xff), -1],
+    [bytes(0xd1, 0xff, 0xff), -1],
+    [bytes(0xd2, 0xff, 0xff, 0xff, 0xff), -1],
+    [bytes(0xd9, 1, 0x61), 'a'],
+    [bytes(0xda, 0, 1, 0x61), 'a'],
+    [bytes(0xdb, 0, 0, 0, 1, 0x61), 'a'],
+    [bytes(0xdc, 0, 1, 1), [1]],
+    [bytes(0xdd, 0, 0, 0, 1, 1), [1]],
+    [bytes(0xde, 0, 1, 0xa1, 0x61, 1), { a: 1 }],
+    [bytes(0xdf, 0, 0, 0, 1, 0xa1, 0x61, 1), { a: 1 }],
+    [bytes(0xd4, 0, 0), undefined],
+    [bytes(0xd4, 0, 7), undefined],
+    [bytes(0x81, 0xd9, 1, 0x61, 1), { a: 1 }],
+    [bytes(0x81, 0xda, 0, 1, 0x61, 1), { a: 1 }],
+    [bytes(0x81, 0xa2, 0xc3, 0xa9, 1), { é: 1 }],
+    [bytes(0xa3, 0xe2, 0x82, 0xac), '€'],
+    [bytes(0xa4, 0xf0, 0x9f, 0x98, 0x80), '\u{1F600}'],
     [bytes(0xa2, 0xff, 0x61), '\uFFFDa'], // invalid UTF-8: replaced, as by msgpackr and TextDecoder
   ];
   // Not valid UTF-8, short and long: overlong forms, surrogates, past U+10FFFF, cut short, bad
   // continuation bytes, stray continuation and lead bytes. Both decoders read them alike.
-  const invalid = [[0xc0, 0x80], [0xc1, 0xbf], [0xe0, 0x80, 0x80], [0xe0, 0x9f, 0xbf], [0xf0, 0x80, 0x80, 0x80], [0xf0, 0x8f, 0xbf, 0xbf],
-    [0xed, 0xa0, 0x80], [0xed, 0xbf, 0xbf], [0xf4, 0x90, 0x80, 0x80], [0xf7, 0xbf, 0xbf, 0xbf], [0xe2, 0x82], [0xf0, 0x9f, 0x98], [0xe2, 0x28, 0xa1],
-    [0xc3, 0x28], [0x80], [0xbf, 0x61], [0xf5, 0x80, 0x80, 0x80], [0xff], [0xc3]];
+  const invalid = [
+    [0xc0, 0x80],
+    [0xc1, 0xbf],
+    [0xe0, 0x80, 0x80],
+    [0xe0, 0x9f, 0xbf],
+    [0xf0, 0x80, 0x80, 0x80],
+    [0xf0, 0x8f, 0xbf, 0xbf],
+    [0xed, 0xa0, 0x80],
+    [0xed, 0xbf, 0xbf],
+    [0xf4, 0x90, 0x80, 0x80],
+    [0xf7, 0xbf, 0xbf, 0xbf],
+    [0xe2, 0x82],
+    [0xf0, 0x9f, 0x98],
+    [0xe2, 0x28, 0xa1],
+    [0xc3, 0x28],
+    [0x80],
+    [0xbf, 0x61],
+    [0xf5, 0x80, 0x80, 0x80],
+    [0xff],
+    [0xc3],
+  ];
   for (const bad of invalid) {
     for (const pad of [0, 1, 40]) {
       const str = [...Array(pad).fill(0x61), ...bad, 0x62];
@@ -175,13 +251,18 @@ test('malformed input: always HerculesError(malformed-frame), never another erro
   malformed(bytes(0xc9, 0xff, 0xff, 0xff, 0xff, 0), 'a 4 GiB ext');
   // Map keys are strings: the protocol's objects have no others (msgpackr would make a number,
   // a boolean or nil key a string, and refuses arrays and maps).
-  for (const k of [[0x01], [0xc0], [0xc2], [0xd4, 0, 0], [0x91, 1], [0x80], [0xcb, 0, 0, 0, 0, 0, 0, 0, 0]]) malformed(bytes(0x81, ...k, 2), `key ${hex(bytes(...k))}`);
+  for (const k of [[0x01], [0xc0], [0xc2], [0xd4, 0, 0], [0x91, 1], [0x80], [0xcb, 0, 0, 0, 0, 0, 0, 0, 0]])
+    malformed(bytes(0x81, ...k, 2), `key ${hex(bytes(...k))}`);
   malformed(bytes(0x82, 0xa1, 0x61, 1), 'a map missing its second pair');
 });
 
 // spec: SEC-MALFORMED
 test('nesting: up to MAX_DEPTH containers decode, deeper is malformed (no stack overflow), however deep', () => {
-  const nested = (n: number) => { const b = new Uint8Array(n + 1).fill(0x91); b[n] = 0xc0; return b; };
+  const nested = (n: number) => {
+    const b = new Uint8Array(n + 1).fill(0x91);
+    b[n] = 0xc0;
+    return b;
+  };
   let v = decode(nested(MAX_DEPTH));
   for (let i = 0; i < MAX_DEPTH; i++) v = (v as unknown[])[0];
   assert.equal(v, null);
@@ -192,24 +273,32 @@ test('nesting: up to MAX_DEPTH containers decode, deeper is malformed (no stack 
   maps[maps.length - 1] = 0xc0;
   malformed(maps);
   // The encoder refuses what it cannot send rather than overflow: a cycle, a Date, a bigint.
-  const cyclic: unknown[] = []; cyclic.push(cyclic);
+  const cyclic: unknown[] = [];
+  cyclic.push(cyclic);
   for (const bad of [cyclic, new Date(0), 1n, () => 1, Symbol('s'), new Uint8Array(1), new Map()]) {
-    assert.throws(() => encode(bad), (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument', String(typeof bad));
+    assert.throws(
+      () => encode(bad),
+      (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument',
+      String(typeof bad),
+    );
   }
   assert.deepStrictEqual(decode(encode({ after: 'a refused value' })), { after: 'a refused value' }, 'the encoder recovers');
 });
 
 // spec: SEC-MALFORMED
 test('property: every truncation of a valid encoding, and every extension of it, is malformed', () => {
-  fc.assert(fc.property(value, fc.uint8Array({ minLength: 1, maxLength: 4 }), (v, extra) => {
-    for (const b of [encode(v), new Uint8Array(packr.pack(v))]) {
-      for (let n = 0; n < b.length; n += Math.max(1, b.length >> 5)) malformed(b.subarray(0, n), `prefix ${n} of ${b.length}`);
-      const longer = new Uint8Array(b.length + extra.length);
-      longer.set(b);
-      longer.set(extra, b.length);
-      malformed(longer, 'trailing bytes');
-    }
-  }), { numRuns: 500 * RUNS, seed: SEED, includeErrorInReport: true });
+  fc.assert(
+    fc.property(value, fc.uint8Array({ minLength: 1, maxLength: 4 }), (v, extra) => {
+      for (const b of [encode(v), new Uint8Array(packr.pack(v))]) {
+        for (let n = 0; n < b.length; n += Math.max(1, b.length >> 5)) malformed(b.subarray(0, n), `prefix ${n} of ${b.length}`);
+        const longer = new Uint8Array(b.length + extra.length);
+        longer.set(b);
+        longer.set(extra, b.length);
+        malformed(longer, 'trailing bytes');
+      }
+    }),
+    { numRuns: 500 * RUNS, seed: SEED, includeErrorInReport: true },
+  );
 });
 
 // spec: SEC-MALFORMED
@@ -225,27 +314,103 @@ test('property: random and mutated bytes decode or throw malformed-frame; what d
     assert.deepStrictEqual(ours, packr.unpack(b), hex(b));
   };
   fc.assert(fc.property(fc.uint8Array({ maxLength: 64 }), agree), { numRuns: 20000 * RUNS, seed: SEED, includeErrorInReport: true });
-  fc.assert(fc.property(value, fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 }), (v, edits) => {
-    const b = Uint8Array.from(encode(v));
-    for (const [i, x] of edits) b[i % b.length] = x;
-    agree(b);
-  }), { numRuns: 5000 * RUNS, seed: SEED, includeErrorInReport: true });
+  fc.assert(
+    fc.property(value, fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 }), (v, edits) => {
+      const b = Uint8Array.from(encode(v));
+      for (const [i, x] of edits) b[i % b.length] = x;
+      agree(b);
+    }),
+    { numRuns: 5000 * RUNS, seed: SEED, includeErrorInReport: true },
+  );
 });
 
 test('ClientCodec reads ServerCodec frames and ServerCodec reads ClientCodec frames', () => {
-  const sc = new ServerCodec(), cc = new ClientCodec();
+  const sc = new ServerCodec(),
+    cc = new ClientCodec();
   const msgs: ServerMessage[] = [
-    { t: 'welcome', v: 1, client: 'c1', author: 'alice', checkpoint: { pos: 3, state: { list: [1, 'é', { deep: [null, true] }] } }, from: 4, entries: [{ pos: 4, client: 'c2', seq: 1, name: 'add', args: undefined, author: 'bob' }], highWater: 2 ** 40, digest: 2 ** 53 - 1, visibleSeq: 0, rejected: [], stable: 3, members: ['c1', 'c2'] },
-    { t: 'log', from: 5, entries: [{ k: 'op', e: { pos: 5, client: 'c2', seq: 2, name: 'add', args: { n: -1.5, s: '\u{1F600}' }, author: 'bob' } }, { k: 'own', seq: 3 }, { k: 'op', e: { pos: 7, client: 'c2', seq: 3, name: 'add', args: undefined, author: 'bob', error: 'boom' } }] },
+    {
+      t: 'welcome',
+      v: 1,
+      client: 'c1',
+      author: 'alice',
+      checkpoint: { pos: 3, state: { list: [1, 'é', { deep: [null, true] }] } },
+      from: 4,
+      entries: [{ pos: 4, client: 'c2', seq: 1, name: 'add', args: undefined, author: 'bob' }],
+      highWater: 2 ** 40,
+      digest: 2 ** 53 - 1,
+      visibleSeq: 0,
+      rejected: [],
+      stable: 3,
+      members: ['c1', 'c2'],
+    },
+    {
+      t: 'log',
+      from: 5,
+      entries: [
+        { k: 'op', e: { pos: 5, client: 'c2', seq: 2, name: 'add', args: { n: -1.5, s: '\u{1F600}' }, author: 'bob' } },
+        { k: 'own', seq: 3 },
+        { k: 'op', e: { pos: 7, client: 'c2', seq: 3, name: 'add', args: undefined, author: 'bob', error: 'boom' } },
+      ],
+    },
     // Refused before ordering: the flag crosses in the own form (three elements) and the full one.
-    { t: 'log', from: 8, entries: [{ k: 'own', seq: 4, error: 'boom' }, { k: 'own', seq: 5, error: 'not authorized: no', refused: true }, { k: 'op', e: { pos: 10, client: 'c2', seq: 4, name: 'add', args: null, author: 'c2', error: 'read-only access', refused: true } }, { k: 'own', seq: 6 }] },
-    { t: 'welcome', v: 2, client: 'c1', author: 'c1', from: 1, entries: [{ pos: 1, client: 'c1', seq: 1, name: 'add', args: null, author: 'c1', error: 'x is NaN', refused: true }], highWater: 2, visibleSeq: 0, rejected: [{ seq: 1, error: 'x is NaN', refused: true }, { seq: 2, error: 'boom' }], stable: 0, members: [] },
-    { t: 'visible', seq: 3 }, { t: 'stable', pos: 7 }, { t: 'members', members: ['c1'] }, { t: 'ping' },
+    {
+      t: 'log',
+      from: 8,
+      entries: [
+        { k: 'own', seq: 4, error: 'boom' },
+        { k: 'own', seq: 5, error: 'not authorized: no', refused: true },
+        { k: 'op', e: { pos: 10, client: 'c2', seq: 4, name: 'add', args: null, author: 'c2', error: 'read-only access', refused: true } },
+        { k: 'own', seq: 6 },
+      ],
+    },
+    {
+      t: 'welcome',
+      v: 2,
+      client: 'c1',
+      author: 'c1',
+      from: 1,
+      entries: [{ pos: 1, client: 'c1', seq: 1, name: 'add', args: null, author: 'c1', error: 'x is NaN', refused: true }],
+      highWater: 2,
+      visibleSeq: 0,
+      rejected: [
+        { seq: 1, error: 'x is NaN', refused: true },
+        { seq: 2, error: 'boom' },
+      ],
+      stable: 0,
+      members: [],
+    },
+    { t: 'visible', seq: 3 },
+    { t: 'stable', pos: 7 },
+    { t: 'members', members: ['c1'] },
+    { t: 'ping' },
   ];
   for (const m of msgs) assert.deepStrictEqual(cc.decode(sc.encode(m)), m);
-  const cc2 = new ClientCodec(), sc2 = new ServerCodec();
-  assert.deepStrictEqual(sc2.decode(cc2.encode({ t: 'ops', ops: [{ seq: 1, name: 'add', args: undefined }, { seq: 2, name: 'add', args: { x: null } }] })),
-    { t: 'ops', ops: [{ seq: 1, name: 'add', args: undefined }, { seq: 2, name: 'add', args: { x: null } }] });
+  const cc2 = new ClientCodec(),
+    sc2 = new ServerCodec();
+  assert.deepStrictEqual(
+    sc2.decode(
+      cc2.encode({
+        t: 'ops',
+        ops: [
+          { seq: 1, name: 'add', args: undefined },
+          { seq: 2, name: 'add', args: { x: null } },
+        ],
+      }),
+    ),
+    {
+      t: 'ops',
+      ops: [
+        { seq: 1, name: 'add', args: undefined },
+        { seq: 2, name: 'add', args: { x: null } },
+      ],
+    },
+  );
   assert.deepStrictEqual(sc2.decode(cc2.encode({ t: 'ack', pos: 2 ** 33 })), { t: 'ack', pos: 2 ** 33 });
-  assert.deepStrictEqual(sc2.decode(cc2.encode({ t: 'hello', v: 1, client: 'c1', machine: { name: 'm', version: 1 }, have: 0 })), { t: 'hello', v: 1, client: 'c1', machine: { name: 'm', version: 1 }, have: 0 });
+  assert.deepStrictEqual(sc2.decode(cc2.encode({ t: 'hello', v: 1, client: 'c1', machine: { name: 'm', version: 1 }, have: 0 })), {
+    t: 'hello',
+    v: 1,
+    client: 'c1',
+    machine: { name: 'm', version: 1 },
+    have: 0,
+  });
 });

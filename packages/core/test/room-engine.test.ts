@@ -22,7 +22,10 @@ test('hello gets a welcome; a client alone in the room sees its ops visible at o
   assert.equal(w.highWater, 0);
   assert.deepEqual(w.entries, []);
   const o = r.message('k1', { t: 'ops', ops: [note(1)] }, 1);
-  assert.deepEqual(o.persist.appended.map((e) => [e.pos, e.client, e.seq, e.author]), [[1, 'a', 1, 'a']]);
+  assert.deepEqual(
+    o.persist.appended.map((e) => [e.pos, e.client, e.seq, e.author]),
+    [[1, 'a', 1, 'a']],
+  );
   const msgs = to(o, 'k1');
   assert.deepEqual(ofType(msgs, 'log')[0], { t: 'log', from: 1, entries: [{ k: 'own', seq: 1 }] });
   assert.deepEqual(ofType(msgs, 'visible'), [{ t: 'visible', seq: 1 }]);
@@ -34,7 +37,10 @@ test('exactly once: a resent seq is ignored; a gap is refused with a clear error
   join(r, 'k1', 'a');
   r.message('k1', { t: 'ops', ops: [note(1), note(2)] }, 1);
   const dup = r.message('k1', { t: 'ops', ops: [note(1), note(2), note(3)] }, 2);
-  assert.deepEqual(dup.persist.appended.map((e) => e.seq), [3]);
+  assert.deepEqual(
+    dup.persist.appended.map((e) => e.seq),
+    [3],
+  );
   assert.equal(r.head(), 3);
   assert.equal(r.stats.duplicates, 2);
   const gap = r.message('k1', { t: 'ops', ops: [note(5)] }, 3);
@@ -114,7 +120,10 @@ test('catch-up: a client behind the checkpoint gets checkpoint + suffix + its la
   const w = ofType(to(r.message('ka2', hello('a', 0), 4), 'ka2'), 'welcome')[0];
   assert.equal(w.checkpoint!.pos, 2);
   assert.deepEqual((w.checkpoint!.state as { notes: string[] }).notes, ['a@1: n1', 'a@2: n2']);
-  assert.deepEqual(w.entries.map((e) => e.pos), [3]);
+  assert.deepEqual(
+    w.entries.map((e) => e.pos),
+    [3],
+  );
   assert.equal(w.highWater, 3);
   assert.equal(w.visibleSeq, 2, 'op 3 still waits for b');
   assert.deepEqual(w.members, ['b']);
@@ -133,7 +142,10 @@ test('a client that holds enough resumes without a checkpoint', () => {
   const w = ofType(to(r.message('ka2', hello('a', 2), 2), 'ka2'), 'welcome')[0];
   assert.equal(w.checkpoint, undefined);
   assert.equal(w.from, 3);
-  assert.deepEqual(w.entries.map((e) => e.seq), [3]);
+  assert.deepEqual(
+    w.entries.map((e) => e.seq),
+    [3],
+  );
 });
 
 // spec: SEC-MEMORY
@@ -191,7 +203,10 @@ test('bad input gets a clear error and the room goes on', () => {
   r.open('k2', 0);
   const v = r.message('k2', { ...hello('z'), v: 99 }, 0);
   assert.equal(ofType(to(v, 'k2'), 'error')[0].code, 'protocol-version');
-  assert.deepEqual(v.close.map((c) => c.conn), ['k2']);
+  assert.deepEqual(
+    v.close.map((c) => c.conn),
+    ['k2'],
+  );
   r.open('k3', 0);
   const m = r.message('k3', { ...hello('z'), machine: { name: 'other', version: 1 } }, 0);
   assert.match(ofType(to(m, 'k3'), 'error')[0].message, /runs test-room@1, the client other@1/);
@@ -214,7 +229,9 @@ test('a client id connecting again replaces its old connection', () => {
 
 // spec: SEC-AUTHOR, SEC-CLIENT-OWNER, SEC-ACCESS, OP-REFUSED
 test('principals: the author is the user; a client id belongs to its first user; read-only and authorize refusals are no-ops without args', () => {
-  const r = new RoomEngine(room, { authorize: (op, ctx) => (ctx.user === 'eve' && (op.args as { text: string }).text === 'secret' ? 'eve may not say that' : true) });
+  const r = new RoomEngine(room, {
+    authorize: (op, ctx) => (ctx.user === 'eve' && (op.args as { text: string }).text === 'secret' ? 'eve may not say that' : true),
+  });
   r.open('k1', 0, { user: 'alice' });
   const w = ofType(to(r.message('k1', hello('laptop'), 0), 'k1'), 'welcome')[0];
   assert.equal(w.author, 'alice');
@@ -226,17 +243,33 @@ test('principals: the author is the user; a client id belongs to its first user;
   r.open('k2', 2, { user: 'mallory' });
   const m = r.message('k2', hello('laptop'), 2);
   assert.equal(ofType(to(m, 'k2'), 'error')[0].code, 'forbidden');
-  assert.deepEqual(m.close.map((c) => c.conn), ['k2']);
+  assert.deepEqual(
+    m.close.map((c) => c.conn),
+    ['k2'],
+  );
   assert.equal(to(m, 'k1').length, 0);
   // Read-only: welcomed as such; its ops keep their seq but enter the log as refused no-ops.
   r.open('k3', 3, { user: 'bob', access: 'read' });
   assert.equal(ofType(to(r.message('k3', hello('tablet'), 3), 'k3'), 'welcome')[0].access, 'read');
   const ro = r.message('k3', { t: 'ops', ops: [note(1, 'hi'), note(2, 'again')] }, 4);
-  assert.deepEqual(ro.persist.appended.map((e) => [e.seq, e.args, e.refused, /^read-only access/.test(e.error ?? '')]), [[1, null, true, true], [2, null, true, true]]);
-  assert.deepEqual(ofType(to(ro, 'k3'), 'log')[0].entries.map((e) => e.k === 'own' && e.refused), [true, true], 'the submitter learns they were refused');
+  assert.deepEqual(
+    ro.persist.appended.map((e) => [e.seq, e.args, e.refused, /^read-only access/.test(e.error ?? '')]),
+    [
+      [1, null, true, true],
+      [2, null, true, true],
+    ],
+  );
+  assert.deepEqual(
+    ofType(to(ro, 'k3'), 'log')[0].entries.map((e) => e.k === 'own' && e.refused),
+    [true, true],
+    'the submitter learns they were refused',
+  );
   assert.equal(r.clientRecord('tablet')!.highWater, 2, 'refused ops still advance the exactly-once mark');
   const seenByAlice = ofType(to(ro, 'k1'), 'log')[0].entries;
-  assert.ok(seenByAlice.every((e) => e.k === 'op' && e.e.args === null && e.e.refused === true && e.e.error?.startsWith('read-only')), 'others never see refused arguments');
+  assert.ok(
+    seenByAlice.every((e) => e.k === 'op' && e.e.args === null && e.e.refused === true && e.e.error?.startsWith('read-only')),
+    'others never see refused arguments',
+  );
   // authorize: refuses with the hook's reason; other ops of the same frame go through.
   r.open('k4', 5, { user: 'eve' });
   r.message('k4', hello('phone'), 5);
@@ -266,17 +299,41 @@ test('an op that throws at its place is rejected, not refused: its args stay in 
 test('a room stored before protocol 2 (refusals marked by a "refused: " prefix) reads as refused entries and verdicts', () => {
   // What a version-1 server wrote: a read-only client's refused op, an op that threw, and the
   // refused op's verdict, not yet acked, in its client record.
-  const r = new RoomEngine(room, {}, {
-    checkpoint: { pos: 0, state: room.initial },
-    suffix: [
-      { pos: 1, client: 'ro', seq: 1, name: 'note', args: null, author: 'ro', error: 'refused: read-only access; this client may not submit ops to the room' },
-      { pos: 2, client: 'w', seq: 1, name: 'add', args: { id: 'x', x: 0, y: 0 }, author: 'w' },
-      { pos: 3, client: 'w', seq: 2, name: 'add', args: { id: 'x', x: 1, y: 1 }, author: 'w', error: 'item x exists' },
-    ],
-    clients: { ro: { highWater: 1, visibleSeq: 0, rejected: [{ seq: 1, pos: 1, error: 'refused: read-only access; this client may not submit ops to the room' }] }, w: { highWater: 2, visibleSeq: 0 } },
-    stable: 0,
-  });
-  const refused = { pos: 1, client: 'ro', seq: 1, name: 'note', args: null, author: 'ro', error: 'read-only access; this client may not submit ops to the room', refused: true };
+  const r = new RoomEngine(
+    room,
+    {},
+    {
+      checkpoint: { pos: 0, state: room.initial },
+      suffix: [
+        {
+          pos: 1,
+          client: 'ro',
+          seq: 1,
+          name: 'note',
+          args: null,
+          author: 'ro',
+          error: 'refused: read-only access; this client may not submit ops to the room',
+        },
+        { pos: 2, client: 'w', seq: 1, name: 'add', args: { id: 'x', x: 0, y: 0 }, author: 'w' },
+        { pos: 3, client: 'w', seq: 2, name: 'add', args: { id: 'x', x: 1, y: 1 }, author: 'w', error: 'item x exists' },
+      ],
+      clients: {
+        ro: { highWater: 1, visibleSeq: 0, rejected: [{ seq: 1, pos: 1, error: 'refused: read-only access; this client may not submit ops to the room' }] },
+        w: { highWater: 2, visibleSeq: 0 },
+      },
+      stable: 0,
+    },
+  );
+  const refused = {
+    pos: 1,
+    client: 'ro',
+    seq: 1,
+    name: 'note',
+    args: null,
+    author: 'ro',
+    error: 'read-only access; this client may not submit ops to the room',
+    refused: true,
+  };
   const d = r.durableState();
   assert.deepEqual(d.suffix[0], refused);
   assert.equal(d.suffix[2].error, 'item x exists', 'an op that threw is left as it was');
@@ -320,7 +377,7 @@ test('after a restart, a joiner counts for visibility only once it holds the who
   const r2 = new RoomEngine(room, {}, disk);
   join(r2, 'kc', 'c');
   r2.message('kc', { t: 'ack', pos: 1 }, 3);
-  assert.deepEqual(r2.members(), [], 'c holds 1 of 2: a member now would make a\'s Visible view a lie');
+  assert.deepEqual(r2.members(), [], "c holds 1 of 2: a member now would make a's Visible view a lie");
   r2.message('kc', { t: 'ack', pos: 2 }, 4);
   assert.deepEqual(r2.members(), ['c']);
 });
@@ -342,14 +399,17 @@ test('a long unstable suffix keeps a bounded number of states; compaction anywhe
     all.push(...ops);
     r.message('ka', { t: 'ops', ops }, 1);
   }
-  const kept = (r as unknown as { kept: number[]; suffix: { after?: unknown }[] });
+  const kept = r as unknown as { kept: number[]; suffix: { after?: unknown }[] };
   assert.ok(kept.kept.length <= 32, `${kept.kept.length} states kept`);
   assert.equal(kept.suffix.filter((i) => i.after !== undefined).length, kept.kept.length);
   // Reference: each prefix applied op by op on a fresh room.
   const ref = new RoomEngine(room);
   join(ref, 'ka', 'a');
   const states = [ref.headSnapshot()];
-  for (const op of all) { ref.message('ka', { t: 'ops', ops: [op] }, 1); states.push(ref.headSnapshot()); }
+  for (const op of all) {
+    ref.message('ka', { t: 'ops', ops: [op] }, 1);
+    states.push(ref.headSnapshot());
+  }
   // Acks at positions inside steps, at step ends and at kept states alike.
   for (const pos of [1, 2, 5, 37, 38, 120, 121, 250, 333, 399, seq]) {
     r.message('kb', { t: 'ack', pos }, 2);

@@ -103,8 +103,16 @@ export const BATCHING_MODES: readonly Batching[] = ['off', { intervalMs: 10 }, {
 
 const keyArb = fc.constantFrom('a', 'b');
 export const opArb: fc.Arbitrary<OpSpec> = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ key: keyArb, by: fc.integer({ min: 1, max: 3 }) }, { noNullPrototype: true }).map((args): OpSpec => ({ name: 'inc', args })) },
-  { weight: 3, arbitrary: fc.record({ key: keyArb, amount: fc.integer({ min: 1, max: 4 }) }, { noNullPrototype: true }).map((args): OpSpec => ({ name: 'withdraw', args })) },
+  {
+    weight: 3,
+    arbitrary: fc.record({ key: keyArb, by: fc.integer({ min: 1, max: 3 }) }, { noNullPrototype: true }).map((args): OpSpec => ({ name: 'inc', args })),
+  },
+  {
+    weight: 3,
+    arbitrary: fc
+      .record({ key: keyArb, amount: fc.integer({ min: 1, max: 4 }) }, { noNullPrototype: true })
+      .map((args): OpSpec => ({ name: 'withdraw', args })),
+  },
   { weight: 2, arbitrary: keyArb.map((key): OpSpec => ({ name: 'stamp', args: { key } })) },
   { weight: 1, arbitrary: fc.constant<OpSpec>({ name: 'boom', args: null }) },
   { weight: 1, arbitrary: fc.constant<OpSpec>({ name: 'bump', args: undefined }) },
@@ -119,7 +127,14 @@ export const actionArb: fc.Arbitrary<Action> = fc.oneof(
   {
     weight: 5,
     arbitrary: fc
-      .array(fc.oneof(opArb.map((op): LogItem => ({ remote: op })), fc.constant<LogItem>({ own: true }), fc.constant<LogItem>({ own: true })), { minLength: 1, maxLength: 3 })
+      .array(
+        fc.oneof(
+          opArb.map((op): LogItem => ({ remote: op })),
+          fc.constant<LogItem>({ own: true }),
+          fc.constant<LogItem>({ own: true }),
+        ),
+        { minLength: 1, maxLength: 3 },
+      )
       .map((items): Action => ({ t: 'log', items })),
   },
   { weight: 3, arbitrary: fc.nat(7).map((k): Action => ({ t: 'visible', k })) },
@@ -153,7 +168,13 @@ export interface RestoreSpec {
 export type LogItemWithOp = { remote: OpSpec } | { own: OpSpec };
 
 export const restoreArb: fc.Arbitrary<RestoreSpec> = fc.record({
-  pre: fc.array(fc.oneof(opArb.map((op): LogItemWithOp => ({ remote: op })), opArb.map((op): LogItemWithOp => ({ own: op }))), { maxLength: 8, size: 'max' }),
+  pre: fc.array(
+    fc.oneof(
+      opArb.map((op): LogItemWithOp => ({ remote: op })),
+      opArb.map((op): LogItemWithOp => ({ own: op })),
+    ),
+    { maxLength: 8, size: 'max' },
+  ),
   extra: fc.array(opArb, { maxLength: 4, size: 'max' }),
   prune: fc.nat(),
   stable: fc.nat(),
@@ -212,7 +233,9 @@ type Views<T> = Record<ViewName, T>;
 
 /** How often interesting situations occur across runs (for judging the generators). */
 export const coverage: Record<string, number> = {};
-const cover = (k: string) => { coverage[k] = (coverage[k] ?? 0) + 1; };
+const cover = (k: string) => {
+  coverage[k] = (coverage[k] ?? 0) + 1;
+};
 
 export class Harness {
   now = 0;
@@ -273,11 +296,7 @@ export class Harness {
     this.srvAuthor = opts.serverAuthor ?? ME;
     let restore: ClientRestore | undefined;
     if (opts.restore) restore = this.setUpRestore(opts.restore);
-    this.engine = new ViewEngine(
-      ledger,
-      { clientId: ME, now: () => this.now, cpuNow: () => (this.cpu += 0.25), batching },
-      restore,
-    );
+    this.engine = new ViewEngine(ledger, { clientId: ME, now: () => this.now, cpuNow: () => (this.cpu += 0.25), batching }, restore);
     for (const op of this.engine.pending()) {
       const r = this.own.get(op.seq);
       assert.ok(r, `restored engine holds op ${op.id} that was not restored`);
@@ -325,7 +344,9 @@ export class Harness {
     // These records carry no digests (as a store from before digests): the engine keeps none.
     this.digests = L === 0;
     this.base = this.recvLen = this.stableRecv = B;
-    this.trace.push(`restore lastSeq=${L} durable=[${durable.map((d) => d.seq)}] base=${spec.base === null ? 'none' : B} serverLog=[${this.log.map(token)}] stable=${this.srvStable} visibleSeq=${this.srvVisibleSeq} checkpoint=${this.srvCheckpoint}`);
+    this.trace.push(
+      `restore lastSeq=${L} durable=[${durable.map((d) => d.seq)}] base=${spec.base === null ? 'none' : B} serverLog=[${this.log.map(token)}] stable=${this.srvStable} visibleSeq=${this.srvVisibleSeq} checkpoint=${this.srvCheckpoint}`,
+    );
     return {
       lastSeq: L,
       durable: structuredClone(durable),
@@ -371,7 +392,10 @@ export class Harness {
         break;
       }
       case 'durable': {
-        const waiting = [...this.own.values()].filter((o) => !o.durable).map((o) => o.seq).sort((x, y) => x - y);
+        const waiting = [...this.own.values()]
+          .filter((o) => !o.durable)
+          .map((o) => o.seq)
+          .sort((x, y) => x - y);
         const target = waiting.length ? waiting[a.k % waiting.length] : this.lastSeq;
         e.durable(target);
         for (const o of this.own.values()) if (o.seq <= target) o.durable = true;
@@ -482,7 +506,9 @@ export class Harness {
       }
       case 'meta': {
         if (this.conn !== 'ready') return this.skip(a);
-        this.deliver(a.kind === 'members' ? { t: 'members', members: MEMBERS } : a.kind === 'ping' ? { t: 'ping' } : { t: 'deregister', reason: 'ack timeout' });
+        this.deliver(
+          a.kind === 'members' ? { t: 'members', members: MEMBERS } : a.kind === 'ping' ? { t: 'ping' } : { t: 'deregister', reason: 'ack timeout' },
+        );
         break;
       }
       default:
@@ -514,7 +540,8 @@ export class Harness {
       if (b !== 'off' && !('auto' in b)) assert.equal(queuedNow, carriesRemote(msg), 'interval batching queues every frame with remote ops');
       const auto = b !== 'off' && 'auto' in b;
       const sinceLast = this.now - this.lastRemoteStep;
-      if (auto && carriesRemote(msg) && sinceLast < this.interval()) assert.ok(queuedNow, 'auto batching: at most one immediate step with remote ops per interval');
+      if (auto && carriesRemote(msg) && sinceLast < this.interval())
+        assert.ok(queuedNow, 'auto batching: at most one immediate step with remote ops per interval');
       if (queuedNow) {
         // Auto batching queues for one of two reasons: cost over budget (one interval from now),
         // or a step less than an interval ago (the end of that step's interval).
@@ -527,8 +554,16 @@ export class Harness {
     cover(`msg:${msg.t}${queuedNow ? ':queued' : ''}`);
     if (msg.t === 'welcome' && msg.entries.some((x) => x.client === ME)) cover('welcome:own-catch-up');
     if (msg.t === 'welcome' && msg.checkpoint) cover('welcome:checkpoint');
-    if (msg.t === 'welcome' && msg.checkpoint && [...this.own.values()].some((o) => o.pos === undefined && o.seq <= msg.highWater && this.log.findIndex((x) => x.client === ME && x.seq === o.seq) < msg.checkpoint!.pos)) cover('welcome:checkpoint-over-own-durable');
-    if (msg.t === 'log') for (const w of msg.entries) cover(w.k === 'own' ? (w.error ? 'entry:own-rejected' : 'entry:own') : (w.e.error ? 'entry:remote-rejected' : 'entry:remote'));
+    if (
+      msg.t === 'welcome' &&
+      msg.checkpoint &&
+      [...this.own.values()].some(
+        (o) => o.pos === undefined && o.seq <= msg.highWater && this.log.findIndex((x) => x.client === ME && x.seq === o.seq) < msg.checkpoint!.pos,
+      )
+    )
+      cover('welcome:checkpoint-over-own-durable');
+    if (msg.t === 'log')
+      for (const w of msg.entries) cover(w.k === 'own' ? (w.error ? 'entry:own-rejected' : 'entry:own') : w.e.error ? 'entry:remote-rejected' : 'entry:remote');
     if (queuedNow) {
       this.queued.push(msg);
       this.trace[this.trace.length - 1] += ' (queued)';
@@ -571,7 +606,10 @@ export class Harness {
           for (let i = 0; i < msg.checkpoint.pos; i++) {
             const en = this.log[i];
             const o = en.client === ME ? this.own.get(en.seq) : undefined;
-            if (o && o.pos === undefined) { o.pos = en.pos; o.compacted = true; }
+            if (o && o.pos === undefined) {
+              o.pos = en.pos;
+              o.compacted = true;
+            }
           }
           assert.ok(msg.checkpoint.pos > this.recvLen, 'harness: checkpoint only ahead of what the client holds');
           this.recvLen = msg.checkpoint.pos;
@@ -612,7 +650,10 @@ export class Harness {
     let visLen = authLen;
     for (let i = this.base; i < authLen; i++) {
       const en = this.log[i];
-      if (en.client === ME && en.seq > this.visSeq) { visLen = i; break; }
+      if (en.client === ME && en.seq > this.visSeq) {
+        visLen = i;
+        break;
+      }
     }
     const stLen = Math.min(this.stableRecv, visLen);
     const mine = [...this.own.values()].sort((x, y) => x.seq - y.seq);
@@ -664,19 +705,31 @@ export class Harness {
 
     // Positions: the prefix chain always; exact lengths against the reference.
     const p = e.positions();
-    assert.ok(p.stable <= p.visible && p.visible <= p.authoritative && p.authoritative <= p.durable && p.durable <= p.submitted, `positions not a chain: ${JSON.stringify(p)}${where()}`);
+    assert.ok(
+      p.stable <= p.visible && p.visible <= p.authoritative && p.authoritative <= p.durable && p.durable <= p.submitted,
+      `positions not a chain: ${JSON.stringify(p)}${where()}`,
+    );
     const ref = this.refViews();
     assert.deepEqual(p, ref.len, `positions differ from the reference${where()}`);
 
     // Inspection APIs agree: the held window is exactly (stable, authoritative] of the global
     // log; the speculative views' logs are authoritative + our pending ops in seq order.
     const held = e.heldEntries();
-    assert.deepEqual(held.map((x) => x.pos), Array.from({ length: p.authoritative - p.stable }, (_, i) => p.stable + 1 + i), `heldEntries window${where()}`);
+    assert.deepEqual(
+      held.map((x) => x.pos),
+      Array.from({ length: p.authoritative - p.stable }, (_, i) => p.stable + 1 + i),
+      `heldEntries window${where()}`,
+    );
     for (const x of held) {
       const g = this.log[x.pos - 1];
       assert.deepEqual([x.client, x.seq, x.name, x.author, x.error], [g.client, g.seq, g.name, g.author, g.error], `held entry ${x.pos}`);
     }
-    const pendingIds = (n: number) => [...this.own.values()].filter((o) => o.pos === undefined).sort((x, y) => x.seq - y.seq).slice(0, n).map((o) => `${ME}:${o.seq}`);
+    const pendingIds = (n: number) =>
+      [...this.own.values()]
+        .filter((o) => o.pos === undefined)
+        .sort((x, y) => x.seq - y.seq)
+        .slice(0, n)
+        .map((o) => `${ME}:${o.seq}`);
     assert.deepEqual(e.viewLog('durable'), { upTo: p.authoritative, tail: pendingIds(p.durable - p.authoritative) });
     assert.deepEqual(e.viewLog('submitted'), { upTo: p.authoritative, tail: pendingIds(p.submitted - p.authoritative) });
 
@@ -695,11 +748,14 @@ export class Harness {
       // A view whose log did not change keeps its snapshot object. (Not across a checkpoint: it
       // replaces the certain views wholesale and the speculative ones are rebased on it, even
       // when the ops in their logs happen to be the same.)
-      if (!this.checkpointThisStep) for (const v of VIEWS) {
-        if (ref.sig[v] === this.prevSig[v]) assert.ok(now[v] === this.prevSnap[v], `${v} log unchanged but snapshot replaced${where()}`);
-      }
+      if (!this.checkpointThisStep)
+        for (const v of VIEWS) {
+          if (ref.sig[v] === this.prevSig[v]) assert.ok(now[v] === this.prevSnap[v], `${v} log unchanged but snapshot replaced${where()}`);
+        }
       // The same, stated per input (independent of the signature bookkeeping).
-      const keep = (vs: ViewName[]) => { for (const v of vs) assert.ok(now[v] === this.prevSnap[v], `${a.t}: ${v} snapshot replaced${where()}`); };
+      const keep = (vs: ViewName[]) => {
+        for (const v of vs) assert.ok(now[v] === this.prevSnap[v], `${a.t}: ${v} snapshot replaced${where()}`);
+      };
       if (a.t === 'submit') keep(['durable', 'authoritative', 'visible', 'stable']);
       if (a.t === 'durable') keep(['submitted', 'authoritative', 'visible', 'stable']);
       const processedNow = this.queued.length === 0 && !this.trace[this.trace.length - 1].endsWith('(skipped)');
@@ -711,7 +767,8 @@ export class Harness {
     if (this.opts.checkAdjacentIdentity) {
       for (let i = 0; i + 1 < VIEWS.length; i++) {
         const [newer, older] = [VIEWS[i], VIEWS[i + 1]];
-        if (ref.sig[newer] === ref.sig[older]) assert.ok(now[newer] === now[older], `${newer} and ${older} have equal logs but different snapshot objects${where()}`);
+        if (ref.sig[newer] === ref.sig[older])
+          assert.ok(now[newer] === now[older], `${newer} and ${older} have equal logs but different snapshot objects${where()}`);
       }
     }
 
@@ -753,8 +810,15 @@ export class Harness {
     // Persist: exactly the op just submitted.
     if (a.t === 'submit') {
       const o = this.own.get(this.lastSeq)!;
-      assert.deepEqual(out.persist.map(({ digest: _, ...r }) => r), [{ client: ME, seq: o.seq, name: o.name, args: o.args }]);
-      assert.equal(typeof out.persist[0].digest, this.digests ? 'number' : 'undefined', 'each persisted op carries its digest, unless restored from a store that kept none');
+      assert.deepEqual(
+        out.persist.map(({ digest: _, ...r }) => r),
+        [{ client: ME, seq: o.seq, name: o.name, args: o.args }],
+      );
+      assert.equal(
+        typeof out.persist[0].digest,
+        this.digests ? 'number' : 'undefined',
+        'each persisted op carries its digest, unless restored from a store that kept none',
+      );
     } else {
       assert.deepEqual(out.persist, []);
     }

@@ -56,7 +56,10 @@ test('restore: a restarted engine shows its durable ops at once, then stays equa
       const h = new Harness({ batching, restore, serverAuthor });
       const e = h.engine;
       const restored = [...h.own.keys()];
-      assert.deepEqual(e.pending().map((o) => [o.seq, o.stage]), restored.map((s) => [s, 'durable']));
+      assert.deepEqual(
+        e.pending().map((o) => [o.seq, o.stage]),
+        restored.map((s) => [s, 'durable']),
+      );
       assert.ok(e.getState('durable') === e.getState('submitted'), 'nothing is memory-only after a restart');
       assert.equal(e.positions().durable - e.positions().authoritative, restored.length);
       // Each restored op that cannot throw shows in the speculative views before any server contact.
@@ -100,29 +103,98 @@ function expectCaught(name: string, patch: (orig: (...args: any[]) => any) => (.
 
 test('sensitivity: planted engine bugs are caught by the conversation property', () => {
   // No rebase after remote ops / rejections.
-  expectCaught('finishStep', () => function (this: { needRebase: boolean }) { this.needRebase = false; }, /durable|submitted/);
+  expectCaught(
+    'finishStep',
+    () =>
+      function (this: { needRebase: boolean }) {
+        this.needRebase = false;
+      },
+    /durable|submitted/,
+  );
   // Speculative ops replayed one position off (seen through ctx.position by `stamp`).
-  expectCaught('fold', (orig) => function (this: unknown, s: unknown, ops: unknown, first: number) { return orig.call(this, s, ops, first + 1); }, /view differs/);
+  expectCaught(
+    'fold',
+    (orig) =>
+      function (this: unknown, s: unknown, ops: unknown, first: number) {
+        return orig.call(this, s, ops, first + 1);
+      },
+    /view differs/,
+  );
   // Visibility claimed one op early.
-  expectCaught('onVisible', (orig) => function (this: unknown, seq: number) { return orig.call(this, seq + 1); }, /visible|stage|positions/);
+  expectCaught(
+    'onVisible',
+    (orig) =>
+      function (this: unknown, seq: number) {
+        return orig.call(this, seq + 1);
+      },
+    /visible|stage|positions/,
+  );
   // Stable frontier not clamped to what this client has made visible.
-  expectCaught('onStable', () => function (this: any, pos: number) {
-    if (pos > this.serverStable) this.serverStable = pos;
-    const target = Math.min(this.serverStable, this.authLen);
-    if (target <= this.stableLen) return;
-    this.stableLen = target; // (and the state left stale)
-  }, /positions|stable|held/);
+  expectCaught(
+    'onStable',
+    () =>
+      function (this: any, pos: number) {
+        if (pos > this.serverStable) this.serverStable = pos;
+        const target = Math.min(this.serverStable, this.authLen);
+        if (target <= this.stableLen) return;
+        this.stableLen = target; // (and the state left stale)
+      },
+    /positions|stable|held/,
+  );
   // A rebase on every step: views whose logs did not change get new snapshot objects.
-  expectCaught('finishStep', (orig) => function (this: { needRebase: boolean }) { this.needRebase = true; return orig.call(this); }, /snapshot replaced|changed\.has/);
+  expectCaught(
+    'finishStep',
+    (orig) =>
+      function (this: { needRebase: boolean }) {
+        this.needRebase = true;
+        return orig.call(this);
+      },
+    /snapshot replaced|changed\.has/,
+  );
   // An op skipping its 'visible' stage.
-  expectCaught('advance', (orig) => function (this: unknown, op: unknown, stage: string, t: number) { if (stage !== 'visible') return orig.call(this, op, stage, t); }, /stage/);
+  expectCaught(
+    'advance',
+    (orig) =>
+      function (this: unknown, op: unknown, stage: string, t: number) {
+        if (stage !== 'visible') return orig.call(this, op, stage, t);
+      },
+    /stage/,
+  );
   // Batched frames processed without the final rebase.
-  expectCaught('flushInbox', (orig) => function (this: any) { const f = this.finishStep; this.finishStep = () => { this.needRebase = false; }; try { orig.call(this); } finally { this.finishStep = f; } }, /durable|submitted|view differs/, { intervalMs: 10 });
+  expectCaught(
+    'flushInbox',
+    (orig) =>
+      function (this: any) {
+        const f = this.finishStep;
+        this.finishStep = () => {
+          this.needRebase = false;
+        };
+        try {
+          orig.call(this);
+        } finally {
+          this.finishStep = f;
+        }
+      },
+    /durable|submitted|view differs/,
+    { intervalMs: 10 },
+  );
 });
 
 // ---------------------------------------------------------------- engine bugs found (skipped)
 
-const WELCOME: ServerMessage = { t: 'welcome', v: PROTOCOL_VERSION, client: ME, author: ME, from: 1, entries: [], highWater: 0, visibleSeq: 0, rejected: [], stable: 0, members: [ME, OTHER] };
+const WELCOME: ServerMessage = {
+  t: 'welcome',
+  v: PROTOCOL_VERSION,
+  client: ME,
+  author: ME,
+  from: 1,
+  entries: [],
+  highWater: 0,
+  visibleSeq: 0,
+  rejected: [],
+  stable: 0,
+  members: [ME, OTHER],
+};
 
 /**
  * Found by this file, fixed in the engine (identity, documented invariant): view-engine.ts's header promises "Whenever two adjacent

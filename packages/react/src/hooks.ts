@@ -48,12 +48,16 @@ export function useOpStage(handle: OpHandle | undefined): Stage | undefined {
   useEffect(() => {
     if (!handle) return setStage(undefined);
     let live = true;
-    const update = () => { if (live) setStage(handle.stage); };
+    const update = () => {
+      if (live) setStage(handle.stage);
+    };
     update();
     handle.durable.then(update, update);
     handle.authoritative.then(update, update);
     handle.visible.then(update, update);
-    return () => { live = false; };
+    return () => {
+      live = false;
+    };
   }, [handle]);
   return stage;
 }
@@ -61,7 +65,11 @@ export function useOpStage(handle: OpHandle | undefined): Stage | undefined {
 /** Members of the visibility set. */
 export function useMembers(room: ClientRoom<Machine<any, any>>): readonly string[] {
   const subscribe = useCallback((fn: () => void) => room.onMembers(fn), [room]);
-  return useSyncExternalStore(subscribe, () => room.members(), () => room.members());
+  return useSyncExternalStore(
+    subscribe,
+    () => room.members(),
+    () => room.members(),
+  );
 }
 
 /** Connection status of a room from connect() ('online', 'offline', ...). */

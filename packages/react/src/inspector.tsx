@@ -34,7 +34,9 @@ export function Inspector({ room, title = 'Hercules inspector' }: { room: Client
   const [, force] = useState(0);
   useEffect(() => {
     const offs = VIEWS.map((v) => room.subscribe(v, () => force((x) => x + 1)));
-    return () => { for (const off of offs) off(); };
+    return () => {
+      for (const off of offs) off();
+    };
   }, [room]);
   const pos = room.engine.positions();
   const pending = room.pending();
@@ -44,28 +46,52 @@ export function Inspector({ room, title = 'Hercules inspector' }: { room: Client
     <aside style={box} data-testid="inspector">
       <div style={{ display: 'flex', justifyContent: 'space-between', marginBottom: 6 }}>
         <strong>{title}</strong>
-        <button type="button" onClick={() => setOpen(!open)} style={{ fontSize: 11 }}>{open ? 'hide' : 'show'}</button>
+        <button type="button" onClick={() => setOpen(!open)} style={{ fontSize: 11 }}>
+          {open ? 'hide' : 'show'}
+        </button>
       </div>
       {open && (
         <>
-          <div>client <code data-testid="client-id">{room.clientId.slice(0, 8)}</code> · <span data-testid="status">{status}</span></div>
+          <div>
+            client <code data-testid="client-id">{room.clientId.slice(0, 8)}</code> · <span data-testid="status">{status}</span>
+          </div>
           <table style={{ marginTop: 6 }}>
-            <thead><tr><th style={th}>view</th><th style={th}>log length</th></tr></thead>
+            <thead>
+              <tr>
+                <th style={th}>view</th>
+                <th style={th}>log length</th>
+              </tr>
+            </thead>
             <tbody>
               {VIEWS.map((v) => (
-                <tr key={v}><td>{v}</td><td data-testid={`pos-${v}`}>{pos[v]}</td></tr>
+                <tr key={v}>
+                  <td>{v}</td>
+                  <td data-testid={`pos-${v}`}>{pos[v]}</td>
+                </tr>
               ))}
             </tbody>
           </table>
           <div style={{ marginTop: 6 }}>
             visibility set (<span data-testid="member-count">{members.length}</span>):{' '}
-            {members.map((m) => <code key={m} style={{ marginRight: 4, color: m === room.clientId ? '#f87171' : '#93c5fd' }}>{m.slice(0, 8)}</code>)}
+            {members.map((m) => (
+              <code key={m} style={{ marginRight: 4, color: m === room.clientId ? '#f87171' : '#93c5fd' }}>
+                {m.slice(0, 8)}
+              </code>
+            ))}
           </div>
-          <div style={{ marginTop: 6 }}>pending ops (<span data-testid="pending-count">{pending.length}</span>)</div>
+          <div style={{ marginTop: 6 }}>
+            pending ops (<span data-testid="pending-count">{pending.length}</span>)
+          </div>
           <table>
             <tbody>
               {pending.slice(0, 8).map((h) => (
-                <tr key={h.id}><td>{h.name}#{h.seq}</td><td>{h.stage}</td><td>{(now - (h.times.submitted ?? now)).toFixed(0)} ms</td></tr>
+                <tr key={h.id}>
+                  <td>
+                    {h.name}#{h.seq}
+                  </td>
+                  <td>{h.stage}</td>
+                  <td>{(now - (h.times.submitted ?? now)).toFixed(0)} ms</td>
+                </tr>
               ))}
             </tbody>
           </table>
@@ -74,7 +100,14 @@ export function Inspector({ room, title = 'Hercules inspector' }: { room: Client
             <tbody>
               {STAGES.map((s) => {
                 const xs = done.map((h) => (h.times[s] ?? NaN) - (h.times.submitted ?? NaN)).filter((x) => Number.isFinite(x));
-                return <tr key={s}><td>{s}</td><td data-testid={`delay-${s}`}>{pct(xs, 0.5)} / {pct(xs, 0.99)}</td></tr>;
+                return (
+                  <tr key={s}>
+                    <td>{s}</td>
+                    <td data-testid={`delay-${s}`}>
+                      {pct(xs, 0.5)} / {pct(xs, 0.99)}
+                    </td>
+                  </tr>
+                );
               })}
             </tbody>
           </table>

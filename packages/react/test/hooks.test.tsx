@@ -13,11 +13,16 @@ const { ClientRoom, defineMachine } = await import('@hercules/core');
 const { useView, useOpStage } = await import('../src/index.ts');
 
 const machine = defineMachine({
-  name: 'hooks', version: 1,
+  name: 'hooks',
+  version: 1,
   initial: { a: { n: 0 }, b: { n: 0 } },
   ops: {
-    incA(s) { s.a.n++; },
-    incB(s) { s.b.n++; },
+    incA(s) {
+      s.a.n++;
+    },
+    incB(s) {
+      s.b.n++;
+    },
   },
 });
 
@@ -25,31 +30,66 @@ test('useView re-renders only when the selected part changes, by identity', asyn
   const room = new ClientRoom(machine, { clientId: 'c', now: () => 0, notify: 'sync' });
   const renders = { a: 0, b: 0 };
   const seen: number[] = [];
-  function A() { const a = useView(room, 'submitted', (s) => s.a); renders.a++; seen.push(a.n); return null; }
-  function B() { useView(room, 'submitted', (s) => s.b); renders.b++; return null; }
+  function A() {
+    const a = useView(room, 'submitted', (s) => s.a);
+    renders.a++;
+    seen.push(a.n);
+    return null;
+  }
+  function B() {
+    useView(room, 'submitted', (s) => s.b);
+    renders.b++;
+    return null;
+  }
   const el = document.createElement('div');
   const root = createRoot(el as unknown as Element);
-  await act(async () => { root.render(<><A /><B /></>); });
+  await act(async () => {
+    root.render(
+      <>
+        <A />
+        <B />
+      </>,
+    );
+  });
   assert.deepEqual(renders, { a: 1, b: 1 });
-  await act(async () => { room.ops.incA(); });
+  await act(async () => {
+    room.ops.incA();
+  });
   assert.deepEqual(renders, { a: 2, b: 1 }, 'B did not re-render: its part kept its identity');
-  await act(async () => { room.ops.incA(); room.ops.incA(); });
+  await act(async () => {
+    room.ops.incA();
+    room.ops.incA();
+  });
   assert.deepEqual(renders, { a: 3, b: 1 }, 'two changes in one batch: one render of A, none of B');
   assert.equal(seen.at(-1), 3);
-  await act(async () => { room.ops.incB(); });
+  await act(async () => {
+    room.ops.incB();
+  });
   assert.deepEqual(renders, { a: 3, b: 2 }, 'now only B re-renders');
-  await act(async () => { root.unmount(); });
+  await act(async () => {
+    root.unmount();
+  });
 });
 
 test('useOpStage follows an op through its stages', async () => {
   const room = new ClientRoom(machine, { clientId: 'c', now: () => 0, notify: 'sync' });
   const stages: (string | undefined)[] = [];
   const h = room.ops.incA();
-  function S() { stages.push(useOpStage(h)); return null; }
+  function S() {
+    stages.push(useOpStage(h));
+    return null;
+  }
   const root = createRoot(document.createElement('div') as unknown as Element);
-  await act(async () => { root.render(<S />); });
+  await act(async () => {
+    root.render(<S />);
+  });
   assert.equal(stages.at(-1), 'submitted');
-  await act(async () => { room.durable(1); await h.durable; });
+  await act(async () => {
+    room.durable(1);
+    await h.durable;
+  });
   assert.equal(stages.at(-1), 'durable');
-  await act(async () => { root.unmount(); });
+  await act(async () => {
+    root.unmount();
+  });
 });

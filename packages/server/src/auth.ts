@@ -85,7 +85,8 @@ export function jwtAuthenticator(opts: JwtOptions): Authenticate {
   let key: Uint8Array | KeyObject | JWTVerifyGetKey;
   if (opts.secret !== undefined) {
     key = typeof opts.secret === 'string' ? new TextEncoder().encode(opts.secret) : opts.secret;
-    if (key.length < 32) throw new HerculesError('bad-argument', 'jwt.secret must be at least 32 bytes; a short HMAC secret can be guessed offline from any token');
+    if (key.length < 32)
+      throw new HerculesError('bad-argument', 'jwt.secret must be at least 32 bytes; a short HMAC secret can be guessed offline from any token');
   } else if (opts.publicKey !== undefined) {
     try {
       const k = opts.publicKey;
@@ -107,7 +108,11 @@ export function jwtAuthenticator(opts: JwtOptions): Authenticate {
     key = createLocalJWKSet(jwks as never);
   } else {
     let url: URL;
-    try { url = new URL(opts.jwksUrl!); } catch { throw new HerculesError('bad-argument', `jwt.jwksUrl is not a URL: ${opts.jwksUrl}`); }
+    try {
+      url = new URL(opts.jwksUrl!);
+    } catch {
+      throw new HerculesError('bad-argument', `jwt.jwksUrl is not a URL: ${opts.jwksUrl}`);
+    }
     key = createRemoteJWKSet(url);
   }
   const userClaim = opts.userClaim ?? 'sub';

@@ -76,7 +76,11 @@ function isEsm(file: string): boolean {
   for (let dir = dirname(file); ; dir = dirname(dir)) {
     const pkg = join(dir, 'package.json');
     if (existsSync(pkg)) {
-      try { return (JSON.parse(readFileSync(pkg, 'utf8')) as { type?: string }).type === 'module'; } catch { return false; }
+      try {
+        return (JSON.parse(readFileSync(pkg, 'utf8')) as { type?: string }).type === 'module';
+      } catch {
+        return false;
+      }
     }
     if (dirname(dir) === dir) return false;
   }
@@ -169,7 +173,8 @@ export async function main(argv: string[]): Promise<void> {
   if (positionals[0] !== 'serve') fail(`unknown command ${JSON.stringify(positionals[0])}`);
   if (positionals.length > 1) fail(`unexpected argument ${JSON.stringify(positionals[1])}`);
   if (!values.machines) fail('--machines is required');
-  if (values['log-level'] !== undefined && !LOG_LEVELS.includes(values['log-level'])) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(values['log-level'])}`);
+  if (values['log-level'] !== undefined && !LOG_LEVELS.includes(values['log-level']))
+    fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(values['log-level'])}`);
   const port = num('port', values.port, 8787);
   if (!Number.isInteger(port) || port > 65535) fail(`--port must be an integer from 0 to 65535, got ${JSON.stringify(values.port)}`);
   const machinesFile = resolve(values.machines);
@@ -186,25 +191,39 @@ export async function main(argv: string[]): Promise<void> {
   const machines = Object.values(mod).filter((m): m is Machine<any, any> => !!m && typeof m === 'object' && (m as Machine).opNames instanceof Set);
   if (machines.length === 0) cannotStart(`--machines ${values.machines} exports no machines (made with defineMachine)`);
   const read = (flag: string, path: string) => {
-    try { return readFileSync(path, 'utf8'); } catch (e) { return fail(`--${flag} ${path}: ${(e as Error).message}`); }
+    try {
+      return readFileSync(path, 'utf8');
+    } catch (e) {
+      return fail(`--${flag} ${path}: ${(e as Error).message}`);
+    }
   };
   const keySources = ['jwt-secret-file', 'jwt-public-key', 'jwks-file'].filter((k) => values[k as 'jwks-file'] !== undefined);
   if (keySources.length > 1) fail(`give one of --jwt-secret-file, --jwt-public-key, --jwks-file (got ${keySources.join(', ')})`);
-  if (keySources.length === 0 && (values['jwt-issuer'] || values['jwt-audience'])) fail('--jwt-issuer and --jwt-audience need a key: --jwt-secret-file, --jwt-public-key or --jwks-file');
-  const jwt: JwtOptions | undefined = keySources.length === 0 ? undefined : {
-    ...(values['jwt-secret-file'] ? { secret: read('jwt-secret-file', values['jwt-secret-file']).trim() } : {}),
-    ...(values['jwt-public-key'] ? { publicKey: read('jwt-public-key', values['jwt-public-key']) } : {}),
-    ...(values['jwks-file'] ? { jwksFile: resolve(values['jwks-file']) } : {}),
-    ...(values['jwt-issuer'] ? { issuer: values['jwt-issuer'] } : {}),
-    ...(values['jwt-audience'] ? { audience: values['jwt-audience'] } : {}),
-  };
+  if (keySources.length === 0 && (values['jwt-issuer'] || values['jwt-audience']))
+    fail('--jwt-issuer and --jwt-audience need a key: --jwt-secret-file, --jwt-public-key or --jwks-file');
+  const jwt: JwtOptions | undefined =
+    keySources.length === 0
+      ? undefined
+      : {
+          ...(values['jwt-secret-file'] ? { secret: read('jwt-secret-file', values['jwt-secret-file']).trim() } : {}),
+          ...(values['jwt-public-key'] ? { publicKey: read('jwt-public-key', values['jwt-public-key']) } : {}),
+          ...(values['jwks-file'] ? { jwksFile: resolve(values['jwks-file']) } : {}),
+          ...(values['jwt-issuer'] ? { issuer: values['jwt-issuer'] } : {}),
+          ...(values['jwt-audience'] ? { audience: values['jwt-audience'] } : {}),
+        };
   const limits: Partial<Limits> = {};
-  if (values['max-frame-bytes'] !== undefined) limits.maxFrameBytes = num('max-frame-bytes', values['max-frame-bytes'], 0) || fail('--max-frame-bytes must be positive');
-  if (values['ops-per-second'] !== undefined) limits.opsPerSecond = num('ops-per-second', values['ops-per-second'], 0) || fail('--ops-per-second must be positive');
-  if (values['bytes-per-second'] !== undefined) limits.bytesPerSecond = num('bytes-per-second', values['bytes-per-second'], 0) || fail('--bytes-per-second must be positive');
-  if (values['max-connections'] !== undefined) limits.maxConnections = num('max-connections', values['max-connections'], 0) || fail('--max-connections must be positive');
-  if (values['max-clients-per-room'] !== undefined) limits.maxClientsPerRoom = num('max-clients-per-room', values['max-clients-per-room'], 0) || fail('--max-clients-per-room must be positive');
-  if (values['hello-timeout'] !== undefined) limits.helloTimeoutMs = num('hello-timeout', values['hello-timeout'], 0) || fail('--hello-timeout must be positive');
+  if (values['max-frame-bytes'] !== undefined)
+    limits.maxFrameBytes = num('max-frame-bytes', values['max-frame-bytes'], 0) || fail('--max-frame-bytes must be positive');
+  if (values['ops-per-second'] !== undefined)
+    limits.opsPerSecond = num('ops-per-second', values['ops-per-second'], 0) || fail('--ops-per-second must be positive');
+  if (values['bytes-per-second'] !== undefined)
+    limits.bytesPerSecond = num('bytes-per-second', values['bytes-per-second'], 0) || fail('--bytes-per-second must be positive');
+  if (values['max-connections'] !== undefined)
+    limits.maxConnections = num('max-connections', values['max-connections'], 0) || fail('--max-connections must be positive');
+  if (values['max-clients-per-room'] !== undefined)
+    limits.maxClientsPerRoom = num('max-clients-per-room', values['max-clients-per-room'], 0) || fail('--max-clients-per-room must be positive');
+  if (values['hello-timeout'] !== undefined)
+    limits.helloTimeoutMs = num('hello-timeout', values['hello-timeout'], 0) || fail('--hello-timeout must be positive');
   let server;
   try {
     server = await createServer({
@@ -223,7 +242,8 @@ export async function main(argv: string[]): Promise<void> {
     });
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
-    if (err.code === 'EADDRINUSE') cannotStart(`port ${port} on ${values.host ?? '127.0.0.1'} is already in use; stop what holds it or pick another with --port`);
+    if (err.code === 'EADDRINUSE')
+      cannotStart(`port ${port} on ${values.host ?? '127.0.0.1'} is already in use; stop what holds it or pick another with --port`);
     if (err.code === 'EADDRNOTAVAIL') cannotStart(`cannot listen on ${values.host}: no such local address (--host)`);
     cannotStart(err.message);
   }

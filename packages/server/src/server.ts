@@ -222,7 +222,8 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   }
   const machines = new Map<string, Machine<any, any>>();
   for (const m of Array.isArray(opts.machines) ? opts.machines : Object.values(opts.machines ?? {})) {
-    if (!m || typeof m.name !== 'string' || !(m.opNames instanceof Set)) throw new HerculesError('bad-argument', 'createServer: `machines` must hold machines made with defineMachine');
+    if (!m || typeof m.name !== 'string' || !(m.opNames instanceof Set))
+      throw new HerculesError('bad-argument', 'createServer: `machines` must hold machines made with defineMachine');
     machines.set(m.name, m);
   }
   if (machines.size === 0) throw new HerculesError('bad-argument', 'createServer: no machines given; pass the machines your apps use');
@@ -234,18 +235,28 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   const given = { ...DEFAULT_LIMITS, ...(opts.maxFrameBytes !== undefined ? { maxFrameBytes: opts.maxFrameBytes } : {}), ...(opts.limits ?? {}) };
   const limits: Limits = { ...given, maxQueuedBytes: given.maxQueuedBytes ?? 2 * given.maxFrameBytes + READ_CHUNK_BYTES };
   for (const [k, v] of Object.entries(limits)) {
-    if (!(k in DEFAULT_LIMITS) && k !== 'maxQueuedBytes') throw new HerculesError('bad-argument', `createServer: unknown limit limits.${k}; known: ${[...Object.keys(DEFAULT_LIMITS), 'maxQueuedBytes'].join(', ')}`);
+    if (!(k in DEFAULT_LIMITS) && k !== 'maxQueuedBytes')
+      throw new HerculesError(
+        'bad-argument',
+        `createServer: unknown limit limits.${k}; known: ${[...Object.keys(DEFAULT_LIMITS), 'maxQueuedBytes'].join(', ')}`,
+      );
     if (typeof v !== 'number' || !(v > 0)) throw new HerculesError('bad-argument', `createServer: limits.${k} must be a positive number, got ${String(v)}`);
   }
   if (limits.maxQueuedBytes < limits.maxFrameBytes + READ_CHUNK_BYTES) {
-    throw new HerculesError('bad-argument', `createServer: limits.maxQueuedBytes (${limits.maxQueuedBytes}) must be at least maxFrameBytes + 64 KiB (${limits.maxFrameBytes + READ_CHUNK_BYTES}), or a frame could never be queued`);
+    throw new HerculesError(
+      'bad-argument',
+      `createServer: limits.maxQueuedBytes (${limits.maxQueuedBytes}) must be at least maxFrameBytes + 64 KiB (${limits.maxFrameBytes + READ_CHUNK_BYTES}), or a frame could never be queued`,
+    );
   }
   const maxFrameBytes = limits.maxFrameBytes;
   if (opts.authenticate && opts.jwt) throw new HerculesError('bad-argument', 'createServer: give `authenticate` or `jwt`, not both');
   const authenticate: Authenticate | undefined = opts.jwt ? jwtAuthenticator(opts.jwt) : opts.authenticate;
-  if (authenticate !== undefined && typeof authenticate !== 'function') throw new HerculesError('bad-argument', 'createServer: `authenticate` must be a function (request) => identity');
-  if (opts.access !== undefined && typeof opts.access !== 'function') throw new HerculesError('bad-argument', 'createServer: `access` must be a function (identity, room) => access');
-  if (opts.authorize !== undefined && typeof opts.authorize !== 'function') throw new HerculesError('bad-argument', 'createServer: `authorize` must be a function (op, ctx, state) => verdict');
+  if (authenticate !== undefined && typeof authenticate !== 'function')
+    throw new HerculesError('bad-argument', 'createServer: `authenticate` must be a function (request) => identity');
+  if (opts.access !== undefined && typeof opts.access !== 'function')
+    throw new HerculesError('bad-argument', 'createServer: `access` must be a function (identity, room) => access');
+  if (opts.authorize !== undefined && typeof opts.authorize !== 'function')
+    throw new HerculesError('bad-argument', 'createServer: `authorize` must be a function (op, ctx, state) => verdict');
   const log: Logger = typeof opts.log === 'object' ? opts.log : pino({ level: opts.log ?? 'info', base: { svc: 'hercules' } });
   const metrics = createMetrics();
   const store = new SqliteStore(opts.dataDir, { checkpointEvery: opts.checkpointEvery });
@@ -279,7 +290,10 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   /** Something failed inside one room: drop it from memory (it reloads from disk); its clients resync. */
   function roomFailed(room: RoomHost, stage: string, e: unknown, why: string): void {
     metrics.outputFailures.inc({ stage });
-    log.error({ room: room.name, stage, err: e instanceof Error ? e.stack : String(e) }, `room ${room.name} failed in ${stage}; dropping it from memory so it reloads from disk (other rooms are not affected)`);
+    log.error(
+      { room: room.name, stage, err: e instanceof Error ? e.stack : String(e) },
+      `room ${room.name} failed in ${stage}; dropping it from memory so it reloads from disk (other rooms are not affected)`,
+    );
     poison(room, why);
   }
 
@@ -332,7 +346,9 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       // announced is unknown, so its rooms resync from disk.
       metrics.outputFailures.inc({ stage: 'flush' });
       log.error({ err: e instanceof Error ? e.stack : String(e) }, 'group commit failed unexpectedly; its rooms reload from disk');
-      for (const { room } of batch) if (!failed.has(room)) failed.set(room, 'the server failed while storing or sending your room\'s changes; reconnect to resume (nothing you made durable is lost)');
+      for (const { room } of batch)
+        if (!failed.has(room))
+          failed.set(room, "the server failed while storing or sending your room's changes; reconnect to resume (nothing you made durable is lost)");
     }
     for (const [room, why] of failed) guard('poison', () => poison(room, why));
   }
@@ -359,8 +375,14 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
         // Nothing of this room's batch is stored: a later output of it would leave a gap.
         byRoom.delete(room);
         metrics.outputFailures.inc({ stage: 'serialize' });
-        log.error({ room: room.name, err: errText(e) }, 'an output of this room cannot be serialised for storage; dropping the room from memory (other rooms are not affected)');
-        failed.set(room, `the server could not store a change in room ${room.name} (${errText(e).slice(0, 200)}); it was dropped, reconnect to resume (nothing you made durable is lost)`);
+        log.error(
+          { room: room.name, err: errText(e) },
+          'an output of this room cannot be serialised for storage; dropping the room from memory (other rooms are not affected)',
+        );
+        failed.set(
+          room,
+          `the server could not store a change in room ${room.name} (${errText(e).slice(0, 200)}); it was dropped, reconnect to resume (nothing you made durable is lost)`,
+        );
         continue;
       }
       let r = byRoom.get(room);
@@ -378,7 +400,10 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       return failed;
     } catch (e) {
       metrics.storageErrors.inc();
-      log.error({ err: errText(e), rooms: [...byRoom.keys()].map((r) => r.name) }, byRoom.size > 1 ? 'group commit failed; retrying room by room' : 'storage commit failed; dropping the room from memory so it reloads from disk');
+      log.error(
+        { err: errText(e), rooms: [...byRoom.keys()].map((r) => r.name) },
+        byRoom.size > 1 ? 'group commit failed; retrying room by room' : 'storage commit failed; dropping the room from memory so it reloads from disk',
+      );
       if (byRoom.size === 1) {
         for (const room of byRoom.keys()) failed.set(room, storageFailedWhy);
         return failed;
@@ -409,8 +434,11 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
         // A bug while sending one room's output: some of its connections may have missed a
         // message, and a missed message is a gap in their log. They resync from disk.
         metrics.outputFailures.inc({ stage: 'deliver' });
-        log.error({ room: room.name, err: e instanceof Error ? e.stack : String(e) }, 'delivering an output of this room failed; dropping the room from memory so its clients resync');
-        failed.set(room, 'the server failed while sending your room\'s changes; reconnect to resume (nothing you made durable is lost)');
+        log.error(
+          { room: room.name, err: e instanceof Error ? e.stack : String(e) },
+          'delivering an output of this room failed; dropping the room from memory so its clients resync',
+        );
+        failed.set(room, "the server failed while sending your room's changes; reconnect to resume (nothing you made durable is lost)");
       }
     }
   }
@@ -448,7 +476,10 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       const why = fatal?.get(conn);
       if (why !== undefined) {
         metrics.refusedConnections.inc({ reason: why });
-        log.info({ conn: c.id, room: room.name, remote: c.remote, user: c.identity?.user, client: c.clientId, reason: why }, `connection closed by the room: ${why}`);
+        log.info(
+          { conn: c.id, room: room.name, remote: c.remote, user: c.identity?.user, client: c.clientId, reason: why },
+          `connection closed by the room: ${why}`,
+        );
       }
       closeConn(c, 4000, why ?? reason);
     }
@@ -494,8 +525,17 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       // it would leave a gap in this connection's log, and the codec's intern table may now be
       // ahead of the client's: close this connection only. It resyncs from the log.
       metrics.outputFailures.inc({ stage: 'encode' });
-      log.error({ conn: c.id, room: c.roomName, msg: msg.t, err: errText(e) }, 'cannot encode a message for this connection; closing it (the rest of the batch and the room go on)');
-      cut(c, 'encode-failed', 1011, `the server could not encode a ${msg.t} message for this connection (${errText(e).slice(0, 120)}); reconnect to resume`, false);
+      log.error(
+        { conn: c.id, room: c.roomName, msg: msg.t, err: errText(e) },
+        'cannot encode a message for this connection; closing it (the rest of the batch and the room go on)',
+      );
+      cut(
+        c,
+        'encode-failed',
+        1011,
+        `the server could not encode a ${msg.t} message for this connection (${errText(e).slice(0, 120)}); reconnect to resume`,
+        false,
+      );
       return;
     }
     const backlog = c.ws.bufferedAmount + c.delayed;
@@ -534,7 +574,9 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       c.ws.close(code, reason.slice(0, 120));
       // A peer that never answers the close (a raw socket, a stalled one) would hold its socket
       // for ws's 30 s close timeout: it gets a second.
-      setTimeout(() => { if (c.ws.readyState !== c.ws.CLOSED) c.ws.terminate(); }, CLOSE_GRACE_MS).unref();
+      setTimeout(() => {
+        if (c.ws.readyState !== c.ws.CLOSED) c.ws.terminate();
+      }, CLOSE_GRACE_MS).unref();
     };
     if (halfRtt > 0) setTimeout(() => guard('close', go), halfRtt + 1);
     else go();
@@ -555,7 +597,8 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   function loadRoom(name: string, machine: Machine<any, any>): RoomHost | string {
     let host = rooms.get(name);
     if (host) {
-      if (host.engine.machine !== machine) return `room ${name} runs ${host.engine.machine.name}@${host.engine.machine.version}, not ${machine.name}@${machine.version}`;
+      if (host.engine.machine !== machine)
+        return `room ${name} runs ${host.engine.machine.name}@${host.engine.machine.version}, not ${machine.name}@${machine.version}`;
       return host;
     }
     const stored = store.load(name);
@@ -749,10 +792,14 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   function waitForTokens(c: Conn): void {
     metrics.rateLimited.inc();
     const waitS = Math.max((1 - c.tokens) / limits.opsPerSecond, (1 - c.byteTokens) / limits.bytesPerSecond);
-    c.waitTimer = setTimeout(() => guard('rate', () => {
-      c.waitTimer = undefined;
-      ready(c);
-    }), Math.max(1, Math.ceil(waitS * 1000)));
+    c.waitTimer = setTimeout(
+      () =>
+        guard('rate', () => {
+          c.waitTimer = undefined;
+          ready(c);
+        }),
+      Math.max(1, Math.ceil(waitS * 1000)),
+    );
     flow(c);
   }
 
@@ -770,18 +817,22 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     metrics.refusedConnections.inc({ reason: code });
     log.info({ remote: req.socket.remoteAddress, reason: code }, `connection refused: ${message}`);
     const codec = new ServerCodec();
-    const go = () => guard('refuse', () => {
-      if (ws.readyState !== ws.OPEN) return;
-      ws.send(codec.encode({ t: 'error', code, message, fatal }), { binary: true });
-      ws.close(closeCode, message.slice(0, 120));
-    });
+    const go = () =>
+      guard('refuse', () => {
+        if (ws.readyState !== ws.OPEN) return;
+        ws.send(codec.encode({ t: 'error', code, message, fatal }), { binary: true });
+        ws.close(closeCode, message.slice(0, 120));
+      });
     ws.on('error', () => {});
     if (halfRtt > 0) setTimeout(go, halfRtt);
     else go();
   }
 
   /** Authenticate and authorize an upgrade request: the identity and access, or why not. */
-  async function admit(req: IncomingMessage, roomName: string): Promise<{ identity?: Identity; access: 'read' | 'write' } | { code: ErrorCode; closeCode: number; message: string }> {
+  async function admit(
+    req: IncomingMessage,
+    roomName: string,
+  ): Promise<{ identity?: Identity; access: 'read' | 'write' } | { code: ErrorCode; closeCode: number; message: string }> {
     let identity: Identity | undefined;
     if (authenticate) {
       try {
@@ -808,7 +859,12 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
         access = 'none';
       }
     }
-    if (access === 'none') return { code: 'forbidden', closeCode: 4403, message: `forbidden: ${identity ? `user ${identity.user}` : 'this client'} has no access to room ${roomName}` };
+    if (access === 'none')
+      return {
+        code: 'forbidden',
+        closeCode: 4403,
+        message: `forbidden: ${identity ? `user ${identity.user}` : 'this client'} has no access to room ${roomName}`,
+      };
     return { ...(identity ? { identity } : {}), access };
   }
 
@@ -819,60 +875,93 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       return;
     }
     const c: Conn = {
-      id: `k${++nextConn}`, ws, codec: new ServerCodec(), roomName, alive: true, closed: false, remote: req.socket.remoteAddress ?? '?',
-      ...(admitted.identity ? { identity: admitted.identity } : {}), access: admitted.access,
-      tokens: limits.opsBurst, byteTokens: limits.bytesBurst, refilledAt: performance.now(), inbox: [], queuedBytes: 0, paused: false, delayed: 0,
+      id: `k${++nextConn}`,
+      ws,
+      codec: new ServerCodec(),
+      roomName,
+      alive: true,
+      closed: false,
+      remote: req.socket.remoteAddress ?? '?',
+      ...(admitted.identity ? { identity: admitted.identity } : {}),
+      access: admitted.access,
+      tokens: limits.opsBurst,
+      byteTokens: limits.bytesBurst,
+      refilledAt: performance.now(),
+      inbox: [],
+      queuedBytes: 0,
+      paused: false,
+      delayed: 0,
     };
     conns.set(c.id, c);
     metrics.connections.set(conns.size);
     log.debug({ conn: c.id, room: roomName, remote: c.remote, user: admitted.identity?.user, access: c.access }, 'connection open');
     // A connection that never completes a first frame holds a socket and a parser: close it.
-    c.helloTimer = setTimeout(() => guard('hello-timeout', () => {
-      c.helloTimer = undefined;
-      if (!c.closed && !c.room) cut(c, 'hello-timeout', 4010, `no hello within ${limits.helloTimeoutMs} ms of connecting; a client says hello as soon as it connects`, false);
-    }), limits.helloTimeoutMs);
+    c.helloTimer = setTimeout(
+      () =>
+        guard('hello-timeout', () => {
+          c.helloTimer = undefined;
+          if (!c.closed && !c.room)
+            cut(c, 'hello-timeout', 4010, `no hello within ${limits.helloTimeoutMs} ms of connecting; a client says hello as soon as it connects`, false);
+        }),
+      limits.helloTimeoutMs,
+    );
     c.helloTimer.unref?.();
-    ws.on('pong', () => { c.alive = true; });
-    ws.on('message', (data: Buffer, isBinary: boolean) => guard('message', () => {
+    ws.on('pong', () => {
       c.alive = true;
-      if (c.closed || closing) return;
-      if (c.helloTimer) { clearTimeout(c.helloTimer); c.helloTimer = undefined; }
-      const run = () => guard('message', () => {
+    });
+    ws.on('message', (data: Buffer, isBinary: boolean) =>
+      guard('message', () => {
+        c.alive = true;
         if (c.closed || closing) return;
-        const size = Math.max(data.length, FRAME_OVERHEAD_BYTES);
-        if (c.queuedBytes + size > limits.maxQueuedBytes) {
-          // Only a peer that ignores TCP backpressure gets here: the socket was paused long before.
-          cut(c, 'rate-limited', 4008, `more than ${limits.maxQueuedBytes} bytes of frames queued while the server was not reading this connection; reconnect and send slower`, false);
-          return;
+        if (c.helloTimer) {
+          clearTimeout(c.helloTimer);
+          c.helloTimer = undefined;
         }
-        c.inbox.push({ data, isBinary });
-        c.queuedBytes += size;
-        ready(c);
-      });
-      if (halfRtt > 0) setTimeout(run, halfRtt);
-      else run();
-    }));
-    ws.on('close', () => {
-      const run = () => guard('close', () => {
-        markClosed(c);
-        conns.delete(c.id);
-        metrics.connections.set(conns.size);
-        const room = c.room;
-        if (room && room.conns.delete(c.id)) {
-          if (room.conns.size === 0) room.emptySince = Date.now();
-          if (rooms.get(room.name) === room) {
-            let out: RoomOutput;
-            try {
-              out = room.engine.close(c.id, performance.now());
-            } catch (e) {
-              roomFailed(room, 'close', e, 'the server failed while a member of your room left; reconnect to resume (nothing you made durable is lost)');
+        const run = () =>
+          guard('message', () => {
+            if (c.closed || closing) return;
+            const size = Math.max(data.length, FRAME_OVERHEAD_BYTES);
+            if (c.queuedBytes + size > limits.maxQueuedBytes) {
+              // Only a peer that ignores TCP backpressure gets here: the socket was paused long before.
+              cut(
+                c,
+                'rate-limited',
+                4008,
+                `more than ${limits.maxQueuedBytes} bytes of frames queued while the server was not reading this connection; reconnect and send slower`,
+                false,
+              );
               return;
             }
-            enqueue(room, out, performance.now());
+            c.inbox.push({ data, isBinary });
+            c.queuedBytes += size;
+            ready(c);
+          });
+        if (halfRtt > 0) setTimeout(run, halfRtt);
+        else run();
+      }),
+    );
+    ws.on('close', () => {
+      const run = () =>
+        guard('close', () => {
+          markClosed(c);
+          conns.delete(c.id);
+          metrics.connections.set(conns.size);
+          const room = c.room;
+          if (room && room.conns.delete(c.id)) {
+            if (room.conns.size === 0) room.emptySince = Date.now();
+            if (rooms.get(room.name) === room) {
+              let out: RoomOutput;
+              try {
+                out = room.engine.close(c.id, performance.now());
+              } catch (e) {
+                roomFailed(room, 'close', e, 'the server failed while a member of your room left; reconnect to resume (nothing you made durable is lost)');
+                return;
+              }
+              enqueue(room, out, performance.now());
+            }
           }
-        }
-        log.debug({ conn: c.id }, 'connection closed');
-      });
+          log.debug({ conn: c.id }, 'connection closed');
+        });
       if (halfRtt > 0) setTimeout(run, halfRtt);
       else run();
     });
@@ -884,71 +973,88 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   // for the default 2 s) Fig. 15 measured Visible stalls 280 ms past ack timeout + RTT. A tick
   // walks the loaded rooms' members only, so 10 per second costs little.
   const tickEvery = Math.min(100, Math.max(25, Math.floor(ackTimeoutMs / 20)));
-  const ticker = setInterval(() => guard('tick', () => {
-    const now = performance.now();
-    let members = 0, unstable = 0, buffered = 0;
-    for (const room of [...rooms.values()]) {
-      try {
-        enqueue(room, room.engine.tick(now), now);
-        members += room.engine.members().length;
-        unstable += room.engine.suffixLength();
-      } catch (e) {
-        roomFailed(room, 'tick', e, 'the server failed while keeping time in your room; reconnect to resume (nothing you made durable is lost)');
-        continue;
-      }
-      if (room.conns.size === 0 && Date.now() - room.emptySince > idleUnloadMs) {
-        try { store.flushCheckpoint(room.name); } catch (e) { log.warn({ room: room.name, err: errText(e) }, 'checkpoint flush on unload failed; the log is intact'); }
-        rooms.delete(room.name);
-        store.forget(room.name);
-        log.debug({ room: room.name }, 'room unloaded (idle)');
-      }
-    }
-    let queued = 0;
-    for (const c of conns.values()) {
-      buffered += c.ws.bufferedAmount + c.delayed;
-      queued += c.queuedBytes;
-    }
-    metrics.inputQueued.set(queued);
-    metrics.inputDecoding.set(decoding);
-    metrics.inputWaiting.set(work.size);
-    // Visible-delay bookkeeping of ops whose client never came back: drop after 5 minutes.
-    const cutoff = now - 300_000;
-    for (const room of rooms.values()) {
-      for (const client of [...room.orderedAt.keys()]) dropVisibleDelays(room, client, (o) => o.t < cutoff);
-    }
-    metrics.rooms.set(rooms.size);
-    metrics.members.set(members);
-    metrics.unstable.set(unstable);
-    metrics.sendBuffer.set(buffered);
-  }), tickEvery);
+  const ticker = setInterval(
+    () =>
+      guard('tick', () => {
+        const now = performance.now();
+        let members = 0,
+          unstable = 0,
+          buffered = 0;
+        for (const room of [...rooms.values()]) {
+          try {
+            enqueue(room, room.engine.tick(now), now);
+            members += room.engine.members().length;
+            unstable += room.engine.suffixLength();
+          } catch (e) {
+            roomFailed(room, 'tick', e, 'the server failed while keeping time in your room; reconnect to resume (nothing you made durable is lost)');
+            continue;
+          }
+          if (room.conns.size === 0 && Date.now() - room.emptySince > idleUnloadMs) {
+            try {
+              store.flushCheckpoint(room.name);
+            } catch (e) {
+              log.warn({ room: room.name, err: errText(e) }, 'checkpoint flush on unload failed; the log is intact');
+            }
+            rooms.delete(room.name);
+            store.forget(room.name);
+            log.debug({ room: room.name }, 'room unloaded (idle)');
+          }
+        }
+        let queued = 0;
+        for (const c of conns.values()) {
+          buffered += c.ws.bufferedAmount + c.delayed;
+          queued += c.queuedBytes;
+        }
+        metrics.inputQueued.set(queued);
+        metrics.inputDecoding.set(decoding);
+        metrics.inputWaiting.set(work.size);
+        // Visible-delay bookkeeping of ops whose client never came back: drop after 5 minutes.
+        const cutoff = now - 300_000;
+        for (const room of rooms.values()) {
+          for (const client of [...room.orderedAt.keys()]) dropVisibleDelays(room, client, (o) => o.t < cutoff);
+        }
+        metrics.rooms.set(rooms.size);
+        metrics.members.set(members);
+        metrics.unstable.set(unstable);
+        metrics.sendBuffer.set(buffered);
+      }),
+    tickEvery,
+  );
   ticker.unref();
 
-  const heartbeat = setInterval(() => guard('heartbeat', () => {
-    for (const c of conns.values()) {
-      try {
-        if (c.paused) {
-          c.alive = true; // not read from because its input waits for a turn or for tokens: pongs wait too
-          continue;
-        }
-        if (!c.alive) {
-          if (!c.closed) {
-            metrics.refusedConnections.inc({ reason: 'heartbeat-timeout' });
-            log.info({ conn: c.id, room: c.roomName, remote: c.remote, reason: 'heartbeat-timeout' }, `connection closed: no frame or pong for ${heartbeatMs} ms`);
+  const heartbeat = setInterval(
+    () =>
+      guard('heartbeat', () => {
+        for (const c of conns.values()) {
+          try {
+            if (c.paused) {
+              c.alive = true; // not read from because its input waits for a turn or for tokens: pongs wait too
+              continue;
+            }
+            if (!c.alive) {
+              if (!c.closed) {
+                metrics.refusedConnections.inc({ reason: 'heartbeat-timeout' });
+                log.info(
+                  { conn: c.id, room: c.roomName, remote: c.remote, reason: 'heartbeat-timeout' },
+                  `connection closed: no frame or pong for ${heartbeatMs} ms`,
+                );
+              }
+              markClosed(c);
+              c.ws.terminate();
+              continue;
+            }
+            c.alive = false;
+            if (c.ws.readyState === c.ws.OPEN) c.ws.ping();
+            if (c.room) send(c, { t: 'ping' });
+          } catch (e) {
+            log.warn({ conn: c.id, err: errText(e) }, 'heartbeat failed for a connection; dropping it');
+            markClosed(c);
+            c.ws.terminate();
           }
-          markClosed(c);
-          c.ws.terminate();
-          continue;
         }
-        c.alive = false;
-        if (c.ws.readyState === c.ws.OPEN) c.ws.ping();
-        if (c.room) send(c, { t: 'ping' });
-      } catch (e) {
-        log.warn({ conn: c.id, err: errText(e) }, 'heartbeat failed for a connection; dropping it');
-        markClosed(c);
-        c.ws.terminate();
-      }
-    }
-  }), heartbeatMs);
+      }),
+    heartbeatMs,
+  );
   heartbeat.unref();
 
   // ------------------------------------------------------------ HTTP
@@ -959,14 +1065,20 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       try {
         if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
         res.end('internal error\n');
-      } catch { /* the response is gone */ }
+      } catch {
+        /* the response is gone */
+      }
     });
   });
   async function handleHttp(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') {
       let ok = true;
-      try { store.roomCount(); } catch { ok = false; }
+      try {
+        store.roomCount();
+      } catch {
+        ok = false;
+      }
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ ok, rooms: rooms.size, connections: conns.size, protocol: PROTOCOL_VERSION }));
       return;
@@ -981,32 +1093,42 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     res.end('not found: WebSocket clients connect to /?room=NAME; see also /healthz and /metrics\n');
   }
   const wss = new WebSocketServer({ noServer: true, maxPayload: maxFrameBytes, perMessageDeflate: false });
-  http.on('upgrade', (req, socket, head) => guard('upgrade', () => {
-    socket.on('error', () => {}); // a peer that vanishes mid-handshake is not our error
-    const accept = (fn: (ws: WebSocket) => void) => guard('upgrade', () => {
-      if (socket.destroyed) return;
-      wss.handleUpgrade(req, socket, head, (ws) => guard('upgrade', () => fn(ws)));
-    });
-    if (closing) return accept((ws) => ws.close(1001, 'server shutting down'));
-    let roomName = '';
-    try {
-      roomName = new URL(req.url ?? '/', 'http://x').searchParams.get('room') ?? '';
-    } catch { /* an unparsable URL names no room */ }
-    if (!ROOM_NAME.test(roomName)) return accept((ws) => refuse(ws, req, 'bad-room', 4003, 'missing or bad ?room= (1-128 of A-Z a-z 0-9 . _ ~ -)'));
-    // Counted with the connections still being admitted, so a burst of upgrades cannot overshoot.
-    if (conns.size + admitting >= limits.maxConnections) {
-      return accept((ws) => refuse(ws, req, 'server-full', 4011, `this server has its maximum of ${limits.maxConnections} connections; retrying later may succeed`, false));
-    }
-    admitting++;
-    admit(req, roomName).then(
-      (r) => { admitting--; accept((ws) => ('code' in r ? refuse(ws, req, r.code, r.closeCode, r.message) : onConnection(ws, req, r, roomName))); },
-      (e) => {
-        admitting--;
-        log.error({ err: (e as Error).stack }, 'admitting a connection failed');
-        accept((ws) => refuse(ws, req, 'internal', 1011, 'the server failed to admit this connection'));
-      },
-    );
-  }));
+  http.on('upgrade', (req, socket, head) =>
+    guard('upgrade', () => {
+      socket.on('error', () => {}); // a peer that vanishes mid-handshake is not our error
+      const accept = (fn: (ws: WebSocket) => void) =>
+        guard('upgrade', () => {
+          if (socket.destroyed) return;
+          wss.handleUpgrade(req, socket, head, (ws) => guard('upgrade', () => fn(ws)));
+        });
+      if (closing) return accept((ws) => ws.close(1001, 'server shutting down'));
+      let roomName = '';
+      try {
+        roomName = new URL(req.url ?? '/', 'http://x').searchParams.get('room') ?? '';
+      } catch {
+        /* an unparsable URL names no room */
+      }
+      if (!ROOM_NAME.test(roomName)) return accept((ws) => refuse(ws, req, 'bad-room', 4003, 'missing or bad ?room= (1-128 of A-Z a-z 0-9 . _ ~ -)'));
+      // Counted with the connections still being admitted, so a burst of upgrades cannot overshoot.
+      if (conns.size + admitting >= limits.maxConnections) {
+        return accept((ws) =>
+          refuse(ws, req, 'server-full', 4011, `this server has its maximum of ${limits.maxConnections} connections; retrying later may succeed`, false),
+        );
+      }
+      admitting++;
+      admit(req, roomName).then(
+        (r) => {
+          admitting--;
+          accept((ws) => ('code' in r ? refuse(ws, req, r.code, r.closeCode, r.message) : onConnection(ws, req, r, roomName)));
+        },
+        (e) => {
+          admitting--;
+          log.error({ err: (e as Error).stack }, 'admitting a connection failed');
+          accept((ws) => refuse(ws, req, 'internal', 1011, 'the server failed to admit this connection'));
+        },
+      );
+    }),
+  );
 
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
@@ -1014,7 +1136,18 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   });
   const addr = http.address() as AddressInfo;
   const url = `ws://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
-  log.info({ url, dataDir: opts.dataDir, machines: [...machines.keys()], ackTimeoutMs, simulateRttMs: opts.simulateRttMs ?? 0, auth: opts.jwt ? 'jwt' : authenticate ? 'custom' : 'none (anonymous clients; see docs/security.md)', limits }, 'hercules server listening');
+  log.info(
+    {
+      url,
+      dataDir: opts.dataDir,
+      machines: [...machines.keys()],
+      ackTimeoutMs,
+      simulateRttMs: opts.simulateRttMs ?? 0,
+      auth: opts.jwt ? 'jwt' : authenticate ? 'custom' : 'none (anonymous clients; see docs/security.md)',
+      limits,
+    },
+    'hercules server listening',
+  );
 
   return {
     url,

@@ -47,7 +47,10 @@ test('a taken port is one line and exit 1', async (t) => {
   const { dir, cleanup } = tempDir('cli-port');
   const holder = createTcpServer();
   await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
-  t.after(() => { holder.close(); cleanup(); });
+  t.after(() => {
+    holder.close();
+    cleanup();
+  });
   const port = (holder.address() as { port: number }).port;
   const r = hercules('serve', '--machines', MACHINES, '--port', String(port), '--data-dir', dir, '--log-level', 'silent');
   assert.equal(r.status, 1, r.stderr);
@@ -81,7 +84,11 @@ test('npm start (apps/web/serve.ts) says the same in one line: a bad option, a t
   const { createServer } = await import('../src/index.ts');
   const { chat } = await import('../../../apps/machines.ts');
   const running = await createServer({ port: 0, dataDir: join(dir, 'held'), machines: [chat], log: 'silent' });
-  t.after(async () => { holder.close(); await running.close(); cleanup(); });
+  t.after(async () => {
+    holder.close();
+    await running.close();
+    cleanup();
+  });
   const port = (holder.address() as { port: number }).port;
   const taken = start('--port', String(port), '--data-dir', join(dir, 'data'), '--log-level', 'silent');
   assert.equal(taken.status, 1, taken.stderr);

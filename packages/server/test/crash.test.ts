@@ -18,19 +18,43 @@ const root = join(here, '../../..');
 const BIN = join(root, 'packages/server/bin/hercules.js');
 const CLIENT = join(here, 'fixtures/client-proc.ts');
 
-
-interface Proc { p: ChildProcess; events: any[]; stderr: string[]; exited: Promise<number | null> }
+interface Proc {
+  p: ChildProcess;
+  events: any[];
+  stderr: string[];
+  exited: Promise<number | null>;
+}
 function run(cmd: string[], cwd = root): Proc {
   const p = spawn(process.execPath, cmd, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   const events: any[] = [];
   const stderr: string[] = [];
-  createInterface({ input: p.stdout! }).on('line', (l) => { try { events.push(JSON.parse(l)); } catch { events.push({ ev: 'text', l }); } });
+  createInterface({ input: p.stdout! }).on('line', (l) => {
+    try {
+      events.push(JSON.parse(l));
+    } catch {
+      events.push({ ev: 'text', l });
+    }
+  });
   createInterface({ input: p.stderr! }).on('line', (l) => stderr.push(l));
   const exited = new Promise<number | null>((r) => p.on('exit', (code) => r(code)));
   return { p, events, stderr, exited };
 }
 const server = (port: number, dataDir: string, extra: string[] = []) =>
-  run([BIN, 'serve', '--machines', join(root, 'apps/machines.ts'), '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn', '--ack-timeout', '500', ...extra]);
+  run([
+    BIN,
+    'serve',
+    '--machines',
+    join(root, 'apps/machines.ts'),
+    '--port',
+    String(port),
+    '--data-dir',
+    dataDir,
+    '--log-level',
+    'warn',
+    '--ack-timeout',
+    '500',
+    ...extra,
+  ]);
 const client = (url: string, room: string, file: string, tag: string, count: number, interval: number, expect: number) =>
   run(['--import', 'tsx', CLIENT, url, room, file, tag, String(count), String(interval), String(expect)]);
 
@@ -41,11 +65,24 @@ test('SIGKILL the server while clients submit: no authoritative op lost or moved
   const port = await freePort();
   const url = `ws://127.0.0.1:${port}`;
   let srv = server(port, `${dir}/data`);
-  t.after(() => { srv.p.kill('SIGKILL'); });
-  await until(() => fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false), 20_000, 'server up');
-  const N = 40, C = 3;
+  t.after(() => {
+    srv.p.kill('SIGKILL');
+  });
+  await until(
+    () =>
+      fetch(`http://127.0.0.1:${port}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    20_000,
+    'server up',
+  );
+  const N = 40,
+    C = 3;
   const clients = Array.from({ length: C }, (_, i) => client(url, 'crash', `${dir}/c${i}.sqlite`, `c${i}`, N, 15, N * C));
-  t.after(() => { for (const c of clients) c.p.kill('SIGKILL'); });
+  t.after(() => {
+    for (const c of clients) c.p.kill('SIGKILL');
+  });
   // Kill the server once some ops are authoritative and more are in flight.
   await until(() => clients.every((c) => c.events.some((e) => e.ev === 'auth')), 20_000, 'first authoritative ops');
   srv.p.kill('SIGKILL');
@@ -69,7 +106,10 @@ test('SIGKILL the server while clients submit: no authoritative op lost or moved
   // Per client, its ops appear in submission order.
   for (let i = 0; i < C; i++) {
     const mine = texts.filter((x) => x.startsWith(`c${i}-`)).map((x) => Number(x.split('-')[1]));
-    assert.deepEqual(mine, [...mine].sort((a, b) => a - b));
+    assert.deepEqual(
+      mine,
+      [...mine].sort((a, b) => a - b),
+    );
   }
 });
 
@@ -91,7 +131,15 @@ test('SIGKILL a client after it persisted ops but before the server had them: th
   //     and kill it again while the frames are in flight.
   const srv = server(port, `${dir}/data`, ['--simulate-rtt', '600']);
   t.after(() => srv.p.kill('SIGKILL'));
-  await until(() => fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false), 20_000, 'server up');
+  await until(
+    () =>
+      fetch(`http://127.0.0.1:${port}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    20_000,
+    'server up',
+  );
   const c2 = client(url, 'kill', file, 'k2', 3, 0, 999);
   t.after(() => c2.p.kill('SIGKILL'));
   await until(() => c2.events.some((e) => e.ev === 'all-durable'), 20_000, 'second batch durable');
@@ -102,7 +150,10 @@ test('SIGKILL a client after it persisted ops but before the server had them: th
   // (c) Restart once more and let it finish; an observer checks the room.
   const c3 = client(url, 'kill', file, 'k3', 0, 0, 8);
   const watcher = client(url, 'kill', `${dir}/watcher.sqlite`, 'w', 0, 0, 8);
-  t.after(() => { c3.p.kill('SIGKILL'); watcher.p.kill('SIGKILL'); });
+  t.after(() => {
+    c3.p.kill('SIGKILL');
+    watcher.p.kill('SIGKILL');
+  });
   const done = await Promise.race([Promise.all([c3.exited, watcher.exited]), new Promise((r) => setTimeout(() => r('timeout'), 60_000))]);
   assert.notEqual(done, 'timeout', `did not finish: ${c3.stderr.slice(-3).join('|')} ${JSON.stringify(c3.events.slice(-3))}`);
   const final = watcher.events.find((e) => e.ev === 'done');
@@ -117,7 +168,15 @@ test('SIGKILL a client just after its ops became visible: restarted offline, its
   const url = `ws://127.0.0.1:${port}`;
   const srv = server(port, `${dir}/data`);
   t.after(() => srv.p.kill('SIGKILL'));
-  await until(() => fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false), 20_000, 'server up');
+  await until(
+    () =>
+      fetch(`http://127.0.0.1:${port}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    20_000,
+    'server up',
+  );
   const file = `${dir}/client.sqlite`;
   const N = 40;
   const c = client(url, 'dv', file, 'd', N, 0, 999); // expects more than it will ever see: stays up
@@ -130,7 +189,11 @@ test('SIGKILL a client just after its ops became visible: restarted offline, its
   const offline = await connect({ url, room: 'dv', machine: chat, storage: sqliteStorage(file), backoff: { minMs: 10_000, maxMs: 10_000 }, onError: () => {} });
   try {
     const texts = offline.getState('durable').messages.map((m) => m.text);
-    assert.deepEqual(texts, Array.from({ length: N }, (_, i) => `d-${i}`), 'every op that was Durable is in the restored Durable view, offline, in order');
+    assert.deepEqual(
+      texts,
+      Array.from({ length: N }, (_, i) => `d-${i}`),
+      'every op that was Durable is in the restored Durable view, offline, in order',
+    );
   } finally {
     await offline.close();
   }

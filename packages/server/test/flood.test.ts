@@ -31,13 +31,24 @@ const heavy = defineMachine({
 async function server(t: { after: (fn: () => unknown) => void }, tag: string, extra: Partial<ServerOptions> = {}) {
   const { dir, cleanup } = tempDir(tag);
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat, heavy], log: 'silent', ...extra });
-  t.after(async () => { await srv.close(); cleanup(); });
+  t.after(async () => {
+    await srv.close();
+    cleanup();
+  });
   return srv;
 }
 
-test('FairQueue: round robin over groups, then over each group\'s members; add is idempotent; delete forgets', () => {
+test("FairQueue: round robin over groups, then over each group's members; add is idempotent; delete forgets", () => {
   const q = new FairQueue<string, string>();
-  for (const [g, m] of [['A', 'a1'], ['A', 'a2'], ['A', 'a3'], ['B', 'b1'], ['A', 'a1'], ['C', 'c1']]) q.add(g, m);
+  for (const [g, m] of [
+    ['A', 'a1'],
+    ['A', 'a2'],
+    ['A', 'a3'],
+    ['B', 'b1'],
+    ['A', 'a1'],
+    ['C', 'c1'],
+  ])
+    q.add(g, m);
   assert.equal(q.size, 5, 'a1 added twice waits once');
   assert.equal(q.groups, 3);
   const order: string[] = [];
@@ -47,8 +58,11 @@ test('FairQueue: round robin over groups, then over each group\'s members; add i
   }
   // A, B, C take turns; A's three members do not get three turns in a row.
   assert.deepEqual(order, ['a1', 'b1', 'c1', 'a2', 'b1', 'a3']);
-  q.add('A', 'a1'); q.add('B', 'b1'); q.add('A', 'a2');
-  q.delete('A', 'a1'); q.delete('A', 'a2');
+  q.add('A', 'a1');
+  q.add('B', 'b1');
+  q.add('A', 'a2');
+  q.delete('A', 'a1');
+  q.delete('A', 'a2');
   assert.equal(q.size, 1);
   assert.deepEqual(q.take(), { group: 'B', member: 'b1' });
   assert.equal(q.take(), undefined);
@@ -68,13 +82,14 @@ test('a room flooded with costly ops does not starve another: its op is ordered 
   // The flood has started: some of it is ordered. Only now does the other room send its op.
   await until(() => flooder.verdicts() > 0, 20_000, 'the flood under way');
   other.send({ t: 'ops', ops: [{ seq: 1, name: 'burn', args: { loops: 1 } }] });
-  await until(() => other.verdicts() === 1, 20_000, 'the other room\'s op ordered');
+  await until(() => other.verdicts() === 1, 20_000, "the other room's op ordered");
   const floodDoneThen = flooder.verdicts();
   // Before the server took turns, the whole frame was ordered in one go, and the other room's
   // op only after it: floodDoneThen was N.
   assert.ok(floodDoneThen < N / 2, `the other room waited for ${floodDoneThen} of the flood's ${N} ops`);
   await until(() => flooder.verdicts() === N, 60_000, 'the whole flood ordered');
-  flooder.ws.terminate(); other.ws.terminate();
+  flooder.ws.terminate();
+  other.ws.terminate();
 });
 
 // spec: SEC-LIMITS
@@ -123,8 +138,14 @@ test('connections past limits.maxConnections are refused with server-full (non-f
 test('limits are checked when the server is created: an unknown limit or a queue bound below one frame is refused', async () => {
   const { dir, cleanup } = tempDir('lim');
   try {
-    await assert.rejects(createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent', limits: { maxQueuedFrames: 64 } as never }), /unknown limit limits\.maxQueuedFrames/);
-    await assert.rejects(createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent', limits: { maxFrameBytes: 1 << 20, maxQueuedBytes: 1 << 20 } }), /maxQueuedBytes .* must be at least/);
+    await assert.rejects(
+      createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent', limits: { maxQueuedFrames: 64 } as never }),
+      /unknown limit limits\.maxQueuedFrames/,
+    );
+    await assert.rejects(
+      createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent', limits: { maxFrameBytes: 1 << 20, maxQueuedBytes: 1 << 20 } }),
+      /maxQueuedBytes .* must be at least/,
+    );
   } finally {
     cleanup();
   }

@@ -27,7 +27,10 @@ const box = defineMachine({
 async function server(t: { after: (fn: () => unknown) => void }, tag: string) {
   const { dir, cleanup } = tempDir(tag);
   const srv = await createServer({ port: 0, dataDir: dir, machines: [box], log: 'silent', ackTimeoutMs: 500 });
-  t.after(async () => { await srv.close(); cleanup(); });
+  t.after(async () => {
+    await srv.close();
+    cleanup();
+  });
   return { srv, dir };
 }
 
@@ -51,25 +54,31 @@ async function raw(url: string, room: string, client: string) {
     /** One op with these arguments, framed as ClientCodec frames ops ([1, firstSeq, name, args]). */
     put: (args: unknown) => ws.send(anyPackr.pack([1, ++seq, 'put', args])),
     /** put({ k: 'x', v: [[[...1...]]] }) nested `depth` arrays deep, as bytes (a packer's recursion would overflow first). */
-    putDeep: (depth: number) => ws.send(Buffer.concat([
-      Buffer.from([0x94, 0x01, ++seq, 0xa3, ...Buffer.from('put'), 0x82, 0xa1, 0x6b, 0xa1, 0x78, 0xa1, 0x76]),
-      Buffer.alloc(depth, 0x91), Buffer.from([0x01]),
-    ])),
+    putDeep: (depth: number) =>
+      ws.send(
+        Buffer.concat([
+          Buffer.from([0x94, 0x01, ++seq, 0xa3, ...Buffer.from('put'), 0x82, 0xa1, 0x6b, 0xa1, 0x78, 0xa1, 0x76]),
+          Buffer.alloc(depth, 0x91),
+          Buffer.from([0x01]),
+        ]),
+      ),
     close: () => ws.close(),
   };
 }
-const verdicts = (msgs: ServerMessage[]) => msgs.flatMap((m) => (m.t === 'log' ? m.entries.filter((e) => e.k === 'own') : [])) as { seq: number; error?: string; refused?: true }[];
+const verdicts = (msgs: ServerMessage[]) =>
+  msgs.flatMap((m) => (m.t === 'log' ? m.entries.filter((e) => e.k === 'own') : [])) as { seq: number; error?: string; refused?: true }[];
 
 /** A JSON-like print that tells -0, NaN, undefined, Dates and bytes apart. */
-const exact = (v: unknown) => JSON.stringify(v, function (k, x) {
-  const raw = (this as Record<string, unknown>)[k];
-  if (Object.is(raw, -0)) return '«-0»';
-  if (typeof raw === 'number' && !Number.isFinite(raw)) return `«${raw}»`;
-  if (raw === undefined && k !== '') return '«undefined»';
-  if (raw instanceof Date) return `«Date ${raw.getTime()}»`;
-  if (raw instanceof Uint8Array) return `«bytes ${raw.length}»`;
-  return x;
-});
+const exact = (v: unknown) =>
+  JSON.stringify(v, function (k, x) {
+    const raw = (this as Record<string, unknown>)[k];
+    if (Object.is(raw, -0)) return '«-0»';
+    if (typeof raw === 'number' && !Number.isFinite(raw)) return `«${raw}»`;
+    if (raw === undefined && k !== '') return '«undefined»';
+    if (raw instanceof Date) return `«Date ${raw.getTime()}»`;
+    if (raw instanceof Uint8Array) return `«bytes ${raw.length}»`;
+    return x;
+  });
 
 // spec: OP-ARG-DOMAIN
 test('op arguments outside the JSON domain are refused by the server before ordering, so every replica holds the same state', async (t) => {
@@ -79,11 +88,16 @@ test('op arguments outside the JSON domain are refused by the server before orde
   await online(member);
   const rogue = await raw(srv.url, 'd', 'rogue');
   const bad: [string, unknown][] = [
-    ['NaN', NaN], ['Infinity', Infinity], ['-Infinity', -Infinity], ['Date', new Date(0)],
+    ['NaN', NaN],
+    ['Infinity', Infinity],
+    ['-Infinity', -Infinity],
+    ['Date', new Date(0)],
     // (A lone surrogate and -0 cannot cross MessagePack: they arrive as U+FFFD and 0, the same
     // for every receiver; the stubs refuse the one and normalise the other for the submitter.)
-    ['undefined', undefined], ['bytes', new Uint8Array([1, 2, 3])],
-    ['nested 300 deep', 300], ['nested 3,000 deep', 3000],
+    ['undefined', undefined],
+    ['bytes', new Uint8Array([1, 2, 3])],
+    ['nested 300 deep', 300],
+    ['nested 3,000 deep', 3000],
   ];
   for (const [what, v] of bad) {
     if (what.startsWith('nested')) rogue.putDeep(v as number);
@@ -113,10 +127,17 @@ test('the op stubs keep arguments in the domain: -0 becomes 0 as JSON would make
   const { srv } = await server(t, 'stubs');
   const a = await connect({ url: srv.url, room: 's', machine: box, clientId: 'a', onError: () => {} });
   const b = await connect({ url: srv.url, room: 's', machine: box, clientId: 'b', onError: () => {} });
-  t.after(async () => { await a.close(); await b.close(); });
-  await online(a); await online(b);
+  t.after(async () => {
+    await a.close();
+    await b.close();
+  });
+  await online(a);
+  await online(b);
   for (const v of [NaN, Infinity, new Date(0), new Uint8Array(2), 'x\uDC00', { u: undefined }]) {
-    assert.throws(() => a.ops.put({ k: 'x', v }), (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument' && /args\.v/.test(e.message));
+    assert.throws(
+      () => a.ops.put({ k: 'x', v }),
+      (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument' && /args\.v/.test(e.message),
+    );
   }
   const h = a.ops.put({ k: 'z', v: { n: -0, list: [-0] } });
   assert.ok(Object.is((a.getState('submitted').v.z as { n: number }).n, 0), 'the submitter applies 0 at once, like everyone else will');
@@ -131,8 +152,12 @@ test('a client that sees a gap in the log reconnects and catches up instead of i
   const warnings: string[] = [];
   const a = await connect({ url: srv.url, room: 'g', machine: box, clientId: 'a', onError: (e) => warnings.push(e.message) });
   const b = await connect({ url: srv.url, room: 'g', machine: box, clientId: 'b', onError: () => {} });
-  t.after(async () => { await a.close(); await b.close(); });
-  await online(a); await online(b);
+  t.after(async () => {
+    await a.close();
+    await b.close();
+  });
+  await online(a);
+  await online(b);
   await b.ops.put({ k: 'one', v: 1 }).visible;
   // A frame that skips positions, as a server bug or a lost frame would: the engine must not
   // sit on it while pings keep the link looking healthy.
@@ -153,21 +178,38 @@ test('two clients under one id: the ops of the second are refused loudly and nev
   await first.close(); // the first client's store keeps its record; the id is in use
 
   const errors: HerculesError[] = [];
-  const second = await connect({ url: srv.url, room: 'c', machine: box, clientId: 'same', onError: (e) => errors.push(e as HerculesError), backoff: { minMs: 10_000, maxMs: 10_000 } });
+  const second = await connect({
+    url: srv.url,
+    room: 'c',
+    machine: box,
+    clientId: 'same',
+    onError: (e) => errors.push(e as HerculesError),
+    backoff: { minMs: 10_000, maxMs: 10_000 },
+  });
   t.after(() => second.close());
   // Offline-made ops under seqs 1..3, which the server already holds from the first client.
   const hs = [0, 1, 2, 3].map((i) => second.ops.put({ k: `second-${i}`, v: i }));
   const settled = await Promise.allSettled(hs.map((h) => h.visible));
-  assert.ok(settled.every((s) => s.status === 'rejected' && (s.reason as HerculesError).code === 'client-id-conflict'), `every pending op rejects with client-id-conflict: ${JSON.stringify(settled.map((s) => s.status))}`);
+  assert.ok(
+    settled.every((s) => s.status === 'rejected' && (s.reason as HerculesError).code === 'client-id-conflict'),
+    `every pending op rejects with client-id-conflict: ${JSON.stringify(settled.map((s) => s.status))}`,
+  );
   assert.equal(second.status(), 'failed');
-  assert.ok(errors.some((e) => e.code === 'client-id-conflict'), 'reported through onError');
-  assert.throws(() => second.ops.put({ k: 'later', v: 0 }), (e: unknown) => e instanceof HerculesError && e.code === 'client-id-conflict', 'a stopped room refuses new ops with the reason');
+  assert.ok(
+    errors.some((e) => e.code === 'client-id-conflict'),
+    'reported through onError',
+  );
+  assert.throws(
+    () => second.ops.put({ k: 'later', v: 0 }),
+    (e: unknown) => e instanceof HerculesError && e.code === 'client-id-conflict',
+    'a stopped room refuses new ops with the reason',
+  );
 
   const watcher = await connect({ url: srv.url, room: 'c', machine: box, clientId: 'watcher', onError: () => {} });
   t.after(() => watcher.close());
   await online(watcher);
   const keys = Object.keys(watcher.getState('authoritative').v);
-  assert.deepEqual(keys.sort(), ['first-0', 'first-1', 'first-2'], 'none of the second client\'s ops is in the room');
+  assert.deepEqual(keys.sort(), ['first-0', 'first-1', 'first-2'], "none of the second client's ops is in the room");
 });
 
 // spec: LOG-ONE-HISTORY
@@ -180,14 +222,25 @@ test('a store copied from a backup, behind what the server holds under its id: i
   await a.close();
   // An old copy of c1's store: it made one op offline that never reached the server.
   const backup = memoryStorage();
-  const offline = await connect({ url: 'ws://127.0.0.1:1', room: 'b', machine: box, clientId: 'c1', storage: backup, onError: () => {}, backoff: { minMs: 10_000, maxMs: 10_000 } });
+  const offline = await connect({
+    url: 'ws://127.0.0.1:1',
+    room: 'b',
+    machine: box,
+    clientId: 'c1',
+    storage: backup,
+    onError: () => {},
+    backoff: { minMs: 10_000, maxMs: 10_000 },
+  });
   await offline.ops.put({ k: 'from-backup', v: 1 }).durable;
   await offline.close();
   const restored = await connect({ url: srv.url, room: 'b', machine: box, storage: backup, onError: () => {} });
   t.after(() => restored.close());
   assert.equal(restored.clientId, 'c1');
   const [h] = restored.pending();
-  await assert.rejects(h.visible, (e: unknown) => e instanceof HerculesError && e.code === 'client-id-conflict' && /only ever wrote up to seq 1/.test(e.message));
+  await assert.rejects(
+    h.visible,
+    (e: unknown) => e instanceof HerculesError && e.code === 'client-id-conflict' && /only ever wrote up to seq 1/.test(e.message),
+  );
   const watcher = await connect({ url: srv.url, room: 'b', machine: box, clientId: 'w', onError: () => {} });
   t.after(() => watcher.close());
   await online(watcher);
@@ -195,16 +248,31 @@ test('a store copied from a backup, behind what the server holds under its id: i
 });
 
 // spec: LOG-ONE-HISTORY
-test('a clone connecting under a live client\'s id is refused; the original, replaced for a moment, goes on', async (t) => {
+test("a clone connecting under a live client's id is refused; the original, replaced for a moment, goes on", async (t) => {
   const { srv } = await server(t, 'clone');
   const errors: string[] = [];
-  const original = await connect({ url: srv.url, room: 'o', machine: box, clientId: 'id-1', backoff: { minMs: 10, maxMs: 200 }, onError: (e) => errors.push(`${(e as HerculesError).code}: ${e.message}`) });
+  const original = await connect({
+    url: srv.url,
+    room: 'o',
+    machine: box,
+    clientId: 'id-1',
+    backoff: { minMs: 10, maxMs: 200 },
+    onError: (e) => errors.push(`${(e as HerculesError).code}: ${e.message}`),
+  });
   t.after(() => original.close());
   await online(original);
   for (let i = 0; i < 3; i++) await original.ops.put({ k: `o${i}`, v: i }).visible;
   // The clone has its own store, with an op under seq 1, made offline.
   const store = memoryStorage();
-  const offline = await connect({ url: 'ws://127.0.0.1:1', room: 'o', machine: box, clientId: 'id-1', storage: store, onError: () => {}, backoff: { minMs: 10_000, maxMs: 10_000 } });
+  const offline = await connect({
+    url: 'ws://127.0.0.1:1',
+    room: 'o',
+    machine: box,
+    clientId: 'id-1',
+    storage: store,
+    onError: () => {},
+    backoff: { minMs: 10_000, maxMs: 10_000 },
+  });
   await offline.ops.put({ k: 'clone', v: 1 }).durable;
   await offline.close();
   const clone = await connect({ url: srv.url, room: 'o', machine: box, storage: store, onError: () => {} });

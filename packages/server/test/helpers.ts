@@ -19,16 +19,31 @@ export async function rawConnection(url: string, room: string, query = '') {
   const msgs: ServerMessage[] = [];
   let closed: { code: number; reason: string } | undefined;
   ws.on('message', (d: Buffer) => msgs.push(codec.decode(new Uint8Array(d))));
-  ws.on('close', (code, reason) => { closed = { code, reason: reason.toString() }; });
+  ws.on('close', (code, reason) => {
+    closed = { code, reason: reason.toString() };
+  });
   ws.on('error', () => {});
-  await new Promise<void>((res) => { ws.once('open', () => res()); ws.once('close', () => res()); });
+  await new Promise<void>((res) => {
+    ws.once('open', () => res());
+    ws.once('close', () => res());
+  });
   return {
-    ws, msgs, codec,
+    ws,
+    msgs,
+    codec,
     closed: () => closed,
     send: (m: ClientMessage) => ws.send(codec.encode(m)),
     /** hello for `machine`, optionally claiming another machine version or protocol version. */
     hello: (client: string, machine: Machine<any, any>, o: { version?: number; protocol?: number } = {}) =>
-      ws.send(codec.encode({ t: 'hello', v: o.protocol ?? PROTOCOL_VERSION, client, machine: { name: machine.name, version: o.version ?? machine.version }, have: 0 })),
+      ws.send(
+        codec.encode({
+          t: 'hello',
+          v: o.protocol ?? PROTOCOL_VERSION,
+          client,
+          machine: { name: machine.name, version: o.version ?? machine.version },
+          have: 0,
+        }),
+      ),
     welcomed: () => msgs.some((m) => m.t === 'welcome'),
     /** How many of its own ops the server has given a verdict on. */
     verdicts: () => msgs.reduce((n, m) => n + (m.t === 'log' ? m.entries.filter((e) => e.k === 'own').length : 0), 0),

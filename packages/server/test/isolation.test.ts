@@ -19,12 +19,18 @@ import { tempDir, until, online, rawConnection } from './helpers.ts';
 async function server(t: { after: (fn: () => unknown) => void }, tag: string, extra: Partial<ServerOptions> = {}) {
   const { dir, cleanup } = tempDir(tag);
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat, interiorDesign], log: 'silent', ...extra });
-  t.after(async () => { await srv.close(); cleanup(); });
+  t.after(async () => {
+    await srv.close();
+    cleanup();
+  });
   return srv;
 }
 
-
-const deep = (n: number): unknown => { let v: unknown = 'bottom'; for (let i = 0; i < n; i++) v = [v]; return v; };
+const deep = (n: number): unknown => {
+  let v: unknown = 'bottom';
+  for (let i = 0; i < n; i++) v = [v];
+  return v;
+};
 
 /** Wrap RoomEngine.prototype.message for the test: `edit` may change an output after ordering. */
 function tamper(t: { after: (fn: () => unknown) => void }, edit: (out: RoomOutput) => void): void {
@@ -35,7 +41,9 @@ function tamper(t: { after: (fn: () => unknown) => void }, edit: (out: RoomOutpu
     edit(out);
     return out;
   };
-  t.after(() => { proto.message = real; });
+  t.after(() => {
+    proto.message = real;
+  });
 }
 
 const counter = async (srv: { metrics: any }, name: string, labels: Record<string, string> = {}) => {
@@ -52,7 +60,14 @@ test('an output that cannot be serialised for storage fails only its own room; t
     for (const e of out.persist.appended) if ((e.args as { text?: string })?.text === 'POISON') (e as { args: unknown }).args = deep(5000);
   });
   const statuses: string[] = [];
-  const good = await connect({ url: srv.url, room: 'good', machine: chat, clientId: 'good', backoff: { minMs: 20, maxMs: 100 }, onStatus: (st) => statuses.push(st) });
+  const good = await connect({
+    url: srv.url,
+    room: 'good',
+    machine: chat,
+    clientId: 'good',
+    backoff: { minMs: 20, maxMs: 100 },
+    onStatus: (st) => statuses.push(st),
+  });
   await online(good);
   // An honest client in the failing room, whose op shares the failed commit.
   const neighbour = await connect({ url: srv.url, room: 'bad', machine: chat, clientId: 'neighbour', backoff: { minMs: 20, maxMs: 100 } });
@@ -73,10 +88,14 @@ test('an output that cannot be serialised for storage fails only its own room; t
   assert.equal(await counter(srv, 'outputFailures', { stage: 'serialize' }), 1);
   assert.equal(await counter(srv, 'storageErrors'), 0, 'not a storage error: the disk is fine');
   await n.visible; // the neighbour reconnects and resends: nothing durable is lost
-  assert.deepEqual(neighbour.getState('authoritative').messages.map((m) => m.text), ['next door']);
+  assert.deepEqual(
+    neighbour.getState('authoritative').messages.map((m) => m.text),
+    ['next door'],
+  );
   await good.ops.say({ text: 'later' }).visible;
   bad.ws.close();
-  await good.close(); await neighbour.close();
+  await good.close();
+  await neighbour.close();
 });
 
 // spec: SEC-CONTAINED
@@ -87,16 +106,29 @@ test('a message that cannot be encoded for one connection closes only that conne
   tamper(t, (out) => {
     for (const s of out.send) {
       if (s.msg.t !== 'log') continue;
-      s.msg = { ...s.msg, entries: s.msg.entries.map((w) => (w.k === 'op' && (w.e.args as { text?: string })?.text === 'POISON' ? { k: 'op' as const, e: { ...w.e, args: deep(5000) } } : w)) };
+      s.msg = {
+        ...s.msg,
+        entries: s.msg.entries.map((w) =>
+          w.k === 'op' && (w.e.args as { text?: string })?.text === 'POISON' ? { k: 'op' as const, e: { ...w.e, args: deep(5000) } } : w,
+        ),
+      };
     }
   });
   const bad = await rawConnection(srv.url, 'bad');
   bad.hello('bad', chat);
   await until(() => bad.msgs.some((m) => m.t === 'welcome'), 5000, 'welcome');
   const victimStatuses: string[] = [];
-  const victim = await connect({ url: srv.url, room: 'bad', machine: chat, clientId: 'victim', backoff: { minMs: 20, maxMs: 100 }, onStatus: (st, detail) => victimStatuses.push(`${st}: ${detail ?? ''}`) });
+  const victim = await connect({
+    url: srv.url,
+    room: 'bad',
+    machine: chat,
+    clientId: 'victim',
+    backoff: { minMs: 20, maxMs: 100 },
+    onStatus: (st, detail) => victimStatuses.push(`${st}: ${detail ?? ''}`),
+  });
   const good = await connect({ url: srv.url, room: 'good', machine: chat, clientId: 'good', backoff: { minMs: 20, maxMs: 100 } });
-  await online(victim); await online(good);
+  await online(victim);
+  await online(good);
 
   // The poison first, then an op of another room, in one group commit: the failure must not
   // drop what follows it in the batch.
@@ -108,12 +140,16 @@ test('a message that cannot be encoded for one connection closes only that conne
   // and recovers the op from the log when it reconnects.
   await until(() => bad.msgs.some((m) => m.t === 'log'), 5000, 'the submitter hears its verdict');
   await until(() => victim.getState('authoritative').messages.length === 1, 10_000, 'the victim catches up from the log');
-  assert.ok(victimStatuses.some((st) => /^offline: encode failed/.test(st)), `the victim connection was closed with the reason: ${victimStatuses.join(' | ')}`);
+  assert.ok(
+    victimStatuses.some((st) => /^offline: encode failed/.test(st)),
+    `the victim connection was closed with the reason: ${victimStatuses.join(' | ')}`,
+  );
   assert.equal(await counter(srv, 'outputFailures', { stage: 'encode' }), 1);
-  assert.ok(await counter(srv, 'refusedConnections', { reason: 'encode-failed' }) >= 1);
+  assert.ok((await counter(srv, 'refusedConnections', { reason: 'encode-failed' })) >= 1);
   await good.ops.say({ text: 'still serving' }).visible;
   bad.ws.close();
-  await victim.close(); await good.close();
+  await victim.close();
+  await good.close();
 });
 
 // spec: SEC-CONTAINED
@@ -128,10 +164,14 @@ test('a throw in one room while ticking, closing or handling a frame stays in th
       return real[k].apply(this, a);
     };
   }
-  t.after(() => { proto.tick = real.tick; proto.close = real.close; });
+  t.after(() => {
+    proto.tick = real.tick;
+    proto.close = real.close;
+  });
   const good = await connect({ url: srv.url, room: 'good', machine: chat, clientId: 'good' });
   const d = await connect({ url: srv.url, room: 'design', machine: interiorDesign, clientId: 'd', backoff: { minMs: 20, maxMs: 100 } });
-  await online(good); await online(d);
+  await online(good);
+  await online(d);
   armed = true;
   await until(async () => (await counter(srv, 'outputFailures', { stage: 'tick' })) >= 1, 5000, 'tick failure counted');
   await good.ops.say({ text: 'ticking on' }).visible;
@@ -141,7 +181,8 @@ test('a throw in one room while ticking, closing or handling a frame stays in th
   const d2 = await connect({ url: srv.url, room: 'design', machine: interiorDesign, clientId: 'd2' });
   await online(d2);
   await d2.ops.move({ id: 'sofa', x: 1, y: 2 }).visible;
-  await good.close(); await d2.close();
+  await good.close();
+  await d2.close();
 });
 
 // spec: SEC-CONTAINED
@@ -151,8 +192,12 @@ test('an upgrade request whose URL cannot be parsed is refused, not thrown', asy
     const s = netConnect(srv.port, '127.0.0.1');
     s.on('error', () => {});
     let reply = '';
-    s.on('data', (b) => { reply += String(b); });
-    s.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+    s.on('data', (b) => {
+      reply += String(b);
+    });
+    s.write(
+      `GET ${path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+    );
     await until(() => reply.length > 0, 5000, `a reply to ${path}`);
     s.destroy();
   }

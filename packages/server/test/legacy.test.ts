@@ -19,10 +19,15 @@ test('a refusal stored with the old "refused: " prefix reaches its client, after
   // As the old server left it: the op in the log without its args, the verdict in the record.
   const old = new SqliteStore(dir);
   old.create('r', chat.name, chat.version, chat.initial);
-  old.commit([['r', {
-    appended: [{ ...op, pos: 1, args: null, author: 'night-owl', error: `refused: ${reason}` }],
-    clients: { 'night-owl': { highWater: 1, visibleSeq: 0, rejected: [{ seq: 1, pos: 1, error: `refused: ${reason}` }] } },
-  }]]);
+  old.commit([
+    [
+      'r',
+      {
+        appended: [{ ...op, pos: 1, args: null, author: 'night-owl', error: `refused: ${reason}` }],
+        clients: { 'night-owl': { highWater: 1, visibleSeq: 0, rejected: [{ seq: 1, pos: 1, error: `refused: ${reason}` }] } },
+      },
+    ],
+  ]);
   old.close();
 
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
@@ -36,7 +41,10 @@ test('a refusal stored with the old "refused: " prefix reaches its client, after
   t.after(() => room.close());
   const [h] = room.pending();
   assert.equal(h.id, 'night-owl:1');
-  await assert.rejects(h.authoritative, (e: unknown) => e instanceof OpRejectedError && e.refused && e.message === `operation night-owl:1 was refused: ${reason}`);
+  await assert.rejects(
+    h.authoritative,
+    (e: unknown) => e instanceof OpRejectedError && e.refused && e.message === `operation night-owl:1 was refused: ${reason}`,
+  );
   assert.equal(h.stage, 'rejected');
   assert.equal(h.refused, true);
   assert.equal(h.error, reason);

@@ -16,18 +16,28 @@ import { tempDir, until, rawConnection } from './helpers.ts';
 async function server(t: { after: (fn: () => unknown) => void }, tag: string, extra: Partial<ServerOptions> = {}) {
   const { dir, cleanup } = tempDir(tag);
   const lines: Record<string, unknown>[] = [];
-  const sink = new Writable({ write(chunk, _enc, done) { for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l)); done(); } });
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l));
+      done();
+    },
+  });
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: pino({ level: 'info' }, sink), ...extra });
-  t.after(async () => { await srv.close(); cleanup(); });
+  t.after(async () => {
+    await srv.close();
+    cleanup();
+  });
   return Object.assign(srv, { lines });
 }
-
 
 const value = async (srv: { metrics: any }, name: string, labels: Record<string, string> = {}) => {
   const v = srv.metrics[name] ? ((await srv.metrics[name].get()).values as { value: number; labels: Record<string, string> }[]) : [];
   return v.filter((x) => Object.entries(labels).every(([k, l]) => x.labels[k] === l)).reduce((a, x) => a + x.value, 0);
 };
-const says = (from: number, n: number, text = 'x') => ({ t: 'ops' as const, ops: Array.from({ length: n }, (_, i) => ({ seq: from + i, name: 'say', args: { text } })) });
+const says = (from: number, n: number, text = 'x') => ({
+  t: 'ops' as const,
+  ops: Array.from({ length: n }, (_, i) => ({ seq: from + i, name: 'say', args: { text } })),
+});
 
 // spec: SEC-LIMITS
 test('connections that never say hello are closed after the hello timeout, counted and logged; one that says hello stays', async (t) => {
@@ -38,8 +48,12 @@ test('connections that never say hello are closed after the hello timeout, count
   partial.on('error', () => {});
   partial.resume(); // read what the server sends, so its end is seen
   let partialClosed = false;
-  partial.on('close', () => { partialClosed = true; });
-  partial.write('GET /?room=r HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
+  partial.on('close', () => {
+    partialClosed = true;
+  });
+  partial.write(
+    'GET /?room=r HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+  );
   partial.write(Buffer.from([0x82, 0xfe, 0x01, 0x00, 1, 2, 3, 4, 0x93])); // binary, 256 bytes announced, 1 sent
   const ok = await rawConnection(srv.url, 'r');
   ok.hello('talker', chat);
@@ -73,19 +87,65 @@ test('every refused or cut connection is counted and logged with its reason', as
     ['unauthenticated', () => rawConnection(srv.url, 'r', '&token=bad')],
     ['forbidden', () => rawConnection(srv.url, 'r', '&token=nobody')],
     ['bad-room', () => rawConnection(srv.url, '')],
-    ['room-full', async () => { const c = await rawConnection(srv.url, 'full'); c.hello('second', chat); return c; }],
-    ['machine-mismatch', async () => { const c = await rawConnection(srv.url, 'r'); c.hello('m', { ...chat, version: 99 } as Machine<any, any>); return c; }],
-    ['protocol-version', async () => { const c = await rawConnection(srv.url, 'r'); c.hello('p', chat, { protocol: PROTOCOL_VERSION + 1 }); return c; }],
-    ['malformed-frame', async () => { const c = await rawConnection(srv.url, 'r'); c.ws.send(new Uint8Array([0xc1, 0xc1])); return c; }],
-    ['not-ready', async () => { const c = await rawConnection(srv.url, 'r'); c.send({ t: 'ack', pos: 0 }); return c; }],
+    [
+      'room-full',
+      async () => {
+        const c = await rawConnection(srv.url, 'full');
+        c.hello('second', chat);
+        return c;
+      },
+    ],
+    [
+      'machine-mismatch',
+      async () => {
+        const c = await rawConnection(srv.url, 'r');
+        c.hello('m', { ...chat, version: 99 } as Machine<any, any>);
+        return c;
+      },
+    ],
+    [
+      'protocol-version',
+      async () => {
+        const c = await rawConnection(srv.url, 'r');
+        c.hello('p', chat, { protocol: PROTOCOL_VERSION + 1 });
+        return c;
+      },
+    ],
+    [
+      'malformed-frame',
+      async () => {
+        const c = await rawConnection(srv.url, 'r');
+        c.ws.send(new Uint8Array([0xc1, 0xc1]));
+        return c;
+      },
+    ],
+    [
+      'not-ready',
+      async () => {
+        const c = await rawConnection(srv.url, 'r');
+        c.send({ t: 'ack', pos: 0 });
+        return c;
+      },
+    ],
     ['hello-timeout', () => rawConnection(srv.url, 'r')],
-    ['seq-gap', async () => { const c = await rawConnection(srv.url, 'r'); c.hello('g', chat); c.send(says(5, 1)); return c; }],
+    [
+      'seq-gap',
+      async () => {
+        const c = await rawConnection(srv.url, 'r');
+        c.hello('g', chat);
+        c.send(says(5, 1));
+        return c;
+      },
+    ],
   ];
   for (const [reason, open] of cases) {
     const c = await open();
     await until(() => c.closed(), 5000, `${reason}: closed`);
     assert.equal(await value(srv, 'refusedConnections', { reason }), 1, `${reason} counted`);
-    assert.ok(srv.lines.some((l) => l.reason === reason), `${reason} logged`);
+    assert.ok(
+      srv.lines.some((l) => l.reason === reason),
+      `${reason} logged`,
+    );
   }
   first.ws.close();
 });
@@ -96,12 +156,23 @@ test('the CLI takes --hello-timeout', async (t) => {
   const { createInterface } = await import('node:readline');
   const bin = new URL('../bin/hercules.js', import.meta.url).pathname;
   const machines = new URL('../../../apps/machines.ts', import.meta.url).pathname;
-  const p = spawn(process.execPath, [bin, 'serve', '--machines', machines, '--port', '0', '--data-dir', dir, '--hello-timeout', '200'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  t.after(() => { p.kill('SIGKILL'); cleanup(); });
+  const p = spawn(process.execPath, [bin, 'serve', '--machines', machines, '--port', '0', '--data-dir', dir, '--hello-timeout', '200'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  t.after(() => {
+    p.kill('SIGKILL');
+    cleanup();
+  });
   let url = '';
   const logged: Record<string, unknown>[] = [];
   createInterface({ input: p.stdout! }).on('line', (l) => {
-    try { const o = JSON.parse(l); logged.push(o); if (o.url) url = o.url; } catch { /* not a log line */ }
+    try {
+      const o = JSON.parse(l);
+      logged.push(o);
+      if (o.url) url = o.url;
+    } catch {
+      /* not a log line */
+    }
   });
   await until(() => url, 30_000, 'the CLI listening');
   const silent = await rawConnection(url, 'r');

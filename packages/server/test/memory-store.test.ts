@@ -11,9 +11,15 @@ test('an injected fault before or during an append writes nothing; after, the ap
   const store = new MemoryStore();
   await store.open('r', INIT);
   store.failAppend({ room: 'r', stage: 'before' });
-  await assert.rejects(store.append('r', { after: 0, entries: [entry(1)] }), { code: 'storage-failed', message: /before the write.*nothing of the append was written/ });
+  await assert.rejects(store.append('r', { after: 0, entries: [entry(1)] }), {
+    code: 'storage-failed',
+    message: /before the write.*nothing of the append was written/,
+  });
   store.failAppend({ room: 'r', stage: 'during' });
-  await assert.rejects(store.append('r', { after: 0, entries: [entry(1)], clients: { c1: { highWater: 1, visibleSeq: 0 } } }), { code: 'storage-failed', message: /part-way/ });
+  await assert.rejects(store.append('r', { after: 0, entries: [entry(1)], clients: { c1: { highWater: 1, visibleSeq: 0 } } }), {
+    code: 'storage-failed',
+    message: /part-way/,
+  });
   assert.deepEqual((await store.open('r'))!.rev, 0);
   // A lost acknowledgement: the writer is told it failed, and finds it landed when it reloads.
   store.failAppend({ room: 'r', stage: 'after' });
@@ -31,7 +37,12 @@ test('a fault strikes the append it names: after skip appends of its room, once;
   for (let i = 0; i < 4; i++) {
     for (const room of ['a', 'b']) {
       const rev = (await store.open(room))!.rev;
-      outcome.push(await store.append(room, { after: rev, entries: [entry(rev + 1)] }).then(() => `${room}${i} ok`, () => `${room}${i} failed`));
+      outcome.push(
+        await store.append(room, { after: rev, entries: [entry(rev + 1)] }).then(
+          () => `${room}${i} ok`,
+          () => `${room}${i} failed`,
+        ),
+      );
     }
   }
   assert.deepEqual(outcome, ['a0 ok', 'b0 ok', 'a1 ok', 'b1 ok', 'a2 failed', 'b2 ok', 'a3 ok', 'b3 ok']);

@@ -13,32 +13,50 @@ import { tempDir, until, online, rawConnection } from './helpers.ts';
 
 const SECRET = 'test-secret-that-is-at-least-32-bytes-long';
 const sign = (sub: string, opts: { secret?: string; exp?: string | number } = {}) =>
-  new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt().setExpirationTime(opts.exp ?? '1h').sign(new TextEncoder().encode(opts.secret ?? SECRET));
+  new SignJWT({})
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject(sub)
+    .setIssuedAt()
+    .setExpirationTime(opts.exp ?? '1h')
+    .sign(new TextEncoder().encode(opts.secret ?? SECRET));
 
 async function server(t: { after: (fn: () => unknown) => void }, tag: string, extra: Partial<ServerOptions> = {}) {
   const { dir, cleanup } = tempDir(tag);
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat, interiorDesign], log: 'silent', ...extra });
-  t.after(async () => { await srv.close(); cleanup(); });
+  t.after(async () => {
+    await srv.close();
+    cleanup();
+  });
   return srv;
 }
 
 /** Connect and record every status change with its detail. */
 async function client<M extends Machine<any, any>>(url: string, room: string, machine: M, clientId: string, token?: string | (() => Promise<string>)) {
   const statuses: string[] = [];
-  const r = await connect({ url, room, machine, clientId, ...(token ? { token } : {}), backoff: { minMs: 20, maxMs: 100 }, onStatus: (s, d) => statuses.push(`${s}: ${d ?? ''}`) });
+  const r = await connect({
+    url,
+    room,
+    machine,
+    clientId,
+    ...(token ? { token } : {}),
+    backoff: { minMs: 20, maxMs: 100 },
+    onStatus: (s, d) => statuses.push(`${s}: ${d ?? ''}`),
+  });
   return Object.assign(r, { statuses }) as ConnectedRoom<M> & { statuses: string[] };
 }
 
 /** A hand-driven connection that can send anything, with a token. */
 const raw = (url: string, room: string, token?: string) => rawConnection(url, room, token ? `&token=${token}` : '');
-const ownVerdicts = (msgs: ServerMessage[]) => msgs.flatMap((m) => (m.t === 'log' ? m.entries.filter((e) => e.k === 'own') : [])) as { seq: number; error?: string; refused?: true }[];
+const ownVerdicts = (msgs: ServerMessage[]) =>
+  msgs.flatMap((m) => (m.t === 'log' ? m.entries.filter((e) => e.k === 'own') : [])) as { seq: number; error?: string; refused?: true }[];
 
 // spec: SEC-AUTHN, SEC-AUTHOR
 test('JWT: a valid token stamps its user as author; missing, forged and expired tokens are refused with the reason', async (t) => {
   const srv = await server(t, 'jwt', { jwt: { secret: SECRET } });
   const alice = await client(srv.url, 'r', chat, 'dev-a', await sign('alice'));
   const bob = await client(srv.url, 'r', chat, 'dev-b', await sign('bob'));
-  await online(alice); await online(bob);
+  await online(alice);
+  await online(bob);
   await alice.ops.say({ text: 'hi' }).visible;
   await until(() => bob.getState('authoritative').messages.length === 1, 5000, 'delivery');
   assert.equal(bob.getState('authoritative').messages[0].author, 'alice', 'the author is the token subject, not the client id');
@@ -46,14 +64,20 @@ test('JWT: a valid token stamps its user as author; missing, forged and expired 
   const none = await client(srv.url, 'r', chat, 'dev-n');
   const forged = await client(srv.url, 'r', chat, 'dev-f', await sign('alice', { secret: 'x'.repeat(40) }));
   const expired = await client(srv.url, 'r', chat, 'dev-e', await sign('alice', { exp: Math.floor(Date.now() / 1000) - 3600 }));
-  for (const [r, why] of [[none, /no token/], [forged, /bad signature/], [expired, /expired/]] as const) {
+  for (const [r, why] of [
+    [none, /no token/],
+    [forged, /bad signature/],
+    [expired, /expired/],
+  ] as const) {
     await until(() => r.status() === 'failed', 5000, 'refusal');
     assert.match(r.statuses.at(-1)!, /unauthenticated/);
     assert.match(r.statuses.at(-1)!, why);
   }
   // A token function is asked again after a refusal: an expired token is replaced by a fresh one.
   let calls = 0;
-  const refreshing = await client(srv.url, 'r', chat, 'dev-r', async () => (++calls === 1 ? sign('carol', { exp: Math.floor(Date.now() / 1000) - 3600 }) : sign('carol')));
+  const refreshing = await client(srv.url, 'r', chat, 'dev-r', async () =>
+    ++calls === 1 ? sign('carol', { exp: Math.floor(Date.now() / 1000) - 3600 }) : sign('carol'),
+  );
   await online(refreshing);
   assert.ok(calls >= 2);
   await refreshing.ops.say({ text: 'back' }).visible;
@@ -74,7 +98,8 @@ test('a client id belongs to the user who first used it: another user can neithe
   assert.match(mallory.statuses.at(-1)!, /forbidden: client id laptop-1 belongs to another user/);
   assert.equal(alice.status(), 'online', 'the owner was not kicked off');
   await alice.ops.say({ text: 'still here' }).visible;
-  await mallory.close(); await alice.close();
+  await mallory.close();
+  await alice.close();
   const port = srv.port;
   await srv.close();
   srv = await createServer({ port, dataDir: dir, machines: [chat], log: 'silent', jwt: { secret: SECRET } });
@@ -83,7 +108,8 @@ test('a client id belongs to the user who first used it: another user can neithe
   await until(() => mallory2.status() === 'failed', 5000, 'refusal after restart');
   const alice2 = await client(srv.url, 'r', chat, 'laptop-1', await sign('alice'));
   await online(alice2);
-  await mallory2.close(); await alice2.close();
+  await mallory2.close();
+  await alice2.close();
 });
 
 // spec: SEC-ACCESS
@@ -94,10 +120,14 @@ test('room access: read-only clients receive everything and can submit nothing; 
   });
   const writer = await client(srv.url, 'r', chat, 'w', await sign('writer'));
   const viewer = await client(srv.url, 'r', chat, 'v', await sign('viewer'));
-  await online(writer); await online(viewer);
+  await online(writer);
+  await online(viewer);
   assert.equal(viewer.access(), 'read');
   assert.equal(writer.access(), 'write');
-  assert.throws(() => viewer.ops.say({ text: 'let me in' }), (e: unknown) => e instanceof HerculesError && e.code === 'forbidden');
+  assert.throws(
+    () => viewer.ops.say({ text: 'let me in' }),
+    (e: unknown) => e instanceof HerculesError && e.code === 'forbidden',
+  );
   await writer.ops.say({ text: 'for all' }).visible;
   await until(() => viewer.getState('authoritative').messages.length === 1, 5000, 'viewer receives');
 
@@ -109,7 +139,10 @@ test('room access: read-only clients receive everything and can submit nothing; 
   assert.match(ownVerdicts(sneaky.msgs)[0].error ?? '', /^read-only/);
   assert.equal(ownVerdicts(sneaky.msgs)[0].refused, true);
   await writer.ops.say({ text: 'after' }).visible;
-  assert.deepEqual(writer.getState('authoritative').messages.map((m) => m.text), ['for all', 'after']);
+  assert.deepEqual(
+    writer.getState('authoritative').messages.map((m) => m.text),
+    ['for all', 'after'],
+  );
   assert.equal(sneaky.closed(), undefined, 'a refused op is not a reason to disconnect');
 
   const stranger = await client(srv.url, 'r', chat, 's', await sign('stranger'));
@@ -127,11 +160,15 @@ test('schemas and the authorize hook refuse ops before ordering; the submitter l
   });
   const alice = await client(srv.url, 'd', interiorDesign, 'a', await sign('alice'));
   const bob = await client(srv.url, 'd', interiorDesign, 'b', await sign('bob'));
-  await online(alice); await online(bob);
+  await online(alice);
+  await online(bob);
   const lamp0 = alice.getState('authoritative').items.lamp;
   const h = alice.ops.move({ id: 'lamp', x: 1, y: 1 });
   assert.equal(alice.getState('submitted').items.lamp.x, 1, 'applied speculatively');
-  await assert.rejects(h.authoritative, (e: unknown) => e instanceof OpRejectedError && e.refused && e.message === `operation ${h.id} was refused: not authorized: only the owner moves the lamp`);
+  await assert.rejects(
+    h.authoritative,
+    (e: unknown) => e instanceof OpRejectedError && e.refused && e.message === `operation ${h.id} was refused: not authorized: only the owner moves the lamp`,
+  );
   assert.equal(h.stage, 'rejected');
   assert.equal(h.refused, true);
   assert.equal(h.error, 'not authorized: only the owner moves the lamp');
@@ -142,16 +179,22 @@ test('schemas and the authorize hook refuse ops before ordering; the submitter l
   assert.deepEqual(bob.getState('authoritative').items.lamp, lamp0, 'bob never saw the lamp move');
 
   // The schema stops a bad call at the stub, before anything is submitted.
-  assert.throws(() => alice.ops.move({ id: 'sofa', x: 'left' as unknown as number, y: 0 }), (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument' && /x must be a number/.test(e.message));
+  assert.throws(
+    () => alice.ops.move({ id: 'sofa', x: 'left' as unknown as number, y: 0 }),
+    (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument' && /x must be a number/.test(e.message),
+  );
 
   // A client that skips the stub: bad arguments and unknown ops are refused, one by one.
   const rogue = await raw(srv.url, 'd', await sign('rogue'));
   rogue.hello('r', interiorDesign);
-  rogue.send({ t: 'ops', ops: [
-    { seq: 1, name: 'move', args: { id: 'sofa', x: 1e12, y: 0 } },
-    { seq: 2, name: 'burn', args: { id: 'sofa' } },
-    { seq: 3, name: 'move', args: { id: 'table', x: 7, y: 8 } },
-  ] });
+  rogue.send({
+    t: 'ops',
+    ops: [
+      { seq: 1, name: 'move', args: { id: 'sofa', x: 1e12, y: 0 } },
+      { seq: 2, name: 'burn', args: { id: 'sofa' } },
+      { seq: 3, name: 'move', args: { id: 'table', x: 7, y: 8 } },
+    ],
+  });
   await until(() => ownVerdicts(rogue.msgs).length === 3, 5000, 'three verdicts');
   const [v1, v2, v3] = ownVerdicts(rogue.msgs);
   assert.match(v1.error ?? '', /^invalid arguments for move: x must be at most 100000/);
@@ -170,7 +213,8 @@ test('schemas and the authorize hook refuse ops before ordering; the submitter l
   assert.ok(err && err.t === 'error' && err.code === 'machine-mismatch' && err.fatal, JSON.stringify(err));
   await bob.ops.move({ id: 'chair-1', x: 9, y: 9 }).visible;
   rogue.ws.close();
-  await alice.close(); await bob.close();
+  await alice.close();
+  await bob.close();
 });
 
 // spec: SEC-LIMITS
@@ -178,7 +222,8 @@ test('limits: a full room turns clients away until there is space; oversized fra
   const srv = await server(t, 'limits', { limits: { maxClientsPerRoom: 2, maxFrameBytes: 64 * 1024 } });
   const a = await client(srv.url, 'r', chat, 'a');
   const b = await client(srv.url, 'r', chat, 'b');
-  await online(a); await online(b);
+  await online(a);
+  await online(b);
   const c = await client(srv.url, 'r', chat, 'c');
   await until(() => c.statuses.some((s) => /offline: room full/.test(s)), 5000, 'room full');
   assert.notEqual(c.status(), 'failed', 'a full room is worth retrying');
@@ -192,7 +237,8 @@ test('limits: a full room turns clients away until there is space; oversized fra
   assert.equal(big.closed()!.code, 1009, 'message too big');
   assert.throws(() => a.ops.say({ text: 'x'.repeat(300 * 1024) }), HerculesError);
   await a.ops.say({ text: 'the room goes on' }).visible;
-  await a.close(); await c.close();
+  await a.close();
+  await c.close();
 });
 
 // spec: SEC-LIMITS
@@ -214,7 +260,10 @@ test('limits: a client over its op rate is slowed by backpressure and loses noth
   // A frame is charged whole, so at most the bucket (100) and one frame (100) go at once; the
   // other 800 take at least 2 s at 400/s, whatever the machine.
   assert.ok(elapsed >= 1900, `1000 ops went through in ${elapsed.toFixed(0)} ms despite the limit`);
-  assert.deepEqual(a.getState('authoritative').messages.map((m) => m.text), hs.map((_, i) => `m${i}`));
+  assert.deepEqual(
+    a.getState('authoritative').messages.map((m) => m.text),
+    hs.map((_, i) => `m${i}`),
+  );
   await a.close();
 });
 
@@ -235,7 +284,8 @@ test('limits: a consumer that stops reading is cut off at the send-buffer bound 
   // The same client comes back (as our library would) and catches up with all of it.
   const back = await client(srv.url, 'r', chat, 'slow');
   await until(() => back.getState('authoritative').messages.length === 8000, 20_000, 'catch-up');
-  await back.close(); await w.close();
+  await back.close();
+  await w.close();
   slow.ws.terminate();
 });
 
@@ -243,8 +293,14 @@ test('limits: a consumer that stops reading is cut off at the send-buffer bound 
 test('JWT: a public key (PEM) or a JWKS file verifies asymmetric tokens; a token from another key is refused', async (t) => {
   const { generateKeyPair, exportSPKI, exportJWK } = await import('jose');
   const { writeFileSync } = await import('node:fs');
-  const good = await generateKeyPair('ES256'), other = await generateKeyPair('ES256');
-  const es = (key: CryptoKey, sub: string, kid?: string) => new SignJWT({}).setProtectedHeader({ alg: 'ES256', ...(kid ? { kid } : {}) }).setSubject(sub).setExpirationTime('1h').sign(key);
+  const good = await generateKeyPair('ES256'),
+    other = await generateKeyPair('ES256');
+  const es = (key: CryptoKey, sub: string, kid?: string) =>
+    new SignJWT({})
+      .setProtectedHeader({ alg: 'ES256', ...(kid ? { kid } : {}) })
+      .setSubject(sub)
+      .setExpirationTime('1h')
+      .sign(key);
   const { dir, cleanup } = tempDir('jwks');
   t.after(cleanup);
   const jwksFile = `${dir}/jwks.json`;
@@ -258,6 +314,7 @@ test('JWT: a public key (PEM) or a JWKS file verifies asymmetric tokens; a token
     const bad = await client(srv.url, 'r', chat, 'dev2', await es(other.privateKey, 'dana', 'k1'));
     await until(() => bad.status() === 'failed', 5000, 'refusal');
     assert.match(bad.statuses.at(-1)!, /unauthenticated: invalid token: bad signature/);
-    await ok.close(); await bad.close();
+    await ok.close();
+    await bad.close();
   }
 });

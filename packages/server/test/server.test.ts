@@ -14,18 +14,24 @@ import { tempDir, until, online } from './helpers.ts';
 test('two clients converge; every stage is reached; views agree at rest', async (t) => {
   const { dir, cleanup } = tempDir('conv');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
-  t.after(async () => { await srv.close(); cleanup(); });
+  t.after(async () => {
+    await srv.close();
+    cleanup();
+  });
   const a = await connect({ url: srv.url, room: 'lobby', machine: chat, clientId: 'alice' });
   const b = await connect({ url: srv.url, room: 'lobby', machine: chat, clientId: 'bob' });
-  await online(a); await online(b);
+  await online(a);
+  await online(b);
   const hs = [a.ops.say({ text: 'one' }), b.ops.say({ text: 'two' }), a.ops.say({ text: 'three' })];
   await Promise.all(hs.map((h) => h.visible));
-  for (const h of hs) assert.ok(h.times.submitted! <= h.times.durable! && h.times.durable! <= h.times.authoritative! && h.times.authoritative! <= h.times.visible!);
+  for (const h of hs)
+    assert.ok(h.times.submitted! <= h.times.durable! && h.times.durable! <= h.times.authoritative! && h.times.authoritative! <= h.times.visible!);
   await until(() => VIEWS.every((v) => b.getState(v).messages.length === 3 && a.getState(v).messages.length === 3), 5000, 'convergence');
   assert.deepEqual(a.getState('stable'), b.getState('stable'));
   const rejected = a.ops.say({ text: '   ' });
   await assert.rejects(rejected.authoritative, /empty message/);
-  await a.close(); await b.close();
+  await a.close();
+  await b.close();
 });
 
 // spec: AUTH-STORED, REC-RESTORE
@@ -45,11 +51,16 @@ test('a server restart loses nothing authoritative; clients reconnect and resume
   assert.equal(a.getState('submitted').messages.length, 21);
   srv = await createServer({ port, dataDir: dir, machines: [chat], log: 'silent' });
   await offline.visible;
-  assert.deepEqual(a.getState('visible').messages.map((m) => m.text), [...Array.from({ length: 20 }, (_, i) => `m${i}`), 'while down']);
+  assert.deepEqual(
+    a.getState('visible').messages.map((m) => m.text),
+    [...Array.from({ length: 20 }, (_, i) => `m${i}`), 'while down'],
+  );
   // A fresh client sees the same history from the restored room.
   const c = await connect({ url: srv.url, room: 'r', machine: chat, clientId: 'c' });
   await until(() => c.getState('authoritative').messages.length === 21, 5000, 'catch-up');
-  await a.close(); await c.close(); await srv.close();
+  await a.close();
+  await c.close();
+  await srv.close();
 });
 
 // spec: DUR-SURVIVES-RESTART, LOG-EXACTLY-ONCE
@@ -70,18 +81,31 @@ test('a restarted client shows its durable ops offline, then delivers them exact
   // Restart against the live server: durable ops show at once, then arrive once.
   const back = await connect({ url: srv.url, room: 'r', machine: chat, storage: sqliteStorage(file) });
   assert.equal(back.clientId, id, 'the client id persists');
-  assert.deepEqual(back.getState('durable').messages.map((m) => m.text), ['offline 1', 'offline 2'], 'shown before any server contact');
+  assert.deepEqual(
+    back.getState('durable').messages.map((m) => m.text),
+    ['offline 1', 'offline 2'],
+    'shown before any server contact',
+  );
   const pend = back.pending();
-  assert.deepEqual(pend.map((h) => h.stage), ['durable', 'durable']);
+  assert.deepEqual(
+    pend.map((h) => h.stage),
+    ['durable', 'durable'],
+  );
   await Promise.all(pend.map((h) => h.visible));
-  assert.deepEqual(back.getState('visible').messages.map((m) => m.text), ['offline 1', 'offline 2']);
+  assert.deepEqual(
+    back.getState('visible').messages.map((m) => m.text),
+    ['offline 1', 'offline 2'],
+  );
   await back.close();
   // And once more: a third start must not resend them.
   const again = await connect({ url: srv.url, room: 'r', machine: chat, storage: sqliteStorage(file) });
   await online(again);
   const h3 = again.ops.say({ text: 'later' });
   await h3.visible;
-  assert.deepEqual(again.getState('visible').messages.map((m) => m.text), ['offline 1', 'offline 2', 'later']);
+  assert.deepEqual(
+    again.getState('visible').messages.map((m) => m.text),
+    ['offline 1', 'offline 2', 'later'],
+  );
   assert.equal(h3.seq, 3, 'sequence numbers continue after restarts');
   await again.close();
 });
@@ -90,12 +114,21 @@ test('a restarted client shows its durable ops offline, then delivers them exact
 test('incompatible clients are refused with a clear reason', async (t) => {
   const { dir, cleanup } = tempDir('refuse');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat, interiorDesign], log: 'silent' });
-  t.after(async () => { await srv.close(); cleanup(); });
+  t.after(async () => {
+    await srv.close();
+    cleanup();
+  });
   const raw = async (room: string, frames: Uint8Array[]) => {
     const ws = new WebSocket(`${srv.url}/?room=${room}`);
     const got: unknown[] = [];
     const codec = new ClientCodec();
-    ws.on('message', (d: Buffer) => { try { got.push(codec.decode(d)); } catch (e) { got.push(String(e)); } });
+    ws.on('message', (d: Buffer) => {
+      try {
+        got.push(codec.decode(d));
+      } catch (e) {
+        got.push(String(e));
+      }
+    });
     const closed = new Promise<{ code: number; reason: string }>((r) => ws.on('close', (code, reason) => r({ code, reason: reason.toString() })));
     await new Promise((r) => ws.on('open', r));
     for (const f of frames) ws.send(f);
@@ -117,10 +150,18 @@ test('incompatible clients are refused with a clear reason', async (t) => {
   const ok = await connect({ url: srv.url, room: 'shared', machine: chat });
   await online(ok);
   let failure = '';
-  const other = await connect({ url: srv.url, room: 'shared', machine: interiorDesign, onStatus: (s, d) => { if (s === 'failed') failure = d ?? ''; } });
+  const other = await connect({
+    url: srv.url,
+    room: 'shared',
+    machine: interiorDesign,
+    onStatus: (s, d) => {
+      if (s === 'failed') failure = d ?? '';
+    },
+  });
   await until(() => other.status() === 'failed', 5000, 'refusal');
   assert.match(failure, /room shared runs chat@1, not interior-design@1/);
-  await ok.close(); await other.close();
+  await ok.close();
+  await other.close();
   // The server is still fine.
   const h = await fetch(srv.url.replace('ws', 'http') + '/healthz');
   assert.equal(h.status, 200);
@@ -129,7 +170,10 @@ test('incompatible clients are refused with a clear reason', async (t) => {
 test('/metrics and /healthz report what the server is doing', async (t) => {
   const { dir, cleanup } = tempDir('metrics');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
-  t.after(async () => { await srv.close(); cleanup(); });
+  t.after(async () => {
+    await srv.close();
+    cleanup();
+  });
   const a = await connect({ url: srv.url, room: 'm', machine: chat });
   await online(a);
   await Promise.all([a.ops.say({ text: 'x' }).visible, a.ops.say({ text: 'y' }).visible]);
@@ -145,7 +189,7 @@ test('/metrics and /healthz report what the server is doing', async (t) => {
   assert.match(text, /^hercules_process_cpu_user_seconds_total /m);
   assert.match(text, /^hercules_nodejs_eventloop_lag_seconds /m);
   assert.doesNotMatch(text, /process_process_/);
-  const health = await (await fetch(`${http}/healthz`)).json() as { ok: boolean; rooms: number };
+  const health = (await (await fetch(`${http}/healthz`)).json()) as { ok: boolean; rooms: number };
   assert.deepEqual([health.ok, health.rooms], [true, 1]);
   await a.close();
 });
@@ -154,18 +198,31 @@ test('/metrics and /healthz report what the server is doing', async (t) => {
 test('a full disk on the server: a clear error, nothing corrupted, nothing lost once space returns', async (t) => {
   const { dir, cleanup } = tempDir('full');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
-  t.after(async () => { await srv.close(); cleanup(); });
+  t.after(async () => {
+    await srv.close();
+    cleanup();
+  });
   const errors: string[] = [];
-  const a = await connect({ url: srv.url, room: 'f', machine: chat, storage: memoryStorage(), backoff: { minMs: 20, maxMs: 100 }, onError: (e) => errors.push(e.message) });
+  const a = await connect({
+    url: srv.url,
+    room: 'f',
+    machine: chat,
+    storage: memoryStorage(),
+    backoff: { minMs: 20, maxMs: 100 },
+    onError: (e) => errors.push(e.message),
+  });
   await online(a);
   await a.ops.say({ text: 'before' }).visible;
   // SQLite's page cap makes the next writes fail with SQLITE_FULL, like a full disk.
-  const pages = (srv.store.db.pragma('page_count', { simple: true }) as number);
+  const pages = srv.store.db.pragma('page_count', { simple: true }) as number;
   srv.store.db.pragma(`max_page_count = ${pages}`);
   const big = 'x'.repeat(1500);
   const hs = Array.from({ length: 30 }, (_, i) => a.ops.say({ text: `${i} ${big}` }));
   await until(() => errors.some((e) => /storage write failed|could not write to its storage/.test(e)), 10_000, 'storage error');
-  assert.ok(hs.every((h) => h.stage === 'durable'), 'nothing was announced authoritative');
+  assert.ok(
+    hs.every((h) => h.stage === 'durable'),
+    'nothing was announced authoritative',
+  );
   srv.store.db.pragma('max_page_count = 1073741823');
   await Promise.all(hs.map((h) => h.visible));
   const texts = a.getState('visible').messages.map((m) => m.text.split(' ')[0]);
@@ -197,7 +254,11 @@ test('one server per data directory: a second is refused with a clear error, and
   const { spawnSync } = await import('node:child_process');
   const cli = new URL('../src/cli.ts', import.meta.url).pathname;
   const machines = new URL('../../../apps/machines.ts', import.meta.url).pathname;
-  const run = spawnSync(process.execPath, ['--import', 'tsx', cli, 'serve', '--machines', machines, '--port', '0', '--data-dir', dir, '--log-level', 'silent'], { encoding: 'utf8', timeout: 30_000 });
+  const run = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', cli, 'serve', '--machines', machines, '--port', '0', '--data-dir', dir, '--log-level', 'silent'],
+    { encoding: 'utf8', timeout: 30_000 },
+  );
   assert.equal(run.status, 1, `exit status (stderr: ${run.stderr})`);
   assert.match(run.stderr, /^hercules: the data directory .* is in use by another Hercules server/);
   assert.doesNotMatch(run.stderr, /Usage:/);
@@ -206,6 +267,9 @@ test('one server per data directory: a second is refused with a clear error, and
   t.after(() => second.close());
   const b = await connect({ url: second.url, room: 'r', machine: chat, storage: memoryStorage() });
   await online(b);
-  assert.deepEqual(b.getState('authoritative').messages.map((m) => m.text), ['kept']);
+  assert.deepEqual(
+    b.getState('authoritative').messages.map((m) => m.text),
+    ['kept'],
+  );
   await b.close();
 });

@@ -6,7 +6,17 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type Database from 'better-sqlite3';
 import { roomStoreCases, runRoomStoreTests, type StoreFactory } from '@hercules/server/store-conformance';
-import { MemoryDisk, MemoryStore, SqliteStore, StorageError, type Appended, type LoadedRoom, type RoomAppend, type RoomInit, type RoomStore } from '../src/index.ts';
+import {
+  MemoryDisk,
+  MemoryStore,
+  SqliteStore,
+  StorageError,
+  type Appended,
+  type LoadedRoom,
+  type RoomAppend,
+  type RoomInit,
+  type RoomStore,
+} from '../src/index.ts';
 import { tempDir } from './helpers.ts';
 
 /**
@@ -26,15 +36,17 @@ function breakNextSqliteAppend(db: Database.Database, room: string): void {
   db.exec('CREATE TEMP TRIGGER IF NOT EXISTS hercules_test_fault BEFORE UPDATE OF rev ON rooms BEGIN SELECT hercules_test_fault(NEW.room); END');
 }
 
-const sqlite = (opts: { checkpointEvery?: number }): StoreFactory => () => {
-  const { dir, cleanup } = tempDir('conformance');
-  return {
-    store: new SqliteStore(dir, opts),
-    reopen: () => new SqliteStore(dir, opts),
-    breakNextAppend: (store, room) => breakNextSqliteAppend((store as SqliteStore).db, room),
-    teardown: cleanup,
+const sqlite =
+  (opts: { checkpointEvery?: number }): StoreFactory =>
+  () => {
+    const { dir, cleanup } = tempDir('conformance');
+    return {
+      store: new SqliteStore(dir, opts),
+      reopen: () => new SqliteStore(dir, opts),
+      breakNextAppend: (store, room) => breakNextSqliteAppend((store as SqliteStore).db, room),
+      teardown: cleanup,
+    };
   };
-};
 
 const memory: StoreFactory = () => {
   const disk = new MemoryDisk();
@@ -55,14 +67,26 @@ runRoomStoreTests('MemoryStore', memory, test);
 /** Delegates to a MemoryStore, except what a subclass breaks. */
 class Delegating implements RoomStore {
   readonly inner: MemoryStore;
-  constructor(disk: MemoryDisk) { this.inner = new MemoryStore({ disk }); }
+  constructor(disk: MemoryDisk) {
+    this.inner = new MemoryStore({ disk });
+  }
   open(room: string, init: RoomInit): Promise<LoadedRoom>;
   open(room: string): Promise<LoadedRoom | undefined>;
-  open(room: string, init?: RoomInit): Promise<LoadedRoom | undefined> { return init ? this.inner.open(room, init) : this.inner.open(room); }
-  append(room: string, w: RoomAppend): Promise<Appended> { return this.inner.append(room, w); }
-  release(room: string) { return this.inner.release(room); }
-  rooms() { return this.inner.rooms(); }
-  close() { return this.inner.close(); }
+  open(room: string, init?: RoomInit): Promise<LoadedRoom | undefined> {
+    return init ? this.inner.open(room, init) : this.inner.open(room);
+  }
+  append(room: string, w: RoomAppend): Promise<Appended> {
+    return this.inner.append(room, w);
+  }
+  release(room: string) {
+    return this.inner.release(room);
+  }
+  rooms() {
+    return this.inner.rooms();
+  }
+  close() {
+    return this.inner.close();
+  }
 }
 
 /** Ignores the fence: every append is written after whatever the room holds. */
@@ -123,7 +147,13 @@ test('the conformance suite fails a store that ignores the fence, in every case 
 test('the conformance suite fails a store whose failed writes are half-written', async () => {
   const failed = await failures(() => {
     const d = new MemoryDisk();
-    return { store: new TearsWrites(d), reopen: () => new TearsWrites(d), breakNextAppend: (s, room) => { (s as TearsWrites).breakNext.add(room); } };
+    return {
+      store: new TearsWrites(d),
+      reopen: () => new TearsWrites(d),
+      breakNextAppend: (s, room) => {
+        (s as TearsWrites).breakNext.add(room);
+      },
+    };
   });
   assert.ok(failed.has('a failed append leaves nothing half-written: not its entries, records or checkpoint'), [...failed.keys()].join('\n'));
   assert.match(failed.get('a failed append leaves nothing half-written: not its entries, records or checkpoint')!, /nothing of the broken append is visible/);
@@ -134,7 +164,11 @@ test('the conformance suite fails a store whose failed writes are half-written',
 test('runRoomStoreTests registers one test per case with any (name, fn) runner, and reports skips', async () => {
   const registered: [string, (t?: unknown) => Promise<void>][] = [];
   // A store that does not persist and cannot fail part-way: the cases that need that are skipped.
-  runRoomStoreTests('bare', () => ({ store: new MemoryStore() }), (name, fn) => registered.push([name, fn]));
+  runRoomStoreTests(
+    'bare',
+    () => ({ store: new MemoryStore() }),
+    (name, fn) => registered.push([name, fn]),
+  );
   assert.equal(registered.length, roomStoreCases(memory).length);
   assert.ok(registered.every(([n]) => n.startsWith('bare: ')));
   const skipped: string[] = [];

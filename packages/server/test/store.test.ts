@@ -6,8 +6,15 @@ import type { LogEntry } from '@hercules/core';
 import { SqliteStore, StorageError } from '../src/store/sqlite.ts';
 import { tempDir } from './helpers.ts';
 
-const entry = (pos: number, extra: Partial<LogEntry> = {}): LogEntry =>
-  ({ pos, client: `c${pos % 3}`, seq: pos, name: 'say', args: { text: `m${pos}` }, author: `c${pos % 3}`, ...extra });
+const entry = (pos: number, extra: Partial<LogEntry> = {}): LogEntry => ({
+  pos,
+  client: `c${pos % 3}`,
+  seq: pos,
+  name: 'say',
+  args: { text: `m${pos}` },
+  author: `c${pos % 3}`,
+  ...extra,
+});
 const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, i) => entry(a + i));
 
 // spec: REC-RESTORE
@@ -18,7 +25,11 @@ test('the log is stored in chunks and reloads entry by entry, in order, rejected
   store.create('r', 'chat', 1, { messages: [] });
   store.create('s', 'chat', 1, { messages: [] });
   // Two outputs of room r and one of s in one group commit, then one more of r alone.
-  store.commit([['r', { appended: range(1, 3), clients: { c1: { highWater: 1, visibleSeq: 0 } } }], ['s', { appended: range(1, 1), clients: {} }], ['r', { appended: [entry(4, { error: 'empty message' })], clients: {} }]]);
+  store.commit([
+    ['r', { appended: range(1, 3), clients: { c1: { highWater: 1, visibleSeq: 0 } } }],
+    ['s', { appended: range(1, 1), clients: {} }],
+    ['r', { appended: [entry(4, { error: 'empty message' })], clients: {} }],
+  ]);
   store.commit([['r', { appended: range(5, 9), clients: { c1: { highWater: 7, visibleSeq: 4 } } }]]);
   store.close();
   const again = new SqliteStore(dir);
@@ -29,7 +40,14 @@ test('the log is stored in chunks and reloads entry by entry, in order, rejected
   assert.deepEqual(again.load('s')!.durable.suffix, range(1, 1));
   assert.equal((again.db.prepare('SELECT count(*) AS n FROM log_chunks').get() as { n: number }).n, 4, 'one row per output, not per op');
   // Entries that are not consecutive are refused, and nothing of that commit is written.
-  assert.throws(() => again.commit([['s', { appended: range(2, 2), clients: {} }], ['r', { appended: [entry(10), entry(12)], clients: {} }]]), /not 2 consecutive positions/);
+  assert.throws(
+    () =>
+      again.commit([
+        ['s', { appended: range(2, 2), clients: {} }],
+        ['r', { appended: [entry(10), entry(12)], clients: {} }],
+      ]),
+    /not 2 consecutive positions/,
+  );
   assert.deepEqual(again.load('s')!.durable.suffix, range(1, 1));
 });
 
@@ -48,8 +66,14 @@ test('a checkpoint inside a chunk: covered chunks are pruned, the straddling one
   t.after(() => again.close());
   const d = again.load('r')!.durable;
   assert.deepEqual(d.checkpoint, { pos: 7, state: { messages: ['through 7'] } });
-  assert.deepEqual(d.suffix.map((e) => e.pos), [8, 9, 10, 11, 12]);
-  assert.deepEqual(again.db.prepare('SELECT first, last FROM log_chunks ORDER BY first').all(), [{ first: 5, last: 10 }, { first: 11, last: 12 }]);
+  assert.deepEqual(
+    d.suffix.map((e) => e.pos),
+    [8, 9, 10, 11, 12],
+  );
+  assert.deepEqual(again.db.prepare('SELECT first, last FROM log_chunks ORDER BY first').all(), [
+    { first: 5, last: 10 },
+    { first: 11, last: 12 },
+  ]);
 });
 
 // spec: REC-RESTORE
@@ -93,11 +117,17 @@ test('one room whose writes cannot be serialised fails alone, before the transac
   store.create('bad', 'chat', 1, { messages: [] });
   let deep: unknown = 'bottom';
   for (let i = 0; i < 5000; i++) deep = [deep];
-  assert.throws(() => store.serialize('bad', { appended: [entry(1, { args: deep })], clients: {} }), (e: unknown) => e instanceof StorageError && /^room bad: cannot serialise its writes/.test(e.message));
+  assert.throws(
+    () => store.serialize('bad', { appended: [entry(1, { args: deep })], clients: {} }),
+    (e: unknown) => e instanceof StorageError && /^room bad: cannot serialise its writes/.test(e.message),
+  );
   store.commitPrepared([store.serialize('good', { appended: range(1, 2), clients: {} })]);
   // A transaction that fails (here: a chunk written twice) writes nothing, and the checkpoint it
   // carried must not be written later on close: its ops never reached the disk.
-  assert.throws(() => store.commit([['good', { appended: range(1, 2), clients: {}, checkpoint: { pos: 2, state: { messages: ['never stored'] } } }]]), StorageError);
+  assert.throws(
+    () => store.commit([['good', { appended: range(1, 2), clients: {}, checkpoint: { pos: 2, state: { messages: ['never stored'] } } }]]),
+    StorageError,
+  );
   store.close();
   const again = new SqliteStore(dir);
   t.after(() => again.close());
@@ -119,7 +149,11 @@ test('appends of many rooms made in one turn share one transaction; a fenced one
   const store = new SqliteStore(dir, { onCommit: ({ seconds: _, ...c }) => commits.push(c) });
   t.after(() => store.close());
   for (let r = 0; r < 50; r++) await store.open(`room-${r}`, INIT);
-  const results = await Promise.allSettled(Array.from({ length: 50 }, (_, r) => store.append(`room-${r}`, { after: r === 7 ? 3 : 0, entries: range(1, 4), clients: { c1: { highWater: 4, visibleSeq: 0 } } })));
+  const results = await Promise.allSettled(
+    Array.from({ length: 50 }, (_, r) =>
+      store.append(`room-${r}`, { after: r === 7 ? 3 : 0, entries: range(1, 4), clients: { c1: { highWater: 4, visibleSeq: 0 } } }),
+    ),
+  );
   assert.deepEqual(commits, [{ appends: 49, failed: 1, ops: 196, transactions: 1 }]);
   assert.equal(results.filter((r) => r.status === 'fulfilled').length, 49);
   assert.equal(((results[7] as PromiseRejectedResult).reason as { code?: string }).code, 'fenced');
@@ -143,9 +177,15 @@ test('a group whose transaction fails at commit is retried append by append: onl
     CREATE TEMP TRIGGER fault AFTER INSERT ON log_chunks WHEN NEW.room = 'bad' BEGIN INSERT INTO fault_child VALUES (1); END;
   `);
   const results = await Promise.allSettled(['a', 'bad', 'c'].map((r) => store.append(r, { after: 0, entries: range(1, 2) })));
-  assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['fulfilled', 'rejected', 'fulfilled'],
+  );
   assert.equal(((results[1] as PromiseRejectedResult).reason as { code?: string }).code, 'storage-failed');
-  assert.match(((results[1] as PromiseRejectedResult).reason as Error).message, /^room bad: the append failed and nothing of it was written: FOREIGN KEY constraint failed/);
+  assert.match(
+    ((results[1] as PromiseRejectedResult).reason as Error).message,
+    /^room bad: the append failed and nothing of it was written: FOREIGN KEY constraint failed/,
+  );
   assert.deepEqual(commits, [{ appends: 2, failed: 1, transactions: 3 }]);
   assert.deepEqual((await store.open('a'))!.durable.suffix, range(1, 2));
   const bad = (await store.open('bad'))!;

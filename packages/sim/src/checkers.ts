@@ -84,7 +84,14 @@ export interface Step {
 /** A stub call the simulation made, and what came of it. */
 export type Attempt =
   | { readonly kind: 'op'; readonly handle: OpHandle; readonly after: LedgerState }
-  | { readonly kind: 'outside-domain'; readonly value: unknown; readonly returned: boolean; readonly threw: unknown; readonly before: LedgerState; readonly after: LedgerState };
+  | {
+      readonly kind: 'outside-domain';
+      readonly value: unknown;
+      readonly returned: boolean;
+      readonly threw: unknown;
+      readonly before: LedgerState;
+      readonly after: LedgerState;
+    };
 
 export interface Hooks {
   /** After every event. */
@@ -120,7 +127,10 @@ export interface Checker {
 }
 
 export class Violation extends Error {
-  constructor(readonly rule: string, message: string) {
+  constructor(
+    readonly rule: string,
+    message: string,
+  ) {
     super(`[${rule}] ${message}`);
   }
 }
@@ -153,7 +163,19 @@ export function observe(s: SimState, deep: boolean, memo: Map<ClientState, unkno
       stable: room.getState('stable'),
     };
     const pending = room.engine.pending();
-    const key = [views.submitted, views.durable, views.authoritative, views.visible, views.stable, p.stable, p.visible, p.authoritative, p.durable, p.submitted, pending.length];
+    const key = [
+      views.submitted,
+      views.durable,
+      views.authoritative,
+      views.visible,
+      views.stable,
+      p.stable,
+      p.visible,
+      p.authoritative,
+      p.durable,
+      p.submitted,
+      pending.length,
+    ];
     const last = memo.get(c);
     const unchanged = last !== undefined && key.length === last.length && key.every((x, i) => x === last[i]);
     memo.set(c, key);
@@ -213,7 +235,7 @@ export const CHECKERS: readonly Checker[] = [
   },
   {
     rule: 'DUR-BEFORE-SEND',
-    description: "a client sends an op only once its disk confirmed it; the server orders no other",
+    description: 'a client sends an op only once its disk confirmed it; the server orders no other',
     create: (fail: Fail) => ({
       clientSent(s, c, msg) {
         if (msg.t !== 'ops') return;
@@ -229,7 +251,8 @@ export const CHECKERS: readonly Checker[] = [
     description: "the server's verdict on each op is the reference fold's, and every handle agrees with the entry at its position",
     create: (fail: Fail) => ({
       sequenced(_s, e, reference) {
-        if ((reference === undefined) !== (e.error === undefined)) fail(`server verdict for ${idOf(e)} differs from the reference: ${e.error ?? 'accepted'} vs ${reference ?? 'accepted'}`);
+        if ((reference === undefined) !== (e.error === undefined))
+          fail(`server verdict for ${idOf(e)} differs from the reference: ${e.error ?? 'accepted'} vs ${reference ?? 'accepted'}`);
       },
       step(s, st) {
         for (const { c } of st.live) {
@@ -248,11 +271,13 @@ export const CHECKERS: readonly Checker[] = [
     description: 'the server announces an entry only once it is committed; no client holds an entry the disk does not',
     create: (fail: Fail) => ({
       sent(s, conn, _client, msg) {
-        const last = msg.t === 'log' ? msg.from + msg.entries.length - 1 : msg.t === 'welcome' ? Math.max(msg.from - 1 + msg.entries.length, msg.checkpoint?.pos ?? 0) : 0;
+        const last =
+          msg.t === 'log' ? msg.from + msg.entries.length - 1 : msg.t === 'welcome' ? Math.max(msg.from - 1 + msg.entries.length, msg.checkpoint?.pos ?? 0) : 0;
         if (last > s.global.length) fail(`the server sent ${conn} a ${msg.t} up to position ${last} while ${s.global.length} entries are committed`);
       },
       step(s, st) {
-        for (const { c, p } of st.live) if (p.authoritative > s.global.length) fail(`${c.id} authoritative at ${p.authoritative} beyond the committed log (${s.global.length})`);
+        for (const { c, p } of st.live)
+          if (p.authoritative > s.global.length) fail(`${c.id} authoritative at ${p.authoritative} beyond the committed log (${s.global.length})`);
       },
     }),
   },
@@ -267,7 +292,8 @@ export const CHECKERS: readonly Checker[] = [
           }
           if (!st.deep || unchanged) continue;
           for (let i = 0; i + 1 < VIEWS.length; i++) {
-            const newer = views[VIEWS[i]].log, older = views[VIEWS[i + 1]].log;
+            const newer = views[VIEWS[i]].log,
+              older = views[VIEWS[i + 1]].log;
             if (older.length > newer.length || older.some((id, j) => newer[j] !== id)) fail(`${c.id} ${VIEWS[i + 1]} is not a prefix of ${VIEWS[i]}`);
           }
         }
@@ -355,7 +381,8 @@ export const CHECKERS: readonly Checker[] = [
         if (a.kind !== 'op') return;
         // (withdraw may throw where it lands; boom always does: no id in the state then.)
         const log = a.after.log;
-        if (a.handle.name !== 'boom' && a.handle.name !== 'withdraw' && log[log.length - 1] !== a.handle.id) fail(`${a.handle.id} not at the end of the Submitted view after submit`);
+        if (a.handle.name !== 'boom' && a.handle.name !== 'withdraw' && log[log.length - 1] !== a.handle.id)
+          fail(`${a.handle.id} not at the end of the Submitted view after submit`);
       },
     }),
   },
@@ -381,7 +408,10 @@ export const CHECKERS: readonly Checker[] = [
         for (const id of s.durableEver) {
           if (!id.startsWith(`${c.id}:`) || held.has(id)) continue;
           const pos = s.posOf.get(id);
-          if (pos === undefined || pos > upTo) fail(`${c.id} restarted without its durable op ${id} in its Durable view (base at ${upTo}${pos !== undefined ? `, the op is at ${pos}` : ', the op never reached the server'})`);
+          if (pos === undefined || pos > upTo)
+            fail(
+              `${c.id} restarted without its durable op ${id} in its Durable view (base at ${upTo}${pos !== undefined ? `, the op is at ${pos}` : ', the op never reached the server'})`,
+            );
         }
       },
     }),
@@ -395,7 +425,10 @@ export const CHECKERS: readonly Checker[] = [
         for (const { c, p } of st.live) {
           let lastOwnVisible = 0;
           for (let i = p.visible; i >= 1 && i > p.visible - 5000; i--) {
-            if (s.global[i - 1].client === c.id) { lastOwnVisible = i; break; }
+            if (s.global[i - 1].client === c.id) {
+              lastOwnVisible = i;
+              break;
+            }
           }
           if (lastOwnVisible === 0) continue;
           for (const [mid, mconn] of st.members) {
@@ -536,7 +569,9 @@ export const CHECKERS: readonly Checker[] = [
         const final = s.oracle[s.global.length];
         for (const c of s.clients) {
           const room = c.room!;
-          for (const v of VIEWS) if (!isDeepStrictEqual(room.getState(v), final) || !same(room.getState(v), final)) fail(`after quiescence ${c.id}'s ${v} view differs from the final state`);
+          for (const v of VIEWS)
+            if (!isDeepStrictEqual(room.getState(v), final) || !same(room.getState(v), final))
+              fail(`after quiescence ${c.id}'s ${v} view differs from the final state`);
           for (const h of c.handles) if (h.stage !== 'visible' && h.stage !== 'rejected') fail(`after quiescence ${h.id} is still ${h.stage}`);
         }
       },
@@ -559,13 +594,25 @@ type HookName = keyof Hooks;
 export class Checks {
   readonly byRule = new Map<string, Hooks>();
   private readonly hooks: { [K in HookName]: NonNullable<Hooks[K]>[] } = {
-    step: [], sequenced: [], sent: [], clientSent: [], clientStarted: [], serverStarted: [], submitted: [], warned: [], resynced: [], fatal: [], end: [],
+    step: [],
+    sequenced: [],
+    sent: [],
+    clientSent: [],
+    clientStarted: [],
+    serverStarted: [],
+    submitted: [],
+    warned: [],
+    resynced: [],
+    fatal: [],
+    end: [],
   };
   private readonly memo = new Map<ClientState, unknown[]>();
 
   constructor(checkers: readonly Checker[] = CHECKERS) {
     for (const ck of checkers) {
-      const h = ck.create((message) => { throw new Violation(ck.rule, message); });
+      const h = ck.create((message) => {
+        throw new Violation(ck.rule, message);
+      });
       this.byRule.set(ck.rule, h);
       for (const k of Object.keys(this.hooks) as HookName[]) {
         const fn = h[k];
@@ -579,14 +626,34 @@ export class Checks {
     const st = observe(s, deep, this.memo);
     for (const f of this.hooks.step) f(s, st);
   }
-  sequenced(s: SimState, e: LogEntry, reference: string | undefined): void { for (const f of this.hooks.sequenced) f(s, e, reference); }
-  sent(s: SimState, conn: string, client: string, msg: ServerMessage): void { for (const f of this.hooks.sent) f(s, conn, client, msg); }
-  clientSent(s: SimState, c: ClientState, msg: ClientMessage): void { for (const f of this.hooks.clientSent) f(s, c, msg); }
-  clientStarted(s: SimState, c: ClientState, room: Room): void { for (const f of this.hooks.clientStarted) f(s, c, room); }
-  serverStarted(s: SimState, restore: RoomDurableState | undefined): void { for (const f of this.hooks.serverStarted) f(s, restore); }
-  submitted(s: SimState, c: ClientState, a: Attempt): void { for (const f of this.hooks.submitted) f(s, c, a); }
-  warned(s: SimState, c: ClientState, m: string): void { for (const f of this.hooks.warned) f(s, c, m); }
-  resynced(s: SimState, c: ClientState, reason: string): void { for (const f of this.hooks.resynced) f(s, c, reason); }
-  fatal(s: SimState, c: ClientState, code: string, m: string): void { for (const f of this.hooks.fatal) f(s, c, code, m); }
-  end(s: SimState, timedOutMs: number | undefined): void { for (const f of this.hooks.end) f(s, timedOutMs); }
+  sequenced(s: SimState, e: LogEntry, reference: string | undefined): void {
+    for (const f of this.hooks.sequenced) f(s, e, reference);
+  }
+  sent(s: SimState, conn: string, client: string, msg: ServerMessage): void {
+    for (const f of this.hooks.sent) f(s, conn, client, msg);
+  }
+  clientSent(s: SimState, c: ClientState, msg: ClientMessage): void {
+    for (const f of this.hooks.clientSent) f(s, c, msg);
+  }
+  clientStarted(s: SimState, c: ClientState, room: Room): void {
+    for (const f of this.hooks.clientStarted) f(s, c, room);
+  }
+  serverStarted(s: SimState, restore: RoomDurableState | undefined): void {
+    for (const f of this.hooks.serverStarted) f(s, restore);
+  }
+  submitted(s: SimState, c: ClientState, a: Attempt): void {
+    for (const f of this.hooks.submitted) f(s, c, a);
+  }
+  warned(s: SimState, c: ClientState, m: string): void {
+    for (const f of this.hooks.warned) f(s, c, m);
+  }
+  resynced(s: SimState, c: ClientState, reason: string): void {
+    for (const f of this.hooks.resynced) f(s, c, reason);
+  }
+  fatal(s: SimState, c: ClientState, code: string, m: string): void {
+    for (const f of this.hooks.fatal) f(s, c, code, m);
+  }
+  end(s: SimState, timedOutMs: number | undefined): void {
+    for (const f of this.hooks.end) f(s, timedOutMs);
+  }
 }

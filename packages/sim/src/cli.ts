@@ -63,7 +63,9 @@ if (values.batching !== undefined) {
   overrides.batching = b === 'off' ? 'off' : b === 'auto' ? { auto: true } : { intervalMs: int('batching', b)! };
 }
 const extra = Object.entries({ clients: values.clients, 'active-ms': values['active-ms'], batching: values.batching })
-  .filter(([, v]) => v !== undefined).map(([k, v]) => ` --${k} ${v}`).join('');
+  .filter(([, v]) => v !== undefined)
+  .map(([k, v]) => ` --${k} ${v}`)
+  .join('');
 
 const single = int('seed', values.seed);
 const start = single ?? int('start', values.start)!;
@@ -71,7 +73,12 @@ const count = single !== undefined ? 1 : int('seeds', values.seeds)!;
 
 const t0 = performance.now();
 const w0 = work.ops;
-let failed = 0, ran = 0, events = 0, submitted = 0, sequenced = 0, simMs = 0;
+let failed = 0,
+  ran = 0,
+  events = 0,
+  submitted = 0,
+  sequenced = 0,
+  simMs = 0;
 const totals: Record<string, number> = {};
 for (let seed = start; seed < start + count; seed++) {
   const r = runSeed(seed, overrides);
@@ -82,7 +89,9 @@ for (let seed = start; seed < start + count; seed++) {
   simMs += r.simMs;
   for (const [k, v] of Object.entries(r.counts)) totals[k] = (totals[k] ?? 0) + v;
   if (values.verbose || single !== undefined) {
-    console.log(`seed ${seed}: ${r.ok ? 'ok' : 'FAIL'} clients=${r.config.clients} batching=${JSON.stringify(r.config.batching)} events=${r.events} submitted=${r.submitted} sequenced=${r.sequenced} simulated=${(r.simMs / 1000).toFixed(1)}s ${JSON.stringify(r.counts)}`);
+    console.log(
+      `seed ${seed}: ${r.ok ? 'ok' : 'FAIL'} clients=${r.config.clients} batching=${JSON.stringify(r.config.batching)} events=${r.events} submitted=${r.submitted} sequenced=${r.sequenced} simulated=${(r.simMs / 1000).toFixed(1)}s ${JSON.stringify(r.counts)}`,
+    );
   }
   if (!r.ok) {
     failed++;
@@ -93,7 +102,9 @@ for (let seed = start; seed < start + count; seed++) {
   }
 }
 const secs = (performance.now() - t0) / 1000;
-console.log(`simulated ${ran} seeds in ${secs.toFixed(1)} s: ${events} events, ${submitted} ops submitted, ${sequenced} sequenced (${Math.round(sequenced / secs)} sequenced ops/s, ${Math.round(events / secs)} events/s, ${work.ops - w0} op executions), ${(simMs / 1000).toFixed(0)} simulated s`);
+console.log(
+  `simulated ${ran} seeds in ${secs.toFixed(1)} s: ${events} events, ${submitted} ops submitted, ${sequenced} sequenced (${Math.round(sequenced / secs)} sequenced ops/s, ${Math.round(events / secs)} events/s, ${work.ops - w0} op executions), ${(simMs / 1000).toFixed(0)} simulated s`,
+);
 console.log(`faults: ${JSON.stringify(totals)}`);
 console.log(`sim: ${ran - failed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

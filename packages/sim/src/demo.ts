@@ -19,7 +19,10 @@ const chat = defineMachine({
 const ONE_WAY = 33.5;
 let now = 0;
 const queue: { at: number; run: () => void }[] = [];
-const later = (ms: number, run: () => void) => { queue.push({ at: now + ms, run }); queue.sort((a, b) => a.at - b.at); };
+const later = (ms: number, run: () => void) => {
+  queue.push({ at: now + ms, run });
+  queue.sort((a, b) => a.at - b.at);
+};
 const server = new RoomEngine(chat);
 const rooms = new Map<string, ClientRoom<typeof chat>>();
 
@@ -45,7 +48,13 @@ for (const v of VIEWS) alice.subscribe(v, show);
 later(200, () => {
   console.log('alice says "hello" (round trip 67 ms)');
   const h = alice.ops.say({ text: 'hello' });
-  h.visible.then(() => console.log(`stage times (ms after submit): ${Object.entries(h.times).map(([k, t]) => `${k} ${(t! - 200).toFixed(1)}`).join(', ')}`));
+  h.visible.then(() =>
+    console.log(
+      `stage times (ms after submit): ${Object.entries(h.times)
+        .map(([k, t]) => `${k} ${(t! - 200).toFixed(1)}`)
+        .join(', ')}`,
+    ),
+  );
 });
 while (queue.length) {
   const e = queue.shift()!;

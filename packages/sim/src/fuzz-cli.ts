@@ -7,7 +7,15 @@ import { FuzzFailure, runFuzz } from './fuzz.ts';
 
 let values;
 try {
-  ({ values } = parseArgs({ options: { count: { type: 'string', default: '50000' }, seeds: { type: 'string', default: '1' }, start: { type: 'string', default: '1' }, seed: { type: 'string' }, help: { type: 'boolean', short: 'h' } } }));
+  ({ values } = parseArgs({
+    options: {
+      count: { type: 'string', default: '50000' },
+      seeds: { type: 'string', default: '1' },
+      start: { type: 'string', default: '1' },
+      seed: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  }));
 } catch (e) {
   console.error(`fuzz: ${(e as Error).message}; see --help`);
   process.exit(2);
@@ -18,13 +26,18 @@ if (values.help) {
 }
 const int = (name: string, v: string) => {
   const n = Number(v);
-  if (!Number.isSafeInteger(n) || n < 1) { console.error(`--${name} must be a positive integer, got ${JSON.stringify(v)}`); process.exit(2); }
+  if (!Number.isSafeInteger(n) || n < 1) {
+    console.error(`--${name} must be a positive integer, got ${JSON.stringify(v)}`);
+    process.exit(2);
+  }
   return n;
 };
 const count = int('count', values.count);
-const seeds = values.seed !== undefined ? [int('seed', values.seed)] : Array.from({ length: int('seeds', values.seeds) }, (_, i) => int('start', values.start) + i);
+const seeds =
+  values.seed !== undefined ? [int('seed', values.seed)] : Array.from({ length: int('seeds', values.seeds) }, (_, i) => int('start', values.start) + i);
 const t0 = performance.now();
-let frames = 0, failed = 0;
+let frames = 0,
+  failed = 0;
 const total = { malformedBytes: 0, invalidMessages: 0, validMessages: 0, refusedOps: 0, honestOps: 0 };
 for (const seed of seeds) {
   try {
@@ -33,10 +46,14 @@ for (const seed of seeds) {
     for (const k of Object.keys(total) as (keyof typeof total)[]) total[k] += s[k];
   } catch (e) {
     failed++;
-    console.error(e instanceof FuzzFailure ? e.message : `fuzz seed ${seed} crashed: ${(e as Error).stack}\n  replay: npm run fuzz -- --seed ${seed} --count ${count}`);
+    console.error(
+      e instanceof FuzzFailure ? e.message : `fuzz seed ${seed} crashed: ${(e as Error).stack}\n  replay: npm run fuzz -- --seed ${seed} --count ${count}`,
+    );
   }
 }
 const s = (performance.now() - t0) / 1000;
-console.log(`fuzz: ${seeds.length} seed(s), ${frames} hostile frames in ${s.toFixed(1)} s (${Math.round(frames / s)} frames/s): ${total.malformedBytes} undecodable, ${total.invalidMessages} decoded but invalid, ${total.validMessages} valid messages (${total.refusedOps} ops refused before ordering); ${total.honestOps} honest ops, all checked`);
+console.log(
+  `fuzz: ${seeds.length} seed(s), ${frames} hostile frames in ${s.toFixed(1)} s (${Math.round(frames / s)} frames/s): ${total.malformedBytes} undecodable, ${total.invalidMessages} decoded but invalid, ${total.validMessages} valid messages (${total.refusedOps} ops refused before ordering); ${total.honestOps} honest ops, all checked`,
+);
 console.log(failed ? `fuzz: ${failed} seed(s) FAILED` : 'fuzz: no crash, no broken invariant, every malformed frame answered');
 process.exit(failed ? 1 : 0);

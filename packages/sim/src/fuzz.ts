@@ -41,7 +41,8 @@ import {
 } from '@hercules/core';
 import { Rng } from './rng.ts';
 
-const small = (v: unknown): boolean => typeof v === 'object' && v !== null && Number.isInteger((v as { k?: unknown }).k) && Math.abs((v as { k: number }).k) < 1000;
+const small = (v: unknown): boolean =>
+  typeof v === 'object' && v !== null && Number.isInteger((v as { k?: unknown }).k) && Math.abs((v as { k: number }).k) < 1000;
 
 /** A Standard Schema written by hand, so the fuzzer needs no validator library. */
 const addSchema = {
@@ -96,26 +97,33 @@ export interface FuzzStats {
 
 export class FuzzFailure extends Error {
   /** The rule of docs/spec.md the run broke (absent for a crash of the fuzzer itself). */
-  constructor(message: string, readonly rule?: string) {
+  constructor(
+    message: string,
+    readonly rule?: string,
+  ) {
     super(message);
   }
 }
 
 /** A print of a state that tells apart what JSON would merge: -0, NaN, ±Infinity, undefined, Dates, bytes. */
 export function exactPrint(v: unknown): string {
-  return JSON.stringify(v, function (k, x) {
-    const raw = (this as Record<string, unknown>)[k];
-    if (Object.is(raw, -0)) return '«-0»';
-    if (typeof raw === 'number' && !Number.isFinite(raw)) return `«${raw}»`;
-    if (raw === undefined && k !== '') return '«undefined»';
-    if (raw instanceof Date) return `«Date ${raw.getTime()}»`;
-    if (raw instanceof Uint8Array) return `«bytes ${Array.from(raw).join(',')}»`;
-    return x;
-  }) ?? '«undefined»';
+  return (
+    JSON.stringify(v, function (k, x) {
+      const raw = (this as Record<string, unknown>)[k];
+      if (Object.is(raw, -0)) return '«-0»';
+      if (typeof raw === 'number' && !Number.isFinite(raw)) return `«${raw}»`;
+      if (raw === undefined && k !== '') return '«undefined»';
+      if (raw instanceof Date) return `«Date ${raw.getTime()}»`;
+      if (raw instanceof Uint8Array) return `«bytes ${Array.from(raw).join(',')}»`;
+      return x;
+    }) ?? '«undefined»'
+  );
 }
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false });
-const INTERESTING = [0x00, 0xff, 0x7f, 0x80, 0xc0, 0xc1, 0xc2, 0xc3, 0xcc, 0xcd, 0xce, 0xcf, 0xd9, 0xdc, 0xdd, 0xde, 0xdf, 0x90, 0x9f, 0x80, 0x8f, 0xa0, 0xbf, 0xe0];
+const INTERESTING = [
+  0x00, 0xff, 0x7f, 0x80, 0xc0, 0xc1, 0xc2, 0xc3, 0xcc, 0xcd, 0xce, 0xcf, 0xd9, 0xdc, 0xdd, 0xde, 0xdf, 0x90, 0x9f, 0x80, 0x8f, 0xa0, 0xbf, 0xe0,
+];
 
 interface Attacker {
   name: string;
@@ -145,19 +153,35 @@ export function runFuzz(seed: number, count: number): FuzzStats {
   let now = 0;
   const stats: FuzzStats = { frames: 0, malformedBytes: 0, invalidMessages: 0, validMessages: 0, refusedOps: 0, honestOps: 0, reconnects: 0 };
   const fail = (rule: string, what: string): never => {
-    throw new FuzzFailure(`fuzz seed ${seed} failed after ${stats.frames} frames: [${rule}] ${what}\n  replay: npm run fuzz -- --seed ${seed} --count ${count}`, rule);
+    throw new FuzzFailure(
+      `fuzz seed ${seed} failed after ${stats.frames} frames: [${rule}] ${what}\n  replay: npm run fuzz -- --seed ${seed} --count ${count}`,
+      rule,
+    );
   };
   const engine = new RoomEngine(fuzzMachine, {
     ackTimeoutMs: 400,
     authorize: (op, ctx) => (ctx.user === 'banned' ? 'banned user' : !(op.name === 'note' && (op.args as { text?: unknown })?.text === 'forbidden')),
   });
-  let lastHead = 0, lastStable = 0;
+  let lastHead = 0,
+    lastStable = 0;
 
   const honest: Honest[] = ['h1', 'h2', 'h3'].map((id, i) => {
-    const h: Honest = { id, user: `u${i + 1}`, up: [], down: [], cc: new ClientCodec(), sc: new ServerCodec(), handles: [], epoch: 0, room: undefined as never };
+    const h: Honest = {
+      id,
+      user: `u${i + 1}`,
+      up: [],
+      down: [],
+      cc: new ClientCodec(),
+      sc: new ServerCodec(),
+      handles: [],
+      epoch: 0,
+      room: undefined as never,
+    };
     h.room = new ClientRoom(fuzzMachine, { clientId: id, now: () => now, notify: 'sync' });
     h.room.attach({
-      send: (m) => { if (h.conn) h.up.push(h.cc.encode(m)); },
+      send: (m) => {
+        if (h.conn) h.up.push(h.cc.encode(m));
+      },
       persist: (ops) => queueDurable.push(() => h.room.durable(ops[ops.length - 1].seq)),
       warn: () => {},
       fatal: (code, message) => fail('LIVE-HONEST', `honest client ${id} got a fatal error ${code}: ${message}`),
@@ -191,15 +215,21 @@ export function runFuzz(seed: number, count: number): FuzzStats {
       const who = byConn.get(conn);
       if (!who) continue;
       byConn.delete(conn);
-      if ('room' in who) { who.conn = undefined; who.up = []; who.down = []; who.room.disconnected(); }
-      else who.conn = '';
+      if ('room' in who) {
+        who.conn = undefined;
+        who.up = [];
+        who.down = [];
+        who.room.disconnected();
+      } else who.conn = '';
     }
     if (mustAnswer && !answered) fail('SEC-MALFORMED', `an invalid message from ${from} got no error reply`);
-    const head = engine.head(), stable = engine.stableFrontier();
+    const head = engine.head(),
+      stable = engine.stableFrontier();
     if (head < lastHead) fail('LOG-CONTIGUOUS', `log head went back from ${lastHead} to ${head}`);
     if (stable < lastStable) fail('STABLE-MONOTONIC', `stable frontier went back from ${lastStable} to ${stable}`);
     if (stable > head) fail('STABLE-MONOTONIC', `stable frontier ${stable} is past the head ${head}`);
-    lastHead = head; lastStable = stable;
+    lastHead = head;
+    lastStable = stable;
   };
 
   const connectHonest = (h: Honest) => {
@@ -232,46 +262,108 @@ export function runFuzz(seed: number, count: number): FuzzStats {
   // ---------------------------------------------------------------- frame generation
   const clientIds = ['h1', 'h2', 'h3', 'x1', 'x2', 'b1', 'r1', '', 'a'.repeat(200)];
   /** Arrays nested `n` deep (deeper than the argument domain allows past 256). */
-  const nested = (n: number): unknown => { let v: unknown = rng.int(0, 9); for (let i = 0; i < n; i++) v = [v]; return v; };
+  const nested = (n: number): unknown => {
+    let v: unknown = rng.int(0, 9);
+    for (let i = 0; i < n; i++) v = [v];
+    return v;
+  };
   const randomValue = (depth = 0): unknown => {
     switch (rng.int(0, depth > 2 ? 5 : 8)) {
-      case 0: return null;
-      case 1: return rng.chance(0.5);
-      case 2: return rng.pick([0, -0, -1, 1, 2 ** 31, 2 ** 53, -(2 ** 53), 1.5, -1.5e-300, NaN, Infinity, -Infinity, rng.int(0, 100000)]);
-      case 3: return rng.pick(['', 'hello', 'ops', 'ack', 'add', 'note', 'x'.repeat(rng.int(0, 300)), '\u0000', '__proto__', 'constructor', 'a\uD800', '\uDC00z']);
-      case 4: return rng.pick([rng.int(-5, 5), new Date(rng.int(0, 1e12)), Uint8Array.from([rng.int(0, 255), 7])]);
-      case 5: return rng.chance(0.8) ? undefined : nested(rng.pick([100, 300, 600]));
-      case 6: return Array.from({ length: rng.int(0, 6) }, () => randomValue(depth + 1));
+      case 0:
+        return null;
+      case 1:
+        return rng.chance(0.5);
+      case 2:
+        return rng.pick([0, -0, -1, 1, 2 ** 31, 2 ** 53, -(2 ** 53), 1.5, -1.5e-300, NaN, Infinity, -Infinity, rng.int(0, 100000)]);
+      case 3:
+        return rng.pick(['', 'hello', 'ops', 'ack', 'add', 'note', 'x'.repeat(rng.int(0, 300)), '\u0000', '__proto__', 'constructor', 'a\uD800', '\uDC00z']);
+      case 4:
+        return rng.pick([rng.int(-5, 5), new Date(rng.int(0, 1e12)), Uint8Array.from([rng.int(0, 255), 7])]);
+      case 5:
+        return rng.chance(0.8) ? undefined : nested(rng.pick([100, 300, 600]));
+      case 6:
+        return Array.from({ length: rng.int(0, 6) }, () => randomValue(depth + 1));
       default: {
         const o: Record<string, unknown> = {};
         // defineProperty: a "__proto__" key is sent as a key, not taken as this object's prototype.
-        for (let i = rng.int(0, 5); i > 0; i--) Object.defineProperty(o, rng.pick(['t', 'v', 'ops', 'seq', 'name', 'args', 'k', 'pos', 'client', 'machine', 'have', '__proto__', 'text']), { value: randomValue(depth + 1), enumerable: true, writable: true, configurable: true });
+        for (let i = rng.int(0, 5); i > 0; i--)
+          Object.defineProperty(o, rng.pick(['t', 'v', 'ops', 'seq', 'name', 'args', 'k', 'pos', 'client', 'machine', 'have', '__proto__', 'text']), {
+            value: randomValue(depth + 1),
+            enumerable: true,
+            writable: true,
+            configurable: true,
+          });
         return o;
       }
     }
   };
   const validMessage = (a: Attacker): ClientMessage | Record<string, unknown> => {
     switch (rng.int(0, 6)) {
-      case 0: return { t: 'hello', v: rng.chance(0.9) ? PROTOCOL_VERSION : rng.int(0, 3), client: rng.pick(clientIds), machine: { name: rng.chance(0.9) ? 'fuzz' : 'other', version: rng.chance(0.9) ? 1 : 2 }, have: rng.pick([0, 0, rng.int(0, engine.head() + 3), 1e9]) };
-      case 1: case 2: {
+      case 0:
+        return {
+          t: 'hello',
+          v: rng.chance(0.9) ? PROTOCOL_VERSION : rng.int(0, 3),
+          client: rng.pick(clientIds),
+          machine: { name: rng.chance(0.9) ? 'fuzz' : 'other', version: rng.chance(0.9) ? 1 : 2 },
+          have: rng.pick([0, 0, rng.int(0, engine.head() + 3), 1e9]),
+        };
+      case 1:
+      case 2: {
         const first = rng.chance(0.8) ? (engine.clientRecord(a.client)?.highWater ?? 0) + 1 : rng.int(0, 40);
-        return { t: 'ops', ops: Array.from({ length: rng.int(1, 4) }, (_, i) => ({ seq: first + i, name: rng.pick(['add', 'add', 'note', 'keep', 'keep', 'burn', '']), args: rng.chance(0.5) ? { k: rng.int(-1200, 1200) } : rng.chance(0.3) ? { text: rng.pick(['hi', 'forbidden']) } : randomValue() })) };
+        return {
+          t: 'ops',
+          ops: Array.from({ length: rng.int(1, 4) }, (_, i) => ({
+            seq: first + i,
+            name: rng.pick(['add', 'add', 'note', 'keep', 'keep', 'burn', '']),
+            args: rng.chance(0.5) ? { k: rng.int(-1200, 1200) } : rng.chance(0.3) ? { text: rng.pick(['hi', 'forbidden']) } : randomValue(),
+          })),
+        };
       }
-      case 3: return { t: 'ack', pos: rng.pick([0, rng.int(0, engine.head() + 2), -1, 1.5]) };
-      case 4: return { t: 'register' };
-      default: return { t: rng.pick(['welcome', 'log', 'nope', 7]), x: randomValue() };
+      case 3:
+        return { t: 'ack', pos: rng.pick([0, rng.int(0, engine.head() + 2), -1, 1.5]) };
+      case 4:
+        return { t: 'register' };
+      default:
+        return { t: rng.pick(['welcome', 'log', 'nope', 7]), x: randomValue() };
     }
   };
   const mutate = (b: Uint8Array): Uint8Array => {
     let out = Uint8Array.from(b);
     for (let n = rng.int(1, 4); n > 0; n--) {
       switch (rng.int(0, 5)) {
-        case 0: if (out.length) { const i = rng.int(0, out.length - 1); out[i] ^= 1 << rng.int(0, 7); } break;
-        case 1: if (out.length) out[rng.int(0, out.length - 1)] = rng.pick(INTERESTING); break;
-        case 2: out = out.slice(0, rng.int(0, out.length)); break;
-        case 3: { const extra = Uint8Array.from({ length: rng.int(1, 8) }, () => rng.int(0, 255)); const o = new Uint8Array(out.length + extra.length); o.set(out); o.set(extra, out.length); out = o; break; }
-        case 4: if (out.length > 1) { const i = rng.int(0, out.length - 1); out.copyWithin(i, rng.int(0, out.length - 1)); } break;
-        default: if (out.length) { const i = rng.int(0, out.length - 1); const j = rng.int(i, out.length); out = Uint8Array.from([...out.slice(0, i), ...out.slice(j), ...out.slice(i, j)]); } break;
+        case 0:
+          if (out.length) {
+            const i = rng.int(0, out.length - 1);
+            out[i] ^= 1 << rng.int(0, 7);
+          }
+          break;
+        case 1:
+          if (out.length) out[rng.int(0, out.length - 1)] = rng.pick(INTERESTING);
+          break;
+        case 2:
+          out = out.slice(0, rng.int(0, out.length));
+          break;
+        case 3: {
+          const extra = Uint8Array.from({ length: rng.int(1, 8) }, () => rng.int(0, 255));
+          const o = new Uint8Array(out.length + extra.length);
+          o.set(out);
+          o.set(extra, out.length);
+          out = o;
+          break;
+        }
+        case 4:
+          if (out.length > 1) {
+            const i = rng.int(0, out.length - 1);
+            out.copyWithin(i, rng.int(0, out.length - 1));
+          }
+          break;
+        default:
+          if (out.length) {
+            const i = rng.int(0, out.length - 1);
+            const j = rng.int(i, out.length);
+            out = Uint8Array.from([...out.slice(0, i), ...out.slice(j), ...out.slice(i, j)]);
+          }
+          break;
       }
     }
     return out;
@@ -295,11 +387,19 @@ export function runFuzz(seed: number, count: number): FuzzStats {
   };
   const attackFrame = (a: Attacker): Uint8Array => {
     switch (rng.int(0, 9)) {
-      case 0: return Uint8Array.from({ length: rng.int(0, 48) }, () => rng.int(0, 255));
-      case 1: return packr.pack([rng.int(0, 3), randomValue(), randomValue()]);
-      case 2: return packr.pack(randomValue());
-      case 3: case 4: case 5: case 6: return clientFrame(validMessage(a));
-      default: return mutate(clientFrame(validMessage(a)));
+      case 0:
+        return Uint8Array.from({ length: rng.int(0, 48) }, () => rng.int(0, 255));
+      case 1:
+        return packr.pack([rng.int(0, 3), randomValue(), randomValue()]);
+      case 2:
+        return packr.pack(randomValue());
+      case 3:
+      case 4:
+      case 5:
+      case 6:
+        return clientFrame(validMessage(a));
+      default:
+        return mutate(clientFrame(validMessage(a)));
     }
   };
 
@@ -325,8 +425,13 @@ export function runFuzz(seed: number, count: number): FuzzStats {
       return;
     }
     let valid = true;
-    try { parseClientMessage(value); } catch { valid = false; }
-    if (valid) stats.validMessages++; else stats.invalidMessages++;
+    try {
+      parseClientMessage(value);
+    } catch {
+      valid = false;
+    }
+    if (valid) stats.validMessages++;
+    else stats.invalidMessages++;
     let out: RoomOutput;
     try {
       out = engine.message(a.conn, value, now);
@@ -345,7 +450,9 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     const nDown = all ? h.down.length : rng.int(0, h.down.length);
     for (const bytes of h.down.splice(0, nDown)) h.room.receive(h.cc.decode(bytes));
   };
-  const settleDurable = () => { for (const f of queueDurable.splice(0)) f(); };
+  const settleDurable = () => {
+    for (const f of queueDurable.splice(0)) f();
+  };
 
   while (stats.frames < count) {
     now += rng.int(0, 15);
@@ -360,7 +467,8 @@ export function runFuzz(seed: number, count: number): FuzzStats {
         try {
           h.handles.push(h.room.ops.keep(v));
         } catch (e) {
-          if (!(e instanceof HerculesError) || (e.code !== 'bad-argument' && e.code !== 'too-large')) fail('OP-ARG-DOMAIN', `stub keep(${exactPrint(v).slice(0, 80)}) threw ${String(e)}`);
+          if (!(e instanceof HerculesError) || (e.code !== 'bad-argument' && e.code !== 'too-large'))
+            fail('OP-ARG-DOMAIN', `stub keep(${exactPrint(v).slice(0, 80)}) threw ${String(e)}`);
           stats.honestOps--;
         }
       }
@@ -370,18 +478,26 @@ export function runFuzz(seed: number, count: number): FuzzStats {
       deliver(rng.pick(honest), false);
     } else {
       route(engine.tick(now));
-      for (const h of honest) { h.room.tick(); if (!h.conn) connectHonest(h); }
+      for (const h of honest) {
+        h.room.tick();
+        if (!h.conn) connectHonest(h);
+      }
     }
   }
 
   // Heal: attackers stop, everything is delivered, acks flow, timeouts fire.
   for (let round = 0; round < 200; round++) {
     settleDurable();
-    for (const h of honest) { if (!h.conn) connectHonest(h); deliver(h, true); h.room.tick(); }
+    for (const h of honest) {
+      if (!h.conn) connectHonest(h);
+      deliver(h, true);
+      h.room.tick();
+    }
     now += 50;
     route(engine.tick(now));
-    const done = honest.every((h) => h.handles.every((x) => x.stage === 'visible' || x.stage === 'rejected'))
-      && honest.every((h) => h.up.length === 0 && h.down.length === 0);
+    const done =
+      honest.every((h) => h.handles.every((x) => x.stage === 'visible' || x.stage === 'rejected')) &&
+      honest.every((h) => h.up.length === 0 && h.down.length === 0);
     if (done && round > 3) break;
   }
   const head = engine.headSnapshot() as typeof fuzzMachine.initial;
@@ -390,23 +506,41 @@ export function runFuzz(seed: number, count: number): FuzzStats {
   for (const a of Object.keys(head.byAuthor)) if (!users.has(a)) fail('SEC-AUTHOR', `an op took effect with author ${a}, who is no user`);
   for (const h of honest) {
     const pending = h.handles.filter((x) => x.stage !== 'visible' && x.stage !== 'rejected');
-    if (pending.length) fail('LIVE-CONVERGE', `honest client ${h.id} has ${pending.length} ops without a verdict, e.g. ${pending[0].id} at ${pending[0].stage}`);
+    if (pending.length)
+      fail('LIVE-CONVERGE', `honest client ${h.id} has ${pending.length} ops without a verdict, e.g. ${pending[0].id} at ${pending[0].stage}`);
     for (const x of h.handles) if (x.stage === 'rejected' && !/unlucky/.test(x.error ?? '')) fail('LIVE-HONEST', `honest op ${x.id} was rejected: ${x.error}`);
     const auth = h.room.getState('authoritative');
-    if (exactPrint(auth) !== exactPrint(head)) fail('LIVE-CONVERGE', `honest client ${h.id}'s Authoritative view differs from the server's state: ${exactPrint(auth).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`);
+    if (exactPrint(auth) !== exactPrint(head))
+      fail(
+        'LIVE-CONVERGE',
+        `honest client ${h.id}'s Authoritative view differs from the server's state: ${exactPrint(auth).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`,
+      );
     const accepted = h.handles.filter((x) => x.stage === 'visible').length;
-    if ((head.byAuthor[h.user] ?? 0) !== accepted) fail('LOG-EXACTLY-ONCE', `user ${h.user} has ${head.byAuthor[h.user] ?? 0} ops in the state, but its client had ${accepted} accepted`);
+    if ((head.byAuthor[h.user] ?? 0) !== accepted)
+      fail('LOG-EXACTLY-ONCE', `user ${h.user} has ${head.byAuthor[h.user] ?? 0} ops in the state, but its client had ${accepted} accepted`);
   }
   // The banned user's ops are refused by the authorize hook, the reader's by its access.
   if (head.byAuthor.banned) fail('OP-REFUSED', `${head.byAuthor.banned} ops took effect in the name of banned`);
   if (head.byAuthor.reader) fail('SEC-ACCESS', `${head.byAuthor.reader} ops took effect in the name of reader`);
   // What a store keeps is JSON text; a restarted server starts from it.
   const restored = new RoomEngine(fuzzMachine, {}, JSON.parse(JSON.stringify(engine.durableState())));
-  if (exactPrint(restored.headSnapshot()) !== exactPrint(head)) fail('REC-RESTORE', `a room restored from its durable state differs from the live one: ${exactPrint(restored.headSnapshot()).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`);
+  if (exactPrint(restored.headSnapshot()) !== exactPrint(head))
+    fail(
+      'REC-RESTORE',
+      `a room restored from its durable state differs from the live one: ${exactPrint(restored.headSnapshot()).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`,
+    );
   // The whole log replayed from what the store keeps, with no checkpoint (a checkpoint would
   // carry the live replicas' reading of every compacted op, hiding any that reads differently).
-  const replayed = new RoomEngine(fuzzMachine, {}, { checkpoint: { pos: 0, state: fuzzMachine.initial }, suffix: stored.map((t) => JSON.parse(t)), clients: {}, stable: 0 });
-  if (exactPrint(replayed.headSnapshot()) !== exactPrint(head)) fail('REC-RESTORE', `the log replayed from storage gives another state than the live one: ${exactPrint(replayed.headSnapshot()).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`);
+  const replayed = new RoomEngine(
+    fuzzMachine,
+    {},
+    { checkpoint: { pos: 0, state: fuzzMachine.initial }, suffix: stored.map((t) => JSON.parse(t)), clients: {}, stable: 0 },
+  );
+  if (exactPrint(replayed.headSnapshot()) !== exactPrint(head))
+    fail(
+      'REC-RESTORE',
+      `the log replayed from storage gives another state than the live one: ${exactPrint(replayed.headSnapshot()).slice(0, 300)} vs ${exactPrint(head).slice(0, 300)}`,
+    );
   // A client that joins now catches up through the codecs from the restored room.
   const late = new ClientRoom(fuzzMachine, { clientId: 'late', now: () => now, notify: 'sync' });
   const lateCodecs = { cc: new ClientCodec(), sc: new ServerCodec() };
@@ -419,6 +553,7 @@ export function runFuzz(seed: number, count: number): FuzzStats {
   });
   restored.open('late#1', now, { user: 'late' });
   late.connected();
-  if (exactPrint(late.getState('authoritative')) !== exactPrint(head)) fail('REC-CATCHUP', `a client that joined late holds a different state: ${exactPrint(late.getState('authoritative')).slice(0, 300)}`);
+  if (exactPrint(late.getState('authoritative')) !== exactPrint(head))
+    fail('REC-CATCHUP', `a client that joined late holds a different state: ${exactPrint(late.getState('authoritative')).slice(0, 300)}`);
   return stats;
 }

@@ -73,7 +73,8 @@ const fromJson = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 export function configFor(seed: number, overrides: Partial<SimConfig> = {}): SimConfig {
   const r = new Rng(seed ^ 0x5eed);
   const batchingKind = r.int(0, 2);
-  const batching: Batching = batchingKind === 0 ? 'off' : batchingKind === 1 ? { intervalMs: r.int(5, 60) } : { auto: true, budgetMs: r.pick([0, 0.05, 0.5]), intervalMs: r.int(5, 40) };
+  const batching: Batching =
+    batchingKind === 0 ? 'off' : batchingKind === 1 ? { intervalMs: r.int(5, 60) } : { auto: true, budgetMs: r.pick([0, 0.05, 0.5]), intervalMs: r.int(5, 40) };
   const lo = r.int(1, 40);
   return {
     clients: r.int(2, 5),
@@ -130,7 +131,8 @@ class Queue {
       h[0] = last;
       let i = 0;
       for (;;) {
-        const l = 2 * i + 1, r = l + 1;
+        const l = 2 * i + 1,
+          r = l + 1;
         let m = i;
         if (l < h.length && less(h[l], h[m])) m = l;
         if (r < h.length && less(h[r], h[m])) m = r;
@@ -213,15 +215,27 @@ export class Simulation implements SimState {
   private limit = 0;
 
   /** `checkers`: the rules to check (default all); tests run a subset or wrapped ones. */
-  constructor(readonly seed: number, cfg: SimConfig, checkers: readonly Checker[] = CHECKERS) {
+  constructor(
+    readonly seed: number,
+    cfg: SimConfig,
+    checkers: readonly Checker[] = CHECKERS,
+  ) {
     this.rng = new Rng(seed);
     this.cfg = cfg;
     this.checks = new Checks(checkers);
     this.server = this.newServer();
     for (let i = 0; i < cfg.clients; i++) {
       const c: SimClient = {
-        id: `c${i}`, incarnation: 0, alive: false, disk: { lastSeq: 0, ops: [] }, writing: 0, epoch: 0,
-        link: { up: 0, down: 0 }, stalledUntil: 0, handles: [], reconnectScheduled: false,
+        id: `c${i}`,
+        incarnation: 0,
+        alive: false,
+        disk: { lastSeq: 0, ops: [] },
+        writing: 0,
+        epoch: 0,
+        link: { up: 0, down: 0 },
+        stalledUntil: 0,
+        handles: [],
+        reconnectScheduled: false,
       };
       this.clients.push(c);
       this.startClient(c);
@@ -549,7 +563,8 @@ export class Simulation implements SimState {
       // Arguments outside the JSON domain never leave the stub: nothing is submitted.
       const before = room.getState('submitted');
       const bad = this.rng.pick([NaN, Infinity, new Date(0), undefined, new Uint8Array(1), 'a\uD800']);
-      let returned = false, threw: unknown;
+      let returned = false,
+        threw: unknown;
       try {
         room.ops.inc({ key: k, by: bad as number });
         returned = true;
@@ -648,7 +663,10 @@ export class Simulation implements SimState {
   }
 
   describe(): string {
-    return this.clients.map((c) => `${c.id}:${c.alive ? c.room!.engine.connection() : 'dead'} ${JSON.stringify(c.room?.engine.positions())}`).join('; ') + ` server head ${this.server.head()} stable ${this.server.stableFrontier()} members ${this.server.members()}`;
+    return (
+      this.clients.map((c) => `${c.id}:${c.alive ? c.room!.engine.connection() : 'dead'} ${JSON.stringify(c.room?.engine.positions())}`).join('; ') +
+      ` server head ${this.server.head()} stable ${this.server.stableFrontier()} members ${this.server.members()}`
+    );
   }
 }
 
@@ -661,6 +679,17 @@ export function runSeed(seed: number, overrides: Partial<SimConfig> = {}): SimRe
   } catch (e) {
     const at = `(t=${sim.now} event#${sim.events})`;
     const error = e instanceof Violation ? `${e.message} ${at}` : `crash ${at}: ${(e as Error).stack ?? e}`;
-    return { seed, ok: false, ...(e instanceof Violation ? { rule: e.rule } : {}), error, events: sim.events, submitted: sim.submitted, sequenced: sim.global.length, simMs: sim.now, config: cfg, counts: sim.counts };
+    return {
+      seed,
+      ok: false,
+      ...(e instanceof Violation ? { rule: e.rule } : {}),
+      error,
+      events: sim.events,
+      submitted: sim.submitted,
+      sequenced: sim.global.length,
+      simMs: sim.now,
+      config: cfg,
+      counts: sim.counts,
+    };
   }
 }

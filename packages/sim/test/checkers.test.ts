@@ -46,65 +46,133 @@ const aClient = (sim: Simulation): ClientState => sim.clients.find((c) => c.aliv
 const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expected: RegExp]> = {
   'LOG-CONTIGUOUS': [(sim, h) => h.sequenced!(sim, { ...sim.global[0], pos: sim.global.length + 2 }, undefined), /committed \S+ at \d+, expected \d+/],
   'LOG-EXACTLY-ONCE': [(sim, h) => h.sequenced!(sim, { ...sim.global[0], pos: sim.global.length + 1 }, undefined), /sequenced twice/],
-  'LOG-CLIENT-ORDER': [(sim, h) => {
-    const e = lastOf(sim, aClient(sim).id);
-    h.sequenced!(sim, { ...e, pos: sim.global.length + 1, seq: e.seq + 2 }, undefined);
-  }, /after seq \d+ of its client/],
-  'DUR-BEFORE-SEND': [(sim, h) => {
-    const c = aClient(sim);
-    h.clientSent!(sim, c, { t: 'ops', ops: [{ seq: lastOf(sim, c.id).seq + 1000, name: 'inc', args: { key: 'a', by: 1 } }] } as ClientMessage);
-  }, /sent op \S+ before its disk confirmed it/],
-  'OP-VERDICT': [(sim, h) => {
-    const e = lastOf(sim, aClient(sim).id);
-    // The entry says accepted; the reference fold says the op threw.
-    h.sequenced!(sim, { ...e, pos: sim.global.length + 1, seq: e.seq + 1, error: undefined }, 'boom');
-  }, /differs from the reference: accepted vs boom/],
-  'AUTH-STORED': [(sim, h) => h.sent!(sim, 'c0#1.1', 'c0', { t: 'log', from: sim.global.length + 1, entries: [{ k: 'own', seq: 1 }] } as ServerMessage), /sent c0#1\.1 a log up to position/],
-  'VIEW-PREFIX': [(sim, h) => h.step!(sim, stepWith(sim, (l) => ({ ...l, p: { ...l.p, stable: l.p.visible + 1 } }))), /positions out of order/],
-  'VIEW-GLOBAL-PREFIX': [(sim, h) => h.step!(sim, stepWith(sim, (l) => ({ ...l, views: { ...l.views, authoritative: withExtraOp(l.views.authoritative) as never } }))), /authoritative view differs/],
-  'VIEW-SPECULATIVE': [(sim, h) => h.step!(sim, stepWith(sim, (l) => ({ ...l, views: { ...l.views, submitted: withExtraOp(l.views.submitted) as never } }))), /submitted view differs from the reference fold/],
-  'VIEW-FROZEN': [(sim, h) => h.step!(sim, stepWith(sim, (l) => ({ ...l, views: { ...l.views, visible: unfrozen(l.views.visible) } }))), /visible snapshot is not frozen/],
-  'VIEW-NOTIFY': [() => {
-    // A room that notifies again with the snapshot it already notified (its own run: this
-    // changes the room's bookkeeping).
-    const sim = busy();
-    const room = sim.clients.find((c) => c.alive && c.room)!.room!;
-    (room as unknown as { notified: Map<string, unknown> }).notified.clear();
-    room.flushNotifications();
-    sim.checks.byRule.get('VIEW-NOTIFY')!.step!(sim, stepWith(sim));
-  }, /listener called twice with the same snapshot/],
-  'VIEW-SUBMIT-NOW': [(sim, h) => {
-    const handle = { id: 'c0:999999', seq: 999999, name: 'inc', stage: 'submitted' } as OpHandle;
-    h.submitted!(sim, aClient(sim), { kind: 'op', handle, after: ledger.initial });
-  }, /c0:999999 not at the end of the Submitted view/],
-  'OP-ARG-DOMAIN': [(sim, h) => {
-    const s = ledger.initial;
-    h.submitted!(sim, aClient(sim), { kind: 'outside-domain', value: NaN, returned: true, threw: undefined, before: s, after: s });
-  }, /the stub accepted an argument NaN/],
-  'DUR-SURVIVES-RESTART': [(sim, h) => {
-    // A restarted client whose Durable view starts empty although its disk confirmed ops.
-    const c = aClient(sim);
-    const engine = over(c.room!.engine, { viewLog: () => ({ upTo: 0, tail: [] }) });
-    h.clientStarted!(sim, c, over(c.room!, { engine }));
-  }, /restarted without its durable op/],
+  'LOG-CLIENT-ORDER': [
+    (sim, h) => {
+      const e = lastOf(sim, aClient(sim).id);
+      h.sequenced!(sim, { ...e, pos: sim.global.length + 1, seq: e.seq + 2 }, undefined);
+    },
+    /after seq \d+ of its client/,
+  ],
+  'DUR-BEFORE-SEND': [
+    (sim, h) => {
+      const c = aClient(sim);
+      h.clientSent!(sim, c, { t: 'ops', ops: [{ seq: lastOf(sim, c.id).seq + 1000, name: 'inc', args: { key: 'a', by: 1 } }] } as ClientMessage);
+    },
+    /sent op \S+ before its disk confirmed it/,
+  ],
+  'OP-VERDICT': [
+    (sim, h) => {
+      const e = lastOf(sim, aClient(sim).id);
+      // The entry says accepted; the reference fold says the op threw.
+      h.sequenced!(sim, { ...e, pos: sim.global.length + 1, seq: e.seq + 1, error: undefined }, 'boom');
+    },
+    /differs from the reference: accepted vs boom/,
+  ],
+  'AUTH-STORED': [
+    (sim, h) => h.sent!(sim, 'c0#1.1', 'c0', { t: 'log', from: sim.global.length + 1, entries: [{ k: 'own', seq: 1 }] } as ServerMessage),
+    /sent c0#1\.1 a log up to position/,
+  ],
+  'VIEW-PREFIX': [
+    (sim, h) =>
+      h.step!(
+        sim,
+        stepWith(sim, (l) => ({ ...l, p: { ...l.p, stable: l.p.visible + 1 } })),
+      ),
+    /positions out of order/,
+  ],
+  'VIEW-GLOBAL-PREFIX': [
+    (sim, h) =>
+      h.step!(
+        sim,
+        stepWith(sim, (l) => ({ ...l, views: { ...l.views, authoritative: withExtraOp(l.views.authoritative) as never } })),
+      ),
+    /authoritative view differs/,
+  ],
+  'VIEW-SPECULATIVE': [
+    (sim, h) =>
+      h.step!(
+        sim,
+        stepWith(sim, (l) => ({ ...l, views: { ...l.views, submitted: withExtraOp(l.views.submitted) as never } })),
+      ),
+    /submitted view differs from the reference fold/,
+  ],
+  'VIEW-FROZEN': [
+    (sim, h) =>
+      h.step!(
+        sim,
+        stepWith(sim, (l) => ({ ...l, views: { ...l.views, visible: unfrozen(l.views.visible) } })),
+      ),
+    /visible snapshot is not frozen/,
+  ],
+  'VIEW-NOTIFY': [
+    () => {
+      // A room that notifies again with the snapshot it already notified (its own run: this
+      // changes the room's bookkeeping).
+      const sim = busy();
+      const room = sim.clients.find((c) => c.alive && c.room)!.room!;
+      (room as unknown as { notified: Map<string, unknown> }).notified.clear();
+      room.flushNotifications();
+      sim.checks.byRule.get('VIEW-NOTIFY')!.step!(sim, stepWith(sim));
+    },
+    /listener called twice with the same snapshot/,
+  ],
+  'VIEW-SUBMIT-NOW': [
+    (sim, h) => {
+      const handle = { id: 'c0:999999', seq: 999999, name: 'inc', stage: 'submitted' } as OpHandle;
+      h.submitted!(sim, aClient(sim), { kind: 'op', handle, after: ledger.initial });
+    },
+    /c0:999999 not at the end of the Submitted view/,
+  ],
+  'OP-ARG-DOMAIN': [
+    (sim, h) => {
+      const s = ledger.initial;
+      h.submitted!(sim, aClient(sim), { kind: 'outside-domain', value: NaN, returned: true, threw: undefined, before: s, after: s });
+    },
+    /the stub accepted an argument NaN/,
+  ],
+  'DUR-SURVIVES-RESTART': [
+    (sim, h) => {
+      // A restarted client whose Durable view starts empty although its disk confirmed ops.
+      const c = aClient(sim);
+      const engine = over(c.room!.engine, { viewLog: () => ({ upTo: 0, tail: [] }) });
+      h.clientStarted!(sim, c, over(c.room!, { engine }));
+    },
+    /restarted without its durable op/,
+  ],
   // Members that have processed nothing: own ops in Visible, the join gate and the stable
   // frontier are all claims about what members hold.
   'VIS-DELIVERED': [(sim, h) => h.step!(over<SimState>(sim, { processed: new Map() }), stepWith(sim)), /in its Visible view but member \S+ \(\S+\) has only 0/],
   'VIS-JOIN-GATE': [(sim, h) => h.step!(over<SimState>(sim, { processed: new Map() }), stepWith(sim)), /has only 0, but position \d+ was announced visible/],
   'STABLE-RECEIVED': [(sim, h) => h.step!(over<SimState>(sim, { processed: new Map() }), stepWith(sim)), /stable frontier \d+ but member \S+ has only 0/],
-  'STABLE-MONOTONIC': [(sim, h) => h.step!(over<SimState>(sim, { server: over(sim.server, { stableFrontier: () => sim.server.stableFrontier() - 1 }) }), stepWith(sim)), /server stable frontier moved back/],
-  'STABLE-BOUNDED': [(sim, h) => h.step!(sim, stepWith(sim, (l) => ({ ...l, p: { ...l.p, stable: sim.global.length + 1 } }))), /ahead of any stable frontier announced/],
-  'STABLE-CHECKPOINT': [(sim, h) => {
-    const ds = sim.server.durableState();
-    const server = over(sim.server, { durableState: () => ({ ...ds, checkpoint: { ...ds.checkpoint, pos: ds.checkpoint.pos - 1 } }) });
-    h.step!(over<SimState>(sim, { server }), stepWith(sim));
-  }, /checkpoint at (\d+), stable at (?!\1)\d+/],
+  'STABLE-MONOTONIC': [
+    (sim, h) => h.step!(over<SimState>(sim, { server: over(sim.server, { stableFrontier: () => sim.server.stableFrontier() - 1 }) }), stepWith(sim)),
+    /server stable frontier moved back/,
+  ],
+  'STABLE-BOUNDED': [
+    (sim, h) =>
+      h.step!(
+        sim,
+        stepWith(sim, (l) => ({ ...l, p: { ...l.p, stable: sim.global.length + 1 } })),
+      ),
+    /ahead of any stable frontier announced/,
+  ],
+  'STABLE-CHECKPOINT': [
+    (sim, h) => {
+      const ds = sim.server.durableState();
+      const server = over(sim.server, { durableState: () => ({ ...ds, checkpoint: { ...ds.checkpoint, pos: ds.checkpoint.pos - 1 } }) });
+      h.step!(over<SimState>(sim, { server }), stepWith(sim));
+    },
+    /checkpoint at (\d+), stable at (?!\1)\d+/,
+  ],
   'LOG-FIFO': [(sim, h) => h.resynced!(sim, aClient(sim), 'log gap: expected position 5, got 7'), /had to resynchronise: log gap/],
   'LIVE-HONEST': [(sim, h) => h.fatal!(sim, aClient(sim), 'seq-gap', 'op seq 7 follows 5'), /got fatal seq-gap/],
   // Mid-run, nothing has converged yet.
   'LIVE-CONVERGE': [(sim, h) => h.end!(sim, undefined), /event queue drained before convergence/],
   // (Mid-run some durable ops are still on their way: only the ones already ordered, and the plant.)
-  'DUR-DELIVERED': [(sim, h) => h.end!(over<SimState>(sim, { durableEver: new Set([...sim.posOf.keys(), 'c0:999999']) }), undefined), /durable op c0:999999 never reached the global log/],
+  'DUR-DELIVERED': [
+    (sim, h) => h.end!(over<SimState>(sim, { durableEver: new Set([...sim.posOf.keys(), 'c0:999999']) }), undefined),
+    /durable op c0:999999 never reached the global log/,
+  ],
 };
 
 test('every checker has a planted violation here', () => {
@@ -117,14 +185,18 @@ test('every checker fails on its planted violation, naming its rule', () => {
   sim.check(true);
   for (const ck of CHECKERS) {
     const [plant, expected] = PLANTS[ck.rule];
-    assert.throws(() => plant(sim, sim.checks.byRule.get(ck.rule)!), (e: unknown) => {
-      assert.ok(e instanceof Violation, `${ck.rule}: threw ${String(e)}`);
-      assert.equal(e.rule, ck.rule);
-      assert.ok(e.message.startsWith(`[${ck.rule}] `), e.message);
-      // It fails for the planted reason, not another.
-      assert.match(e.message, expected);
-      return true;
-    }, `${ck.rule} did not fail on its planted violation`);
+    assert.throws(
+      () => plant(sim, sim.checks.byRule.get(ck.rule)!),
+      (e: unknown) => {
+        assert.ok(e instanceof Violation, `${ck.rule}: threw ${String(e)}`);
+        assert.equal(e.rule, ck.rule);
+        assert.ok(e.message.startsWith(`[${ck.rule}] `), e.message);
+        // It fails for the planted reason, not another.
+        assert.match(e.message, expected);
+        return true;
+      },
+      `${ck.rule} did not fail on its planted violation`,
+    );
   }
 });
 
@@ -137,7 +209,14 @@ test('the simulation calls every kind of hook: after every event, and at each ob
     // One run's counts: the last simulation made is the one kept below.
     create: () => {
       calls = Object.fromEntries(kinds.map((k) => [k, 0])) as Record<keyof Hooks, number>;
-      return Object.fromEntries(kinds.map((k) => [k, () => { calls[k]++; }]));
+      return Object.fromEntries(
+        kinds.map((k) => [
+          k,
+          () => {
+            calls[k]++;
+          },
+        ]),
+      );
     },
   };
   // A seed with client crashes and server restarts (found by the fault test in sim.test.ts).
@@ -149,7 +228,8 @@ test('the simulation calls every kind of hook: after every event, and at each ob
   }
   assert.ok(sim, 'no seed with both a client crash and a server restart');
   assert.equal(calls.step, sim.events);
-  for (const k of ['sequenced', 'sent', 'clientSent', 'clientStarted', 'serverStarted', 'submitted', 'end'] as const) assert.ok(calls[k] > 0, `the simulation never called ${k}`);
+  for (const k of ['sequenced', 'sent', 'clientSent', 'clientStarted', 'serverStarted', 'submitted', 'end'] as const)
+    assert.ok(calls[k] > 0, `the simulation never called ${k}`);
   // A correct run warns of nothing; planted bugs in sim.test.ts reach these hooks.
   assert.deepEqual([calls.warned, calls.resynced, calls.fatal], [0, 0, 0]);
 });

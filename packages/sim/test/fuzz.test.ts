@@ -19,8 +19,14 @@ test('fuzz: notices a room that forgets to refuse ops (planted bug)', () => {
   const real = proto.refusal;
   proto.refusal = () => undefined;
   try {
-    assert.throws(() => runFuzz(2, 5000), (e: unknown) => e instanceof FuzzFailure && (e.rule === 'OP-REFUSED' || e.rule === 'SEC-ACCESS')
-      && /\[(OP-REFUSED|SEC-ACCESS)\] \d+ ops took effect in the name of (banned|reader)/.test(e.message) && /npm run fuzz -- --seed 2 --count 5000/.test(e.message));
+    assert.throws(
+      () => runFuzz(2, 5000),
+      (e: unknown) =>
+        e instanceof FuzzFailure &&
+        (e.rule === 'OP-REFUSED' || e.rule === 'SEC-ACCESS') &&
+        /\[(OP-REFUSED|SEC-ACCESS)\] \d+ ops took effect in the name of (banned|reader)/.test(e.message) &&
+        /npm run fuzz -- --seed 2 --count 5000/.test(e.message),
+    );
   } finally {
     proto.refusal = real;
   }
@@ -33,7 +39,10 @@ test('fuzz: notices a decoder that crashes instead of refusing (planted bug)', (
     return real.call(this, data);
   };
   try {
-    assert.throws(() => runFuzz(3, 20_000), (e: unknown) => e instanceof FuzzFailure && e.rule === 'SEC-MALFORMED' && /\[SEC-MALFORMED\] decoder threw TypeError/.test(e.message));
+    assert.throws(
+      () => runFuzz(3, 20_000),
+      (e: unknown) => e instanceof FuzzFailure && e.rule === 'SEC-MALFORMED' && /\[SEC-MALFORMED\] decoder threw TypeError/.test(e.message),
+    );
   } finally {
     ServerCodec.prototype.decode = real;
   }
@@ -42,9 +51,15 @@ test('fuzz: notices a decoder that crashes instead of refusing (planted bug)', (
 test('fuzz: notices a room that stamps the client id as author instead of the user (planted bug)', () => {
   const proto = RoomEngine.prototype as unknown as { onHello: (s: { author?: string; client?: string }, ...rest: unknown[]) => void };
   const real = proto.onHello;
-  proto.onHello = function (this: unknown, s: { author?: string; client?: string }, ...rest: unknown[]) { real.call(this, s, ...rest); if (s.client) s.author = s.client; };
+  proto.onHello = function (this: unknown, s: { author?: string; client?: string }, ...rest: unknown[]) {
+    real.call(this, s, ...rest);
+    if (s.client) s.author = s.client;
+  };
   try {
-    assert.throws(() => runFuzz(2, 2000), (e: unknown) => e instanceof FuzzFailure && e.rule === 'SEC-AUTHOR' && /\[SEC-AUTHOR\] an op took effect with author h\d/.test(e.message));
+    assert.throws(
+      () => runFuzz(2, 2000),
+      (e: unknown) => e instanceof FuzzFailure && e.rule === 'SEC-AUTHOR' && /\[SEC-AUTHOR\] an op took effect with author h\d/.test(e.message),
+    );
   } finally {
     proto.onHello = real;
   }

@@ -47,8 +47,12 @@ test('the checker catches a client that skips the rebase after a remote op', () 
   expectCaught(() => {
     const p = proto(ViewEngine);
     const orig = p.finishStep as () => void;
-    p.finishStep = function (this: { needRebase: boolean }) { this.needRebase = false; };
-    return () => { p.finishStep = orig; };
+    p.finishStep = function (this: { needRebase: boolean }) {
+      this.needRebase = false;
+    };
+    return () => {
+      p.finishStep = orig;
+    };
   }, ['VIEW-PREFIX', 'VIEW-SPECULATIVE']);
 });
 
@@ -56,8 +60,12 @@ test('the checker catches a client that claims visibility too early', () => {
   expectCaught(() => {
     const p = proto(ViewEngine);
     const orig = p.onVisible as (seq: number) => void;
-    p.onVisible = function (this: unknown, seq: number) { orig.call(this, seq + 1); };
-    return () => { p.onVisible = orig; };
+    p.onVisible = function (this: unknown, seq: number) {
+      orig.call(this, seq + 1);
+    };
+    return () => {
+      p.onVisible = orig;
+    };
   }, ['VIS-DELIVERED']);
 });
 
@@ -71,7 +79,9 @@ test('the checker catches a server that forgets deduplication', () => {
       if (first !== undefined && first <= rec.highWater) rec.highWater = first - 1; // accept resends
       orig.call(this, s, ops, now);
     };
-    return () => { p.onOps = orig; };
+    return () => {
+      p.onOps = orig;
+    };
   }, ['LOG-EXACTLY-ONCE']);
 });
 
@@ -81,10 +91,15 @@ test('the checker catches a stable frontier that ignores a lagging member', () =
     const orig = p.finish as (now: number) => unknown;
     p.finish = function (this: { stable: number; head(): number; compact(): void }, now: number) {
       const out = orig.call(this, now);
-      if (this.head() > this.stable) { this.stable = this.head(); this.compact(); }
+      if (this.head() > this.stable) {
+        this.stable = this.head();
+        this.compact();
+      }
       return out;
     };
-    return () => { p.finish = orig; };
+    return () => {
+      p.finish = orig;
+    };
   }, ['STABLE-RECEIVED']);
 });
 
@@ -93,8 +108,14 @@ test('the checker catches a server that sends new ops before they are on disk', 
     const p = proto(RoomEngine);
     const orig = p.finish as (now: number) => { sendFirst: boolean };
     // Every output goes out before its commit, ops included; a crash in between loses them.
-    p.finish = function (this: unknown, now: number) { const out = orig.call(this, now); out.sendFirst = true; return out; };
-    return () => { p.finish = orig; };
+    p.finish = function (this: unknown, now: number) {
+      const out = orig.call(this, now);
+      out.sendFirst = true;
+      return out;
+    };
+    return () => {
+      p.finish = orig;
+    };
   }, ['AUTH-STORED']);
 });
 
@@ -103,8 +124,13 @@ test('the checker catches a room that notifies subscribers again with the same s
   expectCaught(() => {
     const p = proto(ClientRoom);
     const orig = p.flushNotifications as () => void;
-    p.flushNotifications = function (this: { notified: Map<string, unknown> }) { this.notified.clear(); orig.call(this); };
-    return () => { p.flushNotifications = orig; };
+    p.flushNotifications = function (this: { notified: Map<string, unknown> }) {
+      this.notified.clear();
+      orig.call(this);
+    };
+    return () => {
+      p.flushNotifications = orig;
+    };
   }, ['VIEW-NOTIFY']);
 });
 
@@ -112,8 +138,14 @@ test('the checker catches a client that takes an op for durable before its store
   expectCaught(() => {
     const p = proto(ViewEngine);
     const orig = p.submit as (name: string, args: unknown) => { seq: number };
-    p.submit = function (this: { durable(seq: number): void }, name: string, args: unknown) { const op = orig.call(this, name, args); this.durable(op.seq); return op; };
-    return () => { p.submit = orig; };
+    p.submit = function (this: { durable(seq: number): void }, name: string, args: unknown) {
+      const op = orig.call(this, name, args);
+      this.durable(op.seq);
+      return op;
+    };
+    return () => {
+      p.submit = orig;
+    };
   }, ['DUR-BEFORE-SEND']);
 });
 
@@ -121,8 +153,13 @@ test('the checker catches a room that lets a joiner count before it holds what w
   expectCaught(() => {
     const p = proto(RoomEngine);
     const orig = p.onHello as (s: { status: string }, ...rest: unknown[]) => void;
-    p.onHello = function (this: unknown, s: { status: string }, ...rest: unknown[]) { orig.call(this, s, ...rest); if (s.status === 'joining') s.status = 'member'; };
-    return () => { p.onHello = orig; };
+    p.onHello = function (this: unknown, s: { status: string }, ...rest: unknown[]) {
+      orig.call(this, s, ...rest);
+      if (s.status === 'joining') s.status = 'member';
+    };
+    return () => {
+      p.onHello = orig;
+    };
   }, ['VIS-DELIVERED', 'VIS-JOIN-GATE', 'STABLE-RECEIVED']);
 });
 
@@ -131,8 +168,13 @@ test('the checker catches a connection that loses a log frame on the way', () =>
     const p = proto(ViewEngine);
     const orig = p.receive as (msg: { t: string }) => void;
     let n = 0;
-    p.receive = function (this: unknown, msg: { t: string }) { if (msg.t === 'log' && ++n % 50 === 0) return; orig.call(this, msg); };
-    return () => { p.receive = orig; };
+    p.receive = function (this: unknown, msg: { t: string }) {
+      if (msg.t === 'log' && ++n % 50 === 0) return;
+      orig.call(this, msg);
+    };
+    return () => {
+      p.receive = orig;
+    };
   }, ['LOG-FIFO']);
 });
 
@@ -145,6 +187,8 @@ test('the checker catches a room that sends an honest client an error', () => {
       if (msg.t === 'ack' && ++n % 100 === 0) this.error(s.conn, 'internal', 'planted', false);
       orig.call(this, s, msg, now);
     };
-    return () => { p.dispatch = orig; };
+    return () => {
+      p.dispatch = orig;
+    };
   }, ['LIVE-HONEST']);
 });

@@ -16,7 +16,11 @@ const ID = '[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+';
 /** The checkers, the fuzzer and the soak name rules as string literals ('VIS-DELIVERED'). */
 const TOOLS = ['packages/sim/src/checkers.ts', 'packages/sim/src/fuzz.ts', 'test/soak/soak.ts'];
 
-interface Rule { id: string; checkedBy: string[]; testsOnly: boolean }
+interface Rule {
+  id: string;
+  checkedBy: string[];
+  testsOnly: boolean;
+}
 
 function parseSpec(): { rules: Rule[]; areas: Set<string> } {
   const text = readFileSync(join(root, 'docs/spec.md'), 'utf8');
@@ -74,7 +78,10 @@ test('docs/spec.md: rule IDs are unique, of the form AREA-NAME, in an area the p
   for (const r of rules) {
     assert.ok(!seen.has(r.id), `${r.id} is defined twice`);
     seen.add(r.id);
-    assert.ok([...areas].some((a) => r.id.startsWith(`${a}-`)), `${r.id} is in no listed area (${[...areas].join(', ')})`);
+    assert.ok(
+      [...areas].some((a) => r.id.startsWith(`${a}-`)),
+      `${r.id} is in no listed area (${[...areas].join(', ')})`,
+    );
   }
 });
 
@@ -97,7 +104,11 @@ test('each rule\'s "Checked by" names exactly the files that cite it', () => {
   const citing = new Map<string, string[]>();
   for (const [f, ids] of citations()) for (const id of ids) citing.set(id, [...(citing.get(id) ?? []), f]);
   for (const r of rules) {
-    assert.deepEqual([...r.checkedBy].sort(), (citing.get(r.id) ?? []).sort(), `${r.id}: its "Checked by" (actual) differs from the files that cite it (expected)`);
+    assert.deepEqual(
+      [...r.checkedBy].sort(),
+      (citing.get(r.id) ?? []).sort(),
+      `${r.id}: its "Checked by" (actual) differs from the files that cite it (expected)`,
+    );
     const byTool = r.checkedBy.some((f) => TOOLS.includes(f));
     assert.equal(r.testsOnly, !byTool, `${r.id}: says "tests only" exactly when no checker, fuzzer or soak checks it`);
   }

@@ -10,7 +10,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../../..');
-const workspaces = [...readdirSync(join(root, 'packages')).map((d) => join('packages', d)), 'apps/web'].filter((d) => existsSync(join(root, d, 'package.json')));
+const workspaces = [...readdirSync(join(root, 'packages')).map((d) => join('packages', d)), 'apps/web'].filter((d) =>
+  existsSync(join(root, d, 'package.json')),
+);
 
 /** Every path string in a manifest field, however deeply nested in conditions. */
 function targets(v: unknown): string[] {
@@ -44,7 +46,16 @@ test('every path in every workspace manifest (main, types, exports, imports, bin
 });
 
 test('the check itself finds a missing file', () => {
-  assert.equal(source(join(root, 'packages/core'), './dist/index.js').some((f) => existsSync(f)), true);
-  assert.equal(source(join(root, 'packages/core'), './dist/nothing.js').some((f) => existsSync(f)), false);
-  assert.equal(source(join(root, 'packages/sim'), './src/index.ts').some((f) => existsSync(f)), false);
+  assert.equal(
+    source(join(root, 'packages/core'), './dist/index.js').some((f) => existsSync(f)),
+    true,
+  );
+  assert.equal(
+    source(join(root, 'packages/core'), './dist/nothing.js').some((f) => existsSync(f)),
+    false,
+  );
+  assert.equal(
+    source(join(root, 'packages/sim'), './src/index.ts').some((f) => existsSync(f)),
+    false,
+  );
 });

@@ -12,7 +12,8 @@ import { openRoom } from '../shared/room.ts';
 import { Shell } from '../shared/Shell.tsx';
 
 const room = await openRoom(interiorDesign);
-const W = 600, H = 420;
+const W = 600,
+  H = 420;
 const COMPARE = ['visible', 'authoritative', 'durable', 'stable'] as const;
 const radius = (kind: string) => (kind === 'lamp' ? '50%' : 6);
 const clamp = (v: number, lo: number, hi: number) => Math.round(Math.max(lo, Math.min(hi, v)));
@@ -32,33 +33,56 @@ function Design() {
   useEffect(() => {
     if (!dragging) return;
     const at = (e: PointerEvent) => {
-      const r = box.current!.getBoundingClientRect(), d = current.current!;
+      const r = box.current!.getBoundingClientRect(),
+        d = current.current!;
       return { ...d, x: e.clientX - r.left - d.dx, y: e.clientY - r.top - d.dy };
     };
     const move = (e: PointerEvent) => setDrag(at(e));
     const up = (e: PointerEvent) => {
-      const d = at(e), it = room.getState('submitted').items[d.id];
+      const d = at(e),
+        it = room.getState('submitted').items[d.id];
       setDrag(null);
-      const x = clamp(d.x, 0, W - it.w), y = clamp(d.y, 0, H - it.h);
+      const x = clamp(d.x, 0, W - it.w),
+        y = clamp(d.y, 0, H - it.h);
       if (x !== it.x || y !== it.y) trackOp(room, room.ops.move({ id: d.id, x, y }));
     };
     window.addEventListener('pointermove', move);
     window.addEventListener('pointerup', up);
-    return () => { window.removeEventListener('pointermove', move); window.removeEventListener('pointerup', up); };
+    return () => {
+      window.removeEventListener('pointermove', move);
+      window.removeEventListener('pointerup', up);
+    };
   }, [dragging]);
 
   const controls = (
     <label style={{ fontSize: 13 }}>
       compare with{' '}
       <select data-testid="compare-view" value={compare} onChange={(e) => setCompare(e.target.value as ViewName)}>
-        {COMPARE.map((v) => <option key={v} value={v}>{v}</option>)}
+        {COMPARE.map((v) => (
+          <option key={v} value={v}>
+            {v}
+          </option>
+        ))}
       </select>
     </label>
   );
   const ghost = drag && items[drag.id];
   return (
     <Shell title="Interior design" room={room} controls={controls}>
-      <div data-testid="room" ref={box} style={{ position: 'relative', width: W, height: H, background: '#fffbeb', outline: '2px solid #d6d3d1', borderRadius: 4, userSelect: 'none', touchAction: 'none' }}>
+      <div
+        data-testid="room"
+        ref={box}
+        style={{
+          position: 'relative',
+          width: W,
+          height: H,
+          background: '#fffbeb',
+          outline: '2px solid #d6d3d1',
+          borderRadius: 4,
+          userSelect: 'none',
+          touchAction: 'none',
+        }}
+      >
         {Object.entries(items).map(([id, it]) => {
           // Fig. 8: highlight an item whose position differs between the two views.
           const theirs = other[id];
@@ -72,15 +96,28 @@ function Design() {
               onPointerDown={(e) => {
                 e.preventDefault();
                 const r = box.current!.getBoundingClientRect();
-                const px = e.clientX - r.left, py = e.clientY - r.top;
+                const px = e.clientX - r.left,
+                  py = e.clientY - r.top;
                 setDrag({ id, dx: px - it.x, dy: py - it.y, x: it.x, y: it.y });
               }}
               style={{
-                position: 'absolute', left: it.x, top: it.y, width: it.w, height: it.h, boxSizing: 'border-box',
-                display: 'flex', alignItems: 'center', justifyContent: 'center', fontSize: 13, cursor: 'grab',
-                borderRadius: radius(it.kind), opacity: drag?.id === id ? 0.5 : 1, zIndex: uncertain ? 1 : 0,
+                position: 'absolute',
+                left: it.x,
+                top: it.y,
+                width: it.w,
+                height: it.h,
+                boxSizing: 'border-box',
+                display: 'flex',
+                alignItems: 'center',
+                justifyContent: 'center',
+                fontSize: 13,
+                cursor: 'grab',
+                borderRadius: radius(it.kind),
+                opacity: drag?.id === id ? 0.5 : 1,
+                zIndex: uncertain ? 1 : 0,
                 border: `2px solid ${uncertain ? '#dc2626' : '#78716c'}`,
-                background: uncertain ? '#fee2e2' : '#e7e5e4', color: uncertain ? '#b91c1c' : '#292524',
+                background: uncertain ? '#fee2e2' : '#e7e5e4',
+                color: uncertain ? '#b91c1c' : '#292524',
               }}
             >
               {it.kind}
@@ -88,10 +125,20 @@ function Design() {
           );
         })}
         {drag && ghost && (
-          <div style={{
-            position: 'absolute', left: clamp(drag.x, 0, W - ghost.w), top: clamp(drag.y, 0, H - ghost.h), width: ghost.w, height: ghost.h,
-            boxSizing: 'border-box', border: '2px dashed #2563eb', borderRadius: radius(ghost.kind), pointerEvents: 'none', zIndex: 2,
-          }} />
+          <div
+            style={{
+              position: 'absolute',
+              left: clamp(drag.x, 0, W - ghost.w),
+              top: clamp(drag.y, 0, H - ghost.h),
+              width: ghost.w,
+              height: ghost.h,
+              boxSizing: 'border-box',
+              border: '2px dashed #2563eb',
+              borderRadius: radius(ghost.kind),
+              pointerEvents: 'none',
+              zIndex: 2,
+            }}
+          />
         )}
       </div>
       <p style={{ fontSize: 12, color: '#6b7280', width: W }}>

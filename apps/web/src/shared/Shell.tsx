@@ -9,7 +9,9 @@ export function Shell({ title, room, children, controls }: { title: string; room
       <main style={{ flex: 1 }}>
         <header style={{ display: 'flex', alignItems: 'baseline', gap: 12, marginBottom: 12 }}>
           <h1 style={{ fontSize: 20, margin: 0 }}>{title}</h1>
-          <nav style={{ fontSize: 13 }}><a href="/">all apps</a></nav>
+          <nav style={{ fontSize: 13 }}>
+            <a href="/">all apps</a>
+          </nav>
           {controls}
         </header>
         {children}

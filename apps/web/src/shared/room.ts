@@ -12,7 +12,8 @@ export async function openRoom<M extends Machine<any, any>>(machine: M): Promise
   const params = new URLSearchParams(location.search);
   const room = params.get('room') ?? 'demo';
   const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}`;
-  const open = (tab: string) => connect({ url, room, machine, storage: indexedDbStorage(`hercules-${tab}`), clientId: tab, onError: (e) => console.warn('[hercules]', e.message) });
+  const open = (tab: string) =>
+    connect({ url, room, machine, storage: indexedDbStorage(`hercules-${tab}`), clientId: tab, onError: (e) => console.warn('[hercules]', e.message) });
   let tab = sessionStorage.getItem('hercules-tab');
   if (!tab) sessionStorage.setItem('hercules-tab', (tab = crypto.randomUUID()));
   let r: ConnectedRoom<M>;

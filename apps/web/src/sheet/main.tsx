@@ -27,7 +27,8 @@ function Sheet() {
   const editing = useRef(edit);
   editing.current = edit;
   const grid = useRef<HTMLDivElement>(null);
-  const rows = cells.length, cols = cells[0].length;
+  const rows = cells.length,
+    cols = cells[0].length;
   const at = mine ?? { row: 0, col: 0 };
 
   const moveTo = (row: number, col: number) => {
@@ -59,10 +60,25 @@ function Sheet() {
   return (
     <Shell title="Spreadsheet" room={room}>
       {/* biome-ignore lint/a11y/useSemanticElements: the table inside draws the cells; this focusable wrapper is the grid that takes the keyboard (arrows, Enter, typing) */}
-      <div data-testid="grid" role="grid" aria-label="Spreadsheet" ref={grid} tabIndex={0} onKeyDown={onKey} style={{ display: 'inline-block', outline: 'none', background: 'white', border: '1px solid #e5e7eb', borderRadius: 8, padding: 4 }}>
+      <div
+        data-testid="grid"
+        role="grid"
+        aria-label="Spreadsheet"
+        ref={grid}
+        tabIndex={0}
+        onKeyDown={onKey}
+        style={{ display: 'inline-block', outline: 'none', background: 'white', border: '1px solid #e5e7eb', borderRadius: 8, padding: 4 }}
+      >
         <table style={{ borderCollapse: 'collapse', tableLayout: 'fixed', width: 28 + 96 * cols, fontSize: 14 }}>
           <thead>
-            <tr><th style={{ ...head, width: 28 }} />{cells[0].map((_, c) => <th key={c} style={{ ...head, width: 96 }}>{String.fromCharCode(65 + c)}</th>)}</tr>
+            <tr>
+              <th style={{ ...head, width: 28 }} />
+              {cells[0].map((_, c) => (
+                <th key={c} style={{ ...head, width: 96 }}>
+                  {String.fromCharCode(65 + c)}
+                </th>
+              ))}
+            </tr>
           </thead>
           <tbody>
             {cells.map((row, r) => (
@@ -82,7 +98,18 @@ function Sheet() {
                       data-uncertain={String(uncertain)}
                       title={others.length ? `cursor of ${others.map(shortName).join(', ')}` : undefined}
                       onClick={() => moveTo(r, c)}
-                      style={{ position: 'relative', height: 26, padding: '0 6px', border: '1px solid #e5e7eb', boxShadow: BORDERS[cursor], color: uncertain ? '#dc2626' : '#111827', overflow: 'hidden', whiteSpace: 'nowrap', textOverflow: 'ellipsis', cursor: 'cell' }}
+                      style={{
+                        position: 'relative',
+                        height: 26,
+                        padding: '0 6px',
+                        border: '1px solid #e5e7eb',
+                        boxShadow: BORDERS[cursor],
+                        color: uncertain ? '#dc2626' : '#111827',
+                        overflow: 'hidden',
+                        whiteSpace: 'nowrap',
+                        textOverflow: 'ellipsis',
+                        cursor: 'cell',
+                      }}
                     >
                       {text}
                       {edit && edit.row === r && edit.col === c && (
@@ -92,9 +119,23 @@ function Sheet() {
                           autoFocus
                           value={edit.text}
                           onChange={(e) => setEdit({ ...edit, text: e.target.value })}
-                          onKeyDown={(e) => { if (e.key === 'Enter' || e.key === 'Escape') { e.preventDefault(); finish(e.key === 'Enter', true); } }}
+                          onKeyDown={(e) => {
+                            if (e.key === 'Enter' || e.key === 'Escape') {
+                              e.preventDefault();
+                              finish(e.key === 'Enter', true);
+                            }
+                          }}
                           onBlur={() => finish(true, false)}
-                          style={{ position: 'absolute', inset: 0, width: '100%', boxSizing: 'border-box', border: '3px solid #dc2626', padding: '0 3px', font: 'inherit', outline: 'none' }}
+                          style={{
+                            position: 'absolute',
+                            inset: 0,
+                            width: '100%',
+                            boxSizing: 'border-box',
+                            border: '3px solid #dc2626',
+                            padding: '0 3px',
+                            font: 'inherit',
+                            outline: 'none',
+                          }}
                         />
                       )}
                     </td>
@@ -106,9 +147,9 @@ function Sheet() {
         </table>
       </div>
       <p style={{ fontSize: 12, color: '#6b7280' }}>
-        Click a cell or use the arrow keys; type to edit, Enter to commit, Escape to cancel.{' '}
-        <span style={{ color: '#dc2626' }}>Thick red</span>: your cursor; thin red: where others still see it;{' '}
-        <span style={{ color: '#2563eb' }}>blue</span>: other users; <span style={{ color: '#dc2626' }}>red text</span>: not yet visible to everyone.
+        Click a cell or use the arrow keys; type to edit, Enter to commit, Escape to cancel. <span style={{ color: '#dc2626' }}>Thick red</span>: your cursor;
+        thin red: where others still see it; <span style={{ color: '#2563eb' }}>blue</span>: other users; <span style={{ color: '#dc2626' }}>red text</span>:
+        not yet visible to everyone.
       </p>
     </Shell>
   );

@@ -107,7 +107,13 @@ async function load(store: RoomStore, room: string): Promise<LoadedRoom> {
 }
 
 /** What a room holds, independent of where a store put its checkpoint: the log from 1 to the head as the fixture defines it. */
-function assertRoomHolds(r: LoadedRoom, log: readonly LogEntry[], what: string, initial: unknown = INIT.initial, stateOf: (pos: number) => unknown = stateAt): void {
+function assertRoomHolds(
+  r: LoadedRoom,
+  log: readonly LogEntry[],
+  what: string,
+  initial: unknown = INIT.initial,
+  stateOf: (pos: number) => unknown = stateAt,
+): void {
   const c = r.durable.checkpoint.pos;
   assert.ok(Number.isSafeInteger(c) && c >= 0 && c <= log.length, `${what}: checkpoint position ${c} must be within the log (0..${log.length})`);
   assert.deepEqual(r.durable.checkpoint.state, c === 0 ? initial : stateOf(c), `${what}: the checkpoint at ${c} must hold the state at ${c}`);
@@ -161,7 +167,10 @@ def('appended entries, client records and a checkpoint load back as written', as
     c1: { highWater: 4, visibleSeq: 1, rejected: [{ seq: 4, pos: 4, error: 'the item is empty' }] },
   };
   assert.deepEqual(await store.append('r', { after: 0, entries: log.slice(0, 4), clients: { c1: clients.c1 } }), { rev: 1, head: 4 });
-  assert.deepEqual(await store.append('r', { after: 1, entries: log.slice(4), clients: { c0: clients.c0 }, checkpoint: { pos: 2, state: stateAt(2) } }), { rev: 2, head: 6 });
+  assert.deepEqual(await store.append('r', { after: 1, entries: log.slice(4), clients: { c0: clients.c0 }, checkpoint: { pos: 2, state: stateAt(2) } }), {
+    rev: 2,
+    head: 6,
+  });
   const r = await load(store, 'r');
   assert.equal(r.rev, 2);
   assert.equal(r.fresh, false);
@@ -175,7 +184,12 @@ def('what was appended survives close and a new store over the same storage', as
   const created = await c.store.open('r', INIT);
   await c.store.open('s', { machine: 'other', version: 1, initial: 'plain string state' });
   const log = entries(1, 9);
-  await c.store.append('r', { after: 0, entries: log.slice(0, 5), clients: { c1: { highWater: 5, visibleSeq: 2 } }, checkpoint: { pos: 3, state: stateAt(3) } });
+  await c.store.append('r', {
+    after: 0,
+    entries: log.slice(0, 5),
+    clients: { c1: { highWater: 5, visibleSeq: 2 } },
+    checkpoint: { pos: 3, state: stateAt(3) },
+  });
   await c.store.append('r', { after: 1, entries: log.slice(5), clients: { c2: { highWater: 1, visibleSeq: 1, owner: 'u' } } });
   await c.store.append('s', { after: 0, clients: { lone: { highWater: 0, visibleSeq: 0 } } });
   const store = await c.restart();
@@ -186,7 +200,10 @@ def('what was appended survives close and a new store over the same storage', as
   assert.deepEqual(r.durable.clients, { c1: { highWater: 5, visibleSeq: 2 }, c2: { highWater: 1, visibleSeq: 1, owner: 'u' } });
   assertRoomHolds(r, log, 'after a restart');
   const s = await load(store, 's');
-  assert.deepEqual([s.meta.machine, s.meta.version, s.rev, s.durable.checkpoint.state, s.durable.clients], ['other', 1, 1, 'plain string state', { lone: { highWater: 0, visibleSeq: 0 } }]);
+  assert.deepEqual(
+    [s.meta.machine, s.meta.version, s.rev, s.durable.checkpoint.state, s.durable.clients],
+    ['other', 1, 1, 'plain string state', { lone: { highWater: 0, visibleSeq: 0 } }],
+  );
   assert.deepEqual((await store.rooms()).sort(), ['r', 's']);
   // And it goes on from the rev it loaded.
   assert.deepEqual(await store.append('r', { after: 2, entries: [entry(10)] }), { rev: 3, head: 10 });
@@ -218,7 +235,11 @@ def('an append naming a rev the room is not at is fenced, and writes nothing', a
   await store.append('r', { after: 1, entries: entries(3, 3) });
   const before = await load(store, 'r');
   for (const after of [0, 1, 3, 100]) {
-    const e = await rejectsWith(store.append('r', { after, entries: [entry(4)], clients: { c1: { highWater: 99, visibleSeq: 99 } }, checkpoint: { pos: 3, state: stateAt(3) } }), 'fenced', `append after rev ${after} to a room at rev 2`);
+    const e = await rejectsWith(
+      store.append('r', { after, entries: [entry(4)], clients: { c1: { highWater: 99, visibleSeq: 99 } }, checkpoint: { pos: 3, state: stateAt(3) } }),
+      'fenced',
+      `append after rev ${after} to a room at rev 2`,
+    );
     assert.match(e.message, /rev/, 'the message names the revs');
   }
   assert.deepEqual(await load(store, 'r'), before, 'nothing of a fenced append is written');
@@ -230,22 +251,29 @@ def('two writers at one rev: exactly one append succeeds, and the room holds exa
   await store.open('r', INIT);
   await store.append('r', { after: 0, entries: entries(1, 2) });
   // Eight writers loaded the room at rev 1 and each appends its own entries at 3..5.
-  const writes: RoomAppend[] = Array.from({ length: 8 }, (_, w) => ({ after: 1, entries: entries(3, 5, ` by writer ${w}`), clients: { c0: { highWater: w, visibleSeq: w }, [`w${w}`]: { highWater: 1, visibleSeq: 0 } } }));
+  const writes: RoomAppend[] = Array.from({ length: 8 }, (_, w) => ({
+    after: 1,
+    entries: entries(3, 5, ` by writer ${w}`),
+    clients: { c0: { highWater: w, visibleSeq: w }, [`w${w}`]: { highWater: 1, visibleSeq: 0 } },
+  }));
   const settled = await Promise.allSettled(writes.map((w) => store.append('r', w)));
   const won = settled.flatMap((s, i) => (s.status === 'fulfilled' ? [i] : []));
   assert.equal(won.length, 1, `exactly one writer wins, not ${won.length}`);
-  for (const s of settled) if (s.status === 'rejected') assert.equal((s.reason as { code?: string }).code, 'fenced', `a losing writer is fenced: ${String(s.reason)}`);
+  for (const s of settled)
+    if (s.status === 'rejected') assert.equal((s.reason as { code?: string }).code, 'fenced', `a losing writer is fenced: ${String(s.reason)}`);
   const r = await load(store, 'r');
   assert.equal(r.rev, 2);
   assertRoomHolds(r, [...entries(1, 2), ...entries(3, 5, ` by writer ${won[0]}`)], 'after the race');
-  assert.deepEqual(r.durable.clients, writes[won[0]].clients, 'only the winner\'s client records are written');
+  assert.deepEqual(r.durable.clients, writes[won[0]].clients, "only the winner's client records are written");
 });
 
 def('two writers at one rev appending no entries (client claims): exactly one succeeds', async ({ store }) => {
   await store.open('r', INIT);
   // Claims of one client id by two users, each persisted before its welcome: the log position
   // does not move, so only the rev can tell the second from the first.
-  const settled = await Promise.allSettled(['alice', 'bob'].map((user) => store.append('r', { after: 0, clients: { c1: { highWater: 0, visibleSeq: 0, owner: user } } })));
+  const settled = await Promise.allSettled(
+    ['alice', 'bob'].map((user) => store.append('r', { after: 0, clients: { c1: { highWater: 0, visibleSeq: 0, owner: user } } })),
+  );
   const won = settled.flatMap((s, i) => (s.status === 'fulfilled' ? [i] : []));
   assert.equal(won.length, 1, `exactly one claim wins, not ${won.length}`);
   const loser = settled.find((s) => s.status === 'rejected') as PromiseRejectedResult;
@@ -255,7 +283,8 @@ def('two writers at one rev appending no entries (client claims): exactly one su
 
 def('a writer that lost stays fenced until it reloads, then writes from the rev it loaded', async ({ store }) => {
   await store.open('r', INIT);
-  const a = await load(store, 'r'), b = await load(store, 'r');
+  const a = await load(store, 'r'),
+    b = await load(store, 'r');
   await store.append('r', { after: a.rev, entries: entries(1, 1, ' by a') });
   await rejectsWith(store.append('r', { after: b.rev, entries: entries(1, 1, ' by b') }), 'fenced', 'the second writer');
   await rejectsWith(store.append('r', { after: b.rev, entries: entries(1, 1, ' by b') }), 'fenced', 'the second writer, again');
@@ -267,9 +296,16 @@ def('a writer that lost stays fenced until it reloads, then writes from the rev 
 def('appends of one room issued without waiting all land, in call order', async ({ store }) => {
   await store.open('r', INIT);
   const n = 20;
-  const pending = settle(Array.from({ length: n }, (_, i) => store.append('r', { after: i, entries: entries(2 * i + 1, 2 * i + 2), clients: { c0: { highWater: i, visibleSeq: 0 } } })));
+  const pending = settle(
+    Array.from({ length: n }, (_, i) =>
+      store.append('r', { after: i, entries: entries(2 * i + 1, 2 * i + 2), clients: { c0: { highWater: i, visibleSeq: 0 } } }),
+    ),
+  );
   const done = await Promise.all(pending);
-  assert.deepEqual(done, Array.from({ length: n }, (_, i) => ({ rev: i + 1, head: 2 * i + 2 })));
+  assert.deepEqual(
+    done,
+    Array.from({ length: n }, (_, i) => ({ rev: i + 1, head: 2 * i + 2 })),
+  );
   const r = await load(store, 'r');
   assertRoomHolds(r, entries(1, 2 * n), 'after the pipeline');
   assert.deepEqual(r.durable.clients, { c0: { highWater: n - 1, visibleSeq: 0 } }, 'the last record written wins');
@@ -303,25 +339,28 @@ def('a retried append whose first attempt landed is fenced, and its entries are 
   assertRoomHolds(r, entries(1, 3), 'after the retry');
 });
 
-def('entries must follow the head at consecutive positions, a checkpoint must not pass the head: otherwise bad-argument, and nothing is written', async ({ store }) => {
-  await store.open('r', INIT);
-  await store.append('r', { after: 0, entries: entries(1, 3) });
-  const before = await load(store, 'r');
-  const bad: [string, RoomAppend][] = [
-    ['a gap inside', { after: 1, entries: [entry(4), entry(6)] }],
-    ['disorder', { after: 1, entries: [entry(5), entry(4)] }],
-    ['a gap after the head', { after: 1, entries: entries(5, 6) }],
-    ['an overlap with the log', { after: 1, entries: entries(3, 4) }],
-    ['a checkpoint past the head', { after: 1, entries: [entry(4)], checkpoint: { pos: 5, state: stateAt(5) } }],
-    ['a negative rev', { after: -1, entries: [entry(4)] }],
-    ['a fractional rev', { after: 0.5, entries: [entry(4)] }],
-    ['position 0', { after: 1, entries: [entry(0)] }],
-  ];
-  for (const [what, w] of bad) await rejectsWith(store.append('r', w), 'bad-argument', what);
-  await rejectsWith(store.append('', { after: 0 }), 'bad-argument', 'an empty room name');
-  assert.deepEqual(await load(store, 'r'), before, 'nothing of a refused append is written');
-  assert.deepEqual(await store.append('r', { after: 1, entries: [entry(4)] }), { rev: 2, head: 4 }, 'the room goes on');
-});
+def(
+  'entries must follow the head at consecutive positions, a checkpoint must not pass the head: otherwise bad-argument, and nothing is written',
+  async ({ store }) => {
+    await store.open('r', INIT);
+    await store.append('r', { after: 0, entries: entries(1, 3) });
+    const before = await load(store, 'r');
+    const bad: [string, RoomAppend][] = [
+      ['a gap inside', { after: 1, entries: [entry(4), entry(6)] }],
+      ['disorder', { after: 1, entries: [entry(5), entry(4)] }],
+      ['a gap after the head', { after: 1, entries: entries(5, 6) }],
+      ['an overlap with the log', { after: 1, entries: entries(3, 4) }],
+      ['a checkpoint past the head', { after: 1, entries: [entry(4)], checkpoint: { pos: 5, state: stateAt(5) } }],
+      ['a negative rev', { after: -1, entries: [entry(4)] }],
+      ['a fractional rev', { after: 0.5, entries: [entry(4)] }],
+      ['position 0', { after: 1, entries: [entry(0)] }],
+    ];
+    for (const [what, w] of bad) await rejectsWith(store.append('r', w), 'bad-argument', what);
+    await rejectsWith(store.append('', { after: 0 }), 'bad-argument', 'an empty room name');
+    assert.deepEqual(await load(store, 'r'), before, 'nothing of a refused append is written');
+    assert.deepEqual(await store.append('r', { after: 1, entries: [entry(4)] }), { rev: 2, head: 4 }, 'the room goes on');
+  },
+);
 
 def('a value the store cannot hold fails its append alone, and nothing of it is written', async ({ store }) => {
   await store.open('r', INIT);
@@ -344,7 +383,12 @@ def('a failed append leaves nothing half-written: not its entries, records or ch
   await c.store.open('r', INIT);
   await c.store.append('r', { after: 0, entries: entries(1, 4), clients: { c1: { highWater: 1, visibleSeq: 0 } } });
   const before = await load(c.store, 'r');
-  const w: RoomAppend = { after: 1, entries: entries(5, 8), clients: { c1: { highWater: 8, visibleSeq: 4 }, c2: { highWater: 1, visibleSeq: 1 } }, checkpoint: { pos: 6, state: stateAt(6) } };
+  const w: RoomAppend = {
+    after: 1,
+    entries: entries(5, 8),
+    clients: { c1: { highWater: 8, visibleSeq: 4 }, c2: { highWater: 1, visibleSeq: 1 } },
+    checkpoint: { pos: 6, state: stateAt(6) },
+  };
   await c.breakNextAppend('r');
   await rejectsWith(c.store.append('r', w), ['storage-failed', 'internal'], 'the broken append');
   assert.deepEqual(await load(c.store, 'r'), before, 'nothing of the broken append is visible');
@@ -367,7 +411,13 @@ def('appends of different rooms are independent: each has its own rev and head',
   await store.open('a', INIT);
   await store.open('b', INIT);
   const [a, b] = await Promise.all([store.append('a', { after: 0, entries: entries(1, 3) }), store.append('b', { after: 0, entries: entries(1, 1) })]);
-  assert.deepEqual([a, b], [{ rev: 1, head: 3 }, { rev: 1, head: 1 }]);
+  assert.deepEqual(
+    [a, b],
+    [
+      { rev: 1, head: 3 },
+      { rev: 1, head: 1 },
+    ],
+  );
   await rejectsWith(store.append('a', { after: 0, entries: entries(4, 4) }), 'fenced', 'a stale append to a');
   assert.deepEqual(await store.append('b', { after: 1, entries: entries(2, 2) }), { rev: 2, head: 2 }, 'b is not fenced by a');
   assertRoomHolds(await load(store, 'a'), entries(1, 3), 'room a');
@@ -403,10 +453,19 @@ def('checkpoint plus suffix is the whole log, whatever checkpoints were taken, b
   let { store } = c;
   await store.open('r', INIT);
   const log: LogEntry[] = [];
-  let rev = 0, stable = 0;
+  let rev = 0,
+    stable = 0;
   // Appends of 1..7 entries; checkpoints at the head, inside the last append, inside an older one, or none.
   const plan: [n: number, cp: ((head: number, prevHead: number) => number) | undefined][] = [
-    [3, undefined], [5, (h) => h], [1, undefined], [7, (_h, p) => p + 2], [2, (_h, p) => p - 3], [4, undefined], [6, (h) => h - 1], [1, (h) => h], [3, undefined],
+    [3, undefined],
+    [5, (h) => h],
+    [1, undefined],
+    [7, (_h, p) => p + 2],
+    [2, (_h, p) => p - 3],
+    [4, undefined],
+    [6, (h) => h - 1],
+    [1, (h) => h],
+    [3, undefined],
   ];
   for (const [n, cp] of plan) {
     const prev = log.length;
@@ -441,7 +500,10 @@ def('a checkpoint never goes back, nor the stable position', async ({ store }) =
 
 def('each write of a client record replaces it whole; the records of other clients stay', async ({ store }) => {
   await store.open('r', INIT);
-  await store.append('r', { after: 0, clients: { c1: { highWater: 1, visibleSeq: 0, rejected: [{ seq: 1, pos: 1, error: 'no' }], owner: 'u1' }, c2: { highWater: 7, visibleSeq: 7 } } });
+  await store.append('r', {
+    after: 0,
+    clients: { c1: { highWater: 1, visibleSeq: 0, rejected: [{ seq: 1, pos: 1, error: 'no' }], owner: 'u1' }, c2: { highWater: 7, visibleSeq: 7 } },
+  });
   await store.append('r', { after: 1, clients: { c1: { highWater: 2, visibleSeq: 1 } } });
   assert.deepEqual((await load(store, 'r')).durable.clients, { c1: { highWater: 2, visibleSeq: 1 }, c2: { highWater: 7, visibleSeq: 7 } });
 });
@@ -468,11 +530,35 @@ def('large values: a 1 MiB entry, 5,000 entries in one append, a 4 MiB checkpoin
 
 def('room names and values are opaque: punctuation, case, Unicode normal forms and emoji stay distinct and intact', async (c) => {
   let { store } = c;
-  const names = ['a.b', 'a_b', 'a%b', 'a*b', 'a>b', 'a/b', 'a b', "a'b", 'a"b', 'a\\b', 'A.B', 'caf\u00e9', 'cafe\u0301', '🦄', '日本語の部屋', 'x'.repeat(128), '-', '.', '..'];
+  const names = [
+    'a.b',
+    'a_b',
+    'a%b',
+    'a*b',
+    'a>b',
+    'a/b',
+    'a b',
+    "a'b",
+    'a"b',
+    'a\\b',
+    'A.B',
+    'caf\u00e9',
+    'cafe\u0301',
+    '🦄',
+    '日本語の部屋',
+    'x'.repeat(128),
+    '-',
+    '.',
+    '..',
+  ];
   const text = (i: number) => `row ${i}: ${names[i]} — 🦄 \u0000 \u2028 עברית e\u0301 "quoted" \\ ${'ß'.repeat(i)}`;
   for (let i = 0; i < names.length; i++) {
     await store.open(names[i], { ...INIT, initial: { name: names[i] } });
-    await store.append(names[i], { after: 0, entries: [entry(1, '', { args: { text: text(i) }, client: `клиент-${i}`, author: `✍️${i}` })], clients: { [`клиент-${i}`]: { highWater: 1, visibleSeq: 0, owner: names[i] } } });
+    await store.append(names[i], {
+      after: 0,
+      entries: [entry(1, '', { args: { text: text(i) }, client: `клиент-${i}`, author: `✍️${i}` })],
+      clients: { [`клиент-${i}`]: { highWater: 1, visibleSeq: 0, owner: names[i] } },
+    });
   }
   const check = async (s: RoomStore, what: string) => {
     assert.deepEqual((await s.rooms()).sort(), [...names].sort(), `${what}: every room listed once`);
@@ -490,7 +576,7 @@ def('room names and values are opaque: punctuation, case, Unicode normal forms a
   }
 });
 
-def('what append was given and what open returned are the caller\'s: changing them changes nothing stored', async ({ store }) => {
+def("what append was given and what open returned are the caller's: changing them changes nothing stored", async ({ store }) => {
   const opened = await store.open('r', INIT);
   const w = { after: 0, entries: entries(1, 2), clients: { c1: { highWater: 2, visibleSeq: 0 } }, checkpoint: { pos: 1, state: stateAt(1) } };
   const p = store.append('r', w);
@@ -535,7 +621,14 @@ def('close settles the appends in flight; a closed store refuses every call with
   await c.store.open('r', INIT);
   const inFlight = settle([c.store.append('r', { after: 0, entries: entries(1, 2) }), c.store.append('r', { after: 1, entries: entries(3, 3) })]);
   await c.store.close();
-  assert.deepEqual(await Promise.all(inFlight), [{ rev: 1, head: 2 }, { rev: 2, head: 3 }], 'appends made before close land');
+  assert.deepEqual(
+    await Promise.all(inFlight),
+    [
+      { rev: 1, head: 2 },
+      { rev: 2, head: 3 },
+    ],
+    'appends made before close land',
+  );
   await rejectsWith(c.store.open('r'), 'closed', 'open after close');
   await rejectsWith(c.store.append('r', { after: 2, entries: [entry(4)] }), 'closed', 'append after close');
   await rejectsWith(c.store.release('r'), 'closed', 'release after close');

@@ -14,8 +14,18 @@
  */
 import { HerculesError, type ClientRecord, type LogEntry } from '@hercules/core';
 import {
-  FencedError, StorageError, checkAgainstHead, checkAppend, checkRoomName, closedError,
-  type Appended, type LoadedRoom, type RoomAppend, type RoomInit, type RoomMeta, type RoomStore,
+  FencedError,
+  StorageError,
+  checkAgainstHead,
+  checkAppend,
+  checkRoomName,
+  closedError,
+  type Appended,
+  type LoadedRoom,
+  type RoomAppend,
+  type RoomInit,
+  type RoomMeta,
+  type RoomStore,
 } from './room-store.ts';
 
 interface MemoryRoom {
@@ -133,7 +143,8 @@ export class MemoryStore implements RoomStore {
     // either changes everything it names or nothing.
     const entries = (w.entries ?? []).map((e, i) => toJson(room, e, `its entry ${i}`));
     const clients = Object.entries(w.clients ?? {}).map(([c, rec]) => [c, toJson(room, rec, `the record of client ${c}`)] as const);
-    const cp = w.checkpoint && w.checkpoint.pos > r.checkpoint.pos ? { pos: w.checkpoint.pos, json: toJson(room, w.checkpoint.state, 'its checkpoint') } : undefined;
+    const cp =
+      w.checkpoint && w.checkpoint.pos > r.checkpoint.pos ? { pos: w.checkpoint.pos, json: toJson(room, w.checkpoint.state, 'its checkpoint') } : undefined;
     if (fault === 'during') throw injected(room, fault);
     for (const e of entries) r.log.push(e);
     for (const [c, json] of clients) r.clients.set(c, json);
@@ -186,7 +197,9 @@ function toJson(room: string, v: unknown, what: string): string {
 }
 
 function injected(room: string, stage: AppendFaultStage): StorageError {
-  return new StorageError(stage === 'after'
-    ? `room ${room}: injected fault: the append was written but is reported failed (a lost acknowledgement); reload the room to see it`
-    : `room ${room}: injected fault (${stage === 'before' ? 'before the write' : 'part-way through the write'}): nothing of the append was written`);
+  return new StorageError(
+    stage === 'after'
+      ? `room ${room}: injected fault: the append was written but is reported failed (a lost acknowledgement); reload the room to see it`
+      : `room ${room}: injected fault (${stage === 'before' ? 'before the write' : 'part-way through the write'}): nothing of the append was written`,
+  );
 }

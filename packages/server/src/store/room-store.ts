@@ -125,9 +125,12 @@ export class FencedError extends HerculesError {
   /** The rev the room is at, or undefined if it does not exist. */
   readonly actual: number | undefined;
   constructor(room: string, expected: number, actual: number | undefined) {
-    super('fenced', actual === undefined
-      ? `room ${room} does not exist, so an append expecting it at rev ${expected} cannot be written; open the room (with its machine) to create it first`
-      : `room ${room} is at rev ${actual}, not ${expected} as this append expected: another writer wrote to it, or an earlier append of this writer failed; nothing of this append was written, reload the room (open) before writing again`);
+    super(
+      'fenced',
+      actual === undefined
+        ? `room ${room} does not exist, so an append expecting it at rev ${expected} cannot be written; open the room (with its machine) to create it first`
+        : `room ${room} is at rev ${actual}, not ${expected} as this append expected: another writer wrote to it, or an earlier append of this writer failed; nothing of this append was written, reload the room (open) before writing again`,
+    );
     this.name = 'FencedError';
     this.room = room;
     this.expected = expected;
@@ -148,7 +151,8 @@ export function closedError(what: string): HerculesError {
 }
 
 export function checkRoomName(room: unknown): asserts room is string {
-  if (typeof room !== 'string' || room.length === 0) throw new HerculesError('bad-argument', `a room name must be a non-empty string, got ${typeof room === 'string' ? 'an empty string' : typeof room}`);
+  if (typeof room !== 'string' || room.length === 0)
+    throw new HerculesError('bad-argument', `a room name must be a non-empty string, got ${typeof room === 'string' ? 'an empty string' : typeof room}`);
 }
 
 /** The facts of an append that `checkAppend` found sound, taken when it was called. */
@@ -180,14 +184,17 @@ export function checkAppend(room: string, w: RoomAppend): CheckedAppend {
       if (!Number.isSafeInteger(first) || first < 1) throw bad(`the first entry's position must be an integer >= 1, got ${String(first)}`);
       for (let i = 1; i < count; i++) {
         // A gap or disorder would lose or misplace entries.
-        if (w.entries[i]?.pos !== first + i) throw bad(`entries must be at consecutive positions: entry ${i} is at ${String(w.entries[i]?.pos)}, not ${first + i}`);
+        if (w.entries[i]?.pos !== first + i)
+          throw bad(`entries must be at consecutive positions: entry ${i} is at ${String(w.entries[i]?.pos)}, not ${first + i}`);
       }
       follows = first - 1;
     }
   }
-  if (w.clients !== undefined && (w.clients === null || typeof w.clients !== 'object' || Array.isArray(w.clients))) throw bad('clients must be an object of client id to ClientRecord');
+  if (w.clients !== undefined && (w.clients === null || typeof w.clients !== 'object' || Array.isArray(w.clients)))
+    throw bad('clients must be an object of client id to ClientRecord');
   if (w.checkpoint !== undefined) {
-    if (w.checkpoint === null || typeof w.checkpoint !== 'object' || !Number.isSafeInteger(w.checkpoint.pos) || w.checkpoint.pos < 0) throw bad(`checkpoint must be { pos, state } with pos an integer >= 0, got pos ${String(w.checkpoint?.pos)}`);
+    if (w.checkpoint === null || typeof w.checkpoint !== 'object' || !Number.isSafeInteger(w.checkpoint.pos) || w.checkpoint.pos < 0)
+      throw bad(`checkpoint must be { pos, state } with pos an integer >= 0, got pos ${String(w.checkpoint?.pos)}`);
   }
   return { after: w.after, follows, count, checkpointPos: w.checkpoint?.pos };
 }
@@ -199,11 +206,17 @@ export function checkAppend(room: string, w: RoomAppend): CheckedAppend {
  */
 export function checkAgainstHead(room: string, a: CheckedAppend, head: number): number {
   if (a.follows !== undefined && a.follows !== head) {
-    throw new HerculesError('bad-argument', `room ${room}: append refused, its entries start at ${a.follows + 1} but the room's head is ${head} (they must start at ${head + 1}); nothing was written`);
+    throw new HerculesError(
+      'bad-argument',
+      `room ${room}: append refused, its entries start at ${a.follows + 1} but the room's head is ${head} (they must start at ${head + 1}); nothing was written`,
+    );
   }
   const newHead = head + a.count;
   if (a.checkpointPos !== undefined && a.checkpointPos > newHead) {
-    throw new HerculesError('bad-argument', `room ${room}: append refused, its checkpoint at ${a.checkpointPos} is past the room's head ${newHead}; nothing was written`);
+    throw new HerculesError(
+      'bad-argument',
+      `room ${room}: append refused, its checkpoint at ${a.checkpointPos} is past the room's head ${newHead}; nothing was written`,
+    );
   }
   return newHead;
 }

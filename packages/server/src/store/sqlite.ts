@@ -27,8 +27,19 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { HerculesError, type LogEntry, type RoomDurableState, type ClientRecord } from '@hercules/core';
 import {
-  FencedError, StorageError, checkAgainstHead, checkAppend, checkRoomName, closedError,
-  type Appended, type CheckedAppend, type LoadedRoom, type RoomAppend, type RoomInit, type RoomMeta, type RoomStore,
+  FencedError,
+  StorageError,
+  checkAgainstHead,
+  checkAppend,
+  checkRoomName,
+  closedError,
+  type Appended,
+  type CheckedAppend,
+  type LoadedRoom,
+  type RoomAppend,
+  type RoomInit,
+  type RoomMeta,
+  type RoomStore,
 } from './room-store.ts';
 
 export { StorageError };
@@ -108,7 +119,10 @@ export class SqliteStore implements RoomStore {
       this.file = join(dataDir, 'hercules.sqlite');
       this.db = new Database(this.file, { timeout: 1000 });
     } catch (e) {
-      throw new StorageError(`cannot open the data directory ${dataDir}: ${(e as Error).message}. Check that it exists, is writable and the disk is not full.`, e);
+      throw new StorageError(
+        `cannot open the data directory ${dataDir}: ${(e as Error).message}. Check that it exists, is writable and the disk is not full.`,
+        e,
+      );
     }
     try {
       // One server per data directory: two would each sequence the same rooms and overwrite
@@ -120,7 +134,10 @@ export class SqliteStore implements RoomStore {
     } catch (e) {
       this.db.close();
       if ((e as { code?: string }).code === 'SQLITE_BUSY') {
-        throw new StorageError(`the data directory ${dataDir} is in use by another Hercules server. One server owns a data directory: stop the other, or give this one its own --data-dir.`, e);
+        throw new StorageError(
+          `the data directory ${dataDir} is in use by another Hercules server. One server owns a data directory: stop the other, or give this one its own --data-dir.`,
+          e,
+        );
       }
       throw new StorageError(`cannot open ${this.file}: ${(e as Error).message}. Check it is a Hercules data file and the disk is not full.`, e);
     }
@@ -157,7 +174,10 @@ export class SqliteStore implements RoomStore {
       this.stmts = this.prepare();
     } catch (e) {
       this.db.close();
-      throw new StorageError(`cannot open the data directory ${dataDir}: ${(e as Error).message}. Check that it exists, is writable and the disk is not full.`, e);
+      throw new StorageError(
+        `cannot open the data directory ${dataDir}: ${(e as Error).message}. Check that it exists, is writable and the disk is not full.`,
+        e,
+      );
     }
   }
 
@@ -172,7 +192,12 @@ export class SqliteStore implements RoomStore {
 
   /** A data file from before the room store contract: rooms get a rev (the fence) and a creation time (0: unknown). */
   private migrateRoomColumns(): void {
-    const cols = new Set(this.db.prepare<[], { name: string }>(`SELECT name FROM pragma_table_info('rooms')`).all().map((c) => c.name));
+    const cols = new Set(
+      this.db
+        .prepare<[], { name: string }>(`SELECT name FROM pragma_table_info('rooms')`)
+        .all()
+        .map((c) => c.name),
+    );
     if (cols.has('rev') && cols.has('created')) return;
     this.db.transaction(() => {
       if (!cols.has('rev')) this.db.exec('ALTER TABLE rooms ADD COLUMN rev INTEGER NOT NULL DEFAULT 0');
@@ -183,9 +208,14 @@ export class SqliteStore implements RoomStore {
   private prepare() {
     const db = this.db;
     return {
-      getRoom: db.prepare<[string], { machine: string; version: number; checkpoint_pos: number; checkpoint: string; stable: number; rev: number; created: number }>('SELECT machine, version, checkpoint_pos, checkpoint, stable, rev, created FROM rooms WHERE room = ?'),
+      getRoom: db.prepare<
+        [string],
+        { machine: string; version: number; checkpoint_pos: number; checkpoint: string; stable: number; rev: number; created: number }
+      >('SELECT machine, version, checkpoint_pos, checkpoint, stable, rev, created FROM rooms WHERE room = ?'),
       // The fence and the head: the last chunk by position holds the last entry (chunks are consecutive).
-      getHead: db.prepare<[string], { rev: number; checkpoint_pos: number; last: number | null }>('SELECT rev, checkpoint_pos, (SELECT last FROM log_chunks WHERE room = rooms.room ORDER BY first DESC LIMIT 1) AS last FROM rooms WHERE room = ?'),
+      getHead: db.prepare<[string], { rev: number; checkpoint_pos: number; last: number | null }>(
+        'SELECT rev, checkpoint_pos, (SELECT last FROM log_chunks WHERE room = rooms.room ORDER BY first DESC LIMIT 1) AS last FROM rooms WHERE room = ?',
+      ),
       listRooms: db.prepare<[], { room: string }>('SELECT room FROM rooms'),
       getLog: db.prepare<[string, number], { entries: string }>('SELECT entries FROM log_chunks WHERE room = ? AND last > ? ORDER BY first'),
       getClients: db.prepare<[string], { client: string; record: string }>('SELECT client, record FROM clients WHERE room = ?'),
@@ -241,9 +271,11 @@ export class SqliteStore implements RoomStore {
     try {
       const w: PreparedWrite = { room, clients: [] };
       if (p.appended.length) {
-        const first = p.appended[0].pos, last = p.appended[p.appended.length - 1].pos;
+        const first = p.appended[0].pos,
+          last = p.appended[p.appended.length - 1].pos;
         // A chunk is addressed by its range: a gap or disorder would lose or misplace entries.
-        if (last - first + 1 !== p.appended.length) throw new Error(`appended entries ${first}..${last} are not ${p.appended.length} consecutive positions (a bug in the room engine)`);
+        if (last - first + 1 !== p.appended.length)
+          throw new Error(`appended entries ${first}..${last} are not ${p.appended.length} consecutive positions (a bug in the room engine)`);
         w.log = { first, last, json: JSON.stringify(p.appended) };
       }
       for (const [client, rec] of Object.entries(p.clients)) w.clients.push([client, JSON.stringify(rec)]);
@@ -338,7 +370,12 @@ export class SqliteStore implements RoomStore {
       const r = this.read(room);
       return r && { ...r, fresh };
     } catch (e) {
-      throw e instanceof HerculesError ? e : new StorageError(`room ${room}: cannot ${init ? 'open or create' : 'open'} it: ${(e as Error).message}. Check the disk is not full and the data file is readable.`, e);
+      throw e instanceof HerculesError
+        ? e
+        : new StorageError(
+            `room ${room}: cannot ${init ? 'open or create' : 'open'} it: ${(e as Error).message}. Check the disk is not full and the data file is readable.`,
+            e,
+          );
     }
   }
 
@@ -355,11 +392,17 @@ export class SqliteStore implements RoomStore {
     } catch (e) {
       return Promise.reject(e);
     }
-    const settled = new Promise<Appended>((resolve, reject) => { q.resolve = resolve; q.reject = reject; });
+    const settled = new Promise<Appended>((resolve, reject) => {
+      q.resolve = resolve;
+      q.reject = reject;
+    });
     this.queue.push(q);
     if (!this.flushScheduled) {
       this.flushScheduled = true;
-      setImmediate(() => { this.flushScheduled = false; this.commitQueue(); });
+      setImmediate(() => {
+        this.flushScheduled = false;
+        this.commitQueue();
+      });
     }
     return settled;
   }
@@ -371,7 +414,10 @@ export class SqliteStore implements RoomStore {
     try {
       this.flushCheckpoint(room);
     } catch (e) {
-      throw new StorageError(`room ${room}: cannot write its checkpoint on release: ${(e as Error).message}. The log is intact; the room loads from an older checkpoint.`, e);
+      throw new StorageError(
+        `room ${room}: cannot write its checkpoint on release: ${(e as Error).message}. The log is intact; the room loads from an older checkpoint.`,
+        e,
+      );
     } finally {
       this.forget(room);
     }
@@ -419,9 +465,11 @@ export class SqliteStore implements RoomStore {
     }
     // Only now, with the writes durable: what is on disk, and the latest checkpoint to write on
     // release (one whose append failed must never be written).
-    let appends = 0, ops = 0;
+    let appends = 0,
+      ops = 0;
     for (let i = 0; i < batch.length; i++) {
-      const r = results[i], q = batch[i];
+      const r = results[i],
+        q = batch[i];
       if (!isDone(r)) continue;
       appends++;
       ops += q.checked.count;
@@ -432,17 +480,30 @@ export class SqliteStore implements RoomStore {
     }
     try {
       this.onCommit?.({ appends, failed: batch.length - appends, ops, transactions, seconds: (performance.now() - t0) / 1000 });
-    } catch { /* a metrics hook must not fail the writes */ }
+    } catch {
+      /* a metrics hook must not fail the writes */
+    }
     for (let i = 0; i < batch.length; i++) {
-      const r = results[i], q = batch[i];
+      const r = results[i],
+        q = batch[i];
       if (isDone(r)) q.resolve({ rev: r.rev, head: r.head });
-      else q.reject(r instanceof HerculesError ? r : new StorageError(`room ${q.room}: the append failed and nothing of it was written: ${(r as Error)?.message ?? String(r)}. Check the disk is not full and the data directory is writable; reload the room before writing again.`, r));
+      else
+        q.reject(
+          r instanceof HerculesError
+            ? r
+            : new StorageError(
+                `room ${q.room}: the append failed and nothing of it was written: ${(r as Error)?.message ?? String(r)}. Check the disk is not full and the data directory is writable; reload the room before writing again.`,
+                r,
+              ),
+        );
     }
   }
 
   /** One append, inside a transaction or savepoint: the fence, then the writes; throws to roll it back. */
   private writeAppend(q: QueuedAppend): AppendDone {
-    const s = this.stmts, w = q.prepared, after = q.checked.after;
+    const s = this.stmts,
+      w = q.prepared,
+      after = q.checked.after;
     const at = s.getHead.get(q.room);
     if (!at) throw new FencedError(q.room, after, undefined);
     if (at.rev !== after) throw new FencedError(q.room, after, at.rev);
@@ -450,7 +511,10 @@ export class SqliteStore implements RoomStore {
     if (w.log) s.insertLog.run(w.room, w.log.first, w.log.last, w.log.json);
     for (const [client, json] of w.clients) s.upsertClient.run(w.room, client, json);
     let wroteCheckpoint = false;
-    if (w.checkpoint?.json !== undefined && s.advanceCheckpoint.run(w.checkpoint.pos, w.checkpoint.json, w.checkpoint.pos, w.room, w.checkpoint.pos).changes > 0) {
+    if (
+      w.checkpoint?.json !== undefined &&
+      s.advanceCheckpoint.run(w.checkpoint.pos, w.checkpoint.json, w.checkpoint.pos, w.room, w.checkpoint.pos).changes > 0
+    ) {
       s.pruneLog.run(w.room, w.checkpoint.pos);
       wroteCheckpoint = true;
     }
@@ -469,7 +533,11 @@ export class SqliteStore implements RoomStore {
     this.commitQueue();
     this.closed = true;
     for (const room of [...this.latest.keys()]) {
-      try { this.flushCheckpoint(room); } catch { /* best effort on shutdown; the log is intact */ }
+      try {
+        this.flushCheckpoint(room);
+      } catch {
+        /* best effort on shutdown; the log is intact */
+      }
     }
     try {
       this.db.close();
