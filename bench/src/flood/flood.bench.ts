@@ -17,6 +17,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, memoryStorage } from '@hercules/client';
 import { chat } from '../../../apps/machines.ts';
+import { quantile } from '../harness.ts';
+import { sleep } from '../runtime/common.ts';
 
 const { values } = parseArgs({
   options: {
@@ -107,7 +109,11 @@ server.send({ t: 'close' });
 await new Promise((r) => server.once('exit', r));
 rmSync(dataDir, { recursive: true, force: true });
 
-const q = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))] : NaN);
+const q = (xs: number[], p: number) =>
+  quantile(
+    [...xs].sort((a, b) => a - b),
+    p,
+  );
 console.log(
   `flood: ${FLOODERS} connections${values['same-room'] ? ' in one room' : ', each in its own room'}, shape ${SHAPE}, ${FLOOD_S} s, then ${AFTER_S} s idle; limits ${values.limits ?? 'default'}`,
 );
@@ -127,7 +133,3 @@ for (const p of ['quiet', 'flood', 'after'] as const) {
 }
 console.log(`  honest ops never confirmed: ${unconfirmed}`);
 process.exit(0);
-
-function sleep(ms: number) {
-  return new Promise((r) => setTimeout(r, ms));
-}

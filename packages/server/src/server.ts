@@ -691,7 +691,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
 
   // ------------------------------------------------------------ input scheduling
   // Input is handled in turns, round robin over rooms and then over each room's connections
-  // (FairQueue), each turn about SLICE_MS of engine time: a room flooded with ops, however
+  // (FairQueue), a round's ROUND_MS shared among the rooms waiting: a room flooded with ops, however
   // cheap or costly its ops are, delays another room by at most about one round. A connection
   // with input waiting is not read from (TCP pushes back on its client), so what the server
   // holds per connection stays bounded whatever the client sends.
