@@ -234,6 +234,8 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   const commitWindowMs = Math.max(0, opts.commitWindowMs ?? 0);
   const given = { ...DEFAULT_LIMITS, ...(opts.maxFrameBytes !== undefined ? { maxFrameBytes: opts.maxFrameBytes } : {}), ...(opts.limits ?? {}) };
   const limits: Limits = { ...given, maxQueuedBytes: given.maxQueuedBytes ?? 2 * given.maxFrameBytes + READ_CHUNK_BYTES };
+  /** A connection is paused once this much of its input waits (see flow()). */
+  const pauseAtBytes = limits.maxQueuedBytes - limits.maxFrameBytes - READ_CHUNK_BYTES;
   for (const [k, v] of Object.entries(limits)) {
     if (!(k in DEFAULT_LIMITS) && k !== 'maxQueuedBytes')
       throw new HerculesError(
@@ -803,9 +805,16 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     flow(c);
   }
 
-  /** Read from a connection only while none of its input waits: TCP holds the rest, not our memory. */
+  /**
+   * Stop reading a connection once its waiting input nears `maxQueuedBytes`: TCP holds the rest,
+   * not our memory. Not as soon as anything waits: a connection read one frame per turn falls
+   * behind a busy client's small frames (its ops and acks) whenever a round takes longer than
+   * the client's gap between frames, as under a flood next door, and its delays grew without end.
+   * The margin: a frame being read when the threshold is crossed (at most maxFrameBytes), and
+   * what one socket read still delivers after the pause.
+   */
   function flow(c: Conn): void {
-    const hold = c.inbox.length > 0 && !c.closed;
+    const hold = c.inbox.length > 0 && !c.closed && c.queuedBytes >= pauseAtBytes;
     if (hold === c.paused || c.ws.readyState !== c.ws.OPEN) return;
     c.paused = hold;
     if (hold) c.ws.pause();

@@ -92,6 +92,36 @@ test('a room flooded with costly ops does not starve another: its op is ordered 
   other.ws.terminate();
 });
 
+// spec: SEC-FAIR
+test('a connection whose input waits is still read, up to its queue bound: small frames are not left in TCP one per turn', async (t) => {
+  // One op a second: after the first op, every frame waits for tokens, so the connection always has input waiting.
+  // ackTimeoutMs 500: the gauges are refreshed every 25 ms.
+  const srv = await server(t, 'read-ahead', { ackTimeoutMs: 500, limits: { opsPerSecond: 1, opsBurst: 1 } });
+  const c = await rawConnection(srv.url, 'r');
+  c.hello('steady', chat);
+  await until(() => c.welcomed(), 5000, 'welcome');
+  const samples: number[] = [];
+  const sampler = setInterval(async () => samples.push((await srv.metrics.inputQueued.get()).values[0]?.value ?? 0), 10);
+  const FRAMES = 40;
+  // A frame every 50 ms, each in a socket read of its own (a busy client's ops and acks).
+  for (let i = 1; i <= FRAMES; i++) {
+    c.send({ t: 'ops', ops: [{ seq: i, name: 'say', args: { text: `message ${i}` } }] });
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await new Promise((r) => setTimeout(r, 100));
+  clearInterval(sampler);
+  const one = samples.find((q) => q > 0) ?? 0,
+    most = Math.max(...samples);
+  // The server used to stop reading a connection as soon as one frame of it waited: the rest
+  // stayed in TCP and were read about one a turn, so a connection that sends small frames faster
+  // than it gets turns (three members of a busy room next to a flooded one) fell behind for
+  // good, its delays growing without end. Now it is read until its queue nears maxQueuedBytes.
+  assert.ok(one > 0, 'a frame was seen waiting (the gauge is live)');
+  assert.ok(most >= 10 * one, `the server held ${most} bytes of input after ${FRAMES} frames, ${one} after the first waiting ones`);
+  assert.equal(c.closed(), undefined, 'the connection is not cut');
+  c.ws.terminate();
+});
+
 // spec: SEC-LIMITS
 test('a client sending far over its rate is paused, not cut: its input waits in TCP, the server holds at most maxQueuedBytes of it', async (t) => {
   const maxFrameBytes = 64 << 10;
