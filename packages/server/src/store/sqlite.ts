@@ -11,8 +11,11 @@
  *
  * Checkpoints are written lazily: the stable position is recorded on every advance (a few
  * bytes), but the checkpoint state itself (possibly megabytes) only every
- * `checkpointEvery` ops or when a room unloads. Log rows after the last written checkpoint are
- * kept, so a restart resumes from that checkpoint plus the rows after it.
+ * `checkpointEvery` ops, once the log written since is half the size of the last state, and
+ * when a room unloads: a state rewritten every 1,000 ops whatever its size made a large room's
+ * commits (every other room's too: they share the transaction) slower as it grew. Log rows after
+ * the last written checkpoint are kept, so a restart resumes from that checkpoint plus the rows
+ * after it.
  *
  * Two interfaces over the same tables. The `RoomStore` contract (room-store.ts: `open`,
  * `append`, `release`, `rooms`, `close`), asynchronous and fenced: the appends called in one
@@ -66,7 +69,10 @@ export interface StoredRoom {
 }
 
 export interface SqliteStoreOptions {
-  /** Write a checkpoint's state once it is this many ops past the one on disk (and on unload). Default 1000. */
+  /**
+   * Write a checkpoint's state once it is this many ops past the one on disk and the log written
+   * since is at least half the size of the last state written (and on unload). Default 1000.
+   */
   checkpointEvery?: number;
   /** The clock a room's `created` is read from (ms since the epoch). Default `Date.now`. */
   now?: () => number;
@@ -104,6 +110,14 @@ export class SqliteStore implements RoomStore {
   /** Per room: position of the checkpoint on disk, and the latest one not yet written. */
   private readonly written = new Map<string, number>();
   private readonly latest = new Map<string, { pos: number; state: unknown }>();
+  /**
+   * Per room: the size of its last checkpoint state, and the bytes of log written since. A state
+   * is written again only once the log since has grown to half its size (and `checkpointEvery`
+   * ops passed), so writing checkpoints costs at most about twice what writing the log does,
+   * however large the state grows; a restart replays at most about that much log.
+   */
+  private readonly checkpointBytes = new Map<string, number>();
+  private readonly logBytesSince = new Map<string, number>();
   private stmts!: ReturnType<SqliteStore['prepare']>;
   /** Appends of this turn, for one transaction. */
   private queue: QueuedAppend[] = [];
@@ -243,12 +257,16 @@ export class SqliteStore implements RoomStore {
     const r = this.stmts.getRoom.get(room);
     if (!r) return undefined;
     const suffix: LogEntry[] = [];
+    let logBytes = 0;
     for (const row of this.stmts.getLog.all(room, r.checkpoint_pos)) {
+      logBytes += row.entries.length;
       for (const e of JSON.parse(row.entries) as LogEntry[]) if (e.pos > r.checkpoint_pos) suffix.push(e);
     }
     const clients: Record<string, ClientRecord> = {};
     for (const c of this.stmts.getClients.all(room)) clients[c.client] = JSON.parse(c.record);
     this.written.set(room, r.checkpoint_pos);
+    this.checkpointBytes.set(room, r.checkpoint.length);
+    this.logBytesSince.set(room, logBytes);
     return {
       meta: { machine: r.machine, version: r.version, created: r.created },
       durable: { checkpoint: { pos: r.checkpoint_pos, state: JSON.parse(r.checkpoint) }, suffix, clients, stable: r.stable },
@@ -257,8 +275,11 @@ export class SqliteStore implements RoomStore {
   }
 
   create(room: string, machine: string, version: number, initial: unknown): void {
-    this.stmts.insertRoom.run(room, machine, version, 0, JSON.stringify(initial), 0, this.now());
+    const json = JSON.stringify(initial);
+    this.stmts.insertRoom.run(room, machine, version, 0, json, 0, this.now());
     this.written.set(room, 0);
+    this.checkpointBytes.set(room, json.length);
+    this.logBytesSince.set(room, 0);
   }
 
   /**
@@ -279,10 +300,18 @@ export class SqliteStore implements RoomStore {
         w.log = { first, last, json: JSON.stringify(p.appended) };
       }
       for (const [client, rec] of Object.entries(p.clients)) w.clients.push([client, JSON.stringify(rec)]);
+      const logBytes = (this.logBytesSince.get(room) ?? 0) + (w.log?.json.length ?? 0);
+      this.logBytesSince.set(room, logBytes);
       if (p.checkpoint) {
-        // The state itself is written lazily (see the file comment); serialise it only when due.
-        const due = p.checkpoint.pos - (this.written.get(room) ?? 0) >= this.checkpointEvery;
-        w.checkpoint = { ...p.checkpoint, ...(due ? { json: JSON.stringify(p.checkpoint.state) } : {}) };
+        // The state itself is written lazily (see the file comment and checkpointBytes); serialise it only when due.
+        const due = p.checkpoint.pos - (this.written.get(room) ?? 0) >= this.checkpointEvery && logBytes >= (this.checkpointBytes.get(room) ?? 0) / 2;
+        if (due) {
+          const json = JSON.stringify(p.checkpoint.state);
+          w.checkpoint = { ...p.checkpoint, json };
+          // Counted from here even if this commit fails: the room is then reloaded, which counts afresh.
+          this.checkpointBytes.set(room, json.length);
+          this.logBytesSince.set(room, 0);
+        } else w.checkpoint = { ...p.checkpoint };
       }
       return w;
     } catch (e) {
@@ -335,6 +364,8 @@ export class SqliteStore implements RoomStore {
   forget(room: string): void {
     this.latest.delete(room);
     this.written.delete(room);
+    this.checkpointBytes.delete(room);
+    this.logBytesSince.delete(room);
   }
 
   private writeCheckpoint(room: string, cp: { pos: number; state: unknown }): void {
