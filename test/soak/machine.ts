@@ -5,6 +5,9 @@
  */
 import { defineMachine } from '@hercules/core';
 
+/** The flood's rooms run the demo chat (test/soak/flood-proc.ts). */
+export { chat } from '../../apps/machines.ts';
+
 export const soak = defineMachine({
   name: 'soak',
   version: 1,

@@ -12,6 +12,18 @@
  * restarted client's Durable view holds what it reported durable before, and a clone started
  * from a copy of a running client's store (a backup restored beside the original) has every op
  * refused with client-id-conflict, none Visible.
+ *
+ * The flood (`--flooders N`, default 2; 0 for none): from a quarter to 60% of the chaos, N raw
+ * connections in rooms of their own send frames of 10,000 chat ops as fast as the server's
+ * limits let them (flood-proc.ts). Checked: what the server holds for its input stays within
+ * the limits docs/security.md gives (its gauges, every 2 s), its memory during the flood stays
+ * within an allowance per flooder and comes back after it (SEC-MEMORY), and the honest clients'
+ * ops are not starved during the flood (SEC-FAIR: their median delay to Authoritative at most
+ * 5 x the median outside it + 300 ms, both measured in this run, leaving out ops in flight across
+ * a server restart; measured 114-184 ms against 10-38 ms here, where the flood, the server and
+ * the clients share two cores; a server that read a waiting connection one frame a turn kept
+ * them 280-1,200 ms, growing through the flood). SOAK_DEBUG=1 prints the
+ * honest delays per 5 s and the flood's progress.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
@@ -33,6 +45,7 @@ try {
       minutes: { type: 'string', default: '2' },
       rooms: { type: 'string', default: '4' },
       procs: { type: 'string', default: '4' },
+      flooders: { type: 'string', default: '2' },
       seed: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -42,14 +55,15 @@ try {
   process.exit(2);
 }
 if (args.help) {
-  console.log('npm run soak -- [--minutes N, default 2] [--rooms R, default 4] [--procs P client processes, default 4] [--seed S]');
+  console.log('npm run soak -- [--minutes N, default 2] [--rooms R, default 4] [--procs P client processes, default 4] [--flooders F, default 2] [--seed S]');
   process.exit(0);
 }
 const minutes = Number(args.minutes),
   nRooms = Number(args.rooms),
-  nProcs = Number(args.procs);
-if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1)) {
-  console.error('soak: --minutes, --rooms and --procs must be positive numbers');
+  nProcs = Number(args.procs),
+  nFlooders = Number(args.flooders);
+if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1) || !(Number.isInteger(nFlooders) && nFlooders >= 0)) {
+  console.error('soak: --minutes, --rooms and --procs must be positive numbers, --flooders a whole number');
   process.exit(2);
 }
 // Chaos timing is random (real processes are not deterministic anyway); the seed is printed.
@@ -149,6 +163,8 @@ const visibleMax = new Map<string, number>();
 /** Restarts whose Durable view was behind what the client had reported durable. */
 const durableBack: string[] = [];
 const delays = { durable: [] as number[], authoritative: [] as number[], visible: [] as number[] };
+/** Every honest op's submit time (soak clock, ms) and its delay to Authoritative: SEC-FAIR compares those submitted during the flood with the rest. */
+const honest: { at: number; a: number; d: number }[] = [];
 const quiet = new Set<string>();
 let submittedSeen = 0;
 async function startProc(p: Proc): Promise<void> {
@@ -177,6 +193,7 @@ async function startProc(p: Proc): Promise<void> {
       delays.durable.push(m.d!);
       delays.authoritative.push(m.a!);
       delays.visible.push(m.v!);
+      honest.push({ at: performance.now() - m.v!, a: m.a!, d: m.d! });
       if ((visibleMax.get(m.c) ?? 0) < m.k!) visibleMax.set(m.c, m.k!);
     } else if (m.t === 'quiet') quiet.add(m.c);
   });
@@ -252,6 +269,71 @@ async function startClone(n: number): Promise<void> {
   });
 }
 
+// ---------------------------------------------------------------- the flood
+/** The limits the server runs with (the CLI's defaults; docs/security.md): what its input may hold. */
+const MAX_FRAME_BYTES = 1 << 20,
+  MAX_QUEUED_BYTES = 2 * MAX_FRAME_BYTES + (64 << 10),
+  MAX_DECODING_BYTES = 8 << 20;
+/** RSS the flood may add while it runs, per flooding connection and in all (generous: the V8 heap grows ahead of its garbage collections; measured +40 MB a flooder, bench/src/flood). */
+const FLOOD_MB_PER_CONNECTION = 100,
+  FLOOD_MB_BASE = 64;
+const flood = { startedAt: NaN, stoppedAt: NaN, sent: 0, verdicts: 0, refused: 0, connects: 0, errors: {} as Record<string, number> };
+let flooder: ChildProcess | undefined;
+function startFlood(): void {
+  flood.startedAt = performance.now();
+  flooder = spawn(process.execPath, ['--import', 'tsx', join(here, 'flood-proc.ts'), url, String(nFlooders), `flood-${seed}`], {
+    cwd: root,
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  children.add(flooder);
+  createInterface({ input: flooder.stdout! }).on('line', (line) => {
+    try {
+      const m = JSON.parse(line);
+      if (process.env.SOAK_DEBUG && m.t === 'flood') log(line);
+      if (m.t === 'flood') Object.assign(flood, { sent: m.sent, verdicts: m.verdicts, refused: m.refused, connects: m.connects, errors: m.errors });
+    } catch {
+      /* not ours */
+    }
+  });
+  flooder.on('exit', () => children.delete(flooder!));
+  log(`flood: ${nFlooders} connections sending frames of 10,000 chat ops`);
+}
+async function stopFlood(): Promise<void> {
+  const f = flooder;
+  if (!f) return;
+  flooder = undefined;
+  flood.stoppedAt = performance.now();
+  const exited = new Promise((r) => f.once('exit', r));
+  f.stdin!.write('stop\n');
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 3000))]);
+  f.kill('SIGKILL');
+  log(`flood over: ${flood.sent} ops sent, ${flood.verdicts} ordered or refused (${flood.refused} refused), ${flood.connects} connections`);
+}
+/** What the server's gauges said, and every time they broke the documented bound of its input. */
+const inputPeak = { queued: 0, decoding: 0, connections: 0, samples: 0 };
+const inputOverBound: string[] = [];
+async function sampleInput(): Promise<void> {
+  let text: string;
+  try {
+    const res = await fetch(`http://127.0.0.1:${serverPort}/metrics`, { signal: AbortSignal.timeout(1500) });
+    text = await res.text();
+  } catch {
+    return; // the server is down (killed) or too busy to answer: the next sample
+  }
+  const gauge = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  const queued = gauge('hercules_input_queued_bytes'),
+    decoding = gauge('hercules_input_decoding_bytes'),
+    connections = gauge('hercules_connections');
+  if (![queued, decoding, connections].every(Number.isFinite)) return;
+  inputPeak.samples++;
+  inputPeak.queued = Math.max(inputPeak.queued, queued);
+  inputPeak.decoding = Math.max(inputPeak.decoding, decoding);
+  inputPeak.connections = Math.max(inputPeak.connections, connections);
+  if (queued > connections * MAX_QUEUED_BYTES)
+    inputOverBound.push(`${queued} bytes of input queued over ${connections} connections (at most ${MAX_QUEUED_BYTES} each)`);
+  if (decoding > MAX_DECODING_BYTES) inputOverBound.push(`${decoding} bytes of large frames decoding at once (budget ${MAX_DECODING_BYTES})`);
+}
+
 // ---------------------------------------------------------------- chaos
 const counts = { clientKills: 0, serverKills: 0, disconnects: 0 };
 // One clone at a third of the chaos (and one more each further minute), beside everything else.
@@ -266,8 +348,17 @@ const end = performance.now() + minutes * 60_000;
 const sampler = setInterval(() => {
   const mb = serverRssMb();
   if (mb !== undefined) rss.push({ t: (performance.now() - t0) / 1000, mb });
+  void sampleInput();
 }, 2000);
+/** Server kills, from the kill to RECOVERY_MS after the restart: SEC-FAIR leaves out the honest ops in flight then (recovery is not fairness; DUR-* covers it). */
+const outages: { from: number; to: number }[] = [];
+const RECOVERY_MS = 5000;
+const chaosStart = performance.now();
+const floodFrom = chaosStart + minutes * 60_000 * 0.25,
+  floodTo = chaosStart + minutes * 60_000 * 0.6;
 while (performance.now() < end) {
+  if (nFlooders > 0 && !flooder && Number.isNaN(flood.startedAt) && performance.now() >= floodFrom) startFlood();
+  if (flooder && performance.now() >= floodTo) await stopFlood();
   await new Promise((r) => setTimeout(r, 500 + rand() * 2500));
   const x = rand();
   if (x < 0.45) {
@@ -291,12 +382,14 @@ while (performance.now() < end) {
       const exited = new Promise((r) => dead.once('exit', r));
       dead.kill('SIGKILL');
       counts.serverKills++;
+      const killedAt = performance.now();
       server = undefined;
       // The next server starts once the old one is gone (before that, its port and the data
       // directory's lock are still held).
       await Promise.all([exited, new Promise((r) => setTimeout(r, 300 + rand() * 1500))]);
       startServer();
       serverRestarts++;
+      outages.push({ from: killedAt, to: performance.now() + RECOVERY_MS });
     }
   } else {
     const all = [...links];
@@ -308,6 +401,7 @@ while (performance.now() < end) {
   }
 }
 clearInterval(cloneTimer);
+await stopFlood();
 log(`chaos over: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs, ${counts.disconnects} links cut; settling`);
 await Promise.all(cloneRuns);
 
@@ -395,6 +489,59 @@ console.log(
   `chaos: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs (${serverRestarts} restarts), ${counts.disconnects} links cut; seed ${seed}`,
 );
 console.log(`restarted clients whose Durable view went back: ${durableBack.length}`);
+// The flood: its memory, the server's input against its bound, the honest clients' delay.
+const floodProblems: [rule: string, what: string][] = [];
+if (nFlooders > 0) {
+  const during = (ms: number) => ms >= flood.startedAt && ms <= flood.stoppedAt;
+  const before = rss.filter((x) => t0 + x.t * 1000 < flood.startedAt).map((x) => x.mb);
+  const inFlood = rss.filter((x) => during(t0 + x.t * 1000)).map((x) => x.mb);
+  const base = Math.max(...before),
+    floodPeak = Math.max(...inFlood);
+  const allowed = base + nFlooders * FLOOD_MB_PER_CONNECTION + FLOOD_MB_BASE;
+  const median = (xs: number[]) => pct(xs, 0.5);
+  const steady = honest.filter((o) => !outages.some((x) => o.at <= x.to && o.at + o.a >= x.from));
+  const aFlood = steady.filter((o) => during(o.at)).map((o) => o.a),
+    aCalm = steady.filter((o) => !during(o.at)).map((o) => o.a);
+  const fairLimit = 5 * median(aCalm) + 300;
+  if (process.env.SOAK_DEBUG) {
+    const buckets = new Map<number, { a: number; d: number }[]>();
+    for (const o of steady) {
+      const b = Math.floor((o.at - t0) / 5000) * 5;
+      buckets.set(b, [...(buckets.get(b) ?? []), o]);
+    }
+    for (const [b, xs] of [...buckets].sort((x, y) => x[0] - y[0]))
+      console.log(
+        `  ${b}s: n=${xs.length} a p50=${median(xs.map((x) => x.a)).toFixed(0)} d p50=${median(xs.map((x) => x.d)).toFixed(1)} d p90=${pct(
+          xs.map((x) => x.d),
+          0.9,
+        ).toFixed(1)}`,
+      );
+  }
+  console.log(
+    `flood: ${nFlooders} connections for ${((flood.stoppedAt - flood.startedAt) / 1000).toFixed(0)} s; ${flood.sent} ops sent, ${flood.verdicts} answered (${flood.refused} refused), ${flood.connects} connections made; errors: ${JSON.stringify(flood.errors)}`,
+  );
+  console.log(
+    `flood: server RSS before ${base.toFixed(0)} MB, peak during ${floodPeak.toFixed(0)} MB (allowed ${allowed.toFixed(0)}); input gauges over ${inputPeak.samples} samples: queued peak ${inputPeak.queued} bytes (${inputPeak.connections} connections, at most ${MAX_QUEUED_BYTES} each), decoding peak ${inputPeak.decoding} bytes (budget ${MAX_DECODING_BYTES})`,
+  );
+  console.log(
+    `flood: honest ops' delay to Authoritative, median during the flood ${median(aFlood).toFixed(1)} ms (${aFlood.length} ops), outside it ${median(aCalm).toFixed(1)} ms (${aCalm.length} ops), leaving out ${honest.length - steady.length} ops in flight across a server restart; fair if during <= 5 x outside + 300 ms = ${fairLimit.toFixed(0)} ms`,
+  );
+  // A flood that was never answered, or a run without samples, checked nothing.
+  if (flood.verdicts < 10_000) floodProblems.push(['SEC-MEMORY', `the flood was not exercised: ${flood.verdicts} of its ops answered (want at least 10,000)`]);
+  if (!(inFlood.length >= 3 && before.length >= 1))
+    floodProblems.push(['SEC-MEMORY', `too few memory samples around the flood (${before.length} before, ${inFlood.length} during)`]);
+  else if (floodPeak > allowed)
+    floodProblems.push(['SEC-MEMORY', `server RSS reached ${floodPeak.toFixed(0)} MB in the flood, over ${allowed.toFixed(0)} MB (${base.toFixed(0)} before)`]);
+  if (inputPeak.samples < 3) floodProblems.push(['SEC-MEMORY', `the server's input gauges were read ${inputPeak.samples} times`]);
+  for (const l of inputOverBound.slice(0, 5)) floodProblems.push(['SEC-MEMORY', l]);
+  if (aFlood.length < 20 || aCalm.length < 20)
+    floodProblems.push(['SEC-FAIR', `too few honest ops to compare (${aFlood.length} during the flood, ${aCalm.length} outside)`]);
+  else if (median(aFlood) > fairLimit)
+    floodProblems.push([
+      'SEC-FAIR',
+      `honest ops took ${median(aFlood).toFixed(0)} ms (median) to Authoritative during the flood, ${median(aCalm).toFixed(0)} ms outside it`,
+    ]);
+}
 console.log(
   `clones from a copied store: ${clones.length} ran, ops refused as client-id-conflict ${clones.reduce((a, c) => a + c.conflict, 0)}, ops Visible ${clones.reduce((a, c) => a + c.visible, 0)} (must be 0)`,
 );
@@ -410,12 +557,16 @@ for (const c of crashed) violations.push(['SEC-CONTAINED', `client process crash
 if (!bounded) violations.push(['SEC-MEMORY', `server memory grew from ${early.toFixed(0)} to ${late.toFixed(0)} MB`]);
 for (const l of durableBack.slice(0, 10)) violations.push(['DUR-SURVIVES-RESTART', l]);
 for (const l of cloneProblems) violations.push(['LOG-ONE-HISTORY', l]);
+violations.push(...floodProblems);
 for (const [rule, what] of violations) console.log(`  FAIL [${rule}] ${what}`);
 // Not a rule: a run that made nothing durable or killed nothing checked nothing.
 const exercised = submittedSeen > 0 && counts.clientKills + counts.serverKills > 0;
 if (!exercised) console.log('  FAIL the soak exercised nothing: no op made durable, or no process killed');
 const ok = violations.length === 0 && exercised;
 if (ok) removeDir();
-else console.log(`data kept in ${dir}; rerun with: npm run soak -- --minutes ${minutes} --rooms ${nRooms} --procs ${nProcs} --seed ${seed}`);
+else
+  console.log(
+    `data kept in ${dir}; rerun with: npm run soak -- --minutes ${minutes} --rooms ${nRooms} --procs ${nProcs} --flooders ${nFlooders} --seed ${seed}`,
+  );
 console.log(ok ? 'soak: PASS' : `soak: FAIL (${[...new Set(violations.map(([r]) => r))].join(', ') || 'nothing exercised'})`);
 process.exit(ok ? 0 : 1);

@@ -2,11 +2,13 @@
  * Memory and fairness under a flood inside the limits (issue 17, item 4).
  *
  *   node -C @hercules/source --import tsx bench/src/flood/flood.bench.ts [--flooders 4] [--shape small|large]
- *        [--flood-s 20] [--after-s 30] [--same-room] [--limits '{"opsPerSecond":1000}']
+ *        [--flood-s 20] [--after-s 30] [--same-room] [--limits '{"opsPerSecond":1000}'] [--honest 1x1] [--every-ms 100]
  *
  * A server process (its own memory), a flooder process (N raw connections, each in its own room
- * or all in one, sending ops frames as fast as the server takes them), and in this process one honest client in
- * another room submitting a chat message every 100 ms. Phases: 5 s quiet, the flood, then the
+ * or all in one, sending ops frames as fast as the server takes them), and in this process honest
+ * clients (`--honest RxM`: R rooms of M members, default one client) in other rooms, each
+ * submitting a chat message every `--every-ms` (default 100). Several members a room send
+ * acks as well as ops: `--honest 4x3 --every-ms 90` is the chaos soak's load. Phases: 5 s quiet, the flood, then the
  * flooders leave and the server idles. Reports the server's peak RSS, its heap and RSS after a
  * full GC at the end, the ops it ordered, and the honest client's time to Authoritative per phase.
  */
@@ -28,6 +30,8 @@ const { values } = parseArgs({
     'after-s': { type: 'string' },
     limits: { type: 'string' },
     'same-room': { type: 'boolean' },
+    honest: { type: 'string' },
+    'every-ms': { type: 'string' },
   },
 });
 const FLOODERS = Number(values.flooders ?? 4),
@@ -71,22 +75,37 @@ const sampler = setInterval(() => {
   }
 }, 100);
 
-const honest = await connect({ url, room: 'honest', machine: chat, storage: memoryStorage(), clientId: 'honest' });
-await honest.whenOnline({ timeoutMs: 10_000 });
+const [HONEST_ROOMS, PER_ROOM] = (values.honest ?? '1x1').split('x').map(Number),
+  EVERY_MS = Number(values['every-ms'] ?? 100);
+if (!(HONEST_ROOMS >= 1 && PER_ROOM >= 1 && EVERY_MS > 0)) throw new Error('--honest wants RxM (rooms x members), --every-ms a positive number');
+const honest = await Promise.all(
+  Array.from({ length: HONEST_ROOMS * PER_ROOM }, (_, i) =>
+    connect({ url, room: `honest-${i % HONEST_ROOMS}`, machine: chat, storage: memoryStorage(), clientId: `honest-${i}` }),
+  ),
+);
+await Promise.all(honest.map((h) => h.whenOnline({ timeoutMs: 10_000 })));
 let n = 0,
   unconfirmed = 0;
-const ticker = setInterval(() => {
-  const p = phase;
-  const started = performance.now();
-  unconfirmed++;
-  honest.ops.say({ text: `honest ${++n}` }).authoritative.then(
-    () => {
-      unconfirmed--;
-      lat[p].push(performance.now() - started);
-    },
-    () => {},
-  );
-}, 100);
+const tickers = honest.map((h, i) =>
+  setTimeout(
+    () =>
+      tickers.push(
+        setInterval(() => {
+          const p = phase;
+          const started = performance.now();
+          unconfirmed++;
+          h.ops.say({ text: `honest ${++n}` }).authoritative.then(
+            () => {
+              unconfirmed--;
+              lat[p].push(performance.now() - started);
+            },
+            () => {},
+          );
+        }, EVERY_MS),
+      ),
+    (EVERY_MS * i) / honest.length, // spread over the interval
+  ),
+);
 
 await sleep(QUIET_S * 1000);
 phase = 'flood';
@@ -100,11 +119,11 @@ flooder.kill('SIGKILL');
 const atFloodEnd = { rss: rssOf(server) };
 phase = 'after';
 await sleep(AFTER_S * 1000);
-clearInterval(ticker);
+for (const t of tickers) clearInterval(t);
 await sleep(1000);
 clearInterval(sampler);
 const end = await mem();
-honest.close();
+for (const h of honest) h.close();
 server.send({ t: 'close' });
 await new Promise((r) => server.once('exit', r));
 rmSync(dataDir, { recursive: true, force: true });
@@ -115,7 +134,7 @@ const q = (xs: number[], p: number) =>
     p,
   );
 console.log(
-  `flood: ${FLOODERS} connections${values['same-room'] ? ' in one room' : ', each in its own room'}, shape ${SHAPE}, ${FLOOD_S} s, then ${AFTER_S} s idle; limits ${values.limits ?? 'default'}`,
+  `flood: ${FLOODERS} connections${values['same-room'] ? ' in one room' : ', each in its own room'}, shape ${SHAPE}, ${FLOOD_S} s, then ${AFTER_S} s idle; limits ${values.limits ?? 'default'}; honest: ${HONEST_ROOMS} rooms x ${PER_ROOM} clients, an op each every ${EVERY_MS} ms`,
 );
 console.log(
   `  flooders: ${flooded.sent} ops sent, ${flooded.verdicts} ordered (${(flooded.verdicts / FLOOD_S).toFixed(0)}/s), ${flooded.closes} connections closed by the server`,
@@ -128,7 +147,7 @@ console.log(
 );
 for (const p of ['quiet', 'flood', 'after'] as const) {
   console.log(
-    `  honest client, ${p}: time to Authoritative p50 ${q(lat[p], 0.5).toFixed(1)} ms, p99 ${q(lat[p], 0.99).toFixed(1)} ms, max ${q(lat[p], 1).toFixed(1)} ms (${lat[p].length} ops)`,
+    `  honest clients, ${p}: time to Authoritative p50 ${q(lat[p], 0.5).toFixed(1)} ms, p99 ${q(lat[p], 0.99).toFixed(1)} ms, max ${q(lat[p], 1).toFixed(1)} ms (${lat[p].length} ops)`,
   );
 }
 console.log(`  honest ops never confirmed: ${unconfirmed}`);
