@@ -72,7 +72,7 @@ for (const mode of chosen) {
         }
       }),
     );
-    while (!rooms.every((r) => r.engine.positions().visible >= total)) await sleep(5);
+    while (!rooms.every((r) => r.positions().visible >= total)) await sleep(5);
     const seconds = (performance.now() - t0) / 1000;
     const c = process.cpuUsage(cpu0);
     const cpuS = (c.user + c.system) / 1e6;

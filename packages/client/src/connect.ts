@@ -1,12 +1,16 @@
 /**
- * connect(): a ClientRoom on a real WebSocket with durable local storage. Adds what the pure
- * room lacks: sockets, reconnect with backoff and jitter, a heartbeat watchdog, batching
- * timers, and ordered, retried persistence.
+ * connect(): the three client pieces put together. A ClientRoom (the app's API over the view
+ * engine), the ClientDriver (persist before send, retries, base saving, batching deadlines; from
+ * @hercules/core, the same the simulator runs) on the real clock and the given store, and a
+ * reconnecting WebSocketTransport; the room returned wraps them (room.ts).
  */
-import { ClientCodec, ClientRoom, HerculesError, type Batching, type ClientMessage, type Machine, type OpRecord } from '@hercules/core';
+import { ClientDriver, ClientRoom, HerculesError, type Batching, type Clock, type Machine } from '@hercules/core';
+import { ConnectedClientRoom, type ConnectedRoom } from './room.ts';
 import { memoryStorage, type ClientStorage } from './storage.ts';
+import { WebSocketTransport, type ClientTransport, type ConnectionStatus, type WebSocketLike } from './transport.ts';
 
-export type ConnectionStatus = 'connecting' | 'online' | 'offline' | 'closed' | 'failed';
+export type { ConnectedRoom } from './room.ts';
+export type { ConnectionStatus } from './transport.ts';
 
 export interface ConnectOptions<M extends Machine<any, any>> {
   /** Server URL, e.g. ws://127.0.0.1:8787 */
@@ -51,46 +55,34 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   onError?: (error: Error) => void;
   /** Notify listeners in a microtask (default) or synchronously. */
   notify?: 'microtask' | 'sync';
-}
-
-type WS = {
-  binaryType: string;
-  readyState: number;
-  send(data: Uint8Array): void;
-  close(code?: number, reason?: string): void;
-  onopen: ((ev: unknown) => void) | null;
-  onclose: ((ev: { code: number; reason: string }) => void) | null;
-  onerror: ((ev: unknown) => void) | null;
-  onmessage: ((ev: { data: unknown }) => void) | null;
-};
-
-export interface ConnectedRoom<M extends Machine<any, any>> extends ClientRoom<M> {
-  readonly room: string;
-  status(): ConnectionStatus;
-  onStatus(fn: (s: ConnectionStatus, detail?: string) => void): () => void;
-  /** Close the socket and the storage. Durable ops stay in storage for the next start. */
-  close(): Promise<void>;
-  /** Resolves once every op submitted so far is durable (or rejected). */
-  flushed(): Promise<void>;
   /**
-   * Resolves once the server has welcomed this client (at once if it is online). Rejects with
-   * the fatal error if the server refused it for good, with 'closed' if the room is closed, and
-   * with 'timeout' (naming the last failure, e.g. connection refused) after `timeoutMs`.
+   * Another transport than the WebSocket one (tests, an in-process link); `WebSocket`, `token`,
+   * `backoff`, `watchdogMs` and `connectTimeoutMs` are then the given transport's business.
    */
-  whenOnline(opts?: { timeoutMs?: number }): Promise<void>;
+  transport?: ClientTransport;
 }
+
+/** The host's clock and timers. */
+export const systemClock: Clock = {
+  now: () => performance.now(),
+  after: (ms, fn) => {
+    const t = setTimeout(fn, ms);
+    return () => clearTimeout(t);
+  },
+  defer: (fn) => queueMicrotask(fn),
+};
 
 const ROOM_NAME = /^[A-Za-z0-9._~-]{1,128}$/;
 
-async function resolveWebSocket(given: unknown): Promise<new (url: string) => WS> {
-  if (given) return given as new (url: string) => WS;
+async function resolveWebSocket(given: unknown): Promise<new (url: string) => WebSocketLike> {
+  if (given) return given as new (url: string) => WebSocketLike;
   const g = (globalThis as { WebSocket?: unknown }).WebSocket;
-  if (g) return g as new (url: string) => WS;
+  if (g) return g as new (url: string) => WebSocketLike;
   const mod = 'ws';
   const ws = (await import(/* @vite-ignore */ mod)) as { default: unknown };
   return ws.default as new (
     url: string,
-  ) => WS;
+  ) => WebSocketLike;
 }
 
 function newClientId(): string {
@@ -106,7 +98,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     throw new HerculesError('bad-argument', `connect: room must be 1-128 of A-Z a-z 0-9 . _ ~ -, got ${JSON.stringify(opts.room)}`);
   if (!opts.machine || !(opts.machine.opNames instanceof Set)) throw new HerculesError('bad-argument', 'connect: machine must come from defineMachine');
   const storage = opts.storage ?? memoryStorage();
-  const WebSocketImpl = await resolveWebSocket(opts.WebSocket);
+  const WebSocketImpl = opts.transport ? undefined : await resolveWebSocket(opts.WebSocket);
   const key = `${opts.machine.name}@${opts.machine.version}/${opts.room}`;
   let stored = await storage.load(key);
   const clientId = stored?.clientId ?? opts.clientId ?? newClientId();
@@ -114,43 +106,9 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     await storage.init(key, clientId);
     stored = { clientId, lastSeq: 0, durable: [] };
   }
-  const minMs = opts.backoff?.minMs ?? 100;
-  const maxMs = opts.backoff?.maxMs ?? 5000;
-  const watchdogMs = opts.watchdogMs ?? 15_000;
-  const connectTimeoutMs = opts.connectTimeoutMs ?? 10_000;
-  const baseEveryMs = opts.baseEveryMs ?? 2000;
-
-  let ws: WS | undefined;
-  let codec = new ClientCodec();
-  let status: ConnectionStatus = 'connecting';
-  const statusListeners = new Set<(s: ConnectionStatus, d?: string) => void>();
-  if (opts.onStatus) statusListeners.add(opts.onStatus);
-  let attempt = 0;
-  let closed = false;
-  let failed = false;
-  let reconnectTimer: ReturnType<typeof setTimeout> | undefined;
-  let watchdog: ReturnType<typeof setTimeout> | undefined;
-  let batchTimer: ReturnType<typeof setTimeout> | undefined;
-  let baseTimer: ReturnType<typeof setTimeout> | undefined;
-  let connectTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Why the last attempt failed (for whenOnline and the status), and whether it was reported. */
-  let lastFailure: HerculesError | undefined;
-  let failureReported = false;
-  let fatalError: Error | undefined;
   let warned = false;
-
-  const setStatus = (s: ConnectionStatus, detail?: string) => {
-    if (status === s) return;
-    status = s;
-    for (const fn of [...statusListeners]) {
-      try {
-        fn(s, detail);
-      } catch {
-        /* a listener's bug is not ours to crash on */
-      }
-    }
-  };
-  const reportError = (e: Error) => {
+  /** Errors and warnings go to onError; without one, the first is printed once. */
+  const report = (e: Error) => {
     if (opts.onError) {
       try {
         opts.onError(e);
@@ -162,43 +120,24 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       console.warn(`hercules (room ${opts.room}): ${e.message} [pass onError to connect() to handle these; further ones are not printed]`);
     }
   };
-  /** A failed attempt: named once per run of failures with the same reason, not at every retry. */
-  const attemptFailed = (e: HerculesError) => {
-    const same = lastFailure?.message === e.message;
-    lastFailure = e;
-    if (!same || !failureReported) {
-      failureReported = true;
-      reportError(e);
-    }
-  };
 
-  // ---------------------------------------------------------------- persistence, in order
-  let toPersist: OpRecord[] = [];
-  let persistScheduled = false;
-  let chain: Promise<void> = Promise.resolve();
-  const persistNow = () => {
-    persistScheduled = false;
-    const ops = toPersist;
-    toPersist = [];
-    if (ops.length === 0) return;
-    chain = chain.then(async () => {
-      for (let i = 0; ; i++) {
-        try {
-          await storage.append(key, ops);
-          break;
-        } catch (e) {
-          // Keep the ops Submitted and retry; later ops wait behind them so order holds.
-          reportError(e instanceof Error ? e : new Error(String(e)));
-          if (closed) return;
-          await new Promise((r) => setTimeout(r, Math.min(5000, 50 * 2 ** i)));
-        }
-      }
-      if (!closed) room.durable(ops[ops.length - 1].seq);
+  const transport =
+    opts.transport ??
+    new WebSocketTransport({
+      url: opts.url,
+      room: opts.room,
+      WebSocket: WebSocketImpl!,
+      token: opts.token,
+      clock: systemClock,
+      backoff: opts.backoff,
+      watchdogMs: opts.watchdogMs,
+      connectTimeoutMs: opts.connectTimeoutMs,
     });
-  };
+  const maxBackoffMs = opts.backoff?.maxMs ?? 5000;
 
-  const room = new ClientRoom(opts.machine, {
+  const inner = new ClientRoom(opts.machine, {
     clientId,
+    now: systemClock.now,
     batching: opts.batching,
     notify: opts.notify,
     restore: {
@@ -207,64 +146,23 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       ...(stored.lastDigest !== undefined ? { lastDigest: stored.lastDigest } : {}),
       ...(stored.base ? { base: stored.base } : {}),
     },
-  }) as ClientRoom<M> & Partial<ConnectedRoom<M>>;
-
-  const sendFrame = (msg: ClientMessage) => {
-    if (!ws || ws.readyState !== 1) return;
-    try {
-      ws.send(codec.encode(msg));
-    } catch (e) {
-      reportError(new Error(`send failed: ${(e as Error).message}`));
-    }
-  };
-
-  const scheduleBatch = () => {
-    const d = room.nextDeadline();
-    if (batchTimer) clearTimeout(batchTimer);
-    batchTimer = undefined;
-    if (d !== Infinity)
-      batchTimer = setTimeout(
-        () => {
-          room.tick();
-          scheduleBatch();
-        },
-        Math.max(0, d - performance.now()),
-      );
-  };
-
-  let lastBasePos = stored.base?.pos ?? 0;
-  const scheduleBase = () => {
-    if (baseTimer || closed) return;
-    baseTimer = setTimeout(() => {
-      baseTimer = undefined;
-      const base = room.engine.baseToSave();
-      if (base.pos > lastBasePos) {
-        lastBasePos = base.pos;
-        storage.saveBase(key, base).catch((e) => {
-          lastBasePos = 0;
-          reportError(e);
-        });
-      }
-    }, baseEveryMs);
-  };
-
-  room.attach({
-    send: sendFrame,
-    persist: (ops) => {
-      toPersist.push(...ops);
-      if (!persistScheduled) {
-        persistScheduled = true;
-        queueMicrotask(persistNow);
-      }
+  });
+  // Set once the room exists; the driver needs it only from the first connection on.
+  let room: ConnectedClientRoom<M> | undefined;
+  const driver = new ClientDriver(inner, {
+    clock: systemClock,
+    store: {
+      append: (ops, done) => storage.append(key, ops).then(() => done(), done),
+      saveBase: (base, done) => storage.saveBase(key, base).then(() => done(), done),
     },
-    warn: (m) => reportError(new Error(m)),
-    resync: () => {
-      ws?.close(4102, 'out of step with the server; reconnecting');
-    },
+    basePos: stored.base?.pos ?? 0,
+    baseEveryMs: opts.baseEveryMs,
+    report,
+    resync: (reason) => transport.restart(`out of step with the server (${reason}); reconnecting`),
     fatal: (code, message) => {
       if (code === 'unauthenticated' && typeof opts.token === 'function') {
         // The token may have expired; the next attempt asks for a fresh one.
-        reportError(new HerculesError('unauthenticated', `${message} (retrying with a fresh token)`));
+        report(new HerculesError('unauthenticated', `${message} (retrying with a fresh token)`));
         return false;
       }
       if (code === 'replaced') {
@@ -273,211 +171,25 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
         // clone from a backup, say. The welcome's digest check decides which history is ours, so
         // the rightful client must not stop here: retry, after the longest backoff, so two
         // clients under one id that never conflict take turns slowly rather than fight.
-        reportError(new HerculesError('replaced', `${message}; another client uses this client id (retrying in up to ${maxMs} ms)`));
-        attempt = 16;
+        report(new HerculesError('replaced', `${message}; another client uses this client id (retrying in up to ${maxBackoffMs} ms)`));
+        transport.restart('replaced', { patient: true });
         return false;
       }
-      failed = true;
-      fatalError = new HerculesError(code, message);
-      setStatus('failed', `${code}: ${message}`);
-      reportError(fatalError);
-      ws?.close(1000, 'fatal');
+      const error = new HerculesError(code, message);
+      room?.failed(error);
+      report(error);
     },
   });
-  room.subscribe('stable', scheduleBase);
-
-  const armWatchdog = () => {
-    if (watchdog) clearTimeout(watchdog);
-    watchdog = setTimeout(() => {
-      ws?.close(4100, 'no frame from the server; reconnecting');
-    }, watchdogMs);
-  };
-
-  const open = async () => {
-    reconnectTimer = undefined;
-    if (closed || failed) return;
-    setStatus('connecting');
-    const u = new URL(opts.url);
-    u.searchParams.set('room', opts.room);
-    let token: string | undefined;
-    try {
-      token = typeof opts.token === 'function' ? await opts.token() : opts.token;
-    } catch (e) {
-      reportError(new Error(`the token function failed: ${(e as Error).message}; retrying`));
-      return retry();
-    }
-    if (closed || failed) return;
-    if (token) u.searchParams.set('token', token);
-    let sock: WS;
-    try {
-      sock = new WebSocketImpl(u.toString());
-    } catch (e) {
-      reportError(new Error(`cannot open ${opts.url}: ${(e as Error).message}`));
-      return retry();
-    }
-    ws = sock;
-    sock.binaryType = 'arraybuffer';
-    codec = new ClientCodec();
-    let welcomed = false;
-    let socketError: string | undefined;
-    if (connectTimer) clearTimeout(connectTimer);
-    connectTimer = setTimeout(() => {
-      if (ws !== sock || welcomed) return;
-      socketError = `no welcome from ${opts.url} within ${connectTimeoutMs} ms`;
-      sock.close(4103, 'connect timeout');
-      // A socket stuck before open may never fire close: let go of it and retry now.
-      if (ws === sock) sock.onclose?.({ code: 4103, reason: 'connect timeout' });
-    }, connectTimeoutMs);
-    sock.onopen = () => {
-      if (ws !== sock) return;
-      armWatchdog();
-      room.connected();
-      scheduleBatch();
-    };
-    sock.onmessage = (ev) => {
-      if (ws !== sock) return;
-      armWatchdog();
-      const data = ev.data instanceof ArrayBuffer ? new Uint8Array(ev.data) : (ev.data as Uint8Array);
-      let msg;
-      try {
-        msg = codec.decode(data);
-      } catch (e) {
-        reportError(new Error(`bad frame from the server: ${(e as Error).message}; reconnecting`));
-        sock.close(4101, 'bad frame');
-        return;
-      }
-      if (msg.t === 'ping') return;
-      room.receive(msg);
-      if (msg.t === 'welcome' && !failed && ws === sock) {
-        attempt = 0;
-        welcomed = true;
-        lastFailure = undefined;
-        failureReported = false;
-        if (connectTimer) clearTimeout(connectTimer);
-        setStatus('online');
-      }
-      scheduleBatch();
-    };
-    sock.onerror = (ev) => {
-      // onclose follows; keep the reason (Node's ws gives one; browsers give none).
-      const err = ev as { error?: { code?: string; message?: string }; message?: string } | undefined;
-      socketError = describeFailure(opts.url, err?.error?.code, err?.error?.message ?? err?.message);
-    };
-    sock.onclose = (ev) => {
-      if (ws !== sock) return;
-      ws = undefined;
-      if (watchdog) clearTimeout(watchdog);
-      if (connectTimer) clearTimeout(connectTimer);
-      room.disconnected();
-      if (closed) return setStatus('closed');
-      if (failed) return;
-      // Not welcomed and no reason from the server (which names its refusals, e.g. room full):
-      // the server could not be reached.
-      const unreachable = !welcomed && (socketError !== undefined || !ev.reason);
-      if (unreachable)
-        attemptFailed(
-          new HerculesError(
-            'unreachable',
-            socketError ?? `cannot connect to ${opts.url}: the connection closed before the server welcomed this client (code ${ev.code}); retrying`,
-          ),
-        );
-      setStatus('offline', unreachable ? lastFailure?.message : ev.reason || `closed (${ev.code})`);
-      retry();
-    };
-  };
-
-  const retry = () => {
-    if (closed || failed || reconnectTimer) return;
-    // Full jitter: spreads reconnects of many clients after a server restart.
-    const cap = Math.min(maxMs, minMs * 2 ** Math.min(attempt, 16));
-    attempt++;
-    reconnectTimer = setTimeout(() => void open(), Math.random() * cap);
-  };
-
-  Object.assign(room, {
-    room: opts.room,
-    status: () => status,
-    onStatus: (fn: (s: ConnectionStatus, d?: string) => void) => {
-      statusListeners.add(fn);
-      return () => statusListeners.delete(fn);
-    },
-    whenOnline: (o?: { timeoutMs?: number }) =>
-      new Promise<void>((resolve, reject) => {
-        if (status === 'online') return resolve();
-        if (fatalError) return reject(fatalError);
-        if (closed) return reject(new HerculesError('closed', 'whenOnline: the room is closed'));
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const off = () => {
-          statusListeners.delete(watch);
-          if (timer) clearTimeout(timer);
-        };
-        const watch = (s: ConnectionStatus) => {
-          if (s === 'online') {
-            off();
-            resolve();
-          } else if (s === 'failed') {
-            off();
-            reject(fatalError ?? new HerculesError('internal', 'the connection failed'));
-          } else if (s === 'closed') {
-            off();
-            reject(new HerculesError('closed', 'the room was closed before it came online'));
-          }
-        };
-        statusListeners.add(watch);
-        if (o?.timeoutMs !== undefined) {
-          timer = setTimeout(() => {
-            off();
-            reject(new HerculesError('timeout', `not online after ${o.timeoutMs} ms${lastFailure ? `: ${lastFailure.message}` : ''}`));
-          }, o.timeoutMs);
-        }
-      }),
-    flushed: async () => {
-      if (toPersist.length) persistNow();
-      await chain;
-    },
-    close: async () => {
-      if (closed) return;
-      if (toPersist.length) persistNow();
-      await chain;
-      closed = true;
-      for (const t of [reconnectTimer, watchdog, batchTimer, baseTimer, connectTimer]) if (t) clearTimeout(t);
-      ClientRoom.prototype.close.call(room);
-      const sock = ws;
-      ws = undefined;
-      room.disconnected();
-      sock?.close(1000, 'client closed');
-      setStatus('closed');
-      await storage.close();
-    },
+  room = new ConnectedClientRoom({ name: opts.room, inner, driver, transport, storage });
+  if (opts.onStatus) room.onStatus(opts.onStatus);
+  const link = { send: (msg: Parameters<ClientTransport['send']>[0]) => transport.send(msg) };
+  const connected = room;
+  transport.start({
+    opened: () => driver.opened(link),
+    message: (msg) => driver.received(msg),
+    lost: () => driver.closed(),
+    status: (s, detail) => connected.statusChanged(s, detail),
+    error: report,
   });
-  void open();
-  return room as ConnectedRoom<M>;
-}
-
-/** Name a failed connection attempt the way a person can act on it. */
-function describeFailure(url: string, code: string | undefined, message: string | undefined): string {
-  let host = url;
-  try {
-    const u = new URL(url);
-    host = u.host;
-  } catch {
-    /* keep the url */
-  }
-  switch (code) {
-    case 'ECONNREFUSED':
-      return `connection refused by ${host}: is the Hercules server running there? Retrying`;
-    case 'ENOTFOUND':
-    case 'EAI_AGAIN':
-      return `cannot resolve the host in ${url} (DNS lookup failed): check the URL. Retrying`;
-    case 'ETIMEDOUT':
-    case 'EHOSTUNREACH':
-    case 'ENETUNREACH':
-      return `cannot reach ${host} (${code}): check the network and the URL. Retrying`;
-    case 'ECONNRESET':
-      return `${host} reset the connection (a server restarting, a proxy, or not a Hercules server). Retrying`;
-    default:
-      return message
-        ? `cannot connect to ${url}: ${message}. Retrying`
-        : `cannot connect to ${url} (the browser gives no reason: the server may be down, or the URL wrong). Retrying`;
-  }
+  return room;
 }

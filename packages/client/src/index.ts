@@ -1,8 +1,11 @@
-export { connect } from './connect.ts';
-export type { ConnectOptions, ConnectedRoom, ConnectionStatus } from './connect.ts';
+export { connect, systemClock } from './connect.ts';
+export type { ConnectOptions } from './connect.ts';
+export type { ConnectedRoom } from './room.ts';
+export { WebSocketTransport } from './transport.ts';
+export type { ClientTransport, ConnectionStatus, TransportEvents, WebSocketLike, WebSocketTransportOptions } from './transport.ts';
 export { memoryStorage } from './storage.ts';
 export { indexedDbStorage } from './indexeddb-storage.ts';
 export type { StoreLocks } from './indexeddb-storage.ts';
 export type { ClientStorage, StoredClient } from './storage.ts';
 export { VIEWS } from '@hercules/core';
-export type { OpHandle, ViewName, Stage } from '@hercules/core';
+export type { OpHandle, ViewName, Stage, AppRoom, ViewPositions, Clock } from '@hercules/core';

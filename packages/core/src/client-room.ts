@@ -1,12 +1,12 @@
 /**
  * The app-facing room: typed op stubs, `getState(view)`, `subscribe(view, fn)`, op handles.
- * Wraps a ViewEngine and hands its outputs to a transport/storage driver. Still no I/O of its
- * own: the driver (WebSocket client, simulator) decides how messages and writes travel.
+ * Wraps a ViewEngine and hands its outputs to a driver (client-driver.ts). Still no I/O of its
+ * own: the driver, and the transport under it, decide how messages and writes travel.
  */
 import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
 import type { Machine, OpArgs, OpsOf, StateOf } from './machine.ts';
 import type { ClientMessage, OpRecord, ServerMessage } from './protocol.ts';
-import { VIEWS, ViewEngine, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
+import { VIEWS, ViewEngine, type BaseSnapshot, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
 
 /** What the room needs from the world: a way to send frames and to persist ops. */
 export interface RoomDriver {
@@ -64,6 +64,40 @@ export type OpStubs<M> = {
 };
 
 export type Listener<S> = (state: S, view: ViewName) => void;
+
+/**
+ * The length of each view's log (see docs/spec.md): global positions for Stable, Visible and
+ * Authoritative; for Durable and Submitted, Authoritative plus our ops in them. Always
+ * stable <= visible <= authoritative <= durable <= submitted.
+ */
+export type ViewPositions = Readonly<Record<ViewName, number>>;
+
+/**
+ * What an app reads and does with a room, whatever drives it: a bare ClientRoom, or the room
+ * `connect()` returns. Hooks and the inspector take this, so they see no driver internals.
+ */
+export interface AppRoom<M extends Machine<any, any>> {
+  readonly machine: M;
+  readonly clientId: string;
+  readonly ops: OpStubs<M>;
+  getState(view?: ViewName): StateOf<M>;
+  subscribe(view: ViewName, listener: Listener<StateOf<M>>, opts?: { immediate?: boolean }): () => void;
+  until(view: ViewName, predicate: (state: StateOf<M>) => boolean, opts?: { timeoutMs?: number }): Promise<StateOf<M>>;
+  onMembers(listener: (members: readonly string[]) => void): () => void;
+  members(): readonly string[];
+  access(): 'read' | 'write';
+  pending(): OpHandle[];
+  submit(name: string, args?: unknown): OpHandle;
+  /** The length of each view's log now; the same object until one of them changes. */
+  positions(): ViewPositions;
+  /**
+   * Calls `listener` with `positions()` once per batch of progress: a view's log grew (or was
+   * reset by a welcome), or one of our ops moved to another stage. For inspectors and meters.
+   */
+  onProgress(listener: (positions: ViewPositions) => void): () => void;
+  /** Deliver pending notifications now (for 'microtask' mode callers that cannot wait). */
+  flushNotifications(): void;
+}
 
 export interface ClientRoomOptions {
   clientId: string;
@@ -168,13 +202,24 @@ class Handle implements OpHandle {
   }
 }
 
-export class ClientRoom<M extends Machine<any, any>> {
+export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
+  /**
+   * The sans-I/O engine under this room: for drivers and the simulator's checkers, not for apps
+   * (`positions()`, `onProgress()` and `pending()` say what an app or inspector needs; the room
+   * `connect()` returns does not expose it).
+   */
   readonly engine: ViewEngine<StateOf<M>>;
   readonly ops: OpStubs<M>;
   private driver: RoomDriver | undefined;
   private readonly handles = new Map<number, Handle>();
   private readonly listeners = new Map<ViewName, Set<Listener<StateOf<M>>>>();
   private readonly memberListeners = new Set<(members: readonly string[]) => void>();
+  private readonly progressListeners = new Set<(positions: ViewPositions) => void>();
+  /** The positions last returned (kept by identity while equal) and last told to progress listeners. */
+  private lastPositions: ViewPositions | undefined;
+  private progressNotified: ViewPositions | undefined;
+  /** One of our ops changed stage since progress listeners were last called. */
+  private opsProgressed = false;
   private readonly notified = new Map<ViewName, StateOf<M>>();
   private readonly notifyMode: 'microtask' | 'sync';
   private readonly now: () => number;
@@ -289,6 +334,23 @@ export class ClientRoom<M extends Machine<any, any>> {
     return this.engine.members();
   }
 
+  positions(): ViewPositions {
+    const p = this.engine.positions();
+    const l = this.lastPositions;
+    if (l && l.stable === p.stable && l.visible === p.visible && l.authoritative === p.authoritative && l.durable === p.durable && l.submitted === p.submitted)
+      return l;
+    return (this.lastPositions = Object.freeze(p));
+  }
+
+  onProgress(listener: (positions: ViewPositions) => void): () => void {
+    if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onProgress(listener): listener must be a function');
+    if (this.progressListeners.size === 0) this.progressNotified = this.positions();
+    this.progressListeners.add(listener);
+    return () => {
+      this.progressListeners.delete(listener);
+    };
+  }
+
   /** 'read' once the server said this client may only read: stubs then throw 'forbidden'. */
   access(): 'read' | 'write' {
     return this.engine.accessLevel();
@@ -313,6 +375,7 @@ export class ClientRoom<M extends Machine<any, any>> {
     for (const end of [...this.waiters]) end(new HerculesError('closed', 'the room was closed while until() waited'));
     this.listeners.clear();
     this.memberListeners.clear();
+    this.progressListeners.clear();
   }
 
   // ---------------------------------------------------------------- driver API
@@ -340,6 +403,14 @@ export class ClientRoom<M extends Machine<any, any>> {
   nextDeadline(): number {
     return this.engine.nextDeadline();
   }
+  /** What the store should keep as a base now (ViewEngine.baseToSave). */
+  baseToSave(): BaseSnapshot {
+    return this.engine.baseToSave();
+  }
+  /** Where the engine is with the current connection: 'ready' once welcomed. */
+  connection(): 'offline' | 'connecting' | 'ready' {
+    return this.engine.connection();
+  }
 
   /** Deliver pending notifications now (for 'microtask' mode callers that cannot wait). */
   flushNotifications(): void {
@@ -356,6 +427,21 @@ export class ClientRoom<M extends Machine<any, any>> {
         } catch (e) {
           this.driver?.warn?.(`a ${v} listener threw: ${errorMessage(e)}`);
         }
+      }
+    }
+    if (this.progressListeners.size > 0) this.notifyProgress();
+  }
+
+  private notifyProgress(): void {
+    const p = this.positions();
+    if (p === this.progressNotified && !this.opsProgressed) return;
+    this.progressNotified = p;
+    this.opsProgressed = false;
+    for (const fn of [...this.progressListeners]) {
+      try {
+        fn(p);
+      } catch (e) {
+        this.driver?.warn?.(`a progress listener threw: ${errorMessage(e)}`);
       }
     }
   }
@@ -412,7 +498,14 @@ export class ClientRoom<M extends Machine<any, any>> {
         }
       }
     }
-    if (o.changed.size === 0) return;
+    // Progress without a new snapshot (an entry that changes no state, a stage change) still
+    // counts for progress listeners; without any, the hot path skips this.
+    let progress = false;
+    if (this.progressListeners.size > 0) {
+      if (o.progressed.length) this.opsProgressed = true;
+      progress = this.opsProgressed || this.positions() !== this.progressNotified;
+    }
+    if (o.changed.size === 0 && !progress) return;
     if (this.notifyMode === 'sync') this.flushNotifications();
     else if (!this.notifyScheduled) {
       this.notifyScheduled = true;

@@ -6,13 +6,15 @@ export { defineMachine, applyOp, applyOps, current, deepFreeze } from './machine
 export { findNonJson, domainCopy, scanOp, sameArgs, GENESIS_DIGEST, MAX_ARG_DEPTH } from './args.ts';
 export type { Machine, MachineSpec, OpContext, OpFn, OpArgs, OpsOf, StateOf, Json, OpInvocation } from './machine.ts';
 export * from './protocol.ts';
-export { ERROR_CODES, HerculesError, OpRejectedError, isErrorCode } from './errors.ts';
+export { ERROR_CODES, HerculesError, OpRejectedError, errorMessage, isErrorCode } from './errors.ts';
 export type { ErrorCode } from './errors.ts';
 export { ViewEngine, VIEWS } from './view-engine.ts';
 export type { ViewName, Stage, OwnOp, Batching, ViewEngineOptions, ClientRestore, EngineOutput, BaseSnapshot } from './view-engine.ts';
 export { RoomEngine } from './room-engine.ts';
 export type { RoomOptions, RoomOutput, RoomDurableState, ClientRecord, ConnId, AuthorizeOp, AuthorizeContext, Principal } from './room-engine.ts';
 export { ClientRoom } from './client-room.ts';
-export type { OpHandle, OpStubs, RoomDriver, ClientRoomOptions, Listener } from './client-room.ts';
+export type { OpHandle, OpStubs, RoomDriver, ClientRoomOptions, Listener, AppRoom, ViewPositions } from './client-room.ts';
+export { ClientDriver } from './client-driver.ts';
+export type { Clock, DriverStore, DriverLink, ClientDriverOptions } from './client-driver.ts';
 export { ClientCodec } from './wire.ts';
 export { ServerCodec } from './server-codec.ts';

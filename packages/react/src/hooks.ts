@@ -4,16 +4,16 @@
  * it reads changed.
  */
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from 'react';
-import type { ClientRoom, Machine, OpHandle, Stage, StateOf, ViewName } from '@hercules/core';
+import type { AppRoom, Machine, OpHandle, Stage, StateOf, ViewName, ViewPositions } from '@hercules/core';
 
-type AnyRoom = ClientRoom<Machine<any, any>> & { status?: () => string; onStatus?: (fn: (s: any) => void) => () => void };
+type AnyRoom = AppRoom<Machine<any, any>> & { status?: () => string; onStatus?: (fn: (s: any) => void) => () => void };
 
 /**
  * Read `view` of `room` through `selector`. Re-renders only when the selected value changes
  * (`isEqual`, default Object.is — right for parts of a snapshot, which keep their identity).
  */
 export function useView<M extends Machine<any, any>, T = StateOf<M>>(
-  room: ClientRoom<M>,
+  room: AppRoom<M>,
   view: ViewName,
   selector: (state: StateOf<M>) => T = (s) => s as unknown as T,
   isEqual: (a: T, b: T) => boolean = Object.is,
@@ -38,7 +38,7 @@ export function useView<M extends Machine<any, any>, T = StateOf<M>>(
 }
 
 /** The room's op stubs (stable across renders). */
-export function useOps<M extends Machine<any, any>>(room: ClientRoom<M>): ClientRoom<M>['ops'] {
+export function useOps<M extends Machine<any, any>>(room: AppRoom<M>): AppRoom<M>['ops'] {
   return room.ops;
 }
 
@@ -63,12 +63,22 @@ export function useOpStage(handle: OpHandle | undefined): Stage | undefined {
 }
 
 /** Members of the visibility set. */
-export function useMembers(room: ClientRoom<Machine<any, any>>): readonly string[] {
+export function useMembers(room: AppRoom<Machine<any, any>>): readonly string[] {
   const subscribe = useCallback((fn: () => void) => room.onMembers(fn), [room]);
   return useSyncExternalStore(
     subscribe,
     () => room.members(),
     () => room.members(),
+  );
+}
+
+/** The length of each view's log (`room.positions()`), re-rendering as the room makes progress. */
+export function usePositions(room: AppRoom<Machine<any, any>>): ViewPositions {
+  const subscribe = useCallback((fn: () => void) => room.onProgress(fn), [room]);
+  return useSyncExternalStore(
+    subscribe,
+    () => room.positions(),
+    () => room.positions(),
   );
 }
 

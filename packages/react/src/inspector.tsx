@@ -2,9 +2,9 @@
  * The inspector: what Hercules is doing for this client, per view. Log positions, pending ops
  * with stage and age, the visibility set, the connection, and recent per-view delays.
  */
-import { useEffect, useState, type CSSProperties } from 'react';
-import { VIEWS, type ClientRoom, type Machine, type OpHandle, type Stage } from '@hercules/core';
-import { useMembers, useStatus, useTick } from './hooks.ts';
+import { useState, type CSSProperties } from 'react';
+import { VIEWS, type AppRoom, type Machine, type OpHandle, type Stage } from '@hercules/core';
+import { useMembers, usePositions, useStatus, useTick } from './hooks.ts';
 
 const STAGES: Stage[] = ['durable', 'authoritative', 'visible'];
 const box: CSSProperties = { font: '12px/1.4 ui-monospace, monospace', background: '#111827', color: '#e5e7eb', padding: 10, borderRadius: 8, minWidth: 300 };
@@ -26,19 +26,13 @@ function pct(xs: number[], p: number): string {
   return s[Math.min(s.length - 1, Math.floor(p * s.length))].toFixed(1);
 }
 
-export function Inspector({ room, title = 'Hercules inspector' }: { room: ClientRoom<Machine<any, any>>; title?: string }) {
+export function Inspector({ room, title = 'Hercules inspector' }: { room: AppRoom<Machine<any, any>>; title?: string }) {
   useTick(250);
   const [open, setOpen] = useState(true);
   const members = useMembers(room);
-  const status = useStatus(room as never);
-  const [, force] = useState(0);
-  useEffect(() => {
-    const offs = VIEWS.map((v) => room.subscribe(v, () => force((x) => x + 1)));
-    return () => {
-      for (const off of offs) off();
-    };
-  }, [room]);
-  const pos = room.engine.positions();
+  const status = useStatus(room);
+  // Re-renders on every progress: a view's log grew or one of our ops moved a stage.
+  const pos = usePositions(room);
   const pending = room.pending();
   const now = performance.now();
   const done = (recent.get(room) ?? []).filter((h) => h.stage === 'visible');

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { Packr } from 'msgpackr';
 import { WebSocket } from 'ws';
 import { connect, memoryStorage } from '@hercules/client';
-import { ClientCodec, HerculesError, PROTOCOL_VERSION, defineMachine, type ClientMessage, type ServerMessage } from '@hercules/core';
+import { ClientCodec, HerculesError, PROTOCOL_VERSION, ServerCodec, defineMachine, type ClientMessage, type ServerMessage } from '@hercules/core';
 import { createServer } from '../src/index.ts';
 import { tempDir, until, online } from './helpers.ts';
 
@@ -150,7 +150,15 @@ test('the op stubs keep arguments in the domain: -0 becomes 0 as JSON would make
 test('a client that sees a gap in the log reconnects and catches up instead of ignoring every later frame', async (t) => {
   const { srv } = await server(t, 'gap');
   const warnings: string[] = [];
-  const a = await connect({ url: srv.url, room: 'g', machine: box, clientId: 'a', onError: (e) => warnings.push(e.message) });
+  // a's sockets, so the test can hand it a frame as if the server had sent it.
+  let aSocket: WebSocket | undefined;
+  class Tapped extends WebSocket {
+    constructor(url: string) {
+      super(url);
+      aSocket = this;
+    }
+  }
+  const a = await connect({ url: srv.url, room: 'g', machine: box, clientId: 'a', WebSocket: Tapped, onError: (e) => warnings.push(e.message) });
   const b = await connect({ url: srv.url, room: 'g', machine: box, clientId: 'b', onError: () => {} });
   t.after(async () => {
     await a.close();
@@ -161,7 +169,8 @@ test('a client that sees a gap in the log reconnects and catches up instead of i
   await b.ops.put({ k: 'one', v: 1 }).visible;
   // A frame that skips positions, as a server bug or a lost frame would: the engine must not
   // sit on it while pings keep the link looking healthy.
-  a.receive({ t: 'log', from: a.engine.positions().authoritative + 5, entries: [] });
+  const gap = new ServerCodec().encode({ t: 'log', from: a.positions().authoritative + 5, entries: [] });
+  aSocket!.onmessage!({ data: gap } as WebSocket.MessageEvent);
   await until(() => warnings.some((w) => /log gap.*reconnecting/.test(w)), 5000, 'resync warning');
   await online(a);
   await b.ops.put({ k: 'two', v: 2 }).visible;

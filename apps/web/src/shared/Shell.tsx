@@ -1,9 +1,9 @@
 import type { ReactNode } from 'react';
 import { Inspector } from '@hercules/react';
-import type { ClientRoom, Machine } from '@hercules/core';
+import type { AppRoom, Machine } from '@hercules/core';
 
 /** The page around every demo app: a title bar, the app, and the inspector beside it. */
-export function Shell({ title, room, children, controls }: { title: string; room: ClientRoom<Machine<any, any>>; children: ReactNode; controls?: ReactNode }) {
+export function Shell({ title, room, children, controls }: { title: string; room: AppRoom<Machine<any, any>>; children: ReactNode; controls?: ReactNode }) {
   return (
     <div style={{ fontFamily: 'system-ui, sans-serif', padding: 16, display: 'flex', gap: 16, alignItems: 'flex-start' }}>
       <main style={{ flex: 1 }}>

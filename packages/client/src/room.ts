@@ -1,0 +1,190 @@
+/**
+ * The room `connect()` returns: the app's side of a ClientRoom (op stubs, views, handles,
+ * positions) plus the connection's (status, whenOnline, flushed, close). It wraps the pieces
+ * rather than patching them: the ClientRoom, its ClientDriver and the transport stay separate
+ * objects, and nothing of the driver's side (receive, durable, the engine) is reachable here.
+ */
+import {
+  HerculesError,
+  type AppRoom,
+  type ClientDriver,
+  type ClientRoom,
+  type Listener,
+  type Machine,
+  type OpHandle,
+  type OpStubs,
+  type StateOf,
+  type ViewName,
+  type ViewPositions,
+} from '@hercules/core';
+import type { ClientStorage } from './storage.ts';
+import type { ClientTransport, ConnectionStatus } from './transport.ts';
+
+export interface ConnectedRoom<M extends Machine<any, any>> extends AppRoom<M> {
+  readonly room: string;
+  status(): ConnectionStatus;
+  onStatus(fn: (s: ConnectionStatus, detail?: string) => void): () => void;
+  /** Close the socket and the storage. Durable ops stay in storage for the next start. */
+  close(): Promise<void>;
+  /** Resolves once every op submitted so far is durable (or rejected). */
+  flushed(): Promise<void>;
+  /**
+   * Resolves once the server has welcomed this client (at once if it is online). Rejects with
+   * the fatal error if the server refused it for good, with 'closed' if the room is closed, and
+   * with 'timeout' (naming the last failure, e.g. connection refused) after `timeoutMs`.
+   */
+  whenOnline(opts?: { timeoutMs?: number }): Promise<void>;
+}
+
+export interface ConnectedClientRoomParts<M extends Machine<any, any>> {
+  name: string;
+  inner: ClientRoom<M>;
+  driver: ClientDriver<M>;
+  transport: ClientTransport;
+  storage: ClientStorage;
+}
+
+export class ConnectedClientRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
+  readonly room: string;
+  readonly machine: M;
+  readonly clientId: string;
+  readonly ops: OpStubs<M>;
+  private readonly inner: ClientRoom<M>;
+  private readonly driver: ClientDriver<M>;
+  private readonly transport: ClientTransport;
+  private readonly storage: ClientStorage;
+  private readonly statusListeners = new Set<(s: ConnectionStatus, detail?: string) => void>();
+  /** The fatal error that stopped this room, if any. */
+  private fatalError: HerculesError | undefined;
+  private closing: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(parts: ConnectedClientRoomParts<M>) {
+    this.room = parts.name;
+    this.inner = parts.inner;
+    this.driver = parts.driver;
+    this.transport = parts.transport;
+    this.storage = parts.storage;
+    this.machine = this.inner.machine;
+    this.clientId = this.inner.clientId;
+    // The stubs call the inner room directly: no extra hop on the op path.
+    this.ops = this.inner.ops;
+  }
+
+  // ---------------------------------------------------------------- the room (delegated)
+
+  getState(view: ViewName = 'submitted'): StateOf<M> {
+    return this.inner.getState(view);
+  }
+  subscribe(view: ViewName, listener: Listener<StateOf<M>>, opts?: { immediate?: boolean }): () => void {
+    return this.inner.subscribe(view, listener, opts);
+  }
+  until(view: ViewName, predicate: (state: StateOf<M>) => boolean, opts?: { timeoutMs?: number }): Promise<StateOf<M>> {
+    return this.inner.until(view, predicate, opts);
+  }
+  onMembers(listener: (members: readonly string[]) => void): () => void {
+    return this.inner.onMembers(listener);
+  }
+  members(): readonly string[] {
+    return this.inner.members();
+  }
+  access(): 'read' | 'write' {
+    return this.inner.access();
+  }
+  pending(): OpHandle[] {
+    return this.inner.pending();
+  }
+  submit(name: string, args?: unknown): OpHandle {
+    return this.inner.submit(name, args);
+  }
+  positions(): ViewPositions {
+    return this.inner.positions();
+  }
+  onProgress(listener: (positions: ViewPositions) => void): () => void {
+    return this.inner.onProgress(listener);
+  }
+  flushNotifications(): void {
+    this.inner.flushNotifications();
+  }
+
+  // ---------------------------------------------------------------- the connection
+
+  status(): ConnectionStatus {
+    return this.transport.status();
+  }
+
+  onStatus(fn: (s: ConnectionStatus, detail?: string) => void): () => void {
+    this.statusListeners.add(fn);
+    return () => {
+      this.statusListeners.delete(fn);
+    };
+  }
+
+  /** The transport's status changes, told to every listener (a listener's bug is not ours to crash on). */
+  statusChanged(s: ConnectionStatus, detail?: string): void {
+    for (const fn of [...this.statusListeners]) {
+      try {
+        fn(s, detail);
+      } catch {
+        /* ignore */
+      }
+    }
+  }
+
+  /** The room stopped for good on a fatal refusal. */
+  failed(error: HerculesError): void {
+    this.fatalError = error;
+    this.transport.stop('failed', `${error.code}: ${error.message}`);
+  }
+
+  whenOnline(opts?: { timeoutMs?: number }): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (this.transport.status() === 'online') return resolve();
+      if (this.fatalError) return reject(this.fatalError);
+      if (this.closed || this.closing) return reject(new HerculesError('closed', 'whenOnline: the room is closed'));
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const off = () => {
+        this.statusListeners.delete(watch);
+        if (timer) clearTimeout(timer);
+      };
+      const watch = (s: ConnectionStatus) => {
+        if (s === 'online') {
+          off();
+          resolve();
+        } else if (s === 'failed') {
+          off();
+          reject(this.fatalError ?? new HerculesError('internal', 'the connection failed'));
+        } else if (s === 'closed') {
+          off();
+          reject(new HerculesError('closed', 'the room was closed before it came online'));
+        }
+      };
+      this.statusListeners.add(watch);
+      if (opts?.timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          off();
+          const last = this.transport.lastFailure();
+          reject(new HerculesError('timeout', `not online after ${opts.timeoutMs} ms${last ? `: ${last.message}` : ''}`));
+        }, opts.timeoutMs);
+      }
+    });
+  }
+
+  flushed(): Promise<void> {
+    return this.driver.flushed();
+  }
+
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
+    await this.driver.close();
+    this.closed = true;
+    this.inner.close();
+    this.transport.stop('closed');
+    this.driver.closed();
+    await this.storage.close();
+  }
+}

@@ -1,0 +1,305 @@
+/**
+ * The client driver: the policy between a ClientRoom and the world, with none of the world in
+ * it. It persists the room's ops in order and reports them durable only once the store confirmed
+ * them (DUR-BEFORE-SEND), retries a failed write with backoff while later ops wait behind it,
+ * saves the base on a schedule (DUR-SURVIVES-RESTART), runs the room's rebase-batching
+ * deadlines, and joins the room to whatever connection the transport has (after each welcome
+ * the engine resends what the server lacks: DUR-DELIVERED). The store, the clock and the
+ * connection are given to it, so `connect()` and the simulator run this same code.
+ */
+import type { ClientRoom, RoomDriver } from './client-room.ts';
+import { HerculesError, errorMessage, type ErrorCode } from './errors.ts';
+import type { Machine } from './machine.ts';
+import type { ClientMessage, OpRecord, ServerMessage } from './protocol.ts';
+import type { BaseSnapshot } from './view-engine.ts';
+
+/** Time, as the driver sees it: real timers in `connect()`, the event queue in the simulator. */
+export interface Clock {
+  /** Milliseconds, on the same clock as the room's `now`. */
+  now(): number;
+  /** Call `fn` once, `ms` from now; the returned function cancels it. */
+  after(ms: number, fn: () => void): () => void;
+  /**
+   * Call `fn` once the current input is handled (a microtask in `connect()`), so the ops
+   * submitted in one turn go to the store in one write.
+   */
+  defer(fn: () => void): void;
+}
+
+/**
+ * The client's store, as the driver uses it. Callbacks rather than promises, so a simulated
+ * store completes inside its own event. `done(error)` means nothing of that call was written.
+ */
+export interface DriverStore {
+  /** Persist ops, in order; `done()` once they would survive a crash. */
+  append(ops: readonly OpRecord[], done: (error?: unknown) => void): void;
+  /** In one atomic write: keep `base`, delete our ops with seq <= base.ownSeq (ClientStorage.saveBase). */
+  saveBase(base: BaseSnapshot, done: (error?: unknown) => void): void;
+}
+
+/** One open connection to the server, as far as the driver needs it. */
+export interface DriverLink {
+  send(msg: ClientMessage): void;
+}
+
+export interface ClientDriverOptions {
+  store: DriverStore;
+  clock: Clock;
+  /** Save a base at most this often after the Stable view moves (0: at the next turn). Default 2000 ms. */
+  baseEveryMs?: number;
+  /** The position of the base the store already holds (none: 0). */
+  basePos?: number;
+  /** Backoff between attempts of a failed write: first delay and cap. Defaults 50 and 5000 ms. */
+  retry?: { minMs?: number; maxMs?: number };
+  /** Failed writes (each is retried) and the room's warnings. */
+  report?(error: Error): void;
+  /** The connection is out of step with the server: drop it and connect again. */
+  resync?(reason: string): void;
+  /** A fatal error from the server; return false to keep going (see RoomDriver.fatal). */
+  // biome-ignore lint/suspicious/noConfusingVoidType: as RoomDriver.fatal, returning nothing means "stop"
+  fatal?(code: ErrorCode, message: string): boolean | void;
+}
+
+interface FlushWaiter {
+  seq: number;
+  resolve: () => void;
+}
+
+export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
+  private readonly store: DriverStore;
+  private readonly clock: Clock;
+  private readonly opts: ClientDriverOptions;
+  private readonly baseEveryMs: number;
+  private readonly retryMinMs: number;
+  private readonly retryMaxMs: number;
+  private link: DriverLink | undefined;
+
+  // --- persistence: one write at a time; what arrives meanwhile waits for the next
+  private queue: OpRecord[] = [];
+  private writing: readonly OpRecord[] | undefined;
+  private writeScheduled = false;
+  private failures = 0;
+  private cancelRetry: (() => void) | undefined;
+  /** Highest seq the store confirmed in this process, and the highest handed to the driver. */
+  private confirmedSeq = 0;
+  private queuedSeq = 0;
+  private flushWaiters: FlushWaiter[] = [];
+
+  // --- base
+  private basePos: number;
+  private cancelBase: (() => void) | undefined;
+  private baseWriting = false;
+
+  // --- batching deadline
+  private batchAt = Infinity;
+  private cancelBatch: (() => void) | undefined;
+
+  /** close() began: no new retries, no new timers. */
+  private stopping = false;
+  private stopped = false;
+
+  constructor(
+    readonly room: ClientRoom<M>,
+    opts: ClientDriverOptions,
+  ) {
+    this.opts = opts;
+    this.store = opts.store;
+    this.clock = opts.clock;
+    this.baseEveryMs = opts.baseEveryMs ?? 2000;
+    this.retryMinMs = opts.retry?.minMs ?? 50;
+    this.retryMaxMs = opts.retry?.maxMs ?? 5000;
+    this.basePos = opts.basePos ?? 0;
+    room.attach(this);
+    room.subscribe('stable', () => this.scheduleBase());
+  }
+
+  // ================================================================ the connection
+
+  /** A connection opened: the room says hello on it. */
+  opened(link: DriverLink): void {
+    if (this.stopped) return;
+    this.link = link;
+    this.room.connected();
+    this.armBatch();
+  }
+
+  /** A frame from the server, in the order the connection delivered it. */
+  received(msg: ServerMessage): void {
+    if (this.stopped || !this.link) return;
+    this.room.receive(msg);
+    this.armBatch();
+  }
+
+  /** The connection is gone; the room works offline until the next one. */
+  closed(): void {
+    if (!this.link) return;
+    this.link = undefined;
+    this.room.disconnected();
+    this.armBatch();
+  }
+
+  // ================================================================ lifecycle
+
+  /** Resolves once every op handed to the driver so far is durable (or the driver stopped). */
+  flushed(): Promise<void> {
+    const seq = this.queuedSeq;
+    if (this.confirmedSeq >= seq || this.stopped) return Promise.resolve();
+    return new Promise((resolve) => this.flushWaiters.push({ seq, resolve }));
+  }
+
+  /**
+   * Finish the writes under way (a write that fails now is not retried: its ops stay Submitted
+   * and, not being in the store, are not part of this client's history), then stop every timer.
+   */
+  async close(): Promise<void> {
+    if (this.stopped) return;
+    this.stopping = true;
+    this.cancelRetry?.();
+    this.cancelRetry = undefined;
+    if (this.writing === undefined) this.write();
+    await this.flushed();
+    this.stopped = true;
+    this.cancelBase?.();
+    this.cancelBatch?.();
+    this.cancelBase = this.cancelBatch = undefined;
+    this.settleFlushWaiters(true);
+  }
+
+  // ================================================================ RoomDriver (called by the room)
+
+  send(msg: ClientMessage): void {
+    this.link?.send(msg);
+  }
+
+  persist(ops: OpRecord[]): void {
+    for (const op of ops) this.queue.push(op);
+    this.queuedSeq = ops[ops.length - 1].seq;
+    if (this.writing === undefined && !this.writeScheduled && this.cancelRetry === undefined) {
+      this.writeScheduled = true;
+      this.clock.defer(() => {
+        this.writeScheduled = false;
+        if (this.writing === undefined && this.cancelRetry === undefined) this.write();
+      });
+    }
+  }
+
+  warn(message: string): void {
+    this.opts.report?.(new Error(message));
+  }
+
+  resync(reason: string): void {
+    this.opts.resync?.(reason);
+  }
+
+  // biome-ignore lint/suspicious/noConfusingVoidType: as RoomDriver.fatal
+  fatal(code: ErrorCode, message: string): boolean | void {
+    return this.opts.fatal?.(code, message);
+  }
+
+  // ================================================================ persistence
+
+  /** Write everything queued, in one call; the room hears `durable` only when the store confirms. */
+  private write(): void {
+    if (this.stopped || this.queue.length === 0) return;
+    const ops = this.queue;
+    this.queue = [];
+    this.writing = ops;
+    this.store.append(ops, (error) => this.written(ops, error));
+  }
+
+  private written(ops: readonly OpRecord[], error: unknown): void {
+    if (this.writing !== ops) return; // a store that called back twice
+    this.writing = undefined;
+    if (error !== undefined) {
+      // Nothing was written: the ops stay Submitted and go first in the next attempt, so order holds.
+      this.queue = [...ops, ...this.queue];
+      const delay = Math.min(this.retryMaxMs, this.retryMinMs * 2 ** Math.min(this.failures, 16));
+      this.failures++;
+      const last = this.stopping ? 'not retried: the room is closing' : `retrying in ${delay} ms`;
+      this.opts.report?.(
+        new HerculesError(
+          'storage-failed',
+          `the client store could not persist ops ${ops[0].seq}..${ops[ops.length - 1].seq}: ${errorMessage(error)}; ${last}`,
+          {
+            cause: error,
+          },
+        ),
+      );
+      if (this.stopping) {
+        this.settleFlushWaiters(true);
+        return;
+      }
+      this.cancelRetry = this.clock.after(delay, () => {
+        this.cancelRetry = undefined;
+        this.write();
+      });
+      return;
+    }
+    this.failures = 0;
+    const seq = ops[ops.length - 1].seq;
+    if (seq > this.confirmedSeq) this.confirmedSeq = seq;
+    if (!this.stopped) this.room.durable(seq);
+    this.settleFlushWaiters(false);
+    if (this.queue.length > 0) this.write();
+  }
+
+  private settleFlushWaiters(all: boolean): void {
+    if (this.flushWaiters.length === 0) return;
+    const keep: FlushWaiter[] = [];
+    for (const w of this.flushWaiters) {
+      if (all || w.seq <= this.confirmedSeq) w.resolve();
+      else keep.push(w);
+    }
+    this.flushWaiters = keep;
+  }
+
+  // ================================================================ base
+
+  private scheduleBase(): void {
+    if (this.cancelBase || this.stopping) return;
+    this.cancelBase = this.clock.after(this.baseEveryMs, () => {
+      this.cancelBase = undefined;
+      this.saveBase();
+    });
+  }
+
+  private saveBase(): void {
+    if (this.baseWriting || this.stopped) return;
+    const base = this.room.baseToSave();
+    if (base.pos <= this.basePos) return;
+    const before = this.basePos;
+    this.basePos = base.pos;
+    this.baseWriting = true;
+    this.store.saveBase(base, (error) => {
+      this.baseWriting = false;
+      if (error !== undefined) {
+        // The ops inside stay in the store (safe, only larger); the next change of Stable tries again.
+        this.basePos = before;
+        this.opts.report?.(
+          new HerculesError('storage-failed', `the client store could not save the base at position ${base.pos}: ${errorMessage(error)}`, { cause: error }),
+        );
+        return;
+      }
+      // Stable moved on while this was written: keep up.
+      if (this.room.baseToSave().pos > this.basePos) this.scheduleBase();
+    });
+  }
+
+  // ================================================================ batching
+
+  /** Keep one timer at the room's next batching deadline (§4.5). */
+  private armBatch(): void {
+    const at = this.room.nextDeadline();
+    if (at === this.batchAt || this.stopped) return;
+    this.cancelBatch?.();
+    this.cancelBatch = undefined;
+    this.batchAt = at;
+    if (at === Infinity) return;
+    this.cancelBatch = this.clock.after(Math.max(0, at - this.clock.now()), () => {
+      this.cancelBatch = undefined;
+      this.batchAt = Infinity;
+      this.room.tick();
+      this.armBatch();
+    });
+  }
+}
