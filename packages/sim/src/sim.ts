@@ -9,12 +9,16 @@
  * violation stops the run naming its rule, and the seed replays it exactly.
  */
 import {
+  ClientDriver,
   ClientRoom,
+  HerculesError,
   RoomEngine,
   applyOp,
   type BaseSnapshot,
   type Batching,
   type ClientMessage,
+  type Clock,
+  type DriverStore,
   type ClientRecord,
   type LogEntry,
   type OpHandle,
@@ -48,6 +52,10 @@ export interface SimConfig {
   crashBeforeCommit: number;
   /** Probability that a client->server frame is delivered twice (a retrying transport or proxy). */
   duplicateFrame: number;
+  /** Probability that a client's disk write fails (nothing written; the driver retries). */
+  diskFailure: number;
+  /** The client driver's base period (ClientDriverOptions.baseEveryMs). */
+  baseEveryMs: number;
   /** Check the reference fold of speculative views every `deepCheckEvery` events (1 = always). */
   deepCheckEvery: number;
 }
@@ -93,6 +101,8 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}): Sim
     },
     duplicateFrame: r.pick([0, 0, 0.02, 0.1]),
     crashBeforeCommit: r.pick([0, 0, 0.002, 0.01]),
+    diskFailure: r.pick([0, 0, 0.02, 0.1]),
+    baseEveryMs: r.pick([0, 20, 200, 2000]),
     deepCheckEvery: 1,
     ...overrides,
   };
@@ -165,6 +175,8 @@ interface SimClient {
   incarnation: number;
   alive: boolean;
   room?: ClientRoom<typeof ledger>;
+  /** The real client driver (as in connect()), on the simulated clock and disk. */
+  driver?: ClientDriver<typeof ledger>;
   disk: Disk;
   /** Disk writes not yet confirmed; lost on crash. */
   writing: number;
@@ -297,15 +309,41 @@ export class Simulation implements SimState {
     });
     this.checks.clientStarted(this, c, room);
     const inc = c.incarnation;
-    room.attach({
-      send: (msg) => this.clientSend(c, msg),
-      persist: (ops) => {
+    /** Work of a dead process never happens: its timers and its disk writes die with it. */
+    const alive = () => c.alive && c.incarnation === inc;
+    const clock: Clock = {
+      now: () => this.now,
+      after: (ms, fn) => {
+        let live = true;
+        this.q.push(this.now + ms, `timer ${c.id}`, () => {
+          if (!live || !alive()) return;
+          fn();
+          this.afterClientInput(c);
+        });
+        return () => {
+          live = false;
+        };
+      },
+      // As a microtask: after the current event, before any later one.
+      defer: (fn) => {
+        this.q.push(this.now, `defer ${c.id}`, () => {
+          if (alive()) fn();
+        });
+      },
+    };
+    const diskDelay = () => this.rng.int(this.cfg.diskMs[0], this.cfg.diskMs[1]);
+    const store: DriverStore = {
+      append: (ops, done) => {
         c.writing++;
         const copy = structuredClone(ops);
-        const [lo, hi] = this.cfg.diskMs;
-        this.q.push(this.now + this.rng.int(lo, hi), `disk ${c.id}`, () => {
-          if (!c.alive || c.incarnation !== inc) return; // the write died with the process
+        const fails = this.cfg.diskFailure > 0 && this.rng.chance(this.cfg.diskFailure);
+        this.q.push(this.now + diskDelay(), `disk ${c.id}`, () => {
+          if (!alive()) return; // the write died with the process
           c.writing--;
+          if (fails) {
+            this.count('disk-failure');
+            return done(new Error('simulated disk failure'));
+          }
           for (const op of copy) {
             disk.ops.push(fromJson(op));
             if (op.seq > disk.lastSeq) {
@@ -314,35 +352,38 @@ export class Simulation implements SimState {
             }
             this.durableEver.add(`${op.client}:${op.seq}`);
           }
-          room.durable(copy[copy.length - 1].seq);
+          done();
         });
+      },
+      // The base and the deletion of our ops inside it, in one atomic step (ClientStorage.saveBase).
+      saveBase: (b, done) => {
+        const base = fromJson(b);
+        this.q.push(this.now + diskDelay(), `base ${c.id}`, () => {
+          if (!alive()) return;
+          if (!disk.base || disk.base.pos < base.pos) {
+            disk.base = base;
+            disk.ops = disk.ops.filter((o) => o.seq > base.ownSeq);
+          }
+          done();
+        });
+      },
+    };
+    c.driver = new ClientDriver(room, {
+      store,
+      clock,
+      basePos: disk.base?.pos ?? 0,
+      baseEveryMs: this.cfg.baseEveryMs,
+      report: (e) => {
+        if (e instanceof HerculesError && e.code === 'storage-failed') return; // counted at the disk
+        this.count('client-warning');
+        this.checks.warned(this, c, e.message);
       },
       resync: (reason) => {
         this.count('client-resync');
         this.checks.resynced(this, c, reason);
         this.breakLink(c, true);
       },
-      warn: (m) => {
-        this.count('client-warning');
-        this.checks.warned(this, c, m);
-      },
       fatal: (code, m) => this.checks.fatal(this, c, code, m),
-    });
-    // The base, as connect() keeps it: after Stable moves, one disk write later, the base and the
-    // deletion of our ops inside it in one atomic step (ClientStorage.saveBase).
-    let baseWrite = false;
-    room.subscribe('stable', () => {
-      if (baseWrite) return;
-      baseWrite = true;
-      const [lo, hi] = this.cfg.diskMs;
-      this.q.push(this.now + this.rng.int(lo, hi), `base ${c.id}`, () => {
-        baseWrite = false;
-        if (!c.alive || c.incarnation !== inc || !c.room) return;
-        const base = fromJson(c.room.engine.baseToSave());
-        if (disk.base && disk.base.pos >= base.pos) return;
-        disk.base = base;
-        disk.ops = disk.ops.filter((o) => o.seq > base.ownSeq);
-      });
     });
     c.room = room;
     this.connect(c);
@@ -354,6 +395,7 @@ export class Simulation implements SimState {
     c.alive = false;
     c.room?.close();
     c.room = undefined;
+    c.driver = undefined;
     const conn = c.conn;
     this.breakLink(c, false);
     // The server learns of the dead connection later (socket close or heartbeat timeout).
@@ -382,7 +424,7 @@ export class Simulation implements SimState {
     c.conn = conn;
     c.link = { up: 0, down: 0 };
     this.connOwner.set(conn, c);
-    this.processed.set(conn, c.room!.engine.positions().authoritative);
+    this.processed.set(conn, c.room!.positions().authoritative);
     const se = this.serverEpoch;
     const epoch = c.epoch;
     // TCP/WebSocket open completes after one way; then the client says hello on the same link.
@@ -392,7 +434,7 @@ export class Simulation implements SimState {
       if (!this.serverUp || this.serverEpoch !== se || c.epoch !== epoch || !c.alive) return;
       this.serverOut(this.server.open(conn, this.now));
     });
-    c.room!.connected();
+    c.driver!.opened({ send: (msg) => this.clientSend(c, msg) });
   }
 
   private scheduleReconnect(c: SimClient): void {
@@ -407,8 +449,8 @@ export class Simulation implements SimState {
     if (!conn) return;
     c.conn = undefined;
     c.epoch++;
-    if (c.alive && c.room) {
-      c.room.disconnected();
+    if (c.alive && c.driver) {
+      c.driver.closed();
       this.scheduleReconnect(c);
     }
     if (tellServer && this.serverUp) {
@@ -460,8 +502,8 @@ export class Simulation implements SimState {
       const t = Math.max(c.link.down, this.now + this.latency(), c.stalledUntil);
       c.link.down = t;
       this.q.push(t, `down ${conn} ${msg.t}`, () => {
-        if (c.epoch !== epoch || !c.alive || !c.room) return;
-        c.room.receive(frame as ServerMessage);
+        if (c.epoch !== epoch || !c.alive || !c.driver) return;
+        c.driver.received(frame as ServerMessage);
         this.afterClientInput(c);
       });
     }
@@ -479,21 +521,12 @@ export class Simulation implements SimState {
     }
   }
 
+  /** After the client took an input (a frame, a timer): how far its connection has processed the log. */
   private afterClientInput(c: SimClient): void {
     if (!c.room || !c.conn) return;
-    const pos = c.room.engine.positions().authoritative;
+    const pos = c.room.positions().authoritative;
     const prev = this.processed.get(c.conn) ?? 0;
     if (pos > prev) this.processed.set(c.conn, pos);
-    const d = c.room.nextDeadline();
-    if (d !== Infinity) {
-      const inc = c.incarnation;
-      this.q.push(Math.max(d, this.now), `flush ${c.id}`, () => {
-        if (c.alive && c.incarnation === inc && c.room) {
-          c.room.tick();
-          this.afterClientInput(c);
-        }
-      });
-    }
   }
 
   private onSequenced(e: LogEntry): void {
@@ -655,8 +688,8 @@ export class Simulation implements SimState {
     for (const c of this.clients) {
       if (!c.alive) return false; // its restart is queued
       const room = c.room!;
-      if (room.engine.connection() !== 'ready' || c.writing > 0 || room.nextDeadline() !== Infinity) return false;
-      const p = room.engine.positions();
+      if (room.connection() !== 'ready' || c.writing > 0 || room.nextDeadline() !== Infinity) return false;
+      const p = room.positions();
       if (p.submitted !== p.stable || p.authoritative !== this.global.length) return false;
     }
     return this.server.stableFrontier() === this.global.length && this.server.members().length === this.clients.length;
@@ -664,7 +697,7 @@ export class Simulation implements SimState {
 
   describe(): string {
     return (
-      this.clients.map((c) => `${c.id}:${c.alive ? c.room!.engine.connection() : 'dead'} ${JSON.stringify(c.room?.engine.positions())}`).join('; ') +
+      this.clients.map((c) => `${c.id}:${c.alive ? c.room!.connection() : 'dead'} ${JSON.stringify(c.room?.positions())}`).join('; ') +
       ` server head ${this.server.head()} stable ${this.server.stableFrontier()} members ${this.server.members()}`
     );
   }

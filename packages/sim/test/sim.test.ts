@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ClientRoom, ViewEngine, RoomEngine } from '@hercules/core';
+import { ClientDriver, ClientRoom, ViewEngine, RoomEngine } from '@hercules/core';
 import { runSeed, Simulation, configFor, type SimResult } from '../src/sim.ts';
 
 test('a seed replays exactly: same events, same global log', () => {
@@ -191,4 +191,37 @@ test('the checker catches a room that sends an honest client an error', () => {
       p.dispatch = orig;
     };
   }, ['LIVE-HONEST']);
+});
+
+// The simulated clients run the real ClientDriver (as connect() does), so a bug in it is the
+// simulator's to find: before, the simulator had its own copy of the persist policy.
+// spec: DUR-BEFORE-SEND
+test('the checker catches a client driver that reports ops durable before its store confirmed them', () => {
+  expectCaught(() => {
+    const p = proto(ClientDriver);
+    const orig = p.write as () => void;
+    p.write = function (this: { queue: { seq: number }[]; room: { durable(seq: number): void } }) {
+      const q = this.queue;
+      if (q.length) this.room.durable(q[q.length - 1].seq);
+      orig.call(this);
+    };
+    return () => {
+      p.write = orig;
+    };
+  }, ['DUR-BEFORE-SEND']);
+});
+
+// spec: DUR-BEFORE-SEND
+test('the checker catches a client driver that drops the ops of a failed write instead of retrying them', () => {
+  expectCaught(() => {
+    const p = proto(ClientDriver);
+    const orig = p.written as (ops: unknown[], error: unknown) => void;
+    p.written = function (this: unknown, ops: unknown[], error: unknown) {
+      orig.call(this, ops, error);
+      if (error !== undefined) (this as { queue: unknown[] }).queue.splice(0, ops.length);
+    };
+    return () => {
+      p.written = orig;
+    };
+  }, ['DUR-BEFORE-SEND', 'DUR-DELIVERED']);
 });

@@ -41,3 +41,5 @@ export async function freePort(): Promise<number> {
   await new Promise((r) => s.close(r));
   return port;
 }
+
+export { FakeClock } from './fake-clock.ts';

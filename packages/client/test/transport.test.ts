@@ -1,0 +1,208 @@
+/**
+ * The WebSocket transport on a fake clock and fake sockets: the connect timeout, the backoff
+ * between attempts, the watchdog, and what it tells its user.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ServerCodec, type ServerMessage } from '@hercules/core';
+import { FakeClock } from '@hercules/test-utils';
+import { WebSocketTransport, type ConnectionStatus, type TransportEvents, type WebSocketLike } from '../src/index.ts';
+
+const WELCOME: ServerMessage = {
+  t: 'welcome',
+  v: 1,
+  client: 'c',
+  author: 'c',
+  from: 1,
+  entries: [],
+  highWater: 0,
+  visibleSeq: 0,
+  rejected: [],
+  stable: 0,
+  members: ['c'],
+};
+
+/** A socket the test opens, feeds and closes; `close()` reports onclose on the next turn, as browsers do. */
+function fakeSockets(clock: FakeClock) {
+  const all: FakeSocket[] = [];
+  class FakeSocket implements WebSocketLike {
+    binaryType = '';
+    readyState = 0;
+    sent: Uint8Array[] = [];
+    closedWith: { code?: number; reason?: string } | undefined;
+    onopen: ((ev: unknown) => void) | null = null;
+    onclose: ((ev: { code: number; reason: string }) => void) | null = null;
+    onerror: ((ev: unknown) => void) | null = null;
+    onmessage: ((ev: { data: unknown }) => void) | null = null;
+    readonly codec = new ServerCodec();
+    readonly openedAt = clock.t;
+    constructor(readonly url: string) {
+      all.push(this);
+    }
+    send(data: Uint8Array): void {
+      this.sent.push(data);
+    }
+    close(code?: number, reason?: string): void {
+      if (this.closedWith) return;
+      this.closedWith = { code, reason };
+      this.readyState = 3;
+      clock.defer(() => this.onclose?.({ code: code ?? 1005, reason: reason ?? '' }));
+    }
+    // --- the server's side
+    open(): void {
+      this.readyState = 1;
+      this.onopen?.({});
+    }
+    deliver(msg: ServerMessage): void {
+      this.onmessage?.({ data: this.codec.encode(msg) });
+    }
+    refuse(code: string): void {
+      this.onerror?.({ error: { code, message: code } });
+      this.readyState = 3;
+      this.onclose?.({ code: 1006, reason: '' });
+    }
+  }
+  return { all, FakeSocket };
+}
+
+function setup(opts: { connectTimeoutMs?: number; watchdogMs?: number; backoff?: { minMs?: number; maxMs?: number } } = {}) {
+  const clock = new FakeClock();
+  const { all, FakeSocket } = fakeSockets(clock);
+  const log: string[] = [];
+  const statuses: ConnectionStatus[] = [];
+  const errors: Error[] = [];
+  const events: TransportEvents = {
+    opened: () => log.push('opened'),
+    message: (m) => log.push(`message ${m.t}`),
+    lost: () => log.push('lost'),
+    status: (s) => statuses.push(s),
+    error: (e) => errors.push(e),
+  };
+  const transport = new WebSocketTransport({
+    url: 'ws://example.test:8787',
+    room: 'r',
+    WebSocket: FakeSocket,
+    clock,
+    random: () => 0.5,
+    ...opts,
+  });
+  transport.start(events);
+  return { clock, all, transport, log, statuses, errors };
+}
+
+/** The code a socket was closed with (a function, so an earlier assertion does not narrow it). */
+const closeCode = (s: { closedWith?: { code?: number } }) => s.closedWith?.code;
+
+/** Let the async start of an attempt (the token step) run. */
+const turn = () => new Promise((r) => setImmediate(r));
+
+// spec: LIVE-CONVERGE
+test('an attempt not welcomed within connectTimeoutMs is given up, named, and retried after a backoff', async () => {
+  const { clock, all, transport, errors, statuses } = setup({ connectTimeoutMs: 1000, backoff: { minMs: 100, maxMs: 1000 } });
+  await turn();
+  assert.equal(all.length, 1);
+  assert.match(all[0].url, /^ws:\/\/example\.test:8787\/\?room=r$/);
+  all[0].open(); // TCP and WebSocket up, but the server never says welcome
+  clock.advance(999);
+  assert.equal(closeCode(all[0]), undefined);
+  clock.advance(1);
+  assert.equal(all[0].closedWith?.code, 4103);
+  assert.equal(errors.length, 1);
+  assert.match(errors[0].message, /no welcome from ws:\/\/example\.test:8787 within 1000 ms/);
+  assert.equal((errors[0] as { code?: string }).code, 'unreachable');
+  assert.equal(transport.status(), 'offline');
+  assert.equal(transport.lastFailure(), errors[0]);
+  // Full jitter: random() 0.5 of the first cap, 100 ms.
+  clock.advance(49);
+  await turn();
+  assert.equal(all.length, 1);
+  clock.advance(1);
+  await turn();
+  assert.equal(all.length, 2, 'a new attempt after the backoff');
+  assert.deepEqual(statuses, ['offline', 'connecting']);
+});
+
+// spec: LIVE-CONVERGE
+test('backoff doubles per failed attempt up to its cap, a run of the same failure is reported once, and a welcome resets it', async () => {
+  const { clock, all, transport, errors, statuses } = setup({ backoff: { minMs: 100, maxMs: 1000 } });
+  const gaps: number[] = [];
+  for (let i = 0; i < 6; i++) {
+    await turn();
+    const s = all[all.length - 1];
+    if (i > 0) gaps.push(s.openedAt - all[all.length - 2].openedAt);
+    s.refuse('ECONNREFUSED');
+    // Move to the next attempt's time (at most the cap).
+    for (let t = 0; t < 1000 && all.length === i + 1; t += 10) {
+      clock.advance(10);
+      await turn();
+    }
+  }
+  assert.deepEqual(gaps, [50, 100, 200, 400, 500], 'half of 100, 200, 400, 800, then the 1000 cap');
+  assert.equal(errors.length, 1, 'one report for the whole run of refusals');
+  assert.match(errors[0].message, /connection refused by example\.test:8787/);
+  await turn();
+  const s = all[all.length - 1];
+  s.open();
+  s.deliver(WELCOME);
+  assert.equal(transport.status(), 'online');
+  assert.equal(transport.lastFailure(), undefined);
+  s.close(1001, 'server going away');
+  clock.settle();
+  const before = all.length;
+  clock.advance(50);
+  await turn();
+  assert.equal(all.length, before + 1, 'after a welcome the backoff starts again from minMs');
+  assert.ok(statuses.includes('online'));
+});
+
+// spec: LIVE-CONVERGE
+test('the watchdog closes a link that has gone quiet for watchdogMs; any frame, a ping too, keeps it open', async () => {
+  const { clock, all, log, transport } = setup({ watchdogMs: 1000 });
+  await turn();
+  const s = all[0];
+  s.open();
+  s.deliver(WELCOME);
+  assert.deepEqual(log, ['opened', 'message welcome']);
+  clock.advance(900);
+  s.deliver({ t: 'ping' });
+  assert.deepEqual(log, ['opened', 'message welcome'], 'pings are the transport’s own');
+  clock.advance(900);
+  assert.equal(closeCode(s), undefined, '1800 ms after open, but only 900 since the last frame');
+  clock.advance(100);
+  assert.equal(s.closedWith?.code, 4100);
+  assert.deepEqual(log, ['opened', 'message welcome', 'lost']);
+  assert.equal(transport.status(), 'offline');
+});
+
+test('stop: closed lets go at once and reports lost; failed keeps the status failed and never reconnects', async () => {
+  const a = setup();
+  await turn();
+  a.all[0].open();
+  a.all[0].deliver(WELCOME);
+  a.transport.stop('closed');
+  assert.deepEqual(a.log, ['opened', 'message welcome', 'lost']);
+  assert.equal(a.transport.status(), 'closed');
+  assert.equal(a.all[0].closedWith?.code, 1000);
+
+  const b = setup({ backoff: { minMs: 10, maxMs: 10 } });
+  await turn();
+  b.all[0].open();
+  b.transport.stop('failed', 'machine-mismatch: no such machine');
+  b.clock.advance(10_000);
+  await turn();
+  assert.equal(b.transport.status(), 'failed');
+  assert.equal(b.all.length, 1, 'no new attempt');
+  assert.deepEqual(b.log, ['opened', 'lost']);
+});
+
+test('a frame that does not decode is reported and the connection replaced', async () => {
+  const { clock, all, errors } = setup({ backoff: { minMs: 10, maxMs: 10 } });
+  await turn();
+  all[0].open();
+  all[0].onmessage?.({ data: new Uint8Array([0xc1]) });
+  assert.match(errors[0].message, /bad frame from the server/);
+  assert.equal(all[0].closedWith?.code, 4101);
+  clock.advance(10);
+  await turn();
+  assert.equal(all.length, 2);
+});
