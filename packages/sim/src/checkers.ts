@@ -25,6 +25,7 @@ import {
   type RoomEngine,
   type ServerMessage,
   type ViewName,
+  type ViewPositions,
 } from '@hercules/core';
 import { ledger, type LedgerState } from './machine.ts';
 
@@ -60,7 +61,7 @@ export interface SimState {
   describe(): string;
 }
 
-export type Positions = ReturnType<Room['engine']['positions']>;
+export type Positions = ViewPositions;
 
 /** A live client at one step, observed once and shared by every checker. */
 export interface LiveClient {
@@ -154,7 +155,7 @@ export function observe(s: SimState, deep: boolean, memo: Map<ClientState, unkno
   for (const c of s.clients) {
     if (!c.alive || !c.room) continue;
     const room = c.room;
-    const p = room.engine.positions();
+    const p = room.positions();
     const views = {
       submitted: room.getState('submitted'),
       durable: room.getState('durable'),
