@@ -158,7 +158,8 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     basePos: stored.base?.pos ?? 0,
     baseEveryMs: opts.baseEveryMs,
     report,
-    resync: (reason) => transport.restart(`out of step with the server (${reason}); reconnecting`),
+    // (The reason itself was reported as a warning.)
+    resync: () => transport.restart('out of step with the server; reconnecting'),
     fatal: (code, message) => {
       if (code === 'unauthenticated' && typeof opts.token === 'function') {
         // The token may have expired; the next attempt asks for a fresh one.

@@ -49,80 +49,80 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   readonly machine: M;
   readonly clientId: string;
   readonly ops: OpStubs<M>;
-  private readonly inner: ClientRoom<M>;
-  private readonly driver: ClientDriver<M>;
-  private readonly transport: ClientTransport;
-  private readonly storage: ClientStorage;
-  private readonly statusListeners = new Set<(s: ConnectionStatus, detail?: string) => void>();
+  readonly #inner: ClientRoom<M>;
+  readonly #driver: ClientDriver<M>;
+  readonly #transport: ClientTransport;
+  readonly #storage: ClientStorage;
+  readonly #statusListeners = new Set<(s: ConnectionStatus, detail?: string) => void>();
   /** The fatal error that stopped this room, if any. */
-  private fatalError: HerculesError | undefined;
-  private closing: Promise<void> | undefined;
-  private closed = false;
+  #fatalError: HerculesError | undefined;
+  #closing: Promise<void> | undefined;
+  #closed = false;
 
   constructor(parts: ConnectedClientRoomParts<M>) {
     this.room = parts.name;
-    this.inner = parts.inner;
-    this.driver = parts.driver;
-    this.transport = parts.transport;
-    this.storage = parts.storage;
-    this.machine = this.inner.machine;
-    this.clientId = this.inner.clientId;
+    this.#inner = parts.inner;
+    this.#driver = parts.driver;
+    this.#transport = parts.transport;
+    this.#storage = parts.storage;
+    this.machine = this.#inner.machine;
+    this.clientId = this.#inner.clientId;
     // The stubs call the inner room directly: no extra hop on the op path.
-    this.ops = this.inner.ops;
+    this.ops = this.#inner.ops;
   }
 
   // ---------------------------------------------------------------- the room (delegated)
 
   getState(view: ViewName = 'submitted'): StateOf<M> {
-    return this.inner.getState(view);
+    return this.#inner.getState(view);
   }
   subscribe(view: ViewName, listener: Listener<StateOf<M>>, opts?: { immediate?: boolean }): () => void {
-    return this.inner.subscribe(view, listener, opts);
+    return this.#inner.subscribe(view, listener, opts);
   }
   until(view: ViewName, predicate: (state: StateOf<M>) => boolean, opts?: { timeoutMs?: number }): Promise<StateOf<M>> {
-    return this.inner.until(view, predicate, opts);
+    return this.#inner.until(view, predicate, opts);
   }
   onMembers(listener: (members: readonly string[]) => void): () => void {
-    return this.inner.onMembers(listener);
+    return this.#inner.onMembers(listener);
   }
   members(): readonly string[] {
-    return this.inner.members();
+    return this.#inner.members();
   }
   access(): 'read' | 'write' {
-    return this.inner.access();
+    return this.#inner.access();
   }
   pending(): OpHandle[] {
-    return this.inner.pending();
+    return this.#inner.pending();
   }
   submit(name: string, args?: unknown): OpHandle {
-    return this.inner.submit(name, args);
+    return this.#inner.submit(name, args);
   }
   positions(): ViewPositions {
-    return this.inner.positions();
+    return this.#inner.positions();
   }
   onProgress(listener: (positions: ViewPositions) => void): () => void {
-    return this.inner.onProgress(listener);
+    return this.#inner.onProgress(listener);
   }
   flushNotifications(): void {
-    this.inner.flushNotifications();
+    this.#inner.flushNotifications();
   }
 
   // ---------------------------------------------------------------- the connection
 
   status(): ConnectionStatus {
-    return this.transport.status();
+    return this.#transport.status();
   }
 
   onStatus(fn: (s: ConnectionStatus, detail?: string) => void): () => void {
-    this.statusListeners.add(fn);
+    this.#statusListeners.add(fn);
     return () => {
-      this.statusListeners.delete(fn);
+      this.#statusListeners.delete(fn);
     };
   }
 
   /** The transport's status changes, told to every listener (a listener's bug is not ours to crash on). */
   statusChanged(s: ConnectionStatus, detail?: string): void {
-    for (const fn of [...this.statusListeners]) {
+    for (const fn of [...this.#statusListeners]) {
       try {
         fn(s, detail);
       } catch {
@@ -133,18 +133,18 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
 
   /** The room stopped for good on a fatal refusal. */
   failed(error: HerculesError): void {
-    this.fatalError = error;
-    this.transport.stop('failed', `${error.code}: ${error.message}`);
+    this.#fatalError = error;
+    this.#transport.stop('failed', `${error.code}: ${error.message}`);
   }
 
   whenOnline(opts?: { timeoutMs?: number }): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      if (this.transport.status() === 'online') return resolve();
-      if (this.fatalError) return reject(this.fatalError);
-      if (this.closed || this.closing) return reject(new HerculesError('closed', 'whenOnline: the room is closed'));
+      if (this.#transport.status() === 'online') return resolve();
+      if (this.#fatalError) return reject(this.#fatalError);
+      if (this.#closed || this.#closing) return reject(new HerculesError('closed', 'whenOnline: the room is closed'));
       let timer: ReturnType<typeof setTimeout> | undefined;
       const off = () => {
-        this.statusListeners.delete(watch);
+        this.#statusListeners.delete(watch);
         if (timer) clearTimeout(timer);
       };
       const watch = (s: ConnectionStatus) => {
@@ -153,17 +153,17 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
           resolve();
         } else if (s === 'failed') {
           off();
-          reject(this.fatalError ?? new HerculesError('internal', 'the connection failed'));
+          reject(this.#fatalError ?? new HerculesError('internal', 'the connection failed'));
         } else if (s === 'closed') {
           off();
           reject(new HerculesError('closed', 'the room was closed before it came online'));
         }
       };
-      this.statusListeners.add(watch);
+      this.#statusListeners.add(watch);
       if (opts?.timeoutMs !== undefined) {
         timer = setTimeout(() => {
           off();
-          const last = this.transport.lastFailure();
+          const last = this.#transport.lastFailure();
           reject(new HerculesError('timeout', `not online after ${opts.timeoutMs} ms${last ? `: ${last.message}` : ''}`));
         }, opts.timeoutMs);
       }
@@ -171,20 +171,20 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   }
 
   flushed(): Promise<void> {
-    return this.driver.flushed();
+    return this.#driver.flushed();
   }
 
   close(): Promise<void> {
-    this.closing ??= this.shutdown();
-    return this.closing;
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
   }
 
-  private async shutdown(): Promise<void> {
-    await this.driver.close();
-    this.closed = true;
-    this.inner.close();
-    this.transport.stop('closed');
-    this.driver.closed();
-    await this.storage.close();
+  async #shutdown(): Promise<void> {
+    await this.#driver.close();
+    this.#closed = true;
+    this.#inner.close();
+    this.#transport.stop('closed');
+    this.#driver.closed();
+    await this.#storage.close();
   }
 }

@@ -75,100 +75,101 @@ export interface WebSocketTransportOptions {
 const CLOSE = { watchdog: 4100, badFrame: 4101, restart: 4102, connectTimeout: 4103 } as const;
 
 export class WebSocketTransport implements ClientTransport {
-  private readonly opts: WebSocketTransportOptions;
-  private readonly clock: Clock;
-  private readonly random: () => number;
-  private readonly minMs: number;
-  private readonly maxMs: number;
-  private readonly watchdogMs: number;
-  private readonly connectTimeoutMs: number;
-  private events: TransportEvents | undefined;
-  private ws: WebSocketLike | undefined;
-  private codec = new ClientCodec();
-  private state: ConnectionStatus = 'connecting';
-  private attempt = 0;
-  private stopped: 'closed' | 'failed' | undefined;
-  private cancelReconnect: (() => void) | undefined;
-  private cancelWatchdog: (() => void) | undefined;
-  private cancelConnectTimeout: (() => void) | undefined;
-  private failure: HerculesError | undefined;
-  private failureReported = false;
-  private lastFrameAt = 0;
+  readonly #opts: WebSocketTransportOptions;
+  readonly #clock: Clock;
+  readonly #random: () => number;
+  readonly #minMs: number;
+  readonly #maxMs: number;
+  readonly #watchdogMs: number;
+  readonly #connectTimeoutMs: number;
+  #events: TransportEvents | undefined;
+  #ws: WebSocketLike | undefined;
+  #codec = new ClientCodec();
+  #state: ConnectionStatus = 'connecting';
+  #attempt = 0;
+  #stopped: 'closed' | 'failed' | undefined;
+  #cancelReconnect: (() => void) | undefined;
+  #cancelWatchdog: (() => void) | undefined;
+  #cancelConnectTimeout: (() => void) | undefined;
+  #failure: HerculesError | undefined;
+  #failureReported = false;
+  #lastFrameAt = 0;
 
   constructor(opts: WebSocketTransportOptions) {
-    this.opts = opts;
-    this.clock = opts.clock;
-    this.random = opts.random ?? Math.random;
-    this.minMs = opts.backoff?.minMs ?? 100;
-    this.maxMs = opts.backoff?.maxMs ?? 5000;
-    this.watchdogMs = opts.watchdogMs ?? 15_000;
-    this.connectTimeoutMs = opts.connectTimeoutMs ?? 10_000;
+    this.#opts = opts;
+    this.#clock = opts.clock;
+    this.#random = opts.random ?? Math.random;
+    this.#minMs = opts.backoff?.minMs ?? 100;
+    this.#maxMs = opts.backoff?.maxMs ?? 5000;
+    this.#watchdogMs = opts.watchdogMs ?? 15_000;
+    this.#connectTimeoutMs = opts.connectTimeoutMs ?? 10_000;
   }
 
   start(events: TransportEvents): void {
-    if (this.events) throw new HerculesError('bad-argument', 'WebSocketTransport.start: already started');
-    this.events = events;
-    void this.open();
+    if (this.#events) throw new HerculesError('bad-argument', 'WebSocketTransport.start: already started');
+    this.#events = events;
+    void this.#open();
   }
 
   send(msg: ClientMessage): void {
-    const ws = this.ws;
+    const ws = this.#ws;
     if (!ws || ws.readyState !== 1) return;
     try {
-      ws.send(this.codec.encode(msg));
+      ws.send(this.#codec.encode(msg));
     } catch (e) {
-      this.events?.error(new Error(`send failed: ${errorMessage(e)}`));
+      this.#events?.error(new Error(`send failed: ${errorMessage(e)}`));
     }
   }
 
   restart(reason: string, opts?: { patient?: boolean }): void {
-    if (opts?.patient) this.attempt = 16;
-    this.ws?.close(CLOSE.restart, reason.slice(0, 120));
+    if (opts?.patient) this.#attempt = 16;
+    // A close reason is at most 123 bytes of UTF-8, or close() throws: keep it short and ASCII.
+    this.#ws?.close(CLOSE.restart, reason.replace(/[^\x20-\x7e]/g, '?').slice(0, 120));
   }
 
   stop(how: 'closed' | 'failed', detail?: string): void {
-    if (this.stopped) return;
-    this.stopped = how;
-    this.cancelReconnect?.();
-    this.cancelConnectTimeout?.();
-    this.cancelReconnect = this.cancelConnectTimeout = undefined;
+    if (this.#stopped) return;
+    this.#stopped = how;
+    this.#cancelReconnect?.();
+    this.#cancelConnectTimeout?.();
+    this.#cancelReconnect = this.#cancelConnectTimeout = undefined;
     if (how === 'failed') {
-      this.setStatus('failed', detail);
-      this.ws?.close(1000, 'fatal');
+      this.#setStatus('failed', detail);
+      this.#ws?.close(1000, 'fatal');
       return;
     }
-    const ws = this.ws;
-    this.ws = undefined;
-    this.cancelWatchdog?.();
-    this.cancelWatchdog = undefined;
-    if (ws) this.events?.lost();
+    const ws = this.#ws;
+    this.#ws = undefined;
+    this.#cancelWatchdog?.();
+    this.#cancelWatchdog = undefined;
+    if (ws) this.#events?.lost();
     ws?.close(1000, 'client closed');
-    this.setStatus('closed');
+    this.#setStatus('closed');
   }
 
   status(): ConnectionStatus {
-    return this.state;
+    return this.#state;
   }
 
   lastFailure(): HerculesError | undefined {
-    return this.failure;
+    return this.#failure;
   }
 
   // ---------------------------------------------------------------- internals
 
-  private setStatus(s: ConnectionStatus, detail?: string): void {
-    if (this.state === s) return;
-    this.state = s;
-    this.events?.status(s, detail);
+  #setStatus(s: ConnectionStatus, detail?: string): void {
+    if (this.#state === s) return;
+    this.#state = s;
+    this.#events?.status(s, detail);
   }
 
   /** A failed attempt: named once per run of failures with the same reason, not at every retry. */
-  private attemptFailed(e: HerculesError): void {
-    const same = this.failure?.message === e.message;
-    this.failure = e;
-    if (!same || !this.failureReported) {
-      this.failureReported = true;
-      this.events?.error(e);
+  #attemptFailed(e: HerculesError): void {
+    const same = this.#failure?.message === e.message;
+    this.#failure = e;
+    if (!same || !this.#failureReported) {
+      this.#failureReported = true;
+      this.#events?.error(e);
     }
   }
 
@@ -176,87 +177,87 @@ export class WebSocketTransport implements ClientTransport {
    * A frame arrived: the link is alive. One timer per watchdog period rather than one per frame:
    * when it fires early it waits out the rest of the period since the last frame.
    */
-  private armWatchdog(): void {
-    this.lastFrameAt = this.clock.now();
-    if (!this.cancelWatchdog) this.watch(this.watchdogMs);
+  #armWatchdog(): void {
+    this.#lastFrameAt = this.#clock.now();
+    if (!this.#cancelWatchdog) this.#watch(this.#watchdogMs);
   }
 
-  private watch(ms: number): void {
-    const ws = this.ws;
-    this.cancelWatchdog = this.clock.after(ms, () => {
-      this.cancelWatchdog = undefined;
-      if (this.ws !== ws || !ws) return;
-      const quiet = this.clock.now() - this.lastFrameAt;
-      if (quiet >= this.watchdogMs) ws.close(CLOSE.watchdog, 'no frame from the server; reconnecting');
-      else this.watch(this.watchdogMs - quiet);
+  #watch(ms: number): void {
+    const ws = this.#ws;
+    this.#cancelWatchdog = this.#clock.after(ms, () => {
+      this.#cancelWatchdog = undefined;
+      if (this.#ws !== ws || !ws) return;
+      const quiet = this.#clock.now() - this.#lastFrameAt;
+      if (quiet >= this.#watchdogMs) ws.close(CLOSE.watchdog, 'no frame from the server; reconnecting');
+      else this.#watch(this.#watchdogMs - quiet);
     });
   }
 
-  private async open(): Promise<void> {
-    this.cancelReconnect = undefined;
-    if (this.stopped) return;
-    this.setStatus('connecting');
-    const { url, room, token } = this.opts;
+  async #open(): Promise<void> {
+    this.#cancelReconnect = undefined;
+    if (this.#stopped) return;
+    this.#setStatus('connecting');
+    const { url, room, token } = this.#opts;
     const u = new URL(url);
     u.searchParams.set('room', room);
     let t: string | undefined;
     try {
       t = typeof token === 'function' ? await token() : token;
     } catch (e) {
-      this.events?.error(new Error(`the token function failed: ${errorMessage(e)}; retrying`));
-      return this.retry();
+      this.#events?.error(new Error(`the token function failed: ${errorMessage(e)}; retrying`));
+      return this.#retry();
     }
-    if (this.stopped) return;
+    if (this.#stopped) return;
     if (t) u.searchParams.set('token', t);
     let sock: WebSocketLike;
     try {
-      sock = new this.opts.WebSocket(u.toString());
+      sock = new this.#opts.WebSocket(u.toString());
     } catch (e) {
-      this.events?.error(new Error(`cannot open ${url}: ${errorMessage(e)}`));
-      return this.retry();
+      this.#events?.error(new Error(`cannot open ${url}: ${errorMessage(e)}`));
+      return this.#retry();
     }
-    this.ws = sock;
+    this.#ws = sock;
     sock.binaryType = 'arraybuffer';
-    this.codec = new ClientCodec();
+    this.#codec = new ClientCodec();
     let welcomed = false;
     let socketError: string | undefined;
-    this.cancelConnectTimeout?.();
-    this.cancelConnectTimeout = this.clock.after(this.connectTimeoutMs, () => {
-      this.cancelConnectTimeout = undefined;
-      if (this.ws !== sock || welcomed) return;
-      socketError = `no welcome from ${url} within ${this.connectTimeoutMs} ms`;
+    this.#cancelConnectTimeout?.();
+    this.#cancelConnectTimeout = this.#clock.after(this.#connectTimeoutMs, () => {
+      this.#cancelConnectTimeout = undefined;
+      if (this.#ws !== sock || welcomed) return;
+      socketError = `no welcome from ${url} within ${this.#connectTimeoutMs} ms`;
       sock.close(CLOSE.connectTimeout, 'connect timeout');
       // A socket stuck before open may never fire close: let go of it and retry now.
-      if (this.ws === sock) sock.onclose?.({ code: CLOSE.connectTimeout, reason: 'connect timeout' });
+      if (this.#ws === sock) sock.onclose?.({ code: CLOSE.connectTimeout, reason: 'connect timeout' });
     });
     sock.onopen = () => {
-      if (this.ws !== sock) return;
-      this.armWatchdog();
-      this.events?.opened();
+      if (this.#ws !== sock) return;
+      this.#armWatchdog();
+      this.#events?.opened();
     };
     sock.onmessage = (ev) => {
-      if (this.ws !== sock) return;
-      this.armWatchdog();
+      if (this.#ws !== sock) return;
+      this.#armWatchdog();
       const data = ev.data instanceof ArrayBuffer ? new Uint8Array(ev.data) : (ev.data as Uint8Array);
       let msg: ServerMessage;
       try {
-        msg = this.codec.decode(data);
+        msg = this.#codec.decode(data);
       } catch (e) {
-        this.events?.error(new Error(`bad frame from the server: ${errorMessage(e)}; reconnecting`));
+        this.#events?.error(new Error(`bad frame from the server: ${errorMessage(e)}; reconnecting`));
         sock.close(CLOSE.badFrame, 'bad frame');
         return;
       }
       if (msg.t === 'ping') return;
-      this.events?.message(msg);
+      this.#events?.message(msg);
       // The room may have stopped on this very frame (a fatal verdict in the welcome).
-      if (msg.t === 'welcome' && !this.stopped && this.ws === sock) {
-        this.attempt = 0;
+      if (msg.t === 'welcome' && !this.#stopped && this.#ws === sock) {
+        this.#attempt = 0;
         welcomed = true;
-        this.failure = undefined;
-        this.failureReported = false;
-        this.cancelConnectTimeout?.();
-        this.cancelConnectTimeout = undefined;
-        this.setStatus('online');
+        this.#failure = undefined;
+        this.#failureReported = false;
+        this.#cancelConnectTimeout?.();
+        this.#cancelConnectTimeout = undefined;
+        this.#setStatus('online');
       }
     };
     sock.onerror = (ev) => {
@@ -265,34 +266,34 @@ export class WebSocketTransport implements ClientTransport {
       socketError = describeFailure(url, err?.error?.code, err?.error?.message ?? err?.message);
     };
     sock.onclose = (ev) => {
-      if (this.ws !== sock) return;
-      this.ws = undefined;
-      this.cancelWatchdog?.();
-      this.cancelConnectTimeout?.();
-      this.cancelWatchdog = this.cancelConnectTimeout = undefined;
-      this.events?.lost();
-      if (this.stopped) return;
+      if (this.#ws !== sock) return;
+      this.#ws = undefined;
+      this.#cancelWatchdog?.();
+      this.#cancelConnectTimeout?.();
+      this.#cancelWatchdog = this.#cancelConnectTimeout = undefined;
+      this.#events?.lost();
+      if (this.#stopped) return;
       // Not welcomed and no reason from the server (which names its refusals, e.g. room full):
       // the server could not be reached.
       const unreachable = !welcomed && (socketError !== undefined || !ev.reason);
       if (unreachable)
-        this.attemptFailed(
+        this.#attemptFailed(
           new HerculesError(
             'unreachable',
             socketError ?? `cannot connect to ${url}: the connection closed before the server welcomed this client (code ${ev.code}); retrying`,
           ),
         );
-      this.setStatus('offline', unreachable ? this.failure?.message : ev.reason || `closed (${ev.code})`);
-      this.retry();
+      this.#setStatus('offline', unreachable ? this.#failure?.message : ev.reason || `closed (${ev.code})`);
+      this.#retry();
     };
   }
 
-  private retry(): void {
-    if (this.stopped || this.cancelReconnect) return;
+  #retry(): void {
+    if (this.#stopped || this.#cancelReconnect) return;
     // Full jitter: spreads the reconnects of many clients after a server restart.
-    const cap = Math.min(this.maxMs, this.minMs * 2 ** Math.min(this.attempt, 16));
-    this.attempt++;
-    this.cancelReconnect = this.clock.after(this.random() * cap, () => void this.open());
+    const cap = Math.min(this.#maxMs, this.#minMs * 2 ** Math.min(this.#attempt, 16));
+    this.#attempt++;
+    this.#cancelReconnect = this.#clock.after(this.#random() * cap, () => void this.#open());
   }
 }
 

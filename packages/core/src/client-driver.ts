@@ -66,85 +66,85 @@ interface FlushWaiter {
 }
 
 export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
-  private readonly store: DriverStore;
-  private readonly clock: Clock;
-  private readonly opts: ClientDriverOptions;
-  private readonly baseEveryMs: number;
-  private readonly retryMinMs: number;
-  private readonly retryMaxMs: number;
-  private link: DriverLink | undefined;
+  readonly #store: DriverStore;
+  readonly #clock: Clock;
+  readonly #opts: ClientDriverOptions;
+  readonly #baseEveryMs: number;
+  readonly #retryMinMs: number;
+  readonly #retryMaxMs: number;
+  #link: DriverLink | undefined;
 
   // --- persistence: one write at a time; what arrives meanwhile waits for the next
   private queue: OpRecord[] = [];
-  private writing: readonly OpRecord[] | undefined;
-  private writeScheduled = false;
-  private failures = 0;
-  private cancelRetry: (() => void) | undefined;
+  #writing: readonly OpRecord[] | undefined;
+  #writeScheduled = false;
+  #failures = 0;
+  #cancelRetry: (() => void) | undefined;
   /** Highest seq the store confirmed in this process, and the highest handed to the driver. */
-  private confirmedSeq = 0;
-  private queuedSeq = 0;
-  private flushWaiters: FlushWaiter[] = [];
+  #confirmedSeq = 0;
+  #queuedSeq = 0;
+  #flushWaiters: FlushWaiter[] = [];
 
   // --- base
-  private basePos: number;
-  private cancelBase: (() => void) | undefined;
-  private baseWriting = false;
+  #basePos: number;
+  #cancelBase: (() => void) | undefined;
+  #baseWriting = false;
 
   // --- batching deadline
-  private batchAt = Infinity;
-  private cancelBatch: (() => void) | undefined;
+  #batchAt = Infinity;
+  #cancelBatch: (() => void) | undefined;
 
   /** close() began: no new retries, no new timers. */
-  private stopping = false;
-  private stopped = false;
+  #stopping = false;
+  #stopped = false;
 
   constructor(
     readonly room: ClientRoom<M>,
     opts: ClientDriverOptions,
   ) {
-    this.opts = opts;
-    this.store = opts.store;
-    this.clock = opts.clock;
-    this.baseEveryMs = opts.baseEveryMs ?? 2000;
-    this.retryMinMs = opts.retry?.minMs ?? 50;
-    this.retryMaxMs = opts.retry?.maxMs ?? 5000;
-    this.basePos = opts.basePos ?? 0;
+    this.#opts = opts;
+    this.#store = opts.store;
+    this.#clock = opts.clock;
+    this.#baseEveryMs = opts.baseEveryMs ?? 2000;
+    this.#retryMinMs = opts.retry?.minMs ?? 50;
+    this.#retryMaxMs = opts.retry?.maxMs ?? 5000;
+    this.#basePos = opts.basePos ?? 0;
     room.attach(this);
-    room.subscribe('stable', () => this.scheduleBase());
+    room.subscribe('stable', () => this.#scheduleBase());
   }
 
   // ================================================================ the connection
 
   /** A connection opened: the room says hello on it. */
   opened(link: DriverLink): void {
-    if (this.stopped) return;
-    this.link = link;
+    if (this.#stopped) return;
+    this.#link = link;
     this.room.connected();
-    this.armBatch();
+    this.#armBatch();
   }
 
   /** A frame from the server, in the order the connection delivered it. */
   received(msg: ServerMessage): void {
-    if (this.stopped || !this.link) return;
+    if (this.#stopped || !this.#link) return;
     this.room.receive(msg);
-    this.armBatch();
+    this.#armBatch();
   }
 
   /** The connection is gone; the room works offline until the next one. */
   closed(): void {
-    if (!this.link) return;
-    this.link = undefined;
+    if (!this.#link) return;
+    this.#link = undefined;
     this.room.disconnected();
-    this.armBatch();
+    this.#armBatch();
   }
 
   // ================================================================ lifecycle
 
   /** Resolves once every op handed to the driver so far is durable (or the driver stopped). */
   flushed(): Promise<void> {
-    const seq = this.queuedSeq;
-    if (this.confirmedSeq >= seq || this.stopped) return Promise.resolve();
-    return new Promise((resolve) => this.flushWaiters.push({ seq, resolve }));
+    const seq = this.#queuedSeq;
+    if (this.#confirmedSeq >= seq || this.#stopped) return Promise.resolve();
+    return new Promise((resolve) => this.#flushWaiters.push({ seq, resolve }));
   }
 
   /**
@@ -152,71 +152,71 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
    * and, not being in the store, are not part of this client's history), then stop every timer.
    */
   async close(): Promise<void> {
-    if (this.stopped) return;
-    this.stopping = true;
-    this.cancelRetry?.();
-    this.cancelRetry = undefined;
-    if (this.writing === undefined) this.write();
+    if (this.#stopped) return;
+    this.#stopping = true;
+    this.#cancelRetry?.();
+    this.#cancelRetry = undefined;
+    if (this.#writing === undefined) this.write();
     await this.flushed();
-    this.stopped = true;
-    this.cancelBase?.();
-    this.cancelBatch?.();
-    this.cancelBase = this.cancelBatch = undefined;
-    this.settleFlushWaiters(true);
+    this.#stopped = true;
+    this.#cancelBase?.();
+    this.#cancelBatch?.();
+    this.#cancelBase = this.#cancelBatch = undefined;
+    this.#settleFlushWaiters(true);
   }
 
   // ================================================================ RoomDriver (called by the room)
 
   send(msg: ClientMessage): void {
-    this.link?.send(msg);
+    this.#link?.send(msg);
   }
 
   persist(ops: OpRecord[]): void {
     for (const op of ops) this.queue.push(op);
-    this.queuedSeq = ops[ops.length - 1].seq;
-    if (this.writing === undefined && !this.writeScheduled && this.cancelRetry === undefined) {
-      this.writeScheduled = true;
-      this.clock.defer(() => {
-        this.writeScheduled = false;
-        if (this.writing === undefined && this.cancelRetry === undefined) this.write();
+    this.#queuedSeq = ops[ops.length - 1].seq;
+    if (this.#writing === undefined && !this.#writeScheduled && this.#cancelRetry === undefined) {
+      this.#writeScheduled = true;
+      this.#clock.defer(() => {
+        this.#writeScheduled = false;
+        if (this.#writing === undefined && this.#cancelRetry === undefined) this.write();
       });
     }
   }
 
   warn(message: string): void {
-    this.opts.report?.(new Error(message));
+    this.#opts.report?.(new Error(message));
   }
 
   resync(reason: string): void {
-    this.opts.resync?.(reason);
+    this.#opts.resync?.(reason);
   }
 
   // biome-ignore lint/suspicious/noConfusingVoidType: as RoomDriver.fatal
   fatal(code: ErrorCode, message: string): boolean | void {
-    return this.opts.fatal?.(code, message);
+    return this.#opts.fatal?.(code, message);
   }
 
   // ================================================================ persistence
 
   /** Write everything queued, in one call; the room hears `durable` only when the store confirms. */
   private write(): void {
-    if (this.stopped || this.queue.length === 0) return;
+    if (this.#stopped || this.queue.length === 0) return;
     const ops = this.queue;
     this.queue = [];
-    this.writing = ops;
-    this.store.append(ops, (error) => this.written(ops, error));
+    this.#writing = ops;
+    this.#store.append(ops, (error) => this.written(ops, error));
   }
 
   private written(ops: readonly OpRecord[], error: unknown): void {
-    if (this.writing !== ops) return; // a store that called back twice
-    this.writing = undefined;
+    if (this.#writing !== ops) return; // a store that called back twice
+    this.#writing = undefined;
     if (error !== undefined) {
       // Nothing was written: the ops stay Submitted and go first in the next attempt, so order holds.
       this.queue = [...ops, ...this.queue];
-      const delay = Math.min(this.retryMaxMs, this.retryMinMs * 2 ** Math.min(this.failures, 16));
-      this.failures++;
-      const last = this.stopping ? 'not retried: the room is closing' : `retrying in ${delay} ms`;
-      this.opts.report?.(
+      const delay = Math.min(this.#retryMaxMs, this.#retryMinMs * 2 ** Math.min(this.#failures, 16));
+      this.#failures++;
+      const last = this.#stopping ? 'not retried: the room is closing' : `retrying in ${delay} ms`;
+      this.#opts.report?.(
         new HerculesError(
           'storage-failed',
           `the client store could not persist ops ${ops[0].seq}..${ops[ops.length - 1].seq}: ${errorMessage(error)}; ${last}`,
@@ -225,81 +225,81 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
           },
         ),
       );
-      if (this.stopping) {
-        this.settleFlushWaiters(true);
+      if (this.#stopping) {
+        this.#settleFlushWaiters(true);
         return;
       }
-      this.cancelRetry = this.clock.after(delay, () => {
-        this.cancelRetry = undefined;
+      this.#cancelRetry = this.#clock.after(delay, () => {
+        this.#cancelRetry = undefined;
         this.write();
       });
       return;
     }
-    this.failures = 0;
+    this.#failures = 0;
     const seq = ops[ops.length - 1].seq;
-    if (seq > this.confirmedSeq) this.confirmedSeq = seq;
-    if (!this.stopped) this.room.durable(seq);
-    this.settleFlushWaiters(false);
+    if (seq > this.#confirmedSeq) this.#confirmedSeq = seq;
+    if (!this.#stopped) this.room.durable(seq);
+    this.#settleFlushWaiters(false);
     if (this.queue.length > 0) this.write();
   }
 
-  private settleFlushWaiters(all: boolean): void {
-    if (this.flushWaiters.length === 0) return;
+  #settleFlushWaiters(all: boolean): void {
+    if (this.#flushWaiters.length === 0) return;
     const keep: FlushWaiter[] = [];
-    for (const w of this.flushWaiters) {
-      if (all || w.seq <= this.confirmedSeq) w.resolve();
+    for (const w of this.#flushWaiters) {
+      if (all || w.seq <= this.#confirmedSeq) w.resolve();
       else keep.push(w);
     }
-    this.flushWaiters = keep;
+    this.#flushWaiters = keep;
   }
 
   // ================================================================ base
 
-  private scheduleBase(): void {
-    if (this.cancelBase || this.stopping) return;
-    this.cancelBase = this.clock.after(this.baseEveryMs, () => {
-      this.cancelBase = undefined;
-      this.saveBase();
+  #scheduleBase(): void {
+    if (this.#cancelBase || this.#stopping) return;
+    this.#cancelBase = this.#clock.after(this.#baseEveryMs, () => {
+      this.#cancelBase = undefined;
+      this.#saveBase();
     });
   }
 
-  private saveBase(): void {
-    if (this.baseWriting || this.stopped) return;
+  #saveBase(): void {
+    if (this.#baseWriting || this.#stopped) return;
     const base = this.room.baseToSave();
-    if (base.pos <= this.basePos) return;
-    const before = this.basePos;
-    this.basePos = base.pos;
-    this.baseWriting = true;
-    this.store.saveBase(base, (error) => {
-      this.baseWriting = false;
+    if (base.pos <= this.#basePos) return;
+    const before = this.#basePos;
+    this.#basePos = base.pos;
+    this.#baseWriting = true;
+    this.#store.saveBase(base, (error) => {
+      this.#baseWriting = false;
       if (error !== undefined) {
         // The ops inside stay in the store (safe, only larger); the next change of Stable tries again.
-        this.basePos = before;
-        this.opts.report?.(
+        this.#basePos = before;
+        this.#opts.report?.(
           new HerculesError('storage-failed', `the client store could not save the base at position ${base.pos}: ${errorMessage(error)}`, { cause: error }),
         );
         return;
       }
       // Stable moved on while this was written: keep up.
-      if (this.room.baseToSave().pos > this.basePos) this.scheduleBase();
+      if (this.room.baseToSave().pos > this.#basePos) this.#scheduleBase();
     });
   }
 
   // ================================================================ batching
 
   /** Keep one timer at the room's next batching deadline (§4.5). */
-  private armBatch(): void {
+  #armBatch(): void {
     const at = this.room.nextDeadline();
-    if (at === this.batchAt || this.stopped) return;
-    this.cancelBatch?.();
-    this.cancelBatch = undefined;
-    this.batchAt = at;
+    if (at === this.#batchAt || this.#stopped) return;
+    this.#cancelBatch?.();
+    this.#cancelBatch = undefined;
+    this.#batchAt = at;
     if (at === Infinity) return;
-    this.cancelBatch = this.clock.after(Math.max(0, at - this.clock.now()), () => {
-      this.cancelBatch = undefined;
-      this.batchAt = Infinity;
+    this.#cancelBatch = this.#clock.after(Math.max(0, at - this.#clock.now()), () => {
+      this.#cancelBatch = undefined;
+      this.#batchAt = Infinity;
       this.room.tick();
-      this.armBatch();
+      this.#armBatch();
     });
   }
 }
