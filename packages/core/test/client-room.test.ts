@@ -180,3 +180,44 @@ test('the client splits what it sends into frames the server accepts, and refuse
     'all ops, once, in order',
   );
 });
+
+// spec: VIEW-PREFIX
+test('positions() gives each view’s log length, one object until a length changes; onProgress reports every step, stage changes included', async () => {
+  const net = new Loopback(room);
+  const a = net.client('a', { autoDurable: false });
+  const b = net.client('b');
+  net.connect('a');
+  net.connect('b');
+  await net.settle();
+  const seen: { stable: number; visible: number; authoritative: number; durable: number; submitted: number }[] = [];
+  const off = a.onProgress((p) => seen.push(p));
+  const p0 = a.positions();
+  assert.deepEqual(p0, { stable: 0, visible: 0, authoritative: 0, durable: 0, submitted: 0 });
+  assert.equal(a.positions(), p0, 'the same object while nothing changed');
+  assert.ok(Object.isFrozen(p0));
+  a.ops.note({ text: 'one' });
+  assert.deepEqual(a.positions(), { stable: 0, visible: 0, authoritative: 0, durable: 0, submitted: 1 });
+  a.durable(1);
+  assert.equal(a.positions().durable, 1);
+  await net.settle();
+  const end = a.positions();
+  assert.deepEqual(end, { stable: 1, visible: 1, authoritative: 1, durable: 1, submitted: 1 });
+  // 'sync' notify: one call per step that moved something, each with the positions of the time.
+  assert.deepEqual(seen[0], { stable: 0, visible: 0, authoritative: 0, durable: 0, submitted: 1 });
+  assert.deepEqual(seen[1], { stable: 0, visible: 0, authoritative: 0, durable: 1, submitted: 1 });
+  assert.equal(seen.at(-1), end);
+  for (let i = 1; i < seen.length; i++)
+    for (const v of VIEWS) assert.ok(seen[i][v] >= seen[i - 1][v], `${v} never goes back while connected (${JSON.stringify(seen)})`);
+  // An op of b that changes no state (it throws) still moves a's Authoritative: progress, no snapshot change.
+  const n = seen.length;
+  const before = a.getState('authoritative');
+  b.ops.move({ id: 'nothing', x: 0, y: 0 });
+  await net.settle();
+  assert.equal(a.getState('authoritative'), before);
+  assert.equal(a.positions().authoritative, 2);
+  assert.ok(seen.length > n, 'reported');
+  off();
+  b.ops.note({ text: 'later' });
+  await net.settle();
+  assert.equal(seen.length > n && seen.at(-1)!.authoritative, 2, 'not after off()');
+});

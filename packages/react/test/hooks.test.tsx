@@ -10,7 +10,7 @@ Object.assign(globalThis, { window: win, document: win.document, navigator: win.
 const { act } = await import('react');
 const { createRoot } = await import('react-dom/client');
 const { ClientRoom, defineMachine } = await import('@hercules/core');
-const { useView, useOpStage } = await import('../src/index.ts');
+const { useView, useOpStage, usePositions } = await import('../src/index.ts');
 
 const machine = defineMachine({
   name: 'hooks',
@@ -89,6 +89,40 @@ test('useOpStage follows an op through its stages', async () => {
     await h.durable;
   });
   assert.equal(stages.at(-1), 'durable');
+  await act(async () => {
+    root.unmount();
+  });
+});
+
+test('usePositions re-renders as the room makes progress, and not otherwise', async () => {
+  const room = new ClientRoom(machine, { clientId: 'c', now: () => 0, notify: 'sync' });
+  const seen: { durable: number; submitted: number }[] = [];
+  function P() {
+    seen.push(usePositions(room));
+    return null;
+  }
+  const root = createRoot(document.createElement('div') as unknown as Element);
+  await act(async () => {
+    root.render(<P />);
+  });
+  await act(async () => {
+    room.ops.incA();
+  });
+  await act(async () => {
+    room.durable(1);
+  });
+  assert.deepEqual(
+    seen.map((p) => [p.submitted, p.durable]),
+    [
+      [0, 0],
+      [1, 0],
+      [1, 1],
+    ],
+  );
+  await act(async () => {
+    room.flushNotifications();
+  });
+  assert.equal(seen.length, 3, 'no render without progress');
   await act(async () => {
     root.unmount();
   });
