@@ -4,7 +4,9 @@
  * Everything runs on a simulated clock in one event queue: per-link latency and jitter with
  * FIFO per connection, disconnects that drop what is in flight, client crashes that lose
  * volatile state and keep what the simulated disk confirmed, client and server restarts, slow
- * clients that trip the ack timeout. The named checkers (checkers.ts, one per rule of
+ * clients that trip the ack timeout. Each client is a ClientRoom under the real ClientDriver
+ * (the one connect() runs), whose clock is the event queue and whose store is the simulated disk
+ * (which may fail a write). The named checkers (checkers.ts, one per rule of
  * docs/spec.md) run after every event and wherever something observable happens; the first
  * violation stops the run naming its rule, and the seed replays it exactly.
  */
