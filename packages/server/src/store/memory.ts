@@ -192,7 +192,7 @@ function toJson(room: string, v: unknown, what: string): string {
     if (json === undefined) throw new Error(`it is ${v === undefined ? 'undefined' : `a ${typeof v}`}, which JSON cannot hold`);
     return json;
   } catch (e) {
-    throw new StorageError(`room ${room}: cannot store ${what}: ${(e as Error).message}; nothing of this write was stored`, e);
+    throw new StorageError(`room ${room}: cannot store ${what}: ${(e as Error).message}; nothing of this write was stored`, e, 'value');
   }
 }
 

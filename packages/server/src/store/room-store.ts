@@ -140,9 +140,15 @@ export class FencedError extends HerculesError {
 
 /** A store could not read or write: a full disk, an I/O error, a value it cannot hold. */
 export class StorageError extends HerculesError {
-  constructor(message: string, cause?: unknown) {
+  /**
+   * 'value': what was given cannot be stored (a value JSON cannot hold, nesting too deep): that
+   * write fails, the storage is fine. 'io': the storage failed (a full disk, an I/O error).
+   */
+  readonly kind: 'io' | 'value';
+  constructor(message: string, cause?: unknown, kind: 'io' | 'value' = 'io') {
     super('storage-failed', message, { cause });
     this.name = 'StorageError';
+    this.kind = kind;
   }
 }
 

@@ -315,7 +315,7 @@ export class SqliteStore implements RoomStore {
       }
       return w;
     } catch (e) {
-      throw new StorageError(`room ${room}: cannot serialise its writes: ${(e as Error).message}`, e);
+      throw new StorageError(`room ${room}: cannot serialise its writes: ${(e as Error).message}`, e, 'value');
     }
   }
 
