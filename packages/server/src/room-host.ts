@@ -1,0 +1,392 @@
+/**
+ * One room's pipeline: its `RoomEngine`, the ordered queue of the engine's outputs, and the
+ * rules for carrying them out. Deterministic given its inputs (member events, store completions,
+ * the clock): no sockets, no timers but the injected `Clock`, no storage but the `RoomStore`.
+ * The server runs it over real connections and SQLite; the simulator over simulated ones and a
+ * `MemoryStore`, so what the simulator checks is this code.
+ *
+ * Persist before send (AUTH-STORED). The engine's writes (log entries, client records) are
+ * gathered over one commit window and appended to the store as one fenced append. Outputs go
+ * out strictly in the order the engine made them; one that appends or claims (not
+ * `RoomOutput.sendFirst`) waits until the store confirmed the append holding its writes, and so
+ * does every output after it. Bookkeeping-only outputs (acks, stable frontiers) go out at once
+ * when nothing waits before them.
+ *
+ * Poisoning. When an append fails (I/O error, a value the store cannot hold, fenced by another
+ * writer), the room's memory may be ahead of its store: the host stops serving at once. No
+ * later output is sent, every member is told (`storage-failed`) and closed, and the owner
+ * (the registry) drops the host, so the next join reloads the room from the store. Clients
+ * resend what was never confirmed, exactly once by (client, seq).
+ *
+ * Checkpoints are written apart from the commit path: when the stable frontier has moved
+ * `checkpointEvery` ops past the checkpoint the store holds, a checkpoint-only append follows
+ * in a later turn. No output waits for it, so a large state never delays the ops being sent.
+ * On release (unload, shutdown) the latest checkpoint is written too.
+ */
+import {
+  RoomEngine,
+  type AuthorizeOp,
+  type ClientRecord,
+  type ErrorCode,
+  type LogEntry,
+  type Machine,
+  type Principal,
+  type RoomOutput,
+  type ServerMessage,
+} from '@hercules/core';
+import type { Clock, TimerHandle } from './clock.ts';
+import { FencedError, StorageError, type LoadedRoom, type RoomStore } from './store/room-store.ts';
+
+/** A member as the room sees it: where its messages go. Encoding and buffering are the connection's business. */
+export interface RoomMember {
+  /** The connection id, unique while the host runs. */
+  readonly id: string;
+  send(msg: ServerMessage): void;
+  /**
+   * The room is done with this member: close its connection. `refused` is the error code the
+   * room sent it just before (a fatal error, or `storage-failed` when the room failed).
+   */
+  close(code: number, reason: string, refused?: ErrorCode): void;
+}
+
+/** What a host reports, for logs and metrics. All optional. */
+export interface RoomHostEvents {
+  warning?(message: string): void;
+  /** An output went out (`at`: when the input that made it came in, by the host's clock). */
+  delivered?(out: RoomOutput, at: number, now: number): void;
+  /** The store confirmed a commit of `ops` log entries, `ms` after it was asked. */
+  committed?(ops: number, ms: number): void;
+  /** The store confirmed a checkpoint at `pos`. */
+  checkpointed?(pos: number): void;
+  /** The host stopped serving (poisoned); its members were told `why` and closed. */
+  failed?(stage: string, error: unknown, why: string): void;
+}
+
+export interface RoomHostOptions {
+  /** The room's name in the store. */
+  name: string;
+  machine: Machine<any, any>;
+  /** The room as the store loaded it: the engine starts from it, the first append follows its rev. */
+  loaded: LoadedRoom;
+  store: RoomStore;
+  clock: Clock;
+  ackTimeoutMs?: number;
+  authorize?: AuthorizeOp<any>;
+  /** Write a checkpoint once the stable frontier is this many ops past the stored one. Default 1000. */
+  checkpointEvery?: number;
+  /** Gather writes this long before appending them (0, the default: until the current work is done). */
+  commitWindowMs?: number;
+  events?: RoomHostEvents;
+}
+
+export type RoomHostState = 'serving' | 'failed' | 'released';
+
+/** An output waiting to go out: `needs` is the commit it waits for (0: none). */
+interface Queued {
+  out: RoomOutput;
+  at: number;
+  needs: number;
+}
+
+const STORAGE_FAILED = 'the server could not write to its storage; reconnect to resume (nothing you made durable is lost)';
+
+export class RoomHost {
+  readonly name: string;
+  private readonly engine_: RoomEngine<any>;
+  private readonly store: RoomStore;
+  private readonly clock: Clock;
+  private readonly checkpointEvery: number;
+  private readonly commitWindowMs: number;
+  private readonly events: RoomHostEvents;
+  private readonly members_ = new Map<string, RoomMember>();
+  private state_: RoomHostState = 'serving';
+
+  /** The rev the next append follows (the store's fence): the loaded rev plus one per append made. */
+  private rev: number;
+  /** Writes gathered for the next commit. */
+  private stage: { entries: LogEntry[]; clients: Record<string, ClientRecord> } = { entries: [], clients: {} };
+  private commitTimer: TimerHandle | undefined;
+  /** Commits appended so far, and the highest one the store confirmed. The stage becomes commit `issued + 1`. */
+  private issued = 0;
+  private confirmed = 0;
+  /** Outputs not yet sent, in engine order, from `queueHead` on. */
+  private queue: Queued[] = [];
+  private queueHead = 0;
+
+  /** The checkpoint the store holds, and the newest one the engine made. */
+  private storedCheckpoint: number;
+  private latestCheckpoint: { pos: number; state: unknown } | undefined;
+  private checkpointTimer: TimerHandle | undefined;
+  private checkpointing = false;
+  /** Settles once every append made so far has settled (for release). */
+  private tail: Promise<unknown> = Promise.resolve();
+  /** Since when the room has had no members (the clock's time), for idle unloading. */
+  emptySince: number;
+
+  constructor(opts: RoomHostOptions) {
+    this.name = opts.name;
+    this.store = opts.store;
+    this.clock = opts.clock;
+    this.checkpointEvery = Math.max(1, opts.checkpointEvery ?? 1000);
+    this.commitWindowMs = Math.max(0, opts.commitWindowMs ?? 0);
+    this.events = opts.events ?? {};
+    this.rev = opts.loaded.rev;
+    this.storedCheckpoint = opts.loaded.durable.checkpoint.pos;
+    this.engine_ = opts.loaded.fresh
+      ? new RoomEngine(opts.machine, { ackTimeoutMs: opts.ackTimeoutMs, authorize: opts.authorize })
+      : new RoomEngine(opts.machine, { ackTimeoutMs: opts.ackTimeoutMs, authorize: opts.authorize }, opts.loaded.durable);
+    this.emptySince = this.clock.now();
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  /** The engine, to read (positions, members): feeding it directly would bypass the pipeline. */
+  get engine(): RoomEngine<any> {
+    return this.engine_;
+  }
+  get machine(): Machine<any, any> {
+    return this.engine_.machine;
+  }
+  get state(): RoomHostState {
+    return this.state_;
+  }
+  get memberCount(): number {
+    return this.members_.size;
+  }
+  /** Outputs waiting for their commit (or behind one that does). */
+  get waiting(): number {
+    return this.queue.length - this.queueHead;
+  }
+  hasMember(id: string): boolean {
+    return this.members_.has(id);
+  }
+  /** Appends made and not yet confirmed, and writes not yet appended: the store is behind the engine. */
+  get settled(): boolean {
+    return this.issued === this.confirmed && this.stage.entries.length === 0 && Object.keys(this.stage.clients).length === 0 && !this.checkpointing;
+  }
+
+  // ---------------------------------------------------------------- inputs
+
+  /** A connection joins (it said hello and was admitted): it is opened in the engine. */
+  join(member: RoomMember, principal: Principal = {}): void {
+    if (this.state_ !== 'serving') {
+      member.close(1011, 'room unavailable', 'storage-failed');
+      return;
+    }
+    this.members_.set(member.id, member);
+    const now = this.clock.now();
+    this.run('open', () => this.engine_.open(member.id, now, principal), now);
+  }
+
+  /**
+   * A frame from a member (decoded, untrusted). Throws only on a bug in the engine; the caller
+   * closes that member (the room goes on).
+   */
+  receive(memberId: string, frame: unknown): void {
+    if (this.state_ !== 'serving' || !this.members_.has(memberId)) return;
+    const now = this.clock.now();
+    this.enqueue(this.engine_.message(memberId, frame, now), now);
+  }
+
+  /** A member's connection closed. */
+  leave(memberId: string): void {
+    if (!this.members_.delete(memberId)) return;
+    if (this.members_.size === 0) this.emptySince = this.clock.now();
+    if (this.state_ !== 'serving') return;
+    const now = this.clock.now();
+    this.run('close', () => this.engine_.close(memberId, now), now);
+  }
+
+  /** Keep time (ack timeouts); call it every ackTimeout / 20 or so. */
+  tick(): void {
+    if (this.state_ !== 'serving') return;
+    const now = this.clock.now();
+    this.run('tick', () => this.engine_.tick(now), now);
+  }
+
+  /**
+   * Stop serving and hand the room back to the store: append what is gathered, write the latest
+   * checkpoint, wait for every append to settle, then `store.release`. Members still joined are
+   * closed (1001). Rejects if a write failed (the room then reloads from what the store has).
+   */
+  async release(): Promise<void> {
+    if (this.state_ === 'serving') {
+      this.commit();
+      if (this.latestCheckpoint && this.latestCheckpoint.pos > this.storedCheckpoint && !this.checkpointing) this.writeCheckpoint();
+      this.state_ = 'released';
+      this.cancelTimers();
+      for (const m of this.members_.values()) m.close(1001, 'room unloaded');
+      this.members_.clear();
+    }
+    await this.tail;
+    await this.store.release(this.name);
+  }
+
+  // ---------------------------------------------------------------- the pipeline
+
+  /** An engine call that must not throw: if it does (a bug), the room cannot be trusted and fails. */
+  private run(stage: string, call: () => RoomOutput, now: number): void {
+    let out: RoomOutput;
+    try {
+      out = call();
+    } catch (e) {
+      this.fail(stage, e, `the server failed in room ${this.name} (${stage}); reconnect to resume (nothing you made durable is lost)`);
+      return;
+    }
+    this.enqueue(out, now);
+  }
+
+  private enqueue(out: RoomOutput, at: number): void {
+    if (this.events.warning) for (const w of out.warnings) this.events.warning(w);
+    if (this.state_ !== 'serving') return;
+    const p = out.persist;
+    let writes = p.appended.length > 0;
+    if (writes) for (const e of p.appended) this.stage.entries.push(e);
+    for (const c in p.clients) {
+      this.stage.clients[c] = p.clients[c];
+      writes = true;
+    }
+    if (writes && this.commitTimer === undefined) this.commitTimer = this.clock.setTimeout(() => this.commit(), this.commitWindowMs);
+    if (p.checkpoint) {
+      this.latestCheckpoint = p.checkpoint;
+      this.scheduleCheckpoint();
+    }
+    if (out.send.length === 0 && out.close.length === 0) return;
+    // An output that appends or claims waits for the commit its writes go into.
+    this.queue.push({ out, at, needs: out.sendFirst ? 0 : this.issued + 1 });
+    this.sendReady();
+  }
+
+  /** Append the gathered writes: one fenced append per commit window. */
+  private commit(): void {
+    if (this.commitTimer !== undefined) {
+      this.clock.clearTimeout(this.commitTimer);
+      this.commitTimer = undefined;
+    }
+    if (this.state_ !== 'serving') return;
+    const { entries, clients } = this.stage;
+    if (entries.length === 0 && Object.keys(clients).length === 0) return;
+    this.stage = { entries: [], clients: {} };
+    const commit = ++this.issued;
+    const asked = this.clock.now();
+    this.append('commit', { after: this.rev++, ...(entries.length ? { entries } : {}), clients }, () => {
+      this.confirmed = Math.max(this.confirmed, commit);
+      this.events.committed?.(entries.length, this.clock.now() - asked);
+      this.sendReady();
+    });
+  }
+
+  /** Send the outputs at the front of the queue whose writes the store confirmed, in order. */
+  private sendReady(): void {
+    const q = this.queue;
+    while (this.queueHead < q.length && this.state_ === 'serving') {
+      const next = q[this.queueHead];
+      if (next.needs > this.confirmed) break;
+      q[this.queueHead++] = undefined as unknown as Queued;
+      this.deliver(next.out, next.at);
+    }
+    if (this.queueHead === q.length) {
+      this.queue = [];
+      this.queueHead = 0;
+    } else if (this.queueHead > 1024 && this.queueHead * 2 > q.length) {
+      this.queue = q.slice(this.queueHead);
+      this.queueHead = 0;
+    }
+  }
+
+  private deliver(out: RoomOutput, at: number): void {
+    /** Fatal errors the engine sent, by connection: the reason a close below is given. */
+    let fatal: Map<string, ErrorCode> | undefined;
+    for (const { conn, msg } of out.send) {
+      const m = this.members_.get(conn);
+      if (!m) continue;
+      if (msg.t === 'error' && msg.fatal) (fatal ??= new Map()).set(conn, msg.code);
+      m.send(msg);
+    }
+    for (const { conn, reason } of out.close) {
+      const m = this.members_.get(conn);
+      if (!m) continue;
+      this.members_.delete(conn);
+      if (this.members_.size === 0) this.emptySince = this.clock.now();
+      const why = fatal?.get(conn);
+      m.close(4000, why ?? reason, why);
+    }
+    this.events.delivered?.(out, at, this.clock.now());
+  }
+
+  private scheduleCheckpoint(): void {
+    if (this.checkpointing || this.checkpointTimer !== undefined || this.state_ !== 'serving') return;
+    if (!this.latestCheckpoint || this.latestCheckpoint.pos - this.storedCheckpoint < this.checkpointEvery) return;
+    // A turn of its own, after the commits of this one: its write never delays theirs.
+    this.checkpointTimer = this.clock.setTimeout(() => {
+      this.checkpointTimer = undefined;
+      if (this.state_ === 'serving') this.writeCheckpoint();
+    }, 0);
+  }
+
+  private writeCheckpoint(): void {
+    const cp = this.latestCheckpoint;
+    if (!cp) return;
+    // The entries it covers must be appended before it (appends take effect in call order).
+    this.commit();
+    if (this.state_ === 'failed') return;
+    this.checkpointing = true;
+    this.append('checkpoint', { after: this.rev++, checkpoint: cp }, () => {
+      this.checkpointing = false;
+      this.storedCheckpoint = Math.max(this.storedCheckpoint, cp.pos);
+      this.events.checkpointed?.(cp.pos);
+      this.scheduleCheckpoint();
+    });
+  }
+
+  private append(stage: string, write: Parameters<RoomStore['append']>[1], done: () => void): void {
+    let p: Promise<unknown>;
+    try {
+      p = this.store.append(this.name, write);
+    } catch (e) {
+      p = Promise.reject(e);
+    }
+    const settled = p.then(
+      () => {
+        if (this.state_ !== 'failed') done();
+      },
+      (e: unknown) => this.fail(stage, e, this.whyAppendFailed(e)),
+    );
+    this.tail = Promise.all([this.tail, settled]);
+  }
+
+  /** What the members are told when an append failed. */
+  private whyAppendFailed(e: unknown): string {
+    if (e instanceof FencedError)
+      return `room ${this.name} is now served elsewhere (another writer appended to its store); reconnect to resume (nothing you made durable is lost)`;
+    if (e instanceof StorageError && e.kind === 'value')
+      return `the server could not store a change in room ${this.name} (${(e as Error).message.slice(0, 200)}); it was dropped, reconnect to resume (nothing you made durable is lost)`;
+    return STORAGE_FAILED;
+  }
+
+  /**
+   * Stop serving: the room's memory may be ahead of its store, or a member may have missed a
+   * message. Nothing more of it is sent; members are told and closed; the owner reloads it.
+   */
+  fail(stage: string, error: unknown, why: string): void {
+    if (this.state_ === 'failed') return;
+    this.state_ = 'failed';
+    this.cancelTimers();
+    this.queue = [];
+    this.queueHead = 0;
+    this.stage = { entries: [], clients: {} };
+    this.checkpointing = false;
+    for (const m of this.members_.values()) {
+      m.send({ t: 'error', code: 'storage-failed', message: why, fatal: false });
+      m.close(1011, why, 'storage-failed');
+    }
+    this.members_.clear();
+    this.events.failed?.(stage, error, why);
+  }
+
+  private cancelTimers(): void {
+    if (this.commitTimer !== undefined) this.clock.clearTimeout(this.commitTimer);
+    if (this.checkpointTimer !== undefined) this.clock.clearTimeout(this.checkpointTimer);
+    this.commitTimer = this.checkpointTimer = undefined;
+  }
+}
