@@ -1,0 +1,173 @@
+/**
+ * Who may connect, to which room, with which machine: the checks a connection passes before it
+ * joins a room, on the request and on its first frame (hello). Transport-neutral: it sees the
+ * request's URL and headers and the decoded hello, never a socket. What is refused is a
+ * `Refusal`: an error code of the closed vocabulary (docs/errors.md), a close code, and a
+ * message for the client.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Logger } from 'pino';
+import { HerculesError, PROTOCOL_VERSION, parseClientMessage, type ErrorCode, type HelloMessage, type Machine } from '@hercules/core';
+import { AuthError, type Access, type AccessHook, type Authenticate, type Identity } from './auth.ts';
+
+/** What a connection request carries, whatever transport brought it: an HTTP upgrade request will do. */
+export interface ConnectionRequest {
+  /** The request target, e.g. `/?room=NAME&token=…`. */
+  readonly url?: string;
+  readonly headers: IncomingMessage['headers'];
+  readonly socket?: { readonly remoteAddress?: string };
+}
+
+export interface Refusal {
+  code: ErrorCode;
+  /** The close code for the transport (WebSocket: 4xxx are Hercules's own). */
+  closeCode: number;
+  message: string;
+  /** A fatal refusal ends the client room; a non-fatal one is retried with backoff. */
+  fatal: boolean;
+}
+
+export interface Admitted {
+  room: string;
+  identity?: Identity;
+  access: 'read' | 'write';
+}
+
+export const ROOM_NAME = /^[A-Za-z0-9._~-]{1,128}$/;
+
+export const isRefusal = (r: object): r is Refusal => 'closeCode' in r;
+
+/** The room a request names (`?room=`), or a refusal. */
+export function roomOf(req: ConnectionRequest): string | Refusal {
+  let room = '';
+  try {
+    room = new URL(req.url ?? '/', 'http://x').searchParams.get('room') ?? '';
+  } catch {
+    /* an unparsable URL names no room */
+  }
+  if (!ROOM_NAME.test(room)) return { code: 'bad-room', closeCode: 4003, message: 'missing or bad ?room= (1-128 of A-Z a-z 0-9 . _ ~ -)', fatal: true };
+  return room;
+}
+
+export interface AdmissionOptions {
+  authenticate?: Authenticate;
+  access?: AccessHook;
+  /** Connections open plus being admitted: more are refused with `server-full`. */
+  maxConnections: number;
+  /** Connections open now (admission adds those it is still admitting). */
+  openConnections: () => number;
+  log: Logger;
+}
+
+/** The request checks: room name, the connection limit, authentication and room access. */
+export class Admission {
+  /** Requests being authenticated: they count against maxConnections already. */
+  private admitting = 0;
+
+  constructor(private readonly opts: AdmissionOptions) {}
+
+  /**
+   * Admit a request, or say why not. The connection limit is counted with the requests still
+   * being admitted, so a burst of them cannot overshoot it.
+   */
+  async admit(req: ConnectionRequest): Promise<Admitted | Refusal> {
+    const room = roomOf(req);
+    if (typeof room !== 'string') return room;
+    const max = this.opts.maxConnections;
+    if (this.opts.openConnections() + this.admitting >= max)
+      return { code: 'server-full', closeCode: 4011, message: `this server has its maximum of ${max} connections; retrying later may succeed`, fatal: false };
+    this.admitting++;
+    try {
+      return await this.check(req, room);
+    } catch (e) {
+      this.opts.log.error({ err: (e as Error).stack }, 'admitting a connection failed');
+      return { code: 'internal', closeCode: 1011, message: 'the server failed to admit this connection', fatal: true };
+    } finally {
+      this.admitting--;
+    }
+  }
+
+  private async check(req: ConnectionRequest, room: string): Promise<Admitted | Refusal> {
+    const { authenticate, log } = this.opts;
+    let identity: Identity | undefined;
+    if (authenticate) {
+      const refused = (why: string): Refusal => ({ code: 'unauthenticated', closeCode: 4401, message: `unauthenticated: ${why}`, fatal: true });
+      try {
+        // The hook is typed for an HTTP request; a transport without one passes what it has.
+        const id = await authenticate(req as IncomingMessage);
+        if (!id) return refused('the server refused your credentials');
+        if (typeof id.user !== 'string' || id.user.length === 0) throw new Error('authenticate returned an identity without a user');
+        identity = id;
+      } catch (e) {
+        if (e instanceof AuthError) return refused(e.message);
+        log.error({ err: (e as Error).stack }, 'authenticate hook failed');
+        return refused('the server could not check your credentials');
+      }
+    }
+    let access: Access = 'write';
+    if (this.opts.access) {
+      try {
+        access = await this.opts.access(identity, room);
+      } catch (e) {
+        log.error({ err: (e as Error).stack, room }, 'access hook failed');
+        access = 'none';
+      }
+      if (access !== 'none' && access !== 'read' && access !== 'write') {
+        log.error({ room, access }, 'access hook returned something other than none, read or write; treating it as none');
+        access = 'none';
+      }
+    }
+    if (access === 'none')
+      return {
+        code: 'forbidden',
+        closeCode: 4403,
+        message: `forbidden: ${identity ? `user ${identity.user}` : 'this client'} has no access to room ${room}`,
+        fatal: true,
+      };
+    return { room, ...(identity ? { identity } : {}), access };
+  }
+}
+
+/**
+ * Check a connection's first frame: it must be hello, in this server's protocol version, for a
+ * machine this server has. Returns the hello and its machine, or a refusal.
+ */
+export function checkHello(frame: unknown, machines: ReadonlyMap<string, Machine<any, any>>): { hello: HelloMessage; machine: Machine<any, any> } | Refusal {
+  let hello: HelloMessage;
+  try {
+    const m = parseClientMessage(frame);
+    if (m.t !== 'hello') throw new HerculesError('not-ready', `the first message must be hello, got ${m.t}`);
+    hello = m;
+  } catch (e) {
+    return { code: e instanceof HerculesError ? e.code : 'malformed-frame', closeCode: 1008, message: (e as Error).message, fatal: true };
+  }
+  if (hello.v !== PROTOCOL_VERSION)
+    return {
+      code: 'protocol-version',
+      closeCode: 4001,
+      message: `this server speaks protocol ${PROTOCOL_VERSION}, the client ${hello.v}; upgrade the older side`,
+      fatal: true,
+    };
+  const machine = machines.get(hello.machine.name);
+  if (!machine || machine.version !== hello.machine.version) {
+    const known = [...machines.values()].map((m) => `${m.name}@${m.version}`).join(', ');
+    return {
+      code: 'machine-mismatch',
+      closeCode: 4002,
+      message: `this server has no machine ${hello.machine.name}@${hello.machine.version}; it serves ${known}`,
+      fatal: true,
+    };
+  }
+  return { hello, machine };
+}
+
+/** A room at its member limit refuses more (retried with backoff). */
+export function roomFull(room: string, members: number, maxClientsPerRoom: number): Refusal | undefined {
+  if (members < maxClientsPerRoom) return undefined;
+  return {
+    code: 'room-full',
+    closeCode: 4009,
+    message: `room ${room} has its maximum of ${maxClientsPerRoom} connections; retrying later may succeed`,
+    fatal: false,
+  };
+}
