@@ -1,10 +1,12 @@
 export { createServer } from './server.ts';
 export type { ServerOptions, HerculesServer, Limits } from './server.ts';
+export { createRoomService } from './room-service.ts';
+export type { RoomService, RoomServiceOptions } from './room-service.ts';
+export type { ConnectionRequest, Refusal } from './admission.ts';
+export { wsConnection } from './ws-connection.ts';
 export { AuthError, jwtAuthenticator, tokenFromRequest } from './auth.ts';
 export type { Access, AccessHook, Authenticate, Identity, JwtOptions } from './auth.ts';
 export { SqliteStore } from './store/sqlite.ts';
 export type { SqliteStoreOptions } from './store/sqlite.ts';
-export { MemoryStore, MemoryDisk } from './store/memory.ts';
-export type { MemoryStoreOptions, AppendFault, AppendFaultStage } from './store/memory.ts';
-export { FencedError, StorageError } from './store/room-store.ts';
-export type { RoomStore, RoomMeta, RoomInit, LoadedRoom, RoomAppend, Appended } from './store/room-store.ts';
+// The pipeline: RoomHost, RoomRegistry, Clock, Connection, MemoryStore and the RoomStore contract.
+export * from './pipeline.ts';

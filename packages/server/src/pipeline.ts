@@ -1,0 +1,17 @@
+/**
+ * The server's room pipeline without a transport or SQLite (`@hercules/server/pipeline`): what
+ * the simulator runs, and what a new transport or store is built against. Importing it loads
+ * neither `ws` nor `better-sqlite3`.
+ */
+export { RoomHost } from './room-host.ts';
+export type { RoomHostEvents, RoomHostOptions, RoomHostState, RoomMember } from './room-host.ts';
+export { RoomRegistry } from './room-registry.ts';
+export type { RoomRegistryEvents, RoomRegistryOptions } from './room-registry.ts';
+export { ManualClock, systemClock } from './clock.ts';
+export type { Clock, TimerHandle } from './clock.ts';
+export { delayedConnection } from './connection.ts';
+export type { Connection, ConnectionEvents } from './connection.ts';
+export { MemoryStore, MemoryDisk } from './store/memory.ts';
+export type { MemoryStoreOptions, AppendFault, AppendFaultStage } from './store/memory.ts';
+export { FencedError, StorageError } from './store/room-store.ts';
+export type { RoomStore, RoomMeta, RoomInit, LoadedRoom, RoomAppend, Appended } from './store/room-store.ts';

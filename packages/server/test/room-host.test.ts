@@ -1,0 +1,285 @@
+/**
+ * RoomHost on its own: a MemoryStore behind a gate (appends wait until the test lets them
+ * through, in order), fake members that record what they are sent, and a manual clock. So each
+ * test decides exactly when the store confirms, and checks what went out before and after.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { PROTOCOL_VERSION, type ErrorCode, type Machine, type ServerMessage } from '@hercules/core';
+import { ManualClock, MemoryStore, RoomHost, RoomRegistry, type Appended, type RoomAppend, type RoomMember, type RoomStore } from '../src/pipeline.ts';
+import { chat } from '../../../apps/machines.ts';
+
+/** A store whose appends wait for `pass()`; they then take effect in call order, as the contract says. */
+class GatedStore implements RoomStore {
+  readonly inner = new MemoryStore();
+  readonly calls: RoomAppend[] = [];
+  private held: { room: string; write: RoomAppend; resolve: (a: Appended) => void; reject: (e: unknown) => void }[] = [];
+  open = this.inner.open.bind(this.inner) as RoomStore['open'];
+  rooms = () => this.inner.rooms();
+  release = (room: string) => this.inner.release(room);
+  close = () => this.inner.close();
+  append(room: string, write: RoomAppend): Promise<Appended> {
+    this.calls.push(write);
+    return new Promise((resolve, reject) => this.held.push({ room, write, resolve, reject }));
+  }
+  get waiting(): number {
+    return this.held.length;
+  }
+  /** Let the first `n` held appends through (default all) and wait for the host to react. */
+  async pass(n = this.held.length): Promise<void> {
+    for (const h of this.held.splice(0, n)) await this.inner.append(h.room, h.write).then(h.resolve, h.reject);
+    await settle();
+  }
+}
+
+const settle = () => new Promise<void>((r) => setImmediate(r));
+
+interface FakeMember extends RoomMember {
+  got: ServerMessage[];
+  closed?: { code: number; reason: string; refused?: ErrorCode };
+}
+function member(id: string, onSend?: (m: ServerMessage) => void): FakeMember {
+  const m: FakeMember = {
+    id,
+    got: [],
+    send(msg) {
+      onSend?.(msg);
+      m.got.push(msg);
+    },
+    close(code, reason, refused) {
+      m.closed = { code, reason, refused };
+    },
+  };
+  return m;
+}
+
+const hello = (client: string, machine: Machine<any, any> = chat, have = 0) => ({
+  t: 'hello',
+  v: PROTOCOL_VERSION,
+  client,
+  machine: { name: machine.name, version: machine.version },
+  have,
+});
+const say = (seq: number, text: string) => ({ t: 'ops', ops: [{ seq, name: 'say', args: { text } }] });
+
+async function hostOver(store: RoomStore, clock: ManualClock, extra: Partial<ConstructorParameters<typeof RoomHost>[0]> = {}) {
+  const loaded = await store.open('r', { machine: chat.name, version: chat.version, initial: chat.initial });
+  return new RoomHost({ name: 'r', machine: chat, loaded, store, clock, ...extra });
+}
+
+/** Join `m` as client `client` and let its claim through, so it is welcomed. */
+async function welcomed(host: RoomHost, store: GatedStore, clock: ManualClock, m: FakeMember, client: string): Promise<void> {
+  host.join(m);
+  host.receive(m.id, hello(client));
+  clock.advance(0);
+  await store.pass();
+  assert.ok(
+    m.got.some((x) => x.t === 'welcome'),
+    'welcomed',
+  );
+}
+
+// spec: AUTH-STORED
+test('an op is announced only once the store confirmed its entry, and the welcome only once the claim is stored', async () => {
+  const store = new GatedStore();
+  const clock = new ManualClock();
+  const host = await hostOver(store, clock);
+  const disk = () => store.inner.disk.rooms.get('r')!;
+  // Whenever the host sends a log entry, the store must hold it already.
+  const a = member('a', (m) => {
+    if (m.t === 'log') assert.ok(disk().checkpoint.pos + disk().log.length >= m.from + m.entries.length - 1, `log up to ${m.from} sent before it was stored`);
+  });
+  host.join(a);
+  host.receive('a', hello('a'));
+  clock.advance(0);
+  assert.equal(store.waiting, 1, 'the client record (claim) is being appended');
+  assert.deepEqual(
+    a.got.map((m) => m.t),
+    [],
+    'no welcome before the claim is stored',
+  );
+  await store.pass();
+  assert.ok(a.got.some((m) => m.t === 'welcome'));
+
+  const before = a.got.length;
+  host.receive('a', say(1, 'hi'));
+  clock.advance(0);
+  assert.equal(store.waiting, 1);
+  assert.equal(a.got.length, before, 'nothing about the op before its commit');
+  assert.equal(host.settled, false);
+  await store.pass();
+  const log = a.got.slice(before).find((m) => m.t === 'log');
+  assert.ok(log && log.t === 'log' && log.from === 1, JSON.stringify(a.got.slice(before)));
+  assert.equal(host.settled, true);
+});
+
+// spec: AUTH-STORED
+test('outputs go out in engine order: a bookkeeping output waits behind an op still being stored', async () => {
+  const store = new GatedStore();
+  const clock = new ManualClock();
+  const host = await hostOver(store, clock);
+  const a = member('a');
+  const b = member('b');
+  await welcomed(host, store, clock, a, 'a');
+  await welcomed(host, store, clock, b, 'b');
+  host.receive('a', say(1, 'one'));
+  clock.advance(0);
+  await store.pass();
+  // b acks position 1 (bookkeeping: sendFirst), but first a's next op is in flight.
+  host.receive('a', say(2, 'two'));
+  host.receive('b', { t: 'ack', pos: 1 });
+  host.receive('a', { t: 'ack', pos: 1 });
+  const sentToA = a.got.length;
+  clock.advance(0);
+  assert.equal(a.got.length, sentToA, 'the visible for op 1 waits behind the log of op 2, which waits for its commit');
+  await store.pass();
+  const after = a.got.slice(sentToA).map((m) => m.t);
+  assert.ok(after.indexOf('log') >= 0 && after.indexOf('log') < after.indexOf('visible'), `order: ${after.join(', ')}`);
+});
+
+// spec: SEC-CONTAINED
+test('a failed append poisons the room: nothing later of it is sent, members are told and closed, and the room reloads from the store', async () => {
+  const store = new GatedStore();
+  const clock = new ManualClock();
+  const failures: string[] = [];
+  const registry = new RoomRegistry({ store, clock, events: { failed: (_h, stage) => failures.push(stage) } });
+  const host = (await registry.acquire('r', chat)) as RoomHost;
+  const a = member('a');
+  const b = member('b');
+  await welcomed(host, store, clock, a, 'a');
+  await welcomed(host, store, clock, b, 'b');
+  host.receive('a', say(1, 'stored'));
+  clock.advance(0);
+  await store.pass();
+  const sent = { a: a.got.length, b: b.got.length };
+
+  store.inner.failAppend({ stage: 'during' });
+  host.receive('a', say(2, 'lost'));
+  clock.advance(0);
+  // An op after the failed one: it must never be announced either.
+  host.receive('b', say(1, 'after'));
+  clock.advance(0);
+  await store.pass();
+  assert.equal(host.state, 'failed');
+  assert.deepEqual(failures, ['commit']);
+  for (const [m, n] of [
+    [a, sent.a],
+    [b, sent.b],
+  ] as const) {
+    const later = m.got.slice(n);
+    assert.deepEqual(
+      later.map((x) => x.t),
+      ['error'],
+      `${m.id} got only the error: ${JSON.stringify(later)}`,
+    );
+    assert.equal((later[0] as { code: string }).code, 'storage-failed');
+    assert.deepEqual(m.closed && [m.closed.code, m.closed.refused], [1011, 'storage-failed']);
+  }
+  assert.equal(registry.get('r'), undefined, 'dropped from memory');
+  // Later input to the failed host is ignored.
+  host.receive('b', say(2, 'ignored'));
+  clock.advance(0);
+  assert.equal(store.waiting, 0);
+
+  const again = (await registry.acquire('r', chat)) as RoomHost;
+  assert.notEqual(again, host);
+  assert.equal(again.engine.head(), 1, 'reloaded with what the store holds: the first op only');
+  const c = member('c');
+  await welcomed(again, store, clock, c, 'a');
+  const w = c.got.find((m) => m.t === 'welcome');
+  assert.ok(w && w.t === 'welcome' && w.highWater === 1, 'the client resends seq 2');
+});
+
+// spec: STABLE-CHECKPOINT
+test('checkpoints are written apart from commits, after them, and no output waits for one', async () => {
+  const store = new GatedStore();
+  const clock = new ManualClock();
+  const checkpointed: number[] = [];
+  const host = await hostOver(store, clock, { checkpointEvery: 2, events: { checkpointed: (p) => checkpointed.push(p) } });
+  const a = member('a');
+  await welcomed(host, store, clock, a, 'a');
+  for (let seq = 1; seq <= 2; seq++) {
+    host.receive('a', say(seq, `m${seq}`));
+    clock.advance(0);
+    await store.pass();
+    host.receive('a', { t: 'ack', pos: seq });
+    clock.advance(0);
+  }
+  // The stable frontier reached 2: the checkpoint is appended in a turn of its own, and the
+  // stable message that made it due went out while it is still held.
+  assert.equal(store.waiting, 1);
+  assert.deepEqual(store.calls.at(-1)?.checkpoint?.pos, 2);
+  assert.ok(a.got.some((m) => m.t === 'stable' && m.pos === 2));
+  // Commit appends carry entries and client records, never a checkpoint; checkpoint appends nothing else.
+  for (const w of store.calls) assert.ok(!(w.checkpoint && (w.entries?.length || Object.keys(w.clients ?? {}).length)), JSON.stringify(w));
+  // An op after it is sequenced and, once stored, announced: the checkpoint never held it up.
+  host.receive('a', say(3, 'm3'));
+  clock.advance(0);
+  await store.pass();
+  assert.ok(a.got.some((m) => m.t === 'log' && m.from === 3));
+  assert.deepEqual(checkpointed, [2]);
+  assert.equal(store.inner.disk.rooms.get('r')!.checkpoint.pos, 2, 'the store holds the checkpoint');
+  host.receive('a', { t: 'ack', pos: 3 });
+  clock.advance(0);
+  await store.pass();
+  // Released, the host writes the latest checkpoint.
+  const released = host.release();
+  clock.advance(0);
+  await store.pass();
+  await released;
+  assert.equal(store.inner.disk.rooms.get('r')!.checkpoint.pos, 3);
+});
+
+// spec: LOG-CONTIGUOUS
+test('two hosts of one room: the second to append loses (fenced) and stops serving; the first goes on', async () => {
+  const store = new GatedStore();
+  const clock = new ManualClock();
+  const failed: unknown[] = [];
+  const first = await hostOver(store, clock);
+  const second = await hostOver(store, clock, { events: { failed: (_s, e) => failed.push(e) } });
+  const a = member('a');
+  const b = member('b');
+  await welcomed(first, store, clock, a, 'a');
+  // The second host's claim names the rev both loaded: the first moved past it.
+  second.join(b);
+  second.receive('b', hello('b'));
+  clock.advance(0);
+  await store.pass();
+  assert.equal(second.state, 'failed');
+  assert.equal((failed[0] as { code?: string }).code, 'fenced');
+  assert.ok(!b.got.some((m) => m.t === 'welcome'), 'the loser announced nothing');
+  assert.equal(b.closed?.refused, 'storage-failed');
+  first.receive('a', say(1, 'still here'));
+  clock.advance(0);
+  await store.pass();
+  assert.equal(first.state, 'serving');
+  assert.ok(a.got.some((m) => m.t === 'log'));
+  assert.equal(store.inner.disk.rooms.get('r')!.log.length, 1);
+});
+
+test('an idle room is unloaded and reloads from the store on the next join', async () => {
+  const store = new GatedStore();
+  const clock = new ManualClock();
+  const registry = new RoomRegistry({ store, clock, idleUnloadMs: 1000 });
+  const host = (await registry.acquire('r', chat)) as RoomHost;
+  const a = member('a');
+  await welcomed(host, store, clock, a, 'a');
+  host.receive('a', say(1, 'x'));
+  clock.advance(0);
+  await store.pass();
+  host.leave('a');
+  clock.advance(0);
+  await store.pass();
+  clock.advance(1001);
+  registry.tick();
+  assert.deepEqual(registry.names(), []);
+  assert.equal(host.state, 'released');
+  // A join while it is being handed back waits for that, then loads what was stored.
+  const next = registry.acquire('r', chat);
+  clock.advance(0);
+  await store.pass();
+  const again = (await next) as RoomHost;
+  assert.notEqual(again, host);
+  assert.equal(again.engine.head(), 1);
+  assert.equal(typeof (await registry.acquire('r', { ...chat, version: chat.version + 1 } as Machine<any, any>)), 'string', 'another machine is refused');
+});
