@@ -283,7 +283,12 @@ export class RoomHost {
       const next = q[this.queueHead];
       if (next.needs > this.confirmed) break;
       q[this.queueHead++] = undefined as unknown as Queued;
-      this.deliver(next.out, next.at);
+      try {
+        this.deliver(next.out, next.at);
+      } catch (e) {
+        // A bug while sending: some member may have missed a message, a gap in its log.
+        this.fail('deliver', e, `the server failed while sending room ${this.name}'s changes; reconnect to resume (nothing you made durable is lost)`);
+      }
     }
     if (this.queueHead === q.length) {
       this.queue = [];
@@ -348,7 +353,12 @@ export class RoomHost {
     }
     const settled = p.then(
       () => {
-        if (this.state_ !== 'failed') done();
+        if (this.state_ === 'failed') return;
+        try {
+          done();
+        } catch (e) {
+          this.fail(stage, e, `the server failed in room ${this.name} after a write (${stage}); reconnect to resume (nothing you made durable is lost)`);
+        }
       },
       (e: unknown) => this.fail(stage, e, this.whyAppendFailed(e)),
     );
@@ -377,8 +387,12 @@ export class RoomHost {
     this.stage = { entries: [], clients: {} };
     this.checkpointing = false;
     for (const m of this.members_.values()) {
-      m.send({ t: 'error', code: 'storage-failed', message: why, fatal: false });
-      m.close(1011, why, 'storage-failed');
+      try {
+        m.send({ t: 'error', code: 'storage-failed', message: why, fatal: false });
+        m.close(1011, why, 'storage-failed');
+      } catch {
+        /* a member that cannot be told is closed by its connection's own failure */
+      }
     }
     this.members_.clear();
     this.events.failed?.(stage, error, why);
