@@ -21,12 +21,12 @@ interface Pass {
   failed: number;
 }
 
-function pass(overrides: Partial<SimConfig> = {}, first = FIRST, count = SEEDS): Pass {
+async function pass(overrides: Partial<SimConfig> = {}, first = FIRST, count = SEEDS): Promise<Pass> {
   gc();
   const p: Pass = { secs: 0, events: 0, sequenced: 0, submitted: 0, simSecs: 0, failed: 0 };
   const t0 = performance.now();
   for (let seed = first; seed < first + count; seed++) {
-    const r = runSeed(seed, overrides);
+    const r = await runSeed(seed, overrides);
     p.events += r.events;
     p.sequenced += r.sequenced;
     p.submitted += r.submitted;
@@ -37,11 +37,11 @@ function pass(overrides: Partial<SimConfig> = {}, first = FIRST, count = SEEDS):
   return p;
 }
 
-export function run(): Section {
-  pass({}, 1000, 5); // warm-up on other seeds
+export async function run(): Promise<Section> {
+  await pass({}, 1000, 5); // warm-up on other seeds
   const passes: Pass[] = [];
-  for (let r = 0; r < REPS; r++) passes.push(pass());
-  const light = pass({ deepCheckEvery: 1_000 });
+  for (let r = 0; r < REPS; r++) passes.push(await pass());
+  const light = await pass({ deepCheckEvery: 1_000 });
   const opsPerSec = stats(passes.map((p) => p.sequenced / p.secs));
   const evPerSec = stats(passes.map((p) => p.events / p.secs));
   const secs = stats(passes.map((p) => p.secs));

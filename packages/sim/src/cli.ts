@@ -81,7 +81,7 @@ let failed = 0,
   simMs = 0;
 const totals: Record<string, number> = {};
 for (let seed = start; seed < start + count; seed++) {
-  const r = runSeed(seed, overrides);
+  const r = await runSeed(seed, overrides);
   ran++;
   events += r.events;
   submitted += r.submitted;

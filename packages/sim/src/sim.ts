@@ -9,26 +9,45 @@
  * (which may fail a write). The named checkers (checkers.ts, one per rule of
  * docs/spec.md) run after every event and wherever something observable happens; the first
  * violation stops the run naming its rule, and the seed replays it exactly.
+ *
+ * The server is the server's own pipeline (@hercules/server/pipeline): a RoomRegistry and its
+ * RoomHost, over a MemoryStore whose appends land after a simulated disk latency, with the
+ * simulated clock as its Clock and simulated links as its members. So what the checkers check
+ * is the code the server runs, not a copy of its policy. Store completions are promises: after
+ * an event that settles one, the run lets the reactions to it run (microtasks) before the next
+ * event, so a run is still one deterministic sequence.
  */
 import {
   ClientDriver,
   ClientRoom,
   HerculesError,
-  RoomEngine,
   applyOp,
   type BaseSnapshot,
   type Batching,
   type ClientMessage,
   type Clock,
   type DriverStore,
-  type ClientRecord,
   type LogEntry,
   type OpHandle,
   type OpRecord,
-  type RoomDurableState,
-  type RoomOutput,
+  type RoomEngine,
   type ServerMessage,
 } from '@hercules/core';
+import {
+  MemoryDisk,
+  MemoryStore,
+  RoomRegistry,
+  type Appended,
+  type Clock as ServerClock,
+  type LoadedRoom,
+  type RoomAppend,
+  type RoomHost,
+  type RoomInit,
+  type RoomMember,
+  type RoomRegistryOptions,
+  type RoomStore,
+} from '@hercules/server/pipeline';
+import assert from 'node:assert/strict';
 import { Rng } from './rng.ts';
 import { ledger, work, type LedgerState } from './machine.ts';
 import { CHECKERS, Checks, Violation, type Checker, type SimState } from './checkers.ts';
@@ -47,9 +66,9 @@ export interface SimConfig {
   /** Per-ms probabilities of each kind of event. */
   rates: { submit: number; disconnect: number; crash: number; serverRestart: number; slow: number };
   /**
-   * Probability that the server dies right after sending a bookkeeping-only output and before
-   * committing it (RoomOutput.sendFirst): its clients got the messages, the disk never got the
-   * writes.
+   * Probability, per append the server makes, that it dies right then: its clients got what it
+   * had sent (bookkeeping outputs go out before their commit: RoomOutput.sendFirst), the disk
+   * never gets the append nor any after it.
    */
   crashBeforeCommit: number;
   /** Probability that a client->server frame is delivered twice (a retrying transport or proxy). */
@@ -60,6 +79,10 @@ export interface SimConfig {
   baseEveryMs: number;
   /** Check the reference fold of speculative views every `deepCheckEvery` events (1 = always). */
   deepCheckEvery: number;
+  /** The server writes a checkpoint once the stable frontier is this many ops past the stored one. */
+  checkpointEvery: number;
+  /** The server unloads the room this long after its last member left (Infinity: never). */
+  idleUnloadMs: number;
 }
 
 export interface SimResult {
@@ -106,6 +129,8 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}): Sim
     diskFailure: r.pick([0, 0, 0.02, 0.1]),
     baseEveryMs: r.pick([0, 20, 200, 2000]),
     deepCheckEvery: 1,
+    checkpointEvery: r.pick([1, 1, 4, 50]),
+    idleUnloadMs: r.pick([Infinity, Infinity, 100]),
     ...overrides,
   };
 }
@@ -192,15 +217,115 @@ interface SimClient {
   reconnectScheduled: boolean;
 }
 
+/** The one room every simulated client joins. */
+const ROOM = 'sim';
+
+/**
+ * The server's store as the simulation runs it: a MemoryStore over the simulated disk, whose
+ * calls take effect after a simulated disk latency, in call order. What an append writes is
+ * observed the moment it lands (the global log). When its server process dies (`kill`), what it
+ * has not written yet never is, and nothing it was asked settles.
+ */
+class SimStore implements RoomStore {
+  private readonly inner: MemoryStore;
+  /** When the last call takes effect: calls land in order. */
+  private busyUntil = 0;
+  dead = false;
+
+  constructor(
+    private readonly sim: Simulation,
+    disk: MemoryDisk,
+  ) {
+    this.inner = new MemoryStore({ disk, now: () => sim.now });
+  }
+
+  /** Run `fn` after a disk latency, after every call before it; settle with its result then. */
+  private later<T>(label: string, fn: () => Promise<T>): Promise<T> {
+    const sim = this.sim;
+    const [lo, hi] = sim.cfg.diskMs;
+    this.busyUntil = Math.max(this.busyUntil, sim.now + sim.rng.int(lo, hi));
+    return new Promise<T>((resolve, reject) => {
+      sim.q.push(this.busyUntil, label, () => {
+        if (this.dead) return; // the process died: nothing more is written, nobody is told
+        sim.reactions = true;
+        fn().then(resolve, reject);
+      });
+    });
+  }
+
+  open(room: string, init: RoomInit): Promise<LoadedRoom>;
+  open(room: string): Promise<LoadedRoom | undefined>;
+  open(room: string, init?: RoomInit): Promise<LoadedRoom | undefined> {
+    return this.later(`disk open ${room}`, async () => {
+      const loaded = init ? await this.inner.open(room, init) : await this.inner.open(room);
+      if (loaded) this.sim.serverStarted(loaded);
+      return loaded;
+    });
+  }
+
+  append(room: string, write: RoomAppend): Promise<Appended> {
+    const sim = this.sim;
+    if (!this.dead && sim.cfg.crashBeforeCommit > 0 && sim.rng.chance(sim.cfg.crashBeforeCommit)) sim.crashServerBeforeCommit();
+    const entries = [...(write.entries ?? [])];
+    return this.later(`disk append ${room}`, () => {
+      const revBefore = this.inner.disk.rooms.get(room)?.rev;
+      const done = this.inner.append(room, write);
+      // Landed (even if reported failed): its entries are in the global log from now on.
+      if (this.inner.disk.rooms.get(room)?.rev === (revBefore ?? Number.NaN) + 1) for (const e of entries) sim.onSequenced(e);
+      return done;
+    });
+  }
+
+  release(room: string): Promise<void> {
+    return this.later(`disk release ${room}`, () => this.inner.release(room));
+  }
+  rooms(): Promise<string[]> {
+    return this.inner.rooms();
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+/** One run of the server process: its store, its rooms, and its end of each client link. */
+interface SimServer {
+  epoch: number;
+  store: SimStore;
+  registry: RoomRegistry;
+  links: Map<string, ServerLink>;
+}
+
+/** The server's end of one client connection: a member of the room once its host is loaded. */
+interface ServerLink extends RoomMember {
+  host?: RoomHost;
+  /** Frames that arrived while the room was loading. */
+  early: unknown[];
+  closed: boolean;
+}
+
+export interface SimOptions {
+  /** The rules to check (default all); tests run a subset or wrapped ones. */
+  checkers?: readonly Checker[];
+  /** How the server makes its room host (tests plant a faulty one). */
+  createHost?: RoomRegistryOptions['createHost'];
+}
+
 export class Simulation implements SimState {
   readonly rng: Rng;
   readonly cfg: SimConfig;
   readonly q = new Queue();
   now = 0;
   events = 0;
-  server!: RoomEngine<LedgerState>;
-  serverUp = true;
+  /** The running server process, or undefined while it is down. */
+  private proc: SimServer | undefined;
   serverEpoch = 0;
+  /** The server's disk: it outlives every server process. */
+  readonly disk = new MemoryDisk();
+  /** Something settled a promise in this event: let the reactions run before the next one. */
+  reactions = false;
+  /** The first exception thrown where the server called back, thrown from the event. */
+  private reactionError: unknown;
+  private readonly createHost: SimOptions['createHost'];
   clients: SimClient[] = [];
   /** Oracle: the global log as sequenced, never compacted, and the state after each prefix. */
   global: LogEntry[] = [];
@@ -214,12 +339,6 @@ export class Simulation implements SimState {
   connOwner = new Map<string, SimClient>();
   /** This run's checkers. */
   readonly checks: Checks;
-  /**
-   * The server's disk, beside the log (every sequenced op is on it: `global`): the checkpoint
-   * position, the stable position and the client records, as committed. A restarted server
-   * starts from this, not from the memory of the one that died.
-   */
-  serverDisk = { checkpointPos: 0, stable: 0, clients: new Map<string, ClientRecord>() };
   submitted = 0;
   counts: Record<string, number> = {};
   private stopSubmitting = false;
@@ -233,11 +352,13 @@ export class Simulation implements SimState {
     readonly seed: number,
     cfg: SimConfig,
     checkers: readonly Checker[] = CHECKERS,
+    opts: Omit<SimOptions, 'checkers'> = {},
   ) {
     this.rng = new Rng(seed);
     this.cfg = cfg;
     this.checks = new Checks(checkers);
-    this.server = this.newServer();
+    this.createHost = opts.createHost;
+    this.startServer();
     for (let i = 0; i < cfg.clients; i++) {
       const c: SimClient = {
         id: `c${i}`,
@@ -260,27 +381,121 @@ export class Simulation implements SimState {
     this.counts[k] = (this.counts[k] ?? 0) + 1;
   }
 
-  private newServer(): RoomEngine<LedgerState> {
-    const d = this.serverDisk;
-    const restore: RoomDurableState | undefined = this.server && {
-      checkpoint: { pos: d.checkpointPos, state: this.oracle[d.checkpointPos] },
-      suffix: this.global.slice(d.checkpointPos).map((e) => structuredClone(e)),
-      clients: Object.fromEntries([...d.clients].map(([k, v]) => [k, structuredClone(v)])),
-      stable: d.stable,
-    };
-    this.checks.serverStarted(this, restore);
-    return new RoomEngine(ledger, { ackTimeoutMs: this.cfg.ackTimeoutMs }, restore);
+  // -------------------------------------------------------------- the server process
+
+  /** The room's host in the running server, if loaded and serving. */
+  private get host(): RoomHost | undefined {
+    const h = this.proc?.registry.get(ROOM);
+    return h && h.state === 'serving' ? h : undefined;
+  }
+  /** A server process runs and holds the room (checkers look at it only then). */
+  get serverUp(): boolean {
+    return this.host !== undefined;
+  }
+  get server(): RoomEngine<LedgerState> {
+    const h = this.host;
+    if (!h) throw new Error('no server is up: check serverUp first');
+    return h.engine as RoomEngine<LedgerState>;
+  }
+  get serverSettled(): boolean {
+    return this.host?.settled ?? true;
   }
 
-  /** The server's commit of one output. */
-  private commitToDisk(o: RoomOutput): void {
-    for (const e of o.persist.appended) this.onSequenced(e);
-    for (const [id, rec] of Object.entries(o.persist.clients)) this.serverDisk.clients.set(id, structuredClone(rec));
-    const cp = o.persist.checkpoint;
-    if (cp) {
-      this.serverDisk.checkpointPos = cp.pos;
-      this.serverDisk.stable = Math.max(this.serverDisk.stable, cp.pos);
-    }
+  /** Start a server process over the disk: the room loads on its first connection. */
+  private startServer(): void {
+    const epoch = this.serverEpoch;
+    const alive = () => this.proc?.epoch === epoch;
+    // The server's timers are events on the simulated clock; a dead process's never fire.
+    const clock: ServerClock = {
+      now: () => this.now,
+      setTimeout: (fn, ms) => {
+        const timer = { cancelled: false };
+        this.q.push(this.now + Math.max(0, ms), 'server timer', () => {
+          if (!timer.cancelled && alive()) fn();
+        });
+        return timer;
+      },
+      clearTimeout: (timer) => {
+        (timer as { cancelled: boolean }).cancelled = true;
+      },
+    };
+    const store = new SimStore(this, this.disk);
+    const registry = new RoomRegistry({
+      store,
+      clock,
+      ackTimeoutMs: this.cfg.ackTimeoutMs,
+      checkpointEvery: this.cfg.checkpointEvery,
+      idleUnloadMs: this.cfg.idleUnloadMs,
+      ...(this.createHost ? { createHost: this.createHost } : {}),
+      events: {
+        failed: () => this.count('room-failed'),
+        unloaded: () => this.count('room-unloaded'),
+      },
+    });
+    this.proc = { epoch, store, registry, links: new Map() };
+  }
+
+  /** The server process dies: nothing it has not written is, and every link to it closes. */
+  private killServer(): void {
+    if (this.proc) this.proc.store.dead = true;
+    this.proc = undefined;
+    this.serverEpoch++;
+  }
+
+  /** The server loaded the room from its disk (or created it). */
+  serverStarted(loaded: LoadedRoom): void {
+    this.callback(() => this.checks.serverStarted(this, loaded.fresh ? undefined : loaded.durable));
+  }
+
+  /** A connection reached the server: it joins the room once the room is loaded. */
+  private serverOpen(c: SimClient, conn: string): void {
+    const proc = this.proc!;
+    const epoch = c.epoch;
+    const link: ServerLink = {
+      id: conn,
+      early: [],
+      closed: false,
+      send: (msg) =>
+        this.callback(() => {
+          if (this.proc === proc && !link.closed) this.sendDown(c, conn, epoch, msg);
+        }),
+      close: () =>
+        this.callback(() => {
+          if (link.closed || this.proc !== proc) return;
+          link.closed = true;
+          proc.links.delete(conn);
+          this.closeDown(c, conn, epoch);
+        }),
+    };
+    proc.links.set(conn, link);
+    this.reactions = true;
+    proc.registry.acquire(ROOM, ledger).then(
+      (host) =>
+        this.callback(() => {
+          if (this.proc !== proc || link.closed) return;
+          if (typeof host === 'string') throw new Error(`the simulated room refused its machine: ${host}`);
+          link.host = host;
+          host.join(link);
+          for (const frame of link.early.splice(0)) host.receive(conn, frame);
+        }),
+      (e) => this.callback(() => assert.fail(`loading the room failed: ${(e as Error).stack ?? e}`)),
+    );
+  }
+
+  private serverReceive(conn: string, frame: unknown): void {
+    const link = this.proc?.links.get(conn);
+    if (!link || link.closed) return;
+    if (link.host) link.host.receive(conn, frame);
+    else link.early.push(frame);
+  }
+
+  private serverClose(conn: string): void {
+    const proc = this.proc;
+    const link = proc?.links.get(conn);
+    if (!proc || !link) return;
+    link.closed = true;
+    proc.links.delete(conn);
+    link.host?.leave(conn);
   }
 
   private latency(): number {
@@ -404,7 +619,7 @@ export class Simulation implements SimState {
     if (conn) {
       const se = this.serverEpoch;
       this.q.push(this.now + this.rng.pick([5, 50, 800]), `close ${conn}`, () => {
-        if (this.serverUp && this.serverEpoch === se) this.serverOut(this.server.close(conn, this.now));
+        if (this.serverEpoch === se) this.serverClose(conn);
       });
     }
     this.q.push(this.now + this.rng.int(50, 600), `restart ${c.id}`, () => {
@@ -417,7 +632,7 @@ export class Simulation implements SimState {
   private connect(c: SimClient): void {
     c.reconnectScheduled = false;
     if (!c.alive || c.conn) return;
-    if (!this.serverUp) {
+    if (!this.proc) {
       this.scheduleReconnect(c);
       return;
     }
@@ -433,8 +648,8 @@ export class Simulation implements SimState {
     const t = this.now + this.latency();
     c.link.up = t;
     this.q.push(t, `open ${conn}`, () => {
-      if (!this.serverUp || this.serverEpoch !== se || c.epoch !== epoch || !c.alive) return;
-      this.serverOut(this.server.open(conn, this.now));
+      if (!this.proc || this.serverEpoch !== se || c.epoch !== epoch || !c.alive) return;
+      this.serverOpen(c, conn);
     });
     c.driver!.opened({ send: (msg) => this.clientSend(c, msg) });
   }
@@ -455,10 +670,10 @@ export class Simulation implements SimState {
       c.driver.closed();
       this.scheduleReconnect(c);
     }
-    if (tellServer && this.serverUp) {
+    if (tellServer && this.proc) {
       const se = this.serverEpoch;
       this.q.push(this.now + this.rng.int(1, 30), `close ${conn}`, () => {
-        if (this.serverUp && this.serverEpoch === se) this.serverOut(this.server.close(conn, this.now));
+        if (this.serverEpoch === se) this.serverClose(conn);
       });
     }
   }
@@ -473,8 +688,8 @@ export class Simulation implements SimState {
     const t = Math.max(c.link.up, this.now + this.latency());
     c.link.up = t;
     const deliver = () => {
-      if (!this.serverUp || this.serverEpoch !== se || c.epoch !== epoch) return;
-      this.serverOut(this.server.message(conn, structuredClone(frame), this.now));
+      if (!this.proc || this.serverEpoch !== se || c.epoch !== epoch) return;
+      this.serverReceive(conn, structuredClone(frame));
     };
     this.q.push(t, `up ${conn} ${msg.t}`, deliver);
     if (msg.t === 'ops' && this.rng.chance(this.cfg.duplicateFrame)) {
@@ -483,44 +698,28 @@ export class Simulation implements SimState {
     }
   }
 
-  private serverOut(o: RoomOutput): void {
-    // Storage is synchronous in the simulation: a commit is durable at once. As in the server,
-    // a bookkeeping-only output is sent first and committed after; anything else the reverse.
-    if (!o.sendFirst) this.commitToDisk(o);
-    this.sendOutput(o);
-    if (o.sendFirst) {
-      if (this.cfg.crashBeforeCommit > 0 && this.rng.chance(this.cfg.crashBeforeCommit)) this.crashServerBeforeCommit();
-      else this.commitToDisk(o);
-    }
+  /** The server puts `msg` on the link to `c`: it arrives after the link's latency, in order. */
+  private sendDown(c: SimClient, conn: string, epoch: number, msg: ServerMessage): void {
+    if (c.conn !== conn || c.epoch !== epoch) return;
+    this.checks.sent(this, conn, c.id, msg);
+    const frame = structuredClone(msg);
+    const t = Math.max(c.link.down, this.now + this.latency(), c.stalledUntil);
+    c.link.down = t;
+    this.q.push(t, `down ${conn} ${msg.t}`, () => {
+      if (c.epoch !== epoch || !c.alive || !c.driver) return;
+      c.driver.received(frame as ServerMessage);
+      this.afterClientInput(c);
+    });
   }
 
-  private sendOutput(o: RoomOutput): void {
-    for (const { conn, msg } of o.send) {
-      const c = this.connOwner.get(conn);
-      if (!c || c.conn !== conn) continue;
-      this.checks.sent(this, conn, c.id, msg);
-      const epoch = c.epoch;
-      const frame = structuredClone(msg);
-      const t = Math.max(c.link.down, this.now + this.latency(), c.stalledUntil);
-      c.link.down = t;
-      this.q.push(t, `down ${conn} ${msg.t}`, () => {
-        if (c.epoch !== epoch || !c.alive || !c.driver) return;
-        c.driver.received(frame as ServerMessage);
-        this.afterClientInput(c);
-      });
-    }
-    for (const { conn } of o.close) {
-      const c = this.connOwner.get(conn);
-      if (c && c.conn === conn) {
-        // The client sees the close after the frames sent before it.
-        const epoch = c.epoch;
-        const t = Math.max(c.link.down, this.now + 1);
-        c.link.down = t;
-        this.q.push(t, `closed ${conn}`, () => {
-          if (c.epoch === epoch && c.conn === conn) this.breakLink(c, false);
-        });
-      }
-    }
+  /** The server closes its end: the client sees the close after the frames sent before it. */
+  private closeDown(c: SimClient, conn: string, epoch: number): void {
+    if (c.conn !== conn || c.epoch !== epoch) return;
+    const t = Math.max(c.link.down, this.now + 1);
+    c.link.down = t;
+    this.q.push(t, `closed ${conn}`, () => {
+      if (c.epoch === epoch && c.conn === conn) this.breakLink(c, false);
+    });
   }
 
   /** After the client took an input (a frame, a timer): how far its connection has processed the log. */
@@ -531,7 +730,7 @@ export class Simulation implements SimState {
     if (pos > prev) this.processed.set(c.conn, pos);
   }
 
-  private onSequenced(e: LogEntry): void {
+  onSequenced(e: LogEntry): void {
     const r = applyOp(ledger, this.oracle[this.oracle.length - 1], e, e.pos);
     this.checks.sequenced(this, e, r.error);
     this.posOf.set(`${e.client}:${e.seq}`, e.pos);
@@ -545,29 +744,25 @@ export class Simulation implements SimState {
    * The server dies between sending and committing: what it sent still arrives (it was in the
    * sockets), then every link closes; the next server starts from the disk without those writes.
    */
-  private crashServerBeforeCommit(): void {
+  crashServerBeforeCommit(): void {
     this.count('server-crash-before-commit');
-    this.serverUp = false;
-    this.serverEpoch++;
+    this.killServer();
     const closeAt = Math.max(this.now, ...this.clients.map((c) => c.link.down)) + 1;
     this.q.push(closeAt, 'dead server links close', () => {
       for (const c of this.clients) this.breakLink(c, false);
     });
     this.q.push(closeAt + this.rng.int(20, 300), 'server up', () => {
-      if (this.serverUp) return; // a restart already brought it up
-      this.server = this.newServer();
-      this.serverUp = true;
+      if (this.proc) return; // a restart already brought it up
+      this.startServer();
     });
   }
 
   private restartServer(): void {
     this.count('server-restart');
-    this.serverUp = false;
-    this.serverEpoch++;
+    this.killServer();
     for (const c of this.clients) this.breakLink(c, false);
     this.q.push(this.now + this.rng.int(20, 300), 'server up', () => {
-      this.server = this.newServer();
-      this.serverUp = true;
+      if (!this.proc) this.startServer();
     });
   }
 
@@ -582,7 +777,7 @@ export class Simulation implements SimState {
       this.breakLink(c, true);
     }
     if (this.rng.chance(r.crash * 10)) this.crashClient(c);
-    if (this.rng.chance(r.serverRestart * 10) && this.serverUp) this.restartServer();
+    if (this.rng.chance(r.serverRestart * 10) && this.proc) this.restartServer();
     if (this.rng.chance(r.slow * 10) && c.alive) {
       this.count('stall');
       c.stalledUntil = this.now + this.rng.int(100, 3 * this.cfg.ackTimeoutMs);
@@ -633,11 +828,17 @@ export class Simulation implements SimState {
 
   // -------------------------------------------------------------- driving
 
-  private step(ev: Event): void {
+  private async step(ev: Event): Promise<void> {
     this.now = Math.max(this.now, ev.at);
     this.events++;
     try {
       ev.run();
+      if (this.reactions) {
+        // The server's reactions to what settled (promise callbacks) belong to this event.
+        this.reactions = false;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+      if (this.reactionError !== undefined) throw this.reactionError;
     } catch (e) {
       if (e instanceof Violation) throw e;
       throw new Error(`exception in event "${ev.label}" at t=${this.now}: ${(e as Error).stack ?? e}`);
@@ -645,9 +846,21 @@ export class Simulation implements SimState {
     this.check(this.events % this.cfg.deepCheckEvery === 0);
   }
 
-  run(): void {
+  /**
+   * Run `fn` where the server called back (a member's send, a load completing): a violation or
+   * crash there is kept, and thrown from the event, rather than lost in the server's promise.
+   */
+  private callback(fn: () => void): void {
+    try {
+      fn();
+    } catch (e) {
+      this.reactionError ??= e;
+    }
+  }
+
+  async run(): Promise<void> {
     this.start();
-    while (this.advance());
+    while (await this.advance());
     this.checks.end(this, undefined);
   }
 
@@ -658,7 +871,10 @@ export class Simulation implements SimState {
     for (let t = 0; t < this.cfg.activeMs; t += 10) this.q.push(t, 'random', () => this.randomEvent());
     const tickEvery = Math.max(10, Math.floor(this.cfg.ackTimeoutMs / 4));
     const tick = () => {
-      if (this.serverUp) this.serverOut(this.server.tick(this.now));
+      if (this.proc) {
+        this.proc.registry.tick();
+        this.reactions = true; // an idle room is handed back to the store
+      }
       if (!this.finished()) this.q.push(this.now + tickEvery, 'server tick', tick);
     };
     this.q.push(tickEvery, 'server tick', tick);
@@ -667,14 +883,14 @@ export class Simulation implements SimState {
   }
 
   /** Run the next event and the checks after it; false once the queue is empty. */
-  advance(): boolean {
+  async advance(): Promise<boolean> {
     const ev = this.q.pop();
     if (!ev) return false;
     if (ev.at > this.limit) {
       this.checks.end(this, this.limit - this.cfg.activeMs);
       throw new Error(`an event at ${ev.at} ms is past the run's end (${this.limit} ms)`);
     }
-    this.step(ev);
+    await this.step(ev);
     return true;
   }
 
@@ -686,7 +902,7 @@ export class Simulation implements SimState {
 
   /** Quiescent: nothing in flight, everyone connected, everything settled. */
   finished(): boolean {
-    if (!this.healing || !this.serverUp) return false;
+    if (!this.healing || !this.serverUp || !this.serverSettled) return false;
     for (const c of this.clients) {
       if (!c.alive) return false; // its restart is queued
       const room = c.room!;
@@ -700,16 +916,18 @@ export class Simulation implements SimState {
   describe(): string {
     return (
       this.clients.map((c) => `${c.id}:${c.alive ? c.room!.connection() : 'dead'} ${JSON.stringify(c.room?.positions())}`).join('; ') +
-      ` server head ${this.server.head()} stable ${this.server.stableFrontier()} members ${this.server.members()}`
+      (this.serverUp
+        ? ` server head ${this.server.head()} stable ${this.server.stableFrontier()} members ${this.server.members()}${this.serverSettled ? '' : ' (store behind)'}`
+        : ' server down or room not loaded')
     );
   }
 }
 
-export function runSeed(seed: number, overrides: Partial<SimConfig> = {}): SimResult {
+export async function runSeed(seed: number, overrides: Partial<SimConfig> = {}, opts: SimOptions = {}): Promise<SimResult> {
   const cfg = configFor(seed, overrides);
-  const sim = new Simulation(seed, cfg);
+  const sim = new Simulation(seed, cfg, opts.checkers, opts);
   try {
-    sim.run();
+    await sim.run();
     return { seed, ok: true, events: sim.events, submitted: sim.submitted, sequenced: sim.global.length, simMs: sim.now, config: cfg, counts: sim.counts };
   } catch (e) {
     const at = `(t=${sim.now} event#${sim.events})`;

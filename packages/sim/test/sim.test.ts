@@ -1,21 +1,22 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClientDriver, ClientRoom, ViewEngine, RoomEngine } from '@hercules/core';
-import { runSeed, Simulation, configFor, type SimResult } from '../src/sim.ts';
+import { RoomHost } from '@hercules/server/pipeline';
+import { runSeed, Simulation, configFor, type SimOptions, type SimResult } from '../src/sim.ts';
 
-test('a seed replays exactly: same events, same global log', () => {
-  const run = (seed: number) => {
+test('a seed replays exactly: same events, same global log', async () => {
+  const run = async (seed: number) => {
     const sim = new Simulation(seed, configFor(seed));
-    sim.run();
+    await sim.run();
     return { events: sim.events, now: sim.now, log: sim.global.map((e) => `${e.pos}:${e.client}:${e.seq}:${e.error ?? ''}`).join(',') };
   };
-  for (const seed of [3, 11]) assert.deepEqual(run(seed), run(seed));
+  for (const seed of [3, 11]) assert.deepEqual(await run(seed), await run(seed));
 });
 
-test('different seeds explore different faults', () => {
+test('different seeds explore different faults', async () => {
   const kinds = new Set<string>();
   for (let s = 1; s <= 40; s++) {
-    const r = runSeed(s);
+    const r = await runSeed(s);
     assert.ok(r.ok, r.error);
     for (const k of Object.keys(r.counts)) kinds.add(k);
   }
@@ -23,12 +24,12 @@ test('different seeds explore different faults', () => {
 });
 
 /** Break one piece of the engine and expect the simulator to notice within a few seeds, naming one of `rules`. */
-function expectCaught(patch: () => () => void, rules: string[]): void {
+async function expectCaught(patch: () => () => void, rules: string[], opts: SimOptions = {}): Promise<void> {
   const undo = patch();
   try {
     let caught: SimResult | undefined;
     for (let s = 1; s <= 60 && !caught; s++) {
-      const r = runSeed(s);
+      const r = await runSeed(s, {}, opts);
       if (!r.ok) caught = r;
     }
     assert.ok(caught, 'the planted bug went unnoticed');
@@ -43,8 +44,8 @@ const proto = (c: object) => (c as { prototype: Record<string, unknown> }).proto
 
 // Without the rebase the speculative logs stop extending Authoritative: the prefix chain breaks
 // first, at the same step as the fold.
-test('the checker catches a client that skips the rebase after a remote op', () => {
-  expectCaught(() => {
+test('the checker catches a client that skips the rebase after a remote op', async () => {
+  await expectCaught(() => {
     const p = proto(ViewEngine);
     const orig = p.finishStep as () => void;
     p.finishStep = function (this: { needRebase: boolean }) {
@@ -56,8 +57,8 @@ test('the checker catches a client that skips the rebase after a remote op', () 
   }, ['VIEW-PREFIX', 'VIEW-SPECULATIVE']);
 });
 
-test('the checker catches a client that claims visibility too early', () => {
-  expectCaught(() => {
+test('the checker catches a client that claims visibility too early', async () => {
+  await expectCaught(() => {
     const p = proto(ViewEngine);
     const orig = p.onVisible as (seq: number) => void;
     p.onVisible = function (this: unknown, seq: number) {
@@ -69,8 +70,8 @@ test('the checker catches a client that claims visibility too early', () => {
   }, ['VIS-DELIVERED']);
 });
 
-test('the checker catches a server that forgets deduplication', () => {
-  expectCaught(() => {
+test('the checker catches a server that forgets deduplication', async () => {
+  await expectCaught(() => {
     const p = proto(RoomEngine);
     const orig = p.onOps as (s: { client: string }, ops: { seq: number }[], now: number) => void;
     p.onOps = function (this: { clients: Map<string, { highWater: number }> }, s: { client: string }, ops: { seq: number }[], now: number) {
@@ -85,8 +86,8 @@ test('the checker catches a server that forgets deduplication', () => {
   }, ['LOG-EXACTLY-ONCE']);
 });
 
-test('the checker catches a stable frontier that ignores a lagging member', () => {
-  expectCaught(() => {
+test('the checker catches a stable frontier that ignores a lagging member', async () => {
+  await expectCaught(() => {
     const p = proto(RoomEngine);
     const orig = p.finish as (now: number) => unknown;
     p.finish = function (this: { stable: number; head(): number; compact(): void }, now: number) {
@@ -103,8 +104,8 @@ test('the checker catches a stable frontier that ignores a lagging member', () =
   }, ['STABLE-RECEIVED']);
 });
 
-test('the checker catches a server that sends new ops before they are on disk', () => {
-  expectCaught(() => {
+test('the checker catches a server that sends new ops before they are on disk', async () => {
+  await expectCaught(() => {
     const p = proto(RoomEngine);
     const orig = p.finish as (now: number) => { sendFirst: boolean };
     // Every output goes out before its commit, ops included; a crash in between loses them.
@@ -119,9 +120,9 @@ test('the checker catches a server that sends new ops before they are on disk', 
   }, ['AUTH-STORED']);
 });
 
-test('the checker catches a room that notifies subscribers again with the same snapshot', () => {
+test('the checker catches a room that notifies subscribers again with the same snapshot', async () => {
   // (Before the named checkers, this went unnoticed: the room catches a listener's throw.)
-  expectCaught(() => {
+  await expectCaught(() => {
     const p = proto(ClientRoom);
     const orig = p.flushNotifications as () => void;
     p.flushNotifications = function (this: { notified: Map<string, unknown> }) {
@@ -134,8 +135,8 @@ test('the checker catches a room that notifies subscribers again with the same s
   }, ['VIEW-NOTIFY']);
 });
 
-test('the checker catches a client that takes an op for durable before its store confirmed it', () => {
-  expectCaught(() => {
+test('the checker catches a client that takes an op for durable before its store confirmed it', async () => {
+  await expectCaught(() => {
     const p = proto(ViewEngine);
     const orig = p.submit as (name: string, args: unknown) => { seq: number };
     p.submit = function (this: { durable(seq: number): void }, name: string, args: unknown) {
@@ -149,8 +150,8 @@ test('the checker catches a client that takes an op for durable before its store
   }, ['DUR-BEFORE-SEND']);
 });
 
-test('the checker catches a room that lets a joiner count before it holds what was announced', () => {
-  expectCaught(() => {
+test('the checker catches a room that lets a joiner count before it holds what was announced', async () => {
+  await expectCaught(() => {
     const p = proto(RoomEngine);
     const orig = p.onHello as (s: { status: string }, ...rest: unknown[]) => void;
     p.onHello = function (this: unknown, s: { status: string }, ...rest: unknown[]) {
@@ -163,8 +164,8 @@ test('the checker catches a room that lets a joiner count before it holds what w
   }, ['VIS-DELIVERED', 'VIS-JOIN-GATE', 'STABLE-RECEIVED']);
 });
 
-test('the checker catches a connection that loses a log frame on the way', () => {
-  expectCaught(() => {
+test('the checker catches a connection that loses a log frame on the way', async () => {
+  await expectCaught(() => {
     const p = proto(ViewEngine);
     const orig = p.receive as (msg: { t: string }) => void;
     let n = 0;
@@ -178,8 +179,8 @@ test('the checker catches a connection that loses a log frame on the way', () =>
   }, ['LOG-FIFO']);
 });
 
-test('the checker catches a room that sends an honest client an error', () => {
-  expectCaught(() => {
+test('the checker catches a room that sends an honest client an error', async () => {
+  await expectCaught(() => {
     const p = proto(RoomEngine);
     const orig = p.dispatch as (s: { conn: string }, msg: { t: string }, now: number) => void;
     let n = 0;
@@ -196,8 +197,8 @@ test('the checker catches a room that sends an honest client an error', () => {
 // The simulated clients run the real ClientDriver (as connect() does), so a bug in it is the
 // simulator's to find: before, the simulator had its own copy of the persist policy.
 // spec: DUR-BEFORE-SEND
-test('the checker catches a client driver that reports ops durable before its store confirmed them', () => {
-  expectCaught(() => {
+test('the checker catches a client driver that reports ops durable before its store confirmed them', async () => {
+  await expectCaught(() => {
     const p = proto(ClientDriver);
     const orig = p.write as () => void;
     p.write = function (this: { queue: { seq: number }[]; room: { durable(seq: number): void } }) {
@@ -212,8 +213,8 @@ test('the checker catches a client driver that reports ops durable before its st
 });
 
 // spec: DUR-BEFORE-SEND
-test('the checker catches a client driver that drops the ops of a failed write instead of retrying them', () => {
-  expectCaught(() => {
+test('the checker catches a client driver that drops the ops of a failed write instead of retrying them', async () => {
+  await expectCaught(() => {
     const p = proto(ClientDriver);
     const orig = p.written as (ops: unknown[], error: unknown) => void;
     p.written = function (this: unknown, ops: unknown[], error: unknown) {
@@ -224,4 +225,24 @@ test('the checker catches a client driver that drops the ops of a failed write i
       p.written = orig;
     };
   }, ['DUR-BEFORE-SEND', 'DUR-DELIVERED']);
+});
+
+// spec: AUTH-STORED
+// The server's own pipeline runs in the simulator, so a bug in it is caught: here a host that
+// takes a commit for confirmed once it has handed it to the store (fire and forget). The
+// simulator before RoomHost ran its own copy of the policy and could not see this.
+test('the checker catches a room host that announces a commit before the store confirmed it', async () => {
+  await expectCaught(() => () => {}, ['AUTH-STORED'], {
+    createHost(opts) {
+      const host = new RoomHost(opts);
+      const h = host as unknown as { commit(): void; sendReady(): void; confirmed: number; issued: number };
+      const commit = h.commit.bind(host);
+      h.commit = () => {
+        commit();
+        h.confirmed = h.issued;
+        h.sendReady();
+      };
+      return host;
+    },
+  });
 });
