@@ -22,8 +22,9 @@
  * event-loop turn, of any rooms, share one transaction, each in a savepoint of its own, so one
  * that fails (fenced, refused) is rolled back alone; if the transaction itself fails, each append
  * is retried in a transaction of its own, so only the appends the database refuses fail. Every
- * promise settles after its commit. And the synchronous interface the server uses today
- * (`load`, `create`, `serialize`, `commitPrepared`, `flushCheckpoint`, `forget`), not fenced.
+ * promise settles after its commit; the server uses this one (through RoomHost). And an older
+ * synchronous interface (`load`, `create`, `serialize`, `commitPrepared`, `flushCheckpoint`,
+ * `forget`), not fenced, kept for tools and tests.
  */
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
