@@ -4,6 +4,7 @@ export { createRoomService } from './room-service.ts';
 export type { RoomService, RoomServiceOptions } from './room-service.ts';
 export type { ConnectionRequest, Refusal } from './admission.ts';
 export { wsConnection } from './ws-connection.ts';
+export type { WsSocket } from './ws-connection.ts';
 export { AuthError, jwtAuthenticator, tokenFromRequest } from './auth.ts';
 export type { Access, AccessHook, Authenticate, Identity, JwtOptions } from './auth.ts';
 export { SqliteStore } from './store/sqlite.ts';

@@ -1,11 +1,30 @@
 /** The WebSocket transport (`ws`): a `Connection` over one accepted socket. */
-import type { WebSocket } from 'ws';
 import type { Connection, ConnectionEvents } from './connection.ts';
+
+/**
+ * What is used of a `ws` WebSocket (declared here, so the package's types do not need
+ * `@types/ws`): an accepted `WebSocket` from `ws` fits.
+ */
+export interface WsSocket {
+  readonly readyState: number;
+  readonly OPEN: number;
+  readonly CLOSED: number;
+  readonly bufferedAmount: number;
+  on(event: 'message', listener: (data: Buffer, isBinary: boolean) => void): unknown;
+  on(event: 'pong' | 'close', listener: () => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  send(data: Uint8Array, options: { binary: boolean }): void;
+  close(code: number, reason: string): void;
+  terminate(): void;
+  pause(): void;
+  resume(): void;
+  ping(): void;
+}
 
 /** How long a closed connection's peer has to answer the close before its socket is dropped. */
 const CLOSE_GRACE_MS = 1000;
 
-export function wsConnection(ws: WebSocket, remote: string): Connection {
+export function wsConnection(ws: WsSocket, remote: string): Connection {
   let listening = false;
   ws.on('error', () => {}); // reported as a close; a vanished peer is not our error
   return {
