@@ -1,7 +1,7 @@
 export { createServer } from './server.ts';
 export type { ServerOptions, HerculesServer, Limits } from './server.ts';
 export { createRoomService } from './room-service.ts';
-export type { RoomService, RoomServiceOptions } from './room-service.ts';
+export type { RoomOptions, RoomService, RoomServiceOptions } from './room-service.ts';
 export type { ConnectionRequest, Refusal } from './admission.ts';
 export { wsConnection } from './ws-connection.ts';
 export type { WsSocket } from './ws-connection.ts';

@@ -101,9 +101,8 @@ const ROUND_MS = 8;
 /** Ops given to the engine at once, at most: a run this long is cheap to order, store and send. */
 const MAX_CHUNK_OPS = 1000;
 
-export interface RoomServiceOptions {
-  /** Where rooms are stored. The service does not close it (its owner does, after `close`). */
-  store: RoomStore;
+/** The options of a room service that `createServer` passes through as they are (its own add the HTTP server and the store). */
+export interface RoomOptions {
   /** The state machines rooms may run, by name. */
   machines: Record<string, Machine<any, any>> | Machine<any, any>[];
   /** Remove a visibility-set member whose ack is outstanding this long. Default 2000 ms. */
@@ -114,20 +113,36 @@ export interface RoomServiceOptions {
   idleUnloadMs?: number;
   /** Write a room's checkpoint at most every this many ops (apart from its commits). Default 1000. */
   checkpointEvery?: number;
-  /** Group-commit window per room: gather writes this long before appending (0, the default: one event-loop turn). */
+  /**
+   * Group-commit window per room: wait this long after the first pending write to gather more
+   * into one append. 0 (default) appends once per event-loop turn: lowest latency, and ops that
+   * arrive together still share a commit.
+   */
   commitWindowMs?: number;
   /** Delay every frame in each direction by half this (emulates a wide-area round trip). */
   simulateRttMs?: number;
-  /** Who is connecting (see ServerOptions.authenticate). */
-  authenticate?: Authenticate;
-  jwt?: JwtOptions;
-  access?: AccessHook;
-  authorize?: AuthorizeOp<any>;
-  limits?: Partial<Limits>;
-  /** Largest frame accepted, bytes (same as `limits.maxFrameBytes`). */
+  /** Largest frame accepted, bytes. Default 1 MiB. (Same as `limits.maxFrameBytes`.) */
   maxFrameBytes?: number;
+  /**
+   * Who is connecting: return an identity or throw `AuthError` to refuse. Default: everyone is
+   * anonymous (ops are authored by their client id). See also `jwt`.
+   */
+  authenticate?: Authenticate;
+  /** Built-in JWT authentication (jose): a shared secret, a public key, or a JWKS file/URL. */
+  jwt?: JwtOptions;
+  /** Per-room access: 'none' refuses, 'read' may only read, 'write' may submit. Default: 'write'. */
+  access?: AccessHook;
+  /** Op-level authorization, called before each op is ordered (see RoomEngine). */
+  authorize?: AuthorizeOp<any>;
+  /** Resource limits per connection and room; see `Limits` for defaults. */
+  limits?: Partial<Limits>;
   /** pino log level, or a pino logger. Default 'info'. */
   log?: string | Logger;
+}
+
+export interface RoomServiceOptions extends RoomOptions {
+  /** Where rooms are stored. The service does not close it (its owner does, after `close`). */
+  store: RoomStore;
   /** Metrics to count into (default: a registry of its own). */
   metrics?: Metrics;
   /** Time and timers. Default: the system clock. */

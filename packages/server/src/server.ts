@@ -6,56 +6,20 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { HerculesError, PROTOCOL_VERSION, type AuthorizeOp, type Machine } from '@hercules/core';
+import { HerculesError, PROTOCOL_VERSION } from '@hercules/core';
 import { SqliteStore } from './store/sqlite.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
-import type { AccessHook, Authenticate, JwtOptions } from './auth.ts';
-import { createRoomService, machineMap, resolveLimits, type Limits } from './room-service.ts';
+import { createRoomService, machineMap, resolveLimits, type Limits, type RoomOptions } from './room-service.ts';
 
 export type { Limits };
 
-export interface ServerOptions {
+export interface ServerOptions extends RoomOptions {
   /** TCP port; 0 picks a free one. Default 8787. */
   port?: number;
   /** Interface to listen on. Default 127.0.0.1. */
   host?: string;
   /** Directory for the SQLite file. Required. */
   dataDir: string;
-  /** The state machines rooms may run, by name. */
-  machines: Record<string, Machine<any, any>> | Machine<any, any>[];
-  /** Remove a visibility-set member whose ack is outstanding this long. Default 2000 ms. */
-  ackTimeoutMs?: number;
-  /** Heartbeat interval; a connection silent for two intervals is dropped. Default 5000 ms. */
-  heartbeatMs?: number;
-  /** Unload a room this long after its last connection closes. Default 30000 ms. */
-  idleUnloadMs?: number;
-  /** Write a room's checkpoint state at most every this many ops. Default 1000. */
-  checkpointEvery?: number;
-  /**
-   * Group-commit window: wait this long after the first pending write to gather more into one
-   * transaction. 0 (default) commits once per event-loop turn: lowest latency, and ops that
-   * arrive together still share a commit.
-   */
-  commitWindowMs?: number;
-  /** Delay every frame in each direction by half this (emulates a wide-area round trip). */
-  simulateRttMs?: number;
-  /** Largest frame accepted, bytes. Default 1 MiB. (Same as `limits.maxFrameBytes`.) */
-  maxFrameBytes?: number;
-  /**
-   * Who is connecting: return an identity or throw `AuthError` to refuse. Default: everyone is
-   * anonymous (ops are authored by their client id). See also `jwt`.
-   */
-  authenticate?: Authenticate;
-  /** Built-in JWT authentication (jose): a shared secret, a public key, or a JWKS file/URL. */
-  jwt?: JwtOptions;
-  /** Per-room access: 'none' refuses, 'read' may only read, 'write' may submit. Default: 'write'. */
-  access?: AccessHook;
-  /** Op-level authorization, called before each op is ordered (see RoomEngine). */
-  authorize?: AuthorizeOp<any>;
-  /** Resource limits per connection and room; see `Limits` for defaults. */
-  limits?: Partial<Limits>;
-  /** pino log level, or a pino logger. Default 'info'. */
-  log?: string | Logger;
   /** Extra HTTP handler for other paths (e.g. static demo apps); return false to 404. */
   http?: (req: IncomingMessage, res: ServerResponse) => boolean;
 }
