@@ -4,13 +4,13 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ServerCodec, type ServerMessage } from '@hercules/core';
+import { PROTOCOL_VERSION, ServerCodec, type ServerMessage } from '@hercules/core';
 import { FakeClock } from '@hercules/test-utils';
 import { WebSocketTransport, type ConnectionStatus, type TransportEvents, type WebSocketLike } from '../src/index.ts';
 
 const WELCOME: ServerMessage = {
   t: 'welcome',
-  v: 1,
+  v: PROTOCOL_VERSION,
   client: 'c',
   author: 'c',
   from: 1,

@@ -9,10 +9,9 @@
  * room is never loaded twice: a load waits for the same room's unloading (release) to finish,
  * and joins during a load wait for that load.
  */
-import { HerculesError, type AuthorizeOp, type Machine, type RoomOutput } from '@hercules/core';
-import type { Clock } from './clock.ts';
-import { RoomHost } from './room-host.ts';
-import type { LoadedRoom, RoomStore } from './store/room-store.ts';
+import { HerculesError, type Machine, type RoomOutput } from '@hercules/core';
+import { RoomHost, type RoomHostOptions } from './room-host.ts';
+import type { LoadedRoom } from './store/room-store.ts';
 
 export interface RoomRegistryEvents {
   /** A room was loaded (or created: `loaded.fresh`). */
@@ -28,18 +27,13 @@ export interface RoomRegistryEvents {
   releaseFailed?(name: string, error: unknown): void;
 }
 
-export interface RoomRegistryOptions {
-  store: RoomStore;
-  clock: Clock;
-  ackTimeoutMs?: number;
-  authorize?: AuthorizeOp<any>;
-  checkpointEvery?: number;
-  commitWindowMs?: number;
+/** What every room's host is given as it is (see RoomHostOptions), and the registry's own. */
+export interface RoomRegistryOptions extends Pick<RoomHostOptions, 'store' | 'clock' | 'ackTimeoutMs' | 'authorize' | 'checkpointEvery' | 'commitWindowMs'> {
   /** Unload a room this long after its last member left. Default 30,000 ms. */
   idleUnloadMs?: number;
   events?: RoomRegistryEvents;
   /** Make a room's host (default `new RoomHost`): the simulator's tests plant faulty hosts here. */
-  createHost?: (opts: ConstructorParameters<typeof RoomHost>[0]) => RoomHost;
+  createHost?: (opts: RoomHostOptions) => RoomHost;
 }
 
 export class RoomRegistry {
