@@ -106,6 +106,8 @@ export class RoomHost {
   /** Writes gathered for the next commit. */
   private stage: { entries: LogEntry[]; clients: Record<string, ClientRecord> } = { entries: [], clients: {} };
   private commitTimer: TimerHandle | undefined;
+  /** A commit is queued as a microtask (commitWindowMs 0). */
+  private commitQueued = false;
   /** Commits appended so far, and the highest one the store confirmed. The stage becomes commit `issued + 1`. */
   private issued = 0;
   private confirmed = 0;
@@ -246,7 +248,7 @@ export class RoomHost {
       this.stage.clients[c] = p.clients[c];
       writes = true;
     }
-    if (writes && this.commitTimer === undefined) this.commitTimer = this.clock.setTimeout(() => this.commit(), this.commitWindowMs);
+    if (writes) this.scheduleCommit();
     if (p.checkpoint) {
       this.latestCheckpoint = p.checkpoint;
       this.scheduleCheckpoint();
@@ -257,8 +259,27 @@ export class RoomHost {
     this.sendReady();
   }
 
+  /**
+   * With no commit window, the writes of the current task (an input callback, a round of turns)
+   * are appended as it ends, in a microtask: then every room's append of that task is queued
+   * before the store's group commit of this event-loop turn runs. A 0 ms timer would append one
+   * turn later, and the commit and its sends one turn later again (measured: R3 0.85x).
+   */
+  private scheduleCommit(): void {
+    if (this.commitWindowMs > 0) {
+      if (this.commitTimer === undefined) this.commitTimer = this.clock.setTimeout(() => this.commit(), this.commitWindowMs);
+      return;
+    }
+    if (this.commitQueued) return;
+    this.commitQueued = true;
+    queueMicrotask(() => {
+      if (this.commitQueued) this.commit();
+    });
+  }
+
   /** Append the gathered writes: one fenced append per commit window. */
   private commit(): void {
+    this.commitQueued = false;
     if (this.commitTimer !== undefined) {
       this.clock.clearTimeout(this.commitTimer);
       this.commitTimer = undefined;
@@ -399,6 +420,7 @@ export class RoomHost {
   }
 
   private cancelTimers(): void {
+    this.commitQueued = false;
     if (this.commitTimer !== undefined) this.clock.clearTimeout(this.commitTimer);
     if (this.checkpointTimer !== undefined) this.clock.clearTimeout(this.checkpointTimer);
     this.commitTimer = this.checkpointTimer = undefined;

@@ -25,14 +25,23 @@ class GatedStore implements RoomStore {
   get waiting(): number {
     return this.held.length;
   }
-  /** Let the first `n` held appends through (default all) and wait for the host to react. */
-  async pass(n = this.held.length): Promise<void> {
-    for (const h of this.held.splice(0, n)) await this.inner.append(h.room, h.write).then(h.resolve, h.reject);
+  /**
+   * Let the first `n` held appends through (default all) and wait for the host to react. The
+   * host appends what a task gathered when the task ends (a microtask), so that comes first.
+   */
+  async pass(n?: number): Promise<void> {
+    await Promise.resolve();
+    for (const h of this.held.splice(0, n ?? this.held.length)) await this.inner.append(h.room, h.write).then(h.resolve, h.reject);
     await settle();
   }
 }
 
 const settle = () => new Promise<void>((r) => setImmediate(r));
+/** The current task ends (the host appends what it gathered, in a microtask), then 0 ms timers run. */
+async function endOfTask(clock: ManualClock): Promise<void> {
+  await Promise.resolve();
+  clock.advance(0);
+}
 
 interface FakeMember extends RoomMember {
   got: ServerMessage[];
@@ -71,7 +80,7 @@ async function hostOver(store: RoomStore, clock: ManualClock, extra: Partial<Con
 async function welcomed(host: RoomHost, store: GatedStore, clock: ManualClock, m: FakeMember, client: string): Promise<void> {
   host.join(m);
   host.receive(m.id, hello(client));
-  clock.advance(0);
+  await endOfTask(clock);
   await store.pass();
   assert.ok(
     m.got.some((x) => x.t === 'welcome'),
@@ -91,7 +100,7 @@ test('an op is announced only once the store confirmed its entry, and the welcom
   });
   host.join(a);
   host.receive('a', hello('a'));
-  clock.advance(0);
+  await endOfTask(clock);
   assert.equal(store.waiting, 1, 'the client record (claim) is being appended');
   assert.deepEqual(
     a.got.map((m) => m.t),
@@ -103,7 +112,7 @@ test('an op is announced only once the store confirmed its entry, and the welcom
 
   const before = a.got.length;
   host.receive('a', say(1, 'hi'));
-  clock.advance(0);
+  await endOfTask(clock);
   assert.equal(store.waiting, 1);
   assert.equal(a.got.length, before, 'nothing about the op before its commit');
   assert.equal(host.settled, false);
@@ -123,14 +132,14 @@ test('outputs go out in engine order: a bookkeeping output waits behind an op st
   await welcomed(host, store, clock, a, 'a');
   await welcomed(host, store, clock, b, 'b');
   host.receive('a', say(1, 'one'));
-  clock.advance(0);
+  await endOfTask(clock);
   await store.pass();
   // b acks position 1 (bookkeeping: sendFirst), but first a's next op is in flight.
   host.receive('a', say(2, 'two'));
   host.receive('b', { t: 'ack', pos: 1 });
   host.receive('a', { t: 'ack', pos: 1 });
   const sentToA = a.got.length;
-  clock.advance(0);
+  await endOfTask(clock);
   assert.equal(a.got.length, sentToA, 'the visible for op 1 waits behind the log of op 2, which waits for its commit');
   await store.pass();
   const after = a.got.slice(sentToA).map((m) => m.t);
@@ -149,16 +158,16 @@ test('a failed append poisons the room: nothing later of it is sent, members are
   await welcomed(host, store, clock, a, 'a');
   await welcomed(host, store, clock, b, 'b');
   host.receive('a', say(1, 'stored'));
-  clock.advance(0);
+  await endOfTask(clock);
   await store.pass();
   const sent = { a: a.got.length, b: b.got.length };
 
   store.inner.failAppend({ stage: 'during' });
   host.receive('a', say(2, 'lost'));
-  clock.advance(0);
+  await endOfTask(clock);
   // An op after the failed one: it must never be announced either.
   host.receive('b', say(1, 'after'));
-  clock.advance(0);
+  await endOfTask(clock);
   await store.pass();
   assert.equal(host.state, 'failed');
   assert.deepEqual(failures, ['commit']);
@@ -178,7 +187,7 @@ test('a failed append poisons the room: nothing later of it is sent, members are
   assert.equal(registry.get('r'), undefined, 'dropped from memory');
   // Later input to the failed host is ignored.
   host.receive('b', say(2, 'ignored'));
-  clock.advance(0);
+  await endOfTask(clock);
   assert.equal(store.waiting, 0);
 
   const again = (await registry.acquire('r', chat)) as RoomHost;
@@ -200,10 +209,10 @@ test('checkpoints are written apart from commits, after them, and no output wait
   await welcomed(host, store, clock, a, 'a');
   for (let seq = 1; seq <= 2; seq++) {
     host.receive('a', say(seq, `m${seq}`));
-    clock.advance(0);
+    await endOfTask(clock);
     await store.pass();
     host.receive('a', { t: 'ack', pos: seq });
-    clock.advance(0);
+    await endOfTask(clock);
   }
   // The stable frontier reached 2: the checkpoint is appended in a turn of its own, and the
   // stable message that made it due went out while it is still held.
@@ -214,17 +223,17 @@ test('checkpoints are written apart from commits, after them, and no output wait
   for (const w of store.calls) assert.ok(!(w.checkpoint && (w.entries?.length || Object.keys(w.clients ?? {}).length)), JSON.stringify(w));
   // An op after it is sequenced and, once stored, announced: the checkpoint never held it up.
   host.receive('a', say(3, 'm3'));
-  clock.advance(0);
+  await endOfTask(clock);
   await store.pass();
   assert.ok(a.got.some((m) => m.t === 'log' && m.from === 3));
   assert.deepEqual(checkpointed, [2]);
   assert.equal(store.inner.disk.rooms.get('r')!.checkpoint.pos, 2, 'the store holds the checkpoint');
   host.receive('a', { t: 'ack', pos: 3 });
-  clock.advance(0);
+  await endOfTask(clock);
   await store.pass();
   // Released, the host writes the latest checkpoint.
   const released = host.release();
-  clock.advance(0);
+  await endOfTask(clock);
   await store.pass();
   await released;
   assert.equal(store.inner.disk.rooms.get('r')!.checkpoint.pos, 3);
@@ -243,14 +252,14 @@ test('two hosts of one room: the second to append loses (fenced) and stops servi
   // The second host's claim names the rev both loaded: the first moved past it.
   second.join(b);
   second.receive('b', hello('b'));
-  clock.advance(0);
+  await endOfTask(clock);
   await store.pass();
   assert.equal(second.state, 'failed');
   assert.equal((failed[0] as { code?: string }).code, 'fenced');
   assert.ok(!b.got.some((m) => m.t === 'welcome'), 'the loser announced nothing');
   assert.equal(b.closed?.refused, 'storage-failed');
   first.receive('a', say(1, 'still here'));
-  clock.advance(0);
+  await endOfTask(clock);
   await store.pass();
   assert.equal(first.state, 'serving');
   assert.ok(a.got.some((m) => m.t === 'log'));
@@ -265,10 +274,10 @@ test('an idle room is unloaded and reloads from the store on the next join', asy
   const a = member('a');
   await welcomed(host, store, clock, a, 'a');
   host.receive('a', say(1, 'x'));
-  clock.advance(0);
+  await endOfTask(clock);
   await store.pass();
   host.leave('a');
-  clock.advance(0);
+  await endOfTask(clock);
   await store.pass();
   clock.advance(1001);
   registry.tick();
@@ -276,7 +285,7 @@ test('an idle room is unloaded and reloads from the store on the next join', asy
   assert.equal(host.state, 'released');
   // A join while it is being handed back waits for that, then loads what was stored.
   const next = registry.acquire('r', chat);
-  clock.advance(0);
+  await endOfTask(clock);
   await store.pass();
   const again = (await next) as RoomHost;
   assert.notEqual(again, host);

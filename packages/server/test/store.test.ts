@@ -161,7 +161,47 @@ test('appends of many rooms made in one turn share one transaction; a fenced one
   assert.deepEqual((await store.open('room-8'))!.durable.suffix, range(1, 4));
 });
 
-test('a group whose transaction fails at commit is retried append by append: only the append the database refuses fails', async (t) => {
+test("a room's appends made in one turn are written as one: one log chunk, the rev moved by their number, each settled with its own rev and head", async (t) => {
+  const { dir, cleanup } = tempDir('store-merge');
+  t.after(cleanup);
+  const commits: { appends: number; failed: number; ops: number; transactions: number }[] = [];
+  const store = new SqliteStore(dir, { checkpointEvery: 1, onCommit: ({ seconds: _, ...c }) => commits.push(c) });
+  t.after(() => store.close());
+  await store.open('r', INIT);
+  const results = await Promise.allSettled([
+    store.append('r', { after: 0, entries: range(1, 2), clients: { c1: { highWater: 2, visibleSeq: 0 } } }),
+    store.append('r', { after: 1, clients: { c2: { highWater: 0, visibleSeq: 0 } } }), // a claim: no entries
+    store.append('r', { after: 2, entries: range(3, 5), clients: { c1: { highWater: 5, visibleSeq: 2 } } }),
+    store.append('r', { after: 3, entries: range(6, 6), checkpoint: { pos: 4, state: { messages: ['4'] } } }),
+    store.append('r', { after: 3, entries: range(7, 7) }), // fenced: the one before took rev 3
+    store.append('r', { after: 5, entries: range(7, 7) }), // fenced: the room never reaches rev 5
+  ]);
+  assert.deepEqual(
+    results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as { code?: string }).code)),
+    [{ rev: 1, head: 2 }, { rev: 2, head: 2 }, { rev: 3, head: 5 }, { rev: 4, head: 6 }, 'fenced', 'fenced'],
+  );
+  assert.deepEqual(commits, [{ appends: 4, failed: 2, ops: 6, transactions: 1 }]);
+  assert.deepEqual(store.db.prepare('SELECT first, last FROM log_chunks WHERE room = ?').all('r'), [{ first: 1, last: 6 }], 'one chunk for the four');
+  assert.deepEqual(store.db.prepare('SELECT rev, stable FROM rooms WHERE room = ?').get('r'), { rev: 4, stable: 4 });
+  const r = (await store.open('r'))!;
+  assert.deepEqual([r.rev, r.durable.checkpoint.pos, r.durable.suffix], [4, 4, range(5, 6)], 'the checkpoint written, the chunk straddling it kept');
+  assert.deepEqual(r.durable.clients, { c1: { highWater: 5, visibleSeq: 2 }, c2: { highWater: 0, visibleSeq: 0 } }, 'the last record of each client');
+  // The next turn goes on from there, and a write that fails part-way fails all of the room's appends of its turn.
+  store.db.function('fault', () => {
+    throw new Error('injected fault');
+  });
+  store.db.exec(`CREATE TEMP TRIGGER fault BEFORE UPDATE OF rev ON rooms WHEN NEW.rev > 5 BEGIN SELECT fault(); END`);
+  const next = await Promise.allSettled([store.append('r', { after: 4, entries: range(7, 7) }), store.append('r', { after: 5, entries: range(8, 8) })]);
+  assert.deepEqual(
+    next.map((x) => x.status),
+    ['rejected', 'rejected'],
+  );
+  assert.deepEqual([(await store.open('r'))!.rev, (await store.open('r'))!.durable.suffix.length], [4, 2], 'nothing of them written');
+  store.db.exec('DROP TRIGGER fault');
+  assert.deepEqual(await store.append('r', { after: 4, entries: range(7, 7) }), { rev: 5, head: 7 });
+});
+
+test('a group whose transaction fails at commit is retried room by room: only the append the database refuses fails', async (t) => {
   const { dir, cleanup } = tempDir('store-retry');
   t.after(cleanup);
   const commits: { appends: number; failed: number; transactions: number }[] = [];
@@ -186,7 +226,8 @@ test('a group whose transaction fails at commit is retried append by append: onl
     ((results[1] as PromiseRejectedResult).reason as Error).message,
     /^room bad: the append failed and nothing of it was written: FOREIGN KEY constraint failed/,
   );
-  assert.deepEqual(commits, [{ appends: 2, failed: 1, transactions: 3 }]);
+  // The group's transaction, then one per room.
+  assert.deepEqual(commits, [{ appends: 2, failed: 1, transactions: 4 }]);
   assert.deepEqual((await store.open('a'))!.durable.suffix, range(1, 2));
   const bad = (await store.open('bad'))!;
   assert.deepEqual([bad.rev, bad.durable.suffix], [0, []]);

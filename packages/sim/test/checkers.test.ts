@@ -19,7 +19,9 @@ async function busy(): Promise<Simulation> {
     while (await sim.advance()) {
       if (sim.events < 300 || !sim.serverUp || sim.server.stableFrontier() === 0 || sim.server.members().length < 2) continue;
       const st = observe(sim, true, new Map());
-      const ownVisible = st.live.some((l) => sim.global.slice(0, l.p.visible).some((e) => e.client === l.c.id));
+      // An own op past the stable frontier and in Visible: one the server announced visible
+      // (an op can also become visible by becoming stable, which announces nothing).
+      const ownVisible = st.live.some((l) => sim.global.slice(l.p.stable, l.p.visible).some((e) => e.client === l.c.id));
       if (ownVisible && st.live.length === 3) return sim;
     }
   }

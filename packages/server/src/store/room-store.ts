@@ -21,7 +21,10 @@
  * would otherwise both succeed. A writer can still predict the revs of appends it has not seen
  * settle (each success adds exactly 1), so it can keep several in flight: appends of one room take
  * effect in the order they were called, and when one fails every later one of that chain fails
- * too (it names a rev the room never reaches).
+ * too (it names a rev the room never reaches). A store may write the appends of one room that
+ * are in flight together as one (SQLite does, per group commit): then a write that fails fails
+ * all of them, earlier ones included. A writer treats any failure as the end of what it has in
+ * flight, and reloads.
  *
  * All or nothing. An append that fails (fenced, refused, a value the store cannot hold, an I/O
  * error) has written nothing: not its entries, not its client records, not its checkpoint. An

@@ -19,12 +19,11 @@
  *
  * Two interfaces over the same tables. The `RoomStore` contract (room-store.ts: `open`,
  * `append`, `release`, `rooms`, `close`), asynchronous and fenced: the appends called in one
- * event-loop turn, of any rooms, share one transaction, each in a savepoint of its own, so one
- * that fails (fenced, refused) is rolled back alone; if the transaction itself fails, each append
- * is retried in a transaction of its own, so only the appends the database refuses fail. Every
- * promise settles after its commit; the server uses this one (through RoomHost). And an older
- * synchronous interface (`load`, `create`, `serialize`, `commitPrepared`, `flushCheckpoint`,
- * `forget`), not fenced, kept for tools and tests.
+ * event-loop turn, of any rooms, share one transaction, and a room's appends of that turn are
+ * written as one (fences checked in memory; see `commitQueue`); a room whose write fails fails
+ * alone. Every promise settles after its commit; the server uses this one (through RoomHost).
+ * And an older synchronous interface (`load`, `create`, `serialize`, `commitPrepared`,
+ * `flushCheckpoint`, `forget`), not fenced, kept for tools and tests.
  */
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
@@ -79,8 +78,9 @@ export interface SqliteStoreOptions {
   now?: () => number;
   /**
    * Called after each group commit of `append`s, for metrics: how many appends it wrote and how
-   * many failed, the log entries written, the transactions it took (1, or one per append when
-   * the group's transaction failed and each was retried alone) and how long it took.
+   * many failed, the log entries written, the transactions it tried (1 when nothing failed
+   * in the database; more when a room's write failed and the rest were written again, or the
+   * group's commit failed and each room was tried alone) and how long it took.
    */
   onCommit?: (c: { appends: number; failed: number; ops: number; transactions: number; seconds: number }) => void;
 }
@@ -94,12 +94,6 @@ interface QueuedAppend {
   prepared: PreparedWrite;
   resolve: (a: Appended) => void;
   reject: (e: unknown) => void;
-}
-
-/** What one append did, inside its transaction. */
-interface AppendDone extends Appended {
-  /** The checkpoint state was written (not only its position). */
-  wroteCheckpoint: boolean;
 }
 
 export class SqliteStore implements RoomStore {
@@ -119,6 +113,12 @@ export class SqliteStore implements RoomStore {
    */
   private readonly checkpointBytes = new Map<string, number>();
   private readonly logBytesSince = new Map<string, number>();
+  /**
+   * Per room: its rev and head as the file holds them, to check fences without a read (this
+   * store holds the file's exclusive lock, so only its own writes move them). Filled when a
+   * room is read or first appended to, dropped when it is released.
+   */
+  private readonly heads = new Map<string, Head>();
   private stmts!: ReturnType<SqliteStore['prepare']>;
   /** Appends of this turn, for one transaction. */
   private queue: QueuedAppend[] = [];
@@ -235,7 +235,7 @@ export class SqliteStore implements RoomStore {
       getLog: db.prepare<[string, number], { entries: string }>('SELECT entries FROM log_chunks WHERE room = ? AND last > ? ORDER BY first'),
       getClients: db.prepare<[string], { client: string; record: string }>('SELECT client, record FROM clients WHERE room = ?'),
       insertRoom: db.prepare('INSERT INTO rooms (room, machine, version, checkpoint_pos, checkpoint, stable, created) VALUES (?, ?, ?, ?, ?, ?, ?)'),
-      bumpRev: db.prepare('UPDATE rooms SET rev = rev + 1, stable = max(stable, ?) WHERE room = ?'),
+      bumpRev: db.prepare('UPDATE rooms SET rev = rev + ?, stable = max(stable, ?) WHERE room = ?'),
       // Never back: an older checkpoint over a newer one would name log entries already pruned.
       advanceCheckpoint: db.prepare('UPDATE rooms SET checkpoint_pos = ?, checkpoint = ?, stable = max(stable, ?) WHERE room = ? AND checkpoint_pos < ?'),
       setStable: db.prepare('UPDATE rooms SET stable = ? WHERE room = ?'),
@@ -263,6 +263,7 @@ export class SqliteStore implements RoomStore {
       logBytes += row.entries.length;
       for (const e of JSON.parse(row.entries) as LogEntry[]) if (e.pos > r.checkpoint_pos) suffix.push(e);
     }
+    this.heads.set(room, { rev: r.rev, head: suffix.length ? suffix[suffix.length - 1].pos : r.checkpoint_pos });
     const clients: Record<string, ClientRecord> = {};
     for (const c of this.stmts.getClients.all(room)) clients[c.client] = JSON.parse(c.record);
     this.written.set(room, r.checkpoint_pos);
@@ -278,6 +279,7 @@ export class SqliteStore implements RoomStore {
   create(room: string, machine: string, version: number, initial: unknown): void {
     const json = JSON.stringify(initial);
     this.stmts.insertRoom.run(room, machine, version, 0, json, 0, this.now());
+    this.heads.set(room, { rev: 0, head: 0 });
     this.written.set(room, 0);
     this.checkpointBytes.set(room, json.length);
     this.logBytesSince.set(room, 0);
@@ -346,6 +348,8 @@ export class SqliteStore implements RoomStore {
     } catch (e) {
       throw new StorageError(`storage write failed: ${(e as Error).message}`, e);
     }
+    // Its log writes move heads without a rev: the fence is read from the file again.
+    for (const w of batch) this.heads.delete(w.room);
     // Only now, with the transaction durable: what is on disk, and the latest checkpoint to
     // write on unload (one whose ops never reached the disk must never be written).
     for (const [room, pos] of written) this.written.set(room, pos);
@@ -363,6 +367,7 @@ export class SqliteStore implements RoomStore {
 
   /** Forget what is cached about a room (dropped from memory after a failure): it reloads from disk. */
   forget(room: string): void {
+    this.heads.delete(room);
     this.latest.delete(room);
     this.written.delete(room);
     this.checkpointBytes.delete(room);
@@ -461,54 +466,82 @@ export class SqliteStore implements RoomStore {
   }
 
   /**
-   * Write the appends queued in this turn: one transaction, each append in a savepoint of its
-   * own; if the transaction fails as a whole, each append again in a transaction of its own.
-   * Then settle their promises, in call order.
+   * Write the appends queued in this turn, then settle their promises in call order.
+   *
+   * The fence is checked in memory first (`heads`: this store holds the file's exclusive lock,
+   * so nothing else moves a room's rev), which settles fenced and misplaced appends without
+   * touching the database. The appends that pass are merged per room, in call order, into one
+   * write (one log chunk, one rev update for all of them) and written in one transaction.
+   * If a room's write throws, the transaction is rolled back, that room's appends fail (nothing
+   * of them was written) and the others are written again without it; if the transaction fails
+   * where no room's write did (its commit: a full disk, an I/O error), each room is tried in a
+   * transaction of its own, so only the rooms the database refuses fail.
    */
   private commitQueue(): void {
     const batch = this.queue;
     if (batch.length === 0) return;
     this.queue = [];
     const t0 = performance.now();
-    const results: (AppendDone | unknown)[] = new Array(batch.length);
-    let transactions = 1;
-    try {
-      this.db.transaction(() => {
-        for (let i = 0; i < batch.length; i++) {
-          try {
-            results[i] = this.db.transaction(() => this.writeAppend(batch[i]))();
-          } catch (e) {
-            // Some errors (an I/O error, a full disk) can end the whole transaction: then what
-            // the group wrote so far is gone too, so retry it append by append.
-            if (!this.db.inTransaction) throw e;
-            results[i] = e;
-          }
-        }
-      })();
-    } catch {
-      transactions = batch.length;
-      for (let i = 0; i < batch.length; i++) {
-        try {
-          results[i] = this.db.transaction(() => this.writeAppend(batch[i]))();
-        } catch (e) {
-          results[i] = e;
-        }
+    const results: (Appended | unknown)[] = new Array(batch.length);
+    // The fence and the head, in memory, appends of one room in call order.
+    const groups = new Map<string, RoomWrite>();
+    for (let i = 0; i < batch.length; i++) {
+      const q = batch[i];
+      let g = groups.get(q.room);
+      try {
+        const at = g?.to ?? this.headOf(q.room);
+        if (!at) throw new FencedError(q.room, q.checked.after, undefined);
+        if (at.rev !== q.checked.after) throw new FencedError(q.room, q.checked.after, at.rev);
+        const head = checkAgainstHead(q.room, q.checked, at.head);
+        if (!g) groups.set(q.room, (g = { room: q.room, from: at, to: at, members: [] }));
+        g.to = { rev: at.rev + 1, head };
+        g.members.push(i);
+        results[i] = { rev: at.rev + 1, head };
+      } catch (e) {
+        results[i] = e;
       }
     }
-    // Only now, with the writes durable: what is on disk, and the latest checkpoint to write on
-    // release (one whose append failed must never be written).
+    let pending = [...groups.values()];
+    let transactions = 0;
+    while (pending.length > 0) {
+      transactions++;
+      let current: RoomWrite | undefined;
+      try {
+        this.db.transaction(() => {
+          for (const g of pending) {
+            current = g;
+            this.writeRoom(g, batch);
+          }
+          current = undefined;
+        })();
+        for (const g of pending) this.wrote(g, batch);
+        pending = [];
+      } catch (e) {
+        if (current) {
+          // This room's write failed: it alone fails; the rest are written again without it.
+          this.failGroup(current, results, e);
+          pending = pending.filter((g) => g !== current);
+          continue;
+        }
+        // The transaction failed as a whole: each room in a transaction of its own.
+        for (const g of pending) {
+          transactions++;
+          try {
+            this.db.transaction(() => this.writeRoom(g, batch))();
+            this.wrote(g, batch);
+          } catch (e2) {
+            this.failGroup(g, results, e2);
+          }
+        }
+        pending = [];
+      }
+    }
     let appends = 0,
       ops = 0;
     for (let i = 0; i < batch.length; i++) {
-      const r = results[i],
-        q = batch[i];
-      if (!isDone(r)) continue;
+      if (results[i] instanceof Error) continue;
       appends++;
-      ops += q.checked.count;
-      const cp = q.checkpoint;
-      if (!cp) continue;
-      if (r.wroteCheckpoint && cp.pos > (this.written.get(q.room) ?? 0)) this.written.set(q.room, cp.pos);
-      if (cp.pos > (this.latest.get(q.room)?.pos ?? -1)) this.latest.set(q.room, { pos: cp.pos, state: cp.state });
+      ops += batch[i].checked.count;
     }
     try {
       this.onCommit?.({ appends, failed: batch.length - appends, ops, transactions, seconds: (performance.now() - t0) / 1000 });
@@ -518,41 +551,83 @@ export class SqliteStore implements RoomStore {
     for (let i = 0; i < batch.length; i++) {
       const r = results[i],
         q = batch[i];
-      if (isDone(r)) q.resolve({ rev: r.rev, head: r.head });
+      if (!(r instanceof Error)) q.resolve(r as Appended);
       else
         q.reject(
           r instanceof HerculesError
             ? r
             : new StorageError(
-                `room ${q.room}: the append failed and nothing of it was written: ${(r as Error)?.message ?? String(r)}. Check the disk is not full and the data directory is writable; reload the room before writing again.`,
+                `room ${q.room}: the append failed and nothing of it was written: ${r.message}. Check the disk is not full and the data directory is writable; reload the room before writing again.`,
                 r,
               ),
         );
     }
   }
 
-  /** One append, inside a transaction or savepoint: the fence, then the writes; throws to roll it back. */
-  private writeAppend(q: QueuedAppend): AppendDone {
+  /** A room's rev and head, from memory, or from the file the first time (then kept). */
+  private headOf(room: string): Head | undefined {
+    let h = this.heads.get(room);
+    if (!h) {
+      const at = this.stmts.getHead.get(room);
+      if (!at) return undefined;
+      h = { rev: at.rev, head: Math.max(at.checkpoint_pos, at.last ?? 0) };
+      this.heads.set(room, h);
+    }
+    return h;
+  }
+
+  /** One room's appends of this turn, as one write, inside a transaction: throws to roll it back. */
+  private writeRoom(g: RoomWrite, batch: readonly QueuedAppend[]): void {
     const s = this.stmts,
-      w = q.prepared,
-      after = q.checked.after;
-    const at = s.getHead.get(q.room);
-    if (!at) throw new FencedError(q.room, after, undefined);
-    if (at.rev !== after) throw new FencedError(q.room, after, at.rev);
-    const head = checkAgainstHead(q.room, q.checked, Math.max(at.checkpoint_pos, at.last ?? 0));
-    if (w.log) s.insertLog.run(w.room, w.log.first, w.log.last, w.log.json);
-    for (const [client, json] of w.clients) s.upsertClient.run(w.room, client, json);
-    let wroteCheckpoint = false;
-    if (
-      w.checkpoint?.json !== undefined &&
-      s.advanceCheckpoint.run(w.checkpoint.pos, w.checkpoint.json, w.checkpoint.pos, w.room, w.checkpoint.pos).changes > 0
-    ) {
-      s.pruneLog.run(w.room, w.checkpoint.pos);
-      wroteCheckpoint = true;
+      room = g.room;
+    const chunks: string[] = [];
+    let first = 0,
+      last = 0,
+      stable = 0;
+    let clients: Map<string, string> | undefined;
+    let cp: { pos: number; json: string } | undefined;
+    for (const i of g.members) {
+      const w = batch[i].prepared;
+      if (w.log) {
+        if (chunks.length === 0) first = w.log.first;
+        last = w.log.last;
+        chunks.push(w.log.json);
+      }
+      for (const [client, json] of w.clients) (clients ??= new Map()).set(client, json);
+      if (w.checkpoint) {
+        stable = Math.max(stable, w.checkpoint.pos);
+        if (w.checkpoint.json !== undefined && w.checkpoint.pos > (cp?.pos ?? -1)) cp = { pos: w.checkpoint.pos, json: w.checkpoint.json };
+      }
+    }
+    // Each chunk is a JSON array of consecutive entries, and the chunks follow each other: one row.
+    if (chunks.length) s.insertLog.run(room, first, last, chunks.length === 1 ? chunks[0] : `[${chunks.map((c) => c.slice(1, -1)).join(',')}]`);
+    if (clients) for (const [client, json] of clients) s.upsertClient.run(room, client, json);
+    g.wroteCheckpoint = undefined;
+    if (cp && s.advanceCheckpoint.run(cp.pos, cp.json, cp.pos, room, cp.pos).changes > 0) {
+      s.pruneLog.run(room, cp.pos);
+      g.wroteCheckpoint = cp.pos;
     }
     // Last: the rev moves only with everything above written.
-    s.bumpRev.run(w.checkpoint?.pos ?? 0, w.room);
-    return { rev: after + 1, head, wroteCheckpoint };
+    s.bumpRev.run(g.to.rev - g.from.rev, stable, room);
+  }
+
+  /**
+   * A room's write is durable: its head in memory, the checkpoint on disk, and the latest
+   * checkpoint to write on release (one whose append failed must never be written).
+   */
+  private wrote(g: RoomWrite, batch: readonly QueuedAppend[]): void {
+    this.heads.set(g.room, g.to);
+    if (g.wroteCheckpoint !== undefined && g.wroteCheckpoint > (this.written.get(g.room) ?? 0)) this.written.set(g.room, g.wroteCheckpoint);
+    for (const i of g.members) {
+      const cp = batch[i].checkpoint;
+      if (cp && cp.pos > (this.latest.get(g.room)?.pos ?? -1)) this.latest.set(g.room, { pos: cp.pos, state: cp.state });
+    }
+  }
+
+  /** A room's write was rolled back: its appends fail (its head in memory never moved). */
+  private failGroup(g: RoomWrite, results: unknown[], e: unknown): void {
+    const err = e instanceof Error ? e : new Error(String(e));
+    for (const i of g.members) results[i] = err;
   }
 
   /**
@@ -580,6 +655,20 @@ export class SqliteStore implements RoomStore {
   }
 }
 
-function isDone(r: unknown): r is AppendDone {
-  return typeof r === 'object' && r !== null && 'wroteCheckpoint' in r;
+/** A room's fence and head. */
+interface Head {
+  rev: number;
+  head: number;
+}
+
+/** One room's appends of a group commit, merged into one write. */
+interface RoomWrite {
+  room: string;
+  /** The room before them and after them. */
+  from: Head;
+  to: Head;
+  /** Their indexes in the batch, in call order. */
+  members: number[];
+  /** The checkpoint position whose state the write stored, if it did. */
+  wroteCheckpoint?: number;
 }
