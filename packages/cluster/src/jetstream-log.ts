@@ -1,0 +1,213 @@
+/**
+ * `ShardLog` and `LeaseTable` on NATS JetStream (the official @nats-io clients).
+ *
+ * One stream per shard, `<prefix>_<k>` on subjects `<subjects>.<k>.>`, file storage, R3 by
+ * default, a 2-minute duplicate window, direct get off (a direct get may be answered by a replica
+ * that is behind: reads go to the leader). Leases are a KV bucket whose entries expire `ttlMs`
+ * after their last write.
+ */
+import { DeliverPolicy, type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { type KV, Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { type Ack, type Lease, LeaseConflictError, type LeaseTable, type LogMessage, type ShardLog, WrongLastSequenceError } from './shard-log.ts';
+
+export interface JetStreamLogOptions {
+  /** Stream names are `<streamPrefix>_<shard>` (default `HC`). */
+  streamPrefix?: string;
+  /** Subjects are `<subjectPrefix>.<shard>.…` (default `hc`). */
+  subjectPrefix?: string;
+  /** Replicas per stream (default 3; 1 on a single server). */
+  replicas?: number;
+  /** How long a publish waits for its ack (default 5 s). */
+  timeoutMs?: number;
+}
+
+export class JetStreamShardLog implements ShardLog {
+  readonly maxPayload: number;
+  private readonly js: JetStreamClient;
+  private readonly streamPrefix: string;
+  private readonly subjectPrefix: string;
+  private readonly replicas: number;
+  private readonly timeoutMs: number;
+  private readonly ensured = new Map<number, Promise<void>>();
+
+  private constructor(
+    readonly nc: NatsConnection,
+    private readonly jsm: JetStreamManager,
+    opts: JetStreamLogOptions,
+  ) {
+    this.js = jetstream(nc);
+    this.streamPrefix = opts.streamPrefix ?? 'HC';
+    this.subjectPrefix = opts.subjectPrefix ?? 'hc';
+    this.replicas = opts.replicas ?? 3;
+    this.timeoutMs = opts.timeoutMs ?? 5000;
+    this.maxPayload = nc.info?.max_payload ?? 1024 * 1024;
+  }
+
+  static async open(nc: NatsConnection, opts: JetStreamLogOptions = {}): Promise<JetStreamShardLog> {
+    return new JetStreamShardLog(nc, await jetstreamManager(nc, { timeout: opts.timeoutMs ?? 5000 }), opts);
+  }
+
+  stream(shard: number): string {
+    return `${this.streamPrefix}_${shard}`;
+  }
+
+  /** The subject of `rest` in a shard: `<prefix>.<shard>.<rest>`. */
+  subject(shard: number, rest: string): string {
+    return `${this.subjectPrefix}.${shard}.${rest}`;
+  }
+
+  ensure(shard: number): Promise<void> {
+    let p = this.ensured.get(shard);
+    if (!p) {
+      p = this.create(shard);
+      this.ensured.set(shard, p);
+      p.catch(() => this.ensured.delete(shard));
+    }
+    return p;
+  }
+
+  private async create(shard: number): Promise<void> {
+    const name = this.stream(shard);
+    try {
+      await this.jsm.streams.info(name);
+      return;
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+    }
+    try {
+      await this.jsm.streams.add({
+        name,
+        subjects: [`${this.subjectPrefix}.${shard}.>`],
+        storage: 'file' as never,
+        num_replicas: this.replicas,
+        duplicate_window: 120_000_000_000, // 2 min, in ns
+        allow_direct: false,
+        deny_delete: false,
+        deny_purge: false,
+      });
+    } catch (e) {
+      // Another node created it first: fine if it is there now.
+      await this.jsm.streams.info(name).catch(() => {
+        throw e;
+      });
+    }
+  }
+
+  async publish(shard: number, subject: string, data: Uint8Array, opts: { msgId: string; expectLastSeq?: number }): Promise<Ack> {
+    try {
+      const ack = await this.js.publish(subject, data, {
+        msgID: opts.msgId,
+        timeout: this.timeoutMs,
+        ...(opts.expectLastSeq !== undefined ? { expect: { lastSequence: opts.expectLastSeq } } : {}),
+      });
+      return { seq: ack.seq, duplicate: ack.duplicate };
+    } catch (e) {
+      if (isWrongLastSequence(e)) throw new WrongLastSequenceError(shard, opts.expectLastSeq ?? -1, (e as Error).message);
+      throw e;
+    }
+  }
+
+  async read(shard: number, subject: string, fromSeq = 1): Promise<LogMessage[]> {
+    const stream = this.stream(shard);
+    // The leader's last message on the subject: read until it (a consumer may be placed on a replica that is behind).
+    let last: number;
+    try {
+      const m = await this.jsm.streams.getMessage(stream, { last_by_subj: subject });
+      if (!m) return [];
+      last = m.seq;
+    } catch (e) {
+      if (isNoMessage(e)) return [];
+      throw e;
+    }
+    if (last < fromSeq) return [];
+    const consumer = await this.js.consumers.get(stream, {
+      filter_subjects: subject,
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: Math.max(1, fromSeq),
+    });
+    const out: LogMessage[] = [];
+    const deadline = Date.now() + this.timeoutMs * 4;
+    try {
+      while (out.length === 0 || out[out.length - 1].seq < last) {
+        if (Date.now() > deadline) throw new Error(`reading ${subject} from ${stream}: timed out before seq ${last}`);
+        const batch = await consumer.fetch({ max_messages: 1000, expires: 2000 });
+        for await (const m of batch) {
+          out.push({ seq: m.seq, subject: m.subject, data: m.data });
+          if (m.seq >= last) break;
+        }
+      }
+    } finally {
+      await consumer.delete().catch(() => {});
+    }
+    return out;
+  }
+
+  async purge(shard: number, subject: string, beforeSeq: number): Promise<void> {
+    await this.jsm.streams.purge(this.stream(shard), { filter: subject, seq: beforeSeq });
+  }
+}
+
+/** Leases as a KV bucket (R3 by default) whose entries expire `ttlMs` after their last write. */
+export class JetStreamLeases implements LeaseTable {
+  private constructor(
+    private readonly kv: KV,
+    readonly ttlMs: number,
+  ) {}
+
+  static async open(nc: NatsConnection, opts: { bucket?: string; ttlMs?: number; replicas?: number } = {}): Promise<JetStreamLeases> {
+    const ttlMs = opts.ttlMs ?? 2000;
+    const kv = await new Kvm(nc).create(opts.bucket ?? 'hc_owners', { replicas: opts.replicas ?? 3, ttl: ttlMs, history: 1 });
+    return new JetStreamLeases(kv, ttlMs);
+  }
+
+  async create(key: string, value: string): Promise<number> {
+    try {
+      return await this.kv.create(key, value);
+    } catch (e) {
+      if (isWrongLastSequence(e) || /exists/i.test(String((e as Error)?.message)))
+        throw new LeaseConflictError(`lease ${key} is held: ${(e as Error).message}`);
+      throw e;
+    }
+  }
+
+  async update(key: string, value: string, rev: number): Promise<number> {
+    try {
+      return await this.kv.update(key, value, rev);
+    } catch (e) {
+      if (isWrongLastSequence(e)) throw new LeaseConflictError(`lease ${key} changed since revision ${rev}: ${(e as Error).message}`);
+      throw e;
+    }
+  }
+
+  async get(key: string): Promise<Lease | undefined> {
+    const e = await this.kv.get(key);
+    if (!e || e.operation !== 'PUT') return undefined;
+    return { value: e.string(), rev: e.revision };
+  }
+
+  async release(key: string, rev: number): Promise<void> {
+    await this.kv.delete(key, { previousSeq: rev }).catch(() => {});
+  }
+}
+
+function apiCode(e: unknown): number | undefined {
+  const x = e as { code?: unknown; apiError?: () => { err_code?: number } };
+  try {
+    return x?.apiError?.().err_code ?? (typeof x?.code === 'number' ? x.code : undefined);
+  } catch {
+    return undefined;
+  }
+}
+
+function isWrongLastSequence(e: unknown): boolean {
+  return apiCode(e) === 10071 || /wrong last sequence/i.test(String((e as Error)?.message));
+}
+
+function isNotFound(e: unknown): boolean {
+  return apiCode(e) === 10059 || /stream not found/i.test(String((e as Error)?.message));
+}
+
+function isNoMessage(e: unknown): boolean {
+  return apiCode(e) === 10037 || /no message found/i.test(String((e as Error)?.message));
+}

@@ -1,0 +1,218 @@
+/**
+ * A local NATS cluster for development and tests: N `nats-server` processes (the machine's
+ * binary) on free loopback ports, each with its own config and JetStream directory, routed to
+ * each other. Nothing here touches a NATS service already running (on 4222 or elsewhere).
+ *
+ * Each server can be killed (SIGKILL), paused (SIGSTOP) and resumed, and started again on the
+ * same ports and data: what the failover tests and the cluster soak do to it.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+
+export interface NatsServerProcess {
+  readonly name: string;
+  /** The client URL, nats://127.0.0.1:port. */
+  readonly url: string;
+  readonly port: number;
+  readonly monitorPort: number;
+  /** The process id while it runs, undefined while it is stopped. */
+  readonly pid: number | undefined;
+  /** Send a signal: 'SIGKILL' to crash it, 'SIGSTOP' / 'SIGCONT' to pause and resume it. */
+  signal(sig: NodeJS.Signals): void;
+  /** Kill it (SIGKILL) and wait until it has exited. */
+  kill(): Promise<void>;
+  /** Start it again (after kill) on the same ports, config and data. */
+  start(): Promise<void>;
+  /** JSON from its monitoring endpoint, e.g. `jsz` or `varz`. */
+  monitor(path: string): Promise<any>;
+}
+
+export interface NatsCluster {
+  readonly servers: readonly NatsServerProcess[];
+  /** Every server's client URL, for a client's server list. */
+  readonly urls: string[];
+  /** The directory holding the configs and data (removed by `close` unless `keep`). */
+  readonly dir: string;
+  /** Wait until JetStream has a meta leader that every running server knows. */
+  ready(timeoutMs?: number): Promise<void>;
+  /** Kill every server; remove the directory unless it was given. */
+  close(): Promise<void>;
+}
+
+export interface NatsClusterOptions {
+  nodes?: number;
+  /** Where configs and data go (kept on close). Default: a fresh temp directory (removed on close). */
+  dir?: string;
+  /** The nats-server binary. Default: $NATS_SERVER, then `nats-server` on PATH or in /usr/sbin. */
+  binary?: string;
+  /** The cluster's name (default `hercules-dev`). */
+  name?: string;
+  /** Write each server's log to `<dir>/<name>.log` (default true). */
+  log?: boolean;
+}
+
+/** Find the nats-server binary, or throw saying how to install it. */
+export function findNatsServer(binary?: string): string {
+  const candidates = [
+    binary,
+    process.env.NATS_SERVER,
+    ...(process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'nats-server')),
+    '/usr/sbin/nats-server',
+    '/usr/bin/nats-server',
+  ];
+  for (const c of candidates) if (c && existsSync(c)) return c;
+  throw new Error(
+    "nats-server is not installed: install it (Debian: 'sudo apt-get install -y nats-server'; or https://github.com/nats-io/nats-server/releases) or set NATS_SERVER to its path",
+  );
+}
+
+/** The server's version, e.g. "2.9.10". */
+export function natsServerVersion(binary = findNatsServer()): string {
+  const out = execFileSync(binary, ['--version'], { encoding: 'utf8' });
+  return /v?(\d+\.\d+\.\d+)/.exec(out)?.[1] ?? out.trim();
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Start an N-node cluster (default 3) and wait until JetStream is ready on it. */
+export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<NatsCluster> {
+  const n = opts.nodes ?? 3;
+  if (!Number.isInteger(n) || n < 1) throw new Error(`nodes must be a positive integer, got ${n}`);
+  const binary = findNatsServer(opts.binary);
+  const owned = opts.dir === undefined;
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'hercules-nats-'));
+  mkdirSync(dir, { recursive: true });
+  const clusterName = opts.name ?? 'hercules-dev';
+  const ports = await Promise.all(Array.from({ length: n }, async () => ({ client: await freePort(), route: await freePort(), monitor: await freePort() })));
+  const routes = ports.map((p) => `nats-route://127.0.0.1:${p.route}`).join(', ');
+  const children = new Set<ChildProcess>();
+  const servers = ports.map((p, i): NatsServerProcess => {
+    const name = `n${i + 1}`;
+    const conf = join(dir, `${name}.conf`);
+    const data = join(dir, name);
+    mkdirSync(data, { recursive: true });
+    writeFileSync(
+      conf,
+      [
+        `server_name: ${name}`,
+        `listen: 127.0.0.1:${p.client}`,
+        `http: 127.0.0.1:${p.monitor}`,
+        `jetstream { store_dir: "${data}", max_memory_store: 256MB, max_file_store: 4GB }`,
+        n > 1 ? `cluster { name: ${clusterName}, listen: 127.0.0.1:${p.route}, routes: [${routes}] }` : '',
+        opts.log === false ? '' : `log_file: "${join(dir, `${name}.log`)}"`,
+        '',
+      ].join('\n'),
+    );
+    let child: ChildProcess | undefined;
+    const server: NatsServerProcess = {
+      name,
+      url: `nats://127.0.0.1:${p.client}`,
+      port: p.client,
+      monitorPort: p.monitor,
+      get pid() {
+        return child?.exitCode === null && child.signalCode === null ? child.pid : undefined;
+      },
+      signal(sig) {
+        if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) child.kill(sig);
+      },
+      async kill() {
+        const c = child;
+        if (!c || c.exitCode !== null || c.signalCode !== null) return;
+        const exited = new Promise((r) => c.once('exit', r));
+        c.kill('SIGCONT'); // a paused process dies too, but say so
+        c.kill('SIGKILL');
+        await exited;
+      },
+      async start() {
+        if (server.pid !== undefined) return;
+        // Its own process group: a signal to the test runner's group (Ctrl-C, `timeout`) does not reach it; close() does.
+        const c = spawn(binary, ['-c', conf], { stdio: 'ignore', detached: true });
+        child = c;
+        children.add(c);
+        c.once('exit', () => children.delete(c));
+        await waitFor(
+          () =>
+            server.monitor('varz').then(
+              () => true,
+              () => false,
+            ),
+          10_000,
+          `${name} to listen`,
+        );
+      },
+      async monitor(path) {
+        const res = await fetch(`http://127.0.0.1:${p.monitor}/${path}`, { signal: AbortSignal.timeout(2000) });
+        if (!res.ok) throw new Error(`${name} /${path}: HTTP ${res.status}`);
+        return res.json();
+      },
+    };
+    return server;
+  });
+  const killAll = () => {
+    for (const c of children) {
+      try {
+        c.kill('SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  };
+  process.once('exit', killAll);
+  const cluster: NatsCluster = {
+    servers,
+    urls: servers.map((s) => s.url),
+    dir,
+    async ready(timeoutMs = 20_000) {
+      await waitFor(
+        async () => {
+          const running = servers.filter((s) => s.pid !== undefined);
+          if (running.length === 0) return false;
+          const leaders = await Promise.all(
+            running.map((s) =>
+              s.monitor('jsz').then(
+                (j) => (n > 1 ? j?.meta_cluster?.leader : 'standalone'),
+                () => undefined,
+              ),
+            ),
+          );
+          return leaders.every((l) => typeof l === 'string' && l.length > 0 && l === leaders[0]);
+        },
+        timeoutMs,
+        'the NATS cluster to elect a JetStream meta leader',
+      );
+    },
+    async close() {
+      process.removeListener('exit', killAll);
+      await Promise.all(servers.map((s) => s.kill()));
+      if (owned) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  try {
+    await Promise.all(servers.map((s) => s.start()));
+    await cluster.ready();
+  } catch (e) {
+    await cluster.close();
+    throw e;
+  }
+  return cluster;
+}
+
+async function waitFor(fn: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  for (;;) {
+    if (await fn()) return;
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(50);
+  }
+}

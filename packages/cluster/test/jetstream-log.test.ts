@@ -1,0 +1,74 @@
+/**
+ * The JetStream adapter against a private 3-node nats-server cluster (the machine's binary, free
+ * ports; never a NATS service already running): the facts the store relies on.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { JetStreamLeases, JetStreamShardLog } from '../src/jetstream-log.ts';
+import { startNatsCluster, type NatsCluster } from '../src/nats-dev.ts';
+import { LeaseConflictError, WrongLastSequenceError } from '../src/shard-log.ts';
+
+let cluster: NatsCluster;
+let nc: NatsConnection;
+before(async () => {
+  cluster = await startNatsCluster({ nodes: 3 });
+  nc = await connect({ servers: cluster.urls });
+});
+after(async () => {
+  await nc?.close();
+  await cluster?.close();
+});
+
+const enc = (s: string) => new TextEncoder().encode(s);
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+
+test('appends are fenced by the stream-wide last sequence; a retry with the same id answers duplicate with its seq', async () => {
+  const log = await JetStreamShardLog.open(nc);
+  await log.ensure(0);
+  await log.ensure(0); // idempotent
+  const a = await log.publish(0, log.subject(0, 'log.r'), enc('a'), { msgId: 'm1' });
+  const b = await log.publish(0, log.subject(0, 'log.r'), enc('b'), { msgId: 'm2', expectLastSeq: a.seq });
+  assert.equal(b.seq, a.seq + 1);
+  await assert.rejects(log.publish(0, log.subject(0, 'log.r'), enc('c'), { msgId: 'm3', expectLastSeq: a.seq }), WrongLastSequenceError);
+  const again = await log.publish(0, log.subject(0, 'log.r'), enc('b'), { msgId: 'm2', expectLastSeq: a.seq });
+  assert.deepEqual(again, { seq: b.seq, duplicate: true });
+  await log.publish(0, log.subject(0, 'log.other'), enc('x'), { msgId: 'm4', expectLastSeq: b.seq });
+  const read = await log.read(0, log.subject(0, 'log.r'));
+  assert.deepEqual(
+    read.map((m) => [m.seq, dec(m.data)]),
+    [
+      [a.seq, 'a'],
+      [b.seq, 'b'],
+    ],
+  );
+  assert.deepEqual(await log.read(0, log.subject(0, 'log.none')), []);
+  assert.deepEqual(
+    (await log.read(0, log.subject(0, 'log.r'), b.seq)).map((m) => m.seq),
+    [b.seq],
+  );
+  await log.purge(0, log.subject(0, 'log.r'), b.seq);
+  assert.deepEqual(
+    (await log.read(0, log.subject(0, 'log.r'))).map((m) => m.seq),
+    [b.seq],
+  );
+  // A purge does not move the last sequence: the fence goes on from it.
+  const c = await log.publish(0, log.subject(0, 'log.r'), enc('c'), { msgId: 'm5', expectLastSeq: b.seq + 1 });
+  assert.equal(c.seq, b.seq + 2);
+});
+
+test('a lease: one creator wins, renewals name the revision, it expires after its ttl', async () => {
+  const leases = await JetStreamLeases.open(nc, { bucket: 'test_leases', ttlMs: 1000 });
+  const [x, y] = await Promise.allSettled([leases.create('s1', 'a'), leases.create('s1', 'b')]);
+  assert.equal([x, y].filter((r) => r.status === 'fulfilled').length, 1, 'one creator');
+  const won = (x.status === 'fulfilled' ? x : y) as PromiseFulfilledResult<number>;
+  assert.ok((x.status === 'rejected' ? x : (y as PromiseRejectedResult)).reason instanceof LeaseConflictError);
+  const r2 = await leases.update('s1', 'a', won.value);
+  await assert.rejects(leases.update('s1', 'a', won.value), LeaseConflictError, 'a stale revision');
+  assert.equal((await leases.get('s1'))?.rev, r2);
+  await new Promise((r) => setTimeout(r, 1600));
+  assert.equal(await leases.get('s1'), undefined, 'expired');
+  const r3 = await leases.create('s1', 'b');
+  assert.ok(r3 > r2, 'revisions only grow');
+  await assert.rejects(leases.update('s1', 'a', r2), LeaseConflictError, 'the old holder cannot renew');
+});
