@@ -8,7 +8,7 @@
  */
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
 import { type Ack, type Lease, LeaseConflictError, type LeaseTable, type LogMessage, type ShardLog, WrongLastSequenceError } from './shard-log.ts';
 
 export interface JetStreamLogOptions {
@@ -94,11 +94,22 @@ export class JetStreamShardLog implements ShardLog {
     }
   }
 
-  async publish(shard: number, subject: string, data: Uint8Array, opts: { msgId: string; expectLastSeq?: number }): Promise<Ack> {
+  async publish(
+    shard: number,
+    subject: string,
+    data: Uint8Array,
+    opts: { msgId: string; expectLastSeq?: number; headers?: Record<string, string> },
+  ): Promise<Ack> {
+    let h: ReturnType<typeof natsHeaders> | undefined;
+    if (opts.headers) {
+      h = natsHeaders();
+      for (const [k, v] of Object.entries(opts.headers)) h.set(k, v);
+    }
     try {
       const ack = await this.js.publish(subject, data, {
         msgID: opts.msgId,
         timeout: this.timeoutMs,
+        ...(h ? { headers: h } : {}),
         ...(opts.expectLastSeq !== undefined ? { expect: { lastSequence: opts.expectLastSeq } } : {}),
       });
       return { seq: ack.seq, duplicate: ack.duplicate };
@@ -133,7 +144,9 @@ export class JetStreamShardLog implements ShardLog {
         if (Date.now() > deadline) throw new Error(`reading ${subject} from ${stream}: timed out before seq ${last}`);
         const batch = await consumer.fetch({ max_messages: 1000, expires: 2000 });
         for await (const m of batch) {
-          out.push({ seq: m.seq, subject: m.subject, data: m.data });
+          const headers: Record<string, string> = {};
+          if (m.headers) for (const [k] of m.headers) headers[k] = m.headers.get(k);
+          out.push({ seq: m.seq, subject: m.subject, data: m.data, headers });
           if (m.seq >= last) break;
         }
       }
@@ -141,6 +154,16 @@ export class JetStreamShardLog implements ShardLog {
       await consumer.delete().catch(() => {});
     }
     return out;
+  }
+
+  async subjects(shard: number, filter: string): Promise<string[]> {
+    try {
+      const info = await this.jsm.streams.info(this.stream(shard), { subjects_filter: filter });
+      return Object.keys(info.state.subjects ?? {});
+    } catch (e) {
+      if (isNotFound(e)) return [];
+      throw e;
+    }
   }
 
   async purge(shard: number, subject: string, beforeSeq: number): Promise<void> {

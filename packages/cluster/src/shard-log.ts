@@ -15,6 +15,8 @@ export interface LogMessage {
   seq: number;
   subject: string;
   data: Uint8Array;
+  /** The headers it was published with (names as given). */
+  headers: Record<string, string>;
 }
 
 export interface Ack {
@@ -51,12 +53,14 @@ export interface ShardLog {
    * (`WrongLastSequenceError`) unless the stream's last sequence is exactly that when it is
    * applied. `msgId` makes a retry of a message that landed answer `duplicate` with its seq.
    */
-  publish(shard: number, subject: string, data: Uint8Array, opts: { msgId: string; expectLastSeq?: number }): Promise<Ack>;
+  publish(shard: number, subject: string, data: Uint8Array, opts: { msgId: string; expectLastSeq?: number; headers?: Record<string, string> }): Promise<Ack>;
   /** Every message on `subject` (exact) with seq >= fromSeq, up to the stream's tail when called, read from the leader. */
   read(shard: number, subject: string, fromSeq?: number): Promise<LogMessage[]>;
+  /** The subjects of the shard's stream that match `filter` (a wildcard such as `hc.3.ckpt.*`) and hold messages. */
+  subjects(shard: number, filter: string): Promise<string[]>;
   /** Remove the messages on `subject` with seq < `beforeSeq`. The stream's last sequence does not move. */
   purge(shard: number, subject: string, beforeSeq: number): Promise<void>;
-  /** The largest message the log takes, in bytes. */
+  /** The largest message the log takes, in bytes, headers included. */
   readonly maxPayload: number;
 }
 

@@ -1,0 +1,698 @@
+/**
+ * A `RoomStore` on a replicated log (`ShardLog`, e.g. NATS JetStream), for one node of a
+ * cluster. Rooms hash to shards; each shard has one stream and at most one owner node at a time,
+ * which holds the shard's lease and is the stream's only writer. The owner runs the rooms of
+ * its shards (through the same RoomHost as the embedded server); this store is how it reads and
+ * writes them.
+ *
+ * The subjects of shard k:
+ *   <p>.k.claim          {epoch, node}: an owner took (or re-synchronised) the shard
+ *   <p>.k.log.<room>     one message per append: {epoch, rev, part, parts, entries, clients, stable}
+ *   <p>.k.ckpt.<room>    a checkpoint: {epoch, rev, pos, state, suffix, clients, stable, meta}
+ *
+ * Safety does not rest on the lease. Every message is published with the stream-wide
+ * expectation of the last sequence the owner predicts (it is the only writer), so a message of
+ * an owner that lost the shard is refused once another owner's claim is in the stream; and
+ * readers apply the replay rule: walking a room's messages in stream order, a message counts
+ * only if its epoch is at least that of every claim before it, and it continues the room's chain
+ * (rev = previous rev + 1; its entries follow the head). An append is confirmed only when its
+ * ack came back at the predicted sequence and so did every earlier one since the owner's claim
+ * (an unbroken run): then no claim can lie between, and every reader counts it.
+ *
+ * Any failure of a shard's pipeline (a refused expectation, a timeout, a lost connection) fails
+ * every append in flight on that shard; their rooms' hosts reload the rooms. The shard is then
+ * claimed again under the lease's current revision (a higher epoch), which makes every message
+ * of ours still in flight count for nothing, and goes on from the claim's sequence. If the lease
+ * itself is lost (not renewed before its deadline, or taken), the shard is given up:
+ * `onShardLost` tells the node, whose connections to those rooms must close.
+ */
+import type { ClientRecord, LogEntry } from '@hercules/core';
+import { HerculesError } from '@hercules/core';
+import {
+  type Appended,
+  FencedError,
+  type LoadedRoom,
+  type RoomAppend,
+  type RoomInit,
+  type RoomMeta,
+  type RoomStore,
+  StorageError,
+  checkAgainstHead,
+  checkAppend,
+  checkRoomName,
+} from '@hercules/server/pipeline';
+import { LeaseConflictError, type LeaseTable, type LogMessage, type ShardLog, WrongLastSequenceError } from './shard-log.ts';
+
+export interface ClusterStoreOptions {
+  log: ShardLog;
+  leases: LeaseTable;
+  /** This node's id, written in its leases and claims. */
+  nodeId: string;
+  /** How many shards rooms hash to (fixed for the life of the cluster's data). Default 64. */
+  shards?: number;
+  /** The subject prefix of the shard streams (must match the log's streams). Default `hc`. */
+  subjectPrefix?: string;
+  /** Write a checkpoint's state once it is this many ops past the written one (and the log since is half its size). Default 1000. */
+  checkpointEvery?: number;
+  /** Stop writing this long before the lease would expire (clocks drift, renewals are slow). Default 500 ms. */
+  leaseMarginMs?: number;
+  /** A monotonic clock, ms (default performance.now). */
+  now?: () => number;
+  /** The wall clock for a room's creation time (default Date.now). */
+  wallClock?: () => number;
+  /** This node gave up a shard (its lease was lost or taken): close the connections to its rooms. */
+  onShardLost?: (shard: number, why: string) => void;
+  /** Something worth logging happened (a re-claim, a refused append). */
+  onWarning?: (message: string) => void;
+}
+
+/** A room is served by another node (it holds the lease of the room's shard). */
+export class NotOwnerError extends HerculesError {
+  constructor(
+    readonly shard: number,
+    readonly owner: string | undefined,
+    room: string,
+  ) {
+    super(
+      'storage-failed',
+      `room ${room} is in shard ${shard}, which ${owner ? `node ${owner} serves` : 'another node is taking over'}; connect through that node, or retry once its lease expires`,
+    );
+    this.name = 'NotOwnerError';
+  }
+}
+
+/** FNV-1a of the room name's UTF-16 code units, mod `shards`: every node computes the same. */
+export function shardOf(room: string, shards: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < room.length; i++) {
+    h ^= room.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h % shards;
+}
+
+/** A room name as one subject token: base64url of its UTF-8 (any name, no dots or wildcards). */
+export function roomToken(room: string): string {
+  return Buffer.from(room, 'utf8').toString('base64url') || '_';
+}
+
+/** The body of a log record: one append. Its epoch and rev are in the headers of each part. */
+interface LogBody {
+  entries: LogEntry[];
+  clients: Record<string, ClientRecord>;
+  stable: number;
+}
+
+/** The body of a checkpoint record. */
+interface CkptBody {
+  pos: number;
+  state: unknown;
+  /** The entries after `pos` up to the head at the record's rev. */
+  suffix: LogEntry[];
+  clients: Record<string, ClientRecord>;
+  stable: number;
+  meta: RoomMeta;
+}
+
+/** A record read back: its parts joined, valid by the replay rule's epoch test. */
+interface Rec {
+  /** The sequence of its last part. */
+  seq: number;
+  epoch: number;
+  rev: number;
+  body: unknown;
+  bytes: number;
+}
+
+const H_EPOCH = 'Hc-Epoch';
+const H_REV = 'Hc-Rev';
+const H_PART = 'Hc-Part';
+const H_PARTS = 'Hc-Parts';
+/** Room for the headers and the protocol's own in a message. */
+const HEADROOM = 1024;
+
+/** What the store keeps of a room it has open. */
+interface OpenRoom {
+  name: string;
+  shard: number;
+  meta: RoomMeta;
+  rev: number;
+  head: number;
+  stable: number;
+  clients: Record<string, ClientRecord>;
+  /** Entries after the newest checkpoint position given, for the next checkpoint's suffix. */
+  tail: LogEntry[];
+  /** The checkpoint position whose state is in the log, and the newest one given (by reference). */
+  writtenPos: number;
+  writtenBytes: number;
+  logBytesSince: number;
+  latest: { pos: number; state: unknown; rev: number } | undefined;
+  /** Appends of this room published and not settled. */
+  inFlight: Set<Promise<unknown>>;
+}
+
+type ShardState = 'idle' | 'owned' | 'lost';
+
+/** One shard as this node sees it: its lease, its claim, the pipeline's predicted sequence. */
+class Shard {
+  state: ShardState = 'idle';
+  epoch = 0;
+  leaseRev = 0;
+  /** The lease holds until here (monotonic ms): the last renewal that succeeded was sent at deadline - ttl + margin. */
+  deadline = 0;
+  /** The sequence the next message is expected to follow. */
+  expect = 0;
+  /** Messages published under the current claim (for msg ids). */
+  n = 0;
+  /** Claims in the stream: (seq, epoch), in order. */
+  claims: { seq: number; epoch: number }[] = [];
+  /** The pipeline broke: the acks of this generation no longer confirm anything. */
+  generation = 0;
+  /** The last publish of the pipeline (acks are handled in order). */
+  tail: Promise<unknown> = Promise.resolve([]);
+  acquiring: Promise<void> | undefined;
+  resync: Promise<void> | undefined;
+  renewTimer: ReturnType<typeof setTimeout> | undefined;
+  constructor(readonly k: number) {}
+}
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+export class ClusterStore implements RoomStore {
+  readonly nodeId: string;
+  readonly shards: number;
+  private readonly log: ShardLog;
+  private readonly leases: LeaseTable;
+  private readonly prefix: string;
+  private readonly checkpointEvery: number;
+  private readonly marginMs: number;
+  private readonly now: () => number;
+  private readonly wallClock: () => number;
+  private readonly opts: ClusterStoreOptions;
+  private readonly shardState = new Map<number, Shard>();
+  private readonly rooms_ = new Map<string, OpenRoom>();
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private closed = false;
+
+  constructor(opts: ClusterStoreOptions) {
+    this.opts = opts;
+    this.log = opts.log;
+    this.leases = opts.leases;
+    this.nodeId = opts.nodeId;
+    this.shards = opts.shards ?? 64;
+    if (!Number.isInteger(this.shards) || this.shards < 1) throw new HerculesError('bad-argument', `shards must be a positive integer, got ${this.shards}`);
+    this.prefix = opts.subjectPrefix ?? 'hc';
+    this.checkpointEvery = Math.max(1, opts.checkpointEvery ?? 1000);
+    this.marginMs = opts.leaseMarginMs ?? 500;
+    if (this.marginMs >= this.leases.ttlMs / 2)
+      throw new HerculesError('bad-argument', `the lease margin (${this.marginMs} ms) must be under half the lease (${this.leases.ttlMs} ms)`);
+    this.now = opts.now ?? (() => performance.now());
+    this.wallClock = opts.wallClock ?? Date.now;
+  }
+
+  shardOf(room: string): number {
+    return shardOf(room, this.shards);
+  }
+
+  /** The shards this node owns now. */
+  owned(): number[] {
+    return [...this.shardState.values()].filter((s) => s.state === 'owned' && this.now() < s.deadline).map((s) => s.k);
+  }
+
+  /** Who holds a shard's lease, if anyone (this node included). */
+  async ownerOf(shard: number): Promise<string | undefined> {
+    const l = await this.leases.get(this.leaseKey(shard));
+    return l ? (JSON.parse(l.value) as { node: string }).node : undefined;
+  }
+
+  private subject(shard: number, kind: 'claim' | 'log' | 'ckpt', room?: string): string {
+    return room === undefined ? `${this.prefix}.${shard}.${kind}` : `${this.prefix}.${shard}.${kind}.${roomToken(room)}`;
+  }
+
+  // ---------------------------------------------------------------- ownership
+
+  /** Own the shard (take its lease if free, claim it in its stream), or throw NotOwnerError. */
+  async acquire(k: number): Promise<Shard> {
+    let s = this.shardState.get(k);
+    if (!s) this.shardState.set(k, (s = new Shard(k)));
+    if (s.state === 'owned' && this.now() < s.deadline) {
+      if (s.resync) await s.resync;
+      return s;
+    }
+    if (!s.acquiring) {
+      const shard = s;
+      s.acquiring = this.take(shard).finally(() => {
+        shard.acquiring = undefined;
+      });
+    }
+    await s.acquiring;
+    return s;
+  }
+
+  private async take(s: Shard): Promise<void> {
+    await this.log.ensure(s.k);
+    const sent = this.now();
+    let rev: number;
+    try {
+      rev = await this.leases.create(this.leaseKey(s.k), JSON.stringify({ node: this.nodeId }));
+    } catch (e) {
+      if (e instanceof LeaseConflictError) throw new NotOwnerError(s.k, await this.ownerOf(s.k).catch(() => undefined), `(shard ${s.k})`);
+      throw e;
+    }
+    s.leaseRev = rev;
+    s.deadline = sent + this.leases.ttlMs - this.marginMs;
+    s.state = 'owned';
+    s.claims = (await this.log.read(s.k, this.subject(s.k, 'claim'))).map((m) => ({ seq: m.seq, epoch: Number(m.headers[H_EPOCH]) }));
+    await this.claim(s);
+    this.scheduleRenew(s);
+  }
+
+  /**
+   * Claim the shard under the lease's current revision: no expectation, so its ack proves the
+   * leader applied everything before it; the pipeline goes on from its sequence.
+   */
+  private async claim(s: Shard): Promise<void> {
+    const epoch = s.leaseRev;
+    const ack = await this.log.publish(s.k, this.subject(s.k, 'claim'), enc.encode(JSON.stringify({ node: this.nodeId })), {
+      msgId: `${this.prefix}/${s.k}/${epoch}/claim`,
+      headers: { [H_EPOCH]: String(epoch) },
+    });
+    s.claims.push({ seq: ack.seq, epoch });
+    s.epoch = epoch;
+    s.expect = ack.seq;
+    s.n = 0;
+    s.generation++;
+    s.tail = Promise.resolve([]);
+  }
+
+  private scheduleRenew(s: Shard): void {
+    if (s.renewTimer) clearTimeout(s.renewTimer);
+    s.renewTimer = setTimeout(() => void this.renew(s), Math.max(50, this.leases.ttlMs / 3));
+    s.renewTimer.unref?.();
+  }
+
+  private async renew(s: Shard): Promise<void> {
+    if (s.state !== 'owned' || this.closed) return;
+    const sent = this.now();
+    try {
+      s.leaseRev = await this.leases.update(this.leaseKey(s.k), JSON.stringify({ node: this.nodeId }), s.leaseRev);
+      s.deadline = sent + this.leases.ttlMs - this.marginMs;
+      this.scheduleRenew(s);
+    } catch (e) {
+      if (e instanceof LeaseConflictError || this.now() >= s.deadline) return this.lose(s, `its lease was lost: ${(e as Error).message}`);
+      // A slow or failed renewal: try again soon; the deadline stops writes meanwhile.
+      this.opts.onWarning?.(`shard ${s.k}: renewing its lease failed (${(e as Error).message}); retrying`);
+      s.renewTimer = setTimeout(() => void this.renew(s), 100);
+      s.renewTimer.unref?.();
+    }
+  }
+
+  private lose(s: Shard, why: string): void {
+    if (s.state !== 'owned') return;
+    s.state = 'lost';
+    s.generation++;
+    if (s.renewTimer) clearTimeout(s.renewTimer);
+    for (const [name, r] of this.rooms_) if (r.shard === s.k) this.rooms_.delete(name);
+    s.state = 'idle';
+    this.opts.onShardLost?.(s.k, why);
+  }
+
+  /** The pipeline broke: what is in flight counts for nothing; claim again under a higher epoch. */
+  private breakPipeline(s: Shard, why: string): void {
+    const gen = s.generation;
+    if (s.resync) return;
+    s.generation++;
+    this.opts.onWarning?.(`shard ${s.k}: ${why}; claiming it again`);
+    // Its rooms reload from the log (their hosts failed with the appends).
+    for (const [name, r] of this.rooms_) if (r.shard === s.k) this.rooms_.delete(name);
+    s.resync = (async () => {
+      try {
+        if (this.now() >= s.deadline) throw new Error('the lease deadline passed');
+        // The claim's epoch must be above every message in flight: the lease's revision moves with each renewal.
+        s.leaseRev = await this.leases.update(this.leaseKey(s.k), JSON.stringify({ node: this.nodeId }), s.leaseRev);
+        await this.claim(s);
+      } catch (e) {
+        this.lose(s, `it could not be claimed again after generation ${gen}: ${(e as Error).message}`);
+      } finally {
+        s.resync = undefined;
+      }
+    })();
+  }
+
+  // ---------------------------------------------------------------- the pipeline
+
+  /**
+   * Publish messages of one shard at consecutive predicted sequences, without waiting for
+   * earlier ones (a pipeline). Resolves with their sequences once every ack came back as
+   * predicted and every earlier message of the pipeline was confirmed: an unbroken run.
+   */
+  private publish(s: Shard, msgs: { subject: string; data: Uint8Array; headers: Record<string, string> }[]): Promise<number[]> {
+    if (s.state !== 'owned' || this.now() >= s.deadline) return Promise.reject(new StorageError(`shard ${s.k} is not owned by this node now; reload the room`));
+    if (s.resync) return Promise.reject(new StorageError(`shard ${s.k} is being claimed again after a failed append; reload the room`));
+    const gen = s.generation;
+    const sends = msgs.map((m) => {
+      const expect = s.expect++;
+      const msgId = `${this.prefix}/${s.k}/${s.epoch}/${s.n++}`;
+      return this.log.publish(s.k, m.subject, m.data, { msgId, expectLastSeq: expect, headers: m.headers }).then((ack) => {
+        if (ack.seq !== expect + 1)
+          throw new WrongLastSequenceError(s.k, expect, `acked at ${ack.seq}, not ${expect + 1}${ack.duplicate ? ' (a duplicate)' : ''}`);
+        return ack.seq;
+      });
+    });
+    const before = s.tail;
+    const done = (async () => {
+      let seqs: number[];
+      try {
+        seqs = await Promise.all(sends);
+      } catch (e) {
+        if (s.generation === gen) this.breakPipeline(s, `an append failed: ${(e as Error).message}`);
+        throw e;
+      }
+      // In order: if an earlier message failed, this one is not confirmed either (the run broke before it).
+      await before;
+      if (s.state !== 'owned') throw new StorageError(`shard ${s.k} was given up; reload the room`);
+      return seqs;
+    })();
+    s.tail = done;
+    done.catch(() => {}); // observed through the returned promise and the next in line
+    return done.catch((e) => {
+      if (e instanceof HerculesError) throw e;
+      throw new StorageError(`shard ${s.k}: the append was not confirmed: ${(e as Error).message}; reload the room`, e);
+    });
+  }
+
+  // ---------------------------------------------------------------- records
+
+  /** A record as messages: its body's bytes in parts under the log's size limit, epoch and rev in the headers. */
+  private record(shard: Shard, subject: string, rev: number, body: Uint8Array): { subject: string; data: Uint8Array; headers: Record<string, string> }[] {
+    const limit = Math.max(256, this.log.maxPayload - HEADROOM);
+    const parts = Math.max(1, Math.ceil(body.length / limit));
+    return Array.from({ length: parts }, (_, i) => ({
+      subject,
+      data: body.subarray(i * limit, (i + 1) * limit),
+      headers: { [H_EPOCH]: String(shard.epoch), [H_REV]: String(rev), [H_PART]: String(i), [H_PARTS]: String(parts) },
+    }));
+  }
+
+  /**
+   * The complete records among a subject's messages, in stream order, that pass the epoch test:
+   * every part's epoch at least that of every claim before it, the parts consecutive.
+   */
+  private records(s: Shard, msgs: LogMessage[]): Rec[] {
+    const epochAt = (seq: number) => {
+      let e = 0;
+      for (const c of s.claims) if (c.seq < seq && c.epoch > e) e = c.epoch;
+      return e;
+    };
+    const out: Rec[] = [];
+    let parts: LogMessage[] = [];
+    for (const m of msgs) {
+      const epoch = Number(m.headers[H_EPOCH]),
+        rev = Number(m.headers[H_REV]),
+        part = Number(m.headers[H_PART]),
+        n = Number(m.headers[H_PARTS]);
+      const valid = epoch >= epochAt(m.seq);
+      const continues = parts.length > 0 && part === parts.length && Number(parts[0].headers[H_REV]) === rev && Number(parts[0].headers[H_EPOCH]) === epoch;
+      if (!valid) {
+        parts = [];
+        continue;
+      }
+      if (!continues) parts = part === 0 ? [m] : [];
+      else parts.push(m);
+      if (parts.length === 0 || parts.length < n) continue;
+      const bytes = parts.reduce((a, p) => a + p.data.length, 0);
+      const joined = new Uint8Array(bytes);
+      let at = 0;
+      for (const p of parts) {
+        joined.set(p.data, at);
+        at += p.data.length;
+      }
+      out.push({ seq: m.seq, epoch, rev, body: JSON.parse(dec.decode(joined)), bytes });
+      parts = [];
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------- RoomStore
+
+  open(room: string, init: RoomInit): Promise<LoadedRoom>;
+  open(room: string): Promise<LoadedRoom | undefined>;
+  async open(room: string, init?: RoomInit): Promise<LoadedRoom | undefined> {
+    this.checkOpen(`open room ${String(room)}`);
+    checkRoomName(room);
+    return this.locked(room, async () => {
+      this.checkOpen(`open room ${room}`);
+      const k = this.shardOf(room);
+      let s = await this.acquire(k);
+      // Appends of an earlier writer of this room settle first: the load must include or exclude them for good.
+      const prev = this.rooms_.get(room);
+      if (prev) await Promise.allSettled([...prev.inFlight]);
+      if (s.resync) await s.resync;
+      s = await this.acquire(k);
+      let loaded = await this.read(s, room);
+      let fresh = false;
+      if (!loaded) {
+        if (!init) return undefined;
+        const meta: RoomMeta = { machine: init.machine, version: init.version, created: this.wallClock() };
+        const ck: CkptBody = { pos: 0, state: init.initial, suffix: [], clients: {}, stable: 0, meta };
+        const body = encode(ck, `room ${room}: its initial state`);
+        await this.publish(s, this.record(s, this.subject(k, 'ckpt', room), 0, body));
+        loaded = { r: this.fromCheckpoint(room, k, 0, ck, body.length), state: ck.state };
+        fresh = true;
+      }
+      const r = loaded.r;
+      this.rooms_.set(room, r);
+      return {
+        meta: { ...r.meta },
+        rev: r.rev,
+        fresh,
+        durable: {
+          checkpoint: { pos: r.writtenPos, state: loaded.state },
+          suffix: r.tail.filter((e) => e.pos > r.writtenPos),
+          clients: { ...r.clients },
+          stable: r.stable,
+        },
+      };
+    });
+  }
+
+  private fromCheckpoint(room: string, shard: number, rev: number, ck: CkptBody, bytes: number): OpenRoom {
+    return {
+      name: room,
+      shard,
+      meta: ck.meta,
+      rev,
+      head: ck.pos + ck.suffix.length,
+      stable: Math.max(ck.stable, ck.pos),
+      clients: { ...ck.clients },
+      tail: [...ck.suffix],
+      writtenPos: ck.pos,
+      writtenBytes: bytes,
+      logBytesSince: 0,
+      latest: undefined,
+      inFlight: new Set(),
+    };
+  }
+
+  /** Load a room from the stream by the replay rule; undefined if it has no valid checkpoint (never created). */
+  private async read(s: Shard, room: string): Promise<{ r: OpenRoom; state: unknown } | undefined> {
+    const ckpts = this.records(s, await this.log.read(s.k, this.subject(s.k, 'ckpt', room)));
+    const base = ckpts[ckpts.length - 1];
+    if (!base) return undefined;
+    const ck = base.body as CkptBody;
+    const r = this.fromCheckpoint(room, s.k, base.rev, ck, base.bytes);
+    // The chain after it: rev r.rev + 1, entries following the head; anything else is a stale writer's.
+    for (const rec of this.records(s, await this.log.read(s.k, this.subject(s.k, 'log', room), base.seq + 1))) {
+      const b = rec.body as LogBody;
+      if (rec.rev !== r.rev + 1) continue;
+      if (b.entries.length > 0 && b.entries[0].pos !== r.head + 1) continue;
+      Object.assign(r.clients, b.clients);
+      r.stable = Math.max(r.stable, b.stable);
+      r.logBytesSince += rec.bytes;
+      for (const e of b.entries) r.tail.push(e);
+      r.head += b.entries.length;
+      r.rev++;
+    }
+    return { r, state: ck.state };
+  }
+
+  append(room: string, write: RoomAppend): Promise<Appended> {
+    if (this.closed) return Promise.reject(closedError(`append to room ${String(room)}`));
+    let r: OpenRoom | undefined;
+    let s: Shard | undefined;
+    let msgs: { subject: string; data: Uint8Array; headers: Record<string, string> }[];
+    let head: number;
+    let ckpt: { body: CkptBody; bytes: number } | undefined;
+    try {
+      const checked = checkAppend(room, write);
+      r = this.rooms_.get(room);
+      s = r && this.shardState.get(r.shard);
+      // Not open here (never created, released, or dropped when its shard's pipeline broke): this writer holds no rev of it.
+      if (!r || !s) throw new FencedError(room, write.after, undefined);
+      if (r.rev !== write.after) throw new FencedError(room, write.after, r.rev);
+      head = checkAgainstHead(room, checked, r.head);
+      // Taken now: what the caller changes after the call does not change what is written.
+      const body: LogBody = { entries: copy([...(write.entries ?? [])], room), clients: copy(write.clients ?? {}, room), stable: write.checkpoint?.pos ?? 0 };
+      const bytes = encode(body, `room ${room}: an append`);
+      msgs = this.record(s, this.subject(r.shard, 'log', room), r.rev + 1, bytes);
+      // The room moves now (appends take effect in call order); a failure fails every later one too (the shard re-claims).
+      r.rev++;
+      r.head = head;
+      for (const e of body.entries) r.tail.push(e);
+      Object.assign(r.clients, body.clients);
+      r.stable = Math.max(r.stable, body.stable);
+      r.logBytesSince += bytes.length;
+      if (write.checkpoint) {
+        const cp = write.checkpoint;
+        if (!r.latest || cp.pos > r.latest.pos) r.latest = { pos: cp.pos, state: cp.state, rev: r.rev };
+        if (cp.pos - r.writtenPos >= this.checkpointEvery && r.logBytesSince >= r.writtenBytes / 2) {
+          const c = this.checkpointOf(r);
+          const data = c && tryEncode(c);
+          if (c && data) {
+            ckpt = { body: c, bytes: data.length };
+            msgs.push(...this.record(s, this.subject(r.shard, 'ckpt', room), r.rev, data));
+          }
+        }
+      }
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const open = r;
+    const p = this.publish(s, msgs).then((seqs) => {
+      if (ckpt) this.checkpointed(open, ckpt.body, seqs[seqs.length - 1], ckpt.bytes);
+      return { rev: write.after + 1, head };
+    });
+    open.inFlight.add(p);
+    const drop = () => open.inFlight.delete(p);
+    p.then(drop, drop);
+    return p;
+  }
+
+  /** A checkpoint of the room now: the newest state given, the entries after it, every client record. */
+  private checkpointOf(r: OpenRoom): CkptBody | undefined {
+    const cp = r.latest;
+    if (!cp) return undefined;
+    return { pos: cp.pos, state: cp.state, suffix: r.tail.filter((e) => e.pos > cp.pos), clients: { ...r.clients }, stable: r.stable, meta: r.meta };
+  }
+
+  /** A checkpoint is confirmed: the room's messages before it are not needed any more. */
+  private checkpointed(r: OpenRoom, ck: CkptBody, seq: number, bytes: number): void {
+    if (ck.pos > r.writtenPos) {
+      r.writtenPos = ck.pos;
+      r.writtenBytes = bytes;
+      r.logBytesSince = 0;
+      r.tail = r.tail.filter((e) => e.pos > ck.pos);
+    }
+    const s = this.shardState.get(r.shard);
+    // Only inside the unbroken run and before the deadline: then no claim can precede this checkpoint.
+    if (!s || s.state !== 'owned' || this.now() >= s.deadline) return;
+    const first = seq - Math.max(0, Math.ceil(bytes / Math.max(256, this.log.maxPayload - HEADROOM)) - 1);
+    for (const kind of ['log', 'ckpt'] as const)
+      this.log
+        .purge(r.shard, this.subject(r.shard, kind, r.name), first)
+        .catch((e) => this.opts.onWarning?.(`room ${r.name}: purging its ${kind} failed: ${(e as Error).message}`));
+  }
+
+  async release(room: string): Promise<void> {
+    this.checkOpen(`release room ${String(room)}`);
+    checkRoomName(room);
+    await this.locked(room, () => this.releaseNow(room));
+  }
+
+  private async releaseNow(room: string): Promise<void> {
+    const r = this.rooms_.get(room);
+    if (!r) return;
+    await Promise.allSettled([...r.inFlight]);
+    try {
+      const s = this.shardState.get(r.shard);
+      if (r.latest && r.latest.pos > r.writtenPos && s && this.rooms_.get(room) === r) {
+        const ck = this.checkpointOf(r)!;
+        const data = encode(ck, `room ${room}: its checkpoint`);
+        const seqs = await this.publish(s, this.record(s, this.subject(r.shard, 'ckpt', room), r.rev, data));
+        this.checkpointed(r, ck, seqs[seqs.length - 1], data.length);
+      }
+    } catch (e) {
+      throw new StorageError(
+        `room ${room}: cannot write its checkpoint on release: ${(e as Error).message}. The log is intact; the room loads from an older checkpoint.`,
+        e,
+      );
+    } finally {
+      if (this.rooms_.get(room) === r) this.rooms_.delete(room);
+    }
+  }
+
+  /** Every room stored, in every shard (a stream info per shard). */
+  async rooms(): Promise<string[]> {
+    this.checkOpen('list its rooms');
+    const names = new Set<string>();
+    for (let k = 0; k < this.shards; k++) {
+      for (const subject of await this.log.subjects(k, this.subject(k, 'ckpt', undefined) + '.*')) {
+        const token = subject.slice(subject.lastIndexOf('.') + 1);
+        names.add(Buffer.from(token, 'base64url').toString('utf8'));
+      }
+    }
+    for (const name of this.rooms_.keys()) names.add(name);
+    return [...names];
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    for (const name of [...this.rooms_.keys()]) await this.locked(name, () => this.releaseNow(name)).catch(() => {});
+    this.closed = true;
+    for (const s of this.shardState.values()) {
+      if (s.renewTimer) clearTimeout(s.renewTimer);
+      if (s.state === 'owned') await this.leases.release(this.leaseKey(s.k), s.leaseRev).catch(() => {});
+      s.state = 'idle';
+    }
+  }
+
+  private checkOpen(what: string): void {
+    if (this.closed) throw closedError(what);
+  }
+
+  private locked<T>(room: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(room) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const settled = next.catch(() => {});
+    this.locks.set(room, settled);
+    settled.then(() => {
+      if (this.locks.get(room) === settled) this.locks.delete(room);
+    });
+    return next;
+  }
+
+  private leaseKey(shard: number): string {
+    return `${this.prefix}_${shard}`;
+  }
+}
+
+function closedError(what: string): HerculesError {
+  return new HerculesError('closed', `the room store is closed, so it cannot ${what}; open a new one`);
+}
+
+function encode(v: unknown, what: string): Uint8Array {
+  // JSON.stringify drops undefined and turns NaN into null silently; a BigInt or a cycle throws.
+  try {
+    return enc.encode(JSON.stringify(v));
+  } catch (e) {
+    throw new StorageError(`${what} cannot be stored: ${(e as Error).message}`, e, 'value');
+  }
+}
+
+/** A copy of what the caller gave (it may change it after the call); a value that cannot be copied cannot be stored. */
+function copy<T>(v: T, room: string): T {
+  try {
+    return structuredClone(v);
+  } catch (e) {
+    throw new StorageError(`room ${room}: an append cannot be stored: ${(e as Error).message}`, e, 'value');
+  }
+}
+
+function tryEncode(v: unknown): Uint8Array | undefined {
+  try {
+    return enc.encode(JSON.stringify(v));
+  } catch {
+    return undefined;
+  }
+}

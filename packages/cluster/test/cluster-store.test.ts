@@ -1,0 +1,129 @@
+/**
+ * ClusterStore against a private 3-node nats-server cluster: the room store conformance suite
+ * (every case on storage of its own: its own streams and lease keys), then what only a
+ * replicated log has: two nodes, one shard, a stale owner.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { runRoomStoreTests, type StoreFactory } from '@hercules/server/store-conformance';
+import { ClusterStore } from '../src/cluster-store.ts';
+import { JetStreamLeases, JetStreamShardLog } from '../src/jetstream-log.ts';
+import { startNatsCluster, type NatsCluster } from '../src/nats-dev.ts';
+
+let cluster: NatsCluster;
+let nc: NatsConnection;
+let leases: JetStreamLeases;
+before(async () => {
+  cluster = await startNatsCluster({ nodes: 3 });
+  nc = await connect({ servers: cluster.urls });
+  leases = await JetStreamLeases.open(nc, { bucket: 'test_owners', ttlMs: 2000 });
+});
+after(async () => {
+  await nc?.close();
+  await cluster?.close();
+});
+
+let cases = 0;
+async function storeOver(prefix: string, nodeId: string, shards = 2): Promise<ClusterStore> {
+  const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix });
+  return new ClusterStore({ log, leases, nodeId, shards, subjectPrefix: prefix });
+}
+
+const factory: StoreFactory = async () => {
+  const prefix = `c${++cases}`;
+  return { store: await storeOver(prefix, 'node-a'), reopen: () => storeOver(prefix, 'node-a') };
+};
+
+runRoomStoreTests('ClusterStore', factory, test);
+
+// ------------------------------------------------------------------ two nodes, one shard
+
+const INIT = { machine: 'm', version: 1, initial: { n: 0 } };
+const entry = (pos: number, tag = '') => ({ pos, client: 'c1', seq: pos, name: 'add', args: { tag }, author: 'c1' });
+
+/** A lease table whose writes can be cut (a node cut off from the KV, or paused): they then hang. */
+function cuttable(inner: JetStreamLeases) {
+  let cut = false;
+  const hang = () => new Promise<never>(() => {});
+  return {
+    table: {
+      get ttlMs() {
+        return inner.ttlMs;
+      },
+      create: (k: string, v: string) => (cut ? hang() : inner.create(k, v)),
+      update: (k: string, v: string, rev: number) => (cut ? hang() : inner.update(k, v, rev)),
+      get: (k: string) => inner.get(k),
+      release: (k: string, rev: number) => (cut ? hang() : inner.release(k, rev)),
+    },
+    cut: () => {
+      cut = true;
+    },
+  };
+}
+
+test('a shard has one owner: another node is refused, naming the owner; after the owner closes, it takes over and reads everything', async () => {
+  const prefix = `t${++cases}`;
+  const a = await storeOver(prefix, 'node-a', 1);
+  const b = await storeOver(prefix, 'node-b', 1);
+  await a.open('r', INIT);
+  await a.append('r', { after: 0, entries: [entry(1), entry(2)] });
+  await assert.rejects(b.open('r'), (e: Error) => e.name === 'NotOwnerError' && /node node-a serves/.test(e.message));
+  await a.close();
+  const r = (await b.open('r'))!;
+  assert.deepEqual([r.rev, r.durable.suffix.map((e) => e.pos)], [1, [1, 2]]);
+  assert.deepEqual(await b.append('r', { after: 1, entries: [entry(3)] }), { rev: 2, head: 3 });
+  await b.close();
+});
+
+test('a stale owner (paused past its lease, its clock stopped) can never get an append confirmed after the new owner claimed, and its writes are not read', async () => {
+  const prefix = `t${++cases}`;
+  const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix });
+  const leasesA = cuttable(leases);
+  let frozen: number | undefined;
+  const clockA = () => frozen ?? performance.now();
+  const warnings: string[] = [];
+  const lost: number[] = [];
+  const a = new ClusterStore({
+    log,
+    leases: leasesA.table,
+    nodeId: 'node-a',
+    shards: 1,
+    subjectPrefix: prefix,
+    now: clockA,
+    onWarning: (w) => warnings.push(w),
+    onShardLost: (k) => lost.push(k),
+  });
+  const b = await storeOver(prefix, 'node-b', 1);
+  await a.open('r', INIT);
+  assert.deepEqual(await a.append('r', { after: 0, entries: [entry(1, 'a')] }), { rev: 1, head: 1 });
+  // A is paused: its renewals never arrive and its clock stands still, so it believes it still owns the shard.
+  leasesA.cut();
+  frozen = performance.now();
+  // B takes the shard once A's lease expired (B retries as a node would).
+  let loaded: Awaited<ReturnType<ClusterStore['open']>>;
+  for (;;) {
+    try {
+      loaded = await b.open('r');
+      break;
+    } catch (e) {
+      if ((e as Error).name !== 'NotOwnerError') throw e;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  assert.equal(loaded!.rev, 1, "B loads A's confirmed append");
+  assert.deepEqual(await b.append('r', { after: 1, entries: [entry(2, 'b')] }), { rev: 2, head: 2 });
+  // A resumes and appends at its rev: refused (the stream moved past what it predicted), never confirmed.
+  await assert.rejects(a.append('r', { after: 1, entries: [entry(2, 'stale')] }), /storage-failed|not confirmed|wrong last sequence/i);
+  // And whatever A does next is not confirmed either (it cannot claim again: its lease is gone).
+  await assert.rejects(a.append('r', { after: 2, entries: [entry(3, 'stale')] }));
+  // B's view, and a fresh reader's, hold only B's write at 2.
+  assert.deepEqual(await b.append('r', { after: 2, entries: [entry(3, 'b')] }), { rev: 3, head: 3 });
+  await b.release('r');
+  const again = (await b.open('r'))!;
+  assert.deepEqual(
+    again.durable.suffix.map((e) => (e.args as { tag: string }).tag),
+    ['a', 'b', 'b'],
+  );
+  await b.close();
+});
