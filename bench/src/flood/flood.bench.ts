@@ -62,8 +62,9 @@ const mem = () =>
 const MB = (b: number) => `${(b / 2 ** 20).toFixed(0)} MB`;
 
 const before = await mem();
-let phase: 'quiet' | 'flood' | 'after' = 'quiet';
-const lat: Record<typeof phase, number[]> = { quiet: [], flood: [], after: [] };
+type Phase = 'quiet' | 'flood' | 'after';
+let phase: Phase = 'quiet' as Phase;
+const lat: Record<Phase, number[]> = { quiet: [], flood: [], after: [] };
 let peakRss = rssOf(server),
   peakAt = 0;
 const t0 = Date.now();

@@ -151,7 +151,7 @@ interface OpenRoom {
   inFlight: Set<Promise<unknown>>;
 }
 
-type ShardState = 'idle' | 'owned' | 'lost';
+type ShardState = 'idle' | 'owned';
 
 /** One shard as this node sees it: its lease, its claim, the pipeline's predicted sequence. */
 class Shard {
@@ -173,6 +173,12 @@ class Shard {
   acquiring: Promise<void> | undefined;
   resync: Promise<void> | undefined;
   renewTimer: ReturnType<typeof setTimeout> | undefined;
+  /** When the last lease write that succeeded was sent. */
+  leaseSent = 0;
+  /** A lease write in flight. */
+  refreshing: Promise<void> | undefined;
+  /** Publishes held while the deadline has passed and a lease write is awaited. */
+  paused: { go: () => void; fail: (e: unknown) => void }[] = [];
   constructor(readonly k: number) {}
 }
 
@@ -236,9 +242,10 @@ export class ClusterStore implements RoomStore {
   async acquire(k: number): Promise<Shard> {
     let s = this.shardState.get(k);
     if (!s) this.shardState.set(k, (s = new Shard(k)));
-    if (s.state === 'owned' && this.now() < s.deadline) {
+    if (s.state === 'owned') {
+      if (this.now() >= s.deadline) await this.refresh(s);
       if (s.resync) await s.resync;
-      return s;
+      if (s.state === 'owned') return s;
     }
     if (!s.acquiring) {
       const shard = s;
@@ -261,10 +268,17 @@ export class ClusterStore implements RoomStore {
       throw e;
     }
     s.leaseRev = rev;
+    s.leaseSent = sent;
     s.deadline = sent + this.leases.ttlMs - this.marginMs;
     s.state = 'owned';
-    s.claims = (await this.log.read(s.k, this.subject(s.k, 'claim'))).map((m) => ({ seq: m.seq, epoch: Number(m.headers[H_EPOCH]) }));
-    await this.claim(s);
+    try {
+      s.claims = (await this.log.read(s.k, this.subject(s.k, 'claim'))).map((m) => ({ seq: m.seq, epoch: Number(m.headers[H_EPOCH]) }));
+      await this.claim(s);
+    } catch (e) {
+      this.lose(s, `claiming it failed: ${(e as Error).message}`);
+      await this.leases.release(this.leaseKey(s.k), s.leaseRev).catch(() => {});
+      throw e;
+    }
     this.scheduleRenew(s);
   }
 
@@ -286,35 +300,78 @@ export class ClusterStore implements RoomStore {
     s.tail = Promise.resolve([]);
   }
 
+  /** Renew a third of the lease after the last renewal was sent (not after it returned: under load one can take hundreds of ms). */
   private scheduleRenew(s: Shard): void {
     if (s.renewTimer) clearTimeout(s.renewTimer);
-    s.renewTimer = setTimeout(() => void this.renew(s), Math.max(50, this.leases.ttlMs / 3));
+    if (this.closed) return;
+    s.renewTimer = setTimeout(
+      () => {
+        s.renewTimer = undefined;
+        this.refresh(s).catch(() => {});
+      },
+      Math.max(10, s.leaseSent + this.leases.ttlMs / 3 - this.now()),
+    );
     s.renewTimer.unref?.();
   }
 
-  private async renew(s: Shard): Promise<void> {
-    if (s.state !== 'owned' || this.closed) return;
-    const sent = this.now();
-    try {
-      s.leaseRev = await this.leases.update(this.leaseKey(s.k), JSON.stringify({ node: this.nodeId }), s.leaseRev);
-      s.deadline = sent + this.leases.ttlMs - this.marginMs;
-      this.scheduleRenew(s);
-    } catch (e) {
-      if (e instanceof LeaseConflictError || this.now() >= s.deadline) return this.lose(s, `its lease was lost: ${(e as Error).message}`);
-      // A slow or failed renewal: try again soon; the deadline stops writes meanwhile.
-      this.opts.onWarning?.(`shard ${s.k}: renewing its lease failed (${(e as Error).message}); retrying`);
-      s.renewTimer = setTimeout(() => void this.renew(s), 100);
-      s.renewTimer.unref?.();
-    }
+  /**
+   * Write the shard's lease again, one write at a time: its revision grows and the deadline moves
+   * to when the write was sent + ttl - margin. A write that succeeds proves nobody took the lease
+   * in between, however late it answers; so a slow one is waited for (writes pause meanwhile)
+   * and retried, and the shard is given up only when the lease was taken or surely expired.
+   */
+  private refresh(s: Shard): Promise<void> {
+    if (s.refreshing) return s.refreshing;
+    const run = async () => {
+      for (;;) {
+        if (s.state !== 'owned' || this.closed) throw new StorageError(`shard ${s.k} is not owned by this node`);
+        const sent = this.now();
+        try {
+          s.leaseRev = await this.leases.update(this.leaseKey(s.k), JSON.stringify({ node: this.nodeId }), s.leaseRev);
+          s.leaseSent = sent;
+          s.deadline = sent + this.leases.ttlMs - this.marginMs;
+          return;
+        } catch (e) {
+          if (s.state !== 'owned') throw e;
+          if (e instanceof LeaseConflictError || this.now() - s.leaseSent >= this.leases.ttlMs) {
+            this.lose(s, `its lease was lost: ${(e as Error).message}`);
+            throw e;
+          }
+          this.opts.onWarning?.(`shard ${s.k}: renewing its lease failed (${(e as Error).message}); retrying`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    };
+    const p = run().finally(() => {
+      s.refreshing = undefined;
+      if (s.state === 'owned') {
+        this.scheduleRenew(s);
+        this.resume(s);
+      }
+    });
+    s.refreshing = p;
+    p.catch(() => {});
+    return p;
+  }
+
+  /** Publishes held while the lease's verdict was awaited go out, in order. */
+  private resume(s: Shard): void {
+    if (this.now() >= s.deadline || s.paused.length === 0) return;
+    const held = s.paused;
+    s.paused = [];
+    for (const h of held) h.go();
   }
 
   private lose(s: Shard, why: string): void {
     if (s.state !== 'owned') return;
-    s.state = 'lost';
+    s.state = 'idle';
     s.generation++;
     if (s.renewTimer) clearTimeout(s.renewTimer);
+    s.renewTimer = undefined;
     for (const [name, r] of this.rooms_) if (r.shard === s.k) this.rooms_.delete(name);
-    s.state = 'idle';
+    const held = s.paused;
+    s.paused = [];
+    for (const h of held) h.fail(new StorageError(`shard ${s.k} was given up (${why}); reload the room`));
     this.opts.onShardLost?.(s.k, why);
   }
 
@@ -328,9 +385,8 @@ export class ClusterStore implements RoomStore {
     for (const [name, r] of this.rooms_) if (r.shard === s.k) this.rooms_.delete(name);
     s.resync = (async () => {
       try {
-        if (this.now() >= s.deadline) throw new Error('the lease deadline passed');
-        // The claim's epoch must be above every message in flight: the lease's revision moves with each renewal.
-        s.leaseRev = await this.leases.update(this.leaseKey(s.k), JSON.stringify({ node: this.nodeId }), s.leaseRev);
+        // The claim's epoch must be above every message in flight (theirs is s.epoch): the lease's revision grows with each write.
+        while (s.leaseRev <= s.epoch || this.now() >= s.deadline) await this.refresh(s);
         await this.claim(s);
       } catch (e) {
         this.lose(s, `it could not be claimed again after generation ${gen}: ${(e as Error).message}`);
@@ -348,8 +404,13 @@ export class ClusterStore implements RoomStore {
    * predicted and every earlier message of the pipeline was confirmed: an unbroken run.
    */
   private publish(s: Shard, msgs: { subject: string; data: Uint8Array; headers: Record<string, string> }[]): Promise<number[]> {
-    if (s.state !== 'owned' || this.now() >= s.deadline) return Promise.reject(new StorageError(`shard ${s.k} is not owned by this node now; reload the room`));
+    if (s.state !== 'owned') return Promise.reject(new StorageError(`shard ${s.k} is not owned by this node now; reload the room`));
     if (s.resync) return Promise.reject(new StorageError(`shard ${s.k} is being claimed again after a failed append; reload the room`));
+    if (this.now() >= s.deadline || s.paused.length > 0) {
+      // Past the lease's deadline nothing is written until a lease write says it is still ours.
+      this.refresh(s).catch(() => {});
+      return new Promise((resolve, reject) => s.paused.push({ go: () => this.publish(s, msgs).then(resolve, reject), fail: reject }));
+    }
     const gen = s.generation;
     const sends = msgs.map((m) => {
       const expect = s.expect++;
@@ -642,6 +703,7 @@ export class ClusterStore implements RoomStore {
     this.closed = true;
     for (const s of this.shardState.values()) {
       if (s.renewTimer) clearTimeout(s.renewTimer);
+      if (s.refreshing) await s.refreshing.catch(() => {});
       if (s.state === 'owned') await this.leases.release(this.leaseKey(s.k), s.leaseRev).catch(() => {});
       s.state = 'idle';
     }

@@ -127,3 +127,44 @@ test('a stale owner (paused past its lease, its clock stopped) can never get an 
   );
   await b.close();
 });
+
+test('a lease write that answers late (past the deadline, before the lease expires) holds appends until it answers; the shard is kept', async () => {
+  const prefix = `t${++cases}`;
+  const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix });
+  let delayMs = 0;
+  const events: string[] = [];
+  const slow = {
+    get ttlMs() {
+      return leases.ttlMs;
+    },
+    create: (k: string, v: string) => leases.create(k, v),
+    update: async (k: string, v: string, rev: number) => {
+      const d = delayMs;
+      const r = await leases.update(k, v, rev); // written at once (so the lease never expires), answered late
+      if (d) await new Promise((res) => setTimeout(res, d));
+      if (d) events.push('slow renewal answered');
+      return r;
+    },
+    get: (k: string) => leases.get(k),
+    release: (k: string, rev: number) => leases.release(k, rev),
+  };
+  const lost: string[] = [];
+  const store = new ClusterStore({ log, leases: slow, nodeId: 'node-a', shards: 1, subjectPrefix: prefix, onShardLost: (_k, why) => lost.push(why) });
+  await store.open('r', INIT);
+  await store.append('r', { after: 0, entries: [entry(1)] });
+  // Renewals now answer 1.4 s late: past the deadline (ttl 2 s - margin 0.5 s, renewed every 0.67 s), within the lease.
+  delayMs = 1400;
+  await new Promise((res) => setTimeout(res, 2200));
+  const done = store.append('r', { after: 1, entries: [entry(2)] }).then((a) => {
+    events.push('append confirmed');
+    return a;
+  });
+  assert.deepEqual(await done, { rev: 2, head: 2 });
+  assert.ok(events.includes('slow renewal answered'), 'a slow renewal happened');
+  assert.deepEqual(lost, [], 'the shard was kept');
+  delayMs = 0;
+  await store.close();
+  const again = await storeOver(prefix, 'node-b', 1);
+  assert.equal((await again.open('r'))!.rev, 2);
+  await again.close();
+});
