@@ -13,8 +13,11 @@ export type { ConnectedRoom } from './room.ts';
 export type { ConnectionStatus } from './transport.ts';
 
 export interface ConnectOptions<M extends Machine<any, any>> {
-  /** Server URL, e.g. ws://127.0.0.1:8787 */
-  url: string;
+  /**
+   * Server URL, e.g. ws://127.0.0.1:8787; or several (the nodes of a cluster, without a load
+   * balancer): after a lost or failed connection the next one is tried.
+   */
+  url: string | readonly string[];
   /** Room name: 1-128 of A-Z a-z 0-9 . _ ~ - */
   room: string;
   machine: M;
@@ -92,8 +95,9 @@ function newClientId(): string {
 }
 
 export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<M>): Promise<ConnectedRoom<M>> {
-  if (!opts || typeof opts.url !== 'string' || !/^wss?:\/\//.test(opts.url))
-    throw new HerculesError('bad-argument', `connect: url must be ws:// or wss://, got ${JSON.stringify(opts?.url)}`);
+  const urls = typeof opts?.url === 'string' ? [opts.url] : Array.isArray(opts?.url) ? (opts.url as unknown[]) : [];
+  if (!opts || urls.length === 0 || !urls.every((u) => typeof u === 'string' && /^wss?:\/\//.test(u)))
+    throw new HerculesError('bad-argument', `connect: url must be ws:// or wss:// (or a non-empty list of them), got ${JSON.stringify(opts?.url)}`);
   if (typeof opts.room !== 'string' || !ROOM_NAME.test(opts.room))
     throw new HerculesError('bad-argument', `connect: room must be 1-128 of A-Z a-z 0-9 . _ ~ -, got ${JSON.stringify(opts.room)}`);
   if (!opts.machine || !(opts.machine.opNames instanceof Set)) throw new HerculesError('bad-argument', 'connect: machine must come from defineMachine');

@@ -56,7 +56,8 @@ export type WebSocketLike = {
 };
 
 export interface WebSocketTransportOptions {
-  url: string;
+  /** The server, or several (a cluster's nodes): each reconnect after a lost or failed connection tries the next. */
+  url: string | readonly string[];
   room: string;
   WebSocket: new (url: string) => WebSocketLike;
   token?: string | (() => string | Promise<string>);
@@ -193,11 +194,16 @@ export class WebSocketTransport implements ClientTransport {
     });
   }
 
+  /** Which of several URLs the next connection attempt uses. */
+  #urlIndex = 0;
+
   async #open(): Promise<void> {
     this.#cancelReconnect = undefined;
     if (this.#stopped) return;
     this.#setStatus('connecting');
-    const { url, room, token } = this.#opts;
+    const { room, token } = this.#opts;
+    const urls = typeof this.#opts.url === 'string' ? [this.#opts.url] : this.#opts.url;
+    const url = urls[this.#urlIndex % urls.length];
     const u = new URL(url);
     u.searchParams.set('room', room);
     let t: string | undefined;
@@ -273,6 +279,8 @@ export class WebSocketTransport implements ClientTransport {
       this.#cancelWatchdog = this.#cancelConnectTimeout = undefined;
       this.#events?.lost();
       if (this.#stopped) return;
+      // With several servers, the next attempt goes to the next one (this one died, or moved the room).
+      this.#urlIndex++;
       // Not welcomed and no reason from the server (which names its refusals, e.g. room full):
       // the server could not be reached.
       const unreachable = !welcomed && (socketError !== undefined || !ev.reason);

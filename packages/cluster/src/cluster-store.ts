@@ -199,6 +199,8 @@ export class ClusterStore implements RoomStore {
   private readonly shardState = new Map<number, Shard>();
   private readonly rooms_ = new Map<string, OpenRoom>();
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** Purges in flight (close waits for them: they are best effort, but not cut off). */
+  private readonly purges = new Set<Promise<unknown>>();
   private closed = false;
 
   constructor(opts: ClusterStoreOptions) {
@@ -649,10 +651,13 @@ export class ClusterStore implements RoomStore {
     // Only inside the unbroken run and before the deadline: then no claim can precede this checkpoint.
     if (!s || s.state !== 'owned' || this.now() >= s.deadline) return;
     const first = seq - Math.max(0, Math.ceil(bytes / Math.max(256, this.log.maxPayload - HEADROOM)) - 1);
-    for (const kind of ['log', 'ckpt'] as const)
-      this.log
+    for (const kind of ['log', 'ckpt'] as const) {
+      const p = this.log
         .purge(r.shard, this.subject(r.shard, kind, r.name), first)
         .catch((e) => this.opts.onWarning?.(`room ${r.name}: purging its ${kind} failed: ${(e as Error).message}`));
+      this.purges.add(p);
+      p.finally(() => this.purges.delete(p));
+    }
   }
 
   async release(room: string): Promise<void> {
@@ -701,6 +706,7 @@ export class ClusterStore implements RoomStore {
     if (this.closed) return;
     for (const name of [...this.rooms_.keys()]) await this.locked(name, () => this.releaseNow(name)).catch(() => {});
     this.closed = true;
+    await Promise.allSettled([...this.purges]);
     for (const s of this.shardState.values()) {
       if (s.renewTimer) clearTimeout(s.renewTimer);
       if (s.refreshing) await s.refreshing.catch(() => {});

@@ -163,6 +163,12 @@ export interface RoomService {
   loadedRooms(): string[];
   /** Open connections. */
   connectionCount(): number;
+  /**
+   * Stop serving the loaded rooms that `match`: their members are told `why` (not fatal: they
+   * reconnect) and closed, and each room is handed back to the store. For a room that moved to
+   * another server (cluster mode: its shard's lease was lost). Returns how many.
+   */
+  failRooms(match: (room: string) => boolean, why: string): number;
   /** Stop accepting, close connections, hand every room back to the store (it stays open). */
   close(): Promise<void>;
 }
@@ -878,6 +884,15 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     limits,
     loadedRooms: () => registry.names(),
     connectionCount: () => sessions.size,
+    failRooms(match, why) {
+      let n = 0;
+      for (const host of [...registry.hostsInMemory()]) {
+        if (!match(host.name)) continue;
+        host.fail('moved', new Error(why), why);
+        n++;
+      }
+      return n;
+    },
     async close() {
       if (closing) return;
       closing = true;

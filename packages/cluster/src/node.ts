@@ -1,0 +1,248 @@
+/**
+ * A Hercules cluster node: the same room service as the embedded server, over a `ClusterStore`
+ * on NATS JetStream, plus the relay. Any node accepts any client (no load-balancer affinity):
+ * a room whose shard this node owns (or can take) is served here; one whose shard another live
+ * node owns is relayed to it; one whose owner died is taken over once the owner's lease expires.
+ */
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { HerculesError, PROTOCOL_VERSION } from '@hercules/core';
+import { createRoomService, type RoomOptions, type RoomService } from '@hercules/server';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { WebSocketServer } from 'ws';
+import { ClusterStore, NotOwnerError } from './cluster-store.ts';
+import { JetStreamLeases, JetStreamShardLog } from './jetstream-log.ts';
+import { Relay } from './relay.ts';
+
+export interface ClusterNodeOptions extends RoomOptions {
+  /** NATS server URLs (the cluster's, any of them). */
+  nats: string[];
+  /** This node's id: unique in the cluster, stable across restarts is not required. Default host:port. */
+  nodeId?: string;
+  /** How many shards rooms hash to (fixed for the cluster's data; every node must agree). Default 64. */
+  shards?: number;
+  /** The lease of a shard, ms: how long a dead owner's rooms wait before another node takes them. Default 2000. */
+  leaseMs?: number;
+  /** Replicas of each shard's stream and of the lease bucket. Default 3. */
+  replicas?: number;
+  /** Subject prefix, stream and bucket names derive from it (several clusters on one NATS). Default `hc`. */
+  prefix?: string;
+  port?: number;
+  host?: string;
+  /** Extra HTTP handler for other paths (e.g. static demo apps); return false to 404. */
+  http?: (req: IncomingMessage, res: ServerResponse) => boolean;
+}
+
+export interface ClusterNode {
+  readonly url: string;
+  readonly port: number;
+  readonly nodeId: string;
+  readonly store: ClusterStore;
+  readonly service: RoomService;
+  readonly relay: Relay;
+  /** Stop: close connections, hand rooms back (checkpoints), give up leases, close NATS. */
+  close(): Promise<void>;
+}
+
+export async function createClusterNode(opts: ClusterNodeOptions): Promise<ClusterNode> {
+  if (!opts || !Array.isArray(opts.nats) || opts.nats.length === 0)
+    throw new HerculesError('bad-argument', 'createClusterNode: `nats` must list the NATS servers, e.g. ["nats://127.0.0.1:4222"]');
+  const prefix = opts.prefix ?? 'hc';
+  if (!/^[A-Za-z0-9_-]+$/.test(prefix))
+    throw new HerculesError('bad-argument', `createClusterNode: prefix must be letters, digits, _ or -, got ${JSON.stringify(prefix)}`);
+  const replicas = opts.replicas ?? 3;
+  const http: HttpServer = createHttpServer();
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(opts.port ?? 8787, opts.host ?? '127.0.0.1', () => resolve());
+  });
+  const addr = http.address() as AddressInfo;
+  const nodeId = (opts.nodeId ?? `${addr.address}:${addr.port}`).replace(/[^A-Za-z0-9_-]/g, '_');
+  let nc: NatsConnection | undefined, leaseNc: NatsConnection | undefined;
+  try {
+    nc = await connect({ servers: opts.nats, name: `hercules-${nodeId}`, maxReconnectAttempts: -1 });
+    // Leases on a connection of their own: renewals must not queue behind the appends.
+    leaseNc = await connect({ servers: opts.nats, name: `hercules-${nodeId}-leases`, maxReconnectAttempts: -1 });
+  } catch (e) {
+    await nc?.close();
+    await new Promise<void>((r) => http.close(() => r()));
+    throw new HerculesError(
+      'storage-failed',
+      `cannot reach NATS at ${opts.nats.join(', ')}: ${(e as Error).message}. Check the servers run and the URLs are right.`,
+    );
+  }
+  const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix, replicas });
+  const leases = await JetStreamLeases.open(leaseNc, { bucket: `${prefix}_owners`, ttlMs: opts.leaseMs ?? 2000, replicas });
+  let service: RoomService | undefined;
+  const store = new ClusterStore({
+    log,
+    leases,
+    nodeId,
+    shards: opts.shards,
+    subjectPrefix: prefix,
+    onShardLost: (k, why) => {
+      service?.log.warn({ shard: k, why }, 'gave up a shard; its rooms move to another node');
+      service?.failRooms(
+        (room) => store.shardOf(room) === k,
+        `the room moved to another server (${why}); reconnect to resume (nothing you made durable is lost)`,
+      );
+    },
+    onWarning: (m) => service?.log.warn(m),
+  });
+  service = createRoomService({ ...opts, store, caller: 'createClusterNode' });
+  const svc = service;
+  const log_ = svc.log;
+
+  /** Serve here if this node owns the room's shard or can take it; else the live owner, or undefined when it is dead. */
+  async function route(room: string): Promise<{ local: true } | { local: false; owner: string }> {
+    const k = store.shardOf(room);
+    const deadline = performance.now() + (opts.leaseMs ?? 2000) + 1500;
+    for (;;) {
+      try {
+        await store.acquire(k);
+        return { local: true };
+      } catch (e) {
+        if (!(e instanceof NotOwnerError)) throw e;
+        if (e.owner && e.owner !== nodeId && relay.alive(e.owner)) return { local: false, owner: e.owner };
+        // The owner is dead (or gone): its lease expires soon; take the shard then.
+        if (performance.now() > deadline) throw e;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+
+  const relay = new Relay({
+    nc,
+    nodeId,
+    prefix,
+    onWarning: (m) => log_.warn(m),
+    async accept(conn, request, room) {
+      const k = store.shardOf(room);
+      try {
+        await store.acquire(k);
+      } catch (e) {
+        return { ok: false, owner: e instanceof NotOwnerError ? e.owner : undefined, message: (e as Error).message };
+      }
+      await svc.handleConnection(conn, request);
+      return { ok: true };
+    },
+  });
+
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 * 1024 });
+  function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => {});
+    const room = roomParam(req.url);
+    if (room === undefined) return svc.handleUpgrade(req, socket, head); // it refuses with the right error
+    route(room).then(
+      (r) => {
+        if (socket.destroyed) return;
+        if (r.local) return svc.handleUpgrade(req, socket, head);
+        wss.handleUpgrade(req, socket, head, (ws) => void relayTo(r.owner, room, req, ws));
+      },
+      (e) => {
+        log_.warn({ room, err: (e as Error).message }, 'no node can serve this room now');
+        if (!socket.destroyed) wss.handleUpgrade(req, socket, head, (ws) => ws.close(1013, 'room unavailable, retry'));
+      },
+    );
+  }
+
+  async function relayTo(owner: string, room: string, req: IncomingMessage, ws: import('ws').WebSocket): Promise<void> {
+    const early: Uint8Array[] = [];
+    let link: Awaited<ReturnType<Relay['open']>> | undefined;
+    let gone = false;
+    ws.on('error', () => {});
+    ws.on('message', (data: Buffer) => (link ? link.send(data) : early.push(data)));
+    ws.on('close', () => {
+      gone = true;
+      link?.close(1000, 'client left');
+    });
+    try {
+      link = await relay.open(
+        owner,
+        room,
+        { url: req.url, headers: req.headers, socket: { remoteAddress: req.socket.remoteAddress } },
+        {
+          send: (frame) => ws.readyState === ws.OPEN && ws.send(frame, { binary: true }),
+          close: (code, reason) => ws.close(code >= 1000 && code < 5000 && code !== 1005 && code !== 1006 ? code : 1011, reason),
+        },
+      );
+    } catch (e) {
+      log_.info({ room, owner, err: (e as Error).message }, 'relay refused; the client reconnects');
+      if (!gone) ws.close(1012, 'room moved, reconnect');
+      return;
+    }
+    if (gone) return link.close(1000, 'client left');
+    for (const f of early) link.send(f);
+  }
+
+  http.on('request', (req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/healthz') {
+      const ok = !nc!.isClosed() && !leaseNc!.isClosed();
+      res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          ok,
+          node: nodeId,
+          shards: store.owned(),
+          rooms: svc.loadedRooms().length,
+          connections: svc.connectionCount(),
+          relayed: relay.counts(),
+          protocol: PROTOCOL_VERSION,
+        }),
+      );
+      return;
+    }
+    if (path === '/metrics') {
+      svc.metrics.registry.metrics().then(
+        (text) => {
+          res.writeHead(200, { 'content-type': svc.metrics.registry.contentType });
+          res.end(text);
+        },
+        () => {
+          res.writeHead(500);
+          res.end();
+        },
+      );
+      return;
+    }
+    if (opts.http?.(req, res)) return;
+    res.writeHead(404, { 'content-type': 'text/plain' });
+    res.end('not found: WebSocket clients connect to /?room=NAME; see also /healthz and /metrics\n');
+  });
+  http.on('upgrade', upgrade);
+  const url = `ws://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  log_.info({ url, node: nodeId, nats: opts.nats, shards: store.shards, leaseMs: opts.leaseMs ?? 2000 }, 'hercules cluster node listening');
+
+  let closed: Promise<void> | undefined;
+  return {
+    url,
+    port: addr.port,
+    nodeId,
+    store,
+    service: svc,
+    relay,
+    close() {
+      closed ??= (async () => {
+        relay.close();
+        await svc.close();
+        wss.close();
+        await new Promise<void>((r) => http.close(() => r()));
+        await store.close();
+        await nc!.close();
+        await leaseNc!.close();
+      })();
+      return closed;
+    },
+  };
+}
+
+function roomParam(url: string | undefined): string | undefined {
+  try {
+    const room = new URL(url ?? '/', 'http://x').searchParams.get('room');
+    return room === null || room === '' ? undefined : room;
+  } catch {
+    return undefined;
+  }
+}

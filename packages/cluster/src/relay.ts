@@ -1,0 +1,318 @@
+/**
+ * The relay between nodes, over core NATS: a client connected to node E for a room whose shard
+ * node O owns is served by O's room service through a `Connection` that carries its frames over
+ * NATS. Frames are the client's own (the wire protocol is unchanged); E only forwards bytes.
+ *
+ *   <p>.relay.<O>.open   request  {id, edge, url, headers, remote} -> {ok} | {ok: false, owner?, message}
+ *   <p>.relay.<O>.in     E -> O   a client frame, headers Hc-Id and Hc-N (per connection, from 0)
+ *   <p>.relay.<E>.out    O -> E   a frame for the client, same headers
+ *   (either way)                  a close: headers Hc-Id, Hc-Close (code), Hc-Reason
+ *   <p>.node.<id>.beat   every node, every `beatMs`: proof of life
+ *
+ * Core NATS delivers at most once, in order per publisher: a gap in Hc-N, or a peer node whose
+ * heartbeats stop, closes the connection (the client reconnects and resumes exactly once, as
+ * after any cut). Flow control across the relay is not implemented: the owner sees a
+ * `bufferedAmount` of 0 for relayed connections.
+ */
+import type { Connection, ConnectionEvents, ConnectionRequest } from '@hercules/server';
+import { headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+
+const H_ID = 'Hc-Id';
+const H_N = 'Hc-N';
+const H_CLOSE = 'Hc-Close';
+const H_REASON = 'Hc-Reason';
+
+export interface RelayOptions {
+  nc: NatsConnection;
+  nodeId: string;
+  /** Subject prefix (default `hc`). */
+  prefix?: string;
+  /** Heartbeat period (default 500 ms); a node silent for 3 periods is taken for dead. */
+  beatMs?: number;
+  /** The owner side: serve a relayed connection (the room service's handleConnection), or refuse it. */
+  accept(conn: Connection, request: ConnectionRequest, room: string): Promise<{ ok: true } | { ok: false; owner?: string; message: string }>;
+  onWarning?(message: string): void;
+}
+
+/** A client socket on the edge, as the relay needs it. */
+export interface EdgeSocket {
+  send(frame: Uint8Array): void;
+  close(code: number, reason: string): void;
+}
+
+interface Edge {
+  id: string;
+  owner: string;
+  socket: EdgeSocket;
+  nOut: number;
+  nIn: number;
+  closed: boolean;
+}
+
+interface Relayed {
+  id: string;
+  edge: string;
+  events?: ConnectionEvents;
+  nIn: number;
+  nOut: number;
+  closed: boolean;
+}
+
+export class Relay {
+  readonly nodeId: string;
+  private readonly nc: NatsConnection;
+  private readonly p: string;
+  private readonly beatMs: number;
+  private readonly opts: RelayOptions;
+  private readonly subs: Subscription[] = [];
+  /** Client sockets here, relayed to an owner: by connection id. */
+  private readonly edges = new Map<string, Edge>();
+  /** Connections served here for clients on other nodes: by connection id. */
+  private readonly relayed = new Map<string, Relayed>();
+  /** When each node's last heartbeat arrived (performance.now). */
+  private readonly lastBeat = new Map<string, number>();
+  private beatTimer: ReturnType<typeof setInterval> | undefined;
+  private seq = 0;
+  private closed = false;
+
+  constructor(opts: RelayOptions) {
+    this.opts = opts;
+    this.nc = opts.nc;
+    this.nodeId = opts.nodeId;
+    this.p = opts.prefix ?? 'hc';
+    this.beatMs = opts.beatMs ?? 500;
+    const on = (subject: string, fn: (m: Msg) => void) =>
+      this.subs.push(
+        this.nc.subscribe(subject, {
+          callback: (err, m) => {
+            if (err) return;
+            try {
+              fn(m);
+            } catch (e) {
+              this.opts.onWarning?.(`relay: handling a message on ${subject} failed: ${(e as Error).message}`);
+            }
+          },
+        }),
+      );
+    on(`${this.p}.relay.${this.nodeId}.open`, (m) => void this.onOpen(m));
+    on(`${this.p}.relay.${this.nodeId}.in`, (m) => this.onIn(m));
+    on(`${this.p}.relay.${this.nodeId}.out`, (m) => this.onOut(m));
+    this.subs.push(
+      this.nc.subscribe(`${this.p}.node.*.beat`, {
+        callback: (err, m) => {
+          if (!err) this.lastBeat.set(m.subject.split('.')[2], performance.now());
+        },
+      }),
+    );
+    const beat = () => {
+      try {
+        this.nc.publish(`${this.p}.node.${this.nodeId}.beat`);
+      } catch {
+        /* the connection is closing */
+      }
+      this.checkPeers();
+    };
+    beat();
+    this.beatTimer = setInterval(beat, this.beatMs);
+    this.beatTimer.unref?.();
+  }
+
+  /** Whether a node's heartbeats are arriving. */
+  alive(node: string): boolean {
+    if (node === this.nodeId) return true;
+    const t = this.lastBeat.get(node);
+    return t !== undefined && performance.now() - t < 3 * this.beatMs;
+  }
+
+  /** Relayed connections (edge side, owner side). */
+  counts(): { edge: number; owner: number } {
+    return { edge: this.edges.size, owner: this.relayed.size };
+  }
+
+  // ---------------------------------------------------------------- the edge side
+
+  /**
+   * Relay a client socket to `owner`. Resolves with a function that takes the client's frames
+   * (call it for each one) once the owner accepted; rejects with the owner's refusal.
+   */
+  async open(
+    owner: string,
+    room: string,
+    request: ConnectionRequest,
+    socket: EdgeSocket,
+  ): Promise<{ id: string; send(frame: Uint8Array): void; close(code: number, reason: string): void }> {
+    const id = `${this.nodeId}/${++this.seq}`;
+    const edge: Edge = { id, owner, socket, nOut: 0, nIn: 0, closed: false };
+    this.edges.set(id, edge);
+    const body = { id, edge: this.nodeId, room, url: request.url, headers: request.headers, remote: request.socket?.remoteAddress ?? '?' };
+    let reply: { ok: boolean; owner?: string; message?: string };
+    try {
+      const m = await this.nc.request(`${this.p}.relay.${owner}.open`, JSON.stringify(body), { timeout: 3 * this.beatMs + 500 });
+      reply = m.json();
+    } catch (e) {
+      this.edges.delete(id);
+      throw new Error(`node ${owner} did not answer the relay (${(e as Error).message})`);
+    }
+    if (!reply.ok) {
+      this.edges.delete(id);
+      throw Object.assign(new Error(reply.message ?? `node ${owner} refused the relay`), { owner: reply.owner });
+    }
+    return {
+      id,
+      send: (frame) => {
+        if (edge.closed) return;
+        this.publish(`${this.p}.relay.${owner}.in`, id, edge.nOut++, frame);
+      },
+      close: (code, reason) => {
+        if (edge.closed) return;
+        edge.closed = true;
+        this.edges.delete(id);
+        this.publishClose(`${this.p}.relay.${owner}.in`, id, code, reason);
+      },
+    };
+  }
+
+  private onOut(m: Msg): void {
+    const id = m.headers?.get(H_ID);
+    const edge = id ? this.edges.get(id) : undefined;
+    if (!edge || edge.closed) return;
+    const close = m.headers?.get(H_CLOSE);
+    if (close) {
+      edge.closed = true;
+      this.edges.delete(edge.id);
+      edge.socket.close(Number(close) || 1011, m.headers?.get(H_REASON) ?? '');
+      return;
+    }
+    const n = Number(m.headers?.get(H_N));
+    if (n !== edge.nIn) {
+      this.cutEdge(edge, 1012, `the relay from node ${edge.owner} lost a frame (expected ${edge.nIn}, got ${n}); reconnect`);
+      return;
+    }
+    edge.nIn++;
+    edge.socket.send(m.data);
+  }
+
+  private cutEdge(edge: Edge, code: number, reason: string): void {
+    if (edge.closed) return;
+    edge.closed = true;
+    this.edges.delete(edge.id);
+    this.publishClose(`${this.p}.relay.${edge.owner}.in`, edge.id, 1001, 'relay cut');
+    edge.socket.close(code, reason);
+  }
+
+  // ---------------------------------------------------------------- the owner side
+
+  private async onOpen(m: Msg): Promise<void> {
+    let body: { id: string; edge: string; room: string; url?: string; headers: ConnectionRequest['headers']; remote: string };
+    try {
+      body = m.json();
+    } catch {
+      m.respond(JSON.stringify({ ok: false, message: 'malformed relay request' }));
+      return;
+    }
+    const r: Relayed = { id: body.id, edge: body.edge, nIn: 0, nOut: 0, closed: false };
+    this.relayed.set(r.id, r);
+    const out = `${this.p}.relay.${body.edge}.out`;
+    const conn: Connection = {
+      remote: `${body.edge}/${body.remote}`,
+      get isOpen() {
+        return !r.closed;
+      },
+      bufferedAmount: 0,
+      listen: (events) => {
+        r.events = events;
+      },
+      send: (frame) => {
+        if (!r.closed) this.publish(out, r.id, r.nOut++, frame);
+      },
+      close: (code, reason) => this.endRelayed(r, code, reason, true),
+      terminate: () => this.endRelayed(r, 1006, 'terminated', true),
+      pause: () => {},
+      resume: () => {},
+    };
+    let verdict: { ok: true } | { ok: false; owner?: string; message: string };
+    try {
+      verdict = await this.opts.accept(conn, { url: body.url, headers: body.headers ?? {}, socket: { remoteAddress: body.remote } }, body.room);
+    } catch (e) {
+      verdict = { ok: false, message: `the owner failed to accept the relay: ${(e as Error).message}` };
+    }
+    if (!verdict.ok) {
+      r.closed = true;
+      this.relayed.delete(r.id);
+    }
+    m.respond(JSON.stringify(verdict));
+  }
+
+  private onIn(m: Msg): void {
+    const id = m.headers?.get(H_ID);
+    const r = id ? this.relayed.get(id) : undefined;
+    if (!r || r.closed) return;
+    if (m.headers?.get(H_CLOSE)) {
+      this.endRelayed(r, 1000, 'client left', false);
+      return;
+    }
+    const n = Number(m.headers?.get(H_N));
+    if (n !== r.nIn) {
+      this.opts.onWarning?.(`relay ${r.id}: a frame from node ${r.edge} was lost (expected ${r.nIn}, got ${n}); closing it`);
+      this.endRelayed(r, 1012, 'the relay lost a frame; reconnect', true);
+      return;
+    }
+    r.nIn++;
+    r.events?.message(m.data, true);
+  }
+
+  /** The owner side of a relayed connection ends: tell the edge (if it was us), then the room service. */
+  private endRelayed(r: Relayed, code: number, reason: string, tellEdge: boolean): void {
+    if (r.closed) return;
+    r.closed = true;
+    this.relayed.delete(r.id);
+    if (tellEdge) this.publishClose(`${this.p}.relay.${r.edge}.out`, r.id, code, reason);
+    const events = r.events;
+    queueMicrotask(() => events?.close());
+  }
+
+  // ---------------------------------------------------------------- both
+
+  /** Peers that stopped beating: what is relayed to or from them is closed (clients reconnect). */
+  private checkPeers(): void {
+    for (const edge of [...this.edges.values()]) {
+      if (!this.alive(edge.owner)) this.cutEdge(edge, 1012, `node ${edge.owner}, which served this room, stopped answering; reconnect`);
+    }
+    for (const r of [...this.relayed.values()]) {
+      if (!this.alive(r.edge)) this.endRelayed(r, 1001, `node ${r.edge} stopped answering`, false);
+    }
+  }
+
+  private publish(subject: string, id: string, n: number, data: Uint8Array): void {
+    const h = natsHeaders();
+    h.set(H_ID, id);
+    h.set(H_N, String(n));
+    try {
+      this.nc.publish(subject, data, { headers: h });
+    } catch (e) {
+      this.opts.onWarning?.(`relay ${id}: publishing failed: ${(e as Error).message}`);
+    }
+  }
+
+  private publishClose(subject: string, id: string, code: number, reason: string): void {
+    const h = natsHeaders();
+    h.set(H_ID, id);
+    h.set(H_CLOSE, String(code));
+    h.set(H_REASON, reason.slice(0, 120).replace(/[\r\n]/g, ' '));
+    try {
+      this.nc.publish(subject, new Uint8Array(0), { headers: h });
+    } catch {
+      /* the connection is closing */
+    }
+  }
+
+  /** Close every relayed connection, both sides, and stop. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.beatTimer) clearInterval(this.beatTimer);
+    for (const edge of [...this.edges.values()]) this.cutEdge(edge, 1001, 'node shutting down');
+    for (const r of [...this.relayed.values()]) this.endRelayed(r, 1001, 'node shutting down', true);
+    for (const s of this.subs) s.unsubscribe();
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * Cluster nodes in this process over a private 3-node NATS cluster, with real clients
+ * (`connect()`): any node serves any room (the owner's node directly, the others by relay),
+ * and when the owner goes away its rooms move and their clients resume exactly once.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect, type ConnectedRoom } from '@hercules/client';
+import { until } from '@hercules/test-utils';
+import { chat } from '../../../apps/machines.ts';
+import { createClusterNode, type ClusterNode } from '../src/node.ts';
+import { startNatsCluster, type NatsCluster } from '../src/nats-dev.ts';
+
+let cluster: NatsCluster;
+before(async () => {
+  cluster = await startNatsCluster({ nodes: 3 });
+});
+after(async () => {
+  await cluster?.close();
+});
+
+let prefixes = 0;
+async function nodes(n: number, extra: Partial<Parameters<typeof createClusterNode>[0]> = {}): Promise<ClusterNode[]> {
+  const prefix = `n${++prefixes}`;
+  const out: ClusterNode[] = [];
+  for (let i = 0; i < n; i++)
+    out.push(await createClusterNode({ nats: cluster.urls, nodeId: `node-${i}`, port: 0, machines: [chat], prefix, shards: 4, log: 'warn', ...extra }));
+  return out;
+}
+
+const texts = (room: ConnectedRoom<typeof chat>, view: 'authoritative' | 'submitted' = 'authoritative') =>
+  (room.getState(view) as { messages: { text: string }[] }).messages.map((m) => m.text);
+
+test('a room is served by its shard owner; a client on another node is relayed to it; both see one order', async () => {
+  const [a, b] = await nodes(2);
+  try {
+    const x = await connect({ url: a.url, room: 'r1', machine: chat, onError: () => {} });
+    await until(() => x.status() === 'online', 10_000, 'x online');
+    assert.deepEqual(a.store.owned(), [a.store.shardOf('r1')], 'node-0 took the shard of r1');
+    const y = await connect({ url: b.url, room: 'r1', machine: chat, onError: () => {} });
+    await until(() => y.status() === 'online', 10_000, 'y online through the relay');
+    assert.deepEqual(b.relay.counts(), { edge: 1, owner: 0 });
+    assert.deepEqual(a.relay.counts(), { edge: 0, owner: 1 });
+    for (let i = 0; i < 5; i++) {
+      x.submit('say', { text: `x${i}` } as never);
+      y.submit('say', { text: `y${i}` } as never);
+    }
+    await until(() => texts(x).length === 10 && texts(y).length === 10, 10_000, 'both see all ten');
+    assert.deepEqual(texts(x), texts(y), 'one order');
+    x.close();
+    y.close();
+  } finally {
+    await b.close();
+    await a.close();
+  }
+});
+
+test('when the owner node goes away, its rooms move: a client with both URLs resumes on the other node, exactly once', async () => {
+  const [a, b] = await nodes(2);
+  let closedA = false;
+  try {
+    const x = await connect({ url: [a.url, b.url], room: 'r2', machine: chat, onError: () => {}, backoff: { minMs: 50, maxMs: 300 } });
+    await until(() => x.status() === 'online', 10_000, 'x online');
+    for (let i = 0; i < 3; i++) x.submit('say', { text: `before${i}` } as never);
+    await until(() => texts(x).length === 3, 10_000, 'before ops authoritative');
+    await a.close();
+    closedA = true;
+    for (let i = 0; i < 3; i++) x.submit('say', { text: `after${i}` } as never);
+    await until(() => texts(x).length === 6, 15_000, 'after ops authoritative on the other node');
+    assert.deepEqual(texts(x), ['before0', 'before1', 'before2', 'after0', 'after1', 'after2'], 'each op once, in order');
+    assert.ok(b.store.owned().includes(b.store.shardOf('r2')), 'node-1 owns the shard now');
+    x.close();
+  } finally {
+    await b.close();
+    if (!closedA) await a.close();
+  }
+});
