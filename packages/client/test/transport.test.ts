@@ -65,7 +65,7 @@ function fakeSockets(clock: FakeClock) {
   return { all, FakeSocket };
 }
 
-function setup(opts: { connectTimeoutMs?: number; watchdogMs?: number; backoff?: { minMs?: number; maxMs?: number } } = {}) {
+function setup(opts: { url?: string | string[]; connectTimeoutMs?: number; watchdogMs?: number; backoff?: { minMs?: number; maxMs?: number } } = {}) {
   const clock = new FakeClock();
   const { all, FakeSocket } = fakeSockets(clock);
   const log: string[] = [];
@@ -205,4 +205,25 @@ test('a frame that does not decode is reported and the connection replaced', asy
   clock.advance(10);
   await turn();
   assert.equal(all.length, 2);
+});
+
+test('with several URLs (a cluster without a load balancer), each reconnect after a lost or failed connection tries the next', async () => {
+  const { clock, all } = setup({ url: ['ws://a.test:1', 'ws://b.test:2', 'ws://c.test:3'], backoff: { minMs: 100, maxMs: 100 } });
+  await turn();
+  assert.match(all[0].url, /^ws:\/\/a\.test:1\//);
+  all[0].refuse('ECONNREFUSED'); // a: down
+  clock.advance(100);
+  await turn();
+  assert.match(all[1].url, /^ws:\/\/b\.test:2\//);
+  all[1].open();
+  all[1].deliver(WELCOME); // b serves; then it goes away
+  all[1].close(1012, 'room moved');
+  clock.advance(1);
+  clock.advance(100);
+  await turn();
+  assert.match(all[2].url, /^ws:\/\/c\.test:3\/\?room=r$/);
+  all[2].refuse('ECONNREFUSED');
+  clock.advance(100);
+  await turn();
+  assert.match(all[3].url, /^ws:\/\/a\.test:1\//, 'and round again');
 });

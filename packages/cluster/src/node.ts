@@ -8,9 +8,9 @@ import { createServer as createHttpServer, type IncomingMessage, type Server as 
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { HerculesError, PROTOCOL_VERSION } from '@hercules/core';
-import { createRoomService, type RoomOptions, type RoomService } from '@hercules/server';
+import { type Connection, createRoomService, type RoomOptions, type RoomService, wsConnection, type WsSocket } from '@hercules/server';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { WebSocketServer } from 'ws';
+import { type WebSocket, WebSocketServer } from 'ws';
 import { ClusterStore, NotOwnerError } from './cluster-store.ts';
 import { JetStreamLeases, JetStreamShardLog } from './jetstream-log.ts';
 import { Relay } from './relay.ts';
@@ -52,7 +52,19 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
   if (!/^[A-Za-z0-9_-]+$/.test(prefix))
     throw new HerculesError('bad-argument', `createClusterNode: prefix must be letters, digits, _ or -, got ${JSON.stringify(prefix)}`);
   const replicas = opts.replicas ?? 3;
-  const http: HttpServer = createHttpServer();
+  // Listening comes first (the node's id defaults to its address); until the node is ready,
+  // requests are answered 503 and upgrades refused, so nothing waits on a half-built node.
+  let ready = false;
+  const http: HttpServer = createHttpServer((_req, res) => {
+    if (ready) return;
+    res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
+    res.end(JSON.stringify({ ok: false, starting: true }));
+  });
+  const refuseUpgrade = (_req: IncomingMessage, socket: Duplex) => {
+    if (ready) return;
+    socket.end('HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\n\r\n');
+  };
+  http.on('upgrade', refuseUpgrade);
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
     http.listen(opts.port ?? 8787, opts.host ?? '127.0.0.1', () => resolve());
@@ -129,54 +141,80 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
     },
   });
 
-  const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 * 1024 });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: svc.limits.maxFrameBytes });
+  const leaseMs = opts.leaseMs ?? 2000;
+
+  /** Every WebSocket is accepted here, then served locally or relayed (the client waits in between). */
   function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => {});
-    const room = roomParam(req.url);
-    if (room === undefined) return svc.handleUpgrade(req, socket, head); // it refuses with the right error
-    route(room).then(
-      (r) => {
-        if (socket.destroyed) return;
-        if (r.local) return svc.handleUpgrade(req, socket, head);
-        wss.handleUpgrade(req, socket, head, (ws) => void relayTo(r.owner, room, req, ws));
-      },
-      (e) => {
-        log_.warn({ room, err: (e as Error).message }, 'no node can serve this room now');
-        if (!socket.destroyed) wss.handleUpgrade(req, socket, head, (ws) => ws.close(1013, 'room unavailable, retry'));
-      },
-    );
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      serve(req, ws).catch((e) => {
+        log_.error({ err: (e as Error).stack }, 'serving a connection failed');
+        ws.close(1011, 'internal error');
+      });
+    });
   }
 
-  async function relayTo(owner: string, room: string, req: IncomingMessage, ws: import('ws').WebSocket): Promise<void> {
+  async function serve(req: IncomingMessage, ws: WebSocket): Promise<void> {
+    const remote = req.socket.remoteAddress ?? '?';
+    const request = { url: req.url, headers: req.headers, socket: { remoteAddress: remote } };
     const early: Uint8Array[] = [];
-    let link: Awaited<ReturnType<Relay['open']>> | undefined;
     let gone = false;
-    ws.on('error', () => {});
-    ws.on('message', (data: Buffer) => (link ? link.send(data) : early.push(data)));
+    const hold = (data: Buffer) => early.push(data);
+    ws.on('message', hold);
     ws.on('close', () => {
       gone = true;
-      link?.close(1000, 'client left');
     });
-    try {
-      link = await relay.open(
-        owner,
-        room,
-        { url: req.url, headers: req.headers, socket: { remoteAddress: req.socket.remoteAddress } },
-        {
+    ws.on('error', () => {});
+    // The frames that arrive until the service listens (its admission is async) are held, then handed over in order.
+    const local = () =>
+      svc.handleConnection(
+        withEarlyFrames(wsConnection(ws as unknown as WsSocket, remote), early, () => {
+          ws.off('message', hold);
+          return gone;
+        }),
+        request,
+      );
+    const room = roomParam(req.url);
+    if (room === undefined) return local(); // the service refuses it, naming what is wrong
+    // Until a dead owner's lease has surely expired, keep trying: its rooms come here or to another node.
+    const deadline = performance.now() + leaseMs + 3000;
+    for (;;) {
+      if (gone) return;
+      let r: Awaited<ReturnType<typeof route>>;
+      try {
+        r = await route(room);
+      } catch (e) {
+        log_.warn({ room, err: (e as Error).message }, 'no node can serve this room now');
+        ws.close(1013, 'room unavailable, retry');
+        return;
+      }
+      if (gone) return;
+      if (r.local) return local();
+      try {
+        const link = await relay.open(r.owner, room, request, {
           send: (frame) => ws.readyState === ws.OPEN && ws.send(frame, { binary: true }),
           close: (code, reason) => ws.close(code >= 1000 && code < 5000 && code !== 1005 && code !== 1006 ? code : 1011, reason),
-        },
-      );
-    } catch (e) {
-      log_.info({ room, owner, err: (e as Error).message }, 'relay refused; the client reconnects');
-      if (!gone) ws.close(1012, 'room moved, reconnect');
-      return;
+        });
+        ws.off('message', hold);
+        if (gone) return link.close(1000, 'client left');
+        ws.on('message', (data: Buffer) => link.send(data));
+        ws.on('close', () => link.close(1000, 'client left'));
+        for (const f of early) link.send(f);
+        return;
+      } catch (e) {
+        log_.info({ room, owner: r.owner, err: (e as Error).message }, 'relay not accepted; routing again');
+        if (performance.now() > deadline) {
+          ws.close(1012, 'room moved, reconnect');
+          return;
+        }
+        await new Promise((res) => setTimeout(res, 100));
+      }
     }
-    if (gone) return link.close(1000, 'client left');
-    for (const f of early) link.send(f);
   }
 
   http.on('request', (req, res) => {
+    if (!ready) return;
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') {
       const ok = !nc!.isClosed() && !leaseNc!.isClosed();
@@ -211,7 +249,10 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
     res.writeHead(404, { 'content-type': 'text/plain' });
     res.end('not found: WebSocket clients connect to /?room=NAME; see also /healthz and /metrics\n');
   });
-  http.on('upgrade', upgrade);
+  http.on('upgrade', (req, socket, head) => {
+    if (ready) upgrade(req, socket, head);
+  });
+  ready = true;
   const url = `ws://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
   log_.info({ url, node: nodeId, nats: opts.nats, shards: store.shards, leaseMs: opts.leaseMs ?? 2000 }, 'hercules cluster node listening');
 
@@ -235,6 +276,36 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
       })();
       return closed;
     },
+  };
+}
+
+/**
+ * A connection whose first frames arrived before anyone listened: `stopHolding` ends that (and
+ * says whether the socket closed meanwhile), and they are handed over first, in order.
+ */
+function withEarlyFrames(conn: Connection, early: Uint8Array[], stopHolding: () => boolean): Connection {
+  return {
+    get remote() {
+      return conn.remote;
+    },
+    get isOpen() {
+      return conn.isOpen;
+    },
+    get bufferedAmount() {
+      return conn.bufferedAmount;
+    },
+    listen(events) {
+      const closedAlready = stopHolding(); // its close event has passed: say so, once
+      conn.listen(events);
+      for (const f of early.splice(0)) events.message(f, true);
+      if (closedAlready) queueMicrotask(() => events.close());
+    },
+    send: (f) => conn.send(f),
+    close: (code, reason) => conn.close(code, reason),
+    terminate: () => conn.terminate(),
+    pause: () => conn.pause(),
+    resume: () => conn.resume(),
+    ...(conn.ping ? { ping: () => conn.ping!() } : {}),
   };
 }
 

@@ -147,7 +147,7 @@ export class Relay {
     const body = { id, edge: this.nodeId, room, url: request.url, headers: request.headers, remote: request.socket?.remoteAddress ?? '?' };
     let reply: { ok: boolean; owner?: string; message?: string };
     try {
-      const m = await this.nc.request(`${this.p}.relay.${owner}.open`, JSON.stringify(body), { timeout: 3 * this.beatMs + 500 });
+      const m = await this.nc.request(`${this.p}.relay.${owner}.open`, JSON.stringify(body), { timeout: 2 * this.beatMs });
       reply = m.json();
     } catch (e) {
       this.edges.delete(id);

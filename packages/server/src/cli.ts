@@ -1,9 +1,10 @@
 /**
- * hercules serve — run a Hercules server.
+ * hercules serve — run a Hercules server (embedded SQLite, or a cluster node with --nats).
+ * hercules nats-dev — run a local NATS cluster for trying cluster mode.
  *
  *   hercules serve --machines ./machines.ts [--port 8787] [--host 127.0.0.1] [--data-dir ./data]
  *                  [--ack-timeout 2000] [--simulate-rtt 0] [--checkpoint-every 1000] [--commit-window 0]
- *                  [--log-level info]
+ *                  [--log-level info] [--nats nats://a,nats://b,nats://c --node-id ID]
  */
 import { parseArgs } from 'node:util';
 import { dirname, join, resolve } from 'node:path';
@@ -14,6 +15,7 @@ import { createServer, type Limits } from './server.ts';
 import type { JwtOptions } from './auth.ts';
 
 const HELP = `Usage: hercules serve --machines <module> [options]
+       hercules nats-dev [--nodes 3] [--dir <dir>]
        hercules --version
 
 Runs a Hercules sync server: WebSocket on /?room=NAME, /healthz, /metrics.
@@ -31,6 +33,18 @@ Options:
   --commit-window <ms>     group-commit batching: gather writes this long into one transaction
                            (default 0: one commit per event-loop turn)
   --log-level <level>      trace|debug|info|warn|error|silent (default info)
+
+Cluster mode (needs @hercules/cluster installed; see docs/deployment.md):
+  --nats <urls>            comma-separated NATS server URLs: run as a node of a cluster, rooms in
+                           JetStream instead of SQLite (--data-dir is then unused)
+  --node-id <id>           this node's id in the cluster (default host:port)
+  --shards <n>             shards rooms hash to; every node and every restart must agree (default 64)
+  --lease-ms <ms>          how long a dead node's rooms wait before another takes them (default 2000)
+  --nats-replicas <n>      replicas of each stream (default 3; 1 for a single NATS server)
+  --nats-prefix <name>     subject and stream prefix, for several clusters on one NATS (default hc)
+
+hercules nats-dev starts <nodes> nats-server processes (the machine's binary) on free ports with
+their data in <dir> (default: a temp directory) and prints the --nats value; Ctrl-C stops them.
 
 Authentication (JWT; the user is the token's sub; one key source; see docs/security.md):
   --jwt-secret-file <path> HMAC secret (at least 32 bytes) read from a file, never from argv
@@ -149,6 +163,14 @@ export async function main(argv: string[]): Promise<void> {
         'max-connections': { type: 'string' },
         'max-clients-per-room': { type: 'string' },
         'hello-timeout': { type: 'string' },
+        nats: { type: 'string' },
+        'node-id': { type: 'string' },
+        shards: { type: 'string' },
+        'lease-ms': { type: 'string' },
+        'nats-replicas': { type: 'string' },
+        'nats-prefix': { type: 'string' },
+        nodes: { type: 'string' },
+        dir: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
       },
@@ -170,6 +192,7 @@ export async function main(argv: string[]): Promise<void> {
     console.error(HELP);
     process.exit(2);
   }
+  if (positionals[0] === 'nats-dev') return natsDev(values.nodes, values.dir);
   if (positionals[0] !== 'serve') fail(`unknown command ${JSON.stringify(positionals[0])}`);
   if (positionals.length > 1) fail(`unexpected argument ${JSON.stringify(positionals[1])}`);
   if (!values.machines) fail('--machines is required');
@@ -224,22 +247,48 @@ export async function main(argv: string[]): Promise<void> {
     limits.maxClientsPerRoom = num('max-clients-per-room', values['max-clients-per-room'], 0) || fail('--max-clients-per-room must be positive');
   if (values['hello-timeout'] !== undefined)
     limits.helloTimeoutMs = num('hello-timeout', values['hello-timeout'], 0) || fail('--hello-timeout must be positive');
-  let server;
+  const common = {
+    ...(jwt ? { jwt } : {}),
+    limits,
+    machines,
+    port,
+    host: values.host ?? '127.0.0.1',
+    ackTimeoutMs: num('ack-timeout', values['ack-timeout'], 2000) || 2000,
+    heartbeatMs: num('heartbeat', values.heartbeat, 5000) || 5000,
+    simulateRttMs: num('simulate-rtt', values['simulate-rtt'], 0),
+    checkpointEvery: num('checkpoint-every', values['checkpoint-every'], 1000) || 1000,
+    commitWindowMs: num('commit-window', values['commit-window'], 0),
+    log: values['log-level'] ?? 'info',
+  };
+  const clusterFlags = ['node-id', 'shards', 'lease-ms', 'nats-replicas', 'nats-prefix'].filter((f) => values[f as 'shards'] !== undefined);
+  if (!values.nats && clusterFlags.length) fail(`--${clusterFlags[0]} needs --nats (cluster mode)`);
+  let server: { close(): Promise<void>; log: { info(o: object, m: string): void; error(o: object, m: string): void } };
   try {
-    server = await createServer({
-      ...(jwt ? { jwt } : {}),
-      limits,
-      machines,
-      port,
-      host: values.host ?? '127.0.0.1',
-      dataDir: resolve(values['data-dir'] ?? 'data'),
-      ackTimeoutMs: num('ack-timeout', values['ack-timeout'], 2000) || 2000,
-      heartbeatMs: num('heartbeat', values.heartbeat, 5000) || 5000,
-      simulateRttMs: num('simulate-rtt', values['simulate-rtt'], 0),
-      checkpointEvery: num('checkpoint-every', values['checkpoint-every'], 1000) || 1000,
-      commitWindowMs: num('commit-window', values['commit-window'], 0),
-      log: values['log-level'] ?? 'info',
-    });
+    if (values.nats) {
+      const nats = values.nats
+        .split(',')
+        .map((u) => u.trim())
+        .filter(Boolean);
+      if (nats.length === 0) fail('--nats must list at least one NATS URL');
+      const int = (flag: string, v: string | undefined, d: number) => {
+        const n = num(flag, v, d);
+        if (!Number.isInteger(n) || n < 1) fail(`--${flag} must be a positive integer, got ${JSON.stringify(v)}`);
+        return n;
+      };
+      const cluster = await loadCluster();
+      const node = await cluster.createClusterNode({
+        ...common,
+        nats,
+        ...(values['node-id'] ? { nodeId: values['node-id'] } : {}),
+        shards: int('shards', values.shards, 64),
+        leaseMs: int('lease-ms', values['lease-ms'], 2000),
+        replicas: int('nats-replicas', values['nats-replicas'], 3),
+        ...(values['nats-prefix'] ? { prefix: values['nats-prefix'] } : {}),
+      });
+      server = { close: () => node.close(), log: node.service.log };
+    } else {
+      server = await createServer({ ...common, dataDir: resolve(values['data-dir'] ?? 'data') });
+    }
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     if (err.code === 'EADDRINUSE')
@@ -259,6 +308,47 @@ export async function main(argv: string[]): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('uncaughtException', (e) => server.log.error({ err: e.stack }, 'uncaught exception (kept running)'));
   process.on('unhandledRejection', (e) => server.log.error({ err: String(e) }, 'unhandled rejection (kept running)'));
+}
+
+/** What the CLI uses of @hercules/cluster, loaded only in cluster mode (a package of its own: its NATS clients are not everyone's). */
+interface ClusterModule {
+  createClusterNode(
+    opts: Record<string, unknown>,
+  ): Promise<{ close(): Promise<void>; service: { log: { info(o: object, m: string): void; error(o: object, m: string): void } } }>;
+  startNatsCluster(opts: { nodes?: number; dir?: string }): Promise<{ urls: string[]; dir: string; close(): Promise<void> }>;
+}
+
+async function loadCluster(): Promise<ClusterModule> {
+  const name = '@hercules/cluster';
+  try {
+    return (await import(name)) as ClusterModule;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' && String((e as Error).message).includes(name))
+      cannotStart(`cluster mode needs the ${name} package: npm install ${name}`);
+    throw e;
+  }
+}
+
+async function natsDev(nodesArg: string | undefined, dir: string | undefined): Promise<void> {
+  const nodes = num('nodes', nodesArg, 3);
+  if (!Number.isInteger(nodes) || nodes < 1 || nodes > 9) fail(`--nodes must be an integer from 1 to 9, got ${JSON.stringify(nodesArg)}`);
+  const cluster = await loadCluster();
+  let c: Awaited<ReturnType<ClusterModule['startNatsCluster']>>;
+  try {
+    c = await cluster.startNatsCluster({ nodes, ...(dir ? { dir: resolve(dir) } : {}) });
+  } catch (e) {
+    cannotStart((e as Error).message);
+  }
+  console.log(
+    `NATS cluster of ${nodes} running (data and logs in ${c.dir}). Start Hercules nodes with:\n  --nats ${c.urls.join(',')}${nodes === 1 ? ' --nats-replicas 1' : ''}\nCtrl-C stops it.`,
+  );
+  const stop = async () => {
+    await c.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop());
+  process.on('SIGTERM', () => void stop());
+  await new Promise(() => {});
 }
 
 await main(process.argv.slice(2));
