@@ -542,7 +542,9 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           if (c.closed || closing) return;
           metrics.storageErrors.inc();
           log.error({ room: c.roomName, err: errText(e) }, 'cannot load room');
-          cut(c, 'storage-failed', 1011, `the server cannot load room ${c.roomName}: ${errText(e)}`, true);
+          // Not fatal: a store that is down or slow (a full disk, a replicated log electing a
+          // leader, a shard changing owner) comes back; the client retries with backoff.
+          cut(c, 'storage-failed', 1011, `the server cannot load room ${c.roomName} now: ${errText(e)}; retrying`, false);
         }),
     );
   }

@@ -141,3 +141,36 @@ test('delayedConnection delays frames both ways and the close after them, counti
   clock.advance(1);
   assert.deepEqual(sent, ['frame 3', 'close 1000']);
 });
+
+test('a room the store cannot load now is refused as storage-failed, not fatal: the client retries and joins once the store answers', async (t) => {
+  const inner = new MemoryStore();
+  let failures = 2;
+  const flaky = Object.create(inner) as MemoryStore;
+  flaky.open = ((room: string, init?: Parameters<MemoryStore['open']>[1]) => {
+    if (failures > 0) {
+      failures--;
+      return Promise.reject(new Error('the store is electing a leader (simulated)'));
+    }
+    return init ? inner.open(room, init) : inner.open(room);
+  }) as MemoryStore['open'];
+  const service = createRoomService({ store: flaky, machines: [chat], log: 'silent' });
+  const http = createHttpServer();
+  http.on('upgrade', (req, socket, head) => service.handleUpgrade(req, socket, head));
+  await new Promise<void>((r) => http.listen(0, '127.0.0.1', () => r()));
+  t.after(async () => {
+    await service.close();
+    await inner.close();
+    await new Promise<void>((r) => http.close(() => r()));
+  });
+  const { port } = http.address() as AddressInfo;
+  const errors: Error[] = [];
+  const a = await connect({ url: `ws://127.0.0.1:${port}`, room: 'flaky', machine: chat, onError: (e) => errors.push(e), backoff: { minMs: 10, maxMs: 50 } });
+  await online(a);
+  assert.equal(failures, 0, 'both failed loads were retried');
+  assert.ok(
+    errors.some((e) => /cannot load room flaky now: the store is electing a leader/.test(e.message)),
+    errors.map((e) => e.message).join('\n'),
+  );
+  await a.ops.say({ text: 'after the store came back' }).visible;
+  await a.close();
+});
