@@ -8,7 +8,7 @@ import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { connect } from '@hercules/client';
 import { ClientCodec, PROTOCOL_VERSION, type ServerMessage } from '@hercules/core';
-import { createRoomService, MemoryStore, ManualClock, delayedConnection, type Connection, type ConnectionEvents } from '../src/index.ts';
+import { createRoomService, MemoryStore, ManualClock, delayedConnection, type Connection, type ConnectionEvents, type RoomInit } from '../src/index.ts';
 import { chat } from '../../../apps/machines.ts';
 import { online, until } from './helpers.ts';
 
@@ -146,7 +146,7 @@ test('a room the store cannot load now is refused as storage-failed, not fatal: 
   const inner = new MemoryStore();
   let failures = 2;
   const flaky = Object.create(inner) as MemoryStore;
-  flaky.open = ((room: string, init?: Parameters<MemoryStore['open']>[1]) => {
+  flaky.open = ((room: string, init?: RoomInit) => {
     if (failures > 0) {
       failures--;
       return Promise.reject(new Error('the store is electing a leader (simulated)'));
