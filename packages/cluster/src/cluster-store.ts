@@ -266,8 +266,19 @@ export class ClusterStore implements RoomStore {
     try {
       rev = await this.leases.create(this.leaseKey(s.k), JSON.stringify({ node: this.nodeId }));
     } catch (e) {
-      if (e instanceof LeaseConflictError) throw new NotOwnerError(s.k, await this.ownerOf(s.k).catch(() => undefined), `(shard ${s.k})`);
-      throw e;
+      if (!(e instanceof LeaseConflictError)) throw e;
+      // Held in this node's name: a lease this node gave up (its renewals failed for a while)
+      // and the bucket has not expired yet. Take it back by its revision; whatever an earlier
+      // claim of ours still had in flight is fenced by the new claim.
+      const held = await this.leases.get(this.leaseKey(s.k)).catch(() => undefined);
+      const holder = held && (JSON.parse(held.value) as { node?: string }).node;
+      if (!held || holder !== this.nodeId) throw new NotOwnerError(s.k, holder, `(shard ${s.k})`);
+      try {
+        rev = await this.leases.update(this.leaseKey(s.k), JSON.stringify({ node: this.nodeId }), held.rev);
+      } catch (e2) {
+        if (e2 instanceof LeaseConflictError) throw new NotOwnerError(s.k, await this.ownerOf(s.k).catch(() => undefined), `(shard ${s.k})`);
+        throw e2;
+      }
     }
     s.leaseRev = rev;
     s.leaseSent = sent;
@@ -386,16 +397,23 @@ export class ClusterStore implements RoomStore {
     // Its rooms reload from the log (their hosts failed with the appends).
     for (const [name, r] of this.rooms_) if (r.shard === s.k) this.rooms_.delete(name);
     s.resync = (async () => {
-      try {
-        // The claim's epoch must be above every message in flight (theirs is s.epoch): the lease's revision grows with each write.
-        while (s.leaseRev <= s.epoch || this.now() >= s.deadline) await this.refresh(s);
-        await this.claim(s);
-      } catch (e) {
-        this.lose(s, `it could not be claimed again after generation ${gen}: ${(e as Error).message}`);
-      } finally {
-        s.resync = undefined;
+      // Until it works or the lease is gone: a stream electing a leader refuses appends for seconds.
+      for (let attempt = 0; ; attempt++) {
+        if (s.state !== 'owned' || this.closed) return;
+        try {
+          // The claim's epoch must be above every message in flight (theirs is s.epoch): the lease's revision grows with each write.
+          while (s.leaseRev <= s.epoch || this.now() >= s.deadline) await this.refresh(s);
+          await this.claim(s);
+          return;
+        } catch (e) {
+          if (s.state !== 'owned' || this.closed) return; // the lease was lost: refresh gave the shard up
+          if (attempt % 10 === 0) this.opts.onWarning?.(`shard ${s.k}: claiming it again after generation ${gen} failed (${(e as Error).message}); retrying`);
+          await new Promise((r) => setTimeout(r, 200));
+        }
       }
-    })();
+    })().finally(() => {
+      s.resync = undefined;
+    });
   }
 
   // ---------------------------------------------------------------- the pipeline

@@ -109,15 +109,16 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
   /** Serve here if this node owns the room's shard or can take it; else the live owner, or undefined when it is dead. */
   async function route(room: string): Promise<{ local: true } | { local: false; owner: string }> {
     const k = store.shardOf(room);
-    const deadline = performance.now() + (opts.leaseMs ?? 2000) + 1500;
+    // Long enough for a dead owner's lease to expire and for NATS to elect a leader (4-9 s on 2.9).
+    const deadline = performance.now() + (opts.leaseMs ?? 2000) + 10_000;
     for (;;) {
       try {
         await store.acquire(k);
         return { local: true };
       } catch (e) {
-        if (!(e instanceof NotOwnerError)) throw e;
-        if (e.owner && e.owner !== nodeId && relay.alive(e.owner)) return { local: false, owner: e.owner };
-        // The owner is dead (or gone): its lease expires soon; take the shard then.
+        if (e instanceof NotOwnerError && e.owner && e.owner !== nodeId && relay.alive(e.owner)) return { local: false, owner: e.owner };
+        // The owner is dead (its lease expires soon: take the shard then), or NATS is electing a
+        // leader (the lease bucket or the stream answers again soon): keep trying for a while.
         if (performance.now() > deadline) throw e;
         await new Promise((r) => setTimeout(r, 100));
       }
