@@ -21,9 +21,10 @@ import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { createInterface } from 'node:readline';
 import { build } from 'esbuild';
+import { startNatsCluster } from '../../packages/cluster/src/nats-dev.ts';
 
 const root = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
-const PACKAGES = ['core', 'client', 'client-sqlite', 'server', 'react'];
+const PACKAGES = ['core', 'client', 'client-sqlite', 'server', 'react', 'cluster'];
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 const KEEP = process.env.HERCULES_KEEP_CONSUMER === '1'; // leave the project for a look
 
@@ -75,7 +76,7 @@ async function startServer(cwd: string, args: string[], children: ChildProcess[]
     createInterface({ input: proc.stdout! }).on('line', (line) => {
       try {
         const log = JSON.parse(line) as { msg?: string; url?: string };
-        if (log.msg === 'hercules server listening' && log.url) {
+        if ((log.msg === 'hercules server listening' || log.msg === 'hercules cluster node listening') && log.url) {
           clearTimeout(timer);
           res(log.url);
         }
@@ -343,6 +344,28 @@ test('the packages install from their tarballs and work in a fresh project', { t
     assert.match(wrong.stdout, /typed\.ts\(\d+,\d+\): error TS2322: Type 'number' is not assignable to type 'string'/);
     assert.match(wrong.stdout, /typed\.ts\(\d+,\d+\): error TS2339: Property 'shout' does not exist/);
     writeFileSync(join(project, 'typed.ts'), TYPED_TS);
+  });
+
+  await t.test('(d) cluster mode: npx hercules serve --nats loads the installed @hercules/cluster and serves a client through NATS JetStream', async () => {
+    // A private NATS server (the machine's binary, a free port) stands in for the cluster.
+    const nats = await startNatsCluster({ nodes: 1 });
+    try {
+      rmSync(join(project, '.hercules'), { recursive: true, force: true });
+      const { url, proc } = await startServer(
+        project,
+        ['--machines', './machines.mjs', '--nats', nats.urls[0], '--nats-replicas', '1', '--shards', '2', '--node-id', 'consumer'],
+        children,
+      );
+      const client = run(process.execPath, ['client.mjs'], project, 30_000, outsideEnv({ HERCULES_URL: url }));
+      ok(client, 'node client.mjs against a cluster node');
+      assert.match(client.stdout, /^hello from Node$/m);
+      const health = (await (await fetch(`${url.replace('ws://', 'http://')}/healthz`)).json()) as { node: string; shards: number[] };
+      assert.equal(health.node, 'consumer');
+      assert.equal(health.shards.length, 1, "the node took the shard of the client's room");
+      await stopServer(proc);
+    } finally {
+      await nats.close();
+    }
   });
 
   await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 26 KiB gzipped', async () => {

@@ -10,6 +10,8 @@
  *   node -C @hercules/source --import tsx bench/src/cluster/failover.bench.ts [--node-kills 10] [--nats-kills 3] [--lease-ms 2000]
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, openSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@hercules/client';
 import { shardOf, startNatsCluster } from '@hercules/cluster';
@@ -26,6 +28,9 @@ const NODE_KILLS = arg('node-kills', 10);
 const NATS_KILLS = arg('nats-kills', 3);
 const LEASE_MS = arg('lease-ms', 2000);
 const SHARDS = 4;
+/** FAILOVER_LOG_DIR=dir: each node's log (info level) in dir/<node>.log. */
+const LOG_DIR = process.env.FAILOVER_LOG_DIR;
+if (LOG_DIR) mkdirSync(LOG_DIR, { recursive: true });
 const PREFIX = 'fo';
 const ROOM = 'failover-bench';
 const BIN = fileURLToPath(new URL('../../../packages/server/bin/hercules.js', import.meta.url));
@@ -60,9 +65,9 @@ async function start(n: Node): Promise<void> {
       '--nats-prefix',
       PREFIX,
       '--log-level',
-      'error',
+      LOG_DIR ? 'info' : 'error',
     ],
-    { stdio: 'ignore' },
+    { stdio: LOG_DIR ? ['ignore', openSync(join(LOG_DIR, `${n.id}.log`), 'a'), openSync(join(LOG_DIR, `${n.id}.err`), 'a')] : 'ignore' },
   );
   await until(() => health(n).then((h) => h?.ok === true), 30_000, `node ${n.id} up`, 50);
 }
@@ -126,6 +131,17 @@ for (let i = 0; i < NATS_KILLS; i++) {
   console.log(`NATS stream-leader kill ${i + 1} (${leader.name}): ${Math.round(natsMs[natsMs.length - 1])} ms`);
   await leader.start();
   await cluster.ready();
+  // One failure at a time: the restarted server's replica must be current before the next kill.
+  await until(
+    async () => {
+      const i = await jsm.streams.info(`${PREFIX.toUpperCase()}_${shard}`).catch(() => undefined);
+      const replicas = i?.cluster?.replicas ?? [];
+      return !!i?.cluster?.leader && replicas.length === 2 && replicas.every((r) => r.current);
+    },
+    60_000,
+    'the stream to have a leader and two current replicas',
+    100,
+  );
 }
 await nc.close().catch(() => {});
 

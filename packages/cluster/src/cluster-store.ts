@@ -234,7 +234,7 @@ export class ClusterStore implements RoomStore {
     return l ? (JSON.parse(l.value) as { node: string }).node : undefined;
   }
 
-  private subject(shard: number, kind: 'claim' | 'log' | 'ckpt', room?: string): string {
+  private subject(shard: number, kind: 'claim' | 'log' | 'ckpt' | 'sync', room?: string): string {
     return room === undefined ? `${this.prefix}.${shard}.${kind}` : `${this.prefix}.${shard}.${kind}.${roomToken(room)}`;
   }
 
@@ -578,9 +578,22 @@ export class ClusterStore implements RoomStore {
 
   /** Load a room from the stream by the replay rule; undefined if it has no valid checkpoint (never created). */
   private async read(s: Shard, room: string): Promise<{ r: OpenRoom; state: unknown } | undefined> {
+    // A barrier first: an append of ours acknowledged at its predicted sequence proves the leader
+    // that took it had applied everything before it. A NATS leader just elected may answer reads
+    // before it has applied its log (nats-server < 2.11), and a read that missed a room's
+    // checkpoints would create the room again, empty: measured, under stream-leader kills.
+    const [barrier] = await this.publish(s, this.record(s, this.subject(s.k, 'sync'), 0, new Uint8Array(0)));
     const ckpts = this.records(s, await this.log.read(s.k, this.subject(s.k, 'ckpt', room)));
+    if ((await this.log.lastSeq(s.k)) < barrier) throw new StorageError(`shard ${s.k}: the stream's leader is behind our own appends (an election?); retry`);
     const base = ckpts[ckpts.length - 1];
-    if (!base) return undefined;
+    if (!base) {
+      // Never created, as far as this read shows. Defence in depth before creating it: no message of the room at all.
+      for (const kind of ['ckpt', 'log'] as const)
+        if ((await this.log.subjects(s.k, this.subject(s.k, kind, room))).length > 0)
+          throw new StorageError(`room ${room} has ${kind} messages but no valid checkpoint was read (a stream leader behind its log?); retry`);
+      this.log.purge(s.k, this.subject(s.k, 'sync'), barrier).catch(() => {});
+      return undefined;
+    }
     const ck = base.body as CkptBody;
     const r = this.fromCheckpoint(room, s.k, base.rev, ck, base.bytes);
     // The chain after it: rev r.rev + 1, entries following the head; anything else is a stale writer's.

@@ -156,6 +156,10 @@ export class JetStreamShardLog implements ShardLog {
     return out;
   }
 
+  async lastSeq(shard: number): Promise<number> {
+    return (await this.jsm.streams.info(this.stream(shard))).state.last_seq;
+  }
+
   async subjects(shard: number, filter: string): Promise<string[]> {
     try {
       const info = await this.jsm.streams.info(this.stream(shard), { subjects_filter: filter });

@@ -56,6 +56,8 @@ export interface ShardLog {
   publish(shard: number, subject: string, data: Uint8Array, opts: { msgId: string; expectLastSeq?: number; headers?: Record<string, string> }): Promise<Ack>;
   /** Every message on `subject` (exact) with seq >= fromSeq, up to the stream's tail when called, read from the leader. */
   read(shard: number, subject: string, fromSeq?: number): Promise<LogMessage[]>;
+  /** The stream's last sequence, as its leader knows it. */
+  lastSeq(shard: number): Promise<number>;
   /** The subjects of the shard's stream that match `filter` (a wildcard such as `hc.3.ckpt.*`) and hold messages. */
   subjects(shard: number, filter: string): Promise<string[]>;
   /** Remove the messages on `subject` with seq < `beforeSeq`. The stream's last sequence does not move. */
