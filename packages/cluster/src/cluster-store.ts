@@ -426,6 +426,12 @@ export class ClusterStore implements RoomStore {
   private publish(s: Shard, msgs: { subject: string; data: Uint8Array; headers: Record<string, string> }[]): Promise<number[]> {
     if (s.state !== 'owned') return Promise.reject(new StorageError(`shard ${s.k} is not owned by this node now; reload the room`));
     if (s.resync) return Promise.reject(new StorageError(`shard ${s.k} is being claimed again after a failed append; reload the room`));
+    // Every message carries the epoch of the claim it is sent under: one built under an earlier
+    // claim (held while the lease's verdict was awaited, across a re-claim) would be confirmed
+    // here and ignored by every reader. Found by the failover benchmark: such a checkpoint,
+    // confirmed, purged the valid ones before it.
+    if (msgs.some((m) => m.headers[H_EPOCH] !== String(s.epoch)))
+      return Promise.reject(new StorageError(`shard ${s.k} was claimed again since this append was made; reload the room`));
     if (this.now() >= s.deadline || s.paused.length > 0) {
       // Past the lease's deadline nothing is written until a lease write says it is still ours.
       this.refresh(s).catch(() => {});
