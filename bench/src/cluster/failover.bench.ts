@@ -102,8 +102,27 @@ const shard = shardOf(ROOM, SHARDS);
 async function recovery(): Promise<number> {
   const t0 = performance.now();
   const mark = sent;
-  await until(() => texts().length > mark, 60_000, 'an op after the kill to become Authoritative', 5);
+  try {
+    await until(() => texts().length > mark, 60_000, 'an op after the kill to become Authoritative', 5);
+  } catch (e) {
+    await dumpShard();
+    throw e;
+  }
   return performance.now() - t0;
+}
+
+/** What the room's shard stream holds (claims, the room's checkpoints and last log records), for a post-mortem. */
+async function dumpShard(): Promise<void> {
+  const { JetStreamShardLog, roomToken } = await import('@hercules/cluster');
+  const c = await natsConnect({ servers: cluster.urls });
+  const log = await JetStreamShardLog.open(c, { streamPrefix: PREFIX.toUpperCase(), subjectPrefix: PREFIX });
+  const show = (m: { seq: number; headers: Record<string, string>; data: Uint8Array }) =>
+    `${m.seq} epoch ${m.headers['Hc-Epoch']} rev ${m.headers['Hc-Rev']} part ${m.headers['Hc-Part']}/${m.headers['Hc-Parts']} ${m.data.length} B`;
+  console.error('claims:', (await log.read(shard, `${PREFIX}.${shard}.claim`)).map(show));
+  console.error('ckpts:', (await log.read(shard, `${PREFIX}.${shard}.ckpt.${roomToken(ROOM)}`)).map(show));
+  console.error('log (last 12):', (await log.read(shard, `${PREFIX}.${shard}.log.${roomToken(ROOM)}`)).slice(-12).map(show));
+  console.error('last seq:', await log.lastSeq(shard));
+  await c.close();
 }
 
 const nodeMs: number[] = [];

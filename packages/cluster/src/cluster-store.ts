@@ -56,6 +56,14 @@ export interface ClusterStoreOptions {
   checkpointEvery?: number;
   /** Stop writing this long before the lease would expire (clocks drift, renewals are slow). Default 500 ms. */
   leaseMarginMs?: number;
+  /**
+   * Purge a room's messages before its previous checkpoint once a newer one is confirmed.
+   * Default false: under repeated NATS stream-leader kills (nats-server 2.9.10) rooms were seen
+   * with checkpoints and confirmed log records gone from the stream while purging was on, cause
+   * not found yet. Without it a room's stream grows with its history (loads still start from
+   * the newest checkpoint).
+   */
+  purge?: boolean;
   /** A monotonic clock, ms (default performance.now). */
   now?: () => number;
   /** The wall clock for a room's creation time (default Date.now). */
@@ -128,6 +136,7 @@ const H_EPOCH = 'Hc-Epoch';
 const H_REV = 'Hc-Rev';
 const H_PART = 'Hc-Part';
 const H_PARTS = 'Hc-Parts';
+const H_MARK = 'Hc-Mark';
 /** Room for the headers and the protocol's own in a message. */
 const HEADROOM = 1024;
 
@@ -149,6 +158,8 @@ interface OpenRoom {
   latest: { pos: number; state: unknown; rev: number } | undefined;
   /** Appends of this room published and not settled. */
   inFlight: Set<Promise<unknown>>;
+  /** The first sequence of the last checkpoint confirmed since the room was loaded: purges stop before it. */
+  prevCkptSeq?: number;
 }
 
 type ShardState = 'idle' | 'owned';
@@ -192,6 +203,7 @@ export class ClusterStore implements RoomStore {
   private readonly leases: LeaseTable;
   private readonly prefix: string;
   private readonly checkpointEvery: number;
+  private readonly purge: boolean;
   private readonly marginMs: number;
   private readonly now: () => number;
   private readonly wallClock: () => number;
@@ -212,6 +224,7 @@ export class ClusterStore implements RoomStore {
     if (!Number.isInteger(this.shards) || this.shards < 1) throw new HerculesError('bad-argument', `shards must be a positive integer, got ${this.shards}`);
     this.prefix = opts.subjectPrefix ?? 'hc';
     this.checkpointEvery = Math.max(1, opts.checkpointEvery ?? 1000);
+    this.purge = opts.purge ?? false;
     this.marginMs = opts.leaseMarginMs ?? 500;
     if (this.marginMs >= this.leases.ttlMs / 2)
       throw new HerculesError('bad-argument', `the lease margin (${this.marginMs} ms) must be under half the lease (${this.leases.ttlMs} ms)`);
@@ -482,6 +495,11 @@ export class ClusterStore implements RoomStore {
     }));
   }
 
+  /** A read barrier on a subject: an empty message that records() skips. */
+  private marker(s: Shard, subject: string): { subject: string; data: Uint8Array; headers: Record<string, string> } {
+    return { subject, data: new Uint8Array(0), headers: { [H_EPOCH]: String(s.epoch), [H_MARK]: '1' } };
+  }
+
   /**
    * The complete records among a subject's messages, in stream order, that pass the epoch test:
    * every part's epoch at least that of every claim before it, the parts consecutive.
@@ -495,6 +513,7 @@ export class ClusterStore implements RoomStore {
     const out: Rec[] = [];
     let parts: LogMessage[] = [];
     for (const m of msgs) {
+      if (m.headers[H_MARK]) continue; // a read barrier, not a record (it does not break a record's parts: they are published together)
       const epoch = Number(m.headers[H_EPOCH]),
         rev = Number(m.headers[H_REV]),
         part = Number(m.headers[H_PART]),
@@ -584,26 +603,29 @@ export class ClusterStore implements RoomStore {
 
   /** Load a room from the stream by the replay rule; undefined if it has no valid checkpoint (never created). */
   private async read(s: Shard, room: string): Promise<{ r: OpenRoom; state: unknown } | undefined> {
-    // A barrier first: an append of ours acknowledged at its predicted sequence proves the leader
-    // that took it had applied everything before it. A NATS leader just elected may answer reads
-    // before it has applied its log (nats-server < 2.11), and a read that missed a room's
-    // checkpoints would create the room again, empty: measured, under stream-leader kills.
-    const [barrier] = await this.publish(s, this.record(s, this.subject(s.k, 'sync'), 0, new Uint8Array(0)));
-    const ckpts = this.records(s, await this.log.read(s.k, this.subject(s.k, 'ckpt', room)));
-    if ((await this.log.lastSeq(s.k)) < barrier) throw new StorageError(`shard ${s.k}: the stream's leader is behind our own appends (an election?); retry`);
+    // Barriers first: a marker appended to each of the room's subjects, acknowledged at its
+    // predicted sequence, then each subject read up to its marker. A NATS leader just elected
+    // (or a replica serving the read) may be behind its log (nats-server < 2.11); a read that
+    // stops at what it happens to have misses records, and the room reloads short: measured
+    // under stream-leader kills, as a room recreated empty and as confirmed ops lost.
+    const ckptSubject = this.subject(s.k, 'ckpt', room),
+      logSubject = this.subject(s.k, 'log', room);
+    const [ckptMark, logMark] = await this.publish(s, [this.marker(s, ckptSubject), this.marker(s, logSubject)]);
+    const ckpts = this.records(s, await this.log.read(s.k, ckptSubject, 1, ckptMark));
     const base = ckpts[ckpts.length - 1];
     if (!base) {
-      // Never created, as far as this read shows. Defence in depth before creating it: no message of the room at all.
-      for (const kind of ['ckpt', 'log'] as const)
-        if ((await this.log.subjects(s.k, this.subject(s.k, kind, room))).length > 0)
-          throw new StorageError(`room ${room} has ${kind} messages but no valid checkpoint was read (a stream leader behind its log?); retry`);
-      this.log.purge(s.k, this.subject(s.k, 'sync'), barrier).catch(() => {});
+      // Never created, as far as a complete read shows. Defence in depth: no log record of it either.
+      if (this.records(s, await this.log.read(s.k, logSubject, 1, logMark)).length > 0)
+        throw new StorageError(`room ${room} has log records but no valid checkpoint; it is not created again. Check the stream ${s.k} (an operator's purge?)`);
+      // Its subjects hold only our markers: remove them, so the room is not listed as stored.
+      await this.log.purge(s.k, ckptSubject, ckptMark + 1);
+      await this.log.purge(s.k, logSubject, logMark + 1);
       return undefined;
     }
     const ck = base.body as CkptBody;
     const r = this.fromCheckpoint(room, s.k, base.rev, ck, base.bytes);
     // The chain after it: rev r.rev + 1, entries following the head; anything else is a stale writer's.
-    for (const rec of this.records(s, await this.log.read(s.k, this.subject(s.k, 'log', room), base.seq + 1))) {
+    for (const rec of this.records(s, await this.log.read(s.k, logSubject, base.seq + 1, logMark))) {
       const b = rec.body as LogBody;
       if (rec.rev !== r.rev + 1) continue;
       if (b.entries.length > 0 && b.entries[0].pos !== r.head + 1) continue;
@@ -688,9 +710,15 @@ export class ClusterStore implements RoomStore {
     // Only inside the unbroken run and before the deadline: then no claim can precede this checkpoint.
     if (!s || s.state !== 'owned' || this.now() >= s.deadline) return;
     const first = seq - Math.max(0, Math.ceil(bytes / Math.max(256, this.log.maxPayload - HEADROOM)) - 1);
+    // Keep the previous checkpoint too (and the log after it): purge only before it. Under
+    // repeated NATS leader kills a room's newest checkpoints were seen gone from the stream
+    // (cause not found yet); with two kept, one more must vanish before a room cannot load.
+    const before = r.prevCkptSeq;
+    r.prevCkptSeq = first;
+    if (before === undefined || !this.purge) return;
     for (const kind of ['log', 'ckpt'] as const) {
       const p = this.log
-        .purge(r.shard, this.subject(r.shard, kind, r.name), first)
+        .purge(r.shard, this.subject(r.shard, kind, r.name), before)
         .catch((e) => this.opts.onWarning?.(`room ${r.name}: purging its ${kind} failed: ${(e as Error).message}`));
       this.purges.add(p);
       p.finally(() => this.purges.delete(p));

@@ -119,17 +119,21 @@ export class JetStreamShardLog implements ShardLog {
     }
   }
 
-  async read(shard: number, subject: string, fromSeq = 1): Promise<LogMessage[]> {
+  async read(shard: number, subject: string, fromSeq = 1, untilSeq?: number): Promise<LogMessage[]> {
     const stream = this.stream(shard);
-    // The leader's last message on the subject: read until it (a consumer may be placed on a replica that is behind).
+    // Read until a known message of the subject: then nothing before it was missed, even from a
+    // replica or a leader just elected that is behind (it waits until it has that message).
     let last: number;
-    try {
-      const m = await this.jsm.streams.getMessage(stream, { last_by_subj: subject });
-      if (!m) return [];
-      last = m.seq;
-    } catch (e) {
-      if (isNoMessage(e)) return [];
-      throw e;
+    if (untilSeq !== undefined) last = untilSeq;
+    else {
+      try {
+        const m = await this.jsm.streams.getMessage(stream, { last_by_subj: subject });
+        if (!m) return [];
+        last = m.seq;
+      } catch (e) {
+        if (isNoMessage(e)) return [];
+        throw e;
+      }
     }
     if (last < fromSeq) return [];
     const consumer = await this.js.consumers.get(stream, {

@@ -54,8 +54,12 @@ export interface ShardLog {
    * applied. `msgId` makes a retry of a message that landed answer `duplicate` with its seq.
    */
   publish(shard: number, subject: string, data: Uint8Array, opts: { msgId: string; expectLastSeq?: number; headers?: Record<string, string> }): Promise<Ack>;
-  /** Every message on `subject` (exact) with seq >= fromSeq, up to the stream's tail when called, read from the leader. */
-  read(shard: number, subject: string, fromSeq?: number): Promise<LogMessage[]>;
+  /**
+   * Every message on `subject` (exact) with seq >= fromSeq: with `untilSeq` (the sequence of a
+   * message on this subject), up to and including it, whichever replica serves the read; without,
+   * up to the subject's last message as the leader knows it when called.
+   */
+  read(shard: number, subject: string, fromSeq?: number, untilSeq?: number): Promise<LogMessage[]>;
   /** The stream's last sequence, as its leader knows it. */
   lastSeq(shard: number): Promise<number>;
   /** The subjects of the shard's stream that match `filter` (a wildcard such as `hc.3.ckpt.*`) and hold messages. */
