@@ -21,11 +21,12 @@
  *
  * Any failure of a shard's pipeline (a refused expectation, a timeout, a lost connection) fails
  * every append in flight on that shard; their rooms' hosts reload the rooms. The shard is then
- * claimed again under the lease's current revision (a higher epoch), which makes every message
+ * claimed again under a higher epoch (one above every claim before it), which makes every message
  * of ours still in flight count for nothing, and goes on from the claim's sequence. If the lease
  * itself is lost (not renewed before its deadline, or taken), the shard is given up:
  * `onShardLost` tells the node, whose connections to those rooms must close.
  */
+import { randomUUID } from 'node:crypto';
 import type { ClientRecord, LogEntry } from '@hercules/core';
 import { HerculesError } from '@hercules/core';
 import {
@@ -64,6 +65,14 @@ export interface ClusterStoreOptions {
    * the newest checkpoint).
    */
   purge?: boolean;
+  /**
+   * How long an owner keeps trying to renew a lease it cannot reach (the lease table electing a
+   * leader, a NATS server down) before it gives the shard up; writes pause meanwhile. Nobody else
+   * can take the lease while the table is unreachable, and safety rests on the stream's fence,
+   * not on the lease: giving up at the lease's ttl only made a second node wait out the same
+   * election and load every room again. Default 15 s (a 2.9.10 Raft election takes 4-9 s).
+   */
+  leaseGraceMs?: number;
   /** A monotonic clock, ms (default performance.now). */
   now?: () => number;
   /** The wall clock for a room's creation time (default Date.now). */
@@ -205,9 +214,12 @@ export class ClusterStore implements RoomStore {
   private readonly checkpointEvery: number;
   private readonly purge: boolean;
   private readonly marginMs: number;
+  private readonly graceMs: number;
   private readonly now: () => number;
   private readonly wallClock: () => number;
   private readonly opts: ClusterStoreOptions;
+  /** This store instance in message ids: unique across nodes and restarts (JetStream drops a repeated id within its window). */
+  private readonly instance = `${randomUUID()}`;
   private readonly shardState = new Map<number, Shard>();
   private readonly rooms_ = new Map<string, OpenRoom>();
   private readonly locks = new Map<string, Promise<unknown>>();
@@ -228,6 +240,7 @@ export class ClusterStore implements RoomStore {
     this.marginMs = opts.leaseMarginMs ?? 500;
     if (this.marginMs >= this.leases.ttlMs / 2)
       throw new HerculesError('bad-argument', `the lease margin (${this.marginMs} ms) must be under half the lease (${this.leases.ttlMs} ms)`);
+    this.graceMs = Math.max(this.leases.ttlMs, opts.leaseGraceMs ?? 15_000);
     this.now = opts.now ?? (() => performance.now());
     this.wallClock = opts.wallClock ?? Date.now;
   }
@@ -275,30 +288,13 @@ export class ClusterStore implements RoomStore {
   private async take(s: Shard): Promise<void> {
     await this.log.ensure(s.k);
     const sent = this.now();
-    let rev: number;
-    try {
-      rev = await this.leases.create(this.leaseKey(s.k), JSON.stringify({ node: this.nodeId }));
-    } catch (e) {
-      if (!(e instanceof LeaseConflictError)) throw e;
-      // Held in this node's name: a lease this node gave up (its renewals failed for a while)
-      // and the bucket has not expired yet. Take it back by its revision; whatever an earlier
-      // claim of ours still had in flight is fenced by the new claim.
-      const held = await this.leases.get(this.leaseKey(s.k)).catch(() => undefined);
-      const holder = held && (JSON.parse(held.value) as { node?: string }).node;
-      if (!held || holder !== this.nodeId) throw new NotOwnerError(s.k, holder, `(shard ${s.k})`);
-      try {
-        rev = await this.leases.update(this.leaseKey(s.k), JSON.stringify({ node: this.nodeId }), held.rev);
-      } catch (e2) {
-        if (e2 instanceof LeaseConflictError) throw new NotOwnerError(s.k, await this.ownerOf(s.k).catch(() => undefined), `(shard ${s.k})`);
-        throw e2;
-      }
-    }
+    const rev = await this.takeLease(s.k);
     s.leaseRev = rev;
     s.leaseSent = sent;
     s.deadline = sent + this.leases.ttlMs - this.marginMs;
     s.state = 'owned';
     try {
-      s.claims = (await this.log.read(s.k, this.subject(s.k, 'claim'))).map((m) => ({ seq: m.seq, epoch: Number(m.headers[H_EPOCH]) }));
+      s.claims = [];
       await this.claim(s);
     } catch (e) {
       this.lose(s, `claiming it failed: ${(e as Error).message}`);
@@ -309,21 +305,57 @@ export class ClusterStore implements RoomStore {
   }
 
   /**
-   * Claim the shard under the lease's current revision: no expectation, so its ack proves the
-   * leader applied everything before it; the pipeline goes on from its sequence.
+   * Create the shard's lease, or take back one held in this node's name by its revision: a lease
+   * this node gave up (or whose renewal's answer it lost) that the bucket has not expired yet.
+   * Whatever an earlier claim of ours still had in flight is fenced by the next claim.
+   */
+  private async takeLease(k: number): Promise<number> {
+    const value = JSON.stringify({ node: this.nodeId });
+    try {
+      return await this.leases.create(this.leaseKey(k), value);
+    } catch (e) {
+      if (!(e instanceof LeaseConflictError)) throw e;
+      const held = await this.leases.get(this.leaseKey(k)).catch(() => undefined);
+      const holder = held && (JSON.parse(held.value) as { node?: string }).node;
+      if (!held || holder !== this.nodeId) throw new NotOwnerError(k, holder, `(shard ${k})`);
+      try {
+        return await this.leases.update(this.leaseKey(k), value, held.rev);
+      } catch (e2) {
+        if (e2 instanceof LeaseConflictError) throw new NotOwnerError(k, await this.ownerOf(k).catch(() => undefined), `(shard ${k})`);
+        throw e2;
+      }
+    }
+  }
+
+  /**
+   * Claim the shard: a claim message without an expectation, whose ack at C proves the leader
+   * holds everything before C; the pipeline goes on from C. Its epoch is one above every claim
+   * before it, checked by reading the claims up to C (complete: the server that answers has C):
+   * if another claim there has an epoch as high (a node claiming at the same time), claim again
+   * higher. The epoch is not the lease's revision: on nats-server 2.9.10 the lease bucket was
+   * seen to go back in revisions after a leader kill, and a claim under that lower epoch made
+   * every reader ignore the appends its owner had confirmed (found by the failover benchmark).
    */
   private async claim(s: Shard): Promise<void> {
-    const epoch = s.leaseRev;
-    const ack = await this.log.publish(s.k, this.subject(s.k, 'claim'), enc.encode(JSON.stringify({ node: this.nodeId })), {
-      msgId: `${this.prefix}/${s.k}/${epoch}/claim`,
-      headers: { [H_EPOCH]: String(epoch) },
-    });
-    s.claims.push({ seq: ack.seq, epoch });
-    s.epoch = epoch;
-    s.expect = ack.seq;
-    s.n = 0;
-    s.generation++;
-    s.tail = Promise.resolve([]);
+    for (;;) {
+      const epoch = s.claims.reduce((e, c) => Math.max(e, c.epoch), 0) + 1;
+      const ack = await this.log.publish(s.k, this.subject(s.k, 'claim'), enc.encode(JSON.stringify({ node: this.nodeId })), {
+        msgId: `${this.instance}/${s.k}/${epoch}/claim`,
+        headers: { [H_EPOCH]: String(epoch) },
+      });
+      if (ack.duplicate) throw new StorageError(`shard ${s.k}: claim ${epoch} was answered as a duplicate (seq ${ack.seq})`);
+      const from = s.claims.length > 0 ? s.claims[s.claims.length - 1].seq + 1 : 1;
+      const read = await this.log.read(s.k, this.subject(s.k, 'claim'), from, ack.seq);
+      for (const m of read) s.claims.push({ seq: m.seq, epoch: Number(m.headers[H_EPOCH]) });
+      if (s.claims[s.claims.length - 1]?.seq !== ack.seq) throw new StorageError(`shard ${s.k}: claim ${epoch} at seq ${ack.seq} was not read back`);
+      if (s.claims.some((c) => c.seq < ack.seq && c.epoch >= epoch)) continue; // outbid before it landed: claim higher
+      s.epoch = epoch;
+      s.expect = ack.seq;
+      s.n = 0;
+      s.generation++;
+      s.tail = Promise.resolve([]);
+      return;
+    }
   }
 
   /** Renew a third of the lease after the last renewal was sent (not after it returned: under load one can take hundreds of ms). */
@@ -359,8 +391,21 @@ export class ClusterStore implements RoomStore {
           return;
         } catch (e) {
           if (s.state !== 'owned') throw e;
-          if (e instanceof LeaseConflictError || this.now() - s.leaseSent >= this.leases.ttlMs) {
+          if (e instanceof LeaseConflictError) {
+            // Taken by another node, or gone from the bucket (it expired while the table was
+            // unreachable): then take it again, unless someone else did first.
+            const rev = await this.takeLease(s.k).catch(() => undefined);
+            if (rev !== undefined && s.state === 'owned') {
+              s.leaseRev = rev;
+              s.leaseSent = sent;
+              s.deadline = sent + this.leases.ttlMs - this.marginMs;
+              return;
+            }
             this.lose(s, `its lease was lost: ${(e as Error).message}`);
+            throw e;
+          }
+          if (this.now() - s.leaseSent >= this.graceMs) {
+            this.lose(s, `its lease could not be renewed for ${Math.round(this.now() - s.leaseSent)} ms: ${(e as Error).message}`);
             throw e;
           }
           this.opts.onWarning?.(`shard ${s.k}: renewing its lease failed (${(e as Error).message}); retrying`);
@@ -414,8 +459,10 @@ export class ClusterStore implements RoomStore {
       for (let attempt = 0; ; attempt++) {
         if (s.state !== 'owned' || this.closed) return;
         try {
-          // The claim's epoch must be above every message in flight (theirs is s.epoch): the lease's revision grows with each write.
-          while (s.leaseRev <= s.epoch || this.now() >= s.deadline) await this.refresh(s);
+          // A lease write must say the shard is still ours first: an owner that was paused or cut
+          // off must not claim back a shard another node took. (The new claim's epoch is above
+          // every claim before it, ours included: what is in flight counts for nothing.)
+          await this.refresh(s);
           await this.claim(s);
           return;
         } catch (e) {
@@ -453,9 +500,10 @@ export class ClusterStore implements RoomStore {
     const gen = s.generation;
     const sends = msgs.map((m) => {
       const expect = s.expect++;
-      const msgId = `${this.prefix}/${s.k}/${s.epoch}/${s.n++}`;
+      const msgId = `${this.instance}/${s.k}/${s.epoch}/${s.n++}`;
       return this.log.publish(s.k, m.subject, m.data, { msgId, expectLastSeq: expect, headers: m.headers }).then((ack) => {
-        if (ack.seq !== expect + 1)
+        // A duplicate answer names another message's sequence (ids are unique per claim, so it is never ours).
+        if (ack.seq !== expect + 1 || ack.duplicate)
           throw new WrongLastSequenceError(s.k, expect, `acked at ${ack.seq}, not ${expect + 1}${ack.duplicate ? ' (a duplicate)' : ''}`);
         return ack.seq;
       });

@@ -168,3 +168,121 @@ test('a lease write that answers late (past the deadline, before the lease expir
   assert.equal((await again.open('r'))!.rev, 2);
   await again.close();
 });
+
+/** A lease table that answers every write with an error while `down` (a KV stream electing a leader answers "no responders"). */
+function flaky(inner: JetStreamLeases) {
+  const state = { down: false, refused: 0 };
+  const refuse = () => {
+    state.refused++;
+    return Promise.reject(new Error('jetstream is not enabled (simulated: the lease stream has no leader)'));
+  };
+  return {
+    state,
+    table: {
+      get ttlMs() {
+        return inner.ttlMs;
+      },
+      create: (k: string, v: string) => (state.down ? refuse() : inner.create(k, v)),
+      update: (k: string, v: string, rev: number) => (state.down ? refuse() : inner.update(k, v, rev)),
+      get: (k: string) => (state.down ? refuse() : inner.get(k)),
+      release: (k: string, rev: number) => (state.down ? refuse() : inner.release(k, rev)),
+    },
+  };
+}
+
+test('a lease table unreachable for longer than the ttl: the owner keeps the shard, holds appends, and takes its expired lease again when the table answers', async () => {
+  const prefix = `t${++cases}`;
+  const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix });
+  const f = flaky(leases);
+  const lost: string[] = [];
+  const store = new ClusterStore({ log, leases: f.table, nodeId: 'node-a', shards: 1, subjectPrefix: prefix, onShardLost: (_k, why) => lost.push(why) });
+  await store.open('r', INIT);
+  await store.append('r', { after: 0, entries: [entry(1)] });
+  f.state.down = true;
+  // 3.5 s without a lease write: the bucket expires the entry (ttl 2 s) meanwhile.
+  await new Promise((res) => setTimeout(res, 2600));
+  assert.equal(await store.ownerOf(0).catch(() => 'unreachable'), 'unreachable');
+  let confirmed = false;
+  const held = store.append('r', { after: 1, entries: [entry(2)] }).then((a) => {
+    confirmed = true;
+    return a;
+  });
+  await new Promise((res) => setTimeout(res, 900));
+  assert.equal(confirmed, false, 'nothing is confirmed while the lease cannot be renewed');
+  assert.equal(await leases.get(`${prefix}_0`), undefined, 'the lease expired from the bucket');
+  f.state.down = false;
+  assert.deepEqual(await held, { rev: 2, head: 2 });
+  assert.ok(f.state.refused > 5, `renewals were refused (${f.state.refused})`);
+  assert.deepEqual(lost, [], 'the shard was kept');
+  assert.equal(await store.ownerOf(0), 'node-a', 'the lease was taken again');
+  await store.close();
+  const again = await storeOver(prefix, 'node-b', 1);
+  assert.equal((await again.open('r'))!.rev, 2);
+  await again.close();
+});
+
+test('a lease table unreachable past the grace period: the owner gives the shard up and its held appends fail', async () => {
+  const prefix = `t${++cases}`;
+  const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix });
+  const f = flaky(leases);
+  const lost: string[] = [];
+  const store = new ClusterStore({
+    log,
+    leases: f.table,
+    nodeId: 'node-a',
+    shards: 1,
+    subjectPrefix: prefix,
+    leaseGraceMs: 3000,
+    onShardLost: (_k, why) => lost.push(why),
+  });
+  await store.open('r', INIT);
+  await store.append('r', { after: 0, entries: [entry(1)] });
+  f.state.down = true;
+  await new Promise((res) => setTimeout(res, 2000));
+  await assert.rejects(store.append('r', { after: 1, entries: [entry(2)] }), /given up/);
+  assert.equal(lost.length, 1);
+  assert.match(lost[0], /could not be renewed for \d+ ms/);
+  f.state.down = false;
+  await store.close();
+  const again = await storeOver(prefix, 'node-b', 1);
+  assert.equal((await again.open('r'))!.rev, 1, 'the held append was never written');
+  await again.close();
+});
+
+test("a lease table whose revisions went back (seen on 2.9.10 after a leader kill) does not lower a claim's epoch: the next owner's confirmed appends are read", async () => {
+  const prefix = `t${++cases}`;
+  const a = await storeOver(prefix, 'node-a', 1);
+  await a.open('r', INIT);
+  for (let i = 1; i <= 3; i++) await a.append('r', { after: i - 1, entries: [entry(i, 'a')] });
+  await a.close();
+  // B's lease table answers revision 1 for every write, below the revision A claimed under.
+  const backwards = {
+    get ttlMs() {
+      return leases.ttlMs;
+    },
+    create: async (k: string, v: string) => (await leases.create(k, v), 1),
+    update: async (k: string, v: string, _rev: number) => {
+      const held = await leases.get(k);
+      await leases.update(k, v, held!.rev);
+      return 1;
+    },
+    get: (k: string) => leases.get(k),
+    release: async (k: string) => {
+      const held = await leases.get(k);
+      if (held) await leases.release(k, held.rev);
+    },
+  };
+  const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix });
+  const b = new ClusterStore({ log, leases: backwards, nodeId: 'node-b', shards: 1, subjectPrefix: prefix });
+  assert.equal((await b.open('r'))!.rev, 3);
+  assert.deepEqual(await b.append('r', { after: 3, entries: [entry(4, 'b')] }), { rev: 4, head: 4 });
+  await b.close();
+  const c = await storeOver(prefix, 'node-c', 1);
+  const loaded = (await c.open('r'))!;
+  assert.equal(loaded.rev, 4, "B's confirmed append counts");
+  assert.deepEqual(
+    loaded.durable.suffix.map((e) => (e.args as { tag: string }).tag),
+    ['a', 'a', 'a', 'b'],
+  );
+  await c.close();
+});
