@@ -220,6 +220,7 @@ export class ClusterStore implements RoomStore {
   private readonly opts: ClusterStoreOptions;
   /** This store instance in message ids: unique across nodes and restarts (JetStream drops a repeated id within its window). */
   private readonly instance = `${randomUUID()}`;
+  private claimAttempts = 0;
   private readonly shardState = new Map<number, Shard>();
   private readonly rooms_ = new Map<string, OpenRoom>();
   private readonly locks = new Map<string, Promise<unknown>>();
@@ -340,7 +341,9 @@ export class ClusterStore implements RoomStore {
     for (;;) {
       const epoch = s.claims.reduce((e, c) => Math.max(e, c.epoch), 0) + 1;
       const ack = await this.log.publish(s.k, this.subject(s.k, 'claim'), enc.encode(JSON.stringify({ node: this.nodeId })), {
-        msgId: `${this.instance}/${s.k}/${epoch}/claim`,
+        // A new id per attempt: an attempt that timed out may have landed, and its retry must not
+        // be answered as its duplicate (two claims of one epoch by one node are harmless).
+        msgId: `${this.instance}/${s.k}/${epoch}/claim/${++this.claimAttempts}`,
         headers: { [H_EPOCH]: String(epoch) },
       });
       if (ack.duplicate) throw new StorageError(`shard ${s.k}: claim ${epoch} was answered as a duplicate (seq ${ack.seq})`);
