@@ -81,6 +81,20 @@ export interface ClusterStoreOptions {
   onShardLost?: (shard: number, why: string) => void;
   /** Something worth logging happened (a re-claim, a refused append). */
   onWarning?: (message: string) => void;
+  /** Counts and timings for metrics (the node wires them to Prometheus). */
+  observer?: ClusterStoreObserver;
+}
+
+/** What a ClusterStore reports as it runs; every method is optional. */
+export interface ClusterStoreObserver {
+  /** A batch of messages was confirmed this many ms after it was published. */
+  appendConfirmed?(ms: number): void;
+  /** A shard's pipeline broke: `fenced` when the stream's last sequence was not the predicted one (another writer, or a lost ack), `failed` for any other error. */
+  pipelineBroken?(cause: 'fenced' | 'failed'): void;
+  /** The shard was claimed (taken, or claimed again after a break). */
+  claimed?(shard: number): void;
+  /** The shard was given up. */
+  shardLost?(shard: number): void;
 }
 
 /** A room is served by another node (it holds the lease of the room's shard). */
@@ -255,6 +269,11 @@ export class ClusterStore implements RoomStore {
     return [...this.shardState.values()].filter((s) => s.state === 'owned' && this.now() < s.deadline).map((s) => s.k);
   }
 
+  /** For each owned shard, ms since the last lease write that succeeded was sent (renewals run every third of the ttl). */
+  leaseAges(): { shard: number; ms: number }[] {
+    return [...this.shardState.values()].filter((s) => s.state === 'owned').map((s) => ({ shard: s.k, ms: this.now() - s.leaseSent }));
+  }
+
   /** Who holds a shard's lease, if anyone (this node included). */
   async ownerOf(shard: number): Promise<string | undefined> {
     const l = await this.leases.get(this.leaseKey(shard));
@@ -357,6 +376,7 @@ export class ClusterStore implements RoomStore {
       s.n = 0;
       s.generation++;
       s.tail = Promise.resolve([]);
+      this.opts.observer?.claimed?.(s.k);
       return;
     }
   }
@@ -446,6 +466,7 @@ export class ClusterStore implements RoomStore {
     const held = s.paused;
     s.paused = [];
     for (const h of held) h.fail(new StorageError(`shard ${s.k} was given up (${why}); reload the room`));
+    this.opts.observer?.shardLost?.(s.k);
     this.opts.onShardLost?.(s.k, why);
   }
 
@@ -501,6 +522,7 @@ export class ClusterStore implements RoomStore {
       return new Promise((resolve, reject) => s.paused.push({ go: () => this.publish(s, msgs).then(resolve, reject), fail: reject }));
     }
     const gen = s.generation;
+    const sentAt = this.now();
     const sends = msgs.map((m) => {
       const expect = s.expect++;
       const msgId = `${this.instance}/${s.k}/${s.epoch}/${s.n++}`;
@@ -517,12 +539,16 @@ export class ClusterStore implements RoomStore {
       try {
         seqs = await Promise.all(sends);
       } catch (e) {
-        if (s.generation === gen) this.breakPipeline(s, `an append failed: ${(e as Error).message}`);
+        if (s.generation === gen) {
+          this.opts.observer?.pipelineBroken?.(e instanceof WrongLastSequenceError ? 'fenced' : 'failed');
+          this.breakPipeline(s, `an append failed: ${(e as Error).message}`);
+        }
         throw e;
       }
       // In order: if an earlier message failed, this one is not confirmed either (the run broke before it).
       await before;
       if (s.state !== 'owned') throw new StorageError(`shard ${s.k} was given up; reload the room`);
+      this.opts.observer?.appendConfirmed?.(this.now() - sentAt);
       return seqs;
     })();
     s.tail = done;

@@ -1,7 +1,7 @@
 /**
  * @hercules/cluster: Hercules rooms on a NATS JetStream cluster. See docs/deployment.md.
  */
-export { ClusterStore, NotOwnerError, roomToken, shardOf, type ClusterStoreOptions } from './cluster-store.ts';
+export { ClusterStore, NotOwnerError, roomToken, shardOf, type ClusterStoreObserver, type ClusterStoreOptions } from './cluster-store.ts';
 export { createClusterNode, type ClusterNode, type ClusterNodeOptions } from './node.ts';
 export { Relay, type EdgeSocket, type RelayOptions } from './relay.ts';
 export { JetStreamLeases, JetStreamShardLog, type JetStreamLogOptions } from './jetstream-log.ts';

@@ -11,8 +11,9 @@ import { HerculesError, PROTOCOL_VERSION } from '@hercules/core';
 import { type Connection, createRoomService, type RoomOptions, type RoomService, wsConnection, type WsSocket } from '@hercules/server';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { type WebSocket, WebSocketServer } from 'ws';
-import { ClusterStore, NotOwnerError } from './cluster-store.ts';
+import { ClusterStore, type ClusterStoreObserver, NotOwnerError } from './cluster-store.ts';
 import { JetStreamLeases, JetStreamShardLog } from './jetstream-log.ts';
+import { registerClusterMetrics } from './metrics.ts';
 import { Relay } from './relay.ts';
 
 export interface ClusterNodeOptions extends RoomOptions {
@@ -87,6 +88,8 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
   const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix, replicas });
   const leases = await JetStreamLeases.open(leaseNc, { bucket: `${prefix}_owners`, ttlMs: opts.leaseMs ?? 2000, replicas });
   let service: RoomService | undefined;
+  // The store is made before the service that owns the metrics registry: its events go through this.
+  let observer: ClusterStoreObserver | undefined;
   const store = new ClusterStore({
     log,
     leases,
@@ -101,9 +104,21 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
       );
     },
     onWarning: (m) => service?.log.warn(m),
+    observer: {
+      appendConfirmed: (ms) => observer?.appendConfirmed?.(ms),
+      pipelineBroken: (cause) => observer?.pipelineBroken?.(cause),
+      claimed: (k) => observer?.claimed?.(k),
+      shardLost: (k) => observer?.shardLost?.(k),
+    },
   });
   service = createRoomService({ ...opts, store, caller: 'createClusterNode' });
   const svc = service;
+  observer = registerClusterMetrics(svc.metrics.registry, {
+    owned: () => store.owned(),
+    leaseAges: () => store.leaseAges(),
+    relayCounts: () => relay.counts(),
+    readStats: () => log.readStats,
+  });
   const log_ = svc.log;
 
   /** Serve here if this node owns the room's shard or can take it; else the live owner, or undefined when it is dead. */

@@ -260,7 +260,10 @@ test("a lease table whose revisions went back (seen on 2.9.10 after a leader kil
     get ttlMs() {
       return leases.ttlMs;
     },
-    create: async (k: string, v: string) => (await leases.create(k, v), 1),
+    create: async (k: string, v: string) => {
+      await leases.create(k, v);
+      return 1;
+    },
     update: async (k: string, v: string, _rev: number) => {
       const held = await leases.get(k);
       await leases.update(k, v, held!.rev);

@@ -47,6 +47,25 @@ test('a room is served by its shard owner; a client on another node is relayed t
     }
     await until(() => texts(x).length === 10 && texts(y).length === 10, 10_000, 'both see all ten');
     assert.deepEqual(texts(x), texts(y), 'one order');
+    // The owner's /metrics: one shard owned, its lease fresh, appends timed, one relayed client.
+    const metricsA = await (await fetch(`${a.url.replace('ws:', 'http:')}/metrics`)).text();
+    const value = (text: string, series: string) =>
+      Number(
+        text
+          .split('\n')
+          .find((l) => l.startsWith(`${series} `))
+          ?.split(' ')[1],
+      );
+    assert.equal(value(metricsA, 'hercules_cluster_shards_owned'), 1);
+    const age = value(metricsA, `hercules_cluster_lease_age_seconds{shard="${a.store.shardOf('r1')}"}`);
+    assert.ok(age >= 0 && age < 2, `lease age ${age} s`);
+    assert.ok(value(metricsA, 'hercules_cluster_append_seconds_count') > 0, 'appends timed');
+    assert.equal(value(metricsA, 'hercules_cluster_claims_total'), 1);
+    assert.equal(value(metricsA, 'hercules_cluster_relayed_connections{side="owner"}'), 1);
+    assert.ok(value(metricsA, 'hercules_cluster_reads_total{via="consumer"}') > 0, 'reads counted');
+    const metricsB = await (await fetch(`${b.url.replace('ws:', 'http:')}/metrics`)).text();
+    assert.equal(value(metricsB, 'hercules_cluster_shards_owned'), 0);
+    assert.equal(value(metricsB, 'hercules_cluster_relayed_connections{side="edge"}'), 1);
     x.close();
     y.close();
   } finally {
