@@ -14,7 +14,7 @@ import { mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@hercules/client';
-import { shardOf, startNatsCluster } from '@hercules/cluster';
+import { auditRoomOnNats, shardOf, startNatsCluster } from '@hercules/cluster';
 import { freePort, until } from '@hercules/test-utils';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect as natsConnect } from '@nats-io/transport-node';
@@ -178,7 +178,12 @@ console.log(
 if (natsMs.length)
   console.log(`NATS stream-leader kills: ${natsMs.length}, stall: p50 ${Math.round(q(natsMs, 0.5))} ms, max ${Math.round(Math.max(...natsMs))} ms`);
 console.log(`ops: ${sent} submitted, ${got.length} Authoritative, lost ${lost}, duplicated ${dup}, in order: ${inOrder}`);
+// The room's stream, audited as `hercules audit` does: one chain, every op once.
+const audit = await auditRoomOnNats({ nats: cluster.urls, room: ROOM, prefix: PREFIX, shards: SHARDS });
+console.log(
+  `audit: ${audit.claims} claims, ${audit.checkpoints.length} checkpoints, ${audit.counted} records on the chain, ignored ${JSON.stringify(audit.ignored)}, problems: ${audit.problems.length ? audit.problems.join('; ') : 'none'}`,
+);
 await room.close();
 for (const n of nodes) if (n.proc?.exitCode === null) n.proc.kill('SIGKILL');
 await cluster.close();
-process.exit(lost === 0 && dup === 0 && inOrder ? 0 : 1);
+process.exit(lost === 0 && dup === 0 && inOrder && audit.problems.length === 0 ? 0 : 1);

@@ -128,14 +128,14 @@ export function roomToken(room: string): string {
 }
 
 /** The body of a log record: one append. Its epoch and rev are in the headers of each part. */
-interface LogBody {
+export interface LogBody {
   entries: LogEntry[];
   clients: Record<string, ClientRecord>;
   stable: number;
 }
 
 /** The body of a checkpoint record. */
-interface CkptBody {
+export interface CkptBody {
   pos: number;
   state: unknown;
   /** The entries after `pos` up to the head at the record's rev. */
@@ -146,7 +146,7 @@ interface CkptBody {
 }
 
 /** A record read back: its parts joined, valid by the replay rule's epoch test. */
-interface Rec {
+export interface Rec {
   /** The sequence of its last part. */
   seq: number;
   epoch: number;
@@ -155,7 +155,7 @@ interface Rec {
   bytes: number;
 }
 
-const H_EPOCH = 'Hc-Epoch';
+export const H_EPOCH = 'Hc-Epoch';
 const H_REV = 'Hc-Rev';
 const H_PART = 'Hc-Part';
 const H_PARTS = 'Hc-Parts';
@@ -577,44 +577,8 @@ export class ClusterStore implements RoomStore {
     return { subject, data: new Uint8Array(0), headers: { [H_EPOCH]: String(s.epoch), [H_MARK]: '1' } };
   }
 
-  /**
-   * The complete records among a subject's messages, in stream order, that pass the epoch test:
-   * every part's epoch at least that of every claim before it, the parts consecutive.
-   */
   private records(s: Shard, msgs: LogMessage[]): Rec[] {
-    const epochAt = (seq: number) => {
-      let e = 0;
-      for (const c of s.claims) if (c.seq < seq && c.epoch > e) e = c.epoch;
-      return e;
-    };
-    const out: Rec[] = [];
-    let parts: LogMessage[] = [];
-    for (const m of msgs) {
-      if (m.headers[H_MARK]) continue; // a read barrier, not a record (it does not break a record's parts: they are published together)
-      const epoch = Number(m.headers[H_EPOCH]),
-        rev = Number(m.headers[H_REV]),
-        part = Number(m.headers[H_PART]),
-        n = Number(m.headers[H_PARTS]);
-      const valid = epoch >= epochAt(m.seq);
-      const continues = parts.length > 0 && part === parts.length && Number(parts[0].headers[H_REV]) === rev && Number(parts[0].headers[H_EPOCH]) === epoch;
-      if (!valid) {
-        parts = [];
-        continue;
-      }
-      if (!continues) parts = part === 0 ? [m] : [];
-      else parts.push(m);
-      if (parts.length === 0 || parts.length < n) continue;
-      const bytes = parts.reduce((a, p) => a + p.data.length, 0);
-      const joined = new Uint8Array(bytes);
-      let at = 0;
-      for (const p of parts) {
-        joined.set(p.data, at);
-        at += p.data.length;
-      }
-      out.push({ seq: m.seq, epoch, rev, body: JSON.parse(dec.decode(joined)), bytes });
-      parts = [];
-    }
-    return out;
+    return validRecords(s.claims, msgs);
   }
 
   // ---------------------------------------------------------------- RoomStore
@@ -905,4 +869,44 @@ function tryEncode(v: unknown): Uint8Array | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The complete records among a subject's messages, in stream order, that pass the epoch test:
+ * every part's epoch at least that of every claim before it, the parts consecutive.
+ */
+export function validRecords(claims: readonly { seq: number; epoch: number }[], msgs: readonly LogMessage[]): Rec[] {
+  const epochAt = (seq: number) => {
+    let e = 0;
+    for (const c of claims) if (c.seq < seq && c.epoch > e) e = c.epoch;
+    return e;
+  };
+  const out: Rec[] = [];
+  let parts: LogMessage[] = [];
+  for (const m of msgs) {
+    if (m.headers[H_MARK]) continue; // a read barrier, not a record (it does not break a record's parts: they are published together)
+    const epoch = Number(m.headers[H_EPOCH]),
+      rev = Number(m.headers[H_REV]),
+      part = Number(m.headers[H_PART]),
+      n = Number(m.headers[H_PARTS]);
+    const valid = epoch >= epochAt(m.seq);
+    const continues = parts.length > 0 && part === parts.length && Number(parts[0].headers[H_REV]) === rev && Number(parts[0].headers[H_EPOCH]) === epoch;
+    if (!valid) {
+      parts = [];
+      continue;
+    }
+    if (!continues) parts = part === 0 ? [m] : [];
+    else parts.push(m);
+    if (parts.length === 0 || parts.length < n) continue;
+    const bytes = parts.reduce((a, p) => a + p.data.length, 0);
+    const joined = new Uint8Array(bytes);
+    let at = 0;
+    for (const p of parts) {
+      joined.set(p.data, at);
+      at += p.data.length;
+    }
+    out.push({ seq: m.seq, epoch, rev, body: JSON.parse(dec.decode(joined)), bytes });
+    parts = [];
+  }
+  return out;
 }

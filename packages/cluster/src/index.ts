@@ -1,8 +1,9 @@
 /**
  * @hercules/cluster: Hercules rooms on a NATS JetStream cluster. See docs/deployment.md.
  */
+export { auditRoom, type RoomAudit } from './audit.ts';
 export { ClusterStore, NotOwnerError, roomToken, shardOf, type ClusterStoreObserver, type ClusterStoreOptions } from './cluster-store.ts';
-export { createClusterNode, type ClusterNode, type ClusterNodeOptions } from './node.ts';
+export { auditRoomOnNats, createClusterNode, type ClusterNode, type ClusterNodeOptions } from './node.ts';
 export { Relay, type EdgeSocket, type RelayOptions } from './relay.ts';
 export { JetStreamLeases, JetStreamShardLog, type JetStreamLogOptions } from './jetstream-log.ts';
 export { findNatsServer, natsServerVersion, startNatsCluster, type NatsCluster, type NatsClusterOptions, type NatsServerProcess } from './nats-dev.ts';

@@ -12,6 +12,7 @@ import { type Connection, createRoomService, type RoomOptions, type RoomService,
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { ClusterStore, type ClusterStoreObserver, NotOwnerError } from './cluster-store.ts';
+import { auditRoom, type RoomAudit } from './audit.ts';
 import { JetStreamLeases, JetStreamShardLog } from './jetstream-log.ts';
 import { registerClusterMetrics } from './metrics.ts';
 import { Relay } from './relay.ts';
@@ -331,5 +332,25 @@ function roomParam(url: string | undefined): string | undefined {
     return room === null || room === '' ? undefined : room;
   } catch {
     return undefined;
+  }
+}
+
+/** Audit a room's history on a NATS cluster (read-only): see `auditRoom`. What `hercules audit` runs. */
+export async function auditRoomOnNats(opts: { nats: string[]; room: string; prefix?: string; shards?: number }): Promise<RoomAudit> {
+  const prefix = opts.prefix ?? 'hc';
+  let nc: NatsConnection;
+  try {
+    nc = await connect({ servers: opts.nats, name: 'hercules-audit' });
+  } catch (e) {
+    throw new HerculesError(
+      'storage-failed',
+      `cannot reach NATS at ${opts.nats.join(', ')}: ${(e as Error).message}. Check the servers run and the URLs are right.`,
+    );
+  }
+  try {
+    const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix });
+    return await auditRoom(log, opts.room, { subjectPrefix: prefix, shards: opts.shards });
+  } finally {
+    await nc.close();
   }
 }

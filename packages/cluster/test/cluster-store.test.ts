@@ -7,7 +7,8 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { runRoomStoreTests, type StoreFactory } from '@hercules/server/store-conformance';
-import { ClusterStore } from '../src/cluster-store.ts';
+import { auditRoom } from '../src/audit.ts';
+import { ClusterStore, roomToken } from '../src/cluster-store.ts';
 import { JetStreamLeases, JetStreamShardLog } from '../src/jetstream-log.ts';
 import { startNatsCluster, type NatsCluster } from '../src/nats-dev.ts';
 
@@ -288,4 +289,40 @@ test("a lease table whose revisions went back (seen on 2.9.10 after a leader kil
     ['a', 'a', 'a', 'b'],
   );
   await c.close();
+});
+
+test("audit: a room's history checks out; a stale owner's message is counted as ignored; an op in the room twice is a problem", async () => {
+  const prefix = `t${++cases}`;
+  const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix });
+  const store = new ClusterStore({ log, leases, nodeId: 'node-a', shards: 1, subjectPrefix: prefix, checkpointEvery: 2 });
+  await store.open('r', INIT);
+  for (let i = 1; i <= 6; i++) await store.append('r', { after: i - 1, entries: [entry(i)], checkpoint: { pos: i, state: { n: i } } });
+  await store.close();
+  const audit = () => auditRoom(log, 'r', { subjectPrefix: prefix, shards: 1 });
+  let a = await audit();
+  assert.deepEqual(a.problems, []);
+  assert.equal(a.rev, 6);
+  assert.equal(a.head, 6);
+  assert.equal(a.ops, 6, 'ops from the oldest checkpoint: every one');
+  assert.ok(a.checkpoints.length >= 2, `checkpoints: ${JSON.stringify(a.checkpoints)}`);
+  assert.equal(a.ignored.staleEpoch, 0);
+  const record = (epoch: number, rev: number, e: object) => ({
+    data: new TextEncoder().encode(JSON.stringify({ entries: [e], clients: {}, stable: 0 })),
+    headers: { 'Hc-Epoch': String(epoch), 'Hc-Rev': String(rev), 'Hc-Part': '0', 'Hc-Parts': '1' },
+  });
+  const subject = `${prefix}.0.log.${roomToken('r')}`;
+  // A stale owner's record (an epoch below every claim): ignored, not a problem.
+  const stale = record(0, 7, entry(7, 'stale'));
+  await log.publish(0, subject, stale.data, { msgId: 'audit-stale', headers: stale.headers });
+  a = await audit();
+  assert.deepEqual(a.problems, []);
+  assert.equal(a.ignored.staleEpoch, 1);
+  assert.equal(a.rev, 6);
+  // A record under the current epoch that repeats op (c1, 6) at position 7: a double-ordered op.
+  const dup = record(a.maxEpoch, 7, { ...entry(7, 'dup'), seq: 6 });
+  await log.publish(0, subject, dup.data, { msgId: 'audit-dup', headers: dup.headers });
+  a = await audit();
+  assert.equal(a.rev, 7);
+  assert.equal(a.problems.length, 1);
+  assert.match(a.problems[0], /op c1#6 is in the room twice: at 6 and at 7/);
 });

@@ -101,6 +101,20 @@ test('SIGKILL of the node serving a room: the other node takes it over, the clie
     assert.equal(health.rooms, 1, 'node fb serves the room');
     console.log(`# kill -> the first op after it Authoritative: ${Math.round(recoveredMs)} ms`);
     await x.close();
+    // `hercules audit` walks the room's stream: one chain, the ten ops once each, no problem.
+    const audit = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      const p = spawn(process.execPath, [BIN, 'audit', '--nats', cluster.urls.join(','), '--room', 'failover', '--shards', '4', '--nats-prefix', 'f1'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let out = '';
+      p.stdout.on('data', (d) => (out += d));
+      p.on('exit', (code) => resolve({ code, out }));
+    });
+    assert.equal(audit.code, 0, audit.out);
+    const report = JSON.parse(audit.out);
+    assert.deepEqual(report.problems, []);
+    assert.equal(report.ops, 10);
+    assert.ok(report.claims >= 2, `a claim by each owner (${report.claims})`);
   } finally {
     for (const p of [a, b]) if (p.proc.exitCode === null) p.proc.kill('SIGKILL');
   }

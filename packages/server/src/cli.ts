@@ -1,6 +1,7 @@
 /**
  * hercules serve — run a Hercules server (embedded SQLite, or a cluster node with --nats).
  * hercules nats-dev — run a local NATS cluster for trying cluster mode.
+ * hercules audit — check a room's history in a cluster's NATS streams.
  *
  *   hercules serve --machines ./machines.ts [--port 8787] [--host 127.0.0.1] [--data-dir ./data]
  *                  [--ack-timeout 2000] [--simulate-rtt 0] [--checkpoint-every 1000] [--commit-window 0]
@@ -16,6 +17,7 @@ import type { JwtOptions } from './auth.ts';
 
 const HELP = `Usage: hercules serve --machines <module> [options]
        hercules nats-dev [--nodes 3] [--dir <dir>]
+       hercules audit --nats <urls> --room <name> [--shards 64] [--nats-prefix hc]
        hercules --version
 
 Runs a Hercules sync server: WebSocket on /?room=NAME, /healthz, /metrics.
@@ -42,6 +44,10 @@ Cluster mode (needs @hercules/cluster installed; see docs/deployment.md):
   --lease-ms <ms>          how long a dead node's rooms wait before another takes them (default 2000)
   --nats-replicas <n>      replicas of each stream (default 3; 1 for a single NATS server)
   --nats-prefix <name>     subject and stream prefix, for several clusters on one NATS (default hc)
+
+hercules audit reads a room's claims, checkpoints and log records from the cluster's streams
+(read-only), applies the replay rule and walks the chain; prints a JSON report and exits 1 if it
+finds a problem (a log without a checkpoint, a broken chain, an op in the room twice).
 
 hercules nats-dev starts <nodes> nats-server processes (the machine's binary) on free ports with
 their data in <dir> (default: a temp directory) and prints the --nats value; Ctrl-C stops them.
@@ -171,6 +177,7 @@ export async function main(argv: string[]): Promise<void> {
         'nats-prefix': { type: 'string' },
         nodes: { type: 'string' },
         dir: { type: 'string' },
+        room: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
       },
@@ -193,6 +200,7 @@ export async function main(argv: string[]): Promise<void> {
     process.exit(2);
   }
   if (positionals[0] === 'nats-dev') return natsDev(values.nodes, values.dir);
+  if (positionals[0] === 'audit') return audit(values.nats, values.room, values.shards, values['nats-prefix']);
   if (positionals[0] !== 'serve') fail(`unknown command ${JSON.stringify(positionals[0])}`);
   if (positionals.length > 1) fail(`unexpected argument ${JSON.stringify(positionals[1])}`);
   if (!values.machines) fail('--machines is required');
@@ -316,6 +324,7 @@ interface ClusterModule {
     opts: Record<string, unknown>,
   ): Promise<{ close(): Promise<void>; service: { log: { info(o: object, m: string): void; error(o: object, m: string): void } } }>;
   startNatsCluster(opts: { nodes?: number; dir?: string }): Promise<{ urls: string[]; dir: string; close(): Promise<void> }>;
+  auditRoomOnNats(opts: { nats: string[]; room: string; prefix?: string; shards?: number }): Promise<{ problems: string[] }>;
 }
 
 async function loadCluster(): Promise<ClusterModule> {
@@ -327,6 +336,22 @@ async function loadCluster(): Promise<ClusterModule> {
       cannotStart(`cluster mode needs the ${name} package: npm install ${name}`);
     throw e;
   }
+}
+
+async function audit(nats: string | undefined, room: string | undefined, shardsArg: string | undefined, prefix: string | undefined): Promise<void> {
+  if (!nats) fail('audit needs --nats <urls>');
+  if (room === undefined) fail('audit needs --room <name>');
+  const shards = num('shards', shardsArg, 64);
+  if (!Number.isInteger(shards) || shards < 1) fail(`--shards must be a positive integer, got ${JSON.stringify(shardsArg)}`);
+  const cluster = await loadCluster();
+  let report: { problems: string[] };
+  try {
+    report = await cluster.auditRoomOnNats({ nats: nats.split(',').map((u) => u.trim()), room, shards, ...(prefix ? { prefix } : {}) });
+  } catch (e) {
+    cannotStart((e as Error).message);
+  }
+  console.log(JSON.stringify(report, null, 2));
+  process.exit(report.problems.length > 0 ? 1 : 0);
 }
 
 async function natsDev(nodesArg: string | undefined, dir: string | undefined): Promise<void> {
