@@ -9,7 +9,7 @@
  * problems: the replay rule is there to ignore them.
  */
 import type { LogEntry } from '@hercules/core';
-import { type CkptBody, H_EPOCH, type LogBody, roomToken, shardOf, validRecords } from './cluster-store.ts';
+import { type CkptBody, H_EPOCH, type LogBody, shardOf, subjectOf, validRecords } from './cluster-store.ts';
 import type { ShardLog } from './shard-log.ts';
 
 export interface RoomAudit {
@@ -36,7 +36,7 @@ export interface RoomAudit {
 export async function auditRoom(log: ShardLog, room: string, opts: { subjectPrefix?: string; shards?: number } = {}): Promise<RoomAudit> {
   const prefix = opts.subjectPrefix ?? 'hc';
   const shard = shardOf(room, opts.shards ?? 64);
-  const subject = (kind: string) => `${prefix}.${shard}.${kind}${kind === 'claim' ? '' : `.${roomToken(room)}`}`;
+  const subject = (kind: 'claim' | 'log' | 'ckpt') => subjectOf(prefix, shard, kind, kind === 'claim' ? undefined : room);
   const claimMsgs = await log.read(shard, subject('claim'));
   const claims = claimMsgs.map((m) => ({ seq: m.seq, epoch: Number(m.headers[H_EPOCH]) }));
   const ckptMsgs = (await log.read(shard, subject('ckpt'))).filter((m) => !m.headers['Hc-Mark']);

@@ -122,6 +122,11 @@ export function shardOf(room: string, shards: number): number {
   return h % shards;
 }
 
+/** The subject of a shard's claims (no room), or of a room's log or checkpoints. */
+export function subjectOf(prefix: string, shard: number, kind: 'claim' | 'log' | 'ckpt', room?: string): string {
+  return room === undefined ? `${prefix}.${shard}.${kind}` : `${prefix}.${shard}.${kind}.${roomToken(room)}`;
+}
+
 /** A room name as one subject token: base64url of its UTF-8 (any name, no dots or wildcards). */
 export function roomToken(room: string): string {
   return Buffer.from(room, 'utf8').toString('base64url') || '_';
@@ -233,7 +238,7 @@ export class ClusterStore implements RoomStore {
   private readonly wallClock: () => number;
   private readonly opts: ClusterStoreOptions;
   /** This store instance in message ids: unique across nodes and restarts (JetStream drops a repeated id within its window). */
-  private readonly instance = `${randomUUID()}`;
+  private readonly instance = randomUUID();
   private claimAttempts = 0;
   private readonly shardState = new Map<number, Shard>();
   private readonly rooms_ = new Map<string, OpenRoom>();
@@ -280,8 +285,8 @@ export class ClusterStore implements RoomStore {
     return l ? (JSON.parse(l.value) as { node: string }).node : undefined;
   }
 
-  private subject(shard: number, kind: 'claim' | 'log' | 'ckpt' | 'sync', room?: string): string {
-    return room === undefined ? `${this.prefix}.${shard}.${kind}` : `${this.prefix}.${shard}.${kind}.${roomToken(room)}`;
+  private subject(shard: number, kind: 'claim' | 'log' | 'ckpt', room?: string): string {
+    return subjectOf(this.prefix, shard, kind, room);
   }
 
   // ---------------------------------------------------------------- ownership
