@@ -45,6 +45,13 @@ export interface DriverLink {
 export interface ClientDriverOptions {
   store: DriverStore;
   clock: Clock;
+  /**
+   * The wall clock, ms since the epoch (default Date.now): each hello says when its connection
+   * was opened, so the server can tell this client's newer connection from an older one whose
+   * hello arrives late. It must not go back across restarts of the client, as a monotonic clock
+   * starting at each process start would.
+   */
+  wallClock?: () => number;
   /** Save a base at most this often after the Stable view moves (0: at the next turn). Default 2000 ms. */
   baseEveryMs?: number;
   /** The position of the base the store already holds (none: 0). */
@@ -119,7 +126,7 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
   opened(link: DriverLink): void {
     if (this.#stopped) return;
     this.#link = link;
-    this.room.connected();
+    this.room.connected(Math.floor((this.#opts.wallClock ?? Date.now)()));
     this.#armBatch();
   }
 

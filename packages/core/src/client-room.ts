@@ -388,8 +388,9 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.engine.durable(seq);
     this.pump();
   }
-  connected(): void {
-    this.engine.connected();
+  /** The transport connected, at `at` by the wall clock (HelloMessage.at). */
+  connected(at?: number): void {
+    this.engine.connected(at);
     this.pump();
   }
   disconnected(): void {

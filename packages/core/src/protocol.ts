@@ -78,6 +78,13 @@ export interface HelloMessage {
   readonly machine: MachineId;
   /** The client holds the global log up to this position (0: nothing but the initial state). */
   readonly have: number;
+  /**
+   * When the client opened this connection, by its wall clock (ms since the epoch). A client id
+   * lives on one connection: a newer one replaces the one the room holds, and an older one that
+   * arrives after it is refused (its hello was held up on the way, e.g. while a cluster node
+   * waited to route it, and the client has moved on). Without it, the hello that arrives last wins.
+   */
+  readonly at?: number;
 }
 export interface OpsMessage {
   readonly t: 'ops';
@@ -210,7 +217,15 @@ export function parseClientMessage(v: unknown): ClientMessage {
       if (!isId(v.client)) bad('hello.client must be a non-empty string of at most 128 characters');
       if (!isObj(v.machine) || typeof v.machine.name !== 'string' || !isNat(v.machine.version)) bad('hello.machine must be { name: string, version: integer }');
       if (!isNat(v.have)) bad('hello.have must be a non-negative integer');
-      return { t: 'hello', v: v.v, client: v.client, machine: { name: v.machine.name, version: v.machine.version }, have: v.have };
+      if (v.at !== undefined && !isNat(v.at)) bad('hello.at must be a non-negative integer (ms since the epoch)');
+      return {
+        t: 'hello',
+        v: v.v,
+        client: v.client,
+        machine: { name: v.machine.name, version: v.machine.version },
+        have: v.have,
+        ...(v.at !== undefined ? { at: v.at } : {}),
+      };
     }
     case 'ops': {
       if (!Array.isArray(v.ops)) bad('ops.ops must be an array');

@@ -125,6 +125,8 @@ interface Session {
   /** 'member' counts for visibility and stable; 'joining' waits to catch up; 'out' was deregistered. */
   status: 'new' | 'joining' | 'member' | 'out';
   memberSince: number;
+  /** When the client opened this connection (its hello's `at`), if it said. */
+  openedAt?: number;
 }
 
 interface SuffixItem {
@@ -198,6 +200,9 @@ export class RoomEngine<S = unknown> {
         const rec = this.clients.get(e.client);
         if (rec && e.seq > rec.visibleSeq) this.pushPending(e.client, e.seq, e.pos);
       }
+      // A store may keep an older checkpoint than its stable position (ClusterStore writes them
+      // lazily): compact to the frontier, as the engine had before it was stored.
+      this.compact();
     } else {
       this.checkpointPos = 0;
       this.checkpointState = machine.initial;
@@ -381,9 +386,16 @@ export class RoomEngine<S = unknown> {
     const prev = this.byClient.get(m.client);
     if (prev && prev !== s) {
       // A client id lives on one connection: the newer one wins (the old one is likely dead).
+      // Newer by when the client opened it, when both hellos say: a hello held up on the way
+      // (a cluster node waiting to route it) may arrive after its client's next connection's.
+      if (m.at !== undefined && prev.openedAt !== undefined && m.at < prev.openedAt) {
+        this.error(s.conn, 'replaced', 'a newer connection of this client id is open', true);
+        return;
+      }
       this.error(prev.conn, 'replaced', 'this client id connected again elsewhere', true);
       this.drop(prev);
     }
+    s.openedAt = m.at;
     s.client = m.client;
     s.author = s.user ?? m.client;
     this.byClient.set(m.client, s);

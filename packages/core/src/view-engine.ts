@@ -382,8 +382,8 @@ export class ViewEngine<S = unknown> {
     this.sendPending();
   }
 
-  /** The transport connected: introduce ourselves (Register, §4.6). */
-  connected(): void {
+  /** The transport connected (at `at`, by the wall clock: HelloMessage.at): introduce ourselves (Register, §4.6). */
+  connected(at?: number): void {
     this.flushInbox();
     this.connState = 'hello-sent';
     this.sentSeq = this.highWater;
@@ -393,6 +393,7 @@ export class ViewEngine<S = unknown> {
       client: this.clientId,
       machine: { name: this.machine.name, version: this.machine.version },
       have: this.authLen,
+      ...(at !== undefined ? { at } : {}),
     });
   }
 

@@ -180,6 +180,31 @@ test('high-water marks and verdicts survive compaction and a restart', () => {
   assert.equal(restarted.message('k2', { t: 'ops', ops: [note(1), note(2)] }, 1).persist.appended.length, 0, 'no duplicates after restart');
 });
 
+// spec: STABLE-CHECKPOINT, REC-RESTORE
+// A store may keep a checkpoint older than its stable position (the cluster's writes them
+// lazily): the restored engine compacts to the frontier, as it was before it was stored.
+test('restored with a stable frontier past its checkpoint, the room compacts to the frontier', () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  r.message('ka', { t: 'ops', ops: [note(1), note(2), note(3)] }, 0);
+  const lazy = structuredClone(r.durableState());
+  // The state at 0 and all three entries after it, with a stable position of 2.
+  const restarted = new RoomEngine(room, {}, { checkpoint: { pos: 0, state: room.initial }, suffix: lazy.suffix, clients: lazy.clients, stable: 2 });
+  const ds = restarted.durableState();
+  assert.equal(restarted.stableFrontier(), 2);
+  assert.equal(ds.checkpoint.pos, 2, 'the checkpoint is at the frontier');
+  assert.deepEqual(
+    ds.suffix.map((e) => e.pos),
+    [3],
+  );
+  assert.deepEqual(restarted.headSnapshot(), r.headSnapshot());
+  // The state at 2 is what applying the first two entries gives.
+  const two = new RoomEngine(room);
+  join(two, 'kx', 'a');
+  two.message('kx', { t: 'ops', ops: [note(1), note(2)] }, 0);
+  assert.deepEqual(ds.checkpoint.state, two.headSnapshot());
+});
+
 // spec: SEC-MALFORMED
 test('bad input gets a clear error and the room goes on', () => {
   const r = new RoomEngine(room);
@@ -225,6 +250,34 @@ test('a client id connecting again replaces its old connection', () => {
   assert.equal(ofType(to(o, 'k1'), 'error')[0].code, 'replaced');
   assert.ok(o.close.some((c) => c.conn === 'k1'));
   assert.equal(r.connections(), 1);
+});
+
+// spec: LIVE-HONEST
+// Found by the cluster simulator: a client's connection waited at a node for the room's owner
+// (a lease to expire) while the client moved on to another connection; the stale hello came in
+// last, replaced the live connection, and the live client was told `replaced` for good.
+test('newer by when the client opened it: a hello held up on the way does not replace the connection the client opened after it', () => {
+  const r = new RoomEngine(room);
+  r.open('new', 0);
+  const w = to(r.message('new', { ...hello('a'), at: 2_000 }, 0), 'new');
+  assert.equal(ofType(w, 'welcome').length, 1);
+  // The connection opened at 1,000 says hello last: it is the one refused, the live one stays.
+  r.open('stale', 1);
+  const o = r.message('stale', { ...hello('a'), at: 1_000 }, 1);
+  assert.equal(ofType(to(o, 'stale'), 'error')[0].code, 'replaced');
+  assert.match(ofType(to(o, 'stale'), 'error')[0].message, /a newer connection of this client id is open/);
+  assert.deepEqual(to(o, 'new'), []);
+  assert.ok(o.close.some((c) => c.conn === 'stale') && !o.close.some((c) => c.conn === 'new'));
+  assert.equal(r.connections(), 1);
+  assert.deepEqual(r.members(), ['a']);
+  // A newer one still replaces it; a hello that does not say when (an older client) wins as before.
+  r.open('newer', 2);
+  assert.equal(ofType(to(r.message('newer', { ...hello('a'), at: 3_000 }, 2), 'new'), 'error')[0].code, 'replaced');
+  r.open('undated', 3);
+  assert.equal(ofType(to(r.message('undated', hello('a'), 3), 'newer'), 'error')[0].code, 'replaced');
+  // A malformed time is a malformed frame.
+  r.open('bad', 4);
+  assert.equal(ofType(to(r.message('bad', { ...hello('b'), at: -1 }, 4), 'bad'), 'error')[0].code, 'malformed-frame');
 });
 
 // spec: SEC-AUTHOR, SEC-CLIENT-OWNER, SEC-ACCESS, OP-REFUSED
