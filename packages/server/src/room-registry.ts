@@ -139,6 +139,21 @@ export class RoomRegistry {
     });
   }
 
+  /**
+   * Stop serving the rooms `match` picks, now: their members are told `why` and closed, and each
+   * reloads from the store on its next join (a cluster node does this for the rooms of a shard it
+   * gave up). How many rooms that was.
+   */
+  failRooms(match: (room: string) => boolean, why: string): number {
+    let n = 0;
+    for (const host of [...this.hosts.values()]) {
+      if (!match(host.name)) continue;
+      host.fail('moved', new Error(why), why);
+      n++;
+    }
+    return n;
+  }
+
   /** Keep time in every room (ack timeouts) and unload the rooms idle for `idleUnloadMs`. */
   tick(): void {
     const now = this.opts.clock.now();

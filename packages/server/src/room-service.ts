@@ -886,15 +886,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     limits,
     loadedRooms: () => registry.names(),
     connectionCount: () => sessions.size,
-    failRooms(match, why) {
-      let n = 0;
-      for (const host of [...registry.hostsInMemory()]) {
-        if (!match(host.name)) continue;
-        host.fail('moved', new Error(why), why);
-        n++;
-      }
-      return n;
-    },
+    failRooms: (match, why) => registry.failRooms(match, why),
     async close() {
       if (closing) return;
       closing = true;
