@@ -4,27 +4,33 @@
  * checkpoint kept. `hercules audit --nats ... --room NAME` prints it.
  *
  * A problem is anything a correct cluster never writes: a log without a checkpoint, a chain
- * that does not reach a checkpoint it has, checkpoints going back, or one op, by (client, seq),
- * in the room twice. Messages a stale owner wrote, and records off the chain, are counted, not
- * problems: the replay rule is there to ignore them.
+ * that does not reach a confirmed checkpoint, confirmed checkpoints going back, or one op, by
+ * (client, seq), in the room twice. Messages a stale owner wrote, records off the chain, and
+ * unconfirmed checkpoints the chain does not reach (an owner's pipeline broke before it) are
+ * counted, not problems: the replay rule is there to ignore them.
  */
 import type { LogEntry } from '@hercules/core';
-import { type CkptBody, H_EPOCH, type LogBody, shardOf, subjectOf, validRecords } from './cluster-store.ts';
+import { type CkptBody, confirmedCheckpoints, type LogBody, RECORD_HEADERS as H, shardOf, subjectOf, validRecords } from './cluster-store.ts';
 import type { ShardLog } from './shard-log.ts';
 
 export interface RoomAudit {
   room: string;
   shard: number;
-  /** Claims in the shard's stream, and the highest epoch among them. */
+  /** Claims in the shard's stream, the highest epoch among them, and the sequence of the last one (what the owner's messages name now). */
   claims: number;
   maxEpoch: number;
-  /** Checkpoints that pass the replay rule, oldest first: the rev each was written at and its position. */
-  checkpoints: { seq: number; rev: number; pos: number }[];
+  lastClaim: number;
+  /** Checkpoints that pass the replay rule, oldest first: the rev each was written at, its position, and whether a load may start from it. */
+  checkpoints: { seq: number; rev: number; pos: number; confirmed: boolean }[];
   /** Log records that pass the replay rule's epoch test; how many of them continue the chain. */
   records: number;
   counted: number;
-  /** Messages of the room left out: under an epoch below an earlier claim (a stale owner), or valid but off the chain. */
-  ignored: { staleEpoch: number; offChain: number };
+  /**
+   * Messages of the room left out: sent under a claim that another one followed (a stale owner,
+   * or from before a re-claim), records valid but off the chain, unconfirmed checkpoints the
+   * chain does not reach.
+   */
+  ignored: { stale: number; offChain: number; unconfirmedCheckpoints: number };
   /** The room as a load finds it: its rev and head. */
   rev: number;
   head: number;
@@ -38,42 +44,52 @@ export async function auditRoom(log: ShardLog, room: string, opts: { subjectPref
   const shard = shardOf(room, opts.shards ?? 64);
   const subject = (kind: 'claim' | 'log' | 'ckpt') => subjectOf(prefix, shard, kind, kind === 'claim' ? undefined : room);
   const claimMsgs = await log.read(shard, subject('claim'));
-  const claims = claimMsgs.map((m) => ({ seq: m.seq, epoch: Number(m.headers[H_EPOCH]) }));
-  const ckptMsgs = (await log.read(shard, subject('ckpt'))).filter((m) => !m.headers['Hc-Mark']);
-  const logMsgs = (await log.read(shard, subject('log'))).filter((m) => !m.headers['Hc-Mark']);
+  const claims = claimMsgs.map((m) => ({ seq: m.seq, epoch: Number(m.headers[H.epoch]) }));
+  const ckptSubjectMsgs = await log.read(shard, subject('ckpt'));
+  const confirmed = confirmedCheckpoints(claims, ckptSubjectMsgs);
+  const ckptMsgs = ckptSubjectMsgs.filter((m) => !m.headers[H.mark]);
+  const logMsgs = (await log.read(shard, subject('log'))).filter((m) => !m.headers[H.mark]);
   const ckpts = validRecords(claims, ckptMsgs);
   const recs = validRecords(claims, logMsgs);
+  // A load starts from the first checkpoint, a confirmed one, or one of a store from before confirmations.
+  const trusted = (c: (typeof ckpts)[number]) => c.rev === 0 || c.claim === undefined || confirmed.has(c.seq);
   const problems: string[] = [];
   const out: RoomAudit = {
     room,
     shard,
     claims: claims.length,
     maxEpoch: claims.reduce((e, c) => Math.max(e, c.epoch), 0),
-    checkpoints: ckpts.map((c) => ({ seq: c.seq, rev: c.rev, pos: (c.body as CkptBody).pos })),
+    lastClaim: claims[claims.length - 1]?.seq ?? 0,
+    checkpoints: ckpts.map((c) => ({ seq: c.seq, rev: c.rev, pos: (c.body as CkptBody).pos, confirmed: trusted(c) })),
     records: recs.length,
     counted: 0,
-    ignored: { staleEpoch: 0, offChain: 0 },
+    ignored: { stale: 0, offChain: 0, unconfirmedCheckpoints: 0 },
     rev: 0,
     head: 0,
     ops: 0,
     problems,
   };
-  // Messages left out by the epoch test: those of no valid record's (epoch, rev).
+  // Messages the replay rule left out: those of no counted record's (claim, epoch, rev).
   const kept = new Set<string>();
-  for (const r of [...recs, ...ckpts]) kept.add(`${r.epoch}/${r.rev}`);
-  for (const m of [...logMsgs, ...ckptMsgs]) if (!kept.has(`${m.headers[H_EPOCH]}/${m.headers['Hc-Rev']}`)) out.ignored.staleEpoch++;
+  for (const r of [...recs, ...ckpts]) kept.add(`${r.claim}/${r.epoch}/${r.rev}`);
+  for (const m of [...logMsgs, ...ckptMsgs]) if (!kept.has(`${m.headers[H.claim]}/${m.headers[H.epoch]}/${m.headers[H.rev]}`)) out.ignored.stale++;
 
   if (ckpts.length === 0) {
     if (recs.length > 0) problems.push(`${recs.length} log records but no valid checkpoint (the room cannot load)`);
     return out;
   }
-  for (let i = 1; i < ckpts.length; i++) {
-    const a = ckpts[i - 1].body as CkptBody,
-      b = ckpts[i].body as CkptBody;
-    if (b.pos < a.pos) problems.push(`checkpoint at seq ${ckpts[i].seq} (pos ${b.pos}) goes back from the one at seq ${ckpts[i - 1].seq} (pos ${a.pos})`);
+  const bases = ckpts.filter(trusted);
+  if (bases.length === 0) {
+    problems.push(`${ckpts.length} checkpoints but none a load can start from (none confirmed, no first one)`);
+    return out;
+  }
+  for (let i = 1; i < bases.length; i++) {
+    const a = bases[i - 1].body as CkptBody,
+      b = bases[i].body as CkptBody;
+    if (b.pos < a.pos) problems.push(`checkpoint at seq ${bases[i].seq} (pos ${b.pos}) goes back from the one at seq ${bases[i - 1].seq} (pos ${a.pos})`);
   }
   // The chain from the oldest checkpoint kept, as a load from it would walk it.
-  const first = ckpts[0];
+  const first = bases[0];
   const ck = first.body as CkptBody;
   let rev = first.rev;
   let head = ck.pos + ck.suffix.length;
@@ -95,12 +111,19 @@ export async function auditRoom(log: ShardLog, room: string, opts: { subjectPref
   out.rev = rev;
   out.head = head;
   out.ops = ops.length;
-  for (const c of ckpts.slice(1)) {
+  for (const c of ckpts) {
+    if (c.seq <= first.seq) continue;
     const body = c.body as CkptBody;
     const at = revHead.get(c.rev);
-    if (at === undefined) problems.push(`checkpoint at seq ${c.seq} is at rev ${c.rev}, which the chain (rev ${first.rev} to ${rev}) does not reach`);
-    else if (body.pos + body.suffix.length !== at)
-      problems.push(`checkpoint at seq ${c.seq} says head ${body.pos + body.suffix.length} at rev ${c.rev}; the chain has ${at}`);
+    const onChain = at !== undefined && body.pos + body.suffix.length === at;
+    if (onChain) continue;
+    // A checkpoint whose ack never came back in an unbroken run (its pipeline broke): no load starts from it.
+    if (!trusted(c)) {
+      out.ignored.unconfirmedCheckpoints++;
+      continue;
+    }
+    if (at === undefined) problems.push(`confirmed checkpoint at seq ${c.seq} is at rev ${c.rev}, which the chain (rev ${first.rev} to ${rev}) does not reach`);
+    else problems.push(`confirmed checkpoint at seq ${c.seq} says head ${body.pos + body.suffix.length} at rev ${c.rev}; the chain has ${at}`);
   }
   const seen = new Map<string, number>();
   for (const e of ops) {

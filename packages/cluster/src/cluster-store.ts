@@ -5,24 +5,27 @@
  * its shards (through the same RoomHost as the embedded server); this store is how it reads and
  * writes them.
  *
- * The subjects of shard k:
- *   <p>.k.claim          {epoch, node}: an owner took (or re-synchronised) the shard
- *   <p>.k.log.<room>     one message per append: {epoch, rev, part, parts, entries, clients, stable}
- *   <p>.k.ckpt.<room>    a checkpoint: {epoch, rev, pos, state, suffix, clients, stable, meta}
+ * The subjects of shard k (headers in RECORD_HEADERS):
+ *   <p>.k.claim          {node}: an owner took (or re-synchronised) the shard
+ *   <p>.k.log.<room>     one record per append: {entries, clients, stable}, in parts under the message size
+ *   <p>.k.ckpt.<room>    a checkpoint record: {pos, state, suffix, clients, stable, meta}, and its confirmation
  *
  * Safety does not rest on the lease. Every message is published with the stream-wide
  * expectation of the last sequence the owner predicts (it is the only writer), so a message of
  * an owner that lost the shard is refused once another owner's claim is in the stream; and
  * readers apply the replay rule: walking a room's messages in stream order, a message counts
- * only if its epoch is at least that of every claim before it, and it continues the room's chain
- * (rev = previous rev + 1; its entries follow the head). An append is confirmed only when its
- * ack came back at the predicted sequence and so did every earlier one since the owner's claim
- * (an unbroken run): then no claim can lie between, and every reader counts it.
+ * only if it was sent under the last claim before it (a claim in between fences it, whoever made
+ * it), and a record counts only if it continues the room's chain (rev = previous rev + 1; its
+ * entries follow the head). An append is confirmed only when its ack came back at the predicted
+ * sequence and so did every earlier one since the owner's claim (an unbroken run): then no claim
+ * and no other message can lie between, and every reader counts it. A load starts from the newest
+ * checkpoint that is confirmed the same way (its confirmation is a message of its own), so a
+ * checkpoint never brings in an append that did not land.
  *
  * Any failure of a shard's pipeline (a refused expectation, a timeout, a lost connection) fails
  * every append in flight on that shard; their rooms' hosts reload the rooms. The shard is then
- * claimed again under a higher epoch (one above every claim before it), which makes every message
- * of ours still in flight count for nothing, and goes on from the claim's sequence. If the lease
+ * claimed again, which makes every message of ours still in flight count for nothing, and goes
+ * on from the claim's sequence. If the lease
  * itself is lost (not renewed before its deadline, or taken), the shard is given up:
  * `onShardLost` tells the node, whose connections to those rooms must close.
  */
@@ -36,8 +39,11 @@ import {
   type RoomAppend,
   type RoomInit,
   type RoomMeta,
+  type Clock,
   type RoomStore,
   StorageError,
+  systemClock,
+  type TimerHandle,
   checkAgainstHead,
   checkAppend,
   checkRoomName,
@@ -73,8 +79,11 @@ export interface ClusterStoreOptions {
    * election and load every room again. Default 15 s (a 2.9.10 Raft election takes 4-9 s).
    */
   leaseGraceMs?: number;
-  /** A monotonic clock, ms (default performance.now). */
-  now?: () => number;
+  /**
+   * Time and timers (default the system clock): lease deadlines, renewals and retries go
+   * through it, so a simulation can run the store on simulated time.
+   */
+  clock?: Clock;
   /** The wall clock for a room's creation time (default Date.now). */
   wallClock?: () => number;
   /** This node gave up a shard (its lease was lost or taken): close the connections to its rooms. */
@@ -150,21 +159,34 @@ export interface CkptBody {
   meta: RoomMeta;
 }
 
-/** A record read back: its parts joined, valid by the replay rule's epoch test. */
+/** A record read back: its parts joined, counted by the replay rule. */
 export interface Rec {
   /** The sequence of its last part. */
   seq: number;
+  /** The sequence of the claim it was sent under (undefined: written by a store from before claim headers). */
+  claim: number | undefined;
   epoch: number;
   rev: number;
   body: unknown;
   bytes: number;
 }
 
-export const H_EPOCH = 'Hc-Epoch';
-const H_REV = 'Hc-Rev';
-const H_PART = 'Hc-Part';
-const H_PARTS = 'Hc-Parts';
-const H_MARK = 'Hc-Mark';
+/**
+ * The headers of a shard's messages. Every message carries the sequence of the claim it was sent
+ * under (`claim`) and that claim's epoch; a record's parts carry its rev and their place (part i
+ * of parts); a read barrier is marked (`mark`), and so is a checkpoint's confirmation, which also
+ * names the sequence of the checkpoint's last part (`confirms`).
+ */
+export const RECORD_HEADERS = {
+  claim: 'Hc-Claim',
+  epoch: 'Hc-Epoch',
+  rev: 'Hc-Rev',
+  part: 'Hc-Part',
+  parts: 'Hc-Parts',
+  mark: 'Hc-Mark',
+  confirms: 'Hc-Confirms',
+} as const;
+const { claim: H_CLAIM, epoch: H_EPOCH, rev: H_REV, part: H_PART, parts: H_PARTS, mark: H_MARK, confirms: H_CONFIRMS } = RECORD_HEADERS;
 /** Room for the headers and the protocol's own in a message. */
 const HEADROOM = 1024;
 
@@ -201,6 +223,8 @@ class Shard {
   deadline = 0;
   /** The sequence the next message is expected to follow. */
   expect = 0;
+  /** The sequence of this node's current claim: every message names it, and counts only while no claim follows it. */
+  claimSeq = 0;
   /** Messages published under the current claim (for msg ids). */
   n = 0;
   /** Claims in the stream: (seq, epoch), in order. */
@@ -211,7 +235,7 @@ class Shard {
   tail: Promise<unknown> = Promise.resolve([]);
   acquiring: Promise<void> | undefined;
   resync: Promise<void> | undefined;
-  renewTimer: ReturnType<typeof setTimeout> | undefined;
+  renewTimer: TimerHandle | undefined;
   /** When the last lease write that succeeded was sent. */
   leaseSent = 0;
   /** A lease write in flight. */
@@ -234,7 +258,7 @@ export class ClusterStore implements RoomStore {
   private readonly purge: boolean;
   private readonly marginMs: number;
   private readonly graceMs: number;
-  private readonly now: () => number;
+  private readonly clock: Clock;
   private readonly wallClock: () => number;
   private readonly opts: ClusterStoreOptions;
   /** This store instance in message ids: unique across nodes and restarts (JetStream drops a repeated id within its window). */
@@ -261,7 +285,7 @@ export class ClusterStore implements RoomStore {
     if (this.marginMs >= this.leases.ttlMs / 2)
       throw new HerculesError('bad-argument', `the lease margin (${this.marginMs} ms) must be under half the lease (${this.leases.ttlMs} ms)`);
     this.graceMs = Math.max(this.leases.ttlMs, opts.leaseGraceMs ?? 15_000);
-    this.now = opts.now ?? (() => performance.now());
+    this.clock = opts.clock ?? systemClock;
     this.wallClock = opts.wallClock ?? Date.now;
   }
 
@@ -269,9 +293,23 @@ export class ClusterStore implements RoomStore {
     return shardOf(room, this.shards);
   }
 
+  private now(): number {
+    return this.clock.now();
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((r) => this.clock.setTimeout(r, ms));
+  }
+
   /** The shards this node owns now. */
   owned(): number[] {
     return [...this.shardState.values()].filter((s) => s.state === 'owned' && this.now() < s.deadline).map((s) => s.k);
+  }
+
+  /** This node's claim on a shard it owns: the claim's sequence in the stream and its epoch (undefined if it does not own the shard). */
+  claimOf(shard: number): { seq: number; epoch: number } | undefined {
+    const s = this.shardState.get(shard);
+    return s?.state === 'owned' && !s.acquiring ? { seq: s.claimSeq, epoch: s.epoch } : undefined;
   }
 
   /** For each owned shard, ms since the last lease write that succeeded was sent (renewals run every third of the ttl). */
@@ -295,6 +333,9 @@ export class ClusterStore implements RoomStore {
   async acquire(k: number): Promise<Shard> {
     let s = this.shardState.get(k);
     if (!s) this.shardState.set(k, (s = new Shard(k)));
+    // A take in progress holds the lease before its claim has landed: nothing may be published
+    // for the shard until then (it would go out under the previous claim's epoch and sequence).
+    if (s.acquiring) await s.acquiring;
     if (s.state === 'owned') {
       if (this.now() >= s.deadline) await this.refresh(s);
       if (s.resync) await s.resync;
@@ -354,14 +395,18 @@ export class ClusterStore implements RoomStore {
 
   /**
    * Claim the shard: a claim message without an expectation, whose ack at C proves the leader
-   * holds everything before C; the pipeline goes on from C. Its epoch is one above every claim
-   * before it, checked by reading the claims up to C (complete: the server that answers has C):
-   * if another claim there has an epoch as high (a node claiming at the same time), claim again
-   * higher. The epoch is not the lease's revision: on nats-server 2.9.10 the lease bucket was
-   * seen to go back in revisions after a leader kill, and a claim under that lower epoch made
-   * every reader ignore the appends its owner had confirmed (found by the failover benchmark).
+   * holds everything before C; the pipeline goes on from C, and every message names C. The
+   * claims up to C are read back (complete: the server that answers has C): the replay rule
+   * needs them. Its epoch is one above every claim before it (if another claim there has one as
+   * high, a node claiming at the same time, it claims again higher): owners in order, for
+   * operators and the audit. The epoch is not the lease's revision: on nats-server 2.9.10 the
+   * lease bucket was seen to go back in revisions after a leader kill.
    */
   private async claim(s: Shard): Promise<void> {
+    // The claims so far, as far as a read shows (it may come back short: then this claim is
+    // outbid below and made again higher); without them a first claim would be of epoch 1.
+    if (s.claims.length === 0)
+      for (const m of await this.log.read(s.k, this.subject(s.k, 'claim'))) s.claims.push({ seq: m.seq, epoch: Number(m.headers[H_EPOCH]) });
     for (;;) {
       const epoch = s.claims.reduce((e, c) => Math.max(e, c.epoch), 0) + 1;
       const ack = await this.log.publish(s.k, this.subject(s.k, 'claim'), enc.encode(JSON.stringify({ node: this.nodeId })), {
@@ -377,6 +422,7 @@ export class ClusterStore implements RoomStore {
       if (s.claims[s.claims.length - 1]?.seq !== ack.seq) throw new StorageError(`shard ${s.k}: claim ${epoch} at seq ${ack.seq} was not read back`);
       if (s.claims.some((c) => c.seq < ack.seq && c.epoch >= epoch)) continue; // outbid before it landed: claim higher
       s.epoch = epoch;
+      s.claimSeq = ack.seq;
       s.expect = ack.seq;
       s.n = 0;
       s.generation++;
@@ -388,16 +434,15 @@ export class ClusterStore implements RoomStore {
 
   /** Renew a third of the lease after the last renewal was sent (not after it returned: under load one can take hundreds of ms). */
   private scheduleRenew(s: Shard): void {
-    if (s.renewTimer) clearTimeout(s.renewTimer);
+    if (s.renewTimer) this.clock.clearTimeout(s.renewTimer);
     if (this.closed) return;
-    s.renewTimer = setTimeout(
+    s.renewTimer = this.clock.setTimeout(
       () => {
         s.renewTimer = undefined;
         this.refresh(s).catch(() => {});
       },
       Math.max(10, s.leaseSent + this.leases.ttlMs / 3 - this.now()),
     );
-    s.renewTimer.unref?.();
   }
 
   /**
@@ -437,7 +482,7 @@ export class ClusterStore implements RoomStore {
             throw e;
           }
           this.opts.onWarning?.(`shard ${s.k}: renewing its lease failed (${(e as Error).message}); retrying`);
-          await new Promise((r) => setTimeout(r, 100));
+          await this.sleep(100);
         }
       }
     };
@@ -465,7 +510,7 @@ export class ClusterStore implements RoomStore {
     if (s.state !== 'owned') return;
     s.state = 'idle';
     s.generation++;
-    if (s.renewTimer) clearTimeout(s.renewTimer);
+    if (s.renewTimer) this.clock.clearTimeout(s.renewTimer);
     s.renewTimer = undefined;
     for (const [name, r] of this.rooms_) if (r.shard === s.k) this.rooms_.delete(name);
     const held = s.paused;
@@ -497,7 +542,7 @@ export class ClusterStore implements RoomStore {
         } catch (e) {
           if (s.state !== 'owned' || this.closed) return; // the lease was lost: refresh gave the shard up
           if (attempt % 10 === 0) this.opts.onWarning?.(`shard ${s.k}: claiming it again after generation ${gen} failed (${(e as Error).message}); retrying`);
-          await new Promise((r) => setTimeout(r, 200));
+          await this.sleep(200);
         }
       }
     })().finally(() => {
@@ -515,11 +560,11 @@ export class ClusterStore implements RoomStore {
   private publish(s: Shard, msgs: { subject: string; data: Uint8Array; headers: Record<string, string> }[]): Promise<number[]> {
     if (s.state !== 'owned') return Promise.reject(new StorageError(`shard ${s.k} is not owned by this node now; reload the room`));
     if (s.resync) return Promise.reject(new StorageError(`shard ${s.k} is being claimed again after a failed append; reload the room`));
-    // Every message carries the epoch of the claim it is sent under: one built under an earlier
-    // claim (held while the lease's verdict was awaited, across a re-claim) would be confirmed
-    // here and ignored by every reader. Found by the failover benchmark: such a checkpoint,
-    // confirmed, purged the valid ones before it.
-    if (msgs.some((m) => m.headers[H_EPOCH] !== String(s.epoch)))
+    // Every message names the claim it is sent under: one built under an earlier claim (held
+    // while the lease's verdict was awaited, across a re-claim) would be confirmed here and
+    // ignored by every reader. Found by the failover benchmark: such a checkpoint, confirmed,
+    // purged the valid ones before it.
+    if (msgs.some((m) => m.headers[H_CLAIM] !== String(s.claimSeq)))
       return Promise.reject(new StorageError(`shard ${s.k} was claimed again since this append was made; reload the room`));
     if (this.now() >= s.deadline || s.paused.length > 0) {
       // Past the lease's deadline nothing is written until a lease write says it is still ours.
@@ -530,7 +575,7 @@ export class ClusterStore implements RoomStore {
     const sentAt = this.now();
     const sends = msgs.map((m) => {
       const expect = s.expect++;
-      const msgId = `${this.instance}/${s.k}/${s.epoch}/${s.n++}`;
+      const msgId = `${this.instance}/${s.k}/${s.claimSeq}/${s.n++}`;
       return this.log.publish(s.k, m.subject, m.data, { msgId, expectLastSeq: expect, headers: m.headers }).then((ack) => {
         // A duplicate answer names another message's sequence (ids are unique per claim, so it is never ours).
         if (ack.seq !== expect + 1 || ack.duplicate)
@@ -573,13 +618,22 @@ export class ClusterStore implements RoomStore {
     return Array.from({ length: parts }, (_, i) => ({
       subject,
       data: body.subarray(i * limit, (i + 1) * limit),
-      headers: { [H_EPOCH]: String(shard.epoch), [H_REV]: String(rev), [H_PART]: String(i), [H_PARTS]: String(parts) },
+      headers: { ...this.claimHeaders(shard), [H_REV]: String(rev), [H_PART]: String(i), [H_PARTS]: String(parts) },
     }));
   }
 
   /** A read barrier on a subject: an empty message that records() skips. */
   private marker(s: Shard, subject: string): { subject: string; data: Uint8Array; headers: Record<string, string> } {
-    return { subject, data: new Uint8Array(0), headers: { [H_EPOCH]: String(s.epoch), [H_MARK]: '1' } };
+    return { subject, data: new Uint8Array(0), headers: { ...this.claimHeaders(s), [H_MARK]: '1' } };
+  }
+
+  /** A checkpoint is confirmed (its ack came back in an unbroken run): a load may start from it. */
+  private confirmation(s: Shard, subject: string, ckptSeq: number): { subject: string; data: Uint8Array; headers: Record<string, string> } {
+    return { subject, data: new Uint8Array(0), headers: { ...this.claimHeaders(s), [H_MARK]: '1', [H_CONFIRMS]: String(ckptSeq) } };
+  }
+
+  private claimHeaders(s: Shard): Record<string, string> {
+    return { [H_CLAIM]: String(s.claimSeq), [H_EPOCH]: String(s.epoch) };
   }
 
   private records(s: Shard, msgs: LogMessage[]): Rec[] {
@@ -657,8 +711,19 @@ export class ClusterStore implements RoomStore {
     const ckptSubject = this.subject(s.k, 'ckpt', room),
       logSubject = this.subject(s.k, 'log', room);
     const [ckptMark, logMark] = await this.publish(s, [this.marker(s, ckptSubject), this.marker(s, logSubject)]);
-    const ckpts = this.records(s, await this.log.read(s.k, ckptSubject, 1, ckptMark));
-    const base = ckpts[ckpts.length - 1];
+    const ckptMsgs = await this.log.read(s.k, ckptSubject, 1, ckptMark);
+    const ckpts = this.records(s, ckptMsgs);
+    // The load starts from the newest checkpoint known to be on the chain: the room's first, one
+    // whose confirmation counts (its ack came back in an unbroken run, so every append before it
+    // landed), or one written before confirmations existed. A checkpoint that landed while an
+    // append before it did not (another writer's message took that append's place in the stream)
+    // would otherwise bring in entries the log never got: found by the cluster simulator.
+    const confirmed = confirmedCheckpoints(s.claims, ckptMsgs);
+    const base = ckpts.findLast((c) => c.rev === 0 || c.claim === undefined || confirmed.has(c.seq));
+    if (!base && ckpts.length > 0)
+      throw new StorageError(
+        `room ${room} has ${ckpts.length} checkpoints in stream ${s.k} but none confirmed and no first one; it cannot be loaded safely. Check the stream (an operator's purge?)`,
+      );
     if (!base) {
       // Never created, as far as a complete read shows. Defence in depth: no log record of it either.
       if (this.records(s, await this.log.read(s.k, logSubject, 1, logMark)).length > 0)
@@ -727,8 +792,9 @@ export class ClusterStore implements RoomStore {
       return Promise.reject(e);
     }
     const open = r;
+    const shard = s;
     const p = this.publish(s, msgs).then((seqs) => {
-      if (ckpt) this.checkpointed(open, ckpt.body, seqs[seqs.length - 1], ckpt.bytes);
+      if (ckpt) void this.checkpointed(open, shard, ckpt.body, seqs[seqs.length - 1], ckpt.bytes, msgs[0].headers[H_CLAIM]);
       return { rev: write.after + 1, head };
     });
     open.inFlight.add(p);
@@ -744,21 +810,31 @@ export class ClusterStore implements RoomStore {
     return { pos: cp.pos, state: cp.state, suffix: r.tail.filter((e) => e.pos > cp.pos), clients: { ...r.clients }, stable: r.stable, meta: r.meta };
   }
 
-  /** A checkpoint is confirmed: the room's messages before it are not needed any more. */
-  private checkpointed(r: OpenRoom, ck: CkptBody, seq: number, bytes: number): void {
+  /**
+   * A checkpoint's ack came back in an unbroken run: publish its confirmation (from then on a load
+   * may start from it), and once that is acked too, purge what the previous confirmed checkpoint
+   * makes unneeded. `claim`: the claim the checkpoint was sent under (its confirmation must be too).
+   */
+  private checkpointed(r: OpenRoom, s: Shard, ck: CkptBody, seq: number, bytes: number, claim: string | undefined): Promise<void> {
     if (ck.pos > r.writtenPos) {
       r.writtenPos = ck.pos;
       r.writtenBytes = bytes;
       r.logBytesSince = 0;
       r.tail = r.tail.filter((e) => e.pos > ck.pos);
     }
-    const s = this.shardState.get(r.shard);
-    // Only inside the unbroken run and before the deadline: then no claim can precede this checkpoint.
-    if (!s || s.state !== 'owned' || this.now() >= s.deadline) return;
+    if (s.state !== 'owned' || String(s.claimSeq) !== claim) return Promise.resolve();
     const first = seq - Math.max(0, Math.ceil(bytes / Math.max(256, this.log.maxPayload - HEADROOM)) - 1);
-    // Keep the previous checkpoint too (and the log after it): purge only before it. Under
-    // repeated NATS leader kills a room's newest checkpoints were seen gone from the stream
-    // (cause not found yet); with two kept, one more must vanish before a room cannot load.
+    return this.publish(s, [this.confirmation(s, this.subject(r.shard, 'ckpt', r.name), seq)]).then(
+      () => this.confirmed(r, s, first),
+      () => {}, // the pipeline broke: loads start from an older confirmed checkpoint and walk the log
+    );
+  }
+
+  /** A checkpoint's confirmation was acked: the room's messages before the previous confirmed checkpoint are not needed any more. */
+  private confirmed(r: OpenRoom, s: Shard, first: number): void {
+    // Only inside the unbroken run and before the deadline: then no claim can precede this checkpoint.
+    if (s.state !== 'owned' || this.now() >= s.deadline) return;
+    // Keep the previous confirmed checkpoint too (and the log after it): purge only before it.
     const before = r.prevCkptSeq;
     r.prevCkptSeq = first;
     if (before === undefined || !this.purge) return;
@@ -786,8 +862,10 @@ export class ClusterStore implements RoomStore {
       if (r.latest && r.latest.pos > r.writtenPos && s && this.rooms_.get(room) === r) {
         const ck = this.checkpointOf(r)!;
         const data = encode(ck, `room ${room}: its checkpoint`);
-        const seqs = await this.publish(s, this.record(s, this.subject(r.shard, 'ckpt', room), r.rev, data));
-        this.checkpointed(r, ck, seqs[seqs.length - 1], data.length);
+        const msgs = this.record(s, this.subject(r.shard, 'ckpt', room), r.rev, data);
+        const seqs = await this.publish(s, msgs);
+        // Confirmed before the room is let go, so its next load starts from here.
+        await this.checkpointed(r, s, ck, seqs[seqs.length - 1], data.length, msgs[0].headers[H_CLAIM]);
       }
     } catch (e) {
       throw new StorageError(
@@ -819,7 +897,7 @@ export class ClusterStore implements RoomStore {
     this.closed = true;
     await Promise.allSettled([...this.purges]);
     for (const s of this.shardState.values()) {
-      if (s.renewTimer) clearTimeout(s.renewTimer);
+      if (s.renewTimer) this.clock.clearTimeout(s.renewTimer);
       if (s.refreshing) await s.refreshing.catch(() => {});
       if (s.state === 'owned') await this.leases.release(this.leaseKey(s.k), s.leaseRev).catch(() => {});
       s.state = 'idle';
@@ -876,30 +954,61 @@ function tryEncode(v: unknown): Uint8Array | undefined {
   }
 }
 
+/** A shard's claims, in stream order: its sequence and epoch. */
+export type Claims = readonly { seq: number; epoch: number }[];
+
 /**
- * The complete records among a subject's messages, in stream order, that pass the epoch test:
- * every part's epoch at least that of every claim before it, the parts consecutive.
+ * The replay rule, for one message: it counts only if it was sent under the last claim before it
+ * in the stream. A claim in between (another node's, or this node's own re-claim) fences
+ * everything sent before it, whatever its epoch: a stale owner's pipelined message that happened
+ * to find the stream at the sequence it expected is not counted, nor is anything of the writer's
+ * from before its re-claim. Messages written before claims were named in headers fall back to
+ * the epoch test: an epoch at least that of every claim before it.
  */
-export function validRecords(claims: readonly { seq: number; epoch: number }[], msgs: readonly LogMessage[]): Rec[] {
-  const epochAt = (seq: number) => {
-    let e = 0;
-    for (const c of claims) if (c.seq < seq && c.epoch > e) e = c.epoch;
-    return e;
-  };
+export function counts(claims: Claims, m: LogMessage): boolean {
+  let last: { seq: number; epoch: number } | undefined;
+  let maxEpoch = 0;
+  for (const c of claims) {
+    if (c.seq >= m.seq) break;
+    last = c;
+    if (c.epoch > maxEpoch) maxEpoch = c.epoch;
+  }
+  const claim = m.headers[H_CLAIM];
+  if (claim !== undefined) return last !== undefined && Number(claim) === last.seq;
+  return Number(m.headers[H_EPOCH]) >= maxEpoch;
+}
+
+/** The checkpoints (by the sequence of their last part) that a counted confirmation names. */
+export function confirmedCheckpoints(claims: Claims, msgs: readonly LogMessage[]): Set<number> {
+  const out = new Set<number>();
+  for (const m of msgs) if (m.headers[H_CONFIRMS] !== undefined && counts(claims, m)) out.add(Number(m.headers[H_CONFIRMS]));
+  return out;
+}
+
+/**
+ * The complete records among a subject's messages, in stream order, that the replay rule counts
+ * (`counts`), their parts consecutive and of one claim. Read barriers and confirmations are not
+ * records (and do not break a record's parts: those are published together).
+ */
+export function validRecords(claims: Claims, msgs: readonly LogMessage[]): Rec[] {
   const out: Rec[] = [];
   let parts: LogMessage[] = [];
   for (const m of msgs) {
-    if (m.headers[H_MARK]) continue; // a read barrier, not a record (it does not break a record's parts: they are published together)
-    const epoch = Number(m.headers[H_EPOCH]),
-      rev = Number(m.headers[H_REV]),
+    if (m.headers[H_MARK]) continue;
+    const rev = Number(m.headers[H_REV]),
       part = Number(m.headers[H_PART]),
       n = Number(m.headers[H_PARTS]);
-    const valid = epoch >= epochAt(m.seq);
-    const continues = parts.length > 0 && part === parts.length && Number(parts[0].headers[H_REV]) === rev && Number(parts[0].headers[H_EPOCH]) === epoch;
-    if (!valid) {
+    if (!counts(claims, m)) {
       parts = [];
       continue;
     }
+    const first = parts[0];
+    const continues =
+      first !== undefined &&
+      part === parts.length &&
+      first.headers[H_REV] === m.headers[H_REV] &&
+      first.headers[H_CLAIM] === m.headers[H_CLAIM] &&
+      first.headers[H_EPOCH] === m.headers[H_EPOCH];
     if (!continues) parts = part === 0 ? [m] : [];
     else parts.push(m);
     if (parts.length === 0 || parts.length < n) continue;
@@ -910,7 +1019,15 @@ export function validRecords(claims: readonly { seq: number; epoch: number }[], 
       joined.set(p.data, at);
       at += p.data.length;
     }
-    out.push({ seq: m.seq, epoch, rev, body: JSON.parse(dec.decode(joined)), bytes });
+    const claim = m.headers[H_CLAIM];
+    out.push({
+      seq: m.seq,
+      claim: claim === undefined ? undefined : Number(claim),
+      epoch: Number(m.headers[H_EPOCH]),
+      rev,
+      body: JSON.parse(dec.decode(joined)),
+      bytes,
+    });
     parts = [];
   }
   return out;

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { HerculesError, PROTOCOL_VERSION } from '@hercules/core';
 import { type Connection, createRoomService, type RoomOptions, type RoomService, wsConnection, type WsSocket } from '@hercules/server';
+import { systemClock } from '@hercules/server/pipeline';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { ClusterStore, type ClusterStoreObserver, NotOwnerError } from './cluster-store.ts';
@@ -16,6 +17,7 @@ import { auditRoom, type RoomAudit } from './audit.ts';
 import { JetStreamLeases, JetStreamShardLog } from './jetstream-log.ts';
 import { registerClusterMetrics } from './metrics.ts';
 import { Relay } from './relay.ts';
+import { type Route, routeRoom } from './routing.ts';
 
 export interface ClusterNodeOptions extends RoomOptions {
   /** NATS server URLs (the cluster's, any of them). */
@@ -122,24 +124,16 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
   });
   const log_ = svc.log;
 
-  /** Serve here if this node owns the room's shard or can take it; else the live owner, or undefined when it is dead. */
-  async function route(room: string): Promise<{ local: true } | { local: false; owner: string }> {
-    const k = store.shardOf(room);
-    // Long enough for a dead owner's lease to expire and for NATS to elect a leader (4-9 s on 2.9).
-    const deadline = performance.now() + (opts.leaseMs ?? 2000) + 10_000;
-    for (;;) {
-      try {
-        await store.acquire(k);
-        return { local: true };
-      } catch (e) {
-        if (e instanceof NotOwnerError && e.owner && e.owner !== nodeId && relay.alive(e.owner)) return { local: false, owner: e.owner };
-        // The owner is dead (its lease expires soon: take the shard then), or NATS is electing a
-        // leader (the lease bucket or the stream answers again soon): keep trying for a while.
-        if (performance.now() > deadline) throw e;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
-  }
+  /** Serve here if this node owns the room's shard or can take it; else at its live owner; else wait (routing.ts). */
+  const route = (room: string) =>
+    routeRoom(room, {
+      store,
+      nodeId,
+      alive: (node) => relay.alive(node),
+      clock: systemClock,
+      // Long enough for a dead owner's lease to expire and for NATS to elect a leader (4-9 s on 2.9).
+      waitMs: (opts.leaseMs ?? 2000) + 10_000,
+    });
 
   const relay = new Relay({
     nc,
@@ -198,7 +192,7 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
     const deadline = performance.now() + leaseMs + 3000;
     for (;;) {
       if (gone) return;
-      let r: Awaited<ReturnType<typeof route>>;
+      let r: Route;
       try {
         r = await route(room);
       } catch (e) {

@@ -7,7 +7,8 @@
  *   - reads from a server that is behind (a just-elected leader, a replica): without an upper
  *     bound they come back short, with one they fail until the server has it;
  *   - a lease table whose revisions go back, and whose create lets two writers win.
- * Acks come back after a random delay on `setTimeout`, so a test can run it on mocked timers.
+ * Acks come back after a random delay on `schedule` (default `setTimeout`, which a test can mock;
+ * the simulator gives its own event queue).
  * Appends are applied in call order, as one connection's publishes reach a stream leader.
  */
 import { type Ack, type Lease, LeaseConflictError, type LeaseTable, type LogMessage, type ShardLog, WrongLastSequenceError } from './shard-log.ts';
@@ -43,7 +44,11 @@ class Unavailable extends Error {
   }
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** Run `fn` after `ms` (simulated) milliseconds. */
+export type Schedule = (fn: () => void, ms: number) => void;
+const timers: Schedule = (fn, ms) => {
+  setTimeout(fn, ms);
+};
 
 export class SimShardLog implements ShardLog {
   readonly maxPayload: number;
@@ -54,13 +59,22 @@ export class SimShardLog implements ShardLog {
   constructor(
     private readonly rng: () => number,
     private readonly now: () => number,
-    private readonly faults: SimFaults = {},
-    opts: { subjectPrefix?: string; maxPayload?: number } = {},
+    private faults: SimFaults = {},
+    opts: { subjectPrefix?: string; maxPayload?: number; schedule?: Schedule; onLanded?: (shard: number, m: LogMessage) => void } = {},
   ) {
     this.subjectPrefix = opts.subjectPrefix ?? 'hc';
     this.maxPayload = opts.maxPayload ?? 64 * 1024;
+    this.schedule = opts.schedule ?? timers;
+    this.onLanded = opts.onLanded;
   }
   private readonly subjectPrefix: string;
+  private readonly schedule: Schedule;
+  /** Told of every message as it lands, in stream order (before any purge): a checker's view of the stream. */
+  private readonly onLanded?: (shard: number, m: LogMessage) => void;
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((r) => this.schedule(r, ms));
+  }
 
   subject(shard: number, rest: string): string {
     return `${this.subjectPrefix}.${shard}.${rest}`;
@@ -77,13 +91,19 @@ export class SimShardLog implements ShardLog {
     this.stream(shard).downUntil = this.now() + ms;
   }
 
+  /** The faults stop: no more lost acks, failed publishes, stale reads or elections. */
+  heal(): void {
+    this.faults = { maxAckMs: this.faults.maxAckMs };
+    for (const s of this.streams.values()) s.downUntil = 0;
+  }
+
   /** Every message of the shard's stream, as stored (for a checker). */
   all(shard: number): readonly LogMessage[] {
     return this.stream(shard).msgs;
   }
 
   private async up(shard: number, what: string) {
-    await sleep(Math.floor(this.rng() * ((this.faults.maxAckMs ?? 2) + 1)));
+    await this.sleep(Math.floor(this.rng() * ((this.faults.maxAckMs ?? 2) + 1)));
     const s = this.stream(shard);
     if (this.now() < s.downUntil) {
       this.stats.refusedDown++;
@@ -129,9 +149,11 @@ export class SimShardLog implements ShardLog {
         };
       } else {
         const seq = ++s.last;
-        s.msgs.push({ seq, subject, data: data.slice(), headers: { ...(opts.headers ?? {}) } });
+        const m = { seq, subject, data: data.slice(), headers: { ...(opts.headers ?? {}) } };
+        s.msgs.push(m);
         s.ids.set(opts.msgId, seq);
         this.stats.landed++;
+        this.onLanded?.(shard, { ...m, data: m.data.slice(), headers: { ...m.headers } });
         if (this.rng() < (this.faults.loseAck ?? 0)) {
           this.stats.lostAcks++;
           outcome = () => {
@@ -140,7 +162,7 @@ export class SimShardLog implements ShardLog {
         } else outcome = () => ({ seq, duplicate: false });
       }
     }
-    return sleep(Math.floor(this.rng() * ((this.faults.maxAckMs ?? 2) + 1))).then(outcome);
+    return this.sleep(Math.floor(this.rng() * ((this.faults.maxAckMs ?? 2) + 1))).then(outcome);
   }
 
   async read(shard: number, subject: string, fromSeq = 1, untilSeq?: number): Promise<LogMessage[]> {
@@ -192,8 +214,15 @@ export class SimLeaseTable implements LeaseTable {
     readonly ttlMs: number,
     private readonly rng: () => number,
     private readonly now: () => number,
-    private readonly faults: SimLeaseFaults = {},
+    private faults: SimLeaseFaults = {},
+    private readonly schedule: Schedule = timers,
   ) {}
+
+  /** The faults stop: revisions no longer go back, creates no longer double, no election. */
+  heal(): void {
+    this.faults = {};
+    this.downUntil = 0;
+  }
 
   /** The table answers nothing for `ms`. */
   elect(ms: number): void {
@@ -201,7 +230,7 @@ export class SimLeaseTable implements LeaseTable {
   }
 
   private async up(what: string): Promise<void> {
-    await sleep(Math.floor(this.rng() * 3));
+    await new Promise<void>((r) => this.schedule(r, Math.floor(this.rng() * 3)));
     if (this.now() < this.downUntil) {
       this.stats.refusedDown++;
       throw new Unavailable(what);

@@ -16,6 +16,7 @@
 import { mock, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { LogEntry } from '@hercules/core';
+import { systemClock } from '@hercules/server/pipeline';
 import { ClusterStore } from '../src/cluster-store.ts';
 import { SimLeaseTable, SimShardLog, seededRandom } from '../src/sim-log.ts';
 import type { LeaseTable, ShardLog } from '../src/shard-log.ts';
@@ -68,7 +69,7 @@ async function simulate(seed: number, virtualMs = 30_000): Promise<Outcome> {
       checkpointEvery: 7,
       leaseMarginMs: 200,
       leaseGraceMs: 3000,
-      now,
+      clock: { ...systemClock, now },
     });
     return {
       store,

@@ -6,6 +6,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { systemClock } from '@hercules/server/pipeline';
 import { runRoomStoreTests, type StoreFactory } from '@hercules/server/store-conformance';
 import { auditRoom } from '../src/audit.ts';
 import { ClusterStore, roomToken } from '../src/cluster-store.ts';
@@ -91,7 +92,7 @@ test('a stale owner (paused past its lease, its clock stopped) can never get an 
     nodeId: 'node-a',
     shards: 1,
     subjectPrefix: prefix,
-    now: clockA,
+    clock: { ...systemClock, now: clockA },
     onWarning: (w) => warnings.push(w),
     onShardLost: (k) => lost.push(k),
   });
@@ -305,21 +306,25 @@ test("audit: a room's history checks out; a stale owner's message is counted as 
   assert.equal(a.head, 6);
   assert.equal(a.ops, 6, 'ops from the oldest checkpoint: every one');
   assert.ok(a.checkpoints.length >= 2, `checkpoints: ${JSON.stringify(a.checkpoints)}`);
-  assert.equal(a.ignored.staleEpoch, 0);
-  const record = (epoch: number, rev: number, e: object) => ({
+  assert.equal(a.ignored.stale, 0);
+  assert.ok(
+    a.checkpoints.every((c) => c.confirmed),
+    `every checkpoint written was confirmed: ${JSON.stringify(a.checkpoints)}`,
+  );
+  const record = (claim: number, rev: number, e: object) => ({
     data: new TextEncoder().encode(JSON.stringify({ entries: [e], clients: {}, stable: 0 })),
-    headers: { 'Hc-Epoch': String(epoch), 'Hc-Rev': String(rev), 'Hc-Part': '0', 'Hc-Parts': '1' },
+    headers: { 'Hc-Claim': String(claim), 'Hc-Epoch': String(a.maxEpoch), 'Hc-Rev': String(rev), 'Hc-Part': '0', 'Hc-Parts': '1' },
   });
   const subject = `${prefix}.0.log.${roomToken('r')}`;
-  // A stale owner's record (an epoch below every claim): ignored, not a problem.
-  const stale = record(0, 7, entry(7, 'stale'));
+  // A stale owner's record (sent under a claim that another followed): ignored, not a problem.
+  const stale = record(a.lastClaim - 1, 7, entry(7, 'stale'));
   await log.publish(0, subject, stale.data, { msgId: 'audit-stale', headers: stale.headers });
   a = await audit();
   assert.deepEqual(a.problems, []);
-  assert.equal(a.ignored.staleEpoch, 1);
+  assert.equal(a.ignored.stale, 1);
   assert.equal(a.rev, 6);
-  // A record under the current epoch that repeats op (c1, 6) at position 7: a double-ordered op.
-  const dup = record(a.maxEpoch, 7, { ...entry(7, 'dup'), seq: 6 });
+  // A record under the last claim that repeats op (c1, 6) at position 7: a double-ordered op.
+  const dup = record(a.lastClaim, 7, { ...entry(7, 'dup'), seq: 6 });
   await log.publish(0, subject, dup.data, { msgId: 'audit-dup', headers: dup.headers });
   a = await audit();
   assert.equal(a.rev, 7);

@@ -27,6 +27,7 @@ import {
   type ViewName,
   type ViewPositions,
 } from '@hercules/core';
+import type { LoadedRoom } from '@hercules/server/pipeline';
 import { ledger, type LedgerState } from './machine.ts';
 
 export type Room = ClientRoom<typeof ledger>;
@@ -65,6 +66,14 @@ export interface SimState {
   /** Quiescent: healed, nothing in flight, everyone connected and settled. */
   finished(): boolean;
   describe(): string;
+  /**
+   * The server's store fails appends in this run (cluster mode: a replicated log that elects
+   * leaders, loses acks and fences a stale owner). A non-fatal `storage-failed` error is then the
+   * documented answer to a client whose room failed (it reconnects and resumes), not a refusal.
+   */
+  readonly storeMayFail: boolean;
+  /** Cluster mode: each running node that believes it owns the room's shard, with its claim's epoch (empty otherwise). */
+  owners(): readonly { node: string; epoch: number }[];
 }
 
 export type Positions = ViewPositions;
@@ -120,6 +129,10 @@ export interface Hooks {
   fatal?(s: SimState, c: ClientState, code: string, message: string): void;
   /** The run ended: the event queue drained, or `timedOutMs` after healing it had not converged. */
   end?(s: SimState, timedOutMs: number | undefined): void;
+  /** Cluster mode: node `node`, holding the claim at `claim` in the stream (`lastClaim` the last one there), loaded the room. */
+  roomLoaded?(s: SimState, node: string, claim: number | undefined, lastClaim: number, loaded: LoadedRoom): void;
+  /** Cluster mode: node `node`, whose claim is of `epoch` (undefined: it owns no claim now), sends `msg` to a client. */
+  announced?(s: SimState, node: string, epoch: number | undefined, msg: ServerMessage): void;
 }
 
 /** Throws a Violation naming the checker's rule. */
@@ -566,7 +579,8 @@ export const CHECKERS: readonly Checker[] = [
       fatal(_s, c, code, m) {
         fail(`client ${c.id} got fatal ${code}: ${m}`);
       },
-      warned(_s, c, m) {
+      warned(s, c, m) {
+        if (s.storeMayFail && m.startsWith('server error storage-failed')) return;
         if (m.startsWith('server error')) fail(`client ${c.id} got an error frame: ${m}`);
       },
     }),
@@ -598,6 +612,49 @@ export const CHECKERS: readonly Checker[] = [
       },
     }),
   },
+  {
+    rule: 'CLUSTER-ONE-SEQUENCER',
+    description: 'cluster mode: no two nodes hold a claim of one epoch, and no two nodes announce the room under one epoch',
+    create: (fail: Fail) => {
+      /** Which node announced under each epoch. */
+      const announcer = new Map<number, string>();
+      return {
+        step(s) {
+          const owners = s.owners();
+          for (let i = 0; i < owners.length; i++)
+            for (let j = i + 1; j < owners.length; j++)
+              if (owners[i].epoch === owners[j].epoch) fail(`nodes ${owners[i].node} and ${owners[j].node} both hold a claim of epoch ${owners[i].epoch}`);
+        },
+        announced(_s, node, epoch, msg) {
+          if (msg.t !== 'log' && msg.t !== 'welcome') return;
+          if (epoch === undefined) fail(`node ${node} sent a ${msg.t} while it holds no claim on the room's shard`);
+          const was = announcer.get(epoch);
+          if (was !== undefined && was !== node) fail(`nodes ${was} and ${node} both announced the room under epoch ${epoch}`);
+          announcer.set(epoch, node);
+        },
+      };
+    },
+  },
+  {
+    rule: 'CLUSTER-CHAIN',
+    description:
+      "cluster mode: a node that loads the room under the last claim starts from the chain's head: its checkpoint is the chain's fold up to it, its suffix the chain after it",
+    create: (fail: Fail) => ({
+      roomLoaded(s, node, claim, lastClaim, loaded) {
+        if (claim !== lastClaim) return; // another claim followed: its host fails at its first append
+        const { checkpoint, suffix } = loaded.durable;
+        const head = checkpoint.pos + suffix.length;
+        if (head !== s.global.length) fail(`node ${node} (claim at ${claim}) loaded the room at head ${head}; the chain has ${s.global.length} entries`);
+        if (!same(checkpoint.state as LedgerState, s.oracle[checkpoint.pos]))
+          fail(`node ${node} loaded a checkpoint at ${checkpoint.pos} that is not the chain's fold up to it`);
+        suffix.forEach((e, i) => {
+          const g = s.global[checkpoint.pos + i];
+          if (!g || g.client !== e.client || g.seq !== e.seq || g.pos !== e.pos)
+            fail(`node ${node} loaded entry ${e.client}:${e.seq} at ${e.pos}; the chain has ${g ? `${g.client}:${g.seq}` : 'nothing'} there`);
+        });
+      },
+    }),
+  },
 ];
 
 type HookName = keyof Hooks;
@@ -617,6 +674,8 @@ export class Checks {
     resynced: [],
     fatal: [],
     end: [],
+    roomLoaded: [],
+    announced: [],
   };
   private readonly memo = new Map<ClientState, unknown[]>();
 
@@ -667,5 +726,11 @@ export class Checks {
   }
   end(s: SimState, timedOutMs: number | undefined): void {
     for (const f of this.hooks.end) f(s, timedOutMs);
+  }
+  roomLoaded(s: SimState, node: string, claim: number | undefined, lastClaim: number, loaded: LoadedRoom): void {
+    for (const f of this.hooks.roomLoaded) f(s, node, claim, lastClaim, loaded);
+  }
+  announced(s: SimState, node: string, epoch: number | undefined, msg: ServerMessage): void {
+    for (const f of this.hooks.announced) f(s, node, epoch, msg);
   }
 }

@@ -1,6 +1,7 @@
 /**
  * npm run sim -- --seeds N [--start S] [--clients K] [--active-ms T] [--batching off|auto|<ms>]
  * npm run sim -- --seed S            replay one seed (what a failure prints)
+ * npm run sim -- --cluster ...        the room on a cluster of nodes over a replicated log
  * npm run sim -- --checkers          list the checkers: the rules of docs/spec.md they check
  */
 import { parseArgs } from 'node:util';
@@ -16,6 +17,7 @@ const { values } = parseArgs({
     'active-ms': { type: 'string' },
     batching: { type: 'string' },
     verbose: { type: 'boolean', default: false },
+    cluster: { type: 'boolean', default: false },
     checkers: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
@@ -36,6 +38,8 @@ if (values.help) {
   --clients K      override the number of clients the seed picks
   --active-ms T    override the simulated ms of load and faults before healing
   --batching B     override batching: off | auto | <interval ms>
+  --cluster        run the room on 2-3 cluster nodes over a simulated replicated log (NATS
+                   JetStream's faults), with node crashes, pauses and partitions
   --verbose        print a line per seed
   --checkers       list the checkers and the rules of docs/spec.md they check
 
@@ -62,10 +66,12 @@ if (values.batching !== undefined) {
   const b = values.batching;
   overrides.batching = b === 'off' ? 'off' : b === 'auto' ? { auto: true } : { intervalMs: int('batching', b)! };
 }
-const extra = Object.entries({ clients: values.clients, 'active-ms': values['active-ms'], batching: values.batching })
-  .filter(([, v]) => v !== undefined)
-  .map(([k, v]) => ` --${k} ${v}`)
-  .join('');
+const extra =
+  (values.cluster ? ' --cluster' : '') +
+  Object.entries({ clients: values.clients, 'active-ms': values['active-ms'], batching: values.batching })
+    .filter(([, v]) => v !== undefined)
+    .map(([k, v]) => ` --${k} ${v}`)
+    .join('');
 
 const single = int('seed', values.seed);
 const start = single ?? int('start', values.start)!;
@@ -81,7 +87,7 @@ let failed = 0,
   simMs = 0;
 const totals: Record<string, number> = {};
 for (let seed = start; seed < start + count; seed++) {
-  const r = await runSeed(seed, overrides);
+  const r = await runSeed(seed, overrides, { cluster: values.cluster });
   ran++;
   events += r.events;
   submitted += r.submitted;

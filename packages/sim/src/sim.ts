@@ -1,5 +1,6 @@
 /**
- * Deterministic simulation of N Hercules clients and one room server, driven by one seed.
+ * Deterministic simulation of N Hercules clients and one room server (or, with `cluster`, the
+ * room on a cluster of nodes over a replicated log: cluster.ts), driven by one seed.
  *
  * Everything runs on a simulated clock in one event queue: per-link latency and jitter with
  * FIFO per connection, disconnects that drop what is in flight, client crashes that lose
@@ -51,6 +52,8 @@ import assert from 'node:assert/strict';
 import { Rng } from './rng.ts';
 import { ledger, work, type LedgerState } from './machine.ts';
 import { CHECKERS, Checks, Violation, type Checker, type SimState } from './checkers.ts';
+import { ClusterServer, clusterConfigFor, type ClusterConfig } from './cluster.ts';
+import type { ShardLog } from '@hercules/cluster/pipeline';
 
 export { CHECKERS, Violation };
 
@@ -83,6 +86,8 @@ export interface SimConfig {
   checkpointEvery: number;
   /** The server unloads the room this long after its last member left (Infinity: never). */
   idleUnloadMs: number;
+  /** Cluster mode: the room on N nodes over a replicated log (cluster.ts); absent, one server over one disk. */
+  cluster?: ClusterConfig;
 }
 
 export interface SimResult {
@@ -99,11 +104,17 @@ export interface SimResult {
   counts: Record<string, number>;
 }
 
+/** SIM_TRACE=1: print every event as it runs (time, number, label), to follow a replayed seed. */
+const TRACE = Boolean(process.env.SIM_TRACE);
+
 /** What a store gives back: the JSON text of what it was given. */
 const fromJson = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 
-/** Pick a configuration from the seed, so one number reproduces a run. */
-export function configFor(seed: number, overrides: Partial<SimConfig> = {}): SimConfig {
+/**
+ * Pick a configuration from the seed, so one number reproduces a run. `cluster`: run the room on
+ * a cluster of nodes over a replicated log (its configuration drawn from the seed too).
+ */
+export function configFor(seed: number, overrides: Partial<SimConfig> = {}, mode: { cluster?: boolean } = {}): SimConfig {
   const r = new Rng(seed ^ 0x5eed);
   const batchingKind = r.int(0, 2);
   const batching: Batching =
@@ -131,6 +142,8 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}): Sim
     deepCheckEvery: 1,
     checkpointEvery: r.pick([1, 1, 4, 50]),
     idleUnloadMs: r.pick([Infinity, Infinity, 100]),
+    // Drawn last: a seed's other choices are the same with or without it.
+    ...(mode.cluster ? { cluster: clusterConfigFor(r), crashBeforeCommit: 0 } : {}),
     ...overrides,
   };
 }
@@ -196,7 +209,7 @@ interface Disk {
   base?: BaseSnapshot;
 }
 
-interface SimClient {
+export interface SimClient {
   id: string;
   /** Incremented per process start: a crash makes a new incarnation. */
   incarnation: number;
@@ -210,6 +223,8 @@ interface SimClient {
   /** Connection: epoch increments on every break; in-flight messages of old epochs are dropped. */
   epoch: number;
   conn?: string;
+  /** Where the current connection landed. */
+  endpoint?: Endpoint;
   link: { up: number; down: number };
   /** While > now, inbound delivery is delayed (a stalled client). */
   stalledUntil: number;
@@ -218,7 +233,7 @@ interface SimClient {
 }
 
 /** The one room every simulated client joins. */
-const ROOM = 'sim';
+export const ROOM = 'sim';
 
 /**
  * The server's store as the simulation runs it: a MemoryStore over the simulated disk, whose
@@ -234,6 +249,7 @@ class SimStore implements RoomStore {
 
   constructor(
     private readonly sim: Simulation,
+    private readonly server: SingleServer,
     disk: MemoryDisk,
   ) {
     this.inner = new MemoryStore({ disk, now: () => sim.now });
@@ -265,7 +281,7 @@ class SimStore implements RoomStore {
 
   append(room: string, write: RoomAppend): Promise<Appended> {
     const sim = this.sim;
-    if (!this.dead && sim.cfg.crashBeforeCommit > 0 && sim.rng.chance(sim.cfg.crashBeforeCommit)) sim.crashServerBeforeCommit();
+    if (!this.dead && sim.cfg.crashBeforeCommit > 0 && sim.rng.chance(sim.cfg.crashBeforeCommit)) this.server.crashBeforeCommit();
     const entries = [...(write.entries ?? [])];
     return this.later(`disk append ${room}`, () => {
       const revBefore = this.inner.disk.rooms.get(room)?.rev;
@@ -287,20 +303,246 @@ class SimStore implements RoomStore {
   }
 }
 
-/** One run of the server process: its store, its rooms, and its end of each client link. */
-interface SimServer {
-  epoch: number;
-  store: SimStore;
-  registry: RoomRegistry;
-  links: Map<string, ServerLink>;
+/** Where a client's connection lands: a server process, or a cluster node (its edge). */
+export interface Endpoint {
+  /** The process at the far end still holds this connection: frames sent to it can arrive. */
+  alive(): boolean;
+  open(c: SimClient, conn: string): void;
+  receive(conn: string, frame: unknown): void;
+  close(conn: string): void;
+}
+
+/** The server side of a simulation: one server process over one disk, or a cluster of nodes. */
+export interface ServerSide {
+  /** Where a new connection of `c` goes; undefined if nothing accepts it (refused: retry later). */
+  endpoint(c: SimClient): Endpoint | undefined;
+  /** The room's host the checkers hold to the rules: serving, and the one whose writes count now. */
+  host(): RoomHost | undefined;
+  /** The servers' periodic work (ack timeouts, idle unloads). */
+  tick(): void;
+  /** One draw of this side's random faults, once per random event. */
+  fault(): void;
+  /** The faults stop: let everything come back. */
+  heal(): void;
+  /** Nothing of this side is still moving (besides the host being settled). */
+  quiet(): boolean;
+  describe(): string;
+  /** Cluster mode: each running node that believes it owns the room's shard, with its claim's epoch. */
+  owners?(): { node: string; epoch: number }[];
+  /** Its processes keep timers for good: the event queue never drains by itself. */
+  readonly endless: boolean;
 }
 
 /** The server's end of one client connection: a member of the room once its host is loaded. */
-interface ServerLink extends RoomMember {
+export interface ServerLink extends RoomMember {
   host?: RoomHost;
   /** Frames that arrived while the room was loading. */
   early: unknown[];
   closed: boolean;
+}
+
+/**
+ * A server process's ends of its client links: each connection joins the room's host once the
+ * registry loaded it. `down` carries what the server sends to the client and `closed` tells the
+ * client the server closed its end (the caller adds what lies between: a relay, say).
+ */
+export class ServerLinks {
+  readonly links = new Map<string, ServerLink>();
+  constructor(
+    private readonly sim: Simulation,
+    readonly registry: RoomRegistry,
+    /** The process still runs: a dead one sends nothing and learns nothing. */
+    private readonly running: () => boolean,
+    /** The room could not be loaded for this connection (default: a bug of the simulation). */
+    private readonly loadFailed: (conn: string, e: unknown) => void = (_conn, e) => assert.fail(`loading the room failed: ${(e as Error).stack ?? e}`),
+  ) {}
+
+  open(conn: string, down: (msg: ServerMessage) => void, closed: () => void): void {
+    const sim = this.sim;
+    const link: ServerLink = {
+      id: conn,
+      early: [],
+      closed: false,
+      send: (msg) =>
+        sim.callback(() => {
+          if (this.running() && !link.closed) down(msg);
+        }),
+      close: () =>
+        sim.callback(() => {
+          if (link.closed || !this.running()) return;
+          link.closed = true;
+          this.links.delete(conn);
+          closed();
+        }),
+    };
+    this.links.set(conn, link);
+    sim.reactions = true;
+    this.registry.acquire(ROOM, ledger).then(
+      (host) =>
+        sim.callback(() => {
+          if (!this.running() || link.closed) return;
+          if (typeof host === 'string') throw new Error(`the simulated room refused its machine: ${host}`);
+          link.host = host;
+          host.join(link);
+          for (const frame of link.early.splice(0)) host.receive(conn, frame);
+        }),
+      (e) =>
+        sim.callback(() => {
+          if (!this.running() || link.closed) return;
+          this.loadFailed(conn, e);
+        }),
+    );
+  }
+
+  receive(conn: string, frame: unknown): void {
+    const link = this.links.get(conn);
+    if (!link || link.closed) return;
+    if (link.host) link.host.receive(conn, frame);
+    else link.early.push(frame);
+  }
+
+  close(conn: string): void {
+    const link = this.links.get(conn);
+    if (!link) return;
+    link.closed = true;
+    this.links.delete(conn);
+    link.host?.leave(conn);
+  }
+}
+
+/**
+ * The embedded server: one process at a time over one disk. It restarts, and may die between
+ * sending and committing (`crashBeforeCommit`).
+ */
+class SingleServer implements ServerSide {
+  readonly endless = false;
+  /** The running process, or undefined while it is down. */
+  private proc: { epoch: number; store: SimStore; links: ServerLinks } | undefined;
+  private epoch = 0;
+  /** The server's disk: it outlives every server process. */
+  private readonly disk = new MemoryDisk();
+
+  constructor(
+    private readonly sim: Simulation,
+    private readonly createHost: SimOptions['createHost'],
+  ) {
+    this.start();
+  }
+
+  host(): RoomHost | undefined {
+    const h = this.proc?.links.registry.get(ROOM);
+    return h && h.state === 'serving' ? h : undefined;
+  }
+
+  endpoint(): Endpoint | undefined {
+    const proc = this.proc;
+    if (!proc) return undefined;
+    const sim = this.sim;
+    return {
+      alive: () => this.proc === proc,
+      open: (c, conn) => {
+        const epoch = c.epoch;
+        proc.links.open(
+          conn,
+          (msg) => sim.sendDown(c, conn, epoch, msg),
+          () => sim.closeDown(c, conn, epoch),
+        );
+      },
+      receive: (conn, frame) => proc.links.receive(conn, frame),
+      close: (conn) => proc.links.close(conn),
+    };
+  }
+
+  /** Start a server process over the disk: the room loads on its first connection. */
+  private start(): void {
+    const sim = this.sim;
+    const epoch = this.epoch;
+    const alive = () => this.proc?.epoch === epoch;
+    // The server's timers are events on the simulated clock; a dead process's never fire.
+    const clock: ServerClock = {
+      now: () => sim.now,
+      setTimeout: (fn, ms) => {
+        const timer = { cancelled: false };
+        sim.q.push(sim.now + Math.max(0, ms), 'server timer', () => {
+          if (!timer.cancelled && alive()) fn();
+        });
+        return timer;
+      },
+      clearTimeout: (timer) => {
+        (timer as { cancelled: boolean }).cancelled = true;
+      },
+    };
+    const store = new SimStore(sim, this, this.disk);
+    const registry = new RoomRegistry({
+      store,
+      clock,
+      ackTimeoutMs: sim.cfg.ackTimeoutMs,
+      checkpointEvery: sim.cfg.checkpointEvery,
+      idleUnloadMs: sim.cfg.idleUnloadMs,
+      ...(this.createHost ? { createHost: this.createHost } : {}),
+      events: {
+        failed: () => sim.count('room-failed'),
+        unloaded: () => sim.count('room-unloaded'),
+      },
+    });
+    this.proc = { epoch, store, links: new ServerLinks(sim, registry, alive) };
+  }
+
+  /** The server process dies: nothing it has not written is, and every link to it closes. */
+  private kill(): void {
+    if (this.proc) this.proc.store.dead = true;
+    this.proc = undefined;
+    this.epoch++;
+  }
+
+  /**
+   * The server dies between sending and committing: what it sent still arrives (it was in the
+   * sockets), then every link closes; the next server starts from the disk without those writes.
+   */
+  crashBeforeCommit(): void {
+    const sim = this.sim;
+    sim.count('server-crash-before-commit');
+    this.kill();
+    const closeAt = Math.max(sim.now, ...sim.clients.map((c) => c.link.down)) + 1;
+    sim.q.push(closeAt, 'dead server links close', () => {
+      for (const c of sim.clients) sim.breakLink(c, false);
+    });
+    sim.q.push(closeAt + sim.rng.int(20, 300), 'server up', () => {
+      if (this.proc) return; // a restart already brought it up
+      this.start();
+    });
+  }
+
+  private restart(): void {
+    const sim = this.sim;
+    sim.count('server-restart');
+    this.kill();
+    for (const c of sim.clients) sim.breakLink(c, false);
+    sim.q.push(sim.now + sim.rng.int(20, 300), 'server up', () => {
+      if (!this.proc) this.start();
+    });
+  }
+
+  fault(): void {
+    if (this.sim.rng.chance(this.sim.cfg.rates.serverRestart * 10) && this.proc) this.restart();
+  }
+
+  tick(): void {
+    if (this.proc) {
+      this.proc.links.registry.tick();
+      this.sim.reactions = true; // an idle room is handed back to the store
+    }
+  }
+
+  heal(): void {}
+
+  quiet(): boolean {
+    return true;
+  }
+
+  describe(): string {
+    return '';
+  }
 }
 
 export interface SimOptions {
@@ -308,6 +550,10 @@ export interface SimOptions {
   checkers?: readonly Checker[];
   /** How the server makes its room host (tests plant a faulty one). */
   createHost?: RoomRegistryOptions['createHost'];
+  /** Run the room on a cluster of nodes over a replicated log (configFor's `cluster`). */
+  cluster?: boolean;
+  /** Cluster mode: what every node's store sees of the shared log (tests plant a faulty one). */
+  clusterLog?: (log: ShardLog) => ShardLog;
 }
 
 export class Simulation implements SimState {
@@ -316,16 +562,12 @@ export class Simulation implements SimState {
   readonly q = new Queue();
   now = 0;
   events = 0;
-  /** The running server process, or undefined while it is down. */
-  private proc: SimServer | undefined;
-  serverEpoch = 0;
-  /** The server's disk: it outlives every server process. */
-  readonly disk = new MemoryDisk();
+  /** One server process, or a cluster of nodes. */
+  readonly side: ServerSide;
   /** Something settled a promise in this event: let the reactions run before the next one. */
   reactions = false;
   /** The first exception thrown where the server called back, thrown from the event. */
   private reactionError: unknown;
-  private readonly createHost: SimOptions['createHost'];
   clients: SimClient[] = [];
   /** Oracle: the global log as sequenced, never compacted, and the state after each prefix. */
   global: LogEntry[] = [];
@@ -357,8 +599,7 @@ export class Simulation implements SimState {
     this.rng = new Rng(seed);
     this.cfg = cfg;
     this.checks = new Checks(checkers);
-    this.createHost = opts.createHost;
-    this.startServer();
+    this.side = cfg.cluster ? new ClusterServer(this, cfg.cluster, opts.clusterLog) : new SingleServer(this, opts.createHost);
     for (let i = 0; i < cfg.clients; i++) {
       const c: SimClient = {
         id: `c${i}`,
@@ -377,18 +618,23 @@ export class Simulation implements SimState {
     }
   }
 
-  private count(k: string): void {
+  /** A line in the trace (SIM_TRACE=1), about what just happened. */
+  note(text: string): void {
+    if (TRACE) console.log(`${String(this.now).padStart(7)}   ${text}`);
+  }
+
+  count(k: string): void {
+    if (TRACE) console.log(`${String(this.now).padStart(7)}   ${k}`);
     this.counts[k] = (this.counts[k] ?? 0) + 1;
   }
 
-  // -------------------------------------------------------------- the server process
+  // -------------------------------------------------------------- the server side
 
-  /** The room's host in the running server, if loaded and serving. */
+  /** The room's host the checkers look at (serving, and the one whose writes count). */
   private get host(): RoomHost | undefined {
-    const h = this.proc?.registry.get(ROOM);
-    return h && h.state === 'serving' ? h : undefined;
+    return this.side.host();
   }
-  /** A server process runs and holds the room (checkers look at it only then). */
+  /** A server runs and holds the room (checkers look at it only then). */
   get serverUp(): boolean {
     return this.host !== undefined;
   }
@@ -400,105 +646,19 @@ export class Simulation implements SimState {
   get serverSettled(): boolean {
     return this.host?.settled ?? true;
   }
-
-  /** Start a server process over the disk: the room loads on its first connection. */
-  private startServer(): void {
-    const epoch = this.serverEpoch;
-    const alive = () => this.proc?.epoch === epoch;
-    // The server's timers are events on the simulated clock; a dead process's never fire.
-    const clock: ServerClock = {
-      now: () => this.now,
-      setTimeout: (fn, ms) => {
-        const timer = { cancelled: false };
-        this.q.push(this.now + Math.max(0, ms), 'server timer', () => {
-          if (!timer.cancelled && alive()) fn();
-        });
-        return timer;
-      },
-      clearTimeout: (timer) => {
-        (timer as { cancelled: boolean }).cancelled = true;
-      },
-    };
-    const store = new SimStore(this, this.disk);
-    const registry = new RoomRegistry({
-      store,
-      clock,
-      ackTimeoutMs: this.cfg.ackTimeoutMs,
-      checkpointEvery: this.cfg.checkpointEvery,
-      idleUnloadMs: this.cfg.idleUnloadMs,
-      ...(this.createHost ? { createHost: this.createHost } : {}),
-      events: {
-        failed: () => this.count('room-failed'),
-        unloaded: () => this.count('room-unloaded'),
-      },
-    });
-    this.proc = { epoch, store, registry, links: new Map() };
+  get storeMayFail(): boolean {
+    return this.cfg.cluster !== undefined;
+  }
+  owners(): { node: string; epoch: number }[] {
+    return this.side.owners?.() ?? [];
   }
 
-  /** The server process dies: nothing it has not written is, and every link to it closes. */
-  private killServer(): void {
-    if (this.proc) this.proc.store.dead = true;
-    this.proc = undefined;
-    this.serverEpoch++;
-  }
-
-  /** The server loaded the room from its disk (or created it). */
+  /** A server loaded the room from its store (or created it). */
   serverStarted(loaded: LoadedRoom): void {
     this.callback(() => this.checks.serverStarted(this, loaded.fresh ? undefined : loaded.durable));
   }
 
-  /** A connection reached the server: it joins the room once the room is loaded. */
-  private serverOpen(c: SimClient, conn: string): void {
-    const proc = this.proc!;
-    const epoch = c.epoch;
-    const link: ServerLink = {
-      id: conn,
-      early: [],
-      closed: false,
-      send: (msg) =>
-        this.callback(() => {
-          if (this.proc === proc && !link.closed) this.sendDown(c, conn, epoch, msg);
-        }),
-      close: () =>
-        this.callback(() => {
-          if (link.closed || this.proc !== proc) return;
-          link.closed = true;
-          proc.links.delete(conn);
-          this.closeDown(c, conn, epoch);
-        }),
-    };
-    proc.links.set(conn, link);
-    this.reactions = true;
-    proc.registry.acquire(ROOM, ledger).then(
-      (host) =>
-        this.callback(() => {
-          if (this.proc !== proc || link.closed) return;
-          if (typeof host === 'string') throw new Error(`the simulated room refused its machine: ${host}`);
-          link.host = host;
-          host.join(link);
-          for (const frame of link.early.splice(0)) host.receive(conn, frame);
-        }),
-      (e) => this.callback(() => assert.fail(`loading the room failed: ${(e as Error).stack ?? e}`)),
-    );
-  }
-
-  private serverReceive(conn: string, frame: unknown): void {
-    const link = this.proc?.links.get(conn);
-    if (!link || link.closed) return;
-    if (link.host) link.host.receive(conn, frame);
-    else link.early.push(frame);
-  }
-
-  private serverClose(conn: string): void {
-    const proc = this.proc;
-    const link = proc?.links.get(conn);
-    if (!proc || !link) return;
-    link.closed = true;
-    proc.links.delete(conn);
-    link.host?.leave(conn);
-  }
-
-  private latency(): number {
+  latency(): number {
     const [lo, hi] = this.cfg.latencyMs;
     return this.rng.int(lo, hi) + this.rng.int(0, this.cfg.jitterMs);
   }
@@ -588,6 +748,7 @@ export class Simulation implements SimState {
     c.driver = new ClientDriver(room, {
       store,
       clock,
+      wallClock: () => this.now,
       basePos: disk.base?.pos ?? 0,
       baseEveryMs: this.cfg.baseEveryMs,
       report: (e) => {
@@ -614,12 +775,12 @@ export class Simulation implements SimState {
     c.room = undefined;
     c.driver = undefined;
     const conn = c.conn;
+    const ep = c.endpoint;
     this.breakLink(c, false);
     // The server learns of the dead connection later (socket close or heartbeat timeout).
-    if (conn) {
-      const se = this.serverEpoch;
-      this.q.push(this.now + this.rng.pick([5, 50, 800]), `close ${conn}`, () => {
-        if (this.serverEpoch === se) this.serverClose(conn);
+    if (conn && ep) {
+      this.q.push(Math.max(c.link.up, this.now + this.rng.pick([5, 50, 800])), `close ${conn}`, () => {
+        if (ep.alive()) ep.close(conn);
       });
     }
     this.q.push(this.now + this.rng.int(50, 600), `restart ${c.id}`, () => {
@@ -632,64 +793,67 @@ export class Simulation implements SimState {
   private connect(c: SimClient): void {
     c.reconnectScheduled = false;
     if (!c.alive || c.conn) return;
-    if (!this.proc) {
+    const ep = this.side.endpoint(c);
+    if (!ep) {
       this.scheduleReconnect(c);
       return;
     }
     c.epoch++;
     const conn = `${c.id}#${c.incarnation}.${c.epoch}`;
     c.conn = conn;
+    c.endpoint = ep;
     c.link = { up: 0, down: 0 };
     this.connOwner.set(conn, c);
     this.processed.set(conn, c.room!.positions().authoritative);
-    const se = this.serverEpoch;
     const epoch = c.epoch;
     // TCP/WebSocket open completes after one way; then the client says hello on the same link.
     const t = this.now + this.latency();
     c.link.up = t;
     this.q.push(t, `open ${conn}`, () => {
-      if (!this.proc || this.serverEpoch !== se || c.epoch !== epoch || !c.alive) return;
-      this.serverOpen(c, conn);
+      if (!ep.alive() || c.epoch !== epoch || !c.alive) return;
+      ep.open(c, conn);
     });
     c.driver!.opened({ send: (msg) => this.clientSend(c, msg) });
   }
 
-  private scheduleReconnect(c: SimClient): void {
+  scheduleReconnect(c: SimClient): void {
     if (c.reconnectScheduled || !c.alive) return;
     c.reconnectScheduled = true;
     this.q.push(this.now + this.rng.int(20, 400), `reconnect ${c.id}`, () => this.connect(c));
   }
 
   /** Break c's connection. Messages in flight are dropped (their epoch no longer matches). */
-  private breakLink(c: SimClient, tellServer: boolean): void {
+  breakLink(c: SimClient, tellServer: boolean): void {
     const conn = c.conn;
+    const ep = c.endpoint;
     if (!conn) return;
     c.conn = undefined;
+    c.endpoint = undefined;
     c.epoch++;
     if (c.alive && c.driver) {
       c.driver.closed();
       this.scheduleReconnect(c);
     }
-    if (tellServer && this.proc) {
-      const se = this.serverEpoch;
-      this.q.push(this.now + this.rng.int(1, 30), `close ${conn}`, () => {
-        if (this.serverEpoch === se) this.serverClose(conn);
+    if (tellServer && ep?.alive()) {
+      // After everything the client sent on it: a close does not overtake the connection's frames.
+      this.q.push(Math.max(c.link.up, this.now + this.rng.int(1, 30)), `close ${conn}`, () => {
+        if (ep.alive()) ep.close(conn);
       });
     }
   }
 
   private clientSend(c: SimClient, msg: ClientMessage): void {
     const conn = c.conn;
-    if (!conn) return;
+    const ep = c.endpoint;
+    if (!conn || !ep) return;
     this.checks.clientSent(this, c, msg);
     const epoch = c.epoch;
-    const se = this.serverEpoch;
     const frame = structuredClone(msg);
     const t = Math.max(c.link.up, this.now + this.latency());
     c.link.up = t;
     const deliver = () => {
-      if (!this.proc || this.serverEpoch !== se || c.epoch !== epoch) return;
-      this.serverReceive(conn, structuredClone(frame));
+      if (!ep.alive() || c.epoch !== epoch) return;
+      ep.receive(conn, structuredClone(frame));
     };
     this.q.push(t, `up ${conn} ${msg.t}`, deliver);
     if (msg.t === 'ops' && this.rng.chance(this.cfg.duplicateFrame)) {
@@ -698,12 +862,15 @@ export class Simulation implements SimState {
     }
   }
 
-  /** The server puts `msg` on the link to `c`: it arrives after the link's latency, in order. */
-  private sendDown(c: SimClient, conn: string, epoch: number, msg: ServerMessage): void {
+  /**
+   * The server puts `msg` on the link to `c`: it arrives after the link's latency (and `extraMs`
+   * more: a relay's hop), in order.
+   */
+  sendDown(c: SimClient, conn: string, epoch: number, msg: ServerMessage, extraMs = 0): void {
     if (c.conn !== conn || c.epoch !== epoch) return;
     this.checks.sent(this, conn, c.id, msg);
     const frame = structuredClone(msg);
-    const t = Math.max(c.link.down, this.now + this.latency(), c.stalledUntil);
+    const t = Math.max(c.link.down, this.now + this.latency() + extraMs, c.stalledUntil);
     c.link.down = t;
     this.q.push(t, `down ${conn} ${msg.t}`, () => {
       if (c.epoch !== epoch || !c.alive || !c.driver) return;
@@ -713,7 +880,7 @@ export class Simulation implements SimState {
   }
 
   /** The server closes its end: the client sees the close after the frames sent before it. */
-  private closeDown(c: SimClient, conn: string, epoch: number): void {
+  closeDown(c: SimClient, conn: string, epoch: number): void {
     if (c.conn !== conn || c.epoch !== epoch) return;
     const t = Math.max(c.link.down, this.now + 1);
     c.link.down = t;
@@ -740,32 +907,6 @@ export class Simulation implements SimState {
 
   // -------------------------------------------------------------- faults and load
 
-  /**
-   * The server dies between sending and committing: what it sent still arrives (it was in the
-   * sockets), then every link closes; the next server starts from the disk without those writes.
-   */
-  crashServerBeforeCommit(): void {
-    this.count('server-crash-before-commit');
-    this.killServer();
-    const closeAt = Math.max(this.now, ...this.clients.map((c) => c.link.down)) + 1;
-    this.q.push(closeAt, 'dead server links close', () => {
-      for (const c of this.clients) this.breakLink(c, false);
-    });
-    this.q.push(closeAt + this.rng.int(20, 300), 'server up', () => {
-      if (this.proc) return; // a restart already brought it up
-      this.startServer();
-    });
-  }
-
-  private restartServer(): void {
-    this.count('server-restart');
-    this.killServer();
-    for (const c of this.clients) this.breakLink(c, false);
-    this.q.push(this.now + this.rng.int(20, 300), 'server up', () => {
-      if (!this.proc) this.startServer();
-    });
-  }
-
   private randomEvent(): void {
     const r = this.cfg.rates;
     const c = this.rng.pick(this.clients);
@@ -777,7 +918,7 @@ export class Simulation implements SimState {
       this.breakLink(c, true);
     }
     if (this.rng.chance(r.crash * 10)) this.crashClient(c);
-    if (this.rng.chance(r.serverRestart * 10) && this.proc) this.restartServer();
+    this.side.fault();
     if (this.rng.chance(r.slow * 10) && c.alive) {
       this.count('stall');
       c.stalledUntil = this.now + this.rng.int(100, 3 * this.cfg.ackTimeoutMs);
@@ -831,6 +972,7 @@ export class Simulation implements SimState {
   private async step(ev: Event): Promise<void> {
     this.now = Math.max(this.now, ev.at);
     this.events++;
+    if (TRACE) console.log(`${String(this.now).padStart(7)} #${this.events} ${ev.label}`);
     try {
       ev.run();
       if (this.reactions) {
@@ -850,7 +992,7 @@ export class Simulation implements SimState {
    * Run `fn` where the server called back (a member's send, a load completing): a violation or
    * crash there is kept, and thrown from the event, rather than lost in the server's promise.
    */
-  private callback(fn: () => void): void {
+  callback(fn: () => void): void {
     try {
       fn();
     } catch (e) {
@@ -860,7 +1002,9 @@ export class Simulation implements SimState {
 
   async run(): Promise<void> {
     this.start();
-    while (await this.advance());
+    // A cluster's nodes keep timers for good (lease renewals, heartbeats): its run ends once
+    // everything converged, not when the event queue drains.
+    while ((await this.advance()) && !(this.side.endless && this.finished()));
     this.checks.end(this, undefined);
   }
 
@@ -871,10 +1015,7 @@ export class Simulation implements SimState {
     for (let t = 0; t < this.cfg.activeMs; t += 10) this.q.push(t, 'random', () => this.randomEvent());
     const tickEvery = Math.max(10, Math.floor(this.cfg.ackTimeoutMs / 4));
     const tick = () => {
-      if (this.proc) {
-        this.proc.registry.tick();
-        this.reactions = true; // an idle room is handed back to the store
-      }
+      this.side.tick();
       if (!this.finished()) this.q.push(this.now + tickEvery, 'server tick', tick);
     };
     this.q.push(tickEvery, 'server tick', tick);
@@ -898,11 +1039,12 @@ export class Simulation implements SimState {
     this.healing = true;
     this.stopSubmitting = true;
     for (const c of this.clients) c.stalledUntil = 0;
+    this.side.heal();
   }
 
   /** Quiescent: nothing in flight, everyone connected, everything settled. */
   finished(): boolean {
-    if (!this.healing || !this.serverUp || !this.serverSettled) return false;
+    if (!this.healing || !this.serverUp || !this.serverSettled || !this.side.quiet()) return false;
     for (const c of this.clients) {
       if (!c.alive) return false; // its restart is queued
       const room = c.room!;
@@ -918,13 +1060,14 @@ export class Simulation implements SimState {
       this.clients.map((c) => `${c.id}:${c.alive ? c.room!.connection() : 'dead'} ${JSON.stringify(c.room?.positions())}`).join('; ') +
       (this.serverUp
         ? ` server head ${this.server.head()} stable ${this.server.stableFrontier()} members ${this.server.members()}${this.serverSettled ? '' : ' (store behind)'}`
-        : ' server down or room not loaded')
+        : ' server down or room not loaded') +
+      this.side.describe()
     );
   }
 }
 
 export async function runSeed(seed: number, overrides: Partial<SimConfig> = {}, opts: SimOptions = {}): Promise<SimResult> {
-  const cfg = configFor(seed, overrides);
+  const cfg = configFor(seed, overrides, { cluster: opts.cluster });
   const sim = new Simulation(seed, cfg, opts.checkers, opts);
   try {
     await sim.run();

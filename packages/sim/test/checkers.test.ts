@@ -176,6 +176,30 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
     (sim, h) => h.end!(over<SimState>(sim, { durableEver: new Set([...sim.posOf.keys(), 'c0:999999']) }), undefined),
     /durable op c0:999999 never reached the global log/,
   ],
+  // (Cluster mode: the hooks are the same whatever ran the room.)
+  'CLUSTER-ONE-SEQUENCER': [
+    (sim, h) =>
+      h.step!(
+        over<SimState>(sim, {
+          owners: () => [
+            { node: 'n0', epoch: 3 },
+            { node: 'n1', epoch: 3 },
+          ],
+        }),
+        stepWith(sim),
+      ),
+    /nodes n0 and n1 both hold a claim of epoch 3/,
+  ],
+  'CLUSTER-CHAIN': [
+    (sim, h) =>
+      h.roomLoaded!(sim, 'n1', 9, 9, {
+        meta: { machine: ledger.name, version: ledger.version, created: 0 },
+        rev: 0,
+        fresh: false,
+        durable: { checkpoint: { pos: 0, state: ledger.initial }, suffix: [], clients: {}, stable: 0 },
+      }),
+    /node n1 \(claim at 9\) loaded the room at head 0; the chain has \d+ entries/,
+  ],
 };
 
 test('every checker has a planted violation here', () => {
