@@ -61,7 +61,7 @@ export interface ClusterStoreOptions {
   subjectPrefix?: string;
   /** Write a checkpoint's state once it is this many ops past the written one (and the log since is half its size). Default 1000. */
   checkpointEvery?: number;
-  /** Stop writing this long before the lease would expire (clocks drift, renewals are slow). Default 500 ms. */
+  /** Stop writing this long before the lease would expire (clocks drift, renewals are slow). Default 500 ms, or a quarter of a shorter lease. */
   leaseMarginMs?: number;
   /**
    * Purge a room's messages before its previous checkpoint once a newer one is confirmed.
@@ -281,7 +281,7 @@ export class ClusterStore implements RoomStore {
     this.prefix = opts.subjectPrefix ?? 'hc';
     this.checkpointEvery = Math.max(1, opts.checkpointEvery ?? 1000);
     this.purge = opts.purge ?? false;
-    this.marginMs = opts.leaseMarginMs ?? 500;
+    this.marginMs = opts.leaseMarginMs ?? Math.min(500, Math.floor(this.leases.ttlMs / 4));
     if (this.marginMs >= this.leases.ttlMs / 2)
       throw new HerculesError('bad-argument', `the lease margin (${this.marginMs} ms) must be under half the lease (${this.leases.ttlMs} ms)`);
     this.graceMs = Math.max(this.leases.ttlMs, opts.leaseGraceMs ?? 15_000);
@@ -420,6 +420,16 @@ export class ClusterStore implements RoomStore {
       const read = await this.log.read(s.k, this.subject(s.k, 'claim'), from, ack.seq);
       for (const m of read) s.claims.push({ seq: m.seq, epoch: Number(m.headers[H_EPOCH]) });
       if (s.claims[s.claims.length - 1]?.seq !== ack.seq) throw new StorageError(`shard ${s.k}: claim ${epoch} at seq ${ack.seq} was not read back`);
+      // The stream's first message is a claim (a shard is claimed before anything is written to
+      // it) and claims are never purged: a first claim past seq 1 means the stream lost messages.
+      // Its rooms would load short or be created again over their history: refuse the shard.
+      const first = s.claims[0].seq;
+      if (first !== 1) {
+        s.claims = [];
+        throw new StorageError(
+          `shard ${s.k}: its stream has lost messages (its first claim is at seq ${first}, not 1): a NATS server's data was lost or purged (nats-server before 2.9.18 replays a filtered purge as a full one after a restart). The shard is not served, so nothing is created over its history; restore the stream before serving it again`,
+        );
+      }
       if (s.claims.some((c) => c.seq < ack.seq && c.epoch >= epoch)) continue; // outbid before it landed: claim higher
       s.epoch = epoch;
       s.claimSeq = ack.seq;
@@ -656,7 +666,7 @@ export class ClusterStore implements RoomStore {
       if (prev) await Promise.allSettled([...prev.inFlight]);
       if (s.resync) await s.resync;
       s = await this.acquire(k);
-      let loaded = await this.read(s, room);
+      let loaded = await this.read(s, room, !init);
       let fresh = false;
       if (!loaded) {
         if (!init) return undefined;
@@ -702,14 +712,20 @@ export class ClusterStore implements RoomStore {
   }
 
   /** Load a room from the stream by the replay rule; undefined if it has no valid checkpoint (never created). */
-  private async read(s: Shard, room: string): Promise<{ r: OpenRoom; state: unknown } | undefined> {
+  private async read(s: Shard, room: string, lookup: boolean): Promise<{ r: OpenRoom; state: unknown } | undefined> {
+    const ckptSubject = this.subject(s.k, 'ckpt', room),
+      logSubject = this.subject(s.k, 'log', room);
+    // A lookup (no room to create) writes nothing for a room the stream has never heard of: its
+    // barriers would make `rooms()` list it, and removing them takes a purge, which this store
+    // does not risk (nats-server < 2.9.18 replays a filtered purge as a full one on a restart,
+    // nats-server#4196: it wiped three of four shard streams in the cluster soak). (The leader
+    // answers; one just elected may be behind, so a lookup may miss a room: nothing is written.)
+    if (lookup && (await this.log.subjects(s.k, ckptSubject)).length === 0) return undefined;
     // Barriers first: a marker appended to each of the room's subjects, acknowledged at its
     // predicted sequence, then each subject read up to its marker. A NATS leader just elected
     // (or a replica serving the read) may be behind its log (nats-server < 2.11); a read that
     // stops at what it happens to have misses records, and the room reloads short: measured
     // under stream-leader kills, as a room recreated empty and as confirmed ops lost.
-    const ckptSubject = this.subject(s.k, 'ckpt', room),
-      logSubject = this.subject(s.k, 'log', room);
     const [ckptMark, logMark] = await this.publish(s, [this.marker(s, ckptSubject), this.marker(s, logSubject)]);
     const ckptMsgs = await this.log.read(s.k, ckptSubject, 1, ckptMark);
     const ckpts = this.records(s, ckptMsgs);
@@ -728,9 +744,6 @@ export class ClusterStore implements RoomStore {
       // Never created, as far as a complete read shows. Defence in depth: no log record of it either.
       if (this.records(s, await this.log.read(s.k, logSubject, 1, logMark)).length > 0)
         throw new StorageError(`room ${room} has log records but no valid checkpoint; it is not created again. Check the stream ${s.k} (an operator's purge?)`);
-      // Its subjects hold only our markers: remove them, so the room is not listed as stored.
-      await this.log.purge(s.k, ckptSubject, ckptMark + 1);
-      await this.log.purge(s.k, logSubject, logMark + 1);
       return undefined;
     }
     const ck = base.body as CkptBody;

@@ -33,8 +33,42 @@ export interface JetStreamLogOptions {
   consumerSetupTimeoutMs?: number;
 }
 
+/** A version string's numbers, e.g. "2.9.10" -> [2, 9, 10]. */
+function versionOf(v: string): number[] {
+  return (/(\d+)\.(\d+)\.(\d+)/.exec(v) ?? ['', '0', '0', '0']).slice(1).map(Number);
+}
+
+/** Whether nats-server `version` is at least `min` ("2.9.18"). */
+export function natsAtLeast(version: string, min: string): boolean {
+  const a = versionOf(version),
+    b = versionOf(min);
+  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] > b[i];
+  return true;
+}
+
+/**
+ * What a nats-server version lacks that a Hercules cluster cares about (empty: nothing). Debian
+ * bookworm ships 2.9.10, which lacks all three.
+ */
+export function natsShortcomings(version: string): string[] {
+  const out: string[] = [];
+  if (!natsAtLeast(version, '2.9.18'))
+    out.push(
+      'a server that restarts replays a filtered purge as a full one (nats-server#4196, fixed in 2.9.18): Hercules never purges on it, so streams keep every message',
+    );
+  if (!natsAtLeast(version, '2.10.0'))
+    out.push(
+      'no `sync_interval: always` (2.10): an acknowledged append is in the page cache of a majority, not on disk, so a power loss of the majority can lose Authoritative ops',
+    );
+  if (!natsAtLeast(version, '2.11.0'))
+    out.push('a new stream leader may answer before applying its log (fixed in 2.11): Hercules reads up to barriers it appended, so it copes');
+  return out;
+}
+
 export class JetStreamShardLog implements ShardLog {
   readonly maxPayload: number;
+  /** The version of the server this connection is on (the cluster's should all run one). */
+  readonly serverVersion: string;
   private readonly js: JetStreamClient;
   /** For reads: a short timeout on creating a consumer, after which a read goes on by single gets. */
   private readonly readJs: JetStreamClient;
@@ -58,6 +92,7 @@ export class JetStreamShardLog implements ShardLog {
     this.subjectPrefix = opts.subjectPrefix ?? 'hc';
     this.replicas = opts.replicas ?? 3;
     this.maxPayload = nc.info?.max_payload ?? 1024 * 1024;
+    this.serverVersion = nc.info?.version ?? '0.0.0';
   }
 
   static async open(nc: NatsConnection, opts: JetStreamLogOptions = {}): Promise<JetStreamShardLog> {
@@ -224,6 +259,12 @@ export class JetStreamShardLog implements ShardLog {
   }
 
   async purge(shard: number, subject: string, beforeSeq: number): Promise<void> {
+    // On a server before 2.9.18 a replica that restarts replays this as a purge of every subject
+    // up to beforeSeq (nats-server#4196): the shard's claims and every other room would go.
+    if (!natsAtLeast(this.serverVersion, '2.9.18'))
+      throw new Error(
+        `refusing to purge ${subject}: nats-server ${this.serverVersion} replays a filtered purge as a full one when a server restarts (nats-server#4196, fixed in 2.9.18); upgrade NATS to purge, the streams keep every message meanwhile`,
+      );
     await this.jsm.streams.purge(this.stream(shard), { filter: subject, seq: beforeSeq });
   }
 }

@@ -14,7 +14,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { ClusterStore, type ClusterStoreObserver, NotOwnerError } from './cluster-store.ts';
 import { auditRoom, type RoomAudit } from './audit.ts';
-import { JetStreamLeases, JetStreamShardLog } from './jetstream-log.ts';
+import { JetStreamLeases, JetStreamShardLog, natsShortcomings } from './jetstream-log.ts';
 import { registerClusterMetrics } from './metrics.ts';
 import { Relay } from './relay.ts';
 import { type Route, routeRoom } from './routing.ts';
@@ -77,9 +77,13 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
   const nodeId = (opts.nodeId ?? `${addr.address}:${addr.port}`).replace(/[^A-Za-z0-9_-]/g, '_');
   let nc: NatsConnection | undefined, leaseNc: NatsConnection | undefined;
   try {
-    nc = await connect({ servers: opts.nats, name: `hercules-${nodeId}`, maxReconnectAttempts: -1 });
+    // A server that stops answering (frozen, a GC pause, a VM stalled) is left within about 3 s
+    // for another one: the client library's default ping (every 2 minutes) would hold appends and
+    // lease renewals for minutes.
+    const link = { maxReconnectAttempts: -1, pingInterval: 1000, maxPingOut: 3 };
+    nc = await connect({ servers: opts.nats, name: `hercules-${nodeId}`, ...link });
     // Leases on a connection of their own: renewals must not queue behind the appends.
-    leaseNc = await connect({ servers: opts.nats, name: `hercules-${nodeId}-leases`, maxReconnectAttempts: -1 });
+    leaseNc = await connect({ servers: opts.nats, name: `hercules-${nodeId}-leases`, ...link });
   } catch (e) {
     await nc?.close();
     await new Promise<void>((r) => http.close(() => r()));
@@ -89,6 +93,7 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
     );
   }
   const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix, replicas });
+  const natsLacks = natsShortcomings(log.serverVersion);
   const leases = await JetStreamLeases.open(leaseNc, { bucket: `${prefix}_owners`, ttlMs: opts.leaseMs ?? 2000, replicas });
   let service: RoomService | undefined;
   // The store is made before the service that owns the metrics registry: its events go through this.
@@ -265,7 +270,12 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
   });
   ready = true;
   const url = `ws://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
-  log_.info({ url, node: nodeId, nats: opts.nats, shards: store.shards, leaseMs: opts.leaseMs ?? 2000 }, 'hercules cluster node listening');
+  log_.info(
+    { url, node: nodeId, nats: opts.nats, natsVersion: log.serverVersion, shards: store.shards, leaseMs: opts.leaseMs ?? 2000 },
+    'hercules cluster node listening',
+  );
+  for (const lack of natsLacks)
+    log_.warn({ natsVersion: log.serverVersion }, `nats-server ${log.serverVersion}: ${lack}; run a current release in production (docs/deployment.md)`);
 
   let closed: Promise<void> | undefined;
   return {

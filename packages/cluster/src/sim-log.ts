@@ -97,6 +97,15 @@ export class SimShardLog implements ShardLog {
     for (const s of this.streams.values()) s.downUntil = 0;
   }
 
+  /**
+   * The stream loses every message before `beforeSeq`, of every subject: what a nats-server
+   * before 2.9.18 does to a replica that replays a filtered purge after a restart (nats-server#4196).
+   */
+  loseHead(shard: number, beforeSeq: number): void {
+    const s = this.stream(shard);
+    s.msgs = s.msgs.filter((m) => m.seq >= beforeSeq);
+  }
+
   /** Every message of the shard's stream, as stored (for a checker). */
   all(shard: number): readonly LogMessage[] {
     return this.stream(shard).msgs;

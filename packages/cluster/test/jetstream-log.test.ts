@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { JetStreamLeases, JetStreamShardLog } from '../src/jetstream-log.ts';
+import { JetStreamLeases, JetStreamShardLog, natsAtLeast, natsShortcomings } from '../src/jetstream-log.ts';
 import { startNatsCluster, type NatsCluster } from '../src/nats-dev.ts';
 import { LeaseConflictError, WrongLastSequenceError } from '../src/shard-log.ts';
 
@@ -48,14 +48,28 @@ test('appends are fenced by the stream-wide last sequence; a retry with the same
     (await log.read(0, log.subject(0, 'log.r'), b.seq)).map((m) => m.seq),
     [b.seq],
   );
-  await log.purge(0, log.subject(0, 'log.r'), b.seq);
+  // nats-server before 2.9.18 (Debian's 2.9.10 here) replays a filtered purge as a full one when
+  // a server restarts (nats-server#4196; it wiped shard streams in the cluster soak): refused.
+  assert.equal(natsAtLeast(log.serverVersion, '2.9.18'), false, `this test expects the machine's nats-server 2.9.x, got ${log.serverVersion}`);
+  await assert.rejects(log.purge(0, log.subject(0, 'log.r'), b.seq), /refusing to purge .*nats-server#4196.*2\.9\.18/);
   assert.deepEqual(
     (await log.read(0, log.subject(0, 'log.r'))).map((m) => m.seq),
-    [b.seq],
+    [a.seq, b.seq],
+    'nothing purged',
   );
-  // A purge does not move the last sequence: the fence goes on from it.
   const c = await log.publish(0, log.subject(0, 'log.r'), enc('c'), { msgId: 'm5', expectLastSeq: b.seq + 1 });
   assert.equal(c.seq, b.seq + 2);
+});
+
+test('what a nats-server version lacks for a Hercules cluster', () => {
+  assert.equal(natsAtLeast('2.9.10', '2.9.18'), false);
+  assert.equal(natsAtLeast('2.9.18', '2.9.18'), true);
+  assert.equal(natsAtLeast('v2.10.3', '2.9.18'), true);
+  assert.equal(natsAtLeast('2.11.0-beta', '2.11.0'), true);
+  assert.equal(natsShortcomings('2.9.10').length, 3);
+  assert.match(natsShortcomings('2.9.10')[0], /never purges/);
+  assert.equal(natsShortcomings('2.10.7').length, 1);
+  assert.deepEqual(natsShortcomings('2.12.1'), []);
 });
 
 test('a lease: one creator wins, renewals name the revision, it expires after its ttl', async () => {

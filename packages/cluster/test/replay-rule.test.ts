@@ -125,6 +125,23 @@ test("a node's first claim on a stream is one above every claim there, and nothi
   await b.close();
 });
 
+test('a shard whose stream lost its first messages is refused: no room is created over its history', async () => {
+  const { log, leases } = world();
+  const a = store(log, leases, 'a');
+  await a.open('r', INIT);
+  for (let i = 1; i <= 3; i++) await a.append('r', { after: i - 1, entries: [entry(i)] });
+  await a.close();
+  const last = await log.lastSeq(0);
+  // A NATS server's data lost: everything before the last message, the claims and the room's first checkpoint with it.
+  log.loseHead(0, last);
+  const b = store(log, leases, 'b');
+  await assert.rejects(b.open('r', INIT), /shard 0: its stream has lost messages \(its first claim is at seq \d+, not 1\)/);
+  await assert.rejects(b.open('r'), /lost messages/);
+  const ckpts = (await log.read(0, CKPT)).filter((m) => !m.headers[H.mark]);
+  assert.deepEqual(ckpts, [], 'no first checkpoint written over it');
+  await b.close();
+});
+
 test('a room written before claim headers and confirmations (epochs only) still loads, from its newest checkpoint', async () => {
   const { log, leases } = world();
   const enc = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
