@@ -12,6 +12,8 @@ import { sqliteStorage } from '@hercules/client-sqlite';
 import { soak } from './machine.ts';
 
 const [url, dir, proc, roomsArg] = process.argv.slice(2);
+// One server, or a cluster's nodes (comma-separated): the client moves to the next when its own goes.
+const urls = url.includes(',') ? url.split(',') : url;
 const rooms = roomsArg.split(',');
 const out = (o: unknown) => process.stdout.write(JSON.stringify(o) + '\n');
 // The soak reads our stdout; if it is gone, so is our reason to run.
@@ -22,7 +24,7 @@ const quiet: Promise<void>[] = [];
 for (const [i, room] of rooms.entries()) {
   const id = `${proc}c${i}`;
   const r = await connect({
-    url,
+    url: urls,
     room,
     machine: soak,
     clientId: id,

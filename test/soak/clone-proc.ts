@@ -3,7 +3,7 @@
  * backup does, while the original goes on under the same client id. It submits ops of its own
  * and reports, one JSON line: {t:'clone', visible, conflict, other}. Every op must be refused
  * with client-id-conflict: the seqs it uses are the original's on the server.
- *   args: url storageFile room
+ *   args: url storageFile room (url: one server, or a cluster's nodes, comma-separated)
  */
 import { connect } from '@hercules/client';
 import { sqliteStorage } from '@hercules/client-sqlite';
@@ -13,7 +13,14 @@ import { soak } from './machine.ts';
 const [url, file, room] = process.argv.slice(2);
 const out = (o: unknown) => process.stdout.write(JSON.stringify(o) + '\n');
 process.stdout.on('error', () => process.exit(0));
-const r = await connect({ url, room, machine: soak, storage: sqliteStorage(file), backoff: { minMs: 50, maxMs: 500 }, onError: () => {} });
+const r = await connect({
+  url: url.includes(',') ? url.split(',') : url,
+  room,
+  machine: soak,
+  storage: sqliteStorage(file),
+  backoff: { minMs: 50, maxMs: 500 },
+  onError: () => {},
+});
 // k far beyond the original's: were one applied, the room's state would count a gap too.
 const hs = [1, 2, 3].map((i) => r.ops.inc({ k: 1e9 + i }));
 const settled = await Promise.race([Promise.allSettled(hs.map((h) => h.visible)), new Promise<'timeout'>((res) => setTimeout(() => res('timeout'), 60_000))]);

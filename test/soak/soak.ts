@@ -24,15 +24,24 @@
  * the clients share two cores; a server that read a waiting connection one frame a turn kept
  * them 280-1,200 ms, growing through the flood). SOAK_DEBUG=1 prints the
  * honest delays per 5 s and the flood's progress.
+ *
+ * Cluster mode (`--cluster`): a private 3-server NATS cluster (the machine's nats-server) and 3
+ * Hercules nodes (`hercules serve --nats`, rooms in JetStream), each node behind its own proxy;
+ * clients are given every node's URL and move to the next when theirs goes. The chaos adds
+ * SIGKILLs and SIGSTOPs of nodes (a paused node outlives its lease: another takes its rooms, and
+ * its writes after that count for nothing) and of NATS servers (one at a time: elections), on
+ * top of the client kills and cut links. The same checks, plus `hercules audit` of every room
+ * at the end (CLUSTER-CHAIN). No flood by default there (`--flooders` to add one).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect } from '@hercules/client';
+import { auditRoomOnNats, startNatsCluster, type NatsCluster } from '@hercules/cluster';
 import { freePort, tempDir } from '@hercules/test-utils';
 import { soak } from './machine.ts';
 
@@ -45,7 +54,8 @@ try {
       minutes: { type: 'string', default: '2' },
       rooms: { type: 'string', default: '4' },
       procs: { type: 'string', default: '4' },
-      flooders: { type: 'string', default: '2' },
+      flooders: { type: 'string' },
+      cluster: { type: 'boolean', default: false },
       seed: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -55,13 +65,16 @@ try {
   process.exit(2);
 }
 if (args.help) {
-  console.log('npm run soak -- [--minutes N, default 2] [--rooms R, default 4] [--procs P client processes, default 4] [--flooders F, default 2] [--seed S]');
+  console.log(
+    'npm run soak -- [--cluster] [--minutes N, default 2] [--rooms R, default 4] [--procs P client processes, default 4] [--flooders F, default 2; 0 with --cluster] [--seed S]',
+  );
   process.exit(0);
 }
+const cluster = args.cluster === true;
 const minutes = Number(args.minutes),
   nRooms = Number(args.rooms),
   nProcs = Number(args.procs),
-  nFlooders = Number(args.flooders);
+  nFlooders = Number(args.flooders ?? (cluster ? 0 : 2));
 if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1) || !(Number.isInteger(nFlooders) && nFlooders >= 0)) {
   console.error('soak: --minutes, --rooms and --procs must be positive numbers, --flooders a whole number');
   process.exit(2);
@@ -75,14 +88,35 @@ const { dir, cleanup: removeDir } = tempDir('soak'); // kept after a failure, to
 const log = (m: string) => console.log(`[soak ${((performance.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${m}`);
 const t0 = performance.now();
 
-const serverPort = await freePort();
+// ---------------------------------------------------------------- server processes
+/** Cluster mode: the NATS servers' data, and the subjects' prefix (any). */
+const natsCluster: NatsCluster | undefined = cluster ? await startNatsCluster({ nodes: 3, dir: join(dir, 'nats') }) : undefined;
+const NATS_PREFIX = 'soak',
+  SHARDS = 4,
+  LEASE_MS = 1000;
 
-// ---------------------------------------------------------------- server process
-let server: ChildProcess | undefined;
+/** A server process the soak runs, kills and pauses: the embedded server, or a node of the cluster. */
+interface ServerSlot {
+  name: string;
+  port: number;
+  child?: ChildProcess;
+  /** Paused (SIGSTOP) until then (performance.now), 0 when not. */
+  pausedUntil: number;
+  /** It is down (killed, not yet restarted) or paused. */
+  impaired: boolean;
+}
+const slots: ServerSlot[] = await Promise.all(
+  (cluster ? ['n0', 'n1', 'n2'] : ['server']).map(async (name) => ({ name, port: await freePort(), pausedUntil: 0, impaired: false })),
+);
 let serverRestarts = 0;
 const rss: { t: number; mb: number }[] = [];
-function startServer(): void {
-  server = spawn(
+/** Server processes that exited without being killed (a crash, or a refusal to start): the soak fails on any. */
+const serverCrashes: string[] = [];
+function startServer(slot: ServerSlot): void {
+  const mode = natsCluster
+    ? ['--nats', natsCluster.urls.join(','), '--node-id', slot.name, '--shards', String(SHARDS), '--lease-ms', String(LEASE_MS), '--nats-prefix', NATS_PREFIX]
+    : ['--data-dir', join(dir, 'server')];
+  slot.child = spawn(
     process.execPath,
     [
       '--import',
@@ -92,48 +126,71 @@ function startServer(): void {
       '--machines',
       join(here, 'machine.ts'),
       '--port',
-      String(serverPort),
-      '--data-dir',
-      join(dir, 'server'),
+      String(slot.port),
+      ...mode,
       '--ack-timeout',
       '1000',
       '--heartbeat',
       '1000',
       '--log-level',
-      'warn',
+      cluster ? 'info' : 'warn',
     ],
-    { cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NODE_ENV: 'production' } },
+    // Its log (JSON lines), kept with the data after a failure: <dir>/<name>.log, across restarts.
+    { cwd: root, stdio: ['ignore', openSync(join(dir, `${slot.name}.log`), 'a'), 'inherit'], env: { ...process.env, NODE_ENV: 'production' } },
   );
+  const child = slot.child;
+  child.once('exit', (code, signal) => {
+    if (slot.child !== child || stoppedAll) return; // killed by us: killServer let go of it first
+    slot.child = undefined;
+    serverCrashes.push(`${slot.name} exited by itself (code ${code}, signal ${signal})`);
+    // Started again, so the soak runs on and reports everything it finds.
+    setTimeout(() => {
+      if (!slot.child && !stoppedAll) startServer(slot);
+    }, 1000);
+  });
 }
-function serverRssMb(): number | undefined {
+function rssMb(slot: ServerSlot): number | undefined {
   try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${server!.pid}/status`, 'utf8'));
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${slot.child!.pid}/status`, 'utf8'));
     return m ? Number(m[1]) / 1024 : undefined;
   } catch {
     return undefined;
   }
 }
+/** The largest server process now (in cluster mode, the largest node). */
+function serverRssMb(): number | undefined {
+  const all = slots.map(rssMb).filter((x): x is number => x !== undefined);
+  return all.length ? Math.max(...all) : undefined;
+}
 
-// ---------------------------------------------------------------- proxy that can cut links
+// ---------------------------------------------------------------- proxies that can cut links
 const links = new Set<Socket>();
-const proxy: Server = createNetServer((client) => {
-  const upstream = new (client.constructor as typeof Socket)();
-  upstream.connect(serverPort, '127.0.0.1');
-  links.add(client);
-  const end = () => {
-    links.delete(client);
-    client.destroy();
-    upstream.destroy();
-  };
-  client.on('error', end);
-  upstream.on('error', end);
-  client.on('close', end);
-  upstream.on('close', end);
-  client.pipe(upstream);
-  upstream.pipe(client);
-});
-await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
-const url = `ws://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+/** A proxy in front of one server: clients connect through it, and the chaos cuts its links. */
+async function proxyTo(port: number): Promise<{ server: Server; url: string }> {
+  const server = createNetServer((client) => {
+    const upstream = new (client.constructor as typeof Socket)();
+    upstream.connect(port, '127.0.0.1');
+    links.add(client);
+    const end = () => {
+      links.delete(client);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', end);
+    upstream.on('error', end);
+    client.on('close', end);
+    upstream.on('close', end);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return { server, url: `ws://127.0.0.1:${(server.address() as { port: number }).port}` };
+}
+const proxies = await Promise.all(slots.map((slot) => proxyTo(slot.port)));
+/** What clients are given: every server's proxy (they move to the next URL when theirs goes). */
+const url = proxies.map((p) => p.url).join(',');
+/** The servers themselves, for the checking client at the end. */
+const directUrls = slots.map((slot) => `ws://127.0.0.1:${slot.port}`);
 
 // ---------------------------------------------------------------- client processes
 /**
@@ -217,12 +274,31 @@ function killProc(p: Proc): void {
 }
 
 mkdirSync(join(dir, 'clients'), { recursive: true });
-startServer();
-await new Promise((r) => setTimeout(r, 1500));
+for (const slot of slots) startServer(slot);
+await waitServersUp(30_000);
 for (const p of procs) await startProc(p);
 log(
-  `seed ${seed}; server on ${serverPort} behind proxy ${url}; ${nProcs} client processes x ${procs[0].rooms.length} clients over ${nRooms} rooms; chaos for ${minutes} min; data in ${dir}`,
+  `seed ${seed}; ${cluster ? `cluster of ${slots.length} nodes on ${slots.map((x) => x.port).join(', ')} over NATS ${natsCluster!.urls.join(',')}` : `server on ${slots[0].port}`}, behind proxies ${url}; ${nProcs} client processes x ${procs[0].rooms.length} clients over ${nRooms} rooms; chaos for ${minutes} min; data in ${dir}`,
 );
+
+/** Until every server answers its health check (a node needs NATS first); exits if one cannot start. */
+async function waitServersUp(ms: number): Promise<void> {
+  const by = performance.now() + ms;
+  for (const slot of slots) {
+    while (performance.now() < by) {
+      if (serverCrashes.length > 0) {
+        console.error(`soak: a server did not start: ${serverCrashes.join('; ')}`);
+        process.exit(1);
+      }
+      const ok = await fetch(`http://127.0.0.1:${slot.port}/healthz`, { signal: AbortSignal.timeout(1000) }).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ok) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
 
 // ---------------------------------------------------------------- a clone from a backup
 /** What clones reported; a clone that saw an op of its own Visible is a failure. */
@@ -315,7 +391,7 @@ const inputOverBound: string[] = [];
 async function sampleInput(): Promise<void> {
   let text: string;
   try {
-    const res = await fetch(`http://127.0.0.1:${serverPort}/metrics`, { signal: AbortSignal.timeout(1500) });
+    const res = await fetch(`http://127.0.0.1:${slots[0].port}/metrics`, { signal: AbortSignal.timeout(1500) });
     text = await res.text();
   } catch {
     return; // the server is down (killed) or too busy to answer: the next sample
@@ -335,7 +411,7 @@ async function sampleInput(): Promise<void> {
 }
 
 // ---------------------------------------------------------------- chaos
-const counts = { clientKills: 0, serverKills: 0, disconnects: 0 };
+const counts = { clientKills: 0, serverKills: 0, serverPauses: 0, natsKills: 0, natsPauses: 0, disconnects: 0 };
 // One clone at a third of the chaos (and one more each further minute), beside everything else.
 const cloneRuns: Promise<void>[] = [];
 const cloneTimer = setInterval(
@@ -353,6 +429,65 @@ const sampler = setInterval(() => {
 /** Server kills, from the kill to RECOVERY_MS after the restart: SEC-FAIR leaves out the honest ops in flight then (recovery is not fairness; DUR-* covers it). */
 const outages: { from: number; to: number }[] = [];
 const RECOVERY_MS = 5000;
+/** Chaos of the cluster runs beside the loop (a node or a NATS server comes back later); settling waits for it. */
+const chaosTasks: Promise<void>[] = [];
+let natsImpaired = false;
+
+/** SIGKILL a server and start it again once it is gone (its port, and the data directory's lock, are held until then). */
+async function killServer(slot: ServerSlot): Promise<void> {
+  const dead = slot.child;
+  if (!dead || slot.impaired) return;
+  slot.impaired = true;
+  const exited = dead.exitCode !== null || dead.signalCode !== null ? Promise.resolve() : new Promise((r) => dead.once('exit', r));
+  dead.kill('SIGCONT');
+  dead.kill('SIGKILL');
+  counts.serverKills++;
+  const killedAt = performance.now();
+  slot.child = undefined;
+  await Promise.all([exited, new Promise((r) => setTimeout(r, 300 + rand() * 1500))]);
+  startServer(slot);
+  serverRestarts++;
+  slot.impaired = false;
+  outages.push({ from: killedAt, to: performance.now() + RECOVERY_MS });
+}
+
+/** SIGSTOP a server for `ms`, then SIGCONT. */
+async function pauseServer(slot: ServerSlot, ms: number): Promise<void> {
+  const child = slot.child;
+  if (!child || slot.impaired) return;
+  slot.impaired = true;
+  child.kill('SIGSTOP');
+  counts.serverPauses++;
+  slot.pausedUntil = performance.now() + ms;
+  await new Promise((r) => setTimeout(r, ms));
+  child.kill('SIGCONT');
+  slot.pausedUntil = 0;
+  slot.impaired = false;
+  outages.push({ from: performance.now() - ms, to: performance.now() + RECOVERY_MS });
+}
+
+async function killNats(i: number): Promise<void> {
+  natsImpaired = true;
+  const server = natsCluster!.servers[i];
+  await server.kill();
+  counts.natsKills++;
+  const killedAt = performance.now();
+  await new Promise((r) => setTimeout(r, 1000 + rand() * 5000));
+  await server.start();
+  natsImpaired = false;
+  outages.push({ from: killedAt, to: performance.now() + RECOVERY_MS + 9000 }); // its streams' elections: 4-9 s
+}
+
+async function pauseNats(i: number, ms: number): Promise<void> {
+  natsImpaired = true;
+  const server = natsCluster!.servers[i];
+  server.signal('SIGSTOP');
+  counts.natsPauses++;
+  await new Promise((r) => setTimeout(r, ms));
+  server.signal('SIGCONT');
+  natsImpaired = false;
+  outages.push({ from: performance.now() - ms, to: performance.now() + RECOVERY_MS + 9000 });
+}
 const chaosStart = performance.now();
 const floodFrom = chaosStart + minutes * 60_000 * 0.25,
   floodTo = chaosStart + minutes * 60_000 * 0.6;
@@ -361,7 +496,8 @@ while (performance.now() < end) {
   if (flooder && performance.now() >= floodTo) await stopFlood();
   await new Promise((r) => setTimeout(r, 500 + rand() * 2500));
   const x = rand();
-  if (x < 0.45) {
+  // Cluster mode: fewer client kills, to leave room for the nodes' and NATS servers' chaos.
+  if (x < (cluster ? 0.3 : 0.45)) {
     const p = procs[Math.floor(rand() * procs.length)];
     if (p.child) {
       killProc(p);
@@ -376,21 +512,17 @@ while (performance.now() < end) {
         300 + rand() * 1500,
       );
     }
-  } else if (x < 0.6) {
-    if (server) {
-      const dead = server;
-      const exited = new Promise((r) => dead.once('exit', r));
-      dead.kill('SIGKILL');
-      counts.serverKills++;
-      const killedAt = performance.now();
-      server = undefined;
-      // The next server starts once the old one is gone (before that, its port and the data
-      // directory's lock are still held).
-      await Promise.all([exited, new Promise((r) => setTimeout(r, 300 + rand() * 1500))]);
-      startServer();
-      serverRestarts++;
-      outages.push({ from: killedAt, to: performance.now() + RECOVERY_MS });
-    }
+  } else if (!cluster && x < 0.6) {
+    await killServer(slots[0]);
+  } else if (cluster && x < 0.55) {
+    // A node: killed, or paused (past its lease, often: its rooms move and it must not write after).
+    const slot = slots[Math.floor(rand() * slots.length)];
+    if (!slot.impaired && slots.filter((o) => o.impaired).length < slots.length - 1)
+      chaosTasks.push(x < 0.43 ? killServer(slot) : pauseServer(slot, 500 + rand() * 2500));
+  } else if (cluster && x < 0.67) {
+    // A NATS server, one at a time (the other two keep a majority): killed or paused. Its streams elect.
+    const i = Math.floor(rand() * natsCluster!.servers.length);
+    if (!natsImpaired) chaosTasks.push(x < 0.61 ? killNats(i) : pauseNats(i, 500 + rand() * 3500));
   } else {
     const all = [...links];
     for (const s of all)
@@ -402,7 +534,14 @@ while (performance.now() < end) {
 }
 clearInterval(cloneTimer);
 await stopFlood();
-log(`chaos over: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs, ${counts.disconnects} links cut; settling`);
+const chaosSummary = () =>
+  cluster
+    ? `${counts.clientKills} client SIGKILLs, ${counts.serverKills} node SIGKILLs (${serverRestarts} restarts), ${counts.serverPauses} node SIGSTOPs, ${counts.natsKills} NATS SIGKILLs, ${counts.natsPauses} NATS SIGSTOPs, ${counts.disconnects} links cut`
+    : `${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs (${serverRestarts} restarts), ${counts.disconnects} links cut`;
+log(`chaos over: ${chaosSummary()}; settling`);
+// Whatever the chaos has down or paused comes back first.
+await Promise.all(chaosTasks);
+if (natsCluster) await natsCluster.ready(30_000);
 await Promise.all(cloneRuns);
 
 // ---------------------------------------------------------------- settle and check
@@ -430,27 +569,46 @@ let lost = 0,
 const perClient: string[] = [];
 for (let r = 0; r < nRooms; r++) {
   const room = `room-${r}`;
-  const checker = await connect({ url: `ws://127.0.0.1:${serverPort}`, room, machine: soak, clientId: `checker-${r}-${seed}` });
+  const checker = await connect({ url: cluster ? directUrls : directUrls[0], room, machine: soak, clientId: `checker-${r}-${seed}` });
   const by = performance.now() + 20_000;
   while (checker.status() !== 'online' && performance.now() < by) await new Promise((res) => setTimeout(res, 50));
   const s = checker.getState('authoritative');
   dups += s.dups;
   gaps += s.gaps;
-  for (const [c, rec] of Object.entries(s.clients)) {
-    applied += rec.n;
+  for (const rec of Object.values(s.clients)) applied += rec.n;
+  // Every client of this room that made ops durable, found in the state or not (a room that
+  // lost a client's every op, or was created again, would not list it).
+  const mine = procs.flatMap((p) => p.rooms.map((name, i) => [name, `${p.name}c${i}`] as const)).filter(([name]) => name === room);
+  for (const [, c] of mine) {
     const want = durableMax.get(c) ?? 0;
-    if (rec.last < want) {
-      lost += want - rec.last;
-      perClient.push(`${c}@${room}: durable up to ${want}, server has ${rec.last}`);
+    const has = s.clients[c]?.last ?? 0;
+    if (has < want) {
+      lost += want - has;
+      perClient.push(`${c}@${room}: durable up to ${want}, server has ${has}`);
     }
   }
   await checker.close();
 }
+// Cluster mode: every room's history in its stream, walked by the replay rule (hercules audit).
+const auditProblems: string[] = [];
+let audited = 0;
+if (natsCluster)
+  for (let r = 0; r < nRooms; r++) {
+    const room = `room-${r}`;
+    try {
+      const a = await auditRoomOnNats({ nats: natsCluster.urls, room, prefix: NATS_PREFIX, shards: SHARDS });
+      audited++;
+      for (const p of a.problems) auditProblems.push(`${room}: ${p}`);
+    } catch (e) {
+      auditProblems.push(`${room}: the audit failed: ${(e as Error).message}`);
+    }
+  }
 stoppedAll = true;
 for (const c of children) c.kill('SIGKILL');
-server?.kill('SIGTERM');
-proxy.close();
+for (const slot of slots) slot.child?.kill('SIGTERM');
+for (const p of proxies) p.server.close();
 for (const s of links) s.destroy();
+await natsCluster?.close();
 
 const pct = (xs: number[], q: number) => {
   if (!xs.length) return NaN;
@@ -485,9 +643,8 @@ console.log(
 console.log(
   `ops made durable on clients: ${submittedSeen}; applied on the server: ${applied}; lost: ${lost}; duplicated: ${dups}; skipped: ${gaps}; unsettled clients: ${unsettled.length}`,
 );
-console.log(
-  `chaos: ${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs (${serverRestarts} restarts), ${counts.disconnects} links cut; seed ${seed}`,
-);
+console.log(`chaos: ${chaosSummary()}; seed ${seed}`);
+if (cluster) console.log(`audit of every room's stream: ${audited} of ${nRooms} audited, problems: ${auditProblems.length}`);
 console.log(`restarted clients whose Durable view went back: ${durableBack.length}`);
 // The flood: its memory, the server's input against its bound, the honest clients' delay.
 const floodProblems: [rule: string, what: string][] = [];
@@ -554,19 +711,22 @@ if (dups > 0) violations.push(['LOG-EXACTLY-ONCE', `${dups} ops applied twice`])
 if (gaps > 0) violations.push(['LOG-CLIENT-ORDER', `${gaps} ops applied before an earlier op of the same client`]);
 if (unsettled.length > 0) violations.push(['LIVE-CONVERGE', `clients never settled: ${unsettled.join(', ')}`]);
 for (const c of crashed) violations.push(['SEC-CONTAINED', `client process crashed: ${c}`]);
+for (const c of serverCrashes) violations.push(['SEC-CONTAINED', `server process crashed: ${c}`]);
 if (!bounded) violations.push(['SEC-MEMORY', `server memory grew from ${early.toFixed(0)} to ${late.toFixed(0)} MB`]);
 for (const l of durableBack.slice(0, 10)) violations.push(['DUR-SURVIVES-RESTART', l]);
 for (const l of cloneProblems) violations.push(['LOG-ONE-HISTORY', l]);
+for (const l of auditProblems) violations.push(['CLUSTER-CHAIN', l]);
 violations.push(...floodProblems);
 for (const [rule, what] of violations) console.log(`  FAIL [${rule}] ${what}`);
-// Not a rule: a run that made nothing durable or killed nothing checked nothing.
-const exercised = submittedSeen > 0 && counts.clientKills + counts.serverKills > 0;
-if (!exercised) console.log('  FAIL the soak exercised nothing: no op made durable, or no process killed');
+// Not a rule: a run that made nothing durable or killed nothing checked nothing (in a cluster: no room moved).
+const exercised =
+  submittedSeen > 0 && counts.clientKills + counts.serverKills > 0 && (!cluster || (counts.serverKills + counts.serverPauses > 0 && audited === nRooms));
+if (!exercised) console.log(`  FAIL the soak exercised nothing: no op made durable, or no process killed${cluster ? ' or paused, or a room not audited' : ''}`);
 const ok = violations.length === 0 && exercised;
 if (ok) removeDir();
 else
   console.log(
-    `data kept in ${dir}; rerun with: npm run soak -- --minutes ${minutes} --rooms ${nRooms} --procs ${nProcs} --flooders ${nFlooders} --seed ${seed}`,
+    `data kept in ${dir}; rerun with: npm run soak -- ${cluster ? '--cluster ' : ''}--minutes ${minutes} --rooms ${nRooms} --procs ${nProcs} --flooders ${nFlooders} --seed ${seed}`,
   );
 console.log(ok ? 'soak: PASS' : `soak: FAIL (${[...new Set(violations.map(([r]) => r))].join(', ') || 'nothing exercised'})`);
 process.exit(ok ? 0 : 1);
