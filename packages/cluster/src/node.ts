@@ -92,9 +92,35 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
       `cannot reach NATS at ${opts.nats.join(', ')}: ${(e as Error).message}. Check the servers run and the URLs are right.`,
     );
   }
-  const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix, replicas });
+  // Connected: JetStream may still be electing a leader (a NATS server just restarted, or frozen),
+  // which answers with timeouts for seconds. A node started then waits it out (answering 503)
+  // instead of exiting.
+  const settingUp = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+    const deadline = performance.now() + 60_000;
+    for (;;) {
+      try {
+        return await fn();
+      } catch (e) {
+        if (performance.now() > deadline) {
+          await nc!.close().catch(() => {});
+          await leaseNc!.close().catch(() => {});
+          await new Promise<void>((r) => http.close(() => r()));
+          throw new HerculesError(
+            'storage-failed',
+            `NATS at ${opts.nats.join(', ')} did not ${what} within 60 s: ${(e as Error).message}. Check JetStream is enabled and has a leader.`,
+          );
+        }
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  };
+  const log = await settingUp('answer JetStream requests', () =>
+    JetStreamShardLog.open(nc!, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix, replicas }),
+  );
   const natsLacks = natsShortcomings(log.serverVersion);
-  const leases = await JetStreamLeases.open(leaseNc, { bucket: `${prefix}_owners`, ttlMs: opts.leaseMs ?? 2000, replicas });
+  const leases = await settingUp('set up the lease bucket', () =>
+    JetStreamLeases.open(leaseNc!, { bucket: `${prefix}_owners`, ttlMs: opts.leaseMs ?? 2000, replicas }),
+  );
   let service: RoomService | undefined;
   // The store is made before the service that owns the metrics registry: its events go through this.
   let observer: ClusterStoreObserver | undefined;

@@ -6,7 +6,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type ConnectedRoom } from '@hercules/client';
-import { until } from '@hercules/test-utils';
+import { freePort, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 import { createClusterNode, type ClusterNode } from '../src/node.ts';
 import { startNatsCluster, type NatsCluster } from '../src/nats-dev.ts';
@@ -92,5 +92,47 @@ test('when the owner node goes away, its rooms move: a client with both URLs res
   } finally {
     await b.close();
     if (!closedA) await a.close();
+  }
+});
+
+// Last in this file: it freezes two of the three NATS servers for a while.
+test('a node started while JetStream has no quorum waits (answering 503) and serves once NATS answers, instead of exiting', async () => {
+  const port = await freePort();
+  const [, b, c] = cluster.servers;
+  b.signal('SIGSTOP');
+  c.signal('SIGSTOP');
+  let node: ClusterNode | undefined;
+  let failed: unknown;
+  const starting = createClusterNode({
+    nats: [cluster.servers[0].url],
+    nodeId: 'late',
+    port,
+    machines: [chat],
+    prefix: `n${++prefixes}`,
+    shards: 4,
+    log: 'warn',
+  }).then(
+    (n) => (node = n),
+    (e) => (failed = e),
+  );
+  try {
+    await new Promise((r) => setTimeout(r, 6000)); // more than a JetStream request's 5 s timeout
+    assert.equal(failed, undefined, `the node gave up: ${String(failed)}`);
+    assert.equal(node, undefined, 'not ready without JetStream');
+    const res = await fetch(`http://127.0.0.1:${port}/healthz`);
+    assert.equal(res.status, 503);
+    assert.deepEqual(await res.json(), { ok: false, starting: true });
+  } finally {
+    b.signal('SIGCONT');
+    c.signal('SIGCONT');
+  }
+  await starting;
+  const up = node as ClusterNode | undefined;
+  assert.ok(up, `the node came up once NATS answered (${String(failed)})`);
+  try {
+    const health = await (await fetch(`http://127.0.0.1:${port}/healthz`)).json();
+    assert.equal(health.ok, true);
+  } finally {
+    await up.close();
   }
 });
