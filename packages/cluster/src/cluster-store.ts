@@ -464,7 +464,7 @@ export class ClusterStore implements RoomStore {
   private refresh(s: Shard): Promise<void> {
     if (s.refreshing) return s.refreshing;
     const run = async () => {
-      for (;;) {
+      for (let attempt = 0; ; attempt++) {
         if (s.state !== 'owned' || this.closed) throw new StorageError(`shard ${s.k} is not owned by this node`);
         const sent = this.now();
         try {
@@ -491,7 +491,8 @@ export class ClusterStore implements RoomStore {
             this.lose(s, `its lease could not be renewed for ${Math.round(this.now() - s.leaseSent)} ms: ${(e as Error).message}`);
             throw e;
           }
-          this.opts.onWarning?.(`shard ${s.k}: renewing its lease failed (${(e as Error).message}); retrying`);
+          // Once, then every 2 s: a NATS election makes every 100 ms retry fail for seconds.
+          if (attempt % 20 === 0) this.opts.onWarning?.(`shard ${s.k}: renewing its lease failed (${(e as Error).message}); retrying every 100 ms`);
           await this.sleep(100);
         }
       }

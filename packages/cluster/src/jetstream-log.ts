@@ -31,6 +31,12 @@ export interface JetStreamLogOptions {
   timeoutMs?: number;
   /** How long a read waits for a consumer to be created before reading message by message (default 1 s). */
   consumerSetupTimeoutMs?: number;
+  /**
+   * The streams' duplicate window (a message id seen within it is answered as a duplicate),
+   * for streams this creates. Default 2 minutes. Exactly-once does not rest on it (the room
+   * engine drops an op it has by client and seq); it only makes a retried publish cheaper.
+   */
+  duplicateWindowMs?: number;
 }
 
 /** A version string's numbers, e.g. "2.9.10" -> [2, 9, 10]. */
@@ -76,6 +82,7 @@ export class JetStreamShardLog implements ShardLog {
   private readonly subjectPrefix: string;
   private readonly replicas: number;
   private readonly timeoutMs: number;
+  private readonly duplicateWindowMs: number;
   private readonly ensured = new Map<number, Promise<void>>();
   /** Reads so far, and how many of them went on message by message (a consumer could not be set up). */
   readonly readStats = { reads: 0, byGet: 0 };
@@ -87,6 +94,7 @@ export class JetStreamShardLog implements ShardLog {
   ) {
     this.js = jetstream(nc);
     this.timeoutMs = opts.timeoutMs ?? 5000;
+    this.duplicateWindowMs = opts.duplicateWindowMs ?? 120_000;
     this.readJs = jetstream(nc, { timeout: Math.min(this.timeoutMs, opts.consumerSetupTimeoutMs ?? 1000) });
     this.streamPrefix = opts.streamPrefix ?? 'HC';
     this.subjectPrefix = opts.subjectPrefix ?? 'hc';
@@ -132,7 +140,7 @@ export class JetStreamShardLog implements ShardLog {
         subjects: [`${this.subjectPrefix}.${shard}.>`],
         storage: 'file' as never,
         num_replicas: this.replicas,
-        duplicate_window: 120_000_000_000, // 2 min, in ns
+        duplicate_window: this.duplicateWindowMs * 1_000_000, // ns
         allow_direct: false,
         deny_delete: false,
         deny_purge: false,

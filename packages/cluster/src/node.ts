@@ -32,6 +32,8 @@ export interface ClusterNodeOptions extends RoomOptions {
   replicas?: number;
   /** Subject prefix, stream and bucket names derive from it (several clusters on one NATS). Default `hc`. */
   prefix?: string;
+  /** JetStream's duplicate window for the streams this node creates (default 2 min; see JetStreamLogOptions). */
+  duplicateWindowMs?: number;
   port?: number;
   host?: string;
   /** Extra HTTP handler for other paths (e.g. static demo apps); return false to 404. */
@@ -115,7 +117,7 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
     }
   };
   const log = await settingUp('answer JetStream requests', () =>
-    JetStreamShardLog.open(nc!, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix, replicas }),
+    JetStreamShardLog.open(nc!, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix, replicas, duplicateWindowMs: opts.duplicateWindowMs }),
   );
   const natsLacks = natsShortcomings(log.serverVersion);
   const leases = await settingUp('set up the lease bucket', () =>

@@ -5,10 +5,13 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer as createNetServer, Socket } from 'node:net';
 import { connect, type ConnectedRoom } from '@hercules/client';
+import { ClientCodec, PROTOCOL_VERSION } from '@hercules/core';
+import { WebSocket } from 'ws';
 import { freePort, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
-import { createClusterNode, type ClusterNode } from '../src/node.ts';
+import { auditRoomOnNats, createClusterNode, type ClusterNode } from '../src/node.ts';
 import { startNatsCluster, type NatsCluster } from '../src/nats-dev.ts';
 
 let cluster: NatsCluster;
@@ -92,6 +95,122 @@ test('when the owner node goes away, its rooms move: a client with both URLs res
   } finally {
     await b.close();
     if (!closedA) await a.close();
+  }
+});
+
+/** A TCP proxy to 127.0.0.1:`port`: `cut` resets its links and refuses new ones (a partition), `heal` lets them through again. */
+async function cuttableProxy(port: number): Promise<{ url: string; cut(): void; heal(): void; close(): Promise<void> }> {
+  const links = new Set<Socket>();
+  let cut = false;
+  const server = createNetServer((client) => {
+    if (cut) return client.destroy();
+    const upstream = new Socket();
+    upstream.connect(port, '127.0.0.1');
+    links.add(client);
+    links.add(upstream);
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      links.delete(client);
+      links.delete(upstream);
+    };
+    for (const s of [client, upstream]) {
+      s.on('error', end);
+      s.on('close', end);
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return {
+    url: `nats://127.0.0.1:${(server.address() as { port: number }).port}`,
+    cut() {
+      cut = true;
+      for (const s of links) s.destroy();
+    },
+    heal() {
+      cut = false;
+    },
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+// spec: CLUSTER-ONE-SEQUENCER, CLUSTER-CHAIN
+test('the owner cut off from NATS: another node takes the room after its lease, the client resumes there exactly once; healed, the old owner gives the shard up and wrote nothing that counts', async () => {
+  const proxies = await Promise.all(cluster.servers.map((s) => cuttableProxy(s.port)));
+  const prefix = `n${++prefixes}`;
+  const common = { port: 0, machines: [chat], prefix, shards: 4, leaseMs: 1000, log: 'warn' as const };
+  const a = await createClusterNode({ ...common, nats: proxies.map((p) => p.url), nodeId: 'cut' });
+  const b = await createClusterNode({ ...common, nats: cluster.urls, nodeId: 'whole' });
+  try {
+    const x = await connect({ url: [a.url, b.url], room: 'rp', machine: chat, onError: () => {}, backoff: { minMs: 50, maxMs: 300 } });
+    await until(() => x.status() === 'online', 10_000, 'x online');
+    const shard = a.store.shardOf('rp');
+    assert.deepEqual(a.store.owned(), [shard], 'the node reached first owns the room');
+    for (let i = 0; i < 3; i++) x.submit('say', { text: `before${i}` } as never);
+    await until(() => texts(x).length === 3, 10_000, 'before the cut');
+    for (const p of proxies) p.cut();
+    for (let i = 0; i < 3; i++) x.submit('say', { text: `during${i}` } as never);
+    await until(() => texts(x).length === 6, 20_000, 'the ops during the cut Authoritative on the other node');
+    assert.ok(b.store.owned().includes(shard), 'the other node owns the shard');
+    for (const p of proxies) p.heal();
+    // Healed, the old owner finds its lease taken and gives the shard up.
+    await until(() => !a.store.owned().includes(shard), 20_000, 'the old owner to give the shard up');
+    for (let i = 0; i < 3; i++) x.submit('say', { text: `after${i}` } as never);
+    await until(() => texts(x).length === 9, 10_000, 'after the heal');
+    assert.deepEqual(
+      texts(x),
+      ['before', 'during', 'after'].flatMap((w) => [0, 1, 2].map((i) => `${w}${i}`)),
+      'each op once, in order',
+    );
+    x.close();
+    const audit = await auditRoomOnNats({ nats: cluster.urls, room: 'rp', prefix, shards: 4 });
+    assert.deepEqual(audit.problems, []);
+    assert.equal(audit.ops, 9);
+    assert.ok(audit.claims >= 2, `a claim by each owner (${audit.claims})`);
+  } finally {
+    await b.close();
+    await a.close();
+    await Promise.all(proxies.map((p) => p.close()));
+  }
+});
+
+// JetStream drops a publish whose id it saw within its duplicate window (2 min by default); the
+// room engine drops an op it has, by client and seq, whenever it comes back. A client that lost
+// its acknowledgements resends on a new connection: after the window, only the engine can tell.
+test("an op resent after JetStream's duplicate window is still ordered once: exactly-once is the engine's, by (client, seq)", async () => {
+  const [a] = await nodes(1, { duplicateWindowMs: 1000 });
+  const say = (seq: number) => ({ seq, name: 'say', args: { text: `m${seq}` } });
+  /** A raw client: hello, the ops, then what the room says until its own ops are Authoritative. */
+  const session = async (ops: ReturnType<typeof say>[], ownExpected: number) => {
+    const ws = new WebSocket(`${a.url}/?room=rd`);
+    const codec = new ClientCodec();
+    let own = 0;
+    const got = new Promise<void>((resolve, reject) => {
+      ws.on('message', (d: Buffer) => {
+        const m = codec.decode(d);
+        if (m.t === 'welcome') ws.send(codec.encode({ t: 'ops', ops }));
+        if (m.t === 'log') own += m.entries.filter((e) => e.k === 'own').length;
+        if (m.t === 'error') reject(new Error(`${m.code}: ${m.message}`));
+        if (own >= ownExpected) resolve();
+      });
+    });
+    await new Promise((r) => ws.once('open', r));
+    ws.send(codec.encode({ t: 'hello', v: PROTOCOL_VERSION, client: 'resender', machine: { name: chat.name, version: chat.version }, have: 0 }));
+    await got;
+    ws.close();
+  };
+  try {
+    await session([say(1), say(2), say(3)], 3);
+    await new Promise((r) => setTimeout(r, 1500)); // past the stream's duplicate window
+    // Resent, with one new op: the welcome says the engine has 1..3; the resent ones are dropped.
+    await session([say(1), say(2), say(3), say(4)], 1);
+    const y = await connect({ url: a.url, room: 'rd', machine: chat, onError: () => {} });
+    await until(() => texts(y).length >= 4, 10_000, 'a reader sees the room');
+    assert.deepEqual(texts(y), ['m1', 'm2', 'm3', 'm4'], 'each op once');
+    y.close();
+  } finally {
+    await a.close();
   }
 });
 
