@@ -4,10 +4,12 @@
  * message every 50 ms. Repeatedly:
  *   - node kills: SIGKILL the node serving the room (then start it again);
  *   - NATS kills: SIGKILL the NATS server leading the room's shard stream (then start it again);
+ *   - NATS pauses: SIGSTOP that server (a frozen VM, a long GC pause), SIGCONT once the room
+ *     moved on (a node connected to it must notice by its pings and use another server);
  * and time from each kill to the first op submitted after it becoming Authoritative. At the end
  * every op must be Authoritative exactly once, in order.
  *
- *   node -C @hercules/source --import tsx bench/src/cluster/failover.bench.ts [--node-kills 10] [--nats-kills 3] [--lease-ms 2000]
+ *   node -C @hercules/source --import tsx bench/src/cluster/failover.bench.ts [--node-kills 10] [--nats-kills 3] [--nats-pauses 0] [--lease-ms 2000]
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
@@ -26,6 +28,7 @@ const arg = (name: string, d: number) => {
 };
 const NODE_KILLS = arg('node-kills', 10);
 const NATS_KILLS = arg('nats-kills', 3);
+const NATS_PAUSES = arg('nats-pauses', 0);
 const LEASE_MS = arg('lease-ms', 2000);
 const SHARDS = 4;
 /** FAILOVER_LOG_DIR=dir: each node's log (info level) in dir/<node>.log. */
@@ -117,7 +120,7 @@ async function dumpShard(): Promise<void> {
   const c = await natsConnect({ servers: cluster.urls });
   const log = await JetStreamShardLog.open(c, { streamPrefix: PREFIX.toUpperCase(), subjectPrefix: PREFIX });
   const show = (m: { seq: number; headers: Record<string, string>; data: Uint8Array }) =>
-    `${m.seq} epoch ${m.headers['Hc-Epoch']} rev ${m.headers['Hc-Rev']} part ${m.headers['Hc-Part']}/${m.headers['Hc-Parts']} ${m.data.length} B`;
+    `${m.seq} claim ${m.headers['Hc-Claim']} epoch ${m.headers['Hc-Epoch']} rev ${m.headers['Hc-Rev']} part ${m.headers['Hc-Part']}/${m.headers['Hc-Parts']}${m.headers['Hc-Mark'] ? ' mark' : ''} ${m.data.length} B`;
   console.error('claims:', (await log.read(shard, `${PREFIX}.${shard}.claim`)).map(show));
   console.error('ckpts:', (await log.read(shard, `${PREFIX}.${shard}.ckpt.${roomToken(ROOM)}`)).map(show));
   console.error('log (last 12):', (await log.read(shard, `${PREFIX}.${shard}.log.${roomToken(ROOM)}`)).slice(-12).map(show));
@@ -138,19 +141,17 @@ for (let i = 0; i < NODE_KILLS; i++) {
 }
 
 const natsMs: number[] = [];
-const nc = await natsConnect({ servers: cluster.urls });
+const pauseMs: number[] = [];
+const nc = await natsConnect({ servers: cluster.urls, pingInterval: 1000, maxPingOut: 3 });
 const jsm = await jetstreamManager(nc);
-for (let i = 0; i < NATS_KILLS; i++) {
-  await until(() => texts().length >= sent - 2, 30_000, 'caught up', 20);
+async function streamLeader() {
   const info = await jsm.streams.info(`${PREFIX.toUpperCase()}_${shard}`);
   const leader = cluster.servers.find((s) => s.name === info.cluster?.leader);
   if (!leader) throw new Error(`no leader for the stream (${info.cluster?.leader})`);
-  await leader.kill();
-  natsMs.push(await recovery());
-  console.log(`NATS stream-leader kill ${i + 1} (${leader.name}): ${Math.round(natsMs[natsMs.length - 1])} ms`);
-  await leader.start();
-  await cluster.ready();
-  // One failure at a time: the restarted server's replica must be current before the next kill.
+  return leader;
+}
+/** One failure at a time: the stream must have a leader and two current replicas before the next. */
+async function streamHealthy(): Promise<void> {
   await until(
     async () => {
       const i = await jsm.streams.info(`${PREFIX.toUpperCase()}_${shard}`).catch(() => undefined);
@@ -161,6 +162,29 @@ for (let i = 0; i < NATS_KILLS; i++) {
     'the stream to have a leader and two current replicas',
     100,
   );
+}
+for (let i = 0; i < NATS_KILLS; i++) {
+  await until(() => texts().length >= sent - 2, 30_000, 'caught up', 20);
+  const leader = await streamLeader();
+  await leader.kill();
+  natsMs.push(await recovery());
+  console.log(`NATS stream-leader kill ${i + 1} (${leader.name}): ${Math.round(natsMs[natsMs.length - 1])} ms`);
+  await leader.start();
+  await cluster.ready();
+  await streamHealthy();
+}
+for (let i = 0; i < NATS_PAUSES; i++) {
+  await until(() => texts().length >= sent - 2, 30_000, 'caught up', 20);
+  const leader = await streamLeader();
+  leader.signal('SIGSTOP');
+  try {
+    pauseMs.push(await recovery());
+  } finally {
+    leader.signal('SIGCONT');
+  }
+  console.log(`NATS stream-leader SIGSTOP ${i + 1} (${leader.name}): ${Math.round(pauseMs[pauseMs.length - 1])} ms`);
+  await cluster.ready();
+  await streamHealthy();
 }
 await nc.close().catch(() => {});
 
@@ -177,6 +201,8 @@ console.log(
 );
 if (natsMs.length)
   console.log(`NATS stream-leader kills: ${natsMs.length}, stall: p50 ${Math.round(q(natsMs, 0.5))} ms, max ${Math.round(Math.max(...natsMs))} ms`);
+if (pauseMs.length)
+  console.log(`NATS stream-leader SIGSTOPs: ${pauseMs.length}, stall: p50 ${Math.round(q(pauseMs, 0.5))} ms, max ${Math.round(Math.max(...pauseMs))} ms`);
 console.log(`ops: ${sent} submitted, ${got.length} Authoritative, lost ${lost}, duplicated ${dup}, in order: ${inOrder}`);
 // The room's stream, audited as `hercules audit` does: one chain, every op once.
 const audit = await auditRoomOnNats({ nats: cluster.urls, room: ROOM, prefix: PREFIX, shards: SHARDS });

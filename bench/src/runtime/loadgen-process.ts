@@ -17,7 +17,16 @@ import { WebSocket } from 'ws';
 import { ClientCodec, PROTOCOL_VERSION, type ServerMessage } from '@hercules/core';
 import { loadArgs, wsHeader } from './common.ts';
 
-const opt = JSON.parse(process.argv[2] ?? '{}') as { url: string; rooms: number; clientsPerRoom: number; opsPerFrame: number; inFlight: number; tag: string };
+const opt = JSON.parse(process.argv[2] ?? '{}') as {
+  url: string;
+  rooms: number;
+  clientsPerRoom: number;
+  opsPerFrame: number;
+  inFlight: number;
+  tag: string;
+  /** The rooms' names (default `<tag>-<i>` for i < rooms): a cluster benchmark picks the rooms of the shards a node owns. */
+  roomNames?: string[];
+};
 /** One client never has more than this many ops awaiting Notify-Auth. */
 const PER_CLIENT = 3 * opt.opsPerFrame;
 
@@ -128,7 +137,8 @@ async function open(room: string, id: string): Promise<void> {
 
 // Connect in parallel batches (a thousand simultaneous handshakes would just queue).
 const all: [string, string][] = [];
-for (let r = 0; r < opt.rooms; r++) for (let k = 0; k < opt.clientsPerRoom; k++) all.push([`${opt.tag}-${r}`, `${opt.tag}-${r}-c${k}`]);
+const roomNames = opt.roomNames ?? Array.from({ length: opt.rooms }, (_, r) => `${opt.tag}-${r}`);
+for (const room of roomNames) for (let k = 0; k < opt.clientsPerRoom; k++) all.push([room, `${room}-c${k}`]);
 for (let i = 0; i < all.length; i += 100) await Promise.all(all.slice(i, i + 100).map(([room, id]) => open(room, id)));
 
 process.on('message', async (m: { cmd: string; id: number }) => {
