@@ -11,13 +11,13 @@
  *
  *   node -C @hercules/source --import tsx bench/src/cluster/failover.bench.ts [--node-kills 10] [--nats-kills 3] [--nats-pauses 0] [--lease-ms 2000]
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@hercules/client';
 import { auditRoomOnNats, shardOf, startNatsCluster } from '@hercules/cluster';
-import { freePort, until } from '@hercules/test-utils';
+import { freePort, serveProcess, until } from '@hercules/test-utils';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect as natsConnect } from '@nats-io/transport-node';
 import { chat } from '../../../apps/machines.ts';
@@ -36,7 +36,6 @@ const LOG_DIR = process.env.FAILOVER_LOG_DIR;
 if (LOG_DIR) mkdirSync(LOG_DIR, { recursive: true });
 const PREFIX = 'fo';
 const ROOM = 'failover-bench';
-const BIN = fileURLToPath(new URL('../../../packages/server/bin/hercules.js', import.meta.url));
 const MACHINES = fileURLToPath(new URL('../../../apps/machines.ts', import.meta.url));
 
 const cluster = await startNatsCluster({ nodes: 3 });
@@ -48,31 +47,12 @@ interface Node {
 const nodes: Node[] = await Promise.all(['n0', 'n1', 'n2'].map(async (id) => ({ id, port: await freePort() })));
 
 async function start(n: Node): Promise<void> {
-  n.proc = spawn(
-    process.execPath,
-    [
-      BIN,
-      'serve',
-      '--machines',
-      MACHINES,
-      '--port',
-      String(n.port),
-      '--nats',
-      cluster.urls.join(','),
-      '--node-id',
-      n.id,
-      '--shards',
-      String(SHARDS),
-      '--lease-ms',
-      String(LEASE_MS),
-      '--nats-prefix',
-      PREFIX,
-      '--log-level',
-      LOG_DIR ? 'info' : 'error',
-    ],
-    { stdio: LOG_DIR ? ['ignore', openSync(join(LOG_DIR, `${n.id}.log`), 'a'), openSync(join(LOG_DIR, `${n.id}.err`), 'a')] : 'ignore' },
-  );
-  await until(() => health(n).then((h) => h?.ok === true), 30_000, `node ${n.id} up`, 50);
+  const args = [
+    ...['--machines', MACHINES, '--nats', cluster.urls.join(','), '--node-id', n.id, '--shards', String(SHARDS)],
+    ...['--lease-ms', String(LEASE_MS), '--nats-prefix', PREFIX],
+  ];
+  const logs = LOG_DIR ? ['ignore' as const, openSync(join(LOG_DIR, `${n.id}.log`), 'a'), openSync(join(LOG_DIR, `${n.id}.err`), 'a')] : ('ignore' as const);
+  n.proc = (await serveProcess([...args, '--log-level', LOG_DIR ? 'info' : 'error'], { port: n.port, stdio: logs })).proc;
 }
 async function health(n: Node): Promise<{ ok: boolean; shards: number[]; rooms: number } | undefined> {
   return fetch(`http://127.0.0.1:${n.port}/healthz`, { signal: AbortSignal.timeout(1000) }).then(

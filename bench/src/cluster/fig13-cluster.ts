@@ -9,14 +9,13 @@
  *
  *   node -C @hercules/source --import tsx bench/src/cluster/fig13-cluster.ts [--seconds 15] [--rounds 2] [--rtt 67]
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, type OpHandle } from '@hercules/client';
 import { sqliteStorage } from '@hercules/client-sqlite';
 import { startNatsCluster } from '@hercules/cluster';
-import { freePort, tempDir, until } from '@hercules/test-utils';
+import { serveProcess, tempDir } from '@hercules/test-utils';
 import { spreadsheet } from '../../../apps/machines.ts';
 import { startDelayProxyProcess } from '../paper/delay-proxy.ts';
 
@@ -26,25 +25,10 @@ const { values } = parseArgs({
 const SECONDS = Number(values.seconds),
   ROUNDS = Number(values.rounds),
   RTT = Number(values.rtt);
-const BIN = fileURLToPath(new URL('../../../packages/server/bin/hercules.js', import.meta.url));
 const MACHINES = fileURLToPath(new URL('../../../apps/machines.ts', import.meta.url));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function serve(args: string[]): Promise<{ port: number; proc: ChildProcess }> {
-  const port = await freePort();
-  const proc = spawn(process.execPath, [BIN, 'serve', '--machines', MACHINES, '--port', String(port), '--log-level', 'error', ...args], { stdio: 'ignore' });
-  await until(
-    () =>
-      fetch(`http://127.0.0.1:${port}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      ),
-    30_000,
-    'server up',
-    50,
-  );
-  return { port, proc };
-}
+const serve = (args: string[]) => serveProcess(['--machines', MACHINES, '--log-level', 'error', ...args], { stdio: 'ignore' });
 
 const data = tempDir('fig13-cluster');
 const nats = await startNatsCluster({ nodes: 3 });

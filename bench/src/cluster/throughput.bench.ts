@@ -17,12 +17,12 @@
  *
  *   node -C @hercules/source --import tsx bench/src/cluster/throughput.bench.ts [--nodes 1,2,3] [--rooms 1,1000] [--rounds 1] [--windows 5] [--window-ms 2000] [--in-flight 2000]
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { shardOf, startNatsCluster } from '@hercules/cluster';
-import { freePort, tempDir, until } from '@hercules/test-utils';
+import { serveProcess, tempDir } from '@hercules/test-utils';
 import { cpuSeconds, parseProm, sleep, spawnChild, type Child } from '../runtime/common.ts';
 
 const { values } = parseArgs({
@@ -44,7 +44,6 @@ const NODES = values.nodes.split(',').map(Number),
   IN_FLIGHT = Number(values['in-flight']),
   ROUNDS = Number(values.rounds);
 const SHARDS = 12;
-const BIN = fileURLToPath(new URL('../../../packages/server/bin/hercules.js', import.meta.url));
 const MACHINES = fileURLToPath(new URL('../../../apps/machines.ts', import.meta.url));
 
 interface Node {
@@ -55,42 +54,17 @@ interface Node {
 
 /** A cluster node over `nats`, or with `dataDir` the embedded server (SQLite), for the baseline. */
 async function startNode(id: string, where: { nats: string[]; prefix: string } | { dataDir: string }): Promise<Node> {
-  const port = await freePort();
   const mode =
     'nats' in where
       ? ['--nats', where.nats.join(','), '--node-id', id, '--shards', String(SHARDS), '--nats-prefix', where.prefix]
       : ['--data-dir', where.dataDir];
-  const proc = spawn(
-    process.execPath,
-    [
-      BIN,
-      'serve',
-      '--machines',
-      MACHINES,
-      '--port',
-      String(port),
-      ...mode,
-      // Raised, as in the embedded runtime benchmark (R3): with the defaults (1,000 ops/s a
-      // connection) one room's two clients measure the limit, 2,000 ops/s.
-      '--ops-per-second',
-      '10000000',
-      '--bytes-per-second',
-      '10000000000',
-      '--log-level',
-      'error',
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NODE_ENV: 'production' } },
-  );
-  await until(
-    () =>
-      fetch(`http://127.0.0.1:${port}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      ),
-    30_000,
-    `node ${id} up`,
-    50,
-  );
+  // The rate limits raised, as in the embedded runtime benchmark (R3): with the defaults (1,000
+  // ops/s a connection) one room's two clients measure the limit, 2,000 ops/s.
+  const limits = ['--ops-per-second', '10000000', '--bytes-per-second', '10000000000'];
+  const { port, proc } = await serveProcess(['--machines', MACHINES, ...mode, ...limits, '--log-level', 'error'], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, NODE_ENV: 'production' },
+  });
   return { id, port, proc };
 }
 

@@ -6,14 +6,13 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@hercules/client';
-import { freePort, until } from '@hercules/test-utils';
+import { HERCULES_BIN as BIN, serveProcess, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 import { startNatsCluster, type NatsCluster } from '../src/nats-dev.ts';
 
-const BIN = fileURLToPath(new URL('../../server/bin/hercules.js', import.meta.url));
 const MACHINES = fileURLToPath(new URL('../../../apps/machines.ts', import.meta.url));
 
 let cluster: NatsCluster;
@@ -24,55 +23,12 @@ after(async () => {
   await cluster?.close();
 });
 
-interface NodeProc {
-  id: string;
-  url: string;
-  proc: ChildProcess;
-  exited: Promise<unknown>;
-}
-
-async function startNode(id: string, prefix: string): Promise<NodeProc> {
-  const port = await freePort();
-  const proc = spawn(
-    process.execPath,
-    [
-      BIN,
-      'serve',
-      '--machines',
-      MACHINES,
-      '--port',
-      String(port),
-      '--nats',
-      cluster.urls.join(','),
-      '--node-id',
-      id,
-      '--shards',
-      '4',
-      '--lease-ms',
-      '2000',
-      '--nats-prefix',
-      prefix,
-      '--log-level',
-      'warn',
-    ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  let err = '';
-  proc.stderr!.on('data', (d) => (err += d));
-  const exited = new Promise((r) => proc.once('exit', r));
-  await until(
-    async () => {
-      if (proc.exitCode !== null) throw new Error(`node ${id} exited: ${err}`);
-      return fetch(`http://127.0.0.1:${port}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      );
-    },
-    20_000,
-    `node ${id} to listen`,
-  );
-  return { id, url: `ws://127.0.0.1:${port}`, proc, exited };
-}
+/** A node process (the CLI, `serve --nats`) on the private NATS cluster. */
+const startNode = (id: string, prefix: string) =>
+  serveProcess([
+    ...['--machines', MACHINES, '--nats', cluster.urls.join(','), '--node-id', id],
+    ...['--shards', '4', '--lease-ms', '2000', '--nats-prefix', prefix, '--log-level', 'warn'],
+  ]);
 
 const texts = (room: { getState(v: 'authoritative'): unknown }) =>
   (room.getState('authoritative') as { messages: { text: string }[] }).messages.map((m) => m.text);

@@ -2,12 +2,15 @@
  * The helpers every test, the soak and the benchmarks share. A workspace package rather than a
  * file reached by relative path, so each importer names it the same way from anywhere in the
  * repository (bench/ included, which is outside the workspaces but resolves from the root
- * node_modules), and nothing needs building first. Node built-ins only.
+ * node_modules), and nothing needs building first. Node built-ins only (`serveProcess` runs the
+ * built CLI).
  */
+import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 /** A fresh directory under the OS temp dir, and a function that removes it. */
 export function tempDir(tag: string): { dir: string; cleanup: () => void } {
@@ -40,6 +43,49 @@ export async function freePort(): Promise<number> {
   const port = (s.address() as { port: number }).port;
   await new Promise((r) => s.close(r));
   return port;
+}
+
+/** This repository's `hercules` CLI (what an app's `npx hercules` runs; it needs `npm run build`). */
+export const HERCULES_BIN = fileURLToPath(new URL('../../server/bin/hercules.js', import.meta.url));
+
+export interface ServeProcess {
+  port: number;
+  /** ws://127.0.0.1:port */
+  url: string;
+  proc: ChildProcess;
+  exited: Promise<unknown>;
+}
+
+/**
+ * `hercules serve --port <port> ...args` as a child process (a free port unless given), once its
+ * /healthz answers 200. Fails naming what it wrote to stderr if it exits first. With the default
+ * stdio its stdout is dropped and its stderr kept for that message.
+ */
+export async function serveProcess(
+  args: string[],
+  opts: { port?: number; stdio?: StdioOptions; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<ServeProcess> {
+  const port = opts.port ?? (await freePort());
+  const proc = spawn(process.execPath, [HERCULES_BIN, 'serve', '--port', String(port), ...args], {
+    stdio: opts.stdio ?? ['ignore', 'ignore', 'pipe'],
+    ...(opts.env ? { env: opts.env } : {}),
+  });
+  let stderr = '';
+  proc.stderr?.on('data', (d) => (stderr += d));
+  const exited = new Promise((r) => proc.once('exit', r));
+  await until(
+    async () => {
+      if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`hercules serve ${args.join(' ')} exited: ${stderr}`);
+      return fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) }).then(
+        (r) => r.ok,
+        () => false,
+      );
+    },
+    opts.timeoutMs ?? 30_000,
+    `hercules serve on ${port} to answer /healthz`,
+    50,
+  );
+  return { port, url: `ws://127.0.0.1:${port}`, proc, exited };
 }
 
 export { FakeClock } from './fake-clock.ts';
