@@ -395,20 +395,17 @@ export class ClusterServer implements ServerSide {
     sim.note(`${n.id} paused for ${ms} ms`);
     n.pausedUntil = Math.max(n.pausedUntil, sim.now + ms);
     n.pausedSince ??= sim.now;
-    for (const c of sim.clients) if (c.endpoint && this.endpointNode.get(c.endpoint)?.node === n) this.watchdog(c, n);
-    const until = n.pausedUntil;
-    sim.q.push(until, `${n.id} resumes`, () => {
+    for (const c of sim.clients) if (c.conn && c.endpoint && this.endpointNode.get(c.endpoint)?.node === n) this.watchdog(c, c.conn, n);
+    sim.q.push(n.pausedUntil, `${n.id} resumes`, () => {
       if (n.pausedUntil <= sim.now) n.pausedSince = undefined;
-      void until;
     });
   }
 
-  /** A client's watchdog: if its connection's node is still paused then, it drops the connection. */
-  private watchdog(c: SimClient, n: SimNode): void {
+  /** A client's watchdog on connection `conn`: if its node is still paused then, the client drops the connection. */
+  private watchdog(c: SimClient, conn: string, n: SimNode): void {
     const sim = this.sim;
-    const conn = c.conn;
     sim.q.push(sim.now + this.cfg.watchdogMs, `watchdog ${c.id}`, () => {
-      if (conn !== undefined && c.conn === conn && sim.now < n.pausedUntil) {
+      if (c.conn === conn && sim.now < n.pausedUntil) {
         sim.count('client-watchdog');
         sim.breakLink(c, true);
       }
@@ -455,7 +452,7 @@ export class ClusterServer implements ServerSide {
 
   // -------------------------------------------------------------- client connections
 
-  endpoint(c: SimClient): Endpoint | undefined {
+  endpoint(): Endpoint | undefined {
     const sim = this.sim;
     const n = sim.rng.pick(this.nodes);
     if (!n.running) {
@@ -465,12 +462,15 @@ export class ClusterServer implements ServerSide {
     const inc = n.incarnation;
     const ep: Endpoint = {
       alive: () => this.alive(n, inc),
-      open: (cl, conn) => this.run(n, inc, `${n.id} open`, () => this.edgeOpen(n, cl, conn)),
+      open: (cl, conn) => {
+        // A paused process does not answer the upgrade: the client gives up on it after its watchdog.
+        if (sim.now < n.pausedUntil) this.watchdog(cl, conn, n);
+        this.run(n, inc, `${n.id} open`, () => this.edgeOpen(n, cl, conn));
+      },
       receive: (conn, frame) => this.run(n, inc, `${n.id} frame`, () => this.edgeReceive(n, conn, frame)),
       close: (conn) => this.run(n, inc, `${n.id} close`, () => this.edgeClose(n, conn)),
     };
     this.endpointNode.set(ep, { node: n, inc });
-    if (sim.now < n.pausedUntil) queueMicrotask(() => this.watchdog(c, n)); // once c.conn is set
     return ep;
   }
 
@@ -699,10 +699,6 @@ export class ClusterServer implements ServerSide {
     }
     this.log.heal();
     this.leases.heal();
-  }
-
-  quiet(): boolean {
-    return true;
   }
 
   describe(): string {

@@ -314,8 +314,8 @@ export interface Endpoint {
 
 /** The server side of a simulation: one server process over one disk, or a cluster of nodes. */
 export interface ServerSide {
-  /** Where a new connection of `c` goes; undefined if nothing accepts it (refused: retry later). */
-  endpoint(c: SimClient): Endpoint | undefined;
+  /** Where a new client connection goes; undefined if nothing accepts it (refused: retry later). */
+  endpoint(): Endpoint | undefined;
   /** The room's host the checkers hold to the rules: serving, and the one whose writes count now. */
   host(): RoomHost | undefined;
   /** The servers' periodic work (ack timeouts, idle unloads). */
@@ -324,8 +324,6 @@ export interface ServerSide {
   fault(): void;
   /** The faults stop: let everything come back. */
   heal(): void;
-  /** Nothing of this side is still moving (besides the host being settled). */
-  quiet(): boolean;
   describe(): string;
   /** Cluster mode: each running node that believes it owns the room's shard, with its claim's epoch. */
   owners?(): { node: string; epoch: number }[];
@@ -535,10 +533,6 @@ class SingleServer implements ServerSide {
   }
 
   heal(): void {}
-
-  quiet(): boolean {
-    return true;
-  }
 
   describe(): string {
     return '';
@@ -793,7 +787,7 @@ export class Simulation implements SimState {
   private connect(c: SimClient): void {
     c.reconnectScheduled = false;
     if (!c.alive || c.conn) return;
-    const ep = this.side.endpoint(c);
+    const ep = this.side.endpoint();
     if (!ep) {
       this.scheduleReconnect(c);
       return;
@@ -1044,7 +1038,7 @@ export class Simulation implements SimState {
 
   /** Quiescent: nothing in flight, everyone connected, everything settled. */
   finished(): boolean {
-    if (!this.healing || !this.serverUp || !this.serverSettled || !this.side.quiet()) return false;
+    if (!this.healing || !this.serverUp || !this.serverSettled) return false;
     for (const c of this.clients) {
       if (!c.alive) return false; // its restart is queued
       const room = c.room!;
