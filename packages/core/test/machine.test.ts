@@ -1,6 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { isDeepStrictEqual } from 'node:util';
+import { create } from 'mutative';
 import { applyOp, applyOps, current, defineMachine, HerculesError, ViewEngine } from '../src/index.ts';
+import { freezeChanged, type Patch } from '../src/machine.ts';
 import { room } from './fixtures.ts';
 
 const inv = (name: string, args: unknown, seq = 1) => ({ client: 'c', seq, name, args, author: 'alice' });
@@ -237,4 +240,96 @@ test('current: an op that copies a part once and writes it back equals one that 
   assert.equal(batched.rows[0] === byCopy.initial.rows[0], false);
   assert.equal(applyOps(byCopy, byCopy.initial, ops.slice(0, 2), 1).rows[0], byCopy.initial.rows[0], 'an untouched row is shared, not copied');
   assert.equal(current(expected), expected, 'outside an op it returns its argument');
+});
+
+// spec: VIEW-FROZEN
+test('every object reachable from a snapshot is frozen, whatever an op writes (property)', async () => {
+  const fc = (await import('fast-check')).default;
+  // A small program of writes on a nested state, run once on a draft and once on a plain
+  // mutable copy: the results must be equal, and the snapshot frozen everywhere.
+  const key = fc.constantFrom('a', 'b', 'c', 'd');
+  const leaf = fc.oneof(fc.integer({ min: 0, max: 9 }), fc.constant(null), fc.constant('s'));
+  const value = fc.letrec((tie) => ({
+    v: fc.oneof({ depthSize: 'small' }, leaf, fc.array(tie('v'), { maxLength: 3 }), fc.dictionary(key, tie('v'), { maxKeys: 3 })),
+  })).v;
+  const step = fc.oneof(
+    fc.record({ k: fc.constant('set' as const), path: fc.array(key, { minLength: 1, maxLength: 3 }), value }),
+    fc.record({ k: fc.constant('delete' as const), path: fc.array(key, { minLength: 1, maxLength: 3 }) }),
+    fc.record({ k: fc.constant('push' as const), path: fc.array(key, { maxLength: 2 }), value }),
+    fc.record({ k: fc.constant('splice' as const), path: fc.array(key, { maxLength: 2 }), at: fc.nat(3) }),
+    fc.record({ k: fc.constant('alias' as const), from: fc.array(key, { minLength: 1, maxLength: 2 }), to: key }),
+    fc.record({ k: fc.constant('reverse' as const), path: fc.array(key, { maxLength: 2 }) }),
+  );
+  type Step = { k: string; path?: string[]; value?: unknown; at?: number; from?: string[]; to?: string };
+  const walk = (s: any, path: string[]) => {
+    let o = s;
+    for (const p of path) {
+      if (o === null || typeof o !== 'object') return undefined;
+      o = o[p];
+    }
+    return o !== null && typeof o === 'object' ? o : undefined;
+  };
+  const run = (s: any, steps: Step[]) => {
+    for (const st of steps) {
+      if (st.k === 'alias') {
+        const v = walk(s, st.from!);
+        if (v !== undefined && !Array.isArray(s)) s[st.to!] = v;
+        continue;
+      }
+      const path = st.path!;
+      const parent = st.k === 'set' || st.k === 'delete' ? walk(s, path.slice(0, -1)) : walk(s, path);
+      if (parent === undefined) continue;
+      const last = path[path.length - 1];
+      if (st.k === 'set' && !Array.isArray(parent)) parent[last] = structuredClone(st.value);
+      else if (st.k === 'delete' && !Array.isArray(parent)) delete parent[last];
+      else if (st.k === 'push' && Array.isArray(parent)) parent.push(structuredClone(st.value));
+      else if (st.k === 'splice' && Array.isArray(parent)) parent.splice(st.at!, 1);
+      else if (st.k === 'reverse' && Array.isArray(parent)) parent.reverse();
+    }
+  };
+  // The first unfrozen object, ignoring (with `prev`) one equal to the object at the same path
+  // of the previous snapshot: the one exception production builds allow (VIEW-FROZEN).
+  const unfrozen = (v: unknown, path = '$', prev?: unknown): string | undefined => {
+    if (v === null || typeof v !== 'object') return undefined;
+    if (!Object.isFrozen(v) && !(prev !== undefined && isDeepStrictEqual(v, prev))) return path;
+    for (const [k, c] of Object.entries(v)) {
+      const bad = unfrozen(c, `${path}.${k}`, prev !== null && typeof prev === 'object' ? (prev as Record<string, unknown>)[k] : undefined);
+      if (bad) return bad;
+    }
+    return undefined;
+  };
+  fc.assert(
+    fc.property(fc.dictionary(key, value, { maxKeys: 4 }), fc.array(fc.array(step, { maxLength: 5 }), { minLength: 1, maxLength: 3 }), (initial, programs) => {
+      const m = defineMachine({ name: 'prop', version: 1, initial, ops: { go: (s: any, a: { steps: Step[] }) => run(s, a.steps) } });
+      let snap = m.initial as unknown;
+      // Snapshots have value semantics: an object aliased in two places by one op is two
+      // values to the next op, so the reference breaks aliases between programs.
+      let plain = structuredClone(initial);
+      programs.forEach((steps, i) => {
+        const before = snap as object;
+        snap = applyOp(m, snap, inv('go', { steps }, i + 1), i + 1).state;
+        plain = JSON.parse(JSON.stringify(plain));
+        run(plain, steps);
+        assert.deepEqual(snap, plain);
+        assert.equal(unfrozen(snap), undefined, `unfrozen at ${unfrozen(snap)}`);
+        // Production: only what the patches name is frozen.
+        const [prod, patches] = create(before, (d: any) => run(d, steps), { enablePatches: true }) as unknown as [unknown, Patch[]];
+        if (prod !== before) freezeChanged(prod, patches, false);
+        assert.deepEqual(prod, plain);
+        assert.equal(unfrozen(prod, '$', before), undefined, `production: unfrozen at ${unfrozen(prod, '$', before)}`);
+      });
+      // The same programs as one batch.
+      const batched = applyOps(
+        m,
+        m.initial,
+        programs.map((steps, i) => inv('go', { steps }, i + 1)),
+        1,
+      );
+      const oneDraft = structuredClone(initial);
+      for (const steps of programs) run(oneDraft, steps);
+      assert.deepEqual(batched, oneDraft);
+      assert.equal(unfrozen(batched), undefined, `unfrozen at ${unfrozen(batched)}`);
+    }),
+    { numRuns: 400, seed: 14 },
+  );
 });
