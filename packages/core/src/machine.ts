@@ -267,32 +267,45 @@ export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, posi
 /**
  * Apply a run of ops starting at `firstPosition`, skipping those already known rejected.
  * Runs them in one draft, so a path touched by many ops is copied once. If an op throws, the
- * ops before it are redone in one draft, the thrower is skipped (it has no effect), and the
- * rest continue in one draft: a pending op that throws costs one extra pass, not a per-op
- * fallback on every rebase.
+ * ops before it are redone in one draft, the thrower is skipped (it has no effect, and
+ * `onThrow` hears of it), and the rest continue in one draft: a pending op that throws costs one
+ * extra pass, not a per-op fallback on every rebase.
  */
-export function applyOps<S>(machine: Machine<S>, state: S, ops: readonly (OpInvocation & { readonly error?: string })[], firstPosition: number): S {
+export function applyOps<S>(
+  machine: Machine<S>,
+  state: S,
+  ops: readonly (OpInvocation & { readonly error?: string })[],
+  firstPosition: number,
+  onThrow?: (index: number, error: string) => void,
+): S {
   if (ops.length === 0) return state;
   if (ops.length === 1) {
     const op = ops[0];
-    return op.error !== undefined ? state : applyOp(machine, state, op, firstPosition).state;
+    if (op.error !== undefined) return state;
+    const res = applyOp(machine, state, op, firstPosition);
+    if (res.error !== undefined) onThrow?.(0, res.error);
+    return res.state;
   }
   let s = state;
   let from = 0;
   while (from < ops.length) {
     let failedAt = -1;
+    let failure = '';
     const start = from;
     try {
       return produce(s, (draft) => {
         for (let i = start; i < ops.length; i++) {
-          if (runOne(machine, draft, ops[i], firstPosition + i) === false) {
+          const error = runOne(machine, draft, ops[i], firstPosition + i);
+          if (error !== undefined) {
             failedAt = i;
+            failure = error;
             throw FALLBACK;
           }
         }
       });
     } catch (e) {
       if (failedAt < 0) throw e; // not an op's doing (e.g. Mutative itself): let it surface
+      onThrow?.(failedAt, failure);
       if (failedAt > start) {
         const end = failedAt;
         // Deterministic ops: the prefix succeeds again exactly as before.
@@ -306,16 +319,16 @@ export function applyOps<S>(machine: Machine<S>, state: S, ops: readonly (OpInvo
   return s;
 }
 
-/** Run one op on a draft; false if it threw or is unknown (the caller discards the draft). */
-function runOne<S>(machine: Machine<S>, draft: S, op: OpInvocation & { readonly error?: string }, position: number): boolean {
-  if (op.error !== undefined) return true;
+/** Run one op on a draft: its error if it threw or is unknown (the caller discards the draft). */
+function runOne<S>(machine: Machine<S>, draft: S, op: OpInvocation & { readonly error?: string }, position: number): string | undefined {
+  if (op.error !== undefined) return undefined;
   const fn = machine.ops[op.name];
-  if (typeof fn !== 'function' || !Object.hasOwn(machine.ops, op.name)) return false;
+  if (typeof fn !== 'function' || !Object.hasOwn(machine.ops, op.name)) return `unknown op "${op.name}" for machine ${machine.name}@${machine.version}`;
   try {
     fn(draft, op.args, { author: op.author, client: op.client, seq: op.seq, position });
-    return true;
-  } catch {
-    return false;
+    return undefined;
+  } catch (e) {
+    return errorMessage(e);
   }
 }
 

@@ -161,6 +161,14 @@ export class ViewEngine<S = unknown> {
    * at the stable frontier, so what this keeps alive is bounded by the unstable window.
    */
   private afterOf = new WeakMap<AuthItem, S>();
+  /**
+   * Others' entries at the end of the Authoritative log that are not yet applied: authState is
+   * the state before them. A step applies them in one draft (materialize), so a busy room's
+   * entries copy a large map once per step, not once each.
+   */
+  private unapplied: AuthItem[] = [];
+  /** A Notify-Visible or Notify-Stable came in this step; its lists move at the step's end. */
+  private progressDue = false;
   private durableList: OwnOp[] = [];
   private submittedList: OwnOp[] = [];
 
@@ -477,6 +485,7 @@ export class ViewEngine<S = unknown> {
     if (this.connState === 'resync') return;
     switch (msg.t) {
       case 'welcome':
+        this.materialize();
         return this.onWelcome(msg);
       case 'log': {
         if (this.connState !== 'ready') {
@@ -493,10 +502,15 @@ export class ViewEngine<S = unknown> {
         }
         return;
       }
+      // Both only move entries between lists, which the step's end does once for all of them.
       case 'visible':
-        return this.onVisible(msg.seq);
+        if (msg.seq > this.visibleSeq) this.visibleSeq = msg.seq;
+        this.progressDue = true;
+        return;
       case 'stable':
-        return this.onStable(msg.pos);
+        if (msg.pos > this.serverStable) this.serverStable = msg.pos;
+        this.progressDue = true;
+        return;
       case 'members':
         this.memberList = msg.members;
         this.out.membersChanged = true;
@@ -612,6 +626,8 @@ export class ViewEngine<S = unknown> {
 
   private onEntry(w: WireEntry): void {
     const pos = this.authLen + 1;
+    if (w.k === 'op' && w.e.client !== this.clientId && w.e.pos === pos) return this.onOthersEntry(w.e);
+    this.materialize();
     let entry: AuthItem;
     if (w.k === 'own') {
       const own = this.durableList[0];
@@ -710,7 +726,47 @@ export class ViewEngine<S = unknown> {
     }
   }
 
+  /**
+   * Another client's entry: it joins the lists now and its state is computed at the step's end
+   * (materialize), with the others' entries around it. Nothing of ours moves.
+   */
+  private onOthersEntry(e: LogEntry): void {
+    this.unapplied.push(e);
+    this.authLen = e.pos;
+    this.ackDue = true;
+    this.needRebase = true;
+    if (this.authList.length === 0) {
+      this.settled.push(e);
+      this.visibleLen = e.pos;
+    } else {
+      this.authList.push(e);
+    }
+  }
+
+  /** Apply the unapplied entries to the Authoritative state, in one draft (see `unapplied`). */
+  private materialize(): void {
+    const run = this.unapplied;
+    if (run.length === 0) return;
+    this.unapplied = [];
+    const state = applyOps(this.machine, this.authState, run, run[0].pos, (i, error) => {
+      // The server applied it without error; this replica did not. Ops must be deterministic.
+      const e = run[i];
+      this.stats.divergences++;
+      this.out.warnings.push(`op ${e.client}:${e.seq} (${e.name}) threw here but not on the server: ${error}. Ops must be deterministic.`);
+    });
+    if (state !== this.authState) this.out.changed.add('authoritative');
+    this.authState = state;
+    this.afterOf.set(run[run.length - 1], state);
+    // Others' entries never block Visible: they all went to `settled` if authList was empty then,
+    // and nothing of ours was ordered since (an own entry materializes first).
+    if (this.authList.length === 0 && this.visibleState !== state) {
+      this.visibleState = state;
+      this.out.changed.add('visible');
+    }
+  }
+
   private onVisible(seq: number): void {
+    this.materialize();
     if (seq > this.visibleSeq) this.visibleSeq = seq;
     let n = 0;
     while (n < this.authList.length) {
@@ -733,6 +789,7 @@ export class ViewEngine<S = unknown> {
   }
 
   private onStable(pos: number): void {
+    this.materialize();
     if (pos > this.serverStable) this.serverStable = pos;
     // Stable is a prefix of Visible on this client: clamp to what we have made visible.
     const target = Math.min(this.serverStable, this.visibleLen);
@@ -751,6 +808,12 @@ export class ViewEngine<S = unknown> {
 
   /** After a batch of messages: one rebase of Durable and Submitted on Authoritative (§4.4/4.5). */
   private finishStep(): void {
+    this.materialize();
+    if (this.progressDue) {
+      this.progressDue = false;
+      this.onVisible(this.visibleSeq); // ends with onStable
+      this.onStable(this.serverStable); // in case Visible did not move
+    }
     if (!this.needRebase) return;
     this.needRebase = false;
     const t0 = this.cpuNow();
