@@ -214,11 +214,17 @@ export function freezeChanged(root: unknown, patches: readonly Patch[], all: boo
     deepFreeze(root);
     return;
   }
+  // Each container on the paths is frozen once: Object.freeze and Object.isFrozen on a large
+  // (dictionary-mode) object visit every key, and a step's patches share their first containers.
+  const frozen = new Set<object>();
   for (const { path } of patches) {
     let o = root;
     for (let i = 0; i < path.length; i++) {
       if (o === null || typeof o !== 'object') break;
-      if (!Object.isFrozen(o)) Object.freeze(o);
+      if (!frozen.has(o)) {
+        Object.freeze(o);
+        frozen.add(o);
+      }
       o = (o as Record<string | number, unknown>)[path[i]];
     }
     deepFreeze(o);

@@ -442,6 +442,7 @@ export class RoomEngine<S = unknown> {
     const client = s.client!;
     const rec = this.clients.get(client)!;
     const appended: LogEntry[] = [];
+    const deferApply = this.authorize === undefined && ops.length > 1;
     for (const op of ops) {
       if (op.seq <= rec.highWater) {
         // A retransmission of an op already ordered is dropped (exactly once). An op under an
@@ -477,10 +478,14 @@ export class RoomEngine<S = unknown> {
       const scan = scanOp(rec.digest ?? 0, op.name, op.args);
       const refusal = 'problem' in scan ? scan.problem : this.refusal(s, op, pos);
       if (rec.digest !== undefined) rec.digest = 'digest' in scan ? scan.digest : -op.seq; // refused: any value no client holds
+      // Without an authorize hook no verdict reads the state: the frame's ops are applied after
+      // this loop, in one draft (a large map is copied once per frame, not once per op).
       const res =
-        refusal === undefined
-          ? applyOp(this.machine, this.headState, { client, seq: op.seq, name: op.name, args: op.args, author: s.author! }, pos)
-          : { state: this.headState, error: refusal };
+        refusal !== undefined
+          ? { state: this.headState, error: refusal }
+          : deferApply
+            ? { state: this.headState, error: undefined }
+            : applyOp(this.machine, this.headState, { client, seq: op.seq, name: op.name, args: op.args, author: s.author! }, pos);
       // A refused op keeps its place in the client's sequence (exactly-once needs no gaps) but
       // enters the log as a no-op without its arguments: they were never accepted.
       const entry: LogEntry =
@@ -503,6 +508,7 @@ export class RoomEngine<S = unknown> {
       this.stats.sequenced++;
     }
     if (appended.length === 0) return;
+    if (deferApply) this.applyAppended(appended, rec);
     this.keepState(this.suffix[this.suffix.length - 1], this.headState);
     this.out.persist.appended.push(...appended);
     // Fan out: the submitter gets Notify-Auth (compact), everyone else Remote-Operation.
@@ -512,6 +518,25 @@ export class RoomEngine<S = unknown> {
       const wire: WireEntry[] = appended.map((e) => (own ? ownEntry(e) : { k: 'op', e }));
       this.send(t.conn, { t: 'log', from: appended[0].pos, entries: wire });
     }
+  }
+
+  /**
+   * Apply a frame's appended entries (refused ones carry their error and are skipped) to the
+   * head state in one draft. An op that throws becomes a rejected entry in its place, as if it
+   * had been applied alone.
+   */
+  private applyAppended(appended: LogEntry[], rec: ClientRecord): void {
+    const first = appended[0].pos;
+    let threw = false;
+    this.headState = applyOps(this.machine, this.headState, appended, first, (i, error) => {
+      const e = { ...appended[i], error };
+      appended[i] = e;
+      this.suffix[e.pos - this.checkpointPos - 1].entry = e;
+      this.stats.rejected++;
+      (rec.rejected ??= []).push({ seq: e.seq, pos: e.pos, error });
+      threw = true;
+    });
+    if (threw) rec.rejected!.sort((a, b) => a.pos - b.pos);
   }
 
   /** Whether an op under an already ordered seq is the op the log holds there, if still held. */

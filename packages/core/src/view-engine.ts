@@ -162,9 +162,9 @@ export class ViewEngine<S = unknown> {
    */
   private afterOf = new WeakMap<AuthItem, S>();
   /**
-   * Others' entries at the end of the Authoritative log that are not yet applied: authState is
-   * the state before them. A step applies them in one draft (materialize), so a busy room's
-   * entries copy a large map once per step, not once each.
+   * Entries at the end of the Authoritative log that are not yet applied: authState is the state
+   * before them. A step applies them together (materialize), so a busy room's entries copy a
+   * large map once or twice per step, not once each.
    */
   private unapplied: AuthItem[] = [];
   /** A Notify-Visible or Notify-Stable came in this step; its lists move at the step's end. */
@@ -626,8 +626,6 @@ export class ViewEngine<S = unknown> {
 
   private onEntry(w: WireEntry): void {
     const pos = this.authLen + 1;
-    if (w.k === 'op' && w.e.client !== this.clientId && w.e.pos === pos) return this.onOthersEntry(w.e);
-    this.materialize();
     let entry: AuthItem;
     if (w.k === 'own') {
       const own = this.durableList[0];
@@ -674,31 +672,13 @@ export class ViewEngine<S = unknown> {
     // Our only pending op became authoritative, accepted: Authoritative + [op] is exactly the
     // Durable log, so the Durable snapshot is the new Authoritative one (ops are deterministic).
     // Adopting it saves re-running the op and makes the two views one object again.
-    const adopt =
-      entry.own !== undefined && entry.error === undefined && !this.needRebase && this.durableList.length === 1 && this.durableList[0] === entry.own;
-    const res = adopt
-      ? { state: this.durableState, error: undefined }
-      : entry.error !== undefined
-        ? { state: this.authState, error: entry.error }
-        : applyOp(this.machine, this.authState, entry, pos);
-    if (entry.error === undefined && res.error !== undefined) {
-      // The server applied it without error; this replica did not. Ops must be deterministic.
-      this.stats.divergences++;
-      this.out.warnings.push(`op ${entry.client}:${entry.seq} (${entry.name}) threw here but not on the server: ${res.error}. Ops must be deterministic.`);
-    }
-    if (res.state !== this.authState) this.out.changed.add('authoritative');
-    this.authState = res.state;
+    this.unapplied.push(entry); // applied at the step's end, with the entries around it
     this.authLen = pos;
-    this.afterOf.set(entry, res.state);
     this.ackDue = true;
     const blocksVisible = entry.client === this.clientId && entry.seq > this.visibleSeq;
     if (this.authList.length === 0 && !blocksVisible) {
       this.settled.push(entry);
       this.visibleLen = pos;
-      if (this.visibleState !== this.authState) {
-        this.visibleState = this.authState;
-        this.out.changed.add('visible');
-      }
     } else {
       this.authList.push(entry);
     }
@@ -727,42 +707,41 @@ export class ViewEngine<S = unknown> {
   }
 
   /**
-   * Another client's entry: it joins the lists now and its state is computed at the step's end
-   * (materialize), with the others' entries around it. Nothing of ours moves.
+   * Apply the unapplied entries to the Authoritative state: those already settled (a prefix of
+   * them, ending at visibleLen) in one draft, whose result is the Visible state, then the rest in
+   * another (see `unapplied`).
    */
-  private onOthersEntry(e: LogEntry): void {
-    this.unapplied.push(e);
-    this.authLen = e.pos;
-    this.ackDue = true;
-    this.needRebase = true;
-    if (this.authList.length === 0) {
-      this.settled.push(e);
-      this.visibleLen = e.pos;
-    } else {
-      this.authList.push(e);
-    }
-  }
-
-  /** Apply the unapplied entries to the Authoritative state, in one draft (see `unapplied`). */
   private materialize(): void {
     const run = this.unapplied;
     if (run.length === 0) return;
     this.unapplied = [];
-    const state = applyOps(this.machine, this.authState, run, run[0].pos, (i, error) => {
+    const diverged = (from: number) => (i: number, error: string) => {
       // The server applied it without error; this replica did not. Ops must be deterministic.
-      const e = run[i];
+      const e = run[from + i];
       this.stats.divergences++;
       this.out.warnings.push(`op ${e.client}:${e.seq} (${e.name}) threw here but not on the server: ${error}. Ops must be deterministic.`);
-    });
+    };
+    // Our ops became authoritative, accepted, and no other entry came between: Authoritative is
+    // now exactly the Durable log, so its snapshot is the Durable one (ops are deterministic).
+    // Adopting it saves re-running the ops and makes the two views one object again.
+    const adopt = !this.needRebase && this.durableList.length === 0 && run.every((e) => e.own !== undefined && e.error === undefined);
+    let k = 0;
+    while (k < run.length && run[k].pos <= this.visibleLen) k++;
+    let state = this.authState;
+    if (k > 0) {
+      state = k === run.length && adopt ? this.durableState : applyOps(this.machine, state, k === run.length ? run : run.slice(0, k), run[0].pos, diverged(0));
+      this.afterOf.set(run[k - 1], state);
+      if (this.visibleState !== state) {
+        this.visibleState = state;
+        this.out.changed.add('visible');
+      }
+    }
+    if (k < run.length) {
+      state = adopt ? this.durableState : applyOps(this.machine, state, k === 0 ? run : run.slice(k), run[k].pos, diverged(k));
+      this.afterOf.set(run[run.length - 1], state);
+    }
     if (state !== this.authState) this.out.changed.add('authoritative');
     this.authState = state;
-    this.afterOf.set(run[run.length - 1], state);
-    // Others' entries never block Visible: they all went to `settled` if authList was empty then,
-    // and nothing of ours was ordered since (an own entry materializes first).
-    if (this.authList.length === 0 && this.visibleState !== state) {
-      this.visibleState = state;
-      this.out.changed.add('visible');
-    }
   }
 
   private onVisible(seq: number): void {

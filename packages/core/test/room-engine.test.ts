@@ -349,6 +349,54 @@ test('an op that throws at its place is rejected, not refused: its args stay in 
   assert.deepEqual(r.clientRecord('a')!.rejected, [{ seq: 2, pos: 2, error: 'item x exists' }]);
 });
 
+// spec: OP-VERDICT
+test('a frame of ops applied in one draft gives the verdicts, log and state of ops applied one by one', () => {
+  // With no authorize hook the room applies a frame's ops together; with one, op by op (the
+  // hook reads the state before each op). Throwers, refusals and duplicates mixed in one frame.
+  const frame = [
+    { seq: 1, name: 'add', args: { id: 'x', x: 0, y: 0 } },
+    { seq: 2, name: 'add', args: { id: 'x', x: 1, y: 1 } }, // throws: x exists
+    { seq: 3, name: 'fly', args: {} }, // refused: unknown op
+    { seq: 1, name: 'add', args: { id: 'x', x: 0, y: 0 } }, // a duplicate, ignored
+    { seq: 4, name: 'move', args: { id: 'x', x: 5, y: 5 } },
+    { seq: 5, name: 'move', args: { id: 'nope', x: 1, y: 1 } }, // throws: no item
+    { seq: 6, name: 'note', args: { text: 'hi' } },
+  ];
+  const run = (authorize?: () => true) => {
+    const r = new RoomEngine(room, authorize ? { authorize } : {});
+    join(r, 'k1', 'a');
+    join(r, 'k2', 'b');
+    const o = r.message('k1', { t: 'ops', ops: frame }, 1);
+    return { r, o };
+  };
+  const together = run();
+  const oneByOne = run(() => true);
+  assert.deepEqual(together.o.persist.appended, oneByOne.o.persist.appended);
+  assert.deepEqual(
+    together.o.persist.appended.map((e) => [e.seq, e.error ?? 'ok']),
+    [
+      [1, 'ok'],
+      [2, 'item x exists'],
+      [3, together.o.persist.appended[2].error],
+      [4, 'ok'],
+      [5, 'no item nope'],
+      [6, 'ok'],
+    ],
+  );
+  assert.match(together.o.persist.appended[2].error!, /unknown op "fly"/);
+  assert.deepEqual(together.r.headSnapshot(), oneByOne.r.headSnapshot());
+  assert.deepEqual(together.r.headSnapshot().items, { x: { x: 5, y: 5 } });
+  assert.deepEqual(together.r.clientRecord('a'), oneByOne.r.clientRecord('a'));
+  assert.deepEqual(
+    together.r.clientRecord('a')!.rejected!.map((x) => x.seq),
+    [2, 3, 5],
+  );
+  assert.deepEqual(to(together.o, 'k2'), to(oneByOne.o, 'k2'));
+  assert.deepEqual(to(together.o, 'k1'), to(oneByOne.o, 'k1'));
+  assert.equal(together.r.stats.rejected, oneByOne.r.stats.rejected);
+  assert.equal(together.r.stats.duplicates, 1);
+});
+
 test('a room stored before protocol 2 (refusals marked by a "refused: " prefix) reads as refused entries and verdicts', () => {
   // What a version-1 server wrote: a read-only client's refused op, an op that threw, and the
   // refused op's verdict, not yet acked, in its client record.
