@@ -19,7 +19,7 @@ import { startDelayProxyProcess } from './delay-proxy.ts';
 import { writePaperSection } from './report.ts';
 import { peersChart } from './charts.ts';
 import type { PeerClient, PeerSystem } from '../peers/types.ts';
-import { hercules } from '../peers/hercules.ts';
+import { hercules, herculesMap } from '../peers/hercules.ts';
 
 const { values } = parseArgs({
   options: {
@@ -35,7 +35,7 @@ const EDITS = Number(values.edits),
 
 /** Systems whose adapters load (a peer whose packages are missing is reported, not fatal). */
 async function systems(): Promise<PeerSystem[]> {
-  const out: PeerSystem[] = [hercules];
+  const out: PeerSystem[] = [hercules, herculesMap];
   for (const [id, mod] of [
     ['yjs', '../peers/yjs.ts'],
     ['automerge', '../peers/automerge.ts'],

@@ -1,0 +1,16 @@
+/**
+ * The state an app writes first: one map, a key per thing. The peers' "one map" workload (issue
+ * 14): each writer sets its own keys of one shared map, as in a Y.Map, without splitting it.
+ */
+import { defineMachine } from '@hercules/core';
+
+export const kvMap = defineMachine({
+  name: 'kv-map',
+  version: 1,
+  initial: { cells: {} as Record<string, string> },
+  ops: {
+    set(s, a: { key: string; value: string }) {
+      s.cells[a.key] = a.value;
+    },
+  },
+});
