@@ -38,6 +38,7 @@ async function systems(): Promise<PeerSystem[]> {
   const out: PeerSystem[] = [hercules, herculesMap];
   for (const [id, mod] of [
     ['yjs', '../peers/yjs.ts'],
+    ['tldraw', '../peers/tldraw.ts'],
     ['automerge', '../peers/automerge.ts'],
     ['colyseus', '../peers/colyseus.ts'],
     ['fluid', '../peers/fluid.ts'],
