@@ -98,6 +98,13 @@ export function createMetrics() {
       buckets: [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10],
       registers: [registry],
     }),
+    opPath: new Histogram({
+      name: 'hercules_op_path_seconds',
+      help: 'Where an ops frame spends its time on the server, by stage: queued (arrived, waiting for its turn), decode, engine (order and apply), commit_wait (for its group commit to start), commit (the store write), send (encode and write to every member)',
+      labelNames: ['stage'] as const,
+      buckets: [0.00001, 0.00003, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 1],
+      registers: [registry],
+    }),
     stableDelay: new Histogram({
       name: 'hercules_stable_advance_seconds',
       help: 'Time between stable frontier advances per room',

@@ -10,7 +10,7 @@
  * and joins during a load wait for that load.
  */
 import { HerculesError, type Machine, type RoomOutput } from '@hercules/core';
-import { RoomHost, type RoomHostOptions } from './room-host.ts';
+import { RoomHost, type OutputPath, type RoomHostOptions } from './room-host.ts';
 import type { LoadedRoom } from './store/room-store.ts';
 
 export interface RoomRegistryEvents {
@@ -20,7 +20,7 @@ export interface RoomRegistryEvents {
   /** A room failed and was dropped from memory (RoomHost `failed`). */
   failed?(host: RoomHost, stage: string, error: unknown, why: string): void;
   warning?(host: RoomHost, message: string): void;
-  delivered?(host: RoomHost, out: RoomOutput, at: number, now: number): void;
+  delivered?(host: RoomHost, out: RoomOutput, at: number, now: number, path: OutputPath): void;
   committed?(host: RoomHost, ops: number, ms: number): void;
   checkpointed?(host: RoomHost, pos: number): void;
   /** Handing a room back to the store failed (on unload or close); the log is intact. */
@@ -110,7 +110,7 @@ export class RoomRegistry {
       commitWindowMs: this.opts.commitWindowMs,
       events: {
         warning: ev.warning && ((m) => ev.warning!(host, m)),
-        delivered: ev.delivered && ((out, at, now) => ev.delivered!(host, out, at, now)),
+        delivered: ev.delivered && ((out, at, now, path) => ev.delivered!(host, out, at, now, path)),
         committed: ev.committed && ((ops, ms) => ev.committed!(host, ops, ms)),
         checkpointed: ev.checkpointed && ((pos) => ev.checkpointed!(host, pos)),
         failed: (stage, error, why) => this.failed(host, stage, error, why),

@@ -26,7 +26,7 @@ import { systemClock, type Clock, type TimerHandle } from './clock.ts';
 import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
 import { RoomRegistry } from './room-registry.ts';
-import type { RoomHost, RoomMember } from './room-host.ts';
+import type { OutputPath, RoomHost, RoomMember } from './room-host.ts';
 import { FencedError, StorageError, type RoomStore } from './store/room-store.ts';
 
 /**
@@ -202,7 +202,7 @@ interface Session {
    * decoded and handled in part (`done` of its ops so far; `raw`, its size, is counted in the
    * server's decoding budget until it is done).
    */
-  inbox: ({ data: Uint8Array; isBinary: boolean } | { ops: unknown[]; done: number; raw: number })[];
+  inbox: ({ data: Uint8Array; isBinary: boolean; at: number } | { ops: unknown[]; done: number; raw: number })[];
   /** Bytes of the raw frames in `inbox` (each at least FRAME_OVERHEAD_BYTES). */
   queuedBytes: number;
   /** The connection is paused because input of it waits: its silence is ours. */
@@ -352,10 +352,16 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
   });
 
   /** Metrics of an output that went out. */
-  function observeDelivered(host: RoomHost, out: RoomOutput, at: number, now: number): void {
+  function observeDelivered(host: RoomHost, out: RoomOutput, at: number, now: number, path: OutputPath): void {
     const stats = roomStats.get(host.name);
     const appended = out.persist.appended;
     if (appended.length) {
+      metrics.opPath.observe({ stage: 'engine' }, path.engine / 1000);
+      if (path.commit !== undefined) {
+        metrics.opPath.observe({ stage: 'commit_wait' }, path.commitWait! / 1000);
+        metrics.opPath.observe({ stage: 'commit' }, path.commit / 1000);
+      }
+      metrics.opPath.observe({ stage: 'send' }, path.send / 1000);
       metrics.opsSequenced.inc(appended.length);
       let rejected = 0,
         refused = 0;
@@ -486,7 +492,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   // ------------------------------------------------------------ frames
 
-  function onFrame(c: Session, data: Uint8Array, isBinary: boolean, budgeted: boolean): void {
+  /** `queuedMs`: how long the frame waited for its turn since it arrived (for opPath). */
+  function onFrame(c: Session, data: Uint8Array, isBinary: boolean, budgeted: boolean, queuedMs: number): void {
     metrics.framesIn.inc();
     metrics.bytesIn.inc(data.length);
     if (!isBinary) {
@@ -495,6 +502,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       return;
     }
     let frame: unknown;
+    const decodeStart = clock.now();
     try {
       frame = c.codec.decode(data);
     } catch (e) {
@@ -504,6 +512,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     }
     if (!c.host) return join(c, frame);
     if (isOpsFrame(frame)) {
+      metrics.opPath.observe({ stage: 'queued' }, queuedMs / 1000);
+      metrics.opPath.observe({ stage: 'decode' }, (clock.now() - decodeStart) / 1000);
       // Charged in full now; handled in runs over the next turns (see turn()).
       c.tokens -= frame.ops.length;
       const raw = budgeted ? data.length : 0;
@@ -615,7 +625,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           c.inbox.shift();
           c.queuedBytes -= Math.max(next.data.length, FRAME_OVERHEAD_BYTES);
           c.byteTokens -= next.data.length;
-          onFrame(c, next.data, next.isBinary, next.data.length > SMALL_FRAME_BYTES);
+          onFrame(c, next.data, next.isBinary, next.data.length > SMALL_FRAME_BYTES, now - next.at);
         } else {
           const host = c.host!; // ops frames are queued only after hello
           const stats = roomStats.get(host.name);
@@ -751,7 +761,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
             );
             return;
           }
-          c.inbox.push({ data, isBinary });
+          c.inbox.push({ data, isBinary, at: clock.now() });
           c.queuedBytes += size;
           ready(c);
         }),

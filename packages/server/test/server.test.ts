@@ -170,11 +170,12 @@ test('incompatible clients are refused with a clear reason', async (t) => {
 test('/metrics and /healthz report what the server is doing', async (t) => {
   const { dir, cleanup } = tempDir('metrics');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
+  const a = await connect({ url: srv.url, room: 'm', machine: chat });
   t.after(async () => {
+    await a.close(); // also when an assertion failed: an open client would hold the server open
     await srv.close();
     cleanup();
   });
-  const a = await connect({ url: srv.url, room: 'm', machine: chat });
   await online(a);
   await Promise.all([a.ops.say({ text: 'x' }).visible, a.ops.say({ text: 'y' }).visible]);
   const http = srv.url.replace('ws', 'http');
@@ -185,13 +186,24 @@ test('/metrics and /healthz report what the server is doing', async (t) => {
   assert.match(text, /hercules_authoritative_delay_seconds_count [1-9]/);
   // Each op's visible delay is observed exactly once, however many Notify-Visible cover it.
   assert.match(text, /hercules_visible_delay_seconds_count 2\n/);
+  // The op path by stage: each stage seen for every ops frame, and the stages after the frame's
+  // turn add up to no more than its whole Authoritative delay on the server.
+  const metric = (name: string) => Number(new RegExp(`^${name.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1]);
+  const stages = ['queued', 'decode', 'engine', 'commit_wait', 'commit', 'send'];
+  const frames = metric('hercules_op_path_seconds_count{stage="decode"}');
+  assert.ok(frames >= 1, `ops frames seen: ${frames}`);
+  for (const st of stages) assert.equal(metric(`hercules_op_path_seconds_count{stage="${st}"}`), frames, `${st} observed once per ops frame`);
+  const after = ['engine', 'commit_wait', 'commit', 'send'].reduce((sum, st) => sum + metric(`hercules_op_path_seconds_sum{stage="${st}"}`), 0);
+  assert.ok(
+    after > 0 && after <= metric('hercules_authoritative_delay_seconds_sum') + 1e-9,
+    `stages ${after} within ${metric('hercules_authoritative_delay_seconds_sum')}`,
+  );
   // prom-client's process and Node.js metrics, prefixed once.
   assert.match(text, /^hercules_process_cpu_user_seconds_total /m);
   assert.match(text, /^hercules_nodejs_eventloop_lag_seconds /m);
   assert.doesNotMatch(text, /process_process_/);
   const health = (await (await fetch(`${http}/healthz`)).json()) as { ok: boolean; rooms: number };
   assert.deepEqual([health.ok, health.rooms], [true, 1]);
-  await a.close();
 });
 
 // spec: AUTH-STORED, SEC-CONTAINED
