@@ -793,6 +793,11 @@ export class ViewEngine<S = unknown> {
       this.onVisible(this.visibleSeq); // ends with onStable
       this.onStable(this.serverStable); // in case Visible did not move
     }
+    this.rebase();
+  }
+
+  /** Durable and Submitted again on the new Authoritative state, if a step changed what they rest on. */
+  private rebase(): void {
     if (!this.needRebase) return;
     this.needRebase = false;
     const t0 = this.cpuNow();

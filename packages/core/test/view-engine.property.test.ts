@@ -104,7 +104,7 @@ function expectCaught(name: string, patch: (orig: (...args: any[]) => any) => (.
 test('sensitivity: planted engine bugs are caught by the conversation property', () => {
   // No rebase after remote ops / rejections.
   expectCaught(
-    'finishStep',
+    'rebase',
     () =>
       function (this: { needRebase: boolean }) {
         this.needRebase = false;
@@ -143,7 +143,7 @@ test('sensitivity: planted engine bugs are caught by the conversation property',
   );
   // A rebase on every step: views whose logs did not change get new snapshot objects.
   expectCaught(
-    'finishStep',
+    'rebase',
     (orig) =>
       function (this: { needRebase: boolean }) {
         this.needRebase = true;
@@ -165,14 +165,14 @@ test('sensitivity: planted engine bugs are caught by the conversation property',
     'flushInbox',
     (orig) =>
       function (this: any) {
-        const f = this.finishStep;
-        this.finishStep = () => {
+        const f = this.rebase;
+        this.rebase = () => {
           this.needRebase = false;
         };
         try {
           orig.call(this);
         } finally {
-          this.finishStep = f;
+          this.rebase = f;
         }
       },
     /durable|submitted|view differs/,

@@ -47,12 +47,12 @@ const proto = (c: object) => (c as { prototype: Record<string, unknown> }).proto
 test('the checker catches a client that skips the rebase after a remote op', async () => {
   await expectCaught(() => {
     const p = proto(ViewEngine);
-    const orig = p.finishStep as () => void;
-    p.finishStep = function (this: { needRebase: boolean }) {
+    const orig = p.rebase as () => void;
+    p.rebase = function (this: { needRebase: boolean }) {
       this.needRebase = false;
     };
     return () => {
-      p.finishStep = orig;
+      p.rebase = orig;
     };
   }, ['VIEW-PREFIX', 'VIEW-SPECULATIVE']);
 });
