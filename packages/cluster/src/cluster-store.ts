@@ -469,8 +469,12 @@ export class ClusterStore implements RoomStore {
         const sent = this.now();
         try {
           s.leaseRev = await this.leases.update(this.leaseKey(s.k), JSON.stringify({ node: this.nodeId }), s.leaseRev);
+          // Sent after the lease had expired: another node may have held it in between (a lease
+          // table whose revisions went back lets the update through), so check the stream.
+          const lapsed = sent >= s.leaseSent + this.leases.ttlMs;
           s.leaseSent = sent;
           s.deadline = sent + this.leases.ttlMs - this.marginMs;
+          if (lapsed) await this.checkNobodyWrote(s);
           return;
         } catch (e) {
           if (s.state !== 'owned') throw e;
@@ -482,6 +486,8 @@ export class ClusterStore implements RoomStore {
               s.leaseRev = rev;
               s.leaseSent = sent;
               s.deadline = sent + this.leases.ttlMs - this.marginMs;
+              // Another node may have held it, claimed the shard and written since.
+              await this.checkNobodyWrote(s);
               return;
             }
             this.lose(s, `its lease was lost: ${(e as Error).message}`);
@@ -507,6 +513,28 @@ export class ClusterStore implements RoomStore {
     s.refreshing = p;
     p.catch(() => {});
     return p;
+  }
+
+  /**
+   * After a lease this node got back (taken again, or renewed after it lapsed): if the stream
+   * holds messages past what this node predicted, another node claimed the shard and wrote
+   * meanwhile, and this node's rooms are stale (they would serve joiners an old log, found by the
+   * cluster simulator): give the shard up, so its rooms reload under a new claim. A stream that
+   * cannot be read to check is given up too.
+   */
+  private async checkNobodyWrote(s: Shard): Promise<void> {
+    let last: number;
+    try {
+      last = await this.log.lastSeq(s.k);
+    } catch (e) {
+      this.lose(s, `its lease lapsed and the stream could not be read to check it: ${(e as Error).message}`);
+      throw e;
+    }
+    if (last > s.expect) {
+      const why = `its lease lapsed and another node wrote to the shard meanwhile (stream at ${last}, this node expected ${s.expect})`;
+      this.lose(s, why);
+      throw new StorageError(`shard ${s.k} was given up (${why}); reload the room`);
+    }
   }
 
   /** Publishes held while the lease's verdict was awaited go out, in order. */

@@ -157,3 +157,11 @@ test('claims made under too low an epoch (a node that read the claims short) bre
     assert.ok(r.ok, `seed ${s}: ${r.error}`);
   }
 });
+
+// spec: CLUSTER-ONE-SEQUENCER
+test('a node that gets its lease back after another node claimed and wrote gives the shard up (seed 1795: it served a joiner a stale log)', async () => {
+  // n2 claimed and appended while n1 was cut off; n1 then took the lapsed lease back and, with
+  // its rooms still in memory, welcomed a client with a log that ended before n2's entries.
+  const r = await runSeed(1795, {}, CLUSTER);
+  assert.ok(r.ok, r.error);
+});
