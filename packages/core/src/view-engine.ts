@@ -669,10 +669,7 @@ export class ViewEngine<S = unknown> {
       }
       entry = own ? { ...e, own } : e;
     }
-    // Our only pending op became authoritative, accepted: Authoritative + [op] is exactly the
-    // Durable log, so the Durable snapshot is the new Authoritative one (ops are deterministic).
-    // Adopting it saves re-running the op and makes the two views one object again.
-    this.unapplied.push(entry); // applied at the step's end, with the entries around it
+    this.unapplied.push(entry); // applied at the step's end, with the entries around it (materialize)
     this.authLen = pos;
     this.ackDue = true;
     const blocksVisible = entry.client === this.clientId && entry.seq > this.visibleSeq;
