@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { connect } from '@hercules/client';
+import type { Machine, OpHandle, StateOf } from '@hercules/core';
 import { spreadsheet } from '../../../apps/machines.ts';
 import { kvMap } from './kv-machine.ts';
 import { startServer } from '../runtime/common.ts';
@@ -20,46 +21,69 @@ const cell = (key: string) => {
   return { row: h % ROWS, col: (h >>> 8) % COLS };
 };
 
+/**
+ * One Hercules client behind the peer interface, for a machine: `set` submits the op that sets a
+ * key, `diff` reports (key, value) for what changed between two Authoritative snapshots. Our own
+ * values are not reported (they are not deliveries); `acked` is the op becoming Authoritative.
+ */
+async function peerClient<M extends Machine<any, any>>(
+  url: string,
+  doc: string,
+  clientName: string,
+  machine: M,
+  set: (room: { ops: any }, key: string, value: string) => OpHandle,
+  diff: (prev: StateOf<M>, next: StateOf<M>, report: (key: string, value: string) => void) => void,
+): Promise<PeerClient> {
+  const room = await connect({ url, room: doc, machine, clientId: `${clientName}-${Date.now().toString(36)}` });
+  while (room.status() !== 'online') await new Promise((r) => setTimeout(r, 5));
+  const own = new Map<string, Promise<void>>();
+  const listeners: ((key: string, value: string) => void)[] = [];
+  const report = (key: string, value: string) => {
+    if (!own.has(value)) for (const fn of listeners) fn(key, value);
+  };
+  let prev = room.getState('authoritative');
+  room.subscribe('authoritative', (s) => {
+    diff(prev, s, report);
+    prev = s;
+  });
+  return {
+    set(key, value) {
+      own.set(
+        value,
+        set(room, key, value).authoritative.then(() => undefined),
+      );
+      if (own.size > 100_000) own.delete(own.keys().next().value!);
+    },
+    acked: (_key, value) => own.get(value) ?? Promise.reject(new Error('not set here')),
+    onRemote(fn) {
+      listeners.push(fn);
+    },
+    close: () => room.close(),
+  };
+}
+
 export const hercules: PeerSystem = {
   name: `Hercules ${version} (SQLite, fsync per commit)`,
   async startServer(): Promise<PeerServer> {
     const s = await startServer();
     return { port: s.port, pid: s.child.proc.pid!, stop: () => s.close() };
   },
-  async connect(host, port, doc, clientName): Promise<PeerClient> {
-    const room = await connect({ url: `ws://${host}:${port}`, room: doc, machine: spreadsheet, clientId: `${clientName}-${Date.now().toString(36)}` });
-    while (room.status() !== 'online') await new Promise((r) => setTimeout(r, 5));
-    const own = new Map<string, Promise<void>>();
-    const listeners: ((key: string, value: string) => void)[] = [];
-    // Delivery: a cell's text changes in the Authoritative view by someone else's op. Rows are
-    // shared by identity between snapshots, so only changed rows are compared.
-    let prev = room.getState('authoritative');
-    room.subscribe('authoritative', (s) => {
-      for (let r = 0; r < ROWS; r++) {
-        if (s.cells[r] === prev.cells[r]) continue;
-        for (let c = 0; c < COLS; c++) {
-          const v = s.cells[r][c];
-          if (v !== prev.cells[r][c] && !own.has(v)) for (const fn of listeners) fn(`${r},${c}`, v);
+  connect: (host, port, doc, clientName) =>
+    peerClient(
+      `ws://${host}:${port}`,
+      doc,
+      clientName,
+      spreadsheet,
+      (room, key, value) => room.ops.setCell({ ...cell(key), text: value }),
+      // Delivery: a cell's text changes by someone else's op. Rows are shared by identity
+      // between snapshots, so only changed rows are compared.
+      (prev, s, report) => {
+        for (let r = 0; r < ROWS; r++) {
+          if (s.cells[r] === prev.cells[r]) continue;
+          for (let c = 0; c < COLS; c++) if (s.cells[r][c] !== prev.cells[r][c]) report(`${r},${c}`, s.cells[r][c]);
         }
-      }
-      prev = s;
-    });
-    return {
-      set(key, value) {
-        const h = room.ops.setCell({ ...cell(key), text: value });
-        own.set(
-          value,
-          h.authoritative.then(() => undefined),
-        );
-        if (own.size > 100_000) own.delete(own.keys().next().value!);
       },
-      acked: (_key, value) => own.get(value) ?? Promise.reject(new Error('not set here')),
-      onRemote(fn) {
-        listeners.push(fn);
-      },
-      close: () => room.close(),
-    };
-  },
+    ),
 };
 
 /**
@@ -69,36 +93,16 @@ export const hercules: PeerSystem = {
 export const herculesMap: PeerSystem = {
   name: `Hercules ${version} one map (SQLite, fsync per commit)`,
   startServer: hercules.startServer,
-  async connect(host, port, doc, clientName): Promise<PeerClient> {
-    const room = await connect({ url: `ws://${host}:${port}`, room: doc, machine: kvMap, clientId: `${clientName}-${Date.now().toString(36)}` });
-    while (room.status() !== 'online') await new Promise((r) => setTimeout(r, 5));
-    const own = new Map<string, Promise<void>>();
-    const listeners: ((key: string, value: string) => void)[] = [];
-    // Delivery: a key's value changes in the Authoritative view by someone else's op.
-    let prev = room.getState('authoritative').cells;
-    room.subscribe('authoritative', (s) => {
-      const cells = s.cells;
-      if (cells === prev) return;
-      for (const k in cells) {
-        const v = cells[k];
-        if (v !== prev[k] && !own.has(v)) for (const fn of listeners) fn(k, v);
-      }
-      prev = cells;
-    });
-    return {
-      set(key, value) {
-        const h = room.ops.set({ key, value });
-        own.set(
-          value,
-          h.authoritative.then(() => undefined),
-        );
-        if (own.size > 100_000) own.delete(own.keys().next().value!);
+  connect: (host, port, doc, clientName) =>
+    peerClient(
+      `ws://${host}:${port}`,
+      doc,
+      clientName,
+      kvMap,
+      (room, key, value) => room.ops.set({ key, value }),
+      (prev, s, report) => {
+        if (s.cells === prev.cells) return;
+        for (const k in s.cells) if (s.cells[k] !== prev.cells[k]) report(k, s.cells[k]);
       },
-      acked: (_key, value) => own.get(value) ?? Promise.reject(new Error('not set here')),
-      onRemote(fn) {
-        listeners.push(fn);
-      },
-      close: () => room.close(),
-    };
-  },
+    ),
 };
