@@ -173,8 +173,8 @@ export interface ApplyResult<S> {
 /**
  * Snapshots are frozen, but not by Mutative's auto-freeze, which walks every key of each copied
  * container (all 1,000 when one item of a 1,000-key map is written). Production builds freeze
- * only what the op's patches name: 94 -> 52 µs for one write into a 1,000-key map, 16.7 -> 5.5 µs
- * into a 1,000-item array (bench/src/freeze.bench.ts). Development builds walk every new
+ * only what the op's patches name: 89.9 -> 48.0 µs for one write into a 1,000-key map, 23.0 ->
+ * 5.95 µs into a 1,000-item array (bench/src/freeze.bench.ts; docs/benchmarks.md, issue 14). Development builds walk every new
  * container, as before, so an app that mutates a snapshot by mistake is caught there.
  */
 const PATCHES = { enablePatches: true } as const;
