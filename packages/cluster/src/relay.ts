@@ -69,6 +69,12 @@ export class Relay {
   private readonly edges = new Map<string, Edge>();
   /** Connections served here for clients on other nodes: by connection id. */
   private readonly relayed = new Map<string, Relayed>();
+  /**
+   * Relayed connections ended here because their edge went silent, by edge node: the edge was
+   * not told (it may only have paused); it is, once it is heard again, so its clients reconnect
+   * instead of waiting on a connection nobody serves.
+   */
+  private readonly orphans = new Map<string, string[]>();
   /** When each node's last heartbeat arrived (performance.now). */
   private readonly lastBeat = new Map<string, number>();
   private beatTimer: ReturnType<typeof setInterval> | undefined;
@@ -246,7 +252,14 @@ export class Relay {
   private onIn(m: Msg): void {
     const id = m.headers?.get(H_ID);
     const r = id ? this.relayed.get(id) : undefined;
-    if (!r || r.closed) return;
+    if (!r || r.closed) {
+      // A frame for a connection this node no longer serves, which its edge does not know: say
+      // so. (Connection ids are `<edge node>/<n>`.)
+      const edge = id?.slice(0, id.lastIndexOf('/'));
+      if (r === undefined && edge && !m.headers?.get(H_CLOSE))
+        this.publishClose(`${this.p}.relay.${edge}.out`, id!, 1012, 'the node serving this room no longer serves this connection; reconnect');
+      return;
+    }
     if (m.headers?.get(H_CLOSE)) {
       this.endRelayed(r, 1000, 'client left', false);
       return;
@@ -279,7 +292,17 @@ export class Relay {
       if (!this.alive(edge.owner)) this.cutEdge(edge, 1012, `node ${edge.owner}, which served this room, stopped answering; reconnect`);
     }
     for (const r of [...this.relayed.values()]) {
-      if (!this.alive(r.edge)) this.endRelayed(r, 1001, `node ${r.edge} stopped answering`, false);
+      if (this.alive(r.edge)) continue;
+      this.endRelayed(r, 1001, `node ${r.edge} stopped answering`, false);
+      const ids = this.orphans.get(r.edge) ?? [];
+      ids.push(r.id);
+      this.orphans.set(r.edge, ids);
+    }
+    for (const [edge, ids] of [...this.orphans]) {
+      if (!this.alive(edge)) continue;
+      this.orphans.delete(edge);
+      for (const id of ids)
+        this.publishClose(`${this.p}.relay.${edge}.out`, id, 1012, `this node stopped hearing node ${edge} and ended the connection; reconnect`);
     }
   }
 

@@ -111,6 +111,11 @@ interface SimNode {
   edges: Map<string, EdgeConn>;
   /** Connections served here for clients on other nodes: by connection id, their edge and the edge's relay attempt. */
   relayed: Map<string, { edge: SimNode; edgeInc: number; attempt: number }>;
+  /**
+   * Relayed connections it ended because their edge went silent, which that edge was not told
+   * of: told once the edge is heard again (relay.ts), so their clients reconnect.
+   */
+  orphans: { conn: string; edge: SimNode; edgeInc: number }[];
   /** What arrived while it was paused, in order: it runs once it resumes, one callback per event. */
   backlog: { inc: number; label: string; fn: () => void }[];
   /** An event to work through the backlog is queued. */
@@ -295,6 +300,7 @@ export class ClusterServer implements ServerSide {
     n.cutSince = undefined;
     n.edges = new Map();
     n.relayed = new Map();
+    n.orphans = [];
     n.backlog = [];
     n.draining = false;
     const inc = n.incarnation;
@@ -447,7 +453,23 @@ export class ClusterServer implements ServerSide {
       if (this.hears(n, r.edge.id) && r.edge.incarnation === r.edgeInc) continue;
       n.relayed.delete(conn);
       n.links.close(conn);
+      if (r.edge.incarnation === r.edgeInc) n.orphans.push({ conn, edge: r.edge, edgeInc: r.edgeInc });
     }
+    n.orphans = n.orphans.filter((x) => {
+      if (x.edge.incarnation !== x.edgeInc) return false; // its sockets died with it
+      if (!this.hears(n, x.edge.id)) return true;
+      this.tellEdgeClosed(n, x.edge, x.edgeInc, x.conn);
+      return false;
+    });
+  }
+
+  /** The owner tells an edge it no longer serves `conn` (a close over the relay): its client reconnects. */
+  private tellEdgeClosed(o: SimNode, e: SimNode, eInc: number, conn: string): void {
+    if (this.sim.now < o.cutUntil) return; // (lost: NATS delivers at most once)
+    this.later(e, eInc, this.hop(), `${e.id} relay closed by owner`, () => {
+      const ec = e.edges.get(conn);
+      if (ec && ec.state === 'relayed' && ec.owner === o) this.closeClient(e, ec, 'cluster-relay-orphan');
+    });
   }
 
   // -------------------------------------------------------------- client connections
@@ -596,6 +618,7 @@ export class ClusterServer implements ServerSide {
   private forward(e: SimNode, ec: EdgeConn, frame: unknown): void {
     const o = ec.owner!;
     const oInc = ec.ownerInc!;
+    const eInc = e.incarnation;
     if (this.sim.now < e.cutUntil || this.sim.now < o.cutUntil) {
       this.closeClient(e, ec, 'cluster-relay-cut');
       return;
@@ -604,6 +627,8 @@ export class ClusterServer implements ServerSide {
     this.sim.q.push(ec.upAt, `${o.id} relayed frame`, () =>
       this.run(o, oInc, `${o.id} relayed frame`, () => {
         if (o.relayed.has(ec.conn)) o.links.receive(ec.conn, frame);
+        // A frame for a connection the owner ended unbeknownst to the edge: say so (relay.ts).
+        else if (ec.state === 'relayed' && ec.owner === o) this.tellEdgeClosed(o, e, eInc, ec.conn);
       }),
     );
   }
