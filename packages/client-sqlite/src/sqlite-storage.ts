@@ -58,18 +58,28 @@ export function sqliteStorage(file: string): ClientStorage {
     );
     if (!cols.has('last_digest')) db.exec('ALTER TABLE client ADD COLUMN last_digest INTEGER');
     if (!cols.has('base_own_seq')) db.exec('ALTER TABLE client ADD COLUMN base_own_seq INTEGER');
+    if (!cols.has('reserved_seq')) db.exec('ALTER TABLE client ADD COLUMN reserved_seq INTEGER');
   } catch (e) {
     db.close();
     throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
   }
   const getClient = db.prepare<
     [string],
-    { client_id: string; last_seq: number; last_digest: number | null; base_pos: number | null; base: string | null; base_own_seq: number | null }
-  >('SELECT client_id, last_seq, last_digest, base_pos, base, base_own_seq FROM client WHERE room = ?');
+    {
+      client_id: string;
+      last_seq: number;
+      last_digest: number | null;
+      reserved_seq: number | null;
+      base_pos: number | null;
+      base: string | null;
+      base_own_seq: number | null;
+    }
+  >('SELECT client_id, last_seq, last_digest, reserved_seq, base_pos, base, base_own_seq FROM client WHERE room = ?');
   const getOps = db.prepare<[string], { op: string }>('SELECT op FROM ops WHERE room = ? ORDER BY seq');
   const insClient = db.prepare('INSERT OR IGNORE INTO client (room, client_id, last_seq) VALUES (?, ?, 0)');
   const insOp = db.prepare('INSERT OR REPLACE INTO ops (room, seq, op) VALUES (?, ?, ?)');
   const setSeq = db.prepare('UPDATE client SET last_seq = ?, last_digest = ? WHERE room = ? AND last_seq < ?');
+  const setReserved = db.prepare('UPDATE client SET reserved_seq = ? WHERE room = ?');
   const delOps = db.prepare('DELETE FROM ops WHERE room = ? AND seq <= ?');
   const setBase = db.prepare('UPDATE client SET base_pos = ?, base = ?, base_own_seq = ? WHERE room = ? AND (base_pos IS NULL OR base_pos < ?)');
   // The base and the deletion of the ops it holds are one transaction (see ClientStorage.saveBase).
@@ -77,8 +87,9 @@ export function sqliteStorage(file: string): ClientStorage {
     if (setBase.run(base.pos, JSON.stringify(base.state), base.ownSeq, room, base.pos).changes > 0) delOps.run(room, base.ownSeq);
   });
 
-  // Group commit: appends of one tick share a transaction (one fsync).
-  let batch: { room: string; ops: readonly OpRecord[]; done: () => void; fail: (e: unknown) => void }[] = [];
+  // Group commit: appends and reservations of one tick share a transaction (one fsync); a
+  // reservation has no ops.
+  let batch: { room: string; ops: readonly OpRecord[]; reserve?: number; done: () => void; fail: (e: unknown) => void }[] = [];
   const writeBatch = db.transaction((items: typeof batch) => {
     for (const it of items) {
       let last: OpRecord | undefined;
@@ -87,6 +98,7 @@ export function sqliteStorage(file: string): ClientStorage {
         if (!last || op.seq > last.seq) last = op;
       }
       if (last) setSeq.run(last.seq, last.digest ?? null, it.room, last.seq);
+      if (it.reserve !== undefined) setReserved.run(it.reserve, it.room);
     }
   });
   const flush = () => {
@@ -110,6 +122,7 @@ export function sqliteStorage(file: string): ClientStorage {
         clientId: c.client_id,
         lastSeq: c.last_seq,
         ...(c.last_digest !== null ? { lastDigest: c.last_digest } : {}),
+        ...(c.reserved_seq !== null ? { reservedSeq: c.reserved_seq } : {}),
         durable: getOps.all(room).map((r) => JSON.parse(r.op) as OpRecord),
         // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
         ...(c.base !== null && c.base_pos !== null ? { base: { pos: c.base_pos, state: JSON.parse(c.base), ownSeq: c.base_own_seq ?? 0 } } : {}),
@@ -123,6 +136,13 @@ export function sqliteStorage(file: string): ClientStorage {
       return new Promise<void>((done, fail) => {
         if (batch.length === 0) setImmediate(flush);
         batch.push({ room, ops, done, fail });
+      });
+    },
+    reserve(room, throughSeq) {
+      if (closed) return Promise.reject(new Error('client storage is closed'));
+      return new Promise<void>((done, fail) => {
+        if (batch.length === 0) setImmediate(flush);
+        batch.push({ room, ops: [], reserve: throughSeq, done, fail });
       });
     },
     async saveBase(room, base) {

@@ -148,6 +148,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       lastSeq: stored.lastSeq,
       durable: stored.durable,
       ...(stored.lastDigest !== undefined ? { lastDigest: stored.lastDigest } : {}),
+      ...(stored.reservedSeq !== undefined ? { reservedSeq: stored.reservedSeq } : {}),
       ...(stored.base ? { base: stored.base } : {}),
     },
   });
@@ -158,6 +159,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     store: {
       append: (ops, done) => storage.append(key, ops).then(() => done(), done),
       saveBase: (base, done) => storage.saveBase(key, base).then(() => done(), done),
+      ...(storage.reserve ? { reserve: (seq: number, done: (e?: unknown) => void) => storage.reserve!(key, seq).then(() => done(), done) } : {}),
     },
     basePos: stored.base?.pos ?? 0,
     baseEveryMs: opts.baseEveryMs,

@@ -19,6 +19,8 @@ interface ClientRow {
   clientId: string;
   lastSeq: number;
   lastDigest?: number;
+  /** ClientStorage.reserve */
+  reservedSeq?: number;
   base?: { pos: number; state: unknown; ownSeq?: number };
 }
 interface OpRow {
@@ -115,7 +117,8 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       return db.transaction(stores, mode);
     }
   };
-  let batch: { room: string; ops: readonly OpRecord[]; ok: () => void; fail: (e: unknown) => void }[] = [];
+  /** Appends and reservations of one task share a transaction; a reservation has no ops. */
+  let batch: { room: string; ops: readonly OpRecord[]; reserve?: number; ok: () => void; fail: (e: unknown) => void }[] = [];
   const flush = async () => {
     const items = batch;
     batch = [];
@@ -124,22 +127,29 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       const t = tx(db, ['ops', 'client'], 'readwrite');
       const opsStore = t.objectStore('ops');
       const clients = t.objectStore('client');
-      const lastOp = new Map<string, OpRecord>();
-      for (const it of items)
+      const rooms = new Map<string, { last?: OpRecord; reserve?: number }>();
+      for (const it of items) {
+        const r = rooms.get(it.room) ?? {};
+        rooms.set(it.room, r);
+        if (it.reserve !== undefined) r.reserve = it.reserve; // the last one wins
         for (const op of it.ops) {
           opsStore.put({ room: it.room, seq: op.seq, op } satisfies OpRow);
-          const l = lastOp.get(it.room);
-          if (!l || l.seq < op.seq) lastOp.set(it.room, op);
+          if (!r.last || r.last.seq < op.seq) r.last = op;
         }
-      for (const [room, op] of lastOp) {
+      }
+      for (const [room, { last, reserve }] of rooms) {
         const g = clients.get(room);
         g.onsuccess = () => {
           const row = g.result as ClientRow | undefined;
-          if (!row || row.lastSeq >= op.seq) return;
-          const next: ClientRow = { ...row, lastSeq: op.seq };
-          if (op.digest !== undefined) next.lastDigest = op.digest;
-          else delete next.lastDigest;
-          clients.put(next);
+          if (!row) return;
+          const next: ClientRow = { ...row };
+          if (last && row.lastSeq < last.seq) {
+            next.lastSeq = last.seq;
+            if (last.digest !== undefined) next.lastDigest = last.digest;
+            else delete next.lastDigest;
+          }
+          if (reserve !== undefined) next.reservedSeq = reserve;
+          if (next.lastSeq !== row.lastSeq || next.reservedSeq !== row.reservedSeq) clients.put(next);
         };
       }
       await done(t);
@@ -163,6 +173,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
         clientId: row.clientId,
         lastSeq: row.lastSeq,
         ...(row.lastDigest !== undefined ? { lastDigest: row.lastDigest } : {}),
+        ...(row.reservedSeq !== undefined ? { reservedSeq: row.reservedSeq } : {}),
         durable: ops.map((o) => o.op),
         // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
         ...(row.base ? { base: { pos: row.base.pos, state: row.base.state, ownSeq: row.base.ownSeq ?? 0 } } : {}),
@@ -182,6 +193,12 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       return new Promise<void>((ok, fail) => {
         if (batch.length === 0) setTimeout(() => void flush(), 0);
         batch.push({ room, ops, ok, fail });
+      });
+    },
+    reserve(room, throughSeq) {
+      return new Promise<void>((ok, fail) => {
+        if (batch.length === 0) setTimeout(() => void flush(), 0);
+        batch.push({ room, ops: [], reserve: throughSeq, ok, fail });
       });
     },
     async saveBase(room, base) {

@@ -11,6 +11,8 @@ export interface StoredClient {
   lastSeq: number;
   /** The op digest of the op at lastSeq (OpRecord.digest); absent in stores written before digests. */
   lastDigest?: number;
+  /** The highest seq `reserve` was given; absent if never. */
+  reservedSeq?: number;
   /** Persisted ops not inside the base, in seq order. */
   durable: OpRecord[];
   /** Snapshot of a prefix of the global log, to start offline, and the highest own seq inside it. */
@@ -34,6 +36,15 @@ export interface ClientStorage {
    * restarted after a crash would be behind the one it showed before.
    */
   saveBase(room: string, base: BaseSnapshot): Promise<void>;
+  /**
+   * Durably set this room's reservedSeq to `throughSeq`, in order with the appends and other
+   * reservations; `load` returns it. With it, the client sends an op while it is being persisted
+   * instead of after: a restarted client numbers its ops past every seq an earlier process may
+   * have sent (DUR-BEFORE-SEND). (It lowers the value only when it closes with every op it sent
+   * persisted.) A store without it gets the paper's order, each op persisted before it is sent.
+   * Optional; a store that implements it must keep what it is given.
+   */
+  reserve?(room: string, throughSeq: number): Promise<void>;
   close(): Promise<void>;
   /** What a durable write survives, for docs and the inspector. */
   readonly durability: 'memory' | 'process-crash' | 'power-loss';
@@ -61,6 +72,10 @@ export function memoryStorage(): ClientStorage {
           else delete r.lastDigest;
         }
       }
+    },
+    async reserve(room, throughSeq) {
+      const r = rooms.get(room)!;
+      r.reservedSeq = throughSeq;
     },
     async saveBase(room, base) {
       const r = rooms.get(room);

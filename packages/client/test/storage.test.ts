@@ -63,41 +63,88 @@ for (const [kind, make, persistent] of kinds) {
       await again.close();
     }
   });
+
+  // spec: DUR-BEFORE-SEND
+  test(`${kind} storage keeps the last seq reservation, in order with the appends, apart from the ops`, async () => {
+    const s = make();
+    assert.ok(s.reserve, 'the stores this package ships reserve seqs');
+    await s.init('res', 'c1');
+    assert.equal((await s.load('res'))!.reservedSeq, undefined, 'none until one is made');
+    // Reservations and an append in one group commit: the last reservation wins.
+    await Promise.all([s.reserve('res', 500), s.append('res', [op(1)]), s.reserve('res', 1000)]);
+    const got = (await s.load('res'))!;
+    assert.equal(got.reservedSeq, 1000);
+    assert.equal(got.lastSeq, 1, 'a reservation is not an op: lastSeq is the last persisted op');
+    assert.deepEqual(
+      got.durable.map((o) => o.seq),
+      [1],
+    );
+    await s.close();
+    if (persistent) {
+      const again = make();
+      assert.equal((await again.load('res'))!.reservedSeq, 1000, 'survives reopening');
+      await again.reserve!('res', 1);
+      assert.equal((await again.load('res'))!.reservedSeq, 1, 'given back on a clean close');
+      await again.close();
+    }
+  });
 }
 
 // spec: DUR-BEFORE-SEND, LOG-EXACTLY-ONCE
-test('a failing client store: a clear error, ops stay Submitted, then become durable and arrive exactly once', async (t) => {
-  const srv = await createServer({ port: 0, dataDir: join(dir, 'srv'), machines: [chat], log: 'silent' });
-  t.after(() => srv.close());
-  const inner = memoryStorage();
-  let failures = 3;
-  const flaky: ClientStorage = {
-    ...inner,
-    load: (r) => inner.load(r),
-    init: (r, c) => inner.init(r, c),
-    saveBase: (r, b) => inner.saveBase(r, b),
-    close: () => inner.close(),
-    durability: 'memory',
-    async append(room, ops) {
-      if (failures-- > 0) throw new Error('ENOSPC: no space left on device');
-      return inner.append(room, ops);
-    },
-  };
-  const errors: string[] = [];
-  const r = await connect({ url: srv.url, room: 'flaky', machine: chat, storage: flaky, onError: (e) => errors.push(e.message) });
-  const h1 = r.ops.say({ text: 'one' });
-  const h2 = r.ops.say({ text: 'two' });
-  await new Promise((res) => setTimeout(res, 20));
-  assert.equal(h1.stage, 'submitted', 'not durable while the store fails');
-  assert.match(errors[0], /ENOSPC/);
-  await Promise.all([h1.visible, h2.visible]);
-  assert.deepEqual(
-    r.getState('visible').messages.map((m) => m.text),
-    ['one', 'two'],
-  );
-  assert.ok(errors.length >= 3);
-  await r.close();
-});
+for (const reserving of [false, true]) {
+  const how = reserving ? 'with seq reservations, ops go out and are ordered meanwhile' : 'ops stay Submitted and unsent';
+  test(`a failing client store: a clear error; ${how}; then they become durable and arrive exactly once`, async (t) => {
+    const srv = await createServer({ port: 0, dataDir: join(dir, `srv-flaky-${reserving}`), machines: [chat], log: 'silent' });
+    t.after(() => srv.close());
+    const inner = memoryStorage();
+    // Fails three times, and (with reservations) for as long as the test says.
+    let failures = 0;
+    let failing = true;
+    const flaky: ClientStorage = {
+      load: (r) => inner.load(r),
+      init: (r, c) => inner.init(r, c),
+      saveBase: (r, b) => inner.saveBase(r, b),
+      close: () => inner.close(),
+      ...(reserving ? { reserve: (r: string, seq: number) => inner.reserve!(r, seq) } : {}),
+      durability: 'memory',
+      async append(room, ops) {
+        if (failures < 3 || (reserving && failing)) {
+          failures++;
+          throw new Error('ENOSPC: no space left on device');
+        }
+        return inner.append(room, ops);
+      },
+    };
+    const errors: string[] = [];
+    const r = await connect({ url: srv.url, room: 'flaky', machine: chat, storage: flaky, onError: (e) => errors.push(e.message) });
+    const h1 = r.ops.say({ text: 'one' });
+    const h2 = r.ops.say({ text: 'two' });
+    if (reserving) {
+      // The reservation was stored: the ops need no local write to be ordered (durable on the server).
+      await Promise.all([h1.authoritative, h2.authoritative]);
+      assert.ok(failures > 0, 'ordered while the local writes fail');
+      assert.equal((await inner.load(`${chat.name}@${chat.version}/flaky`))!.durable.length, 0, 'nothing of them persisted here yet');
+      failing = false;
+    } else {
+      await new Promise((res) => setTimeout(res, 20));
+      assert.equal(h1.stage, 'submitted', 'not durable while the store fails');
+    }
+    assert.match(errors[0], /ENOSPC/);
+    await Promise.all([h1.visible, h2.visible]);
+    await r.flushed();
+    assert.deepEqual(
+      (await inner.load(`${chat.name}@${chat.version}/flaky`))!.durable.map((o) => o.seq),
+      [1, 2],
+      'and persisted here once a write succeeds',
+    );
+    assert.deepEqual(
+      r.getState('visible').messages.map((m) => m.text),
+      ['one', 'two'],
+    );
+    assert.ok(errors.length >= 3);
+    await r.close();
+  });
+}
 
 // spec: DUR-SURVIVES-RESTART, LOG-EXACTLY-ONCE
 test('IndexedDB: a restarted client shows its durable ops offline and delivers them once', async (t) => {

@@ -1,7 +1,9 @@
 /**
  * The client driver: the policy between a ClientRoom and the world, with none of the world in
  * it. It persists the room's ops in order and reports them durable only once the store confirmed
- * them (DUR-BEFORE-SEND), retries a failed write with backoff while later ops wait behind it,
+ * them; with a store that keeps seq reservations it reserves seqs in blocks ahead of the ops, so
+ * the room may send an op while it is being persisted, and otherwise the room sends only durable
+ * ops (DUR-BEFORE-SEND). It retries a failed write with backoff while later ops wait behind it,
  * saves the base on a schedule (DUR-SURVIVES-RESTART), runs the room's rebase-batching
  * deadlines, and joins the room to whatever connection the transport has (after each welcome
  * the engine resends what the server lacks: DUR-DELIVERED). The store, the clock and the
@@ -35,6 +37,12 @@ export interface DriverStore {
   append(ops: readonly OpRecord[], done: (error?: unknown) => void): void;
   /** In one atomic write: keep `base`, delete our ops with seq <= base.ownSeq (ClientStorage.saveBase). */
   saveBase(base: BaseSnapshot, done: (error?: unknown) => void): void;
+  /**
+   * Persist a reservation of this client's seqs up to `throughSeq` (replacing the last one),
+   * handed back on load as ClientRestore.reservedSeq (ClientStorage.reserve). Without it ops
+   * are sent only once durable.
+   */
+  reserve?(throughSeq: number, done: (error?: unknown) => void): void;
 }
 
 /** One open connection to the server, as far as the driver needs it. */
@@ -56,6 +64,12 @@ export interface ClientDriverOptions {
   baseEveryMs?: number;
   /** The position of the base the store already holds (none: 0). */
   basePos?: number;
+  /**
+   * With a store that reserves seqs: how many seqs one reservation covers (default 1000). The
+   * next is written once half of the last is used, so sending does not wait for it; a crash
+   * skips what is left of it (a declared gap, OpRecord.after).
+   */
+  seqBlock?: number;
   /** Backoff between attempts of a failed write: first delay and cap. Defaults 50 and 5000 ms. */
   retry?: { minMs?: number; maxMs?: number };
   /** Failed writes (each is retried) and the room's warnings. */
@@ -92,6 +106,13 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
   #queuedSeq = 0;
   #flushWaiters: FlushWaiter[] = [];
 
+  // --- seq reservations (DUR-BEFORE-SEND), one write at a time
+  readonly #seqBlock: number;
+  /** The highest reservation asked for, and the highest the store confirmed. */
+  #reserveAsked: number;
+  #reserveConfirmed: number;
+  #reserving = false;
+
   // --- base
   #basePos: number;
   #cancelBase: (() => void) | undefined;
@@ -116,8 +137,14 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
     this.#retryMinMs = opts.retry?.minMs ?? 50;
     this.#retryMaxMs = opts.retry?.maxMs ?? 5000;
     this.#basePos = opts.basePos ?? 0;
+    this.#seqBlock = opts.seqBlock ?? 1000;
+    if (!(Number.isSafeInteger(this.#seqBlock) && this.#seqBlock >= 2))
+      throw new HerculesError('bad-argument', `seqBlock must be an integer of at least 2, got ${String(opts.seqBlock)}`);
+    this.#reserveAsked = this.#reserveConfirmed = room.engine.persistedShape().lastSeq;
     room.attach(this);
     room.subscribe('stable', () => this.#scheduleBase());
+    // The first block at once, so the first op need not wait for its own write to go out.
+    this.#reserve();
   }
 
   // ================================================================ the connection
@@ -165,6 +192,13 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
     this.#cancelRetry = undefined;
     if (this.#writing === undefined) this.write();
     await this.flushed();
+    // Every op we sent is persisted: give back the rest of the block, so the next start
+    // continues the seqs without a gap (only a crash leaves one).
+    const last = this.room.engine.persistedShape().lastSeq;
+    const reserve = this.#store.reserve;
+    if (reserve !== undefined && this.#reserveConfirmed > last && !this.#reserving && this.queue.length === 0 && this.#writing === undefined) {
+      await new Promise<void>((resolve) => reserve.call(this.#store, last, () => resolve()));
+    }
     this.#stopped = true;
     this.#cancelBase?.();
     this.#cancelBatch?.();
@@ -181,6 +215,7 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
   persist(ops: OpRecord[]): void {
     for (const op of ops) this.queue.push(op);
     this.#queuedSeq = ops[ops.length - 1].seq;
+    this.#reserve();
     if (this.#writing === undefined && !this.#writeScheduled && this.#cancelRetry === undefined) {
       this.#writeScheduled = true;
       this.#clock.defer(() => {
@@ -258,6 +293,42 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
       else keep.push(w);
     }
     this.#flushWaiters = keep;
+  }
+
+  // ================================================================ reservations
+
+  /** Reserve the next block once half of the last one is used (never twice at once). */
+  #reserve(): void {
+    const store = this.#store;
+    if (store.reserve === undefined || this.#reserving || this.#stopping) return;
+    const top = Math.max(this.#queuedSeq, this.room.engine.persistedShape().lastSeq);
+    if (this.#reserveAsked - top >= this.#seqBlock / 2) return;
+    const through = top + this.#seqBlock;
+    this.#reserveAsked = through;
+    this.#reserving = true;
+    store.reserve(through, (error) => {
+      this.#reserving = false;
+      if (this.#stopped) return;
+      if (error !== undefined) {
+        // Nothing reserved: ops past the last reservation go out once durable; the next op asks again.
+        this.#reserveAsked = this.#reserveConfirmed;
+        this.#opts.report?.(
+          new HerculesError(
+            'storage-failed',
+            `the client store could not reserve seqs through ${through}: ${errorMessage(error)}; ops are sent once durable until it can`,
+            {
+              cause: error,
+            },
+          ),
+        );
+        return;
+      }
+      if (through > this.#reserveConfirmed) {
+        this.#reserveConfirmed = through;
+        this.room.reserved(through);
+      }
+      this.#reserve();
+    });
   }
 
   // ================================================================ base

@@ -388,6 +388,11 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.engine.durable(seq);
     this.pump();
   }
+  /** The store holds a reservation of our seqs up to `seq` (ViewEngine.reserved). */
+  reserved(seq: number): void {
+    this.engine.reserved(seq);
+    this.pump();
+  }
   /** The transport connected, at `at` by the wall clock (HelloMessage.at). */
   connected(at?: number): void {
     this.engine.connected(at);

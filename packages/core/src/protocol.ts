@@ -28,7 +28,7 @@ export const PROTOCOL_VERSION = 2;
 /** An op as a client submits it. (client, seq) identifies it for exactly-once delivery. */
 export interface OpRecord {
   readonly client: string;
-  /** Per-client sequence number: 1, 2, 3, ... with no gaps. */
+  /** Per-client sequence number: 1, 2, 3, ... with no gaps but declared ones (`after`). */
   readonly seq: number;
   readonly name: string;
   readonly args: unknown;
@@ -38,6 +38,14 @@ export interface OpRecord {
    * its own.
    */
   readonly digest?: number;
+  /**
+   * The seq of this client's previous op, present only when it is not seq - 1: the seqs between
+   * were reserved by a process of this client that stopped before persisting them
+   * (DUR-BEFORE-SEND); they may have reached the server or not, and none will come now. The
+   * server accepts the gap if it has ordered everything up to `after`; this op starts a new
+   * digest chain. Sent and stored.
+   */
+  readonly after?: number;
 }
 
 /** An op in the global log. */
@@ -85,10 +93,16 @@ export interface HelloMessage {
    * waited to route it, and the client has moved on). Without it, the hello that arrives last wins.
    */
   readonly at?: number;
+  /**
+   * A client restarted past seqs an earlier process of it reserved (DUR-BEFORE-SEND): the seq of
+   * its last persisted op. The welcome answers with the server's digest at that seq
+   * (`verified`), so the client can tell its own lost ops from another client's under its id.
+   */
+  readonly verify?: number;
 }
 export interface OpsMessage {
   readonly t: 'ops';
-  readonly ops: readonly { readonly seq: number; readonly name: string; readonly args: unknown }[];
+  readonly ops: readonly { readonly seq: number; readonly name: string; readonly args: unknown; readonly after?: number }[];
 }
 export interface AckMessage {
   readonly t: 'ack';
@@ -119,6 +133,11 @@ export interface WelcomeMessage {
   readonly entries: readonly LogEntry[];
   /** Highest seq of this client's ops in the global log (exactly-once high-water mark). */
   readonly highWater: number;
+  /**
+   * Answer to hello.verify: the server's digest chain at that seq, if it is among the last
+   * RECENT_DIGESTS of this client's ops it ordered (absent otherwise).
+   */
+  readonly verified?: { readonly seq: number; readonly digest: number };
   /** The server's digest chain of this client's ops at highWater (args.ts); absent for records older than digests. */
   readonly digest?: number;
   /** Highest seq of this client's ops that is visible to every other member. */
@@ -198,6 +217,13 @@ export const MAX_OP_NAME = 128;
  * server's default 1 MiB frame limit is never hit, and refuse a single op larger than
  * MAX_OP_BYTES at submit: an op that can never be sent must not be accepted.
  */
+/**
+ * How many of a client's most recent ops the server keeps the digest chain at (ClientRecord.recent),
+ * and so how many ops a client may send ahead of its store (DUR-BEFORE-SEND): a client restarted
+ * after a crash verifies its last persisted op among them.
+ */
+export const RECENT_DIGESTS = 16;
+
 export const FRAME_BUDGET_BYTES = 512 * 1024;
 export const MAX_OP_BYTES = 256 * 1024;
 
@@ -218,6 +244,7 @@ export function parseClientMessage(v: unknown): ClientMessage {
       if (!isObj(v.machine) || typeof v.machine.name !== 'string' || !isNat(v.machine.version)) bad('hello.machine must be { name: string, version: integer }');
       if (!isNat(v.have)) bad('hello.have must be a non-negative integer');
       if (v.at !== undefined && !isNat(v.at)) bad('hello.at must be a non-negative integer (ms since the epoch)');
+      if (v.verify !== undefined && !isNat(v.verify)) bad('hello.verify must be a non-negative integer (a seq)');
       return {
         t: 'hello',
         v: v.v,
@@ -225,6 +252,7 @@ export function parseClientMessage(v: unknown): ClientMessage {
         machine: { name: v.machine.name, version: v.machine.version },
         have: v.have,
         ...(v.at !== undefined ? { at: v.at } : {}),
+        ...(v.verify !== undefined ? { verify: v.verify } : {}),
       };
     }
     case 'ops': {
@@ -235,7 +263,8 @@ export function parseClientMessage(v: unknown): ClientMessage {
         if (!isNat(o.seq) || o.seq === 0) bad(`ops.ops[${i}].seq must be a positive integer`);
         if (typeof o.name !== 'string' || o.name.length === 0 || o.name.length > MAX_OP_NAME)
           bad(`ops.ops[${i}].name must be a non-empty string of at most ${MAX_OP_NAME} characters`);
-        return { seq: o.seq, name: o.name, args: o.args };
+        if (o.after !== undefined && !(isNat(o.after) && o.after < o.seq - 1)) bad(`ops.ops[${i}].after must be an integer below seq - 1 (a declared gap)`);
+        return o.after === undefined ? { seq: o.seq, name: o.name, args: o.args } : { seq: o.seq, name: o.name, args: o.args, after: o.after };
       });
       return { t: 'ops', ops };
     }

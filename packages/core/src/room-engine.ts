@@ -17,6 +17,7 @@ import { applyOp, applyOps, deepFreeze, type Machine } from './machine.ts';
 import { GENESIS_DIGEST, sameArgs, scanOp } from './args.ts';
 import {
   PROTOCOL_VERSION,
+  RECENT_DIGESTS,
   parseClientMessage,
   readLegacyRefusal,
   type ClientMessage,
@@ -80,6 +81,12 @@ export interface ClientRecord {
    * ops under its id are its own. Absent for records created before digests existed.
    */
   digest?: number;
+  /**
+   * [seq, digest] at this client's last RECENT_DIGESTS ops and the one before them (oldest
+   * first; [0, genesis] before its first): answers a restarted client's hello.verify. Absent for
+   * records created before it.
+   */
+  recent?: [number, number][];
 }
 
 /** Everything a room must keep across restarts; what storage adapters write. */
@@ -195,7 +202,12 @@ export class RoomEngine<S = unknown> {
       this.headState = s;
       if (this.suffix.length) this.keepState(this.suffix[this.suffix.length - 1], s);
       for (const [id, rec] of Object.entries(restore.clients))
-        this.clients.set(id, { ...rec, ...(rec.rejected ? { rejected: rec.rejected.map((r) => ({ ...readLegacyRefusal(r) })) } : {}) });
+        this.clients.set(id, {
+          ...copyRecord(rec),
+          ...(rec.rejected ? { rejected: rec.rejected.map((r) => ({ ...readLegacyRefusal(r) })) } : {}),
+          // A record from before `recent`: its history starts at its current head.
+          ...(rec.digest !== undefined && rec.recent === undefined ? { recent: [[rec.highWater, rec.digest]] as [number, number][] } : {}),
+        });
       for (const e of restore.suffix) {
         const rec = this.clients.get(e.client);
         if (rec && e.seq > rec.visibleSeq) this.pushPending(e.client, e.seq, e.pos);
@@ -402,7 +414,9 @@ export class RoomEngine<S = unknown> {
     let rec = this.clients.get(m.client);
     if (!rec) {
       rec =
-        s.user !== undefined ? { highWater: 0, visibleSeq: 0, owner: s.user, digest: GENESIS_DIGEST } : { highWater: 0, visibleSeq: 0, digest: GENESIS_DIGEST };
+        s.user !== undefined
+          ? { highWater: 0, visibleSeq: 0, owner: s.user, digest: GENESIS_DIGEST, recent: [[0, GENESIS_DIGEST]] }
+          : { highWater: 0, visibleSeq: 0, digest: GENESIS_DIGEST, recent: [[0, GENESIS_DIGEST]] };
       this.clients.set(m.client, rec);
       this.dirtyClients.add(m.client);
       this.claimed = true;
@@ -415,6 +429,7 @@ export class RoomEngine<S = unknown> {
     const resume = m.have >= this.checkpointPos && m.have <= head;
     const from = resume ? m.have + 1 : this.checkpointPos + 1;
     const entries = this.suffix.slice(from - this.checkpointPos - 1).map((i) => i.entry);
+    const verified = m.verify === undefined ? undefined : rec.recent?.find(([seq]) => seq === m.verify);
     // Count only what the client holds now; the welcome is not yet delivered. A client claiming
     // more than the log holds has diverged from this room and holds nothing we can count.
     s.ack = m.have <= head ? m.have : 0;
@@ -431,6 +446,7 @@ export class RoomEngine<S = unknown> {
       entries,
       highWater: rec.highWater,
       ...(rec.digest !== undefined ? { digest: rec.digest } : {}),
+      ...(verified !== undefined ? { verified: { seq: verified[0], digest: verified[1] } } : {}),
       visibleSeq: rec.visibleSeq,
       rejected: (rec.rejected ?? []).map((r) => (r.refused ? { seq: r.seq, error: r.error, refused: true as const } : { seq: r.seq, error: r.error })),
       stable: this.stable,
@@ -438,7 +454,7 @@ export class RoomEngine<S = unknown> {
     });
   }
 
-  private onOps(s: Session, ops: readonly { seq: number; name: string; args: unknown }[], now: number): void {
+  private onOps(s: Session, ops: readonly { seq: number; name: string; args: unknown; after?: number }[], now: number): void {
     const client = s.client!;
     const rec = this.clients.get(client)!;
     const appended: LogEntry[] = [];
@@ -462,7 +478,10 @@ export class RoomEngine<S = unknown> {
         );
         break;
       }
-      if (op.seq !== rec.highWater + 1) {
+      // A declared gap (DUR-BEFORE-SEND) skips seqs the client reserved and lost in a crash; it
+      // is accepted once everything up to the op it follows is ordered, so nothing durable is skipped.
+      const gap = op.seq !== rec.highWater + 1 && op.after !== undefined && op.after <= rec.highWater;
+      if (op.seq !== rec.highWater + 1 && !gap) {
         this.error(
           s.conn,
           'seq-gap',
@@ -475,9 +494,15 @@ export class RoomEngine<S = unknown> {
       const pos = this.head() + 1;
       // The argument domain and size (args.ts) before anything else: nothing outside them is
       // ever applied, stored or fanned out. The same walk extends this client's digest chain.
-      const scan = scanOp(rec.digest ?? 0, op.name, op.args);
+      const scan = scanOp(gap ? GENESIS_DIGEST : (rec.digest ?? 0), op.name, op.args);
       const refusal = 'problem' in scan ? scan.problem : this.refusal(s, op, pos);
-      if (rec.digest !== undefined) rec.digest = 'digest' in scan ? scan.digest : -op.seq; // refused: any value no client holds
+      if (rec.digest !== undefined) {
+        rec.digest = 'digest' in scan ? scan.digest : -op.seq; // refused: any value no client holds
+        if (rec.recent !== undefined) {
+          rec.recent.push([op.seq, rec.digest]);
+          if (rec.recent.length > RECENT_DIGESTS + 1) rec.recent.shift();
+        }
+      }
       // Without an authorize hook no verdict reads the state: the frame's ops are applied after
       // this loop, in one draft (a large map is copied once per frame, not once per op).
       const res =
@@ -719,5 +744,7 @@ function emptyOutput(): RoomOutput {
 }
 
 function copyRecord(r: ClientRecord): ClientRecord {
-  return r.rejected ? { ...r, rejected: r.rejected.map((x) => ({ ...x })) } : { ...r };
+  const c = r.rejected ? { ...r, rejected: r.rejected.map((x) => ({ ...x })) } : { ...r };
+  if (r.recent) c.recent = r.recent.map(([seq, d]) => [seq, d]);
+  return c;
 }

@@ -27,6 +27,7 @@ import {
   MAX_OPS_PER_FRAME,
   MAX_OP_BYTES,
   PROTOCOL_VERSION,
+  RECENT_DIGESTS,
   type ClientMessage,
   type LogEntry,
   type OpRecord,
@@ -56,6 +57,8 @@ export interface OwnOp extends OpInvocation {
   pos?: number;
   /** This client's op digest chain after this op (see args.ts); absent for ops from a store that kept none. */
   digest?: number;
+  /** The seq of our previous op, when it is not seq - 1 (a declared gap: OpRecord.after). */
+  after?: number;
 }
 
 /**
@@ -83,8 +86,13 @@ export interface ViewEngineOptions {
 
 /** What a restarted client recovers from its own storage. */
 export interface ClientRestore {
-  /** Highest seq this client ever persisted (the next op gets lastSeq + 1). */
+  /** Highest seq this client ever persisted. */
   lastSeq: number;
+  /**
+   * Seqs up to here may have been sent by an earlier process without being persisted
+   * (DUR-BEFORE-SEND): the next op gets max(lastSeq, reservedSeq) + 1 and declares the gap.
+   */
+  reservedSeq?: number;
   /** Persisted ops not known to be authoritative, in seq order. */
   durable: readonly OpRecord[];
   /**
@@ -181,6 +189,25 @@ export class ViewEngine<S = unknown> {
   private stableOwnSeq = 0;
   /** Our op digest chain at lastSeq; undefined when a restored store kept none. */
   private headDigest: number | undefined = GENESIS_DIGEST;
+  /** The seq of our last op that exists (persisted, or submitted in this process); below lastSeq after a restart from a reservation. */
+  private prevSeq = 0;
+  /**
+   * Our ops up to here may be sent before the store confirms them: the store holds a reservation
+   * of these seqs, so a crash can never reuse one (DUR-BEFORE-SEND). 0 with a store that keeps
+   * no reservations: then only durable ops are sent, as in the paper.
+   */
+  private reservedSeq = 0;
+  /** The highest seq our store confirmed (in this process, or restored): ops run at most RECENT_DIGESTS ahead of it. */
+  private durableSeq = 0;
+  /**
+   * Restored past seqs an earlier process reserved: our last persisted op and its digest, which
+   * each hello asks the server to verify (HelloMessage.verify).
+   */
+  private verifyFrom: { seq: number; digest: number | undefined } | undefined;
+  /** A submit this step may be sent at once (sendPending at drain). */
+  private sendDue = false;
+  /** An own op became authoritative this step straight from the Submitted list (sent before it was durable). */
+  private ackedEarly = false;
   /** Ops with seq <= sentSeq went out on the current connection. */
   private sentSeq = 0;
 
@@ -232,11 +259,19 @@ export class ViewEngine<S = unknown> {
         const op = this.makeOwn(r.seq, r.name, r.args === undefined ? undefined : deepFreeze(structuredClone(r.args)), 'durable', t);
         if (r.digest !== undefined) op.digest = r.digest;
         this.durableList.push(op);
+        if (r.after !== undefined) op.after = r.after;
         if (r.seq > this.lastSeq) {
           this.lastSeq = r.seq;
           this.headDigest = r.digest;
         }
       }
+      this.prevSeq = this.durableSeq = this.lastSeq;
+      // Seqs an earlier process reserved may be on the server without being here: never reuse them.
+      if (restore.reservedSeq !== undefined && restore.reservedSeq > this.lastSeq) {
+        this.verifyFrom = { seq: this.lastSeq, digest: this.headDigest };
+        this.lastSeq = restore.reservedSeq;
+      }
+      this.reservedSeq = this.lastSeq;
       this.durableState = this.submittedState = this.fold(this.authState, this.durableList, this.authLen + 1);
     }
   }
@@ -333,6 +368,10 @@ export class ViewEngine<S = unknown> {
 
   /** Take what the adapter must do now. */
   drain(): EngineOutput {
+    if (this.sendDue) {
+      this.sendDue = false;
+      this.sendPending();
+    }
     if (this.ackDue && this.connState === 'ready') {
       this.out.send.push({ t: 'ack', pos: this.authLen });
     }
@@ -357,24 +396,48 @@ export class ViewEngine<S = unknown> {
     args = domainCopy(name, args);
     const invalid = this.machine.validate(name, args);
     if (invalid !== undefined) throw new HerculesError('bad-argument', `${invalid} (the op was not submitted)`);
-    const scan = scanOp(this.headDigest ?? 0, name, args);
+    // The first op after seqs an earlier process reserved declares the gap, and starts a new
+    // digest chain: the ops in the gap, if any reached the server, are not known here.
+    const seq = this.lastSeq + 1;
+    const after = seq === this.prevSeq + 1 ? undefined : this.prevSeq;
+    const scan = scanOp(after === undefined ? (this.headDigest ?? 0) : GENESIS_DIGEST, name, args);
     if ('problem' in scan) throw new HerculesError('too-large', `${name}: ${scan.problem}; split the change into smaller ops`);
-    const seq = ++this.lastSeq;
+    this.lastSeq = this.prevSeq = seq;
     const op = this.makeOwn(seq, name, args, 'submitted', this.now());
     op.bytes = scan.bytes;
-    if (this.headDigest !== undefined) op.digest = this.headDigest = scan.digest;
+    if (after !== undefined) op.after = after;
+    if (this.headDigest !== undefined || after !== undefined) op.digest = this.headDigest = scan.digest;
     const position = this.authLen + this.durableList.length + this.submittedList.length + 1;
     const before = this.submittedState;
     this.submittedList.push(op);
     this.submittedState = applyOp(this.machine, this.submittedState, op, position).state;
     if (this.submittedState !== before) this.out.changed.add('submitted');
     this.out.progressed.push(op);
-    this.out.persist.push(op.digest === undefined ? { client: this.clientId, seq, name, args } : { client: this.clientId, seq, name, args, digest: op.digest });
+    this.out.persist.push({
+      client: this.clientId,
+      seq,
+      name,
+      args,
+      ...(op.digest !== undefined ? { digest: op.digest } : {}),
+      ...(after !== undefined ? { after } : {}),
+    });
+    if (seq <= this.reservedSeq) this.sendDue = true;
     return op;
+  }
+
+  /**
+   * The store holds a reservation of our seqs up to `seq` (DUR-BEFORE-SEND): ops up to it may
+   * be sent before they are durable, so Durable and Authoritative overlap instead of adding.
+   */
+  reserved(seq: number): void {
+    if (seq <= this.reservedSeq) return;
+    this.reservedSeq = seq;
+    this.sendPending();
   }
 
   /** Storage confirms every op up to `seq` is persisted (§4.3 step 2, Make-Durable). */
   durable(seq: number): void {
+    if (seq > this.durableSeq) this.durableSeq = seq;
     let n = 0;
     while (n < this.submittedList.length && this.submittedList[n].seq <= seq) n++;
     if (n === 0) return;
@@ -402,6 +465,7 @@ export class ViewEngine<S = unknown> {
       machine: { name: this.machine.name, version: this.machine.version },
       have: this.authLen,
       ...(at !== undefined ? { at } : {}),
+      ...(this.verifyFrom !== undefined ? { verify: this.verifyFrom.seq } : {}),
     });
   }
 
@@ -574,20 +638,16 @@ export class ViewEngine<S = unknown> {
     }
     // Our ops the server already ordered but we did not see (their entries were compacted into
     // the checkpoint) are authoritative and, being in the checkpoint, visible to all.
+    // (Ops sent before they were durable may be among them, still in the Submitted list.)
     const t = this.now();
-    while (this.durableList.length && this.durableList[0].seq <= w.highWater) {
-      this.settleCompacted(this.durableList.shift()!, this.welcomeRejected, t);
+    for (let op = this.heldHead(); op !== undefined && op.seq <= w.highWater; op = this.heldHead()) {
+      this.settleCompacted(this.shiftHeld(), this.welcomeRejected, t);
       this.needRebase = true;
     }
     this.welcomeRejected = NO_REJECTIONS;
-    while (this.submittedList.length && this.submittedList[0].seq <= w.highWater) {
-      this.out.warnings.push(`op ${this.submittedList[0].id} was ordered before it was persisted here`);
-      this.submittedList.shift();
-      this.needRebase = true;
-    }
     if (w.highWater > this.lastSeq) {
       // Nothing we hold is that old (checked above): continue the server's chain.
-      this.lastSeq = w.highWater;
+      this.lastSeq = this.prevSeq = w.highWater;
       this.headDigest = w.digest;
     }
     if (w.highWater > this.highWater) this.highWater = w.highWater;
@@ -628,7 +688,7 @@ export class ViewEngine<S = unknown> {
     const pos = this.authLen + 1;
     let entry: AuthItem;
     if (w.k === 'own') {
-      const own = this.durableList[0];
+      const own = this.heldHead();
       if (!own || own.seq !== w.seq) {
         this.stats.divergences++;
         return this.resync(`server ordered our op seq ${w.seq} but we hold ${own ? own.seq : 'none'}`);
@@ -652,17 +712,18 @@ export class ViewEngine<S = unknown> {
         // Our op in full form (catch-up). Ours with a lower seq were ordered before it, inside
         // the checkpoint: they are authoritative and visible.
         const t = this.now();
-        while (this.durableList.length && this.durableList[0].seq < e.seq) {
-          this.settleCompacted(this.durableList.shift()!, this.welcomeRejected, t);
+        for (let op = this.heldHead(); op !== undefined && op.seq < e.seq; op = this.heldHead()) {
+          this.settleCompacted(this.shiftHeld(), this.welcomeRejected, t);
           this.needRebase = true;
         }
-        if (this.durableList.length && this.durableList[0].seq === e.seq) {
-          own = this.durableList[0];
+        const head = this.heldHead();
+        if (head !== undefined && head.seq === e.seq) {
+          own = head;
           // A refused op enters the log without its arguments: only its name can be compared.
           if (own.name !== e.name || (!e.refused && !sameArgs(own.args, e.args))) {
             return this.conflict(`the server ordered a different op (${e.name}) than ours (${own.name}) under ${own.id}`);
           }
-        } else if (this.durableList.some((o) => o.seq === e.seq)) {
+        } else if (this.durableList.some((o) => o.seq === e.seq) || this.submittedList.some((o) => o.seq === e.seq)) {
           this.out.warnings.push(`our op seq ${e.seq} ordered out of sequence`);
           this.stats.divergences++;
         }
@@ -682,7 +743,7 @@ export class ViewEngine<S = unknown> {
     if (entry.client === this.clientId) {
       if (entry.seq > this.highWater) this.highWater = entry.seq;
       if (entry.own) {
-        if (this.durableList[0] === entry.own) this.durableList.shift();
+        if (this.heldHead() === entry.own) this.shiftHeld();
         const t = this.now();
         entry.own.pos = pos;
         if (entry.error !== undefined) {
@@ -710,6 +771,8 @@ export class ViewEngine<S = unknown> {
    */
   private materialize(): void {
     const run = this.unapplied;
+    const ackedEarly = this.ackedEarly;
+    this.ackedEarly = false;
     if (run.length === 0) return;
     this.unapplied = [];
     const diverged = (from: number) => (i: number, error: string) => {
@@ -720,13 +783,18 @@ export class ViewEngine<S = unknown> {
     };
     // Our ops became authoritative, accepted, and no other entry came between: Authoritative is
     // now exactly the Durable log, so its snapshot is the Durable one (ops are deterministic).
-    // Adopting it saves re-running the ops and makes the two views one object again.
+    // Adopting it saves re-running the ops and makes the two views one object again. Ops sent
+    // under a reservation may be acknowledged before they are durable (they come off the
+    // Submitted list, `ackedEarly`): then Durable, empty of our ops, becomes Authoritative too,
+    // and Submitted keeps its log and its snapshot, which Authoritative adopts if no op is left.
     const adopt = !this.needRebase && this.durableList.length === 0 && run.every((e) => e.own !== undefined && e.error === undefined);
+    const adopted = !adopt ? undefined : !ackedEarly ? this.durableState : this.submittedList.length === 0 ? this.submittedState : undefined;
     let k = 0;
     while (k < run.length && run[k].pos <= this.visibleLen) k++;
     let state = this.authState;
     if (k > 0) {
-      state = k === run.length && adopt ? this.durableState : applyOps(this.machine, state, k === run.length ? run : run.slice(0, k), run[0].pos, diverged(0));
+      state =
+        k === run.length && adopted !== undefined ? adopted : applyOps(this.machine, state, k === run.length ? run : run.slice(0, k), run[0].pos, diverged(0));
       this.afterOf.set(run[k - 1], state);
       if (this.visibleState !== state) {
         this.visibleState = state;
@@ -734,8 +802,12 @@ export class ViewEngine<S = unknown> {
       }
     }
     if (k < run.length) {
-      state = adopt ? this.durableState : applyOps(this.machine, state, k === 0 ? run : run.slice(k), run[k].pos, diverged(k));
+      state = adopted ?? applyOps(this.machine, state, k === 0 ? run : run.slice(k), run[k].pos, diverged(k));
       this.afterOf.set(run[run.length - 1], state);
+    }
+    if (adopt && ackedEarly && this.durableState !== state) {
+      this.durableState = state;
+      this.out.changed.add('durable');
     }
     if (state !== this.authState) this.out.changed.add('authoritative');
     this.authState = state;
@@ -797,6 +869,7 @@ export class ViewEngine<S = unknown> {
   private rebase(): void {
     if (!this.needRebase) return;
     this.needRebase = false;
+    this.ackedEarly = false; // (what it would have adopted is recomputed here)
     const t0 = this.cpuNow();
     const beforeD = this.durableState;
     const beforeS = this.submittedState;
@@ -829,7 +902,20 @@ export class ViewEngine<S = unknown> {
     if (held.length === 0 || held[0].seq > h) return undefined;
     const id = `client id ${this.clientId}`;
     const atH = held.find((o) => o.seq === h);
-    if (!atH) return `the server holds ops up to seq ${h} under ${id}, but this client only ever wrote up to seq ${this.lastSeq}`;
+    if (!atH) {
+      // Seqs an earlier process of ours reserved and may have sent without persisting
+      // (DUR-BEFORE-SEND): in a gap our next op declares, or past our last op up to lastSeq.
+      // Ours only if the server's chain at our last persisted op is ours (HelloMessage.verify).
+      const next = held.find((o) => o.seq > h);
+      const v = this.verifyFrom;
+      const inGap = v !== undefined && h > v.seq && (next === undefined ? h <= this.lastSeq : next.after !== undefined && next.after < h);
+      if (!inGap) return `the server holds ops up to seq ${h} under ${id}, but this client only ever wrote up to seq ${this.lastSeq}`;
+      if (w.digest === undefined || v.digest === undefined) return undefined; // a record or a store from before digests: nothing to compare
+      if (w.verified === undefined || w.verified.seq !== v.seq || w.verified.digest !== v.digest) {
+        return `the server holds ops up to seq ${h} under ${id}, past this client's last persisted op ${v.seq}, and its history there is not this client's`;
+      }
+      return undefined;
+    }
     if (atH.digest !== undefined && w.digest !== undefined && atH.digest !== w.digest) {
       return `the ops the server holds under ${id} up to seq ${h} are not this client's`;
     }
@@ -867,10 +953,14 @@ export class ViewEngine<S = unknown> {
   private sendPending(): void {
     if (this.connState !== 'ready') return;
     // Split into frames the server accepts: a bounded number of ops and of bytes per frame.
-    let ops: { seq: number; name: string; args: unknown }[] = [];
+    let ops: { seq: number; name: string; args: unknown; after?: number }[] = [];
     let bytes = 0;
-    for (const op of this.durableList) {
+    const sendable = this.submittedList.length > 0 && this.submittedList[0].seq <= this.reservedSeq;
+    for (const op of sendable ? [...this.durableList, ...this.submittedList] : this.durableList) {
       if (op.seq <= this.sentSeq) continue;
+      // Ahead of the store only within a reservation, and by at most RECENT_DIGESTS ops, so a
+      // restart can verify its last persisted op among the server's recent digests.
+      if (op.stage === 'submitted' && (op.seq > this.reservedSeq || op.seq > this.durableSeq + RECENT_DIGESTS)) break;
       // Ops restored from a store are measured when first sent.
       const b = (op.bytes ??= wireBytes(op.name, op.args));
       if (ops.length > 0 && (ops.length >= MAX_OPS_PER_FRAME || bytes + b > FRAME_BUDGET_BYTES)) {
@@ -878,11 +968,26 @@ export class ViewEngine<S = unknown> {
         ops = [];
         bytes = 0;
       }
-      ops.push({ seq: op.seq, name: op.name, args: op.args });
+      ops.push(op.after === undefined ? { seq: op.seq, name: op.name, args: op.args } : { seq: op.seq, name: op.name, args: op.args, after: op.after });
       bytes += b;
       this.sentSeq = op.seq;
     }
     if (ops.length > 0) this.out.send.push({ t: 'ops', ops });
+  }
+
+  /** Our oldest op not yet ordered, as far as we know: Durable ones first, then Submitted ones. */
+  private heldHead(): OwnOp | undefined {
+    return this.durableList.length > 0 ? this.durableList[0] : this.submittedList[0];
+  }
+
+  /**
+   * Take heldHead() out of its list: the server ordered it. One from the Submitted list was
+   * sent before it was durable (DUR-BEFORE-SEND): the Durable log grows by it (materialize).
+   */
+  private shiftHeld(): OwnOp {
+    if (this.durableList.length > 0) return this.durableList.shift()!;
+    this.ackedEarly = true;
+    return this.submittedList.shift()!;
   }
 
   /** Our op was ordered but its entry is inside a checkpoint: learn its verdict from the welcome. */

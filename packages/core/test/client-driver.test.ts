@@ -11,10 +11,13 @@ import {
   RoomEngine,
   type BaseSnapshot,
   type Batching,
+  type ClientRestore,
   type ClientMessage,
   type DriverStore,
   type OpRecord,
   type RoomOutput,
+  PROTOCOL_VERSION,
+  RECENT_DIGESTS,
 } from '../src/index.ts';
 import { FakeClock } from '@hercules/test-utils';
 import { room as machine } from './fixtures.ts';
@@ -23,7 +26,24 @@ import { room as machine } from './fixtures.ts';
 class HandStore implements DriverStore {
   appends: { ops: OpRecord[]; done: (e?: unknown) => void }[] = [];
   bases: { base: BaseSnapshot; done: (e?: unknown) => void }[] = [];
+  reserves: { through: number; done: (e?: unknown) => void }[] = [];
   held: OpRecord[] = [];
+  /** The reservation this store holds. */
+  reservedSeq = 0;
+  reserve?: (through: number, done: (e?: unknown) => void) => void;
+  /** `reserving`: a store that keeps seq reservations (DriverStore.reserve). */
+  constructor(reserving = false) {
+    if (reserving) {
+      this.reserve = (through, done) =>
+        this.reserves.push({
+          through,
+          done: (e) => {
+            if (e === undefined) this.reservedSeq = through;
+            done(e);
+          },
+        });
+    }
+  }
   append(ops: readonly OpRecord[], done: (e?: unknown) => void): void {
     this.appends.push({
       ops: [...ops],
@@ -32,6 +52,13 @@ class HandStore implements DriverStore {
         done(e);
       },
     });
+  }
+  /** Confirm the oldest reservation not yet finished. */
+  confirmReserve(error?: unknown): number {
+    const r = this.reserves.shift();
+    assert.ok(r, 'a reservation is under way');
+    r.done(error);
+    return r.through;
   }
   saveBase(base: BaseSnapshot, done: (e?: unknown) => void): void {
     this.bases.push({ base, done });
@@ -46,11 +73,15 @@ class HandStore implements DriverStore {
 }
 
 /** A client (room + driver) with its own clock and store, and the frames it sent per connection. */
-function client(id: string, clock: FakeClock, opts: { batching?: Batching; baseEveryMs?: number } = {}) {
-  const store = new HandStore();
+function client(
+  id: string,
+  clock: FakeClock,
+  opts: { batching?: Batching; baseEveryMs?: number; seqBlock?: number; restore?: ClientRestore; store?: HandStore } = {},
+) {
+  const store = opts.store ?? new HandStore(opts.seqBlock !== undefined);
   const errors: Error[] = [];
-  const room = new ClientRoom(machine, { clientId: id, now: clock.now, batching: opts.batching, notify: 'sync' });
-  const driver = new ClientDriver(room, { store, clock, baseEveryMs: opts.baseEveryMs, report: (e) => errors.push(e) });
+  const room = new ClientRoom(machine, { clientId: id, now: clock.now, batching: opts.batching, notify: 'sync', restore: opts.restore });
+  const driver = new ClientDriver(room, { store, clock, baseEveryMs: opts.baseEveryMs, seqBlock: opts.seqBlock, report: (e) => errors.push(e) });
   const sent: ClientMessage[] = [];
   const opsSent = () => sent.flatMap((m) => (m.t === 'ops' ? m.ops.map((o) => o.seq) : []));
   return { room, driver, store, errors, sent, opsSent };
@@ -120,6 +151,203 @@ test('the driver sends an op only after the store confirmed it, and reports it d
   net.flush();
   assert.equal(h.position, 1);
   assert.equal(h.stage, 'visible', 'ordered, and alone in the room visible at once');
+});
+
+// spec: DUR-BEFORE-SEND
+test('with a store that reserves seqs, an op goes out while it is being persisted, never past the stored reservation', () => {
+  const clock = new FakeClock();
+  const net = new Net(clock);
+  const a = client('a', clock, { seqBlock: 4 });
+  assert.deepEqual(
+    a.store.reserves.map((r) => r.through),
+    [4],
+    'the first block is reserved at start, before any op',
+  );
+  net.open(a);
+  net.flush();
+  const h1 = a.room.ops.note({ text: 'one' });
+  clock.settle();
+  net.flush();
+  assert.deepEqual(a.opsSent(), [], 'no op goes out before a reservation is stored');
+  a.store.confirmReserve(); // op 1 goes out while its own write is under way
+  assert.deepEqual(a.opsSent(), [1]);
+  assert.deepEqual(
+    a.store.appends.map((w) => w.ops.map((o) => o.seq)),
+    [[1]],
+  );
+  net.flush();
+  assert.equal(h1.stage, 'visible', 'ordered before the local write completed');
+  assert.ok(h1.times.durable !== undefined && h1.times.durable <= h1.times.authoritative!, 'Durable is reached with Authoritative (on the server)');
+  const p = a.room.positions();
+  assert.equal(p.durable, 1, 'an op ordered is in the Durable log, local write or not');
+  assert.equal(a.room.getState('durable'), a.room.getState('submitted'), 'the views share one snapshot again');
+  assert.equal(a.room.getState('authoritative'), a.room.getState('submitted'));
+  a.store.confirm();
+  assert.equal(h1.stage, 'visible', 'the late local confirmation changes nothing');
+  // Ops 2..4 fit the block; the write that holds them also reserves the next, since half is used.
+  a.room.ops.note({ text: 'two' });
+  a.room.ops.note({ text: 'three' });
+  clock.settle();
+  assert.deepEqual(a.opsSent(), [1, 2, 3], 'sent with no write confirmed');
+  assert.deepEqual(
+    a.store.reserves.map((r) => r.through),
+    [7],
+    'half the block is used: the next is reserved',
+  );
+  a.room.ops.note({ text: 'four' });
+  a.room.ops.note({ text: 'five' });
+  clock.settle();
+  assert.deepEqual(a.opsSent(), [1, 2, 3, 4], 'op 5 is past the stored reservation: it waits');
+  a.store.confirmReserve();
+  assert.deepEqual(a.opsSent(), [1, 2, 3, 4, 5], 'the new block is stored: op 5 goes');
+  assert.deepEqual(
+    a.store.reserves.map((r) => r.through),
+    [],
+    'half of that block is left: no other yet',
+  );
+  net.flush();
+  assert.deepEqual(net.server.headSnapshot().notes, ['a@1: one', 'a@2: two', 'a@3: three', 'a@4: four', 'a@5: five']);
+  assert.deepEqual(a.errors, []);
+});
+
+// spec: DUR-BEFORE-SEND
+test('ops run at most RECENT_DIGESTS ahead of the store, so a restart can verify its last persisted op; a clean close gives the block back', async () => {
+  const clock = new FakeClock();
+  const net = new Net(clock);
+  const a = client('a', clock, { seqBlock: 1000 });
+  a.store.confirmReserve();
+  net.open(a);
+  net.flush();
+  for (let i = 0; i < RECENT_DIGESTS + 4; i++) a.room.ops.note({ text: `n${i}` });
+  clock.settle();
+  assert.deepEqual(
+    a.opsSent(),
+    Array.from({ length: RECENT_DIGESTS }, (_, i) => i + 1),
+    'the rest waits for the store',
+  );
+  a.store.confirm();
+  assert.equal(a.opsSent().length, RECENT_DIGESTS + 4, 'and goes once it is durable');
+  net.flush();
+  const closed = a.driver.close();
+  await Promise.resolve();
+  assert.deepEqual(
+    a.store.reserves.map((r) => r.through),
+    [RECENT_DIGESTS + 4],
+    'everything sent is persisted: the rest of the block is given back',
+  );
+  a.store.confirmReserve();
+  await closed;
+  assert.equal(a.store.reservedSeq, RECENT_DIGESTS + 4);
+});
+
+// spec: DUR-BEFORE-SEND, LOG-CLIENT-ORDER, LOG-EXACTLY-ONCE, DUR-DELIVERED, LOG-ONE-HISTORY
+test('a client restarted after a crash never reuses a reserved seq: its next op declares the gap, and the server takes it', () => {
+  const clock = new FakeClock();
+  const net = new Net(clock);
+  const store = new HandStore(true);
+  const a = client('a', clock, { seqBlock: 10, store });
+  store.confirmReserve(); // reserves 1..10
+  const conn = net.open(a);
+  net.flush();
+  a.room.ops.note({ text: 'one' });
+  clock.settle();
+  store.confirm(); // op 1 durable
+  a.room.ops.note({ text: 'two' });
+  a.room.ops.note({ text: 'three' });
+  clock.settle();
+  net.flush(); // ops 2 and 3 are ordered, but the process dies before its disk has them
+  assert.deepEqual(net.server.headSnapshot().notes, ['a@1: one', 'a@2: two', 'a@3: three']);
+  net.drop(conn);
+  a.driver.close();
+  const restore: ClientRestore = { lastSeq: 1, lastDigest: store.held[0].digest, durable: store.held, reservedSeq: store.reservedSeq };
+  assert.equal(restore.reservedSeq, 10);
+  // The restarted process: offline at first, it submits; the op gets seq 11, after op 1.
+  const b = client('a', clock, { seqBlock: 10, restore, store: new HandStore(true) });
+  const h = b.room.ops.note({ text: 'eleven' });
+  clock.settle();
+  assert.deepEqual(
+    b.store.appends.map((w) => w.ops.map((o) => [o.seq, o.after])),
+    [[[11, 1]]],
+    'persisted with its declared gap',
+  );
+  assert.deepEqual(
+    b.store.reserves.map((r) => r.through),
+    [20],
+    'a new block, past the old one',
+  );
+  b.store.confirm();
+  const b2 = net.open(b);
+  net.flush();
+  assert.deepEqual(b.errors, []);
+  assert.equal(b.room.connection(), 'ready', 'the server holding seqs 2 and 3 this client lost is no ownership conflict');
+  const sent = b.sent.find((m) => m.t === 'ops');
+  assert.deepEqual(sent && sent.t === 'ops' ? sent.ops.map((o) => [o.seq, o.after]) : [], [[11, 1]]);
+  assert.equal(h.stage, 'visible');
+  assert.equal(h.position, 4);
+  assert.deepEqual(net.server.headSnapshot().notes, ['a@1: one', 'a@2: two', 'a@3: three', 'a@4: eleven']);
+  assert.deepEqual(b.room.getState('submitted'), net.server.headSnapshot(), 'the lost ops came back as authoritative entries');
+  // The op after a gap starts a new digest chain on both sides: a client restarted with op 11
+  // durable but not known ordered checks the server's chain against its own, and they agree.
+  net.drop(b2);
+  const c = client('a', clock, {
+    restore: { lastSeq: 11, lastDigest: b.store.held[0].digest, durable: b.store.held, reservedSeq: 20 },
+    store: new HandStore(true),
+    seqBlock: 10,
+  });
+  net.open(c);
+  net.flush();
+  assert.equal(c.room.connection(), 'ready');
+  assert.deepEqual(c.errors, []);
+  assert.deepEqual(c.room.getState('submitted'), net.server.headSnapshot());
+  assert.equal(c.room.pending().length, 0);
+});
+
+// spec: LOG-ONE-HISTORY
+test('a copy of a store restarted past its reservation takes the ops in its gap for its own only if the server proves its last persisted op', () => {
+  const clock = new FakeClock();
+  const net = new Net(clock);
+  const a = client('a', clock);
+  net.open(a);
+  net.flush();
+  a.room.ops.note({ text: 'one' });
+  a.room.ops.note({ text: 'two' });
+  clock.settle();
+  a.store.confirm();
+  net.flush();
+  // A copy of a's store from before: one op of its own under seq 1, and a reservation past it.
+  const copy = client('a', clock, {
+    seqBlock: 10,
+    restore: { lastSeq: 1, durable: [{ client: 'a', seq: 1, name: 'note', args: { text: 'not one' }, digest: 12345 }], lastDigest: 12345, reservedSeq: 10 },
+    store: new HandStore(true),
+  });
+  const [h] = copy.room.pending();
+  let failure: unknown;
+  h.visible.catch((e) => {
+    failure = e;
+  });
+  net.open(copy);
+  net.flush();
+  return Promise.resolve().then(() => {
+    assert.ok(failure instanceof HerculesError && failure.code === 'client-id-conflict', String(failure));
+    assert.match((failure as Error).message, /past this client's last persisted op 1, and its history there is not this client's/);
+    assert.deepEqual(net.server.headSnapshot().notes, ['a@1: one', 'a@2: two']);
+  });
+});
+
+// spec: LOG-CLIENT-ORDER
+test('a gap declared after ops the server has not ordered is refused: no durable op is skipped', () => {
+  const server = new RoomEngine(machine, { ackTimeoutMs: 10_000 });
+  const clock = new FakeClock();
+  const out: RoomOutput[] = [server.open('c#1', clock.t)];
+  out.push(
+    server.message('c#1', { t: 'hello', v: PROTOCOL_VERSION, client: 'c', machine: { name: machine.name, version: machine.version }, have: 0 }, clock.t),
+  );
+  out.push(server.message('c#1', { t: 'ops', ops: [{ seq: 1, name: 'note', args: { text: 'one' } }] }, clock.t));
+  out.push(server.message('c#1', { t: 'ops', ops: [{ seq: 9, name: 'note', args: { text: 'nine' }, after: 2 }] }, clock.t));
+  const errors = out.flatMap((o) => o.send.map((s) => s.msg)).filter((m) => m.t === 'error');
+  assert.equal(errors.length, 1);
+  assert.equal(errors[0].t === 'error' && errors[0].code, 'seq-gap');
+  assert.deepEqual(server.headSnapshot().notes, ['c@1: one']);
 });
 
 // spec: DUR-BEFORE-SEND, LOG-CLIENT-ORDER

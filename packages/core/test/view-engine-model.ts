@@ -87,6 +87,8 @@ export type LogItem = { remote: OpSpec } | { own: true };
 export type Action =
   | { t: 'submit'; op: OpSpec }
   | { t: 'durable'; k: number }
+  /** The store confirms a reservation of our seqs up to lastSeq + k (ViewEngine.reserved). */
+  | { t: 'reserve'; k: number }
   | { t: 'connect' }
   | { t: 'welcome' }
   | { t: 'disconnect' }
@@ -121,6 +123,7 @@ export const opArb: fc.Arbitrary<OpSpec> = fc.oneof(
 export const actionArb: fc.Arbitrary<Action> = fc.oneof(
   { weight: 4, arbitrary: opArb.map((op): Action => ({ t: 'submit', op })) },
   { weight: 3, arbitrary: fc.nat(7).map((k): Action => ({ t: 'durable', k })) },
+  { weight: 1, arbitrary: fc.nat(3).map((k): Action => ({ t: 'reserve', k })) },
   { weight: 1, arbitrary: fc.constant<Action>({ t: 'connect' }) },
   { weight: 2, arbitrary: fc.constant<Action>({ t: 'welcome' }) },
   { weight: 1, arbitrary: fc.constant<Action>({ t: 'disconnect' }) },
@@ -270,6 +273,8 @@ export class Harness {
   // ---- reference: what the engine has processed
   readonly own = new Map<number, RefOwn>();
   lastSeq = 0;
+  /** Our ops up to here may be sent before they are durable (DUR-BEFORE-SEND). */
+  reservedSeq = 0;
   recvLen = 0;
   visSeq = 0;
   stableRecv = 0;
@@ -401,6 +406,10 @@ export class Harness {
         for (const o of this.own.values()) if (o.seq <= target) o.durable = true;
         break;
       }
+      case 'reserve':
+        this.reservedSeq = Math.max(this.reservedSeq, this.lastSeq + a.k);
+        e.reserved(this.lastSeq + a.k);
+        break;
       case 'connect':
         if (this.conn !== 'offline') return this.skip(a);
         e.connected();
@@ -658,7 +667,8 @@ export class Harness {
     const stLen = Math.min(this.stableRecv, visLen);
     const mine = [...this.own.values()].sort((x, y) => x.seq - y.seq);
     const dur = mine.filter((o) => o.durable && o.pos === undefined);
-    const sub = mine.filter((o) => !o.durable);
+    // (An op sent under a reservation may be ordered before its store confirms it.)
+    const sub = mine.filter((o) => !o.durable && o.pos === undefined);
     const auth = this.states[authLen];
     const dState = this.foldOwn(auth, dur, authLen + 1);
     const sState = this.foldOwn(dState, sub, authLen + dur.length + 1);
@@ -681,8 +691,7 @@ export class Harness {
   }
 
   private expectedStage(o: RefOwn): Stage {
-    if (!o.durable) return 'submitted';
-    if (o.pos === undefined) return 'durable';
+    if (o.pos === undefined) return o.durable ? 'durable' : 'submitted';
     if (this.log[o.pos - 1].error !== undefined) return 'rejected';
     return o.seq <= this.visSeq ? 'visible' : 'authoritative';
   }
@@ -786,7 +795,7 @@ export class Harness {
           assert.ok(STAGE_RANK[h.stage] > STAGE_RANK[prev], `op ${h.id} went back from ${prev} to ${h.stage}${where()}`);
         }
       }
-      if (prev !== h.stage) cover(`stage:${h.stage}`);
+      if (prev !== h.stage) cover(`stage:${h.stage}${o.durable ? '' : ':before-durable'}`);
       this.prevStage.set(o.seq, h.stage);
       if (o.pos !== undefined) {
         if (!o.compacted) assert.equal(h.pos, o.pos, `op ${h.id} position`);
@@ -847,7 +856,7 @@ export class Harness {
             assert.ok(op.seq > this.sentMax, `op ${op.seq} sent twice or out of order on one connection`);
             this.sentMax = op.seq;
             const o = this.own.get(op.seq);
-            assert.ok(o && o.durable, `op ${op.seq} sent before it was durable`);
+            assert.ok(o && (o.durable || op.seq <= this.reservedSeq), `op ${op.seq} sent before it was durable or reserved`);
             assert.deepEqual({ name: op.name, args: op.args }, { name: o.name, args: o.args });
             if (!this.srvReceived.has(op.seq)) this.srvReceived.set(op.seq, { client: ME, seq: op.seq, name: op.name, args: op.args });
           }
@@ -870,7 +879,8 @@ export class Harness {
     // Liveness: while connected, every durable op has reached the server.
     if (this.conn === 'ready') {
       for (const o of this.own.values()) {
-        if (o.durable && o.seq > this.srvHighWater) assert.ok(this.srvReceived.has(o.seq), `durable op ${o.seq} never sent${where()}`);
+        if ((o.durable || o.seq <= this.reservedSeq) && o.seq > this.srvHighWater)
+          assert.ok(this.srvReceived.has(o.seq), `durable or reserved op ${o.seq} never sent${where()}`);
       }
     }
 

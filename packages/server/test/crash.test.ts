@@ -160,6 +160,56 @@ test('SIGKILL a client after it persisted ops but before the server had them: th
   assert.deepEqual(final.messages, ['k-0', 'k-1', 'k-2', 'k-3', 'k-4', 'k2-0', 'k2-1', 'k2-2'], 'each persisted op exactly once, in order');
 });
 
+// spec: DUR-BEFORE-SEND, LOG-ONE-HISTORY, DUR-DELIVERED
+test('SIGKILL a client that sends ops ahead of its disk: restarted, it continues past its reserved seqs; every op it saw durable or ordered arrives once', async (t) => {
+  const { dir, cleanup } = tempDir('crash-ahead');
+  t.after(cleanup);
+  const port = await freePort();
+  const url = `ws://127.0.0.1:${port}`;
+  const srv = server(port, `${dir}/data`);
+  t.after(() => srv.p.kill('SIGKILL'));
+  await until(
+    () =>
+      fetch(`http://127.0.0.1:${port}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    20_000,
+    'server up',
+  );
+  const file = `${dir}/client.sqlite`;
+  // Ops every 2 ms: each goes out before its group commit; killed mid-stream.
+  const c1 = client(url, 'ahead', file, 'k', 400, 2, 999);
+  t.after(() => c1.p.kill('SIGKILL'));
+  await until(() => c1.events.filter((e) => e.ev === 'auth').length >= 40, 20_000, 'ops ordered');
+  c1.p.kill('SIGKILL');
+  await c1.exited;
+  const sure = new Set(c1.events.filter((e) => e.ev === 'auth' || e.ev === 'durable').map((e) => e.seq as number));
+  const maxSeq = Math.max(...sure);
+  const c2 = client(url, 'ahead', file, 'k2', 3, 0, sure.size + 3);
+  t.after(() => c2.p.kill('SIGKILL'));
+  const code = await Promise.race([c2.exited, new Promise((r) => setTimeout(() => r('timeout'), 60_000))]);
+  assert.equal(code, 0, `the restarted client did not finish: ${c2.stderr.slice(-3).join('|')} ${JSON.stringify(c2.events.slice(-3))}`);
+  assert.deepEqual(
+    c2.events.filter((e) => e.ev === 'error'),
+    [],
+    'no client-id-conflict, no seq-gap: the server took its declared gap',
+  );
+  const texts: string[] = c2.events.find((e) => e.ev === 'done').messages;
+  assert.equal(new Set(texts).size, texts.length, 'no op twice');
+  for (const seq of sure) assert.ok(texts.includes(`k-${seq - 1}`), `op k-${seq - 1}, durable or ordered before the kill, is in the room`);
+  const ks = texts.filter((m) => m.startsWith('k-')).map((m) => Number(m.slice(2)));
+  assert.deepEqual(
+    ks,
+    [...ks].sort((x, y) => x - y),
+    'in submit order',
+  );
+  assert.deepEqual(texts.slice(-3), ['k2-0', 'k2-1', 'k2-2']);
+  const recovered = new Set<number>(c2.events.find((e) => e.ev === 'started').recovered);
+  const k2Seqs = c2.events.filter((e) => e.ev === 'auth' && !recovered.has(e.seq)).map((e) => e.seq as number);
+  assert.ok(k2Seqs.length === 3 && k2Seqs.every((s) => s > maxSeq), `the restarted client numbers its ops past the old ones: ${k2Seqs}`);
+});
+
 // spec: DUR-SURVIVES-RESTART
 test('SIGKILL a client just after its ops became visible: restarted offline, its Durable view still holds every one', async (t) => {
   const { dir, cleanup } = tempDir('crash-durable');

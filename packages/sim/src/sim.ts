@@ -88,6 +88,12 @@ export interface SimConfig {
   idleUnloadMs: number;
   /** Cluster mode: the room on N nodes over a replicated log (cluster.ts); absent, one server over one disk. */
   cluster?: ClusterConfig;
+  /**
+   * Client stores reserve seqs in blocks of this many (ClientDriverOptions.seqBlock), so ops go
+   * out before they are durable; 0: stores without reservations, ops go out once durable
+   * (both DUR-BEFORE-SEND).
+   */
+  seqBlock: number;
 }
 
 export interface SimResult {
@@ -144,6 +150,7 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}, mode
     idleUnloadMs: r.pick([Infinity, Infinity, 100]),
     // Drawn last: a seed's other choices are the same with or without it.
     ...(mode.cluster ? { cluster: clusterConfigFor(r), crashBeforeCommit: 0 } : {}),
+    seqBlock: r.pick([0, 2, 5, 1000, 1000]),
     ...overrides,
   };
 }
@@ -205,6 +212,7 @@ const less = (a: Event, b: Event) => a.at < b.at || (a.at === b.at && a.order < 
 interface Disk {
   lastSeq: number;
   lastDigest?: number;
+  reservedSeq?: number;
   ops: OpRecord[];
   base?: BaseSnapshot;
 }
@@ -570,6 +578,8 @@ export class Simulation implements SimState {
   posOf = new Map<string, number>();
   /** Ops the simulated disk confirmed: they must reach the global log exactly once. */
   durableEver = new Set<string>();
+  /** The seq reservation each client's disk holds (DUR-BEFORE-SEND). */
+  reserved = new Map<string, number>();
   /** Highest log position each connection's client incarnation processed. */
   processed = new Map<string, number>();
   connOwner = new Map<string, SimClient>();
@@ -675,6 +685,7 @@ export class Simulation implements SimState {
         lastSeq: disk.lastSeq,
         durable: disk.ops,
         ...(disk.lastDigest !== undefined ? { lastDigest: disk.lastDigest } : {}),
+        ...(disk.reservedSeq !== undefined ? { reservedSeq: disk.reservedSeq } : {}),
         ...(disk.base ? { base: disk.base } : {}),
       }),
     });
@@ -726,6 +737,23 @@ export class Simulation implements SimState {
           done();
         });
       },
+      ...(this.cfg.seqBlock > 0
+        ? {
+            reserve: (through: number, done: (e?: unknown) => void) => {
+              const fails = this.cfg.diskFailure > 0 && this.rng.chance(this.cfg.diskFailure);
+              this.q.push(this.now + diskDelay(), `reserve ${c.id}`, () => {
+                if (!alive()) return;
+                if (fails) {
+                  this.count('disk-failure');
+                  return done(new Error('simulated disk failure'));
+                }
+                disk.reservedSeq = through;
+                this.reserved.set(c.id, through);
+                done();
+              });
+            },
+          }
+        : {}),
       // The base and the deletion of our ops inside it, in one atomic step (ClientStorage.saveBase).
       saveBase: (b, done) => {
         const base = fromJson(b);
@@ -745,6 +773,7 @@ export class Simulation implements SimState {
       wallClock: () => this.now,
       basePos: disk.base?.pos ?? 0,
       baseEveryMs: this.cfg.baseEveryMs,
+      ...(this.cfg.seqBlock > 0 ? { seqBlock: this.cfg.seqBlock } : {}),
       report: (e) => {
         if (e instanceof HerculesError && e.code === 'storage-failed') return; // counted at the disk
         this.count('client-warning');
@@ -841,6 +870,12 @@ export class Simulation implements SimState {
     const ep = c.endpoint;
     if (!conn || !ep) return;
     this.checks.clientSent(this, c, msg);
+    if (msg.t === 'ops') {
+      for (const op of msg.ops) {
+        if (!this.durableEver.has(`${c.id}:${op.seq}`)) this.count('op-sent-before-durable');
+        if (op.after !== undefined) this.count('declared-gap');
+      }
+    }
     const epoch = c.epoch;
     const frame = structuredClone(msg);
     const t = Math.max(c.link.up, this.now + this.latency());

@@ -51,10 +51,12 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
   'LOG-EXACTLY-ONCE': [(sim, h) => h.sequenced!(sim, { ...sim.global[0], pos: sim.global.length + 1 }, undefined), /sequenced twice/],
   'LOG-CLIENT-ORDER': [
     (sim, h) => {
+      // A gap over a seq the client's disk confirmed (a declared gap may skip only others).
       const e = lastOf(sim, aClient(sim).id);
+      (sim.durableEver as Set<string>).add(`${e.client}:${e.seq + 1}`);
       h.sequenced!(sim, { ...e, pos: sim.global.length + 1, seq: e.seq + 2 }, undefined);
     },
-    /after seq \d+ of its client/,
+    /skipping \S+, which its disk confirmed/,
   ],
   'DUR-BEFORE-SEND': [
     (sim, h) => {

@@ -213,12 +213,28 @@ test('the checker catches a client driver that reports ops durable before its st
 });
 
 // spec: DUR-BEFORE-SEND
+test('the checker catches a client driver that lets ops go out under a reservation its store never got', async () => {
+  await expectCaught(() => {
+    const p = proto(ClientDriver);
+    const orig = p.write as () => void;
+    p.write = function (this: { queue: { seq: number }[]; room: { reserved(seq: number): void } }) {
+      const q = this.queue;
+      if (q.length) this.room.reserved(q[q.length - 1].seq + 1000);
+      orig.call(this);
+    };
+    return () => {
+      p.write = orig;
+    };
+  }, ['DUR-BEFORE-SEND']);
+});
+
+// spec: DUR-BEFORE-SEND
 test('the checker catches a client driver that drops the ops of a failed write instead of retrying them', async () => {
   await expectCaught(() => {
     const p = proto(ClientDriver);
-    const orig = p.written as (ops: unknown[], error: unknown) => void;
-    p.written = function (this: unknown, ops: unknown[], error: unknown) {
-      orig.call(this, ops, error);
+    const orig = p.written as (ops: unknown[], error: unknown, ...rest: unknown[]) => void;
+    p.written = function (this: unknown, ops: unknown[], error: unknown, ...rest: unknown[]) {
+      orig.call(this, ops, error, ...rest);
       if (error !== undefined) (this as { queue: unknown[] }).queue.splice(0, ops.length);
     };
     return () => {
