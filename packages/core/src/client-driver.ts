@@ -112,6 +112,7 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
   #reserveAsked: number;
   #reserveConfirmed: number;
   #reserving = false;
+  #sendScheduled = false;
 
   // --- base
   #basePos: number;
@@ -216,6 +217,14 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
     for (const op of ops) this.queue.push(op);
     this.#queuedSeq = ops[ops.length - 1].seq;
     this.#reserve();
+    if (!this.#sendScheduled) {
+      // The ops of one turn go out in one frame, before their write starts (DUR-BEFORE-SEND).
+      this.#sendScheduled = true;
+      this.#clock.defer(() => {
+        this.#sendScheduled = false;
+        if (!this.#stopped) this.room.flushSends();
+      });
+    }
     if (this.#writing === undefined && !this.#writeScheduled && this.#cancelRetry === undefined) {
       this.#writeScheduled = true;
       this.#clock.defer(() => {

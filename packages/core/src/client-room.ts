@@ -388,6 +388,11 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.engine.durable(seq);
     this.pump();
   }
+  /** The submitting turn ended: send what may go before it is durable (ViewEngine.flushSends). */
+  flushSends(): void {
+    this.engine.flushSends();
+    this.pump();
+  }
   /** The store holds a reservation of our seqs up to `seq` (ViewEngine.reserved). */
   reserved(seq: number): void {
     this.engine.reserved(seq);

@@ -204,7 +204,7 @@ export class ViewEngine<S = unknown> {
    * each hello asks the server to verify (HelloMessage.verify).
    */
   private verifyFrom: { seq: number; digest: number | undefined } | undefined;
-  /** A submit this step may be sent at once (sendPending at drain). */
+  /** Submitted ops may be sent before they are durable: at the end of the turn (flushSends). */
   private sendDue = false;
   /** An own op became authoritative this step straight from the Submitted list (sent before it was durable). */
   private ackedEarly = false;
@@ -368,10 +368,6 @@ export class ViewEngine<S = unknown> {
 
   /** Take what the adapter must do now. */
   drain(): EngineOutput {
-    if (this.sendDue) {
-      this.sendDue = false;
-      this.sendPending();
-    }
     if (this.ackDue && this.connState === 'ready') {
       this.out.send.push({ t: 'ack', pos: this.authLen });
     }
@@ -432,6 +428,17 @@ export class ViewEngine<S = unknown> {
   reserved(seq: number): void {
     if (seq <= this.reservedSeq) return;
     this.reservedSeq = seq;
+    this.sendPending();
+  }
+
+  /**
+   * Send the ops submitted since the last call that may go before they are durable, in one
+   * frame: the adapter calls it once the submitting turn ends (as it starts their write), so a
+   * burst of submits is one frame, and a submit returns without encoding or writing anything.
+   */
+  flushSends(): void {
+    if (!this.sendDue) return;
+    this.sendDue = false;
     this.sendPending();
   }
 
@@ -955,12 +962,15 @@ export class ViewEngine<S = unknown> {
     // Split into frames the server accepts: a bounded number of ops and of bytes per frame.
     let ops: { seq: number; name: string; args: unknown; after?: number }[] = [];
     let bytes = 0;
-    const sendable = this.submittedList.length > 0 && this.submittedList[0].seq <= this.reservedSeq;
-    for (const op of sendable ? [...this.durableList, ...this.submittedList] : this.durableList) {
+    // Ops not yet durable go ahead of the store only within a reservation, and at most
+    // RECENT_DIGESTS of them, so a restart can verify its last persisted op among the server's
+    // recent digests. A burst past that waits for its write and goes in one frame, as it would
+    // without reservations: sending part of it early would split it in two frames for nothing.
+    const n = this.submittedList.length;
+    const last = n > 0 ? this.submittedList[n - 1].seq : 0;
+    const early = n > 0 && last <= this.reservedSeq && last <= this.durableSeq + RECENT_DIGESTS;
+    for (const op of early ? [...this.durableList, ...this.submittedList] : this.durableList) {
       if (op.seq <= this.sentSeq) continue;
-      // Ahead of the store only within a reservation, and by at most RECENT_DIGESTS ops, so a
-      // restart can verify its last persisted op among the server's recent digests.
-      if (op.stage === 'submitted' && (op.seq > this.reservedSeq || op.seq > this.durableSeq + RECENT_DIGESTS)) break;
       // Ops restored from a store are measured when first sent.
       const b = (op.bytes ??= wireBytes(op.name, op.args));
       if (ops.length > 0 && (ops.length >= MAX_OPS_PER_FRAME || bytes + b > FRAME_BUDGET_BYTES)) {
