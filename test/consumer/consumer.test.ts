@@ -417,8 +417,9 @@ test('the packages install from their tarballs and work in a fresh project', { t
         .join(', ')} KiB minified)`,
     );
     // The goal was at most 25 KiB gzipped; splitting the client into a transport, a driver and
-    // a wrapping room (issue 12) costs about 1.5 KiB, so the bound is 26 until that is won back
-    // (docs/benchmarks.md has the figures).
-    assert.ok(gz <= 26 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
+    // a wrapping room (issue 12) cost about 1.5 KiB, sending ops under seq reservations (issue
+    // 14) 1 KiB more and presence (issue 15) 0.5 KiB, so the bound is 28 until that is won back
+    // (docs/benchmarks.md, "Browser bundle size", has the figures).
+    assert.ok(gz <= 28 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
   });
 });
