@@ -48,6 +48,8 @@ export interface ConnectOptions<M extends Machine<any, any>> {
    * inside it leave the store, so the store holds at most about this long of confirmed ops.
    */
   baseEveryMs?: number;
+  /** Presence (room.presence.set) goes out at most this often, the latest value winning (default 16 ms). */
+  presenceEveryMs?: number;
   /** A WebSocket class; default: the global one, else the `ws` package (Node 20). */
   WebSocket?: unknown;
   onStatus?: (status: ConnectionStatus, detail?: string) => void;
@@ -163,6 +165,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     },
     basePos: stored.base?.pos ?? 0,
     baseEveryMs: opts.baseEveryMs,
+    presenceEveryMs: opts.presenceEveryMs,
     report,
     // (The reason itself was reported as a warning.)
     resync: () => transport.restart('out of step with the server; reconnecting'),

@@ -85,6 +85,9 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   onMembers(listener: (members: readonly string[]) => void): () => void {
     return this.#inner.onMembers(listener);
   }
+  get presence() {
+    return this.#inner.presence;
+  }
   members(): readonly string[] {
     return this.#inner.members();
   }

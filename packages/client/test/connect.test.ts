@@ -207,3 +207,43 @@ test('the README Quick start runs to completion twice in a row against a real se
   assert.match(first.out, /delays after submit \(ms\):.*stable/s);
   assert.match(second.out, /stable +2 messages/, "the second run sees the first run's message");
 });
+
+// spec: PRESENCE-EPHEMERAL
+test('presence through real sockets: B sees A set it, the latest wins, a joiner sees it, and it is gone when A closes; nothing of it in the log or any view', async (t) => {
+  const srv = await server(t);
+  const a = await connect({ url: srv.url, room: 'p', machine: chat, clientId: 'pa', onError: () => {} });
+  const b = await connect({ url: srv.url, room: 'p', machine: chat, clientId: 'pb', onError: () => {} });
+  t.after(() => b.close());
+  await Promise.all([a.whenOnline({ timeoutMs: 5000 }), b.whenOnline({ timeoutMs: 5000 })]);
+  const seen: unknown[] = [];
+  b.presence.subscribe((others) => seen.push(others.map((p) => [p.client, p.value])));
+  const until = async (what: string, ok: () => boolean) => {
+    for (let i = 0; i < 500 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(ok(), what);
+  };
+  a.presence.set({ cursor: [1, 1], name: 'Ada' });
+  a.presence.update({ cursor: [2, 3] }); // same turn: one message, the latest
+  await until('B sees A', () => b.presence.others().length === 1);
+  assert.deepEqual(b.presence.others(), [{ client: 'pa', value: { cursor: [2, 3], name: 'Ada' } }]);
+  assert.deepEqual(a.presence.get(), { cursor: [2, 3], name: 'Ada' });
+  assert.deepEqual(a.presence.others(), [], 'B set none');
+  assert.equal(b.presence.others(), b.presence.others(), 'the same array until it changes');
+  // A joiner gets it in its welcome.
+  const c = await connect({ url: srv.url, room: 'p', machine: chat, clientId: 'pc', onError: () => {} });
+  t.after(() => c.close());
+  await c.whenOnline({ timeoutMs: 5000 });
+  assert.deepEqual(c.presence.others(), [{ client: 'pa', value: { cursor: [2, 3], name: 'Ada' } }]);
+  // Too large: a clear error at the call, nothing sent.
+  assert.throws(
+    () => a.presence.set({ blob: 'x'.repeat(5000) }),
+    (e: unknown) => e instanceof HerculesError && e.code === 'too-large',
+  );
+  // Not in the log, not in any view, on any client.
+  for (const r of [a, b, c]) {
+    assert.equal(r.positions().submitted, 0, 'no op was made');
+    for (const v of VIEWS) assert.equal(JSON.stringify(r.getState(v)).includes('Ada'), false, `${v} view holds no presence`);
+  }
+  await a.close();
+  await until('A is gone for B and C', () => b.presence.others().length === 0 && c.presence.others().length === 0);
+  assert.deepEqual(seen.at(-1), []);
+});

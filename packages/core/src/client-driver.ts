@@ -70,6 +70,11 @@ export interface ClientDriverOptions {
    * skips what is left of it (a declared gap, OpRecord.after).
    */
   seqBlock?: number;
+  /**
+   * Presence goes out at most this often (the latest value wins; default 16 ms: a cursor at
+   * 60 Hz input); the first change after a quiet spell goes at once.
+   */
+  presenceEveryMs?: number;
   /** Backoff between attempts of a failed write: first delay and cap. Defaults 50 and 5000 ms. */
   retry?: { minMs?: number; maxMs?: number };
   /** Failed writes (each is retried) and the room's warnings. */
@@ -114,6 +119,11 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
   #reserving = false;
   #sendScheduled = false;
 
+  // --- presence pacing
+  readonly #presenceEveryMs: number;
+  #presenceSentAt = -Infinity;
+  #cancelPresence: (() => void) | undefined;
+
   // --- base
   #basePos: number;
   #cancelBase: (() => void) | undefined;
@@ -138,6 +148,9 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
     this.#retryMinMs = opts.retry?.minMs ?? 50;
     this.#retryMaxMs = opts.retry?.maxMs ?? 5000;
     this.#basePos = opts.basePos ?? 0;
+    this.#presenceEveryMs = opts.presenceEveryMs ?? 16;
+    if (!(this.#presenceEveryMs >= 0 && Number.isFinite(this.#presenceEveryMs)))
+      throw new HerculesError('bad-argument', `presenceEveryMs must be a non-negative number of milliseconds, got ${String(opts.presenceEveryMs)}`);
     this.#seqBlock = opts.seqBlock ?? 1000;
     if (!(Number.isSafeInteger(this.#seqBlock) && this.#seqBlock >= 2))
       throw new HerculesError('bad-argument', `seqBlock must be an integer of at least 2, got ${String(opts.seqBlock)}`);
@@ -203,7 +216,8 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
     this.#stopped = true;
     this.#cancelBase?.();
     this.#cancelBatch?.();
-    this.#cancelBase = this.#cancelBatch = undefined;
+    this.#cancelPresence?.();
+    this.#cancelBase = this.#cancelBatch = this.#cancelPresence = undefined;
     this.#settleFlushWaiters(true);
   }
 
@@ -232,6 +246,18 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
         if (this.#writing === undefined && this.#cancelRetry === undefined) this.write();
       });
     }
+  }
+
+  presenceDue(): void {
+    if (this.#cancelPresence || this.#stopping) return;
+    const wait = Math.max(0, this.#presenceSentAt + this.#presenceEveryMs - this.#clock.now());
+    const go = () => {
+      this.#cancelPresence = undefined;
+      this.#presenceSentAt = this.#clock.now();
+      this.room.flushPresence();
+    };
+    // (A timer even at 0: the changes of one turn go as one message.)
+    this.#cancelPresence = this.#clock.after(wait, go);
   }
 
   warn(message: string): void {

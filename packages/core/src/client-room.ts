@@ -5,7 +5,7 @@
  */
 import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
 import type { Machine, OpArgs, OpsOf, StateOf } from './machine.ts';
-import type { ClientMessage, OpRecord, ServerMessage } from './protocol.ts';
+import type { ClientMessage, OpRecord, PeerPresence, ServerMessage } from './protocol.ts';
 import { VIEWS, ViewEngine, type BaseSnapshot, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
 
 /** What the room needs from the world: a way to send frames and to persist ops. */
@@ -27,6 +27,25 @@ export interface RoomDriver {
    */
   // biome-ignore lint/suspicious/noConfusingVoidType: a driver that returns nothing means "stop", so `void` must be accepted
   fatal?(code: ErrorCode, message: string): boolean | void;
+  /** Our presence changed and waits to be sent: call `room.flushPresence()`, paced as the driver likes. */
+  presenceDue?(): void;
+}
+
+/**
+ * Who else is in the room and what they show: each connection's small JSON value (a cursor, a
+ * selection, a name), never logged, stored or part of any view; cleared when it leaves.
+ */
+export interface RoomPresence {
+  /** Set ours (null clears it); only the latest is sent, at most every `presenceEveryMs`. */
+  set(value: unknown): void;
+  /** Merge `partial` into ours (an object) and set the result. */
+  update(partial: Record<string, unknown>): void;
+  /** Ours, as last set (undefined: none). */
+  get(): unknown;
+  /** The other connections' presence (none while offline). The same array until it changes. */
+  others(): readonly PeerPresence[];
+  /** Called with others() whenever it changes. */
+  subscribe(listener: (others: readonly PeerPresence[]) => void): () => void;
 }
 
 export interface OpHandle {
@@ -85,6 +104,8 @@ export interface AppRoom<M extends Machine<any, any>> {
   until(view: ViewName, predicate: (state: StateOf<M>) => boolean, opts?: { timeoutMs?: number }): Promise<StateOf<M>>;
   onMembers(listener: (members: readonly string[]) => void): () => void;
   members(): readonly string[];
+  /** Presence: apart from the log and every view. */
+  readonly presence: RoomPresence;
   access(): 'read' | 'write';
   pending(): OpHandle[];
   submit(name: string, args?: unknown): OpHandle;
@@ -214,6 +235,31 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   private readonly handles = new Map<number, Handle>();
   private readonly listeners = new Map<ViewName, Set<Listener<StateOf<M>>>>();
   private readonly memberListeners = new Set<(members: readonly string[]) => void>();
+  private readonly presenceListeners = new Set<(others: readonly PeerPresence[]) => void>();
+  private othersCache: readonly PeerPresence[] | undefined;
+
+  readonly presence: RoomPresence = {
+    set: (value) => {
+      this.engine.setPresence(value);
+      this.pump();
+    },
+    update: (partial) => {
+      if (partial === null || typeof partial !== 'object' || Array.isArray(partial))
+        throw new HerculesError('bad-argument', 'presence.update(partial): partial must be an object');
+      const cur = this.engine.ownPresenceValue();
+      const base = cur !== null && typeof cur === 'object' && !Array.isArray(cur) ? cur : {};
+      this.presence.set({ ...base, ...partial });
+    },
+    get: () => this.engine.ownPresenceValue(),
+    others: () => (this.othersCache ??= Object.freeze(this.engine.presence())),
+    subscribe: (listener) => {
+      if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'presence.subscribe(listener): listener must be a function');
+      this.presenceListeners.add(listener);
+      return () => {
+        this.presenceListeners.delete(listener);
+      };
+    },
+  };
   private readonly progressListeners = new Set<(positions: ViewPositions) => void>();
   /** The positions last returned (kept by identity while equal) and last told to progress listeners. */
   private lastPositions: ViewPositions | undefined;
@@ -375,6 +421,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     for (const end of [...this.waiters]) end(new HerculesError('closed', 'the room was closed while until() waited'));
     this.listeners.clear();
     this.memberListeners.clear();
+    this.presenceListeners.clear();
     this.progressListeners.clear();
   }
 
@@ -391,6 +438,11 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   /** The submitting turn ended: send what may go before it is durable (ViewEngine.flushSends). */
   flushSends(): void {
     this.engine.flushSends();
+    this.pump();
+  }
+  /** Send our latest presence now (the driver paces these: RoomDriver.presenceDue). */
+  flushPresence(): void {
+    this.engine.flushPresence();
     this.pump();
   }
   /** The store holds a reservation of our seqs up to `seq` (ViewEngine.reserved). */
@@ -499,6 +551,18 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
       if (op.stage === 'rejected') this.handles.delete(op.seq);
     }
     if (o.progressed.length || o.changed.has('stable')) this.settleStable();
+    if (o.presenceChanged) {
+      this.othersCache = undefined;
+      const others = this.presence.others();
+      for (const fn of [...this.presenceListeners]) {
+        try {
+          fn(others);
+        } catch (e) {
+          d?.warn?.(`a presence listener threw: ${errorMessage(e)}`);
+        }
+      }
+    }
+    if (this.engine.presencePending()) d?.presenceDue?.();
     if (o.membersChanged) {
       const m = this.engine.members();
       for (const fn of [...this.memberListeners]) {

@@ -13,7 +13,7 @@ export type { ViewName, Stage, OwnOp, Batching, ViewEngineOptions, ClientRestore
 export { RoomEngine } from './room-engine.ts';
 export type { RoomOptions, RoomOutput, RoomDurableState, ClientRecord, ConnId, AuthorizeOp, AuthorizeContext, Principal } from './room-engine.ts';
 export { ClientRoom } from './client-room.ts';
-export type { OpHandle, OpStubs, RoomDriver, ClientRoomOptions, Listener, AppRoom, ViewPositions } from './client-room.ts';
+export type { OpHandle, OpStubs, RoomDriver, ClientRoomOptions, Listener, AppRoom, ViewPositions, RoomPresence } from './client-room.ts';
 export { ClientDriver } from './client-driver.ts';
 export type { Clock, DriverStore, DriverLink, ClientDriverOptions } from './client-driver.ts';
 export { ClientCodec } from './wire.ts';

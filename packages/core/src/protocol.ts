@@ -109,10 +109,27 @@ export interface AckMessage {
   /** Cumulative: the client has received and applied every log entry up to `pos`. */
   readonly pos: number;
 }
+/**
+ * Presence (ephemeral: never ordered, stored or part of any view): this connection's value for
+ * the others to see, the latest replacing the one before; null clears it. At most
+ * MAX_PRESENCE_BYTES, in the op-argument domain (args.ts).
+ */
+export interface PresenceSetMessage {
+  readonly t: 'presence';
+  readonly value: unknown;
+}
 export interface RegisterMessage {
   readonly t: 'register';
 }
-export type ClientMessage = HelloMessage | OpsMessage | AckMessage | RegisterMessage;
+export type ClientMessage = HelloMessage | OpsMessage | AckMessage | RegisterMessage | PresenceSetMessage;
+
+/** One connection's presence as others see it: null once it cleared it or left. */
+export interface PeerPresence {
+  readonly client: string;
+  /** The authenticated user behind it, if any (else the client id stands for it). */
+  readonly user?: string;
+  readonly value: unknown;
+}
 
 // ---------------------------------------------------------------- server -> client
 
@@ -146,6 +163,8 @@ export interface WelcomeMessage {
   readonly rejected: readonly { readonly seq: number; readonly error: string; readonly refused?: true }[];
   readonly stable: number;
   readonly members: readonly string[];
+  /** The other connections' current presence (PresenceSetMessage); absent: none. */
+  readonly presence?: readonly PeerPresence[];
 }
 export interface LogMessage {
   readonly t: 'log';
@@ -183,11 +202,25 @@ export interface ErrorMessage {
    */
   readonly fatal: boolean;
 }
+/** Presence changes of other connections, in the order they happened (value null: gone). */
+export interface PresenceMessage {
+  readonly t: 'presence';
+  readonly peers: readonly PeerPresence[];
+}
 /** Heartbeat: lets a client (even a browser, which cannot see WebSocket pings) notice a dead link. */
 export interface PingMessage {
   readonly t: 'ping';
 }
-export type ServerMessage = PingMessage | WelcomeMessage | LogMessage | VisibleMessage | StableMessage | MembersMessage | DeregisterMessage | ErrorMessage;
+export type ServerMessage =
+  | PingMessage
+  | WelcomeMessage
+  | LogMessage
+  | VisibleMessage
+  | StableMessage
+  | MembersMessage
+  | DeregisterMessage
+  | ErrorMessage
+  | PresenceMessage;
 
 /** Until protocol 2, a refused op was marked only by this prefix on its error. */
 const LEGACY_REFUSED = 'refused: ';
@@ -223,6 +256,9 @@ export const MAX_OP_NAME = 128;
  * after a crash verifies its last persisted op among them.
  */
 export const RECENT_DIGESTS = 16;
+
+/** The largest presence value a connection may set (its size as scanOp measures it). */
+export const MAX_PRESENCE_BYTES = 4096;
 
 export const FRAME_BUDGET_BYTES = 512 * 1024;
 export const MAX_OP_BYTES = 256 * 1024;
@@ -273,6 +309,9 @@ export function parseClientMessage(v: unknown): ClientMessage {
       return { t: 'ack', pos: v.pos };
     case 'register':
       return { t: 'register' };
+    case 'presence':
+      if (!('value' in v)) bad('presence.value is required (null clears it)');
+      return { t: 'presence', value: v.value };
     default:
       return bad(`unknown message type ${JSON.stringify(String(v.t)).slice(0, 40)}`);
   }

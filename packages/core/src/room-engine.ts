@@ -16,8 +16,10 @@ import { HerculesError, errorMessage, unreachable, type ErrorCode } from './erro
 import { applyOp, applyOps, deepFreeze, type Machine } from './machine.ts';
 import { GENESIS_DIGEST, sameArgs, scanOp } from './args.ts';
 import {
+  MAX_PRESENCE_BYTES,
   PROTOCOL_VERSION,
   RECENT_DIGESTS,
+  type PeerPresence,
   parseClientMessage,
   readLegacyRefusal,
   type ClientMessage,
@@ -65,6 +67,8 @@ export interface RoomOptions<S = unknown> {
   ackTimeoutMs?: number;
   /** Op-level authorization, run after schema validation and before ordering. */
   authorize?: AuthorizeOp<S>;
+  /** Whether read-only connections may set presence (default false: they only see the others'). */
+  readersPresence?: boolean;
 }
 
 export interface ClientRecord {
@@ -134,6 +138,8 @@ interface Session {
   memberSince: number;
   /** When the client opened this connection (its hello's `at`), if it said. */
   openedAt?: number;
+  /** Its presence value (PresenceSetMessage), never stored; undefined: none. */
+  presence?: unknown;
 }
 
 interface SuffixItem {
@@ -154,6 +160,7 @@ export class RoomEngine<S = unknown> {
   readonly machine: Machine<S>;
   private readonly ackTimeoutMs: number;
   private readonly authorize?: AuthorizeOp<S>;
+  private readonly readersPresence: boolean;
 
   private checkpointPos: number;
   private checkpointState: S;
@@ -189,6 +196,7 @@ export class RoomEngine<S = unknown> {
       throw new HerculesError('bad-argument', 'authorize must be a function (op, ctx, state) => boolean | string | void');
     }
     this.authorize = opts.authorize;
+    this.readersPresence = opts.readersPresence === true;
     if (restore) {
       this.checkpointPos = restore.checkpoint.pos;
       this.checkpointState = deepFreeze(restore.checkpoint.state as S);
@@ -359,6 +367,8 @@ export class RoomEngine<S = unknown> {
         }
         return;
       }
+      case 'presence':
+        return this.onPresence(s, msg.value);
       case 'register':
         if (s.status === 'out') {
           s.status = 'joining';
@@ -451,7 +461,40 @@ export class RoomEngine<S = unknown> {
       rejected: (rec.rejected ?? []).map((r) => (r.refused ? { seq: r.seq, error: r.error, refused: true as const } : { seq: r.seq, error: r.error })),
       stable: this.stable,
       members: this.members(),
+      ...this.presenceOfOthers(s),
     });
+  }
+
+  /** The presence of every other connection that set one, for a welcome. */
+  private presenceOfOthers(s: Session): { presence?: PeerPresence[] } {
+    const peers: PeerPresence[] = [];
+    for (const o of this.sessions.values()) if (o !== s && o.client && o.presence !== undefined) peers.push(peerOf(o, o.presence));
+    return peers.length ? { presence: peers } : {};
+  }
+
+  /**
+   * A connection sets its presence: kept in memory only (never persisted, never in a log or a
+   * view) and sent at once to every other connection of the room.
+   */
+  private onPresence(s: Session, value: unknown): void {
+    if (s.access === 'read' && !this.readersPresence) {
+      this.error(s.conn, 'forbidden', 'read-only access; this room does not let readers set presence', false);
+      return;
+    }
+    const scan = scanOp(0, 'presence', value);
+    if ('problem' in scan || scan.bytes > MAX_PRESENCE_BYTES) {
+      const why = 'problem' in scan ? scan.problem : `${scan.bytes} bytes, over the ${MAX_PRESENCE_BYTES} allowed`;
+      this.error(s.conn, 'too-large', `presence not set: ${why}; keep presence small (cursor, selection, name)`, false);
+      return;
+    }
+    if (value === null && s.presence === undefined) return;
+    s.presence = value === null ? undefined : value;
+    this.broadcastPresence(s, value);
+  }
+
+  private broadcastPresence(s: Session, value: unknown): void {
+    const msg: ServerMessage = { t: 'presence', peers: [peerOf(s, value)] };
+    for (const o of this.sessions.values()) if (o !== s && o.client) this.send(o.conn, msg);
   }
 
   private onOps(s: Session, ops: readonly { seq: number; name: string; args: unknown; after?: number }[], now: number): void {
@@ -607,6 +650,10 @@ export class RoomEngine<S = unknown> {
   private drop(s: Session): void {
     if (s.status === 'member') this.membersChanged = true;
     this.sessions.delete(s.conn);
+    if (s.presence !== undefined) {
+      s.presence = undefined;
+      this.broadcastPresence(s, null); // gone for everyone, with the connection
+    }
     if (s.client && this.byClient.get(s.client) === s) this.byClient.delete(s.client);
     this.out.close.push({ conn: s.conn, reason: 'closed' });
   }
@@ -741,6 +788,10 @@ function ownEntry(e: LogEntry): WireEntry {
 
 function emptyOutput(): RoomOutput {
   return { send: [], close: [], sendFirst: false, persist: { appended: [], clients: {} }, warnings: [] };
+}
+
+function peerOf(s: Session, value: unknown): PeerPresence {
+  return s.user !== undefined ? { client: s.client!, user: s.user, value } : { client: s.client!, value };
 }
 
 function copyRecord(r: ClientRecord): ClientRecord {

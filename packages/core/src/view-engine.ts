@@ -26,11 +26,13 @@ import {
   FRAME_BUDGET_BYTES,
   MAX_OPS_PER_FRAME,
   MAX_OP_BYTES,
+  MAX_PRESENCE_BYTES,
   PROTOCOL_VERSION,
   RECENT_DIGESTS,
   type ClientMessage,
   type LogEntry,
   type OpRecord,
+  type PeerPresence,
   type ServerMessage,
   type WelcomeMessage,
   type WireEntry,
@@ -131,6 +133,8 @@ export interface EngineOutput {
   changed: Set<ViewName>;
   /** Membership of the visibility set changed. */
   membersChanged: boolean;
+  /** Another connection's presence changed (or all of them: a welcome, a disconnect). */
+  presenceChanged: boolean;
   /** Non-fatal protocol or determinism problems, for logging. */
   warnings: string[];
   /** A fatal error from the server: the adapter must stop reconnecting. */
@@ -211,6 +215,13 @@ export class ViewEngine<S = unknown> {
   /** Ops with seq <= sentSeq went out on the current connection. */
   private sentSeq = 0;
 
+  // --- presence: ephemeral, apart from every view
+  /** The other connections' presence, by client id (PresenceMessage). */
+  private peers = new Map<string, PeerPresence>();
+  /** Ours, as last set (undefined: none), and whether the server has yet to hear it. */
+  private ownPresence: unknown = undefined;
+  private presenceDue = false;
+
   // --- connection
   private connState: 'offline' | 'hello-sent' | 'ready' | 'resync' = 'offline';
   private memberList: readonly string[] = [];
@@ -277,7 +288,7 @@ export class ViewEngine<S = unknown> {
   }
 
   static emptyOutput(): EngineOutput {
-    return { send: [], persist: [], progressed: [], changed: new Set(), membersChanged: false, warnings: [] };
+    return { send: [], persist: [], progressed: [], changed: new Set(), membersChanged: false, presenceChanged: false, warnings: [] };
   }
 
   // ================================================================ reads
@@ -364,6 +375,58 @@ export class ViewEngine<S = unknown> {
   setBatching(b: Batching): void {
     this.batching = validateBatching(b);
     if (this.batching === 'off') this.flushInbox();
+  }
+
+  // ================================================================ presence
+
+  /** The other connections' presence, as last heard (none while offline). */
+  presence(): readonly PeerPresence[] {
+    return [...this.peers.values()];
+  }
+
+  /** Our presence as last set (undefined: none). */
+  ownPresenceValue(): unknown {
+    return this.ownPresence;
+  }
+
+  /**
+   * Set our presence (null or undefined clears it). Only the latest value is sent, when the
+   * adapter calls flushPresence (it paces them); never logged, persisted or part of a view.
+   */
+  setPresence(value: unknown): void {
+    if (value !== undefined && value !== null) {
+      const scan = scanOp(0, 'presence', value);
+      if ('problem' in scan) throw new HerculesError('bad-argument', `presence: ${scan.problem}`);
+      if (scan.bytes > MAX_PRESENCE_BYTES)
+        throw new HerculesError(
+          'too-large',
+          `presence is ${scan.bytes} bytes, over the ${MAX_PRESENCE_BYTES} allowed; keep it small (cursor, selection, name)`,
+        );
+      value = deepFreeze(domainCopy('presence', value));
+    }
+    this.ownPresence = value ?? undefined;
+    this.presenceDue = true;
+  }
+
+  /** Whether a presence change waits for flushPresence. */
+  presencePending(): boolean {
+    return this.presenceDue && this.connState === 'ready';
+  }
+
+  /** Send our latest presence, if it changed since the last one sent (on a ready connection). */
+  flushPresence(): void {
+    if (!this.presenceDue || this.connState !== 'ready') return;
+    this.presenceDue = false;
+    this.out.send.push({ t: 'presence', value: this.ownPresence ?? null });
+  }
+
+  private onPresence(peers: readonly PeerPresence[]): void {
+    for (const p of peers) {
+      if (p.client === this.clientId) continue;
+      if (p.value === null || p.value === undefined) this.peers.delete(p.client);
+      else this.peers.set(p.client, p);
+    }
+    this.out.presenceChanged = true;
   }
 
   /** Take what the adapter must do now. */
@@ -483,6 +546,12 @@ export class ViewEngine<S = unknown> {
     this.out.send = [];
     this.ackDue = false;
     this.connState = 'offline';
+    // Others' presence is unknown offline; ours is said again after the next welcome.
+    if (this.peers.size) {
+      this.peers.clear();
+      this.out.presenceChanged = true;
+    }
+    if (this.ownPresence !== undefined) this.presenceDue = true;
     if (this.memberList.length) {
       this.memberList = [];
       this.out.membersChanged = true;
@@ -496,6 +565,8 @@ export class ViewEngine<S = unknown> {
       this.out.warnings.push(`ignored ${msg.t} received while offline`);
       return;
     }
+    // Presence touches no log: never batched behind log frames.
+    if (msg.t === 'presence') return this.onPresence(msg.peers);
     const due = this.inbox.length > 0 ? this.flushAt : this.batchDeadline(msg);
     if (due !== undefined) {
       this.inbox.push(msg);
@@ -597,6 +668,8 @@ export class ViewEngine<S = unknown> {
         return;
       case 'ping':
         return;
+      case 'presence':
+        return this.onPresence(msg.peers);
       case 'error': {
         // A code this version does not know (a newer server): kept in the message, not the code.
         const known = isErrorCode(msg.code);
@@ -662,6 +735,8 @@ export class ViewEngine<S = unknown> {
     this.onStable(w.stable);
     this.memberList = w.members;
     this.out.membersChanged = true;
+    this.peers = new Map((w.presence ?? []).filter((p) => p.client !== this.clientId).map((p) => [p.client, p]));
+    this.out.presenceChanged = true;
     this.ackDue = true;
     this.sentSeq = this.highWater;
     this.sendPending();

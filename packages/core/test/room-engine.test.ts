@@ -520,3 +520,60 @@ test('a long unstable suffix keeps a bounded number of states; compaction anywhe
   }
   assert.deepEqual(r.headSnapshot(), states[seq]);
 });
+
+// spec: PRESENCE-EPHEMERAL
+test('presence: sent at once to the others, never persisted; a joiner gets everyone current; gone when its connection closes', () => {
+  const r = new RoomEngine(room);
+  join(r, 'k1', 'a');
+  join(r, 'k2', 'b');
+  const set = r.message('k1', { t: 'presence', value: { cursor: [3, 4], name: 'Ada' } }, 1);
+  assert.deepEqual(set.persist, { appended: [], clients: {} }, 'nothing of it is stored');
+  assert.equal(set.sendFirst, true, 'and nothing waits for a commit');
+  assert.deepEqual(ofType(to(set, 'k2'), 'presence'), [{ t: 'presence', peers: [{ client: 'a', value: { cursor: [3, 4], name: 'Ada' } }] }]);
+  assert.deepEqual(to(set, 'k1'), [], 'not echoed to its sender');
+  assert.equal(r.head(), 0, 'no log entry');
+  assert.equal(r.durableState().suffix.length, 0);
+  assert.equal(JSON.stringify(r.durableState()).includes('Ada'), false, 'in nothing a store writes');
+  // Latest wins; a joiner's welcome carries it.
+  r.message('k1', { t: 'presence', value: { cursor: [5, 6] } }, 2);
+  const w = ofType(to(join(r, 'k3', 'c'), 'k3'), 'welcome')[0];
+  assert.deepEqual(w.presence, [{ client: 'a', value: { cursor: [5, 6] } }]);
+  // Refused: too large, or out of the argument domain; nothing changes for anyone.
+  const big = r.message('k2', { t: 'presence', value: { blob: 'x'.repeat(5000) } }, 3);
+  assert.deepEqual(
+    to(big, 'k2').map((m) => m.t === 'error' && [m.code, m.fatal]),
+    [['too-large', false]],
+  );
+  assert.deepEqual(to(big, 'k1'), []);
+  const nan = r.message('k2', { t: 'presence', value: { x: Number.NaN } }, 3);
+  assert.deepEqual(
+    ofType(to(nan, 'k2'), 'error').map((m) => m.code),
+    ['too-large'],
+  );
+  // Its connection closes: gone for everyone left.
+  const gone = r.close('k1', 4);
+  assert.deepEqual(ofType(to(gone, 'k2'), 'presence'), [{ t: 'presence', peers: [{ client: 'a', value: null }] }]);
+  assert.deepEqual(ofType(to(gone, 'k3'), 'presence'), [{ t: 'presence', peers: [{ client: 'a', value: null }] }]);
+  const w2 = ofType(to(join(r, 'k4', 'd'), 'k4'), 'welcome')[0];
+  assert.equal(w2.presence, undefined, 'no one left with presence');
+});
+
+// spec: PRESENCE-EPHEMERAL
+test('presence: a read-only connection may set it only if the room allows readers to', () => {
+  for (const readersPresence of [false, true]) {
+    const r = new RoomEngine(room, { readersPresence });
+    join(r, 'k1', 'a');
+    r.open('k2', 0, { access: 'read', user: 'rita' });
+    r.message('k2', hello('reader'), 0);
+    const o = r.message('k2', { t: 'presence', value: { cursor: 1 } }, 1);
+    if (readersPresence)
+      assert.deepEqual(ofType(to(o, 'k1'), 'presence'), [{ t: 'presence', peers: [{ client: 'reader', user: 'rita', value: { cursor: 1 } }] }]);
+    else {
+      assert.deepEqual(ofType(to(o, 'k1'), 'presence'), []);
+      assert.deepEqual(
+        ofType(to(o, 'k2'), 'error').map((m) => m.code),
+        ['forbidden'],
+      );
+    }
+  }
+});

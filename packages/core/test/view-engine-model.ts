@@ -873,6 +873,9 @@ export class Harness {
           this.deregistered--;
           if (a.t === 'disconnect') assert.ok(!this.opts.strictDisconnect, `disconnected() emitted a register frame for a closed transport${where()}`);
           break;
+        case 'presence':
+          assert.fail('presence sent, though this conversation never set it');
+          break;
         default:
           unreachable(m, 'client message');
       }

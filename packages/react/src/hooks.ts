@@ -4,7 +4,7 @@
  * it reads changed.
  */
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from 'react';
-import type { AppRoom, Machine, OpHandle, Stage, StateOf, ViewName, ViewPositions } from '@hercules/core';
+import type { AppRoom, Machine, OpHandle, PeerPresence, Stage, StateOf, ViewName, ViewPositions } from '@hercules/core';
 
 type AnyRoom = AppRoom<Machine<any, any>> & { status?: () => string; onStatus?: (fn: (s: any) => void) => () => void };
 
@@ -60,6 +60,48 @@ export function useOpStage(handle: OpHandle | undefined): Stage | undefined {
     };
   }, [handle]);
   return stage;
+}
+
+/**
+ * The other connections' presence through `selector` (default: all of them): re-renders only
+ * when the selected value changes (`isEqual`, default Object.is). `others()` keeps its identity
+ * until presence changes, and each peer's entry until that peer's value changes.
+ */
+export function useOthers<T = readonly PeerPresence[]>(
+  room: AppRoom<Machine<any, any>>,
+  selector: (others: readonly PeerPresence[]) => T = (o) => o as unknown as T,
+  isEqual: (a: T, b: T) => boolean = Object.is,
+): T {
+  const last = useRef<{ others: readonly PeerPresence[]; value: T } | null>(null);
+  const sel = useRef(selector);
+  sel.current = selector;
+  const subscribe = useCallback((fn: () => void) => room.presence.subscribe(fn), [room]);
+  const get = useCallback(() => {
+    const others = room.presence.others();
+    const prev = last.current;
+    if (prev && prev.others === others) return prev.value;
+    const value = sel.current(others);
+    if (prev && isEqual(prev.value, value)) {
+      last.current = { others, value: prev.value };
+      return prev.value;
+    }
+    last.current = { others, value };
+    return value;
+  }, [room, isEqual]);
+  return useSyncExternalStore(subscribe, get, get);
+}
+
+/** This connection's presence and a setter (`room.presence.set`; null clears it). */
+export function usePresence<P = unknown>(room: AppRoom<Machine<any, any>>): [P | undefined, (value: P | null) => void] {
+  const [value, setValue] = useState(() => room.presence.get() as P | undefined);
+  const set = useCallback(
+    (v: P | null) => {
+      room.presence.set(v);
+      setValue(room.presence.get() as P | undefined);
+    },
+    [room],
+  );
+  return [value, set];
 }
 
 /** Members of the visibility set. */

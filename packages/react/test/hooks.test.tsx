@@ -127,3 +127,65 @@ test('usePositions re-renders as the room makes progress, and not otherwise', as
     root.unmount();
   });
 });
+
+// spec: PRESENCE-EPHEMERAL
+test('useOthers re-renders only when the selected part of the others’ presence changes; usePresence sets ours', async () => {
+  const { PROTOCOL_VERSION } = await import('@hercules/core');
+  const { useOthers, usePresence } = await import('../src/index.ts');
+  const room = new ClientRoom(machine, { clientId: 'me', now: () => 0, notify: 'sync' });
+  room.connected();
+  room.receive({
+    t: 'welcome',
+    v: PROTOCOL_VERSION,
+    client: 'me',
+    author: 'me',
+    from: 1,
+    entries: [],
+    highWater: 0,
+    visibleSeq: 0,
+    rejected: [],
+    stable: 0,
+    members: ['me'],
+  });
+  const names: unknown[] = [];
+  let setMine: (v: unknown) => void = () => {};
+  const mine: unknown[] = [];
+  function P() {
+    names.push(
+      useOthers(
+        room,
+        (o) => o.map((p) => (p.value as { name: string }).name).join(','),
+        (a, b) => a === b,
+      ),
+    );
+    const [m, set] = usePresence(room);
+    mine.push(m);
+    setMine = set;
+    return null;
+  }
+  const root = createRoot(document.createElement('div') as unknown as Element);
+  await act(async () => {
+    root.render(<P />);
+  });
+  await act(async () => {
+    room.receive({ t: 'presence', peers: [{ client: 'x', value: { name: 'Ada', cursor: 1 } }] });
+  });
+  await act(async () => {
+    room.receive({ t: 'presence', peers: [{ client: 'x', value: { name: 'Ada', cursor: 2 } }] }); // the name did not change
+  });
+  await act(async () => {
+    room.receive({ t: 'presence', peers: [{ client: 'y', value: { name: 'Bo' } }] });
+  });
+  await act(async () => {
+    room.receive({ t: 'presence', peers: [{ client: 'x', value: null }] });
+  });
+  assert.deepEqual(names, ['', 'Ada', 'Ada,Bo', 'Bo'], 'no render when only a cursor moved');
+  await act(async () => {
+    setMine({ name: 'Me' });
+  });
+  assert.deepEqual(mine.at(-1), { name: 'Me' });
+  assert.deepEqual(room.presence.get(), { name: 'Me' });
+  await act(async () => {
+    root.unmount();
+  });
+});

@@ -75,6 +75,8 @@ export interface RoomHostOptions {
   clock: Clock;
   ackTimeoutMs?: number;
   authorize?: AuthorizeOp<any>;
+  /** Whether read-only connections may set presence (RoomOptions.readersPresence). */
+  readersPresence?: boolean;
   /** Write a checkpoint once the stable frontier is this many ops past the stored one. Default 1000. */
   checkpointEvery?: number;
   /** Gather writes this long before appending them (0, the default: until the current work is done). */
@@ -152,8 +154,12 @@ export class RoomHost {
     this.rev = opts.loaded.rev;
     this.storedCheckpoint = opts.loaded.durable.checkpoint.pos;
     this.engine_ = opts.loaded.fresh
-      ? new RoomEngine(opts.machine, { ackTimeoutMs: opts.ackTimeoutMs, authorize: opts.authorize })
-      : new RoomEngine(opts.machine, { ackTimeoutMs: opts.ackTimeoutMs, authorize: opts.authorize }, opts.loaded.durable);
+      ? new RoomEngine(opts.machine, { ackTimeoutMs: opts.ackTimeoutMs, authorize: opts.authorize, readersPresence: opts.readersPresence })
+      : new RoomEngine(
+          opts.machine,
+          { ackTimeoutMs: opts.ackTimeoutMs, authorize: opts.authorize, readersPresence: opts.readersPresence },
+          opts.loaded.durable,
+        );
     this.emptySince = this.clock.now();
   }
 

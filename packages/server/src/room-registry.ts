@@ -28,7 +28,8 @@ export interface RoomRegistryEvents {
 }
 
 /** What every room's host is given as it is (see RoomHostOptions), and the registry's own. */
-export interface RoomRegistryOptions extends Pick<RoomHostOptions, 'store' | 'clock' | 'ackTimeoutMs' | 'authorize' | 'checkpointEvery' | 'commitWindowMs'> {
+export interface RoomRegistryOptions
+  extends Pick<RoomHostOptions, 'store' | 'clock' | 'ackTimeoutMs' | 'authorize' | 'readersPresence' | 'checkpointEvery' | 'commitWindowMs'> {
   /** Unload a room this long after its last member left. Default 30,000 ms. */
   idleUnloadMs?: number;
   events?: RoomRegistryEvents;
@@ -106,6 +107,7 @@ export class RoomRegistry {
       clock: this.opts.clock,
       ackTimeoutMs: this.opts.ackTimeoutMs,
       authorize: this.opts.authorize,
+      readersPresence: this.opts.readersPresence,
       checkpointEvery: this.opts.checkpointEvery,
       commitWindowMs: this.opts.commitWindowMs,
       events: {

@@ -134,6 +134,8 @@ export interface RoomOptions {
   access?: AccessHook;
   /** Op-level authorization, called before each op is ordered (see RoomEngine). */
   authorize?: AuthorizeOp<any>;
+  /** Whether read-only connections may set presence (room.presence); default false: they only see it. */
+  readersPresence?: boolean;
   /** Resource limits per connection and room; see `Limits` for defaults. */
   limits?: Partial<Limits>;
   /** pino log level, or a pino logger. Default 'info'. */
@@ -314,6 +316,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     clock,
     ackTimeoutMs,
     authorize: opts.authorize,
+    readersPresence: opts.readersPresence === true,
     checkpointEvery: opts.checkpointEvery,
     commitWindowMs: opts.commitWindowMs,
     idleUnloadMs: opts.idleUnloadMs,

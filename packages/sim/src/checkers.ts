@@ -60,6 +60,9 @@ export interface SimState {
   readonly posOf: ReadonlyMap<string, number>;
   /** Ops some client's disk confirmed, by `${client}:${seq}`. */
   readonly durableEver: ReadonlySet<string>;
+  /** Whether clients set presence in this run, and what each live one last set (PRESENCE-EPHEMERAL). */
+  readonly presenceOn: boolean;
+  readonly presenceNow: ReadonlyMap<string, unknown>;
   /** The seq reservation each client's disk holds; absent: none (DUR-BEFORE-SEND). */
   readonly reserved: ReadonlyMap<string, number>;
   /** Highest log position the client behind each connection has processed. */
@@ -612,6 +615,34 @@ export const CHECKERS: readonly Checker[] = [
         }
       },
     }),
+  },
+  {
+    rule: 'PRESENCE-EPHEMERAL',
+    description:
+      "presence never enters an op, the log, a store or a view; once faults stop every client shows exactly the others' latest presence, and none of a client that is gone",
+    create: (fail: Fail) => {
+      const MARK = 'presence:';
+      return {
+        clientSent(_s, c, msg) {
+          if (msg.t === 'ops' && JSON.stringify(msg.ops).includes(MARK)) fail(`${c.id} sent presence inside an op`);
+        },
+        sequenced(_s, e) {
+          if (JSON.stringify(e.args ?? null).includes(MARK)) fail(`presence entered the log at ${e.pos}`);
+        },
+        end(s, timedOutMs) {
+          if (!s.presenceOn || timedOutMs !== undefined) return;
+          if (s.serverUp && JSON.stringify(s.server.durableState()).includes(MARK)) fail('presence is in what the server stores');
+          for (const c of s.clients) {
+            const room = c.room!;
+            for (const v of VIEWS) if (JSON.stringify(room.getState(v)).includes(MARK)) fail(`presence is in ${c.id}'s ${v} view`);
+            const shown = room.presence.others();
+            const want = [...s.presenceNow].filter(([id]) => id !== c.id);
+            const ok = shown.length === want.length && want.every(([id, v]) => shown.some((p) => p.client === id && isDeepStrictEqual(p.value, v)));
+            if (!ok) fail(`after quiescence ${c.id} shows presence ${JSON.stringify(shown)}, where the others last set ${JSON.stringify(want)}`);
+          }
+        },
+      };
+    },
   },
   {
     rule: 'DUR-DELIVERED',

@@ -18,6 +18,7 @@
  * an event that settles one, the run lets the reactions to it run (microtasks) before the next
  * event, so a run is still one deterministic sequence.
  */
+import { isDeepStrictEqual } from 'node:util';
 import {
   ClientDriver,
   ClientRoom,
@@ -560,6 +561,13 @@ export interface SimOptions {
 
 export class Simulation implements SimState {
   readonly rng: Rng;
+  /** Presence draws (their own stream: a seed's other choices are the same with or without them). */
+  private readonly presenceRng: Rng;
+  /** Whether clients set presence in this run (drawn from presenceRng). */
+  readonly presenceOn: boolean;
+  /** Each live client's presence as it last set it (PRESENCE-EPHEMERAL); a crash clears it. */
+  presenceNow = new Map<string, unknown>();
+  private presenceN = 0;
   readonly cfg: SimConfig;
   readonly q = new Queue();
   now = 0;
@@ -601,6 +609,8 @@ export class Simulation implements SimState {
     opts: Omit<SimOptions, 'checkers'> = {},
   ) {
     this.rng = new Rng(seed);
+    this.presenceRng = new Rng(seed ^ 0x9e5e);
+    this.presenceOn = this.presenceRng.chance(0.5);
     this.cfg = cfg;
     this.checks = new Checks(checkers);
     this.side = cfg.cluster ? new ClusterServer(this, cfg.cluster, opts.clusterLog) : new SingleServer(this, opts.createHost);
@@ -794,6 +804,7 @@ export class Simulation implements SimState {
     if (!c.alive) return;
     this.count('crash');
     c.alive = false;
+    this.presenceNow.delete(c.id); // a new process starts with none
     c.room?.close();
     c.room = undefined;
     c.driver = undefined;
@@ -942,6 +953,14 @@ export class Simulation implements SimState {
     if (!this.stopSubmitting && this.rng.chance(r.submit * 10) && c.alive && c.room) {
       this.submitRandom(c);
     }
+    if (this.presenceOn && !this.stopSubmitting && c.alive && c.room && this.presenceRng.chance(0.2)) {
+      // A cursor move (or, now and then, leaving the canvas), never an op.
+      const value = this.presenceRng.chance(0.15) ? null : { mark: `presence:${c.id}:${++this.presenceN}`, x: this.presenceRng.int(0, 99) };
+      c.room.presence.set(value);
+      if (value === null) this.presenceNow.delete(c.id);
+      else this.presenceNow.set(c.id, value);
+      this.count('presence-set');
+    }
     if (this.rng.chance(r.disconnect * 10) && c.conn) {
       this.count('disconnect');
       this.breakLink(c, true);
@@ -1072,12 +1091,23 @@ export class Simulation implements SimState {
   }
 
   /** Quiescent: nothing in flight, everyone connected, everything settled. */
+  /** `c` shows exactly the presence every other client last set, and has sent its own. */
+  presenceSettled(c: SimClient): boolean {
+    const room = c.room!;
+    if (room.engine.presencePending()) return false;
+    const shown = room.presence.others();
+    const want = [...this.presenceNow].filter(([id]) => id !== c.id);
+    if (shown.length !== want.length) return false;
+    return want.every(([id, v]) => shown.some((p) => p.client === id && isDeepStrictEqual(p.value, v)));
+  }
+
   finished(): boolean {
     if (!this.healing || !this.serverUp || !this.serverSettled) return false;
     for (const c of this.clients) {
       if (!c.alive) return false; // its restart is queued
       const room = c.room!;
       if (room.connection() !== 'ready' || c.writing > 0 || room.nextDeadline() !== Infinity) return false;
+      if (this.presenceOn && !this.presenceSettled(c)) return false;
       const p = room.positions();
       if (p.submitted !== p.stable || p.authoritative !== this.global.length) return false;
     }
@@ -1086,7 +1116,12 @@ export class Simulation implements SimState {
 
   describe(): string {
     return (
-      this.clients.map((c) => `${c.id}:${c.alive ? c.room!.connection() : 'dead'} ${JSON.stringify(c.room?.positions())}`).join('; ') +
+      this.clients
+        .map(
+          (c) =>
+            `${c.id}:${c.alive ? c.room!.connection() : 'dead'} ${JSON.stringify(c.room?.positions())}${this.presenceOn && c.alive && !this.presenceSettled(c) ? ' presence unsettled' : ''}`,
+        )
+        .join('; ') +
       (this.serverUp
         ? ` server head ${this.server.head()} stable ${this.server.stableFrontier()} members ${this.server.members()}${this.serverSettled ? '' : ' (store behind)'}`
         : ' server down or room not loaded') +

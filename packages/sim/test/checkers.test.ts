@@ -178,6 +178,13 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
     (sim, h) => h.end!(over<SimState>(sim, { durableEver: new Set([...sim.posOf.keys(), 'c0:999999']) }), undefined),
     /durable op c0:999999 never reached the global log/,
   ],
+  'PRESENCE-EPHEMERAL': [
+    (sim, h) => {
+      const e = lastOf(sim, aClient(sim).id);
+      h.sequenced!(sim, { ...e, pos: sim.global.length + 1, seq: e.seq + 1, args: { key: 'a', by: 1, note: 'presence:c0:1' } }, undefined);
+    },
+    /presence entered the log/,
+  ],
   // (Cluster mode: the hooks are the same whatever ran the room.)
   'CLUSTER-ONE-SEQUENCER': [
     (sim, h) =>

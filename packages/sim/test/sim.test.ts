@@ -262,3 +262,18 @@ test('the checker catches a room host that announces a commit before the store c
     },
   });
 });
+
+// spec: PRESENCE-EPHEMERAL
+test('the checker catches a room that forgets a closed connection’s presence', async () => {
+  await expectCaught(() => {
+    const p = proto(RoomEngine);
+    const orig = p.drop as (s: { presence?: unknown }) => void;
+    p.drop = function (this: unknown, s: { presence?: unknown }) {
+      s.presence = undefined; // (so nobody is told it is gone)
+      orig.call(this, s);
+    };
+    return () => {
+      p.drop = orig;
+    };
+  }, ['PRESENCE-EPHEMERAL', 'LIVE-CONVERGE']);
+});
