@@ -256,8 +256,18 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
       this.#presenceSentAt = this.#clock.now();
       this.room.flushPresence();
     };
-    // (A timer even at 0: the changes of one turn go as one message.)
-    this.#cancelPresence = this.#clock.after(wait, go);
+    if (wait > 0) {
+      this.#cancelPresence = this.#clock.after(wait, go);
+      return;
+    }
+    // Once the current turn ends (its changes go as one message), not a timer's millisecond later.
+    let live = true;
+    this.#cancelPresence = () => {
+      live = false;
+    };
+    this.#clock.defer(() => {
+      if (live) go();
+    });
   }
 
   warn(message: string): void {
