@@ -94,11 +94,12 @@ export interface HelloMessage {
    */
   readonly at?: number;
   /**
-   * A client restarted past seqs an earlier process of it reserved (DUR-BEFORE-SEND): the seq of
-   * its last persisted op. The welcome answers with the server's digest at that seq
-   * (`verified`), so the client can tell its own lost ops from another client's under its id.
+   * A client that holds seqs an earlier process of it reserved and may have sent without
+   * persisting (DUR-BEFORE-SEND): the seq of its last persisted op before each such gap (at most
+   * MAX_VERIFY). The welcome answers with the server's digest at those seqs (`verified`), so the
+   * client can tell its own lost ops from another client's under its id.
    */
-  readonly verify?: number;
+  readonly verify?: readonly number[];
 }
 export interface OpsMessage {
   readonly t: 'ops';
@@ -151,10 +152,10 @@ export interface WelcomeMessage {
   /** Highest seq of this client's ops in the global log (exactly-once high-water mark). */
   readonly highWater: number;
   /**
-   * Answer to hello.verify: the server's digest chain at that seq, if it is among the last
-   * RECENT_DIGESTS of this client's ops it ordered (absent otherwise).
+   * Answer to hello.verify: the server's digest chain at each of those seqs that is among the
+   * last RECENT_DIGESTS of this client's ops it ordered.
    */
-  readonly verified?: { readonly seq: number; readonly digest: number };
+  readonly verified?: readonly { readonly seq: number; readonly digest: number }[];
   /** The server's digest chain of this client's ops at highWater (args.ts); absent for records older than digests. */
   readonly digest?: number;
   /** Highest seq of this client's ops that is visible to every other member. */
@@ -260,6 +261,9 @@ export const RECENT_DIGESTS = 16;
 /** The largest presence value a connection may set (its size as scanOp measures it). */
 export const MAX_PRESENCE_BYTES = 4096;
 
+/** The most seqs a hello may ask the server to verify (HelloMessage.verify). */
+export const MAX_VERIFY = 64;
+
 export const FRAME_BUDGET_BYTES = 512 * 1024;
 export const MAX_OP_BYTES = 256 * 1024;
 
@@ -280,7 +284,8 @@ export function parseClientMessage(v: unknown): ClientMessage {
       if (!isObj(v.machine) || typeof v.machine.name !== 'string' || !isNat(v.machine.version)) bad('hello.machine must be { name: string, version: integer }');
       if (!isNat(v.have)) bad('hello.have must be a non-negative integer');
       if (v.at !== undefined && !isNat(v.at)) bad('hello.at must be a non-negative integer (ms since the epoch)');
-      if (v.verify !== undefined && !isNat(v.verify)) bad('hello.verify must be a non-negative integer (a seq)');
+      if (v.verify !== undefined && !(Array.isArray(v.verify) && v.verify.length <= MAX_VERIFY && v.verify.every(isNat)))
+        bad(`hello.verify must be a list of at most ${MAX_VERIFY} seqs`);
       return {
         t: 'hello',
         v: v.v,

@@ -439,7 +439,7 @@ export class RoomEngine<S = unknown> {
     const resume = m.have >= this.checkpointPos && m.have <= head;
     const from = resume ? m.have + 1 : this.checkpointPos + 1;
     const entries = this.suffix.slice(from - this.checkpointPos - 1).map((i) => i.entry);
-    const verified = m.verify === undefined ? undefined : rec.recent?.find(([seq]) => seq === m.verify);
+    const verified = (m.verify ?? []).flatMap((v) => rec.recent?.filter(([seq]) => seq === v).map(([seq, digest]) => ({ seq, digest })) ?? []);
     // Count only what the client holds now; the welcome is not yet delivered. A client claiming
     // more than the log holds has diverged from this room and holds nothing we can count.
     s.ack = m.have <= head ? m.have : 0;
@@ -456,7 +456,7 @@ export class RoomEngine<S = unknown> {
       entries,
       highWater: rec.highWater,
       ...(rec.digest !== undefined ? { digest: rec.digest } : {}),
-      ...(verified !== undefined ? { verified: { seq: verified[0], digest: verified[1] } } : {}),
+      ...(verified.length ? { verified } : {}),
       visibleSeq: rec.visibleSeq,
       rejected: (rec.rejected ?? []).map((r) => (r.refused ? { seq: r.seq, error: r.error, refused: true as const } : { seq: r.seq, error: r.error })),
       stable: this.stable,

@@ -27,6 +27,7 @@ import {
   MAX_OPS_PER_FRAME,
   MAX_OP_BYTES,
   MAX_PRESENCE_BYTES,
+  MAX_VERIFY,
   PROTOCOL_VERSION,
   RECENT_DIGESTS,
   type ClientMessage,
@@ -535,7 +536,7 @@ export class ViewEngine<S = unknown> {
       machine: { name: this.machine.name, version: this.machine.version },
       have: this.authLen,
       ...(at !== undefined ? { at } : {}),
-      ...(this.verifyFrom !== undefined ? { verify: this.verifyFrom.seq } : {}),
+      ...this.verifyRequest(),
     });
   }
 
@@ -987,13 +988,13 @@ export class ViewEngine<S = unknown> {
     if (!atH) {
       // Seqs an earlier process of ours reserved and may have sent without persisting
       // (DUR-BEFORE-SEND): in a gap our next op declares, or past our last op up to lastSeq.
-      // Ours only if the server's chain at our last persisted op is ours (HelloMessage.verify).
+      // Ours only if the server's chain at our last persisted op before it is ours (HelloMessage.verify).
       const next = held.find((o) => o.seq > h);
-      const v = this.verifyFrom;
-      const inGap = v !== undefined && h > v.seq && (next === undefined ? h <= this.lastSeq : next.after !== undefined && next.after < h);
-      if (!inGap) return `the server holds ops up to seq ${h} under ${id}, but this client only ever wrote up to seq ${this.lastSeq}`;
+      const v =
+        next === undefined ? (this.verifyFrom !== undefined && h > this.verifyFrom.seq && h <= this.lastSeq ? this.verifyFrom : undefined) : this.gapBase(next);
+      if (v === undefined || h <= v.seq) return `the server holds ops up to seq ${h} under ${id}, but this client only ever wrote up to seq ${this.lastSeq}`;
       if (w.digest === undefined || v.digest === undefined) return undefined; // a record or a store from before digests: nothing to compare
-      if (w.verified === undefined || w.verified.seq !== v.seq || w.verified.digest !== v.digest) {
+      if (!w.verified?.some((x) => x.seq === v.seq && x.digest === v.digest)) {
         return `the server holds ops up to seq ${h} under ${id}, past this client's last persisted op ${v.seq}, and its history there is not this client's`;
       }
       return undefined;
@@ -1058,6 +1059,22 @@ export class ViewEngine<S = unknown> {
       this.sentSeq = op.seq;
     }
     if (ops.length > 0) this.out.send.push({ t: 'ops', ops });
+  }
+
+  /** The op before the gap `op` declares, and our digest there (undefined: `op` declares none). */
+  private gapBase(op: OwnOp): { seq: number; digest: number | undefined } | undefined {
+    if (op.after === undefined) return undefined;
+    const before = [...this.durableList, ...this.submittedList].find((o) => o.seq === op.after);
+    // (Not held: ordered and settled already, so the server's ops in the gap follow it.)
+    return { seq: op.after, digest: before ? before.digest : undefined };
+  }
+
+  /** What each hello asks the server to verify: the op before every gap we hold, and the restart's. */
+  private verifyRequest(): { verify?: number[] } {
+    const seqs = new Set<number>();
+    for (const o of [...this.durableList, ...this.submittedList]) if (o.after !== undefined) seqs.add(o.after);
+    if (this.verifyFrom !== undefined) seqs.add(this.verifyFrom.seq);
+    return seqs.size ? { verify: [...seqs].slice(-MAX_VERIFY) } : {};
   }
 
   /** Our oldest op not yet ordered, as far as we know: Durable ones first, then Submitted ones. */

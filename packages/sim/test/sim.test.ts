@@ -277,3 +277,13 @@ test('the checker catches a room that forgets a closed connection’s presence',
     };
   }, ['PRESENCE-EPHEMERAL', 'LIVE-CONVERGE']);
 });
+
+// spec: LOG-ONE-HISTORY
+test('seed 340: a client restarted twice past its reservations, whose older gap holds an op the server ordered, is not taken for another client', async () => {
+  // Its held ops declare gaps after 1029 and after 2002; the server holds seq 1030, which the
+  // process before last sent and never persisted. The client asks the server for its digest at
+  // the op before each gap it holds, not only at its last restart's.
+  const r = await runSeed(340);
+  assert.ok(r.ok, r.error);
+  assert.ok((r.counts['declared-gap'] ?? 0) > 0);
+});
