@@ -35,8 +35,8 @@ const server = await startServer();
 const proxy = await startDelayProxyProcess({ target: { port: server.port }, rttMs: RTT });
 const dir = tempDir('fig13');
 const room = `fig13-${Date.now()}`;
-const a = await connect({ url: proxy.url(), room, machine: spreadsheet, clientId: 'typist', storage: sqliteStorage(join(dir, 'a.sqlite')) });
-const b = await connect({ url: proxy.url(), room, machine: spreadsheet, clientId: 'reader', storage: sqliteStorage(join(dir, 'b.sqlite')) });
+const a = await connect({ url: proxy.url(), room, machine: spreadsheet, clientId: 'typist', storage: sqliteStorage(join(dir, 'a.sqlite')), sendAhead: true });
+const b = await connect({ url: proxy.url(), room, machine: spreadsheet, clientId: 'reader', storage: sqliteStorage(join(dir, 'b.sqlite')), sendAhead: true });
 while (a.members().length < 2 || b.members().length < 2) await sleep(20);
 const words = ['Gear', 'Sprocket', 'Flange', 'Bracket', 'Widget'];
 const type = async (ms: number, keep: OpHandle[] | undefined) => {

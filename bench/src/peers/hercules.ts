@@ -34,7 +34,7 @@ async function peerClient<M extends Machine<any, any>>(
   set: (room: { ops: any }, key: string, value: string) => OpHandle,
   diff: (prev: StateOf<M>, next: StateOf<M>, report: (key: string, value: string) => void) => void,
 ): Promise<PeerClient> {
-  const room = await connect({ url, room: doc, machine, clientId: `${clientName}-${Date.now().toString(36)}` });
+  const room = await connect({ url, room: doc, machine, clientId: `${clientName}-${Date.now().toString(36)}`, sendAhead: true });
   while (room.status() !== 'online') await new Promise((r) => setTimeout(r, 5));
   const own = new Map<string, Promise<void>>();
   const listeners: ((key: string, value: string) => void)[] = [];

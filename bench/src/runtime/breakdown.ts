@@ -27,8 +27,8 @@ const server = await startServer();
 const dir = tempDir('breakdown');
 try {
   const storage = (name: string) => (values.memory ? memoryStorage() : sqliteStorage(join(dir, `${name}.sqlite`)));
-  const a = await connect({ url: server.url, room: 'breakdown', machine: spreadsheet, storage: storage('a'), clientId: 'bd-a' });
-  const b = await connect({ url: server.url, room: 'breakdown', machine: spreadsheet, storage: storage('b'), clientId: 'bd-b' });
+  const a = await connect({ url: server.url, room: 'breakdown', machine: spreadsheet, storage: storage('a'), clientId: 'bd-a', sendAhead: true });
+  const b = await connect({ url: server.url, room: 'breakdown', machine: spreadsheet, storage: storage('b'), clientId: 'bd-b', sendAhead: true });
   while (a.status() !== 'online' || b.status() !== 'online') await sleep(5);
   const seenAt = new Map<string, number>();
   b.subscribe('authoritative', (s) => {

@@ -50,6 +50,13 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   baseEveryMs?: number;
   /** Presence (room.presence.set) goes out at most this often, the latest value winning (default 16 ms). */
   presenceEveryMs?: number;
+  /**
+   * Send each op while the store persists it, under a stored seq reservation, instead of after
+   * (DUR-BEFORE-SEND; needs a store with `reserve`). Off by default for now: a copy of a store
+   * started beside its original (a restored backup) can then take over the client id through a
+   * declared gap, where without it the copy is refused (the chaos soak's clone check).
+   */
+  sendAhead?: boolean;
   /** A WebSocket class; default: the global one, else the `ws` package (Node 20). */
   WebSocket?: unknown;
   onStatus?: (status: ConnectionStatus, detail?: string) => void;
@@ -161,7 +168,9 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     store: {
       append: (ops, done) => storage.append(key, ops).then(() => done(), done),
       saveBase: (base, done) => storage.saveBase(key, base).then(() => done(), done),
-      ...(storage.reserve ? { reserve: (seq: number, done: (e?: unknown) => void) => storage.reserve!(key, seq).then(() => done(), done) } : {}),
+      ...(storage.reserve && opts.sendAhead === true
+        ? { reserve: (seq: number, done: (e?: unknown) => void) => storage.reserve!(key, seq).then(() => done(), done) }
+        : {}),
     },
     basePos: stored.base?.pos ?? 0,
     baseEveryMs: opts.baseEveryMs,

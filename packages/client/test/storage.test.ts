@@ -116,7 +116,7 @@ for (const reserving of [false, true]) {
       },
     };
     const errors: string[] = [];
-    const r = await connect({ url: srv.url, room: 'flaky', machine: chat, storage: flaky, onError: (e) => errors.push(e.message) });
+    const r = await connect({ url: srv.url, room: 'flaky', machine: chat, storage: flaky, sendAhead: reserving, onError: (e) => errors.push(e.message) });
     const h1 = r.ops.say({ text: 'one' });
     const h2 = r.ops.say({ text: 'two' });
     if (reserving) {
