@@ -9,6 +9,30 @@ import type { AppRoom, Machine, OpHandle, PeerPresence, Stage, StateOf, ViewName
 type AnyRoom = AppRoom<Machine<any, any>> & { status?: () => string; onStatus?: (fn: (s: any) => void) => () => void };
 
 /**
+ * A snapshot source through `selector`, re-rendering only when the selected value changes
+ * (`isEqual`): the selector runs again only for a new snapshot object, and an equal result keeps
+ * the previous one. What useView and useOthers share.
+ */
+function useSelected<S, T>(subscribe: (fn: () => void) => () => void, snapshot: () => S, selector: (s: S) => T, isEqual: (a: T, b: T) => boolean): T {
+  const last = useRef<{ source: S; value: T } | null>(null);
+  const sel = useRef(selector);
+  sel.current = selector;
+  const get = useCallback(() => {
+    const source = snapshot();
+    const prev = last.current;
+    if (prev && prev.source === source) return prev.value;
+    const value = sel.current(source);
+    if (prev && isEqual(prev.value, value)) {
+      last.current = { source, value: prev.value };
+      return prev.value;
+    }
+    last.current = { source, value };
+    return value;
+  }, [snapshot, isEqual]);
+  return useSyncExternalStore(subscribe, get, get);
+}
+
+/**
  * Read `view` of `room` through `selector`. Re-renders only when the selected value changes
  * (`isEqual`, default Object.is — right for parts of a snapshot, which keep their identity).
  */
@@ -18,23 +42,9 @@ export function useView<M extends Machine<any, any>, T = StateOf<M>>(
   selector: (state: StateOf<M>) => T = (s) => s as unknown as T,
   isEqual: (a: T, b: T) => boolean = Object.is,
 ): T {
-  const last = useRef<{ state: StateOf<M>; value: T } | null>(null);
-  const sel = useRef(selector);
-  sel.current = selector;
   const subscribe = useCallback((fn: () => void) => room.subscribe(view, fn), [room, view]);
-  const get = useCallback(() => {
-    const state = room.getState(view);
-    const prev = last.current;
-    if (prev && prev.state === state) return prev.value;
-    const value = sel.current(state);
-    if (prev && isEqual(prev.value, value)) {
-      last.current = { state, value: prev.value };
-      return prev.value;
-    }
-    last.current = { state, value };
-    return value;
-  }, [room, view, isEqual]);
-  return useSyncExternalStore(subscribe, get, get);
+  const snapshot = useCallback(() => room.getState(view), [room, view]);
+  return useSelected(subscribe, snapshot, selector, isEqual);
 }
 
 /** The room's op stubs (stable across renders). */
@@ -72,23 +82,9 @@ export function useOthers<T = readonly PeerPresence[]>(
   selector: (others: readonly PeerPresence[]) => T = (o) => o as unknown as T,
   isEqual: (a: T, b: T) => boolean = Object.is,
 ): T {
-  const last = useRef<{ others: readonly PeerPresence[]; value: T } | null>(null);
-  const sel = useRef(selector);
-  sel.current = selector;
   const subscribe = useCallback((fn: () => void) => room.presence.subscribe(fn), [room]);
-  const get = useCallback(() => {
-    const others = room.presence.others();
-    const prev = last.current;
-    if (prev && prev.others === others) return prev.value;
-    const value = sel.current(others);
-    if (prev && isEqual(prev.value, value)) {
-      last.current = { others, value: prev.value };
-      return prev.value;
-    }
-    last.current = { others, value };
-    return value;
-  }, [room, isEqual]);
-  return useSyncExternalStore(subscribe, get, get);
+  const snapshot = useCallback(() => room.presence.others(), [room]);
+  return useSelected(subscribe, snapshot, selector, isEqual);
 }
 
 /** This connection's presence and a setter (`room.presence.set`; null clears it). */

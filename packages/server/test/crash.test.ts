@@ -55,6 +55,17 @@ const server = (port: number, dataDir: string, extra: string[] = []) =>
     '500',
     ...extra,
   ]);
+/** Until the server on `port` answers its health check. */
+const serverUp = (port: number) =>
+  until(
+    () =>
+      fetch(`http://127.0.0.1:${port}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    20_000,
+    'server up',
+  );
 const client = (url: string, room: string, file: string, tag: string, count: number, interval: number, expect: number, ahead = false) =>
   run(['--import', 'tsx', CLIENT, url, room, file, tag, String(count), String(interval), String(expect), ...(ahead ? ['ahead'] : [])]);
 
@@ -68,15 +79,7 @@ test('SIGKILL the server while clients submit: no authoritative op lost or moved
   t.after(() => {
     srv.p.kill('SIGKILL');
   });
-  await until(
-    () =>
-      fetch(`http://127.0.0.1:${port}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      ),
-    20_000,
-    'server up',
-  );
+  await serverUp(port);
   const N = 40,
     C = 3;
   const clients = Array.from({ length: C }, (_, i) => client(url, 'crash', `${dir}/c${i}.sqlite`, `c${i}`, N, 15, N * C));
@@ -131,15 +134,7 @@ test('SIGKILL a client after it persisted ops but before the server had them: th
   //     and kill it again while the frames are in flight.
   const srv = server(port, `${dir}/data`, ['--simulate-rtt', '600']);
   t.after(() => srv.p.kill('SIGKILL'));
-  await until(
-    () =>
-      fetch(`http://127.0.0.1:${port}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      ),
-    20_000,
-    'server up',
-  );
+  await serverUp(port);
   const c2 = client(url, 'kill', file, 'k2', 3, 0, 999);
   t.after(() => c2.p.kill('SIGKILL'));
   await until(() => c2.events.some((e) => e.ev === 'all-durable'), 20_000, 'second batch durable');
@@ -168,15 +163,7 @@ test('SIGKILL a client that sends ops ahead of its disk: restarted, it continues
   const url = `ws://127.0.0.1:${port}`;
   const srv = server(port, `${dir}/data`);
   t.after(() => srv.p.kill('SIGKILL'));
-  await until(
-    () =>
-      fetch(`http://127.0.0.1:${port}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      ),
-    20_000,
-    'server up',
-  );
+  await serverUp(port);
   const file = `${dir}/client.sqlite`;
   // Ops every 2 ms: each goes out before its group commit; killed mid-stream.
   const c1 = client(url, 'ahead', file, 'k', 400, 2, 999, true);
@@ -218,15 +205,7 @@ test('SIGKILL a client just after its ops became visible: restarted offline, its
   const url = `ws://127.0.0.1:${port}`;
   const srv = server(port, `${dir}/data`);
   t.after(() => srv.p.kill('SIGKILL'));
-  await until(
-    () =>
-      fetch(`http://127.0.0.1:${port}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      ),
-    20_000,
-    'server up',
-  );
+  await serverUp(port);
   const file = `${dir}/client.sqlite`;
   const N = 40;
   const c = client(url, 'dv', file, 'd', N, 0, 999); // expects more than it will ever see: stays up
