@@ -52,9 +52,8 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   presenceEveryMs?: number;
   /**
    * Send each op while the store persists it, under a stored seq reservation, instead of after
-   * (DUR-BEFORE-SEND; needs a store with `reserve`). Off by default for now: a copy of a store
-   * started beside its original (a restored backup) can then take over the client id through a
-   * declared gap, where without it the copy is refused (the chaos soak's clone check).
+   * (DUR-BEFORE-SEND; needs a store with `reserve`). On by default; false sends each op only
+   * once it is saved, one fsync later (the paper's order).
    */
   sendAhead?: boolean;
   /** A WebSocket class; default: the global one, else the `ws` package (Node 20). */
@@ -168,7 +167,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     store: {
       append: (ops, done) => storage.append(key, ops).then(() => done(), done),
       saveBase: (base, done) => storage.saveBase(key, base).then(() => done(), done),
-      ...(storage.reserve && opts.sendAhead === true
+      ...(storage.reserve && opts.sendAhead !== false
         ? { reserve: (seq: number, done: (e?: unknown) => void) => storage.reserve!(key, seq).then(() => done(), done) }
         : {}),
     },

@@ -109,6 +109,12 @@ export interface AckMessage {
   readonly t: 'ack';
   /** Cumulative: the client has received and applied every log entry up to `pos`. */
   readonly pos: number;
+  /**
+   * The client's own ops up to this seq are saved on its device (said when it grew). A restart
+   * never holds less, so a declared gap after an earlier seq comes from a copy of its store
+   * (a restored backup): the room refuses it (DUR-BEFORE-SEND).
+   */
+  readonly durable?: number;
 }
 /**
  * Presence (ephemeral: never ordered, stored or part of any view): this connection's value for
@@ -311,7 +317,8 @@ export function parseClientMessage(v: unknown): ClientMessage {
     }
     case 'ack':
       if (!isNat(v.pos)) bad('ack.pos must be a non-negative integer');
-      return { t: 'ack', pos: v.pos };
+      if (v.durable !== undefined && !isNat(v.durable)) bad('ack.durable must be a non-negative integer (a seq)');
+      return v.durable === undefined ? { t: 'ack', pos: v.pos } : { t: 'ack', pos: v.pos, durable: v.durable };
     case 'register':
       return { t: 'register' };
     case 'presence':

@@ -91,6 +91,11 @@ export interface ClientRecord {
    * records created before it.
    */
   recent?: [number, number][];
+  /**
+   * The client said its ops up to this seq are saved on its device (AckMessage.durable; at most
+   * highWater). A restart of it never holds less, so a declared gap after an earlier seq is a copy.
+   */
+  durable?: number;
 }
 
 /** Everything a room must keep across restarts; what storage adapters write. */
@@ -360,6 +365,9 @@ export class RoomEngine<S = unknown> {
         }
         if (msg.pos > s.ack) s.ack = msg.pos;
         const rec = this.clients.get(s.client)!;
+        // Only claims about ordered ops count (a gap's `after` is one). Kept in memory and written
+        // with the record's next change, so an ack never costs a write of its own.
+        if (msg.durable !== undefined && Math.min(msg.durable, rec.highWater) > (rec.durable ?? 0)) rec.durable = Math.min(msg.durable, rec.highWater);
         if (rec.rejected && rec.rejected.length && rec.rejected[0].pos <= s.ack) {
           rec.rejected = rec.rejected.filter((r) => r.pos > s.ack);
           if (rec.rejected.length === 0) delete rec.rejected;
@@ -524,6 +532,19 @@ export class RoomEngine<S = unknown> {
       // A declared gap (DUR-BEFORE-SEND) skips seqs the client reserved and lost in a crash; it
       // is accepted once everything up to the op it follows is ordered, so nothing durable is skipped.
       const gap = op.seq !== rec.highWater + 1 && op.after !== undefined && op.after <= rec.highWater;
+      if (gap && op.after! < (rec.durable ?? 0)) {
+        // A restart holds every op it said was saved; a store that does not is a copy taken
+        // before (a restored backup) while its original goes on. Without this, its gap would
+        // jump past the original's reserved seqs and take the id over.
+        this.stats.conflicts++;
+        this.error(
+          s.conn,
+          'client-id-conflict',
+          `op seq ${op.seq} follows ${op.after} across a declared gap, but client ${client} said its ops up to ${rec.durable} were saved on its device: this store is an older copy of that client's (restored from a backup, or copied while it ran). The op was not ordered; give each client its own id and store`,
+          true,
+        );
+        break;
+      }
       if (op.seq !== rec.highWater + 1 && !gap) {
         this.error(
           s.conn,

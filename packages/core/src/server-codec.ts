@@ -69,7 +69,7 @@ export class ServerCodec {
         return { t: 'ops', ops };
       }
       case ClientFrame.Ack:
-        return { t: 'ack', pos: v[1] };
+        return v.length > 2 ? { t: 'ack', pos: v[1], durable: v[2] } : { t: 'ack', pos: v[1] };
       default:
         return bad(`unknown frame type ${String(v[0])}`);
     }

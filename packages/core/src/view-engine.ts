@@ -237,6 +237,8 @@ export class ViewEngine<S = unknown> {
   /** Verdicts from the welcome being processed, for ops compacted into its checkpoint. */
   private welcomeRejected: ReadonlyMap<number, Rejection> = NO_REJECTIONS;
   private ackDue = false;
+  /** durableSeq as last told the server on this connection (AckMessage.durable). */
+  private durableSaid = 0;
 
   // --- statistics (read by the inspector and benchmarks)
   readonly stats = { rebases: 0, rebasedOps: 0, framesBatched: 0, flushes: 0, divergences: 0 };
@@ -433,7 +435,10 @@ export class ViewEngine<S = unknown> {
   /** Take what the adapter must do now. */
   drain(): EngineOutput {
     if (this.ackDue && this.connState === 'ready') {
-      this.out.send.push({ t: 'ack', pos: this.authLen });
+      // Piggybacked, never a frame of its own: it only sharpens the server's test for a copied store.
+      const grew = this.durableSeq > this.durableSaid;
+      this.out.send.push(grew ? { t: 'ack', pos: this.authLen, durable: this.durableSeq } : { t: 'ack', pos: this.authLen });
+      if (grew) this.durableSaid = this.durableSeq;
     }
     this.ackDue = false;
     const o = this.out;
@@ -688,6 +693,7 @@ export class ViewEngine<S = unknown> {
   }
 
   private onWelcome(w: WelcomeMessage): void {
+    this.durableSaid = 0; // say it again on each connection: the room may have restarted without it
     if (w.v !== PROTOCOL_VERSION) {
       this.out.fatal = { code: 'protocol-version', message: `server speaks protocol ${w.v}, this client ${PROTOCOL_VERSION}; upgrade the older side` };
       return;

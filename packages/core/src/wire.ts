@@ -63,7 +63,7 @@ export class ClientCodec {
       for (const o of m.ops) t.push(this.outNames.ref(o.name), o.args);
       return pack(t);
     }
-    if (m.t === 'ack') return pack([ClientFrame.Ack, m.pos]);
+    if (m.t === 'ack') return pack(m.durable === undefined ? [ClientFrame.Ack, m.pos] : [ClientFrame.Ack, m.pos, m.durable]);
     return pack([ClientFrame.Other, m]);
   }
 

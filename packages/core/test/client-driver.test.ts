@@ -76,12 +76,26 @@ class HandStore implements DriverStore {
 function client(
   id: string,
   clock: FakeClock,
-  opts: { batching?: Batching; baseEveryMs?: number; seqBlock?: number; restore?: ClientRestore; store?: HandStore } = {},
+  opts: {
+    batching?: Batching;
+    baseEveryMs?: number;
+    seqBlock?: number;
+    restore?: ClientRestore;
+    store?: HandStore;
+    fatal?: (code: string, message: string) => boolean;
+  } = {},
 ) {
   const store = opts.store ?? new HandStore(opts.seqBlock !== undefined);
   const errors: Error[] = [];
   const room = new ClientRoom(machine, { clientId: id, now: clock.now, batching: opts.batching, notify: 'sync', restore: opts.restore });
-  const driver = new ClientDriver(room, { store, clock, baseEveryMs: opts.baseEveryMs, seqBlock: opts.seqBlock, report: (e) => errors.push(e) });
+  const driver = new ClientDriver(room, {
+    store,
+    clock,
+    baseEveryMs: opts.baseEveryMs,
+    seqBlock: opts.seqBlock,
+    report: (e) => errors.push(e),
+    fatal: opts.fatal,
+  });
   const sent: ClientMessage[] = [];
   const opsSent = () => sent.flatMap((m) => (m.t === 'ops' ? m.ops.map((o) => o.seq) : []));
   return { room, driver, store, errors, sent, opsSent };
@@ -332,6 +346,65 @@ test('a copy of a store restarted past its reservation takes the ops in its gap 
     assert.ok(failure instanceof HerculesError && failure.code === 'client-id-conflict', String(failure));
     assert.match((failure as Error).message, /past this client's last persisted op 1, and its history there is not this client's/);
     assert.deepEqual(net.server.headSnapshot().notes, ['a@1: one', 'a@2: two']);
+  });
+});
+
+// spec: DUR-BEFORE-SEND, LOG-ONE-HISTORY
+test('a faithful copy of a store, started beside its original, cannot jump past the ops the original said were saved', () => {
+  const clock = new FakeClock();
+  const net = new Net(clock);
+  const store = new HandStore(true);
+  const replaced: string[] = [];
+  // As connect() does: 'replaced' is not the end, the client reconnects (patiently) and the digests decide.
+  const fatal = (code: string) => code !== 'replaced' || (replaced.push(code), false);
+  const a = client('a', clock, { seqBlock: 10, store, fatal });
+  store.confirmReserve(); // reserves 1..10
+  const aConn = net.open(a);
+  net.flush();
+  a.room.ops.note({ text: 'one' });
+  clock.settle();
+  store.confirm();
+  const backup: ClientRestore = { lastSeq: 1, lastDigest: store.held[0].digest, durable: [...store.held], reservedSeq: 10 }; // the copy, taken now
+  a.room.ops.note({ text: 'two' });
+  clock.settle();
+  store.confirm(); // op 2 saved before its log entry comes back: the ack says so
+  net.flush();
+  const acks = a.sent.filter((m) => m.t === 'ack');
+  assert.ok(
+    acks.some((m) => m.t === 'ack' && m.durable === 2),
+    `an ack told the server ops up to 2 are saved: ${JSON.stringify(acks)}`,
+  );
+  // The copy restarts past the reservation it shares with the original: its op declares a gap
+  // after op 1. Its history up to 1 is the original's, so verification alone cannot tell.
+  const copy = client('a', clock, { seqBlock: 10, restore: backup, store: new HandStore(true) });
+  const [h] = [copy.room.ops.note({ text: 'from the copy' })];
+  clock.settle();
+  copy.store.confirmReserve();
+  copy.store.confirm();
+  let failure: unknown;
+  h.visible.catch((e) => {
+    failure = e;
+  });
+  net.open(copy);
+  net.flush();
+  return Promise.resolve().then(() => {
+    assert.ok(failure instanceof HerculesError && failure.code === 'client-id-conflict', String(failure));
+    assert.match((failure as Error).message, /said its ops up to 2 were saved on its device: this store is an older copy/);
+    assert.deepEqual(net.server.headSnapshot().notes, ['a@1: one', 'a@2: two'], 'nothing of the copy was ordered');
+    assert.deepEqual(replaced, ['replaced'], "the copy's connection replaced the original's for a moment");
+    // The original, replaced for a moment by the copy's connection, comes back and goes on.
+    net.drop(aConn);
+    net.open(a);
+    a.room.ops.note({ text: 'three' });
+    clock.settle();
+    store.confirm();
+    net.flush();
+    assert.deepEqual(net.server.headSnapshot().notes, ['a@1: one', 'a@2: two', 'a@3: three']);
+    assert.deepEqual(
+      a.errors.map((e) => (e as HerculesError).code),
+      [],
+      'the original never hit a conflict',
+    );
   });
 });
 

@@ -320,7 +320,11 @@ export function runFuzz(seed: number, count: number): FuzzStats {
         };
       }
       case 3:
-        return { t: 'ack', pos: rng.pick([0, rng.int(0, engine.head() + 2), -1, 1.5]) };
+        return {
+          t: 'ack',
+          pos: rng.pick([0, rng.int(0, engine.head() + 2), -1, 1.5]),
+          ...(rng.chance(0.3) ? { durable: rng.pick([0, rng.int(0, 50), 1e15, -1, 2.5, 'x']) } : {}),
+        };
       case 4:
         return { t: 'register' };
       default:
@@ -383,7 +387,11 @@ export function runFuzz(seed: number, count: number): FuzzStats {
       };
       return packr.pack([1, ops[0].seq, ...ops.flatMap((o) => [ref(o.name), o.args])]);
     }
-    return packr.pack(m.t === 'ack' ? [2, (m as { pos: unknown }).pos] : [0, m]);
+    if (m.t === 'ack') {
+      const a = m as { pos: unknown; durable?: unknown };
+      return packr.pack(a.durable === undefined ? [2, a.pos] : [2, a.pos, a.durable]);
+    }
+    return packr.pack([0, m]);
   };
   const attackFrame = (a: Attacker): Uint8Array => {
     switch (rng.int(0, 9)) {
