@@ -4,7 +4,7 @@
  * own: the driver, and the transport under it, decide how messages and writes travel.
  */
 import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
-import type { Machine, OpArgs, OpsOf, StateOf } from './machine.ts';
+import type { Machine, OpArgs, OpsOf, PresenceOf, StateOf } from './machine.ts';
 import type { ClientMessage, OpRecord, PeerPresence, ServerMessage } from './protocol.ts';
 import { VIEWS, ViewEngine, type BaseSnapshot, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
 
@@ -35,17 +35,20 @@ export interface RoomDriver {
  * Who else is in the room and what they show: each connection's small JSON value (a cursor, a
  * selection, a name), never logged, stored or part of any view; cleared when it leaves.
  */
-export interface RoomPresence {
-  /** Set ours (null clears it); only the latest is sent, at most every `presenceEveryMs`. */
-  set(value: unknown): void;
+export interface RoomPresence<P = unknown> {
+  /**
+   * Set ours (null clears it); only the latest is sent, at most every `presenceEveryMs`. Throws
+   * 'bad-argument' for a value outside the JSON domain or the machine's presence schema.
+   */
+  set(value: P | null): void;
   /** Merge `partial` into ours (an object) and set the result. */
-  update(partial: Record<string, unknown>): void;
+  update(partial: unknown extends P ? Record<string, unknown> : Partial<P>): void;
   /** Ours, as last set (undefined: none). */
-  get(): unknown;
+  get(): P | undefined;
   /** The other connections' presence (none while offline). The same array until it changes. */
-  others(): readonly PeerPresence[];
+  others(): readonly PeerPresence<P>[];
   /** Called with others() whenever it changes. */
-  subscribe(listener: (others: readonly PeerPresence[]) => void): () => void;
+  subscribe(listener: (others: readonly PeerPresence<P>[]) => void): () => void;
 }
 
 export interface OpHandle {
@@ -105,7 +108,7 @@ export interface AppRoom<M extends Machine<any, any>> {
   onMembers(listener: (members: readonly string[]) => void): () => void;
   members(): readonly string[];
   /** Presence: apart from the log and every view. */
-  readonly presence: RoomPresence;
+  readonly presence: RoomPresence<PresenceOf<M>>;
   access(): 'read' | 'write';
   pending(): OpHandle[];
   submit(name: string, args?: unknown): OpHandle;
@@ -235,10 +238,10 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   private readonly handles = new Map<number, Handle>();
   private readonly listeners = new Map<ViewName, Set<Listener<StateOf<M>>>>();
   private readonly memberListeners = new Set<(members: readonly string[]) => void>();
-  private readonly presenceListeners = new Set<(others: readonly PeerPresence[]) => void>();
-  private othersCache: readonly PeerPresence[] | undefined;
+  private readonly presenceListeners = new Set<(others: readonly PeerPresence<PresenceOf<M>>[]) => void>();
+  private othersCache: readonly PeerPresence<PresenceOf<M>>[] | undefined;
 
-  readonly presence: RoomPresence = {
+  readonly presence: RoomPresence<PresenceOf<M>> = {
     set: (value) => {
       this.engine.setPresence(value);
       this.pump();
@@ -248,10 +251,10 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
         throw new HerculesError('bad-argument', 'presence.update(partial): partial must be an object');
       const cur = this.engine.ownPresenceValue();
       const base = cur !== null && typeof cur === 'object' && !Array.isArray(cur) ? cur : {};
-      this.presence.set({ ...base, ...partial });
+      this.presence.set({ ...base, ...partial } as PresenceOf<M>);
     },
-    get: () => this.engine.ownPresenceValue(),
-    others: () => (this.othersCache ??= Object.freeze(this.engine.presence())),
+    get: () => this.engine.ownPresenceValue() as PresenceOf<M> | undefined,
+    others: () => (this.othersCache ??= Object.freeze(this.engine.presence() as PeerPresence<PresenceOf<M>>[])),
     subscribe: (listener) => {
       if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'presence.subscribe(listener): listener must be a function');
       this.presenceListeners.add(listener);

@@ -4,7 +4,7 @@
  */
 export { defineMachine, applyOp, applyOps, current, deepFreeze } from './machine.ts';
 export { findNonJson, domainCopy, scanOp, sameArgs, GENESIS_DIGEST, MAX_ARG_DEPTH } from './args.ts';
-export type { Machine, MachineSpec, OpContext, OpFn, OpArgs, OpsOf, StateOf, Json, OpInvocation } from './machine.ts';
+export type { Machine, MachineSpec, OpContext, OpFn, OpArgs, OpsOf, PresenceOf, StateOf, Json, OpInvocation } from './machine.ts';
 export * from './protocol.ts';
 export { ERROR_CODES, HerculesError, OpRejectedError, errorMessage, isErrorCode } from './errors.ts';
 export type { ErrorCode } from './errors.ts';

@@ -33,7 +33,7 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 // The state type is a parameter; ops receive it as a mutable draft.
 export type OpFn<S> = (state: S, args: any, ctx: OpContext) => void;
 
-export interface MachineSpec<S, Ops extends Record<string, OpFn<S>>> {
+export interface MachineSpec<S, Ops extends Record<string, OpFn<S>>, P = unknown> {
   /** A stable name; client and server refuse to talk if it differs. */
   name: string;
   /** Bump when ops change meaning; client and server refuse to talk if it differs. */
@@ -48,9 +48,15 @@ export interface MachineSpec<S, Ops extends Record<string, OpFn<S>>> {
    * check: the op receives the arguments as sent, never a transformed copy.
    */
   schemas?: NoInfer<{ [K in keyof Ops]?: StandardSchemaV1<any, OpArgs<Ops[K]>> }>;
+  /**
+   * Optional schema of each connection's presence value (room.presence), from any synchronous
+   * Standard Schema validator: `room.presence.set` throws on a value that fails it, the server
+   * refuses one (an error frame, not fatal), and the room's presence API is typed by it.
+   */
+  presence?: StandardSchemaV1<any, P>;
 }
 
-export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<string, OpFn<S>>> {
+export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<string, OpFn<S>>, P = unknown> {
   readonly name: string;
   readonly version: number;
   /** Deep-frozen initial state. */
@@ -62,6 +68,10 @@ export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<s
    * they are valid or the op declares no schema. Never throws.
    */
   validate(name: string, args: unknown): string | undefined;
+  /** The presence schema (MachineSpec.presence), if any. */
+  readonly presence?: StandardSchemaV1<any, P>;
+  /** Check a presence value against the presence schema: why it is invalid, or undefined. Never throws. */
+  validatePresence(value: unknown): string | undefined;
 }
 
 /** The argument type of an op, or `undefined` for an op without arguments. */
@@ -69,12 +79,14 @@ export type OpArgs<F> = F extends (state: any, ...rest: infer R) => void ? (R ex
 
 export type StateOf<M> = M extends Machine<infer S, any> ? S : never;
 export type OpsOf<M> = M extends Machine<any, infer O> ? O : never;
+/** The presence value type of a machine: its presence schema's output, else unknown. */
+export type PresenceOf<M> = M extends Machine<any, any, infer P> ? P : unknown;
 
 /**
  * Define a state machine. Throws a `HerculesError('bad-machine')` that names the offending part
  * if the definition cannot work (no name, non-JSON initial state, an op that is not a function).
  */
-export function defineMachine<S, const Ops extends Record<string, OpFn<S>>>(spec: MachineSpec<S, Ops>): Machine<S, Ops> {
+export function defineMachine<S, const Ops extends Record<string, OpFn<S>>, P = unknown>(spec: MachineSpec<S, Ops, P>): Machine<S, Ops, P> {
   if (spec === null || typeof spec !== 'object') {
     throw new HerculesError('bad-machine', 'defineMachine needs an object { name, version, initial, ops }');
   }
@@ -113,6 +125,13 @@ export function defineMachine<S, const Ops extends Record<string, OpFn<S>>>(spec
     }
     schemas.set(k, sch as StandardSchemaV1);
   }
+  const presence = spec.presence;
+  if (presence !== undefined && typeof (presence as Partial<StandardSchemaV1> | null)?.['~standard']?.validate !== 'function') {
+    throw new HerculesError(
+      'bad-machine',
+      `defineMachine(${spec.name}): presence is not a Standard Schema (no ~standard.validate); use Valibot, Zod, ArkType or another Standard Schema validator`,
+    );
+  }
   const name = spec.name;
   return {
     name,
@@ -122,21 +141,24 @@ export function defineMachine<S, const Ops extends Record<string, OpFn<S>>>(spec
     opNames: new Set(Object.keys(spec.ops)),
     validate: (op, args) => {
       const sch = schemas.get(op);
-      return sch ? checkSchema(sch, op, args) : undefined;
+      return sch ? checkSchema(sch, `arguments for ${op}`, `the schema for ${op}`, args) : undefined;
     },
+    ...(presence !== undefined ? { presence } : {}),
+    validatePresence: (value) => (presence ? checkSchema(presence, 'presence', 'the presence schema', value) : undefined),
   };
 }
 
-function checkSchema(sch: StandardSchemaV1, op: string, args: unknown): string | undefined {
+/** `what`: "arguments for move", "presence"; `schema`: how to name the schema in a message. */
+function checkSchema(sch: StandardSchemaV1, what: string, schema: string, args: unknown): string | undefined {
   let r: StandardSchemaV1.Result<unknown> | Promise<StandardSchemaV1.Result<unknown>>;
   try {
     r = sch['~standard'].validate(args);
   } catch (e) {
-    return `invalid arguments for ${op}: the schema threw (${errorMessage(e)})`;
+    return `invalid ${what}: the schema threw (${errorMessage(e)})`;
   }
   if (r instanceof Promise) {
     r.catch(() => {}); // we will not wait for it; do not leave an unhandled rejection behind
-    return `the schema for ${op} is asynchronous; op schemas must validate synchronously`;
+    return `${schema} is asynchronous; schemas must validate synchronously`;
   }
   if (!r.issues) return undefined;
   const shown = r.issues.slice(0, 3).map((i) => {
@@ -144,7 +166,7 @@ function checkSchema(sch: StandardSchemaV1, op: string, args: unknown): string |
     return path && !i.message.startsWith(path) ? `${path}: ${i.message}` : i.message;
   });
   const more = r.issues.length > 3 ? ` (and ${r.issues.length - 3} more)` : '';
-  return `invalid arguments for ${op}: ${shown.join('; ')}${more}`;
+  return `invalid ${what}: ${shown.join('; ')}${more}`;
 }
 
 export function deepFreeze<T>(v: T): T {

@@ -131,11 +131,11 @@ export interface RegisterMessage {
 export type ClientMessage = HelloMessage | OpsMessage | AckMessage | RegisterMessage | PresenceSetMessage;
 
 /** One connection's presence as others see it: null once it cleared it or left. */
-export interface PeerPresence {
+export interface PeerPresence<P = unknown> {
   readonly client: string;
   /** The authenticated user behind it, if any (else the client id stands for it). */
   readonly user?: string;
-  readonly value: unknown;
+  readonly value: P;
 }
 
 // ---------------------------------------------------------------- server -> client

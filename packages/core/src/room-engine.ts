@@ -495,6 +495,11 @@ export class RoomEngine<S = unknown> {
       this.error(s.conn, 'too-large', `presence not set: ${why}; keep presence small (cursor, selection, name)`, false);
       return;
     }
+    const invalid = value === null ? undefined : this.machine.validatePresence(value);
+    if (invalid !== undefined) {
+      this.error(s.conn, 'bad-argument', `presence not set: ${invalid}; client and server must share the machine's presence schema`, false);
+      return;
+    }
     if (value === null && s.presence === undefined) return;
     s.presence = value === null ? undefined : value;
     this.broadcastPresence(s, value);

@@ -405,6 +405,8 @@ export class ViewEngine<S = unknown> {
           'too-large',
           `presence is ${scan.bytes} bytes, over the ${MAX_PRESENCE_BYTES} allowed; keep it small (cursor, selection, name)`,
         );
+      const invalid = this.machine.validatePresence(value);
+      if (invalid !== undefined) throw new HerculesError('bad-argument', `${invalid}; room.presence.set takes what the machine's presence schema allows`);
       value = deepFreeze(domainCopy('presence', value));
     }
     this.ownPresence = value ?? undefined;

@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isDeepStrictEqual } from 'node:util';
 import { create } from 'mutative';
-import { applyOp, applyOps, current, defineMachine, HerculesError, ViewEngine } from '../src/index.ts';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import { applyOp, applyOps, ClientRoom, current, defineMachine, HerculesError, PROTOCOL_VERSION, RoomEngine, ViewEngine } from '../src/index.ts';
 import { freezeChanged, type Patch } from '../src/machine.ts';
 import { room } from './fixtures.ts';
 
@@ -186,6 +187,68 @@ test("schemas: any Standard Schema checks an op's arguments; bad schemas are ref
   assert.throws(
     () => defineMachine({ name: 'b', version: 1, initial: {}, ops: { a() {} }, schemas: { nope: std(() => true, '') } as never }),
     /schemas.nope names no op/,
+  );
+});
+
+// spec: PRESENCE-EPHEMERAL
+test('a presence schema types room.presence and is checked on both sides: set() throws, the room refuses and forwards nothing', () => {
+  const schema: StandardSchemaV1<unknown, { cursor: number; name?: string }> = {
+    '~standard': {
+      version: 1,
+      vendor: 'test',
+      validate: (v: any) => (typeof v?.cursor === 'number' ? { value: v } : { issues: [{ message: 'must be a number', path: ['cursor'] }] }),
+    },
+  };
+  const m = defineMachine({
+    name: 'typed-presence',
+    version: 1,
+    initial: { n: 0 },
+    ops: {
+      inc(s) {
+        s.n++;
+      },
+    },
+    presence: schema,
+  });
+  assert.equal(m.validatePresence({ cursor: 3 }), undefined);
+  assert.equal(m.validatePresence({ cursor: 'x' }), 'invalid presence: cursor: must be a number');
+  assert.equal(room.validatePresence('anything'), undefined, 'no schema: no check');
+  assert.throws(() => defineMachine({ name: 'b', version: 1, initial: {}, ops: {}, presence: {} as never }), /presence is not a Standard Schema/);
+  // Typed by the schema (checked by tsc, which runs over the tests).
+  const typed = (r: ClientRoom<typeof m>) => {
+    r.presence.set({ cursor: 1 });
+    r.presence.update({ name: 'Ada' });
+    // @ts-expect-error: cursor must be a number
+    r.presence.set({ cursor: 'a' });
+    const others: readonly { value: { cursor: number } }[] = r.presence.others();
+    return others;
+  };
+  assert.equal(typeof typed, 'function');
+  // The client throws at the call, before anything is sent.
+  const c = new ClientRoom(m, { clientId: 'a' });
+  assert.throws(
+    () => c.presence.set({ cursor: 'x' } as never),
+    (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument' && /invalid presence: cursor: must be a number/.test(e.message),
+  );
+  assert.equal(c.presence.get(), undefined);
+  c.presence.set({ cursor: 2 });
+  assert.deepEqual(c.presence.get(), { cursor: 2 });
+  // The room refuses one that got past a client (another build, a raw socket): nobody sees it.
+  const r = new RoomEngine(m);
+  const hello = (client: string) => ({ t: 'hello' as const, v: PROTOCOL_VERSION, client, machine: { name: m.name, version: 1 }, have: 0 });
+  r.open('k1', 0);
+  r.message('k1', hello('a'), 0);
+  r.open('k2', 0);
+  r.message('k2', hello('b'), 0);
+  const o = r.message('k1', { t: 'presence', value: { cursor: 'x' } }, 1);
+  assert.deepEqual(
+    o.send.map((x) => [x.conn, x.msg.t, x.msg.t === 'error' ? [x.msg.code, x.msg.fatal] : undefined]),
+    [['k1', 'error', ['bad-argument', false]]],
+  );
+  const ok = r.message('k1', { t: 'presence', value: { cursor: 4 } }, 2);
+  assert.deepEqual(
+    ok.send.map((x) => [x.conn, x.msg]),
+    [['k2', { t: 'presence', peers: [{ client: 'a', value: { cursor: 4 } }] }]],
   );
 });
 

@@ -4,7 +4,7 @@
  * it reads changed.
  */
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from 'react';
-import type { AppRoom, Machine, OpHandle, PeerPresence, Stage, StateOf, ViewName, ViewPositions } from '@hercules/core';
+import type { AppRoom, Machine, OpHandle, PeerPresence, PresenceOf, Stage, StateOf, ViewName, ViewPositions } from '@hercules/core';
 
 type AnyRoom = AppRoom<Machine<any, any>> & { status?: () => string; onStatus?: (fn: (s: any) => void) => () => void };
 
@@ -77,9 +77,9 @@ export function useOpStage(handle: OpHandle | undefined): Stage | undefined {
  * when the selected value changes (`isEqual`, default Object.is). `others()` keeps its identity
  * until presence changes, and each peer's entry until that peer's value changes.
  */
-export function useOthers<T = readonly PeerPresence[]>(
-  room: AppRoom<Machine<any, any>>,
-  selector: (others: readonly PeerPresence[]) => T = (o) => o as unknown as T,
+export function useOthers<M extends Machine<any, any, any>, T = readonly PeerPresence<PresenceOf<M>>[]>(
+  room: AppRoom<M>,
+  selector: (others: readonly PeerPresence<PresenceOf<M>>[]) => T = (o) => o as unknown as T,
   isEqual: (a: T, b: T) => boolean = Object.is,
 ): T {
   const subscribe = useCallback((fn: () => void) => room.presence.subscribe(fn), [room]);
@@ -88,12 +88,12 @@ export function useOthers<T = readonly PeerPresence[]>(
 }
 
 /** This connection's presence and a setter (`room.presence.set`; null clears it). */
-export function usePresence<P = unknown>(room: AppRoom<Machine<any, any>>): [P | undefined, (value: P | null) => void] {
-  const [value, setValue] = useState(() => room.presence.get() as P | undefined);
+export function usePresence<M extends Machine<any, any, any>>(room: AppRoom<M>): [PresenceOf<M> | undefined, (value: PresenceOf<M> | null) => void] {
+  const [value, setValue] = useState(() => room.presence.get());
   const set = useCallback(
-    (v: P | null) => {
+    (v: PresenceOf<M> | null) => {
       room.presence.set(v);
-      setValue(room.presence.get() as P | undefined);
+      setValue(room.presence.get());
     },
     [room],
   );
