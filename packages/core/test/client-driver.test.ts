@@ -356,7 +356,11 @@ test('a faithful copy of a store, started beside its original, cannot jump past 
   const store = new HandStore(true);
   const replaced: string[] = [];
   // As connect() does: 'replaced' is not the end, the client reconnects (patiently) and the digests decide.
-  const fatal = (code: string) => code !== 'replaced' || (replaced.push(code), false);
+  const fatal = (code: string) => {
+    if (code !== 'replaced') return true;
+    replaced.push(code);
+    return false;
+  };
   const a = client('a', clock, { seqBlock: 10, store, fatal });
   store.confirmReserve(); // reserves 1..10
   const aConn = net.open(a);
