@@ -10,7 +10,7 @@ export { ERROR_CODES, HerculesError, OpRejectedError, errorMessage, isErrorCode 
 export type { ErrorCode } from './errors.ts';
 export { ViewEngine, VIEWS } from './view-engine.ts';
 export type { ViewName, Stage, OwnOp, Batching, ViewEngineOptions, ClientRestore, EngineOutput, BaseSnapshot } from './view-engine.ts';
-export { RoomEngine } from './room-engine.ts';
+export { RoomEngine, PRESENCE_BURST } from './room-engine.ts';
 export type { RoomOptions, RoomOutput, RoomDurableState, ClientRecord, ConnId, AuthorizeOp, AuthorizeContext, Principal } from './room-engine.ts';
 export { ClientRoom } from './client-room.ts';
 export type { OpHandle, OpStubs, RoomDriver, ClientRoomOptions, Listener, AppRoom, ViewPositions, RoomPresence } from './client-room.ts';

@@ -69,7 +69,17 @@ export interface RoomOptions<S = unknown> {
   authorize?: AuthorizeOp<S>;
   /** Whether read-only connections may set presence (default false: they only see the others'). */
   readersPresence?: boolean;
+  /**
+   * A connection's presence goes to the others at most once per this many ms on average, in
+   * bursts of up to PRESENCE_BURST (default 10 ms: a client paced at 16 ms is never held up; 0:
+   * no pacing). Past
+   * it the latest value waits, replacing the one before, for the room's next input or tick.
+   */
+  presenceEveryMs?: number;
 }
+
+/** Presence updates a connection may send back to back before presenceEveryMs paces it. */
+export const PRESENCE_BURST = 5;
 
 export interface ClientRecord {
   /** Highest seq of this client in the global log: ops with seq <= highWater are duplicates. */
@@ -145,6 +155,9 @@ interface Session {
   openedAt?: number;
   /** Its presence value (PresenceSetMessage), never stored; undefined: none. */
   presence?: unknown;
+  /** Presence updates it may forward now (a token bucket: RoomOptions.presenceEveryMs), and when counted. */
+  presenceTokens?: number;
+  presenceCountedAt?: number;
 }
 
 interface SuffixItem {
@@ -166,6 +179,9 @@ export class RoomEngine<S = unknown> {
   private readonly ackTimeoutMs: number;
   private readonly authorize?: AuthorizeOp<S>;
   private readonly readersPresence: boolean;
+  private readonly presenceEveryMs: number;
+  /** Sessions whose latest presence waits for a token (coalesced: only the latest goes). */
+  private readonly presenceHeld = new Set<Session>();
 
   private checkpointPos: number;
   private checkpointState: S;
@@ -202,6 +218,11 @@ export class RoomEngine<S = unknown> {
     }
     this.authorize = opts.authorize;
     this.readersPresence = opts.readersPresence === true;
+    const every = opts.presenceEveryMs ?? 10;
+    if (!(typeof every === 'number' && every >= 0 && Number.isFinite(every))) {
+      throw new HerculesError('bad-argument', `presenceEveryMs must be a non-negative number of milliseconds, got ${String(every)}`);
+    }
+    this.presenceEveryMs = every;
     if (restore) {
       this.checkpointPos = restore.checkpoint.pos;
       this.checkpointState = deepFreeze(restore.checkpoint.state as S);
@@ -376,7 +397,7 @@ export class RoomEngine<S = unknown> {
         return;
       }
       case 'presence':
-        return this.onPresence(s, msg.value);
+        return this.onPresence(s, msg.value, now);
       case 'register':
         if (s.status === 'out') {
           s.status = 'joining';
@@ -484,7 +505,7 @@ export class RoomEngine<S = unknown> {
    * A connection sets its presence: kept in memory only (never persisted, never in a log or a
    * view) and sent at once to every other connection of the room.
    */
-  private onPresence(s: Session, value: unknown): void {
+  private onPresence(s: Session, value: unknown, now: number): void {
     if (s.access === 'read' && !this.readersPresence) {
       this.error(s.conn, 'forbidden', 'read-only access; this room does not let readers set presence', false);
       return;
@@ -500,9 +521,30 @@ export class RoomEngine<S = unknown> {
       this.error(s.conn, 'bad-argument', `presence not set: ${invalid}; client and server must share the machine's presence schema`, false);
       return;
     }
-    if (value === null && s.presence === undefined) return;
+    if (value === null && s.presence === undefined && !this.presenceHeld.has(s)) return;
     s.presence = value === null ? undefined : value;
-    this.broadcastPresence(s, value);
+    if (this.takePresenceToken(s, now)) this.broadcastPresence(s, value);
+    else this.presenceHeld.add(s);
+  }
+
+  /** Whether `s` may forward a presence update now (and spend the chance). */
+  private takePresenceToken(s: Session, now: number): boolean {
+    if (this.presenceEveryMs === 0) return true;
+    const since = now - (s.presenceCountedAt ?? now);
+    s.presenceTokens = Math.min(PRESENCE_BURST, (s.presenceTokens ?? PRESENCE_BURST) + Math.max(0, since) / this.presenceEveryMs);
+    s.presenceCountedAt = now;
+    if (s.presenceTokens < 1) return false;
+    s.presenceTokens -= 1;
+    return true;
+  }
+
+  /** Forward the held presence of every session whose pace allows it now. */
+  private releasePresence(now: number): void {
+    for (const s of this.presenceHeld) {
+      if (!this.takePresenceToken(s, now)) continue;
+      this.presenceHeld.delete(s);
+      this.broadcastPresence(s, s.presence ?? null);
+    }
   }
 
   private broadcastPresence(s: Session, value: unknown): void {
@@ -676,7 +718,8 @@ export class RoomEngine<S = unknown> {
   private drop(s: Session): void {
     if (s.status === 'member') this.membersChanged = true;
     this.sessions.delete(s.conn);
-    if (s.presence !== undefined) {
+    const held = this.presenceHeld.delete(s);
+    if (s.presence !== undefined || held) {
       s.presence = undefined;
       this.broadcastPresence(s, null); // gone for everyone, with the connection
     }
@@ -692,6 +735,7 @@ export class RoomEngine<S = unknown> {
 
   /** Recompute joins, visibility and the stable frontier after any input. */
   private finish(now: number): RoomOutput {
+    if (this.presenceHeld.size) this.releasePresence(now);
     // Joiners become members once they hold everything already promised to others.
     const need = Math.max(this.visWatermark, this.stable);
     for (const s of this.sessions.values()) {

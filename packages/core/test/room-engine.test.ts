@@ -577,3 +577,30 @@ test('presence: a read-only connection may set it only if the room allows reader
     }
   }
 });
+
+// spec: PRESENCE-EPHEMERAL
+test('presence: a connection faster than presenceEveryMs is coalesced, the latest winning; a paced one is never held', () => {
+  const r = new RoomEngine(room, { presenceEveryMs: 10 });
+  join(r, 'k1', 'a');
+  join(r, 'k2', 'b');
+  const seen = (o: RoomOutput) => ofType(to(o, 'k2'), 'presence').map((m) => (m.peers[0].value as { x: number }).x);
+  // A burst at one instant: the first PRESENCE_BURST go at once, the rest wait, each replacing the last.
+  const burst = Array.from({ length: 20 }, (_, x) => seen(r.message('k1', { t: 'presence', value: { x } }, 100)));
+  assert.deepEqual(burst.flat(), [0, 1, 2, 3, 4]);
+  assert.deepEqual(seen(r.tick(104)), [], 'not yet: less than presenceEveryMs since');
+  assert.deepEqual(seen(r.tick(110)), [19], 'then only the latest');
+  assert.deepEqual(seen(r.tick(200)), [], 'and nothing twice');
+  // A joiner sees the latest at once, held or not.
+  r.message('k1', { t: 'presence', value: { x: 20 } }, 200);
+  r.message('k1', { t: 'presence', value: { x: 21 } }, 200);
+  const w = ofType(to(join(r, 'k3', 'c', 200), 'k3'), 'welcome')[0];
+  assert.deepEqual(w.presence, [{ client: 'a', value: { x: 21 } }]);
+  // Paced at 16 ms, even with jitter (one 4 ms after the last), every update goes at once.
+  const paced = [300, 316, 320, 336, 352, 368, 372, 388].map((t, x) => seen(r.message('k1', { t: 'presence', value: { x: 100 + x } }, t)));
+  assert.deepEqual(paced.flat(), [100, 101, 102, 103, 104, 105, 106, 107]);
+  // A held value of a connection that closes is not sent after it: the others hear it gone.
+  for (let x = 0; x < 10; x++) r.message('k1', { t: 'presence', value: { x: 500 + x } }, 400);
+  const gone = r.close('k1', 401);
+  assert.deepEqual(ofType(to(gone, 'k2'), 'presence'), [{ t: 'presence', peers: [{ client: 'a', value: null }] }]);
+  assert.throws(() => new RoomEngine(room, { presenceEveryMs: -1 }), /presenceEveryMs must be a non-negative number/);
+});

@@ -77,6 +77,8 @@ export interface RoomHostOptions {
   authorize?: AuthorizeOp<any>;
   /** Whether read-only connections may set presence (RoomOptions.readersPresence). */
   readersPresence?: boolean;
+  /** Server-side pace of each connection's presence (RoomOptions.presenceEveryMs). */
+  presenceEveryMs?: number;
   /** Write a checkpoint once the stable frontier is this many ops past the stored one. Default 1000. */
   checkpointEvery?: number;
   /** Gather writes this long before appending them (0, the default: until the current work is done). */
@@ -154,10 +156,15 @@ export class RoomHost {
     this.rev = opts.loaded.rev;
     this.storedCheckpoint = opts.loaded.durable.checkpoint.pos;
     this.engine_ = opts.loaded.fresh
-      ? new RoomEngine(opts.machine, { ackTimeoutMs: opts.ackTimeoutMs, authorize: opts.authorize, readersPresence: opts.readersPresence })
+      ? new RoomEngine(opts.machine, {
+          ackTimeoutMs: opts.ackTimeoutMs,
+          authorize: opts.authorize,
+          readersPresence: opts.readersPresence,
+          presenceEveryMs: opts.presenceEveryMs,
+        })
       : new RoomEngine(
           opts.machine,
-          { ackTimeoutMs: opts.ackTimeoutMs, authorize: opts.authorize, readersPresence: opts.readersPresence },
+          { ackTimeoutMs: opts.ackTimeoutMs, authorize: opts.authorize, readersPresence: opts.readersPresence, presenceEveryMs: opts.presenceEveryMs },
           opts.loaded.durable,
         );
     this.emptySince = this.clock.now();

@@ -29,7 +29,10 @@ export interface RoomRegistryEvents {
 
 /** What every room's host is given as it is (see RoomHostOptions), and the registry's own. */
 export interface RoomRegistryOptions
-  extends Pick<RoomHostOptions, 'store' | 'clock' | 'ackTimeoutMs' | 'authorize' | 'readersPresence' | 'checkpointEvery' | 'commitWindowMs'> {
+  extends Pick<
+    RoomHostOptions,
+    'store' | 'clock' | 'ackTimeoutMs' | 'authorize' | 'readersPresence' | 'presenceEveryMs' | 'checkpointEvery' | 'commitWindowMs'
+  > {
   /** Unload a room this long after its last member left. Default 30,000 ms. */
   idleUnloadMs?: number;
   events?: RoomRegistryEvents;
@@ -108,6 +111,7 @@ export class RoomRegistry {
       ackTimeoutMs: this.opts.ackTimeoutMs,
       authorize: this.opts.authorize,
       readersPresence: this.opts.readersPresence,
+      presenceEveryMs: this.opts.presenceEveryMs,
       checkpointEvery: this.opts.checkpointEvery,
       commitWindowMs: this.opts.commitWindowMs,
       events: {

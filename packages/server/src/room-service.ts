@@ -136,6 +136,11 @@ export interface RoomOptions {
   authorize?: AuthorizeOp<any>;
   /** Whether read-only connections may set presence (room.presence); default false: they only see it. */
   readersPresence?: boolean;
+  /**
+   * Each connection's presence reaches the others at most once per this many ms on average,
+   * after a burst of 5; faster updates are coalesced, the latest winning (default 10; 0: off).
+   */
+  presenceEveryMs?: number;
   /** Resource limits per connection and room; see `Limits` for defaults. */
   limits?: Partial<Limits>;
   /** pino log level, or a pino logger. Default 'info'. */
@@ -269,6 +274,9 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     throw new HerculesError('bad-argument', `${caller}: \`access\` must be a function (identity, room) => access`);
   if (opts.authorize !== undefined && typeof opts.authorize !== 'function')
     throw new HerculesError('bad-argument', `${caller}: \`authorize\` must be a function (op, ctx, state) => verdict`);
+  const pe = opts.presenceEveryMs;
+  if (pe !== undefined && !(typeof pe === 'number' && pe >= 0 && Number.isFinite(pe)))
+    throw new HerculesError('bad-argument', `${caller}: \`presenceEveryMs\` must be a non-negative number of milliseconds, got ${String(pe)}`);
   const log: Logger = typeof opts.log === 'object' ? opts.log : pino({ level: opts.log ?? 'info', base: { svc: 'hercules' } });
   const metrics = opts.metrics ?? createMetrics();
   const clock = opts.clock ?? systemClock;
@@ -317,6 +325,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     ackTimeoutMs,
     authorize: opts.authorize,
     readersPresence: opts.readersPresence === true,
+    presenceEveryMs: opts.presenceEveryMs,
     checkpointEvery: opts.checkpointEvery,
     commitWindowMs: opts.commitWindowMs,
     idleUnloadMs: opts.idleUnloadMs,
