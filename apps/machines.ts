@@ -49,7 +49,12 @@ export const chat = defineMachine({
   },
 });
 
-/** Spreadsheet: a grid of cells and one cursor per user. */
+/**
+ * Spreadsheet: a grid of cells. `cursors` and `moveCursor` are no longer used: the web app shows
+ * cursors through presence (no log entry, no fsync, gone when the user goes). They stay because
+ * rooms stored at version 1 hold moveCursor entries and this shape; dropping them means a new
+ * version and a migration (issue 16).
+ */
 const ROWS = 12,
   COLS = 6;
 export const spreadsheet = defineMachine({

@@ -7,9 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 
 export const APPS = [
-  { id: 'design', title: 'Interior design', blurb: 'Drag furniture; red until everyone sees it.' },
-  { id: 'chat', title: 'Chat', blurb: 'A tick per stage: submitted, durable, authoritative, visible.' },
-  { id: 'sheet', title: 'Spreadsheet', blurb: 'Cursors per user; red text until the edit is visible.' },
+  { id: 'design', title: 'Interior design', blurb: 'Drag furniture; others see it move live; red until everyone sees it.' },
+  { id: 'chat', title: 'Chat', blurb: 'A tick per stage: submitted, durable, authoritative, visible; who is typing.' },
+  { id: 'sheet', title: 'Spreadsheet', blurb: 'Live cursors with names; red text until the edit is visible.' },
 ] as const;
 
 const here = dirname(fileURLToPath(import.meta.url));

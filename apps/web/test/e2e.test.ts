@@ -11,16 +11,21 @@
  * status, into sessionStorage (so the record survives a reload of the tab). The tests then
  * assert on that record.
  *
+ * Presence (cursors, drags, typing, names) is checked the same way, and by what it must not do:
+ * add an op. The tests also write the screenshots of docs/screenshots/ that the README shows.
+ *
  *   node --import tsx --test apps/web/test/e2e.test.ts      (npm run test:e2e)
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdirSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { freePort, tempDir } from '@hercules/test-utils';
+import { colorOf } from '../src/shared/people.tsx';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '../../..');
@@ -190,9 +195,17 @@ interface Client {
 }
 const uniqueRoom = (name: string) => `e2e-${name}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 7)}`;
 
-async function openClient(app: string, room: string, tag: string): Promise<Client> {
-  const ctx = await browser!.newContext({ viewport: { width: 1280, height: 800 } });
+/** A user (a browser context) with one page of `app` in `room`; `name`, if given, is their name before they change it. */
+async function openClient(app: string, room: string, tag: string, opts: { name?: string; width?: number; clientId?: string } = {}): Promise<Client> {
+  const ctx = await browser!.newContext({ viewport: { width: opts.width ?? 1280, height: 800 } });
   await ctx.addInitScript(recorder);
+  await ctx.addInitScript(
+    ({ name, clientId }) => {
+      if (name && localStorage.getItem('hercules-name') === null) localStorage.setItem('hercules-name', name);
+      if (clientId && sessionStorage.getItem('hercules-tab') === null) sessionStorage.setItem('hercules-tab', clientId);
+    },
+    { name: opts.name, clientId: opts.clientId },
+  );
   const page = await ctx.newPage();
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(`${tag}: ${e.message}`));
@@ -214,20 +227,28 @@ async function until<A>(c: Client, what: string, fn: (arg: A) => unknown, arg?: 
   }
 }
 
-/** Both clients online and in each other's visibility set. */
+/** The clients online, in each other's visibility set, and each among the others' people here (presence). */
 async function ready(...cs: Client[]) {
   for (const c of cs) {
     await until(
       c,
-      `status online and ${cs.length} members`,
+      `status online, ${cs.length} members and ${cs.length - 1} other people here`,
       (n: number) => {
         const h = (window as any).hercules;
-        return h?.status() === 'online' && h.members().length === n;
+        return h?.status() === 'online' && h.members().length === n && document.querySelectorAll('[data-testid=person]').length === n - 1;
       },
       cs.length,
     );
   }
 }
+
+/** Whether the people list shows someone called `name`. */
+const hasPerson = (name: string) => Array.from(document.querySelectorAll('[data-testid=person]')).some((p) => p.textContent?.trim() === name);
+const lacksPerson = (name: string) => !Array.from(document.querySelectorAll('[data-testid=person]')).some((p) => p.textContent?.trim() === name);
+/** Log lengths of the Submitted view: a cursor, a drag or typing must not add to it. */
+const submittedOps = (c: Client) => c.page.evaluate(() => (window as any).hercules.positions().submitted as number);
+/** Write a screenshot for the docs (docs/screenshots/NAME.png). */
+const shoot = (c: Client, name: string) => c.page.screenshot({ path: join(SHOTS, `${name}.png`) });
 
 const watch = (c: Client, x: Watch) => c.page.evaluate((x) => (window as any).__e2eWatch(x), x);
 const log = async (c: Client, name: string): Promise<Entry[]> =>
@@ -268,8 +289,8 @@ const shows = ([text, n]: [string, number]) =>
 // spec: VIS-DELIVERED
 test("chat: A sees its message marked not-yet-visible, B receives it, then A's mark turns visible", { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('chat-send');
-  const A = await openClient('chat', room, 'A');
-  const B = await openClient('chat', room, 'B');
+  const A = await openClient('chat', room, 'A', { name: 'Ada' });
+  const B = await openClient('chat', room, 'B', { name: 'Grace' });
   t.after(() => closeAll(A, B));
   await ready(A, B);
   const text = `hello from A ${Math.random().toString(36).slice(2, 8)}`;
@@ -423,8 +444,8 @@ test("chat: a duplicated tab (same sessionStorage, so same client id) becomes it
 // spec: VIS-DELIVERED
 test('design: A drags chair-1; it is uncertain on A until B has the new position', { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('design');
-  const A = await openClient('design', room, 'A');
-  const B = await openClient('design', room, 'B');
+  const A = await openClient('design', room, 'A', { name: 'Ada' });
+  const B = await openClient('design', room, 'B', { name: 'Grace' });
   t.after(() => closeAll(A, B));
   const item = '[data-testid=item-chair-1]';
   for (const c of [A, B]) {
@@ -490,8 +511,8 @@ test('design: A drags chair-1; it is uncertain on A until B has the new position
 // spec: VIS-DELIVERED
 test("sheet: A types 42 into cell 1-1; red on A until B has it; B sees A's cursor move down", { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('sheet');
-  const A = await openClient('sheet', room, 'A');
-  const B = await openClient('sheet', room, 'B');
+  const A = await openClient('sheet', room, 'A', { name: 'Ada' });
+  const B = await openClient('sheet', room, 'B', { name: 'Grace' });
   t.after(() => closeAll(A, B));
   const cell = '[data-testid=cell-1-1]';
   const below = '[data-testid=cell-2-1]';
@@ -514,6 +535,8 @@ test("sheet: A types 42 into cell 1-1; red on A until B has it; B sees A's curso
   await until(A, 'cell 1-1 data-uncertain="false" again', attr, [cell, 'data-uncertain', 'false'] as [string, string, string]);
   await until(A, 'its cursor moved down to cell 2-1', attr, [below, 'data-cursor', 'mine'] as [string, string, string]);
   await until(B, "A's cursor (other) on cell 2-1", attr, [below, 'data-cursor', 'other'] as [string, string, string]);
+  assert.equal(await B.page.getAttribute(below, 'data-others'), 'Ada', "B names A's cursor");
+  assert.equal(await submittedOps(A), 1, 'one op (the edit): moving the cursor is no op');
 
   assert.equal((await A.page.textContent(cell))?.trim(), '42');
   assert.equal(await A.page.locator('[data-testid=cell-editor]').count(), 0, 'Enter closed the editor');
@@ -528,4 +551,348 @@ test("sheet: A types 42 into cell 1-1; red on A until B has it; B sees A's curso
   assert.ok(bGot.t <= black.t, `B had 42 (t=${bGot.t}) before A's turned black (t=${black.t})`);
   assert.deepEqual([...A.errors, ...B.errors], []);
   t.diagnostic(`A's 42 red for ${black.t - red.t} ms; screenshot ${shot.held ? 'shows' : 'MAY NOT show'} the uncertainty (${shot.ms} ms)`);
+});
+
+// Presence (cursors, drags, typing, names): apart from the log, so nothing here may add an op.
+
+// spec: PRESENCE-EPHEMERAL
+test("sheet: B sees A's cursor move within about a round trip, through presence (no op); arrows and Tab move it; it goes when A leaves", {
+  skip,
+  timeout: TEST_TIMEOUT,
+}, async (t) => {
+  const room = uniqueRoom('sheet-cursors');
+  // Two client ids whose own colours are the same: one of the two must take another.
+  const ids = [randomUUID()];
+  while (ids.length < 2) {
+    const id = randomUUID();
+    if (colorOf(id) === colorOf(ids[0])) ids.push(id);
+  }
+  const A = await openClient('sheet', room, 'A', { name: 'Ada', clientId: ids[0] });
+  const B = await openClient('sheet', room, 'B', { name: 'Grace', clientId: ids[1] });
+  t.after(() => closeAll(A, B));
+  await ready(A, B);
+  // Some content for the screenshot, and Tab in the editor: commit and move right.
+  await B.page.click('[data-testid=cell-0-0]');
+  await B.page.keyboard.type('Budget');
+  await B.page.keyboard.press('Tab');
+  await B.page.keyboard.type('Q3');
+  await B.page.keyboard.press('Enter');
+  await until(
+    B,
+    'its cursor on cell 1-1 after Tab and Enter',
+    (id: string) => document.querySelector('[data-cursor=mine]')?.getAttribute('data-testid') === id,
+    'cell-1-1',
+  );
+  await until(A, "B's two edits", () => (window as any).hercules.positions().submitted === 2);
+  const theirs = ([id, name]: [string, string]) => document.querySelector(`[data-testid=${id}]`)?.getAttribute('data-others') === name;
+  const mine = (id: string) => document.querySelector('[data-cursor=mine]')?.getAttribute('data-testid') === id;
+  await until(B, "A's cursor, named, on cell 0-0", theirs, ['cell-0-0', 'Ada'] as [string, string]);
+  // Whichever of the two has the larger id moves to another colour once it sees the other's.
+  const colorsOf = () => [
+    document.querySelector('[data-testid=me]')?.getAttribute('data-color'),
+    document.querySelector('[data-testid=person]')?.getAttribute('data-color'),
+  ];
+  await until(B, 'B and Ada in different colours, though their ids hash to the same', () => {
+    const [me, ada] = ['me', 'person'].map((id) => document.querySelector(`[data-testid=${id}]`)?.getAttribute('data-color'));
+    return me && ada && me !== ada;
+  });
+  const colors = await B.page.evaluate(colorsOf);
+  await until(A, "Grace's colour on A is B's", (c: string) => document.querySelector('[data-testid=person]')?.getAttribute('data-color') === c, colors[0]!);
+  await watch(A, { name: 'cur', sel: '[data-cursor=mine]', props: ['data-testid'] });
+  await watch(B, { name: 'cur', sel: '[data-cursor=other]', props: ['data-testid', 'data-others'] });
+
+  await A.page.click('[data-testid=cell-3-2]');
+  await until(A, 'its cursor on cell 3-2', mine, 'cell-3-2');
+  await until(B, "A's cursor on cell 3-2", theirs, ['cell-3-2', 'Ada'] as [string, string]);
+  const at = (es: Entry[], id: string) => es.find((e) => e.name === 'cur' && e.value![0]?.['data-testid'] === id);
+  const aMoved = at(await log(A, 'cur'), 'cell-3-2');
+  const bSaw = at(await log(B, 'cur'), 'cell-3-2');
+  assert.ok(aMoved && bSaw, 'both pages recorded the move');
+  const lag = bSaw.t - aMoved.t;
+  assert.ok(lag < 2 * RTT, `B saw A's cursor move ${lag} ms after A did: about one round trip (${RTT} ms), not the log's path`);
+
+  // The keyboard: arrows, Tab along the row and on to the next, Shift+Tab back; the grid keeps the focus.
+  const keys = ['ArrowDown', 'ArrowRight', 'Tab', 'Tab', 'Tab', 'Shift+Tab', 'ArrowLeft'];
+  for (const k of keys) await A.page.keyboard.press(k);
+  await until(A, 'its cursor on cell 4-4', mine, 'cell-4-4');
+  const path = (await log(A, 'cur')).filter((e) => e.name === 'cur' && e.t >= aMoved.t).map((e) => e.value![0]?.['data-testid']);
+  assert.deepEqual(path, ['cell-3-2', 'cell-4-2', 'cell-4-3', 'cell-4-4', 'cell-4-5', 'cell-5-0', 'cell-4-5', 'cell-4-4'], `keys ${keys.join(', ')}`);
+  assert.equal(await A.page.evaluate(() => document.activeElement?.getAttribute('data-testid')), 'grid', 'the keyboard stays in the grid');
+  await until(B, "A's cursor on cell 4-4", theirs, ['cell-4-4', 'Ada'] as [string, string]);
+  assert.equal(await B.page.locator('[data-cursor=other]').count(), 1, "B shows A's cursor once");
+  await shoot(B, 'sheet');
+  assert.deepEqual(await B.page.locator('[data-testid=grid] tbody tr:nth-child(1) td').allTextContents(), ['Budget', 'Q3', '', '', '', '']);
+  assert.deepEqual([await submittedOps(A), await submittedOps(B)], [2, 2], "no op for the cursors: the two are B's edits");
+
+  const t0 = Date.now();
+  await A.ctx.close();
+  await until(B, "A's cursor gone after A closed", () => document.querySelector('[data-cursor=other]') === null);
+  const gone = Date.now() - t0;
+  await until(B, 'A gone from the people here', lacksPerson, 'Ada');
+  assert.deepEqual(B.errors, []);
+  t.diagnostic(`B saw A's cursor move ${lag} ms after A (RTT ${RTT} ms); A's cursor left B's page ${gone} ms after A's context closed`);
+});
+
+// spec: PRESENCE-EPHEMERAL
+test("design: B sees a ghost of A's drag (A's colour and name) before any op; on release the item moves and the ghost goes; Escape cancels", {
+  skip,
+  timeout: TEST_TIMEOUT,
+}, async (t) => {
+  const room = uniqueRoom('design-ghost');
+  const A = await openClient('design', room, 'A', { name: 'Ada' });
+  const B = await openClient('design', room, 'B', { name: 'Grace' });
+  t.after(() => closeAll(A, B));
+  await ready(A, B);
+  await until(B, 'Ada among the people here', hasPerson, 'Ada');
+  const item = '[data-testid=item-chair-1]';
+  const ghost = '[data-testid=ghost-chair-1]';
+  const style = (c: Client, sel: string) =>
+    c.page.locator(sel).evaluate((el) => ({ left: parseFloat((el as HTMLElement).style.left), top: parseFloat((el as HTMLElement).style.top) }));
+  const start = await style(B, item);
+  await watch(B, { name: 'ghost', sel: ghost, props: ['left', 'top', 'data-by'] });
+
+  const box = (await A.page.locator(item).boundingBox())!;
+  const x = box.x + box.width / 2,
+    y = box.y + box.height / 2;
+  await A.page.mouse.move(x, y);
+  await A.page.mouse.down();
+  await A.page.mouse.move(x + 60, y - 30, { steps: 6 });
+  await A.page.mouse.move(x + 120, y - 60, { steps: 6 });
+  const want = { left: start.left + 120, top: start.top - 60 };
+  await until(
+    B,
+    `A's ghost of chair-1 at about (${want.left}, ${want.top}), still dragging`,
+    ([sel, w]: [string, { left: number; top: number }]) => {
+      const g = document.querySelector(sel) as HTMLElement | null;
+      return !!g && Math.abs(parseFloat(g.style.left) - w.left) <= 4 && Math.abs(parseFloat(g.style.top) - w.top) <= 4;
+    },
+    [ghost, want] as [string, { left: number; top: number }],
+  );
+  assert.equal(await B.page.getAttribute(ghost, 'data-by'), 'Ada', 'the ghost carries its dragger’s name');
+  assert.equal(await B.page.textContent(`${ghost} span`), 'Ada');
+  assert.deepEqual(await style(B, item), start, 'the chair itself has not moved on B: no op yet');
+  assert.deepEqual([await submittedOps(A), await submittedOps(B)], [0, 0], 'no op while dragging');
+  await shoot(B, 'design');
+
+  await A.page.mouse.up();
+  await until(A, 'its move op', () => (window as any).hercules.positions().submitted === 1);
+  const moved = await style(A, item);
+  await until(
+    B,
+    `chair-1 at (${moved.left}, ${moved.top}) and no ghost`,
+    ([sel, g, m]: [string, string, { left: number; top: number }]) => {
+      const el = document.querySelector(sel) as HTMLElement | null;
+      return !!el && parseFloat(el.style.left) === m.left && parseFloat(el.style.top) === m.top && !document.querySelector(g);
+    },
+    [item, ghost, moved] as [string, string, { left: number; top: number }],
+  );
+  const ghosts = (await log(B, 'ghost')).filter((e) => e.name === 'ghost');
+  assert.ok(ghosts.some((e) => e.value!.length === 1) && ghosts.at(-1)!.value!.length === 0, `B showed the ghost, then none:\n    ${show(ghosts)}`);
+
+  // Escape mid-drag: the ghost goes and nothing moves.
+  const lamp = (await A.page.locator('[data-testid=item-lamp]').boundingBox())!;
+  await A.page.mouse.move(lamp.x + 10, lamp.y + 10);
+  await A.page.mouse.down();
+  await A.page.mouse.move(lamp.x - 100, lamp.y + 100, { steps: 6 });
+  await until(B, "A's ghost of the lamp", () => !!document.querySelector('[data-testid=ghost-lamp]'));
+  await A.page.keyboard.press('Escape');
+  await until(B, 'the lamp ghost gone after Escape', () => !document.querySelector('[data-testid=ghost-lamp]'));
+  await A.page.mouse.up();
+  assert.equal(await submittedOps(A), 1, 'a cancelled drag submits nothing');
+  assert.deepEqual([...A.errors, ...B.errors], []);
+});
+
+test("chat: B sees 'Ada is typing…' while A types; it goes when A sends, and after 3 s without a keystroke", { skip, timeout: TEST_TIMEOUT }, async (t) => {
+  const room = uniqueRoom('chat-typing');
+  const A = await openClient('chat', room, 'A', { name: 'Ada' });
+  const B = await openClient('chat', room, 'B', { name: 'Grace' });
+  t.after(() => closeAll(A, B));
+  await ready(A, B);
+  const typingIs = (want: string) => document.querySelector('[data-testid=typing]')?.textContent === want;
+  await say(A, 'Hi Grace!');
+  await until(B, "A's message", shows, ['Hi Grace!', 1] as [string, number]);
+  await say(B, 'Shall we meet on Thursday?');
+  await until(A, "B's message", shows, ['Shall we meet on Thursday?', 1] as [string, number]);
+  assert.equal(await B.page.textContent('[data-testid=typing]'), '', 'no one is typing yet');
+
+  await A.page.click('[data-testid=input]');
+  await A.page.keyboard.type('Thursday works, 3 pm?', { delay: 20 });
+  await until(B, "'Ada is typing…'", typingIs, 'Ada is typing…');
+  assert.equal(await submittedOps(A), 2, 'typing is no op (the two ops are the messages)');
+  await shoot(B, 'chat');
+  await A.page.keyboard.press('Enter');
+  await until(B, "A's message", shows, ['Thursday works, 3 pm?', 1] as [string, number]);
+  await until(B, 'the typing line cleared after the send', typingIs, '');
+
+  await A.page.keyboard.type('one more', { delay: 20 });
+  const typed = Date.now();
+  await until(B, "'Ada is typing…' again", typingIs, 'Ada is typing…');
+  await until(B, 'the typing line cleared after A stopped typing', typingIs, '', 8000);
+  const idle = Date.now() - typed;
+  assert.ok(idle >= 2500, `it cleared ${idle} ms after the last keystroke: from idleness (3 s), not at once`);
+  assert.equal(await A.page.inputValue('[data-testid=input]'), 'one more', 'the unsent text stays in the box');
+  assert.deepEqual([...A.errors, ...B.errors], []);
+  t.diagnostic(`typing cleared on B ${idle} ms after A's last keystroke`);
+});
+
+test('chat: the whole history scrolls; the list sticks to the bottom unless the reader scrolled up', { skip, timeout: TEST_TIMEOUT }, async (t) => {
+  const room = uniqueRoom('chat-history');
+  const A = await openClient('chat', room, 'A', { name: 'Ada' });
+  const B = await openClient('chat', room, 'B', { name: 'Grace' });
+  t.after(() => closeAll(A, B));
+  await ready(A, B);
+  const N = 30;
+  for (let i = 1; i <= N; i++) await say(A, `message ${i}`);
+  await until(B, `all ${N} messages`, (n: number) => document.querySelectorAll('[data-testid=message]').length === n, N);
+  const scroll = (c: Client) =>
+    c.page.locator('[data-testid=messages]').evaluate((el) => ({ top: el.scrollTop, height: el.scrollHeight, client: el.clientHeight }));
+  const atBottom = (s: { top: number; height: number; client: number }) => s.height - s.top - s.client < 2;
+  await until(B, 'the list scrolled to the last message', () => {
+    const el = document.querySelector('[data-testid=messages]')!;
+    return el.scrollHeight > el.clientHeight && el.scrollHeight - el.scrollTop - el.clientHeight < 2;
+  });
+  assert.equal((await messagesText(B))[0], 'message 1', 'the oldest message is still there (scrolled out of view)');
+
+  await B.page.locator('[data-testid=messages]').evaluate((el) => el.scrollTo({ top: 0 }));
+  await until(B, 'scrolled to the top', () => document.querySelector('[data-testid=messages]')!.scrollTop === 0);
+  await say(A, 'while B reads');
+  await until(B, 'the new message', shows, ['while B reads', 1] as [string, number]);
+  assert.equal((await scroll(B)).top, 0, 'B scrolled up: a new message does not pull the list down');
+
+  await B.page.locator('[data-testid=messages]').evaluate((el) => el.scrollTo({ top: el.scrollHeight }));
+  await say(A, 'back at the bottom');
+  await until(B, 'the last message', shows, ['back at the bottom', 1] as [string, number]);
+  await until(B, 'the list following the new message', () => {
+    const el = document.querySelector('[data-testid=messages]')!;
+    return el.scrollHeight - el.scrollTop - el.clientHeight < 2;
+  });
+  assert.ok(atBottom(await scroll(A)), "A's own messages keep A's list at the bottom");
+  assert.deepEqual([...A.errors, ...B.errors], []);
+});
+
+test("names: a name set on A shows on B (people here, message authors), survives A's reload; a departed author falls back to the short id", {
+  skip,
+  timeout: TEST_TIMEOUT,
+}, async (t) => {
+  const room = uniqueRoom('chat-names');
+  const A = await openClient('chat', room, 'A');
+  const B = await openClient('chat', room, 'B');
+  t.after(() => closeAll(A, B));
+  await ready(A, B);
+  const defaultName = await A.page.inputValue('[data-testid=name-input]');
+  assert.match(defaultName, /^Guest \d{4}$/, 'a friendly default name');
+  await until(B, `A's default name ${defaultName} among the people here`, hasPerson, defaultName);
+
+  await A.page.fill('[data-testid=name-input]', 'Ada Lovelace');
+  await until(B, 'Ada Lovelace among the people here', hasPerson, 'Ada Lovelace');
+  assert.ok(!(await B.page.evaluate(hasPerson, defaultName)), 'the old name is gone');
+  await say(A, 'hello, I am Ada');
+  const authorOf = ([text, name]: [string, string]) =>
+    Array.from(document.querySelectorAll('[data-testid=message]')).some(
+      (m) => m.querySelector('[data-testid=text]')?.textContent === text && m.querySelector('[data-testid=author]')?.textContent === name,
+    );
+  await until(B, "A's message signed Ada Lovelace", authorOf, ['hello, I am Ada', 'Ada Lovelace'] as [string, string]);
+
+  await A.page.reload();
+  await until(A, 'online after the reload', () => (window as any).hercules?.status() === 'online');
+  assert.equal(await A.page.inputValue('[data-testid=name-input]'), 'Ada Lovelace', 'the name is kept (localStorage)');
+  await until(B, 'Ada Lovelace still here after her reload', hasPerson, 'Ada Lovelace');
+
+  const idA = await A.page.evaluate(() => (window as any).hercules.clientId as string);
+  await A.ctx.close();
+  await until(B, 'A gone from the people here', lacksPerson, 'Ada Lovelace');
+  await until(B, `A's message signed with the short id ${idA.slice(0, 4)}`, authorOf, ['hello, I am Ada', idA.slice(0, 4)] as [string, string]);
+  assert.deepEqual([...A.errors, ...B.errors], []);
+});
+
+test('a bad ?room= shows what is wrong and a link to a valid room, not a blank page; a room of another app says so', {
+  skip,
+  timeout: TEST_TIMEOUT,
+}, async (t) => {
+  const A = await openClient('chat', uniqueRoom('unused'), 'A');
+  t.after(() => closeAll(A));
+  const cases: [string, string, string][] = [
+    ['', 'is empty', 'demo-chat'],
+    ['my room!', '“my room!” is not a valid room name', 'my-room'],
+    ['x'.repeat(129), 'is not a valid room name', 'x'.repeat(128)],
+  ];
+  for (const [bad, says, fix] of cases) {
+    await A.page.goto(`${base}/chat?room=${encodeURIComponent(bad)}`);
+    await until(A, `the problem page for ?room=${bad.slice(0, 20)}`, () => !!document.querySelector('[data-testid=problem]'));
+    const text = (await A.page.textContent('[data-testid=problem]')) ?? '';
+    assert.ok(text.includes(says) && text.includes('1 to 128 letters'), `it says what is wrong: ${text}`);
+    assert.equal(await A.page.getAttribute('[data-testid=problem-link]', 'href'), `?room=${fix}`);
+  }
+  await A.page.click('[data-testid=problem-link]');
+  await until(
+    A,
+    'the chat online in the suggested room',
+    (search: string) => (window as any).hercules?.status() === 'online' && location.search === search,
+    `?room=${'x'.repeat(128)}`,
+  );
+
+  // A room holds one app's machine: the chat opened on a design room stops, and says why.
+  const shared = uniqueRoom('mixed');
+  await A.page.goto(`${base}/design?room=${shared}`);
+  await until(A, 'the design room online', () => (window as any).hercules?.status() === 'online');
+  await A.page.goto(`${base}/chat?room=${shared}`);
+  await until(A, 'the stopped banner', () => !!document.querySelector('[data-testid=stopped]'));
+  assert.match((await A.page.textContent('[data-testid=stopped]')) ?? '', /runs interior-design@1, not chat@1/);
+  assert.equal(await A.page.getAttribute('[data-testid=stopped] a', 'href'), '?room=demo-chat');
+  assert.equal(await A.page.getAttribute('[data-testid=connection]', 'data-status'), 'failed');
+  assert.deepEqual(A.errors, []);
+});
+
+test('a narrow window (400 px): nothing widens the page; the grid and the room scroll sideways; the inspector moves below', {
+  skip,
+  timeout: TEST_TIMEOUT,
+}, async (t) => {
+  const room = uniqueRoom('narrow');
+  const N = await openClient('sheet', `${room}-sheet`, 'N', { name: 'Ada', width: 400 });
+  t.after(() => closeAll(N));
+  for (const app of ['sheet', 'design', 'chat']) {
+    if (app !== 'sheet') await N.page.goto(`${base}/${app}?room=${room}-${app}`);
+    await until(N, `${app} online`, () => (window as any).hercules?.status() === 'online');
+    const m = await N.page.evaluate(() => {
+      const rect = (sel: string) => document.querySelector(sel)?.getBoundingClientRect();
+      const scroller = document.querySelector('[data-testid=scroll]');
+      return {
+        page: document.documentElement.scrollWidth,
+        main: rect('main')!.bottom,
+        inspector: rect('[data-testid=inspector]')!.top,
+        scrolls: scroller ? scroller.scrollWidth > scroller.clientWidth : null,
+      };
+    });
+    assert.ok(m.page <= 400, `${app}: the page is ${m.page} px wide in a 400 px window`);
+    assert.ok(m.inspector >= m.main, `${app}: the inspector (top ${m.inspector}) is below the app (bottom ${m.main})`);
+    if (app !== 'chat') assert.equal(m.scrolls, true, `${app}: the wide content scrolls sideways`);
+    if (app === 'sheet') await shoot(N, 'sheet-narrow');
+  }
+  assert.deepEqual(N.errors, []);
+});
+
+test('the connection state shows: online; offline (changes are saved and will sync) while the server cannot be reached; online again', {
+  skip,
+  timeout: TEST_TIMEOUT,
+}, async (t) => {
+  const A = await openClient('chat', uniqueRoom('offline'), 'A');
+  t.after(() => closeAll(A));
+  await ready(A);
+  const state = (c: Client) => c.page.locator('[data-testid=connection]').evaluate((el) => [el.getAttribute('data-status'), el.textContent]);
+  assert.deepEqual(await state(A), ['online', 'online']);
+  // Cut the WebSocket from here: the open one closes, and new ones are refused until we stop.
+  let cut = true;
+  await A.page.routeWebSocket(/.*/, (ws) => {
+    if (cut) return void ws.close();
+    ws.connectToServer();
+  });
+  await A.page.reload();
+  await until(A, 'status offline', () => document.querySelector('[data-testid=connection]')?.getAttribute('data-status') === 'offline');
+  assert.deepEqual(await state(A), ['offline', 'offline — changes are saved and will sync']);
+  await say(A, 'written offline');
+  await until(A, 'the message saved (durable) while offline', stageIs, ['written offline', ['durable']] as [string, string[]]);
+  cut = false;
+  await until(A, 'status online again', () => document.querySelector('[data-testid=connection]')?.getAttribute('data-status') === 'online');
+  await until(A, 'the message visible once back online', stageIs, ['written offline', ['visible']] as [string, string[]]);
+  assert.deepEqual(A.errors, []);
 });

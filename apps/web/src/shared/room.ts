@@ -1,16 +1,38 @@
 /**
  * Open a room from a browser page: the server is the page's own host, the room comes from
- * ?room= (default "demo"), durable ops live in IndexedDB. Each tab is its own client: its id
- * is kept in sessionStorage, so a reload is the same client (and its durable ops survive it),
- * while a second tab is another user. A duplicated tab inherits the sessionStorage, and with
- * it the id; its store is then held by the original tab (store-in-use), so it takes a new id.
+ * ?room= (default: the app's own demo room), durable ops live in IndexedDB. Each tab is its own
+ * client: its id is kept in sessionStorage, so a reload is the same client (and its durable ops
+ * survive it), while a second tab is another user. A duplicated tab inherits the sessionStorage,
+ * and with it the id; its store is then held by the original tab (store-in-use), so it takes a
+ * new id.
  */
 import { connect, indexedDbStorage, type ConnectedRoom } from '@hercules/client';
 import type { Machine } from '@hercules/core';
 
-export async function openRoom<M extends Machine<any, any>>(machine: M): Promise<ConnectedRoom<M>> {
-  const params = new URLSearchParams(location.search);
-  const room = params.get('room') ?? 'demo';
+/** The server's rule for room names (docs/errors.md, bad-room): checked here to explain it before connecting. */
+export const ROOM_NAME = /^[A-Za-z0-9._~-]{1,128}$/;
+
+/** A room serves one machine, so each app needs its own default room. */
+export const defaultRoom = (machine: Machine<any, any>) => `demo-${machine.name}`;
+
+/** The nearest valid name to a bad one (for the link on the error page), else the app's default. */
+export function suggestRoom(bad: string, machine: Machine<any, any>): string {
+  const fixed = bad
+    .replace(/[^A-Za-z0-9._~-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 128);
+  return fixed || defaultRoom(machine);
+}
+
+/** The room ?room= names: absent means the default; present but bad is a `BadRoomName`. */
+export function roomFromUrl(machine: Machine<any, any>): string | BadRoomName {
+  const room = new URLSearchParams(location.search).get('room');
+  if (room === null) return defaultRoom(machine);
+  return ROOM_NAME.test(room) ? room : { bad: room };
+}
+export type BadRoomName = { bad: string };
+
+export async function openRoom<M extends Machine<any, any>>(machine: M, room: string): Promise<ConnectedRoom<M>> {
   const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}`;
   const open = (tab: string) =>
     connect({ url, room, machine, storage: indexedDbStorage(`hercules-${tab}`), clientId: tab, onError: (e) => console.warn('[hercules]', e.message) });
