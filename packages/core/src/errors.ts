@@ -26,6 +26,8 @@ export const ERROR_CODES = [
   'replaced',
   'unauthenticated',
   'forbidden',
+  /** The server revoked the connection's user (server.revoke, or the admin endpoint). */
+  'revoked',
   'client-id-conflict',
   'bad-room',
   'room-full',

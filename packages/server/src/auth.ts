@@ -20,6 +20,12 @@ export interface Identity {
   readonly user: string;
   /** Anything else the access and authorize hooks may want (e.g. the token's claims). */
   readonly claims?: Readonly<Record<string, unknown>>;
+  /**
+   * When the credential stops being valid (ms since the epoch): the server closes the
+   * connection then, with `unauthenticated`, and a client whose `token` is a function comes back
+   * with a fresh one. The JWT authenticator sets it from `exp` (plus the clock tolerance).
+   */
+  readonly expiresAt?: number;
 }
 
 /**
@@ -135,7 +141,7 @@ export function jwtAuthenticator(opts: JwtOptions): Authenticate {
     if (typeof user !== 'string' || user.length === 0 || user.length > 256) {
       throw new AuthError(`invalid token: claim ${userClaim} must name the user (a string of 1-256 characters)`);
     }
-    return { user, claims: payload };
+    return typeof payload.exp === 'number' ? { user, claims: payload, expiresAt: (payload.exp + verifyOpts.clockTolerance) * 1000 } : { user, claims: payload };
   };
 }
 

@@ -176,6 +176,13 @@ export interface RoomService {
    * another server (cluster mode: its shard's lease was lost). Returns how many.
    */
   failRooms(match: (room: string) => boolean, why: string): number;
+  /**
+   * Close every connection of `user` (in `room` only, if given) with `revoked`, which is fatal:
+   * the client stops and its app decides (sign in again, reload). Its durable ops stay in its
+   * store and go out when it connects again with access. Returns how many connections closed.
+   * Stop issuing the user tokens (or refuse them in `access`) so it cannot simply come back.
+   */
+  revoke(target: { user: string; room?: string; reason?: string }): number;
   /** Stop accepting, close connections, hand every room back to the store (it stays open). */
   close(): Promise<void>;
 }
@@ -216,6 +223,8 @@ interface Session {
   paused: boolean;
   waitTimer?: TimerHandle;
   helloTimer?: TimerHandle;
+  /** Closes the connection when its credential expires (Identity.expiresAt). */
+  expiryTimer?: TimerHandle;
 }
 
 /** Per room, for metrics: when each client's ops were ordered, and when the stable frontier last moved. */
@@ -476,7 +485,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     c.closed = true;
     if (c.helloTimer) clock.clearTimeout(c.helloTimer);
     if (c.waitTimer) clock.clearTimeout(c.waitTimer);
-    c.helloTimer = c.waitTimer = undefined;
+    if (c.expiryTimer) clock.clearTimeout(c.expiryTimer);
+    c.helloTimer = c.waitTimer = c.expiryTimer = undefined;
     for (const f of c.inbox) if ('raw' in f) decoding -= f.raw;
     c.inbox.length = 0;
     c.queuedBytes = 0;
@@ -712,6 +722,26 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     });
   }
 
+  /** Close `c` when its credential expires; a client with a token function returns with a fresh one. */
+  function armExpiry(c: Session): void {
+    const at = c.identity?.expiresAt;
+    if (at === undefined || !Number.isFinite(at)) return;
+    const wait = at - Date.now(); // expiry is wall-clock time, like the token's `exp`
+    if (wait <= 0) {
+      cut(c, 'unauthenticated', 4401, `the credential expired at ${new Date(at).toISOString()}; reconnect with a fresh token`, true);
+      return;
+    }
+    // Timers take at most 2^31 - 1 ms (24.8 days): a longer wait is armed in steps.
+    c.expiryTimer = clock.setTimeout(
+      () =>
+        guard('credential-expiry', () => {
+          c.expiryTimer = undefined;
+          if (!c.closed) armExpiry(c);
+        }),
+      Math.min(wait, 2 ** 31 - 1),
+    );
+  }
+
   function start(raw: Connection, admitted: Admitted): void {
     if (closing) {
       raw.close(1001, 'server shutting down');
@@ -749,6 +779,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
         }),
       limits.helloTimeoutMs,
     );
+    armExpiry(c);
     conn.listen({
       pong() {
         c.alive = true;
@@ -909,6 +940,19 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     loadedRooms: () => registry.names(),
     connectionCount: () => sessions.size,
     failRooms: (match, why) => registry.failRooms(match, why),
+    revoke(target) {
+      if (!target || typeof target.user !== 'string' || target.user.length === 0)
+        throw new HerculesError('bad-argument', 'revoke({ user, room?, reason? }): user must be a non-empty string');
+      if (target.room !== undefined && typeof target.room !== 'string') throw new HerculesError('bad-argument', 'revoke: room must be a string');
+      const why = typeof target.reason === 'string' && target.reason.length > 0 ? `: ${target.reason.slice(0, 200)}` : '';
+      let n = 0;
+      for (const c of [...sessions.values()]) {
+        if (c.closed || c.identity?.user !== target.user || (target.room !== undefined && c.roomName !== target.room)) continue;
+        cut(c, 'revoked', 4403, `access of user ${target.user} ${target.room !== undefined ? `to room ${target.room} ` : ''}was revoked${why}`, true);
+        n++;
+      }
+      return n;
+    },
     async close() {
       if (closing) return;
       closing = true;

@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { HerculesError, PROTOCOL_VERSION } from '@hercules/core';
 import { SqliteStore } from './store/sqlite.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
+import { adminHttp, checkAdminOptions, type AdminOptions } from './admin-http.ts';
 import { createRoomService, machineMap, resolveLimits, type Limits, type RoomOptions } from './room-service.ts';
 
 export type { Limits };
@@ -22,6 +23,8 @@ export interface ServerOptions extends RoomOptions {
   dataDir: string;
   /** Extra HTTP handler for other paths (e.g. static demo apps); return false to 404. */
   http?: (req: IncomingMessage, res: ServerResponse) => boolean;
+  /** The admin HTTP API under /admin/ (admin-http.ts), for a backend holding `token`; absent: none. */
+  admin?: AdminOptions;
 }
 
 export interface HerculesServer {
@@ -33,6 +36,11 @@ export interface HerculesServer {
   loadedRooms(): string[];
   /** The SQLite store (for tests and tools). */
   readonly store: SqliteStore;
+  /**
+   * Close every connection of `user` (in `room` only, if given) with the fatal `revoked`; returns
+   * how many. Also `POST /admin/revoke`.
+   */
+  revoke(target: { user: string; room?: string; reason?: string }): number;
   /** Stop accepting, close connections, write checkpoints, close the database. */
   close(): Promise<void>;
 }
@@ -44,6 +52,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   // Options are checked before the data directory is touched.
   const machines = [...machineMap('createServer', opts.machines).values()];
   resolveLimits('createServer', opts);
+  checkAdminOptions('createServer', opts.admin);
   const metrics = createMetrics();
   // Checkpoints are timed by the rooms (apart from their commits): the store writes each one it is given.
   const store = new SqliteStore(opts.dataDir, {
@@ -65,6 +74,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     throw e;
   }
   const log = service.log;
+  const admin = opts.admin ? adminHttp(opts.admin, service) : undefined;
 
   const http: HttpServer = createHttpServer((req, res) => {
     handleHttp(req, res).catch((e) => {
@@ -95,6 +105,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
       res.end(await metrics.registry.metrics());
       return;
     }
+    if (admin && (await admin(req, res, path))) return;
     if (opts.http && opts.http(req, res)) return;
     res.writeHead(404, { 'content-type': 'text/plain' });
     res.end('not found: WebSocket clients connect to /?room=NAME; see also /healthz and /metrics\n');
@@ -133,6 +144,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     metrics,
     log,
     loadedRooms: () => service.loadedRooms(),
+    revoke: (target) => service.revoke(target),
     store,
     close() {
       closed ??= (async () => {

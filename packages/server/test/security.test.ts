@@ -318,3 +318,135 @@ test('JWT: a public key (PEM) or a JWKS file verifies asymmetric tokens; a token
     await bad.close();
   }
 });
+
+// spec: SEC-AUTHN
+test('an open connection closes when its JWT expires; a client whose token is a function comes back with a fresh one and loses no op', async (t) => {
+  const srv = await server(t, 'exp', { jwt: { secret: SECRET, clockToleranceSec: 0 } });
+  let issued = 0;
+  const token = async () => {
+    issued++;
+    return sign('ana', { exp: Math.floor(Date.now() / 1000) + 2 }); // expires within 1-2 s
+  };
+  const errors: Error[] = [];
+  const r = await connect({
+    url: srv.url,
+    room: 'expiry',
+    machine: chat,
+    clientId: 'ana-1',
+    token,
+    backoff: { minMs: 20, maxMs: 100 },
+    onError: (e) => errors.push(e),
+  });
+  t.after(() => r.close());
+  await online(r);
+  // Ops all through the expiry: each must be ordered exactly once.
+  const handles = [];
+  const until3s = Date.now() + 3000;
+  for (let i = 0; Date.now() < until3s; i++) {
+    handles.push(r.ops.say({ text: `m${i}` }));
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  await Promise.all(handles.map((h) => h.authoritative));
+  assert.ok(issued >= 2, `a fresh token was asked for after the expiry (tokens issued: ${issued})`);
+  const expired = errors.filter((e) => e instanceof HerculesError && e.code === 'unauthenticated');
+  assert.ok(expired.length >= 1, `the client heard why: ${errors.map((e) => e.message).join(' | ')}`);
+  assert.match(expired[0].message, /the credential expired at .*; reconnect with a fresh token/);
+  assert.equal(r.status(), 'online');
+  const texts = r.getState('authoritative').messages.map((m) => m.text);
+  assert.deepEqual(
+    texts,
+    handles.map((_, i) => `m${i}`),
+    'every op once, in order',
+  );
+});
+
+// spec: SEC-ACCESS
+test('server.revoke closes a user’s connections (one room, or all) with the fatal revoked; others go on; the ops its store holds go out when it comes back', async (t) => {
+  const { sqliteStorage } = await import('@hercules/client-sqlite');
+  const { dir, cleanup } = tempDir('revoke-client');
+  t.after(cleanup);
+  const srv = await server(t, 'revoke', { authenticate: (req) => ({ user: new URL(req.url ?? '/', 'http://x').searchParams.get('token') ?? 'nobody' }) });
+  const open = async (user: string, room: string, clientId: string, file?: string) => {
+    const errors: Error[] = [];
+    const r = await connect({
+      url: srv.url,
+      room,
+      machine: chat,
+      clientId,
+      token: user,
+      ...(file ? { storage: sqliteStorage(file) } : {}),
+      backoff: { minMs: 20, maxMs: 100 },
+      onError: (e) => errors.push(e),
+    });
+    t.after(() => r.close().catch(() => {}));
+    await online(r);
+    return Object.assign(r, { errors });
+  };
+  const file = `${dir}/alice.sqlite`;
+  const a1 = await open('alice', 'r1', 'alice-1', file);
+  const a2 = await open('alice', 'r2', 'alice-2');
+  const b = await open('bob', 'r1', 'bob-1');
+  await a1.ops.say({ text: 'before' }).visible;
+  // An op submitted in the same turn as the revocation: saved on alice's device, never ordered.
+  const pending = a1.ops.say({ text: 'in flight' });
+  assert.equal(srv.revoke({ user: 'alice', room: 'r1', reason: 'left the team' }), 1);
+  await until(() => a1.status() === 'failed', 5000, 'alice in r1 stopped');
+  const revoked = a1.errors.find((e) => e instanceof HerculesError && e.code === 'revoked');
+  assert.ok(revoked, `alice heard why: ${a1.errors.map((e) => e.message).join(' | ')}`);
+  assert.match(revoked.message, /access of user alice to room r1 was revoked: left the team/);
+  await pending.durable;
+  await assert.rejects(pending.authoritative, (e: unknown) => e instanceof HerculesError && e.code === 'revoked');
+  // Bob, and alice's other room, go on.
+  await b.ops.say({ text: 'bob goes on' }).authoritative;
+  assert.equal(a2.status(), 'online');
+  assert.equal(srv.revoke({ user: 'alice' }), 1, "now alice's connection to r2");
+  await until(() => a2.status() === 'failed', 5000, 'alice in r2 stopped');
+  assert.equal(srv.revoke({ user: 'carol' }), 0);
+  assert.throws(
+    () => srv.revoke({ user: '' }),
+    (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument',
+  );
+  // Access back (the authenticate hook still lets alice in): her store's op goes out, once.
+  await a1.close();
+  const again = await open('alice', 'r1', 'alice-1', file);
+  await until(() => again.getState('visible').messages.some((m) => m.text === 'in flight'), 10_000, 'the op saved before the revocation arrived');
+  assert.deepEqual(
+    b.getState('authoritative').messages.map((m) => m.text),
+    ['before', 'bob goes on', 'in flight'],
+  );
+});
+
+// spec: SEC-ACCESS
+test('admin HTTP API: POST /admin/revoke with the admin token; 401 without it, 400 on a bad body, 405 on GET, 404 elsewhere; absent without admin', async (t) => {
+  const ADMIN = 'an-admin-token-of-at-least-32-characters';
+  const srv = await server(t, 'admin', { admin: { token: ADMIN }, authenticate: () => ({ user: 'dora' }) });
+  const base = srv.url.replace('ws://', 'http://');
+  const r = await client(srv.url, 'adm', chat, 'dora-1', 'x');
+  await online(r);
+  const post = (path: string, body: unknown, token: string | null = ADMIN) =>
+    fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+    });
+  assert.equal((await post('/admin/revoke', { user: 'dora' }, null)).status, 401);
+  assert.equal((await post('/admin/revoke', { user: 'dora' }, `${ADMIN}x`)).status, 401);
+  assert.equal((await post('/admin/revoke', 'not json')).status, 400);
+  assert.equal((await post('/admin/revoke', { room: 'adm' })).status, 400);
+  assert.equal((await fetch(`${base}/admin/revoke`, { headers: { authorization: `Bearer ${ADMIN}` } })).status, 405);
+  assert.equal((await post('/admin/nope', {})).status, 404);
+  assert.equal(r.status(), 'online', 'nothing so far touched the connection');
+  const ok = await post('/admin/revoke', { user: 'dora', room: 'adm', reason: 'audit' });
+  assert.equal(ok.status, 200);
+  assert.deepEqual(await ok.json(), { closed: 1 });
+  await until(() => r.status() === 'failed', 5000, 'dora stopped');
+  await assert.rejects(
+    server(t, 'admin-short', { admin: { token: 'short' } }),
+    (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument' && /admin.token must be a string of at least 32 characters/.test(e.message),
+  );
+  const plain = await server(t, 'no-admin');
+  assert.equal(
+    (await fetch(`${plain.url.replace('ws://', 'http://')}/admin/revoke`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}` } })).status,
+    404,
+  );
+});
