@@ -10,8 +10,18 @@ export { ERROR_CODES, HerculesError, OpRejectedError, errorMessage, isErrorCode 
 export type { ErrorCode } from './errors.ts';
 export { ViewEngine, VIEWS } from './view-engine.ts';
 export type { ViewName, Stage, OwnOp, Batching, ViewEngineOptions, ClientRestore, EngineOutput, BaseSnapshot } from './view-engine.ts';
-export { RoomEngine, PRESENCE_BURST } from './room-engine.ts';
-export type { RoomOptions, RoomOutput, RoomDurableState, ClientRecord, ConnId, AuthorizeOp, AuthorizeContext, Principal } from './room-engine.ts';
+export { RoomEngine, PRESENCE_BURST, SERVER_CLIENT, MAX_SERVER_KEYS } from './room-engine.ts';
+export type {
+  RoomOptions,
+  RoomOutput,
+  RoomDurableState,
+  ClientRecord,
+  ConnId,
+  AuthorizeOp,
+  AuthorizeContext,
+  Principal,
+  ServerSubmitResult,
+} from './room-engine.ts';
 export { ClientRoom } from './client-room.ts';
 export type { OpHandle, OpStubs, RoomDriver, ClientRoomOptions, Listener, AppRoom, ViewPositions, RoomPresence } from './client-room.ts';
 export { ClientDriver } from './client-driver.ts';

@@ -14,7 +14,7 @@
  */
 import { HerculesError, errorMessage, unreachable, type ErrorCode } from './errors.ts';
 import { applyOp, applyOps, deepFreeze, type Machine } from './machine.ts';
-import { GENESIS_DIGEST, sameArgs, scanOp } from './args.ts';
+import { GENESIS_DIGEST, domainCopy, sameArgs, scanOp } from './args.ts';
 import {
   MAX_PRESENCE_BYTES,
   PROTOCOL_VERSION,
@@ -78,6 +78,25 @@ export interface RoomOptions<S = unknown> {
   presenceEveryMs?: number;
 }
 
+/**
+ * The client id of ops the server's own API submits (RoomEngine.submitAsServer): reserved, a
+ * connection's hello under it is refused.
+ */
+export const SERVER_CLIENT = '~server';
+/** How many idempotency keys of server-submitted ops a room remembers (ClientRecord.keys). */
+export const MAX_SERVER_KEYS = 1000;
+
+/** What `submitAsServer` did. */
+export interface ServerSubmitResult {
+  /** The op's seq under SERVER_CLIENT and its position in the log. */
+  readonly seq: number;
+  readonly position: number;
+  /** The op threw at its position: it is in the log as a no-op with this error. */
+  readonly error?: string;
+  /** An op with the same idempotency key was ordered before: this is its result, nothing new was ordered. */
+  readonly duplicate: boolean;
+}
+
 /** Presence updates a connection may send back to back before presenceEveryMs paces it. */
 export const PRESENCE_BURST = 5;
 
@@ -106,6 +125,8 @@ export interface ClientRecord {
    * highWater). A restart of it never holds less, so a declared gap after an earlier seq is a copy.
    */
   durable?: number;
+  /** SERVER_CLIENT only: [idempotency key, seq, position] of its last MAX_SERVER_KEYS keyed ops. */
+  keys?: [string, number, number][];
 }
 
 /** Everything a room must keep across restarts; what storage adapters write. */
@@ -427,6 +448,10 @@ export class RoomEngine<S = unknown> {
       this.error(s.conn, 'malformed-frame', 'hello sent twice on one connection', false);
       return;
     }
+    if (m.client === SERVER_CLIENT) {
+      this.error(s.conn, 'forbidden', `client id ${SERVER_CLIENT} is the server's own (ops of its API); let the client library generate an id`, true);
+      return;
+    }
     const known = this.clients.get(m.client);
     if (s.user !== undefined && known?.owner !== undefined && known.owner !== s.user) {
       // Client ids are not secret (members and log entries show them): ownership is what stops
@@ -492,6 +517,64 @@ export class RoomEngine<S = unknown> {
       members: this.members(),
       ...this.presenceOfOthers(s),
     });
+  }
+
+  /**
+   * An op from the server's own API (a backend, not a connection): checked like a client's
+   * (a known op, the argument domain, its schema; not the authorize hook, which judges
+   * connections), then ordered under SERVER_CLIENT with `author` as ctx.author and fanned out
+   * to every connection like any op. With `key`, an op whose key was seen among the last
+   * MAX_SERVER_KEYS is not ordered again: its first result comes back (`duplicate`). Throws
+   * `unknown-op` or `bad-argument` (nothing ordered) for an op that could never be ordered.
+   */
+  submitAsServer(author: string, name: string, args: unknown, key: string | undefined, now: number): { out: RoomOutput; result: ServerSubmitResult } {
+    if (typeof author !== 'string' || author.length === 0 || author.length > 256)
+      throw new HerculesError('bad-argument', 'submit: author must name who submits (a string of 1-256 characters)');
+    if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 256))
+      throw new HerculesError('bad-argument', 'submit: key must be a string of 1-256 characters (an idempotency key)');
+    if (!this.machine.opNames.has(name))
+      throw new HerculesError(
+        'unknown-op',
+        `unknown op ${JSON.stringify(String(name).slice(0, 64))} for machine ${this.machine.name}@${this.machine.version}; known ops: ${[...this.machine.opNames].join(', ')}`,
+      );
+    const scan = scanOp(0, name, args);
+    if ('problem' in scan) throw new HerculesError('bad-argument', `submit ${name}: ${scan.problem}`);
+    const invalid = this.machine.validate(name, args);
+    if (invalid !== undefined) throw new HerculesError('bad-argument', `submit ${name}: ${invalid}`);
+    let rec = this.clients.get(SERVER_CLIENT);
+    if (!rec) {
+      rec = { highWater: 0, visibleSeq: 0 };
+      this.clients.set(SERVER_CLIENT, rec);
+      this.claimed = true;
+    }
+    const seen = key === undefined ? undefined : rec.keys?.find((k) => k[0] === key);
+    if (seen) {
+      const held = seen[2] > this.checkpointPos ? this.suffix[seen[2] - this.checkpointPos - 1]?.entry : undefined;
+      const result = { seq: seen[1], position: seen[2], duplicate: true, ...(held?.error !== undefined ? { error: held.error } : {}) };
+      return { out: this.finish(now), result };
+    }
+    const seq = rec.highWater + 1;
+    const pos = this.head() + 1;
+    const frozen = deepFreeze(domainCopy(name, args)); // the caller may change its object later
+    const res = applyOp(this.machine, this.headState, { client: SERVER_CLIENT, seq, name, args: frozen, author }, pos);
+    const entry: LogEntry =
+      res.error === undefined
+        ? { pos, client: SERVER_CLIENT, seq, name, args: frozen, author }
+        : { pos, client: SERVER_CLIENT, seq, name, args: frozen, author, error: res.error };
+    if (res.error !== undefined) this.stats.rejected++;
+    this.headState = res.state;
+    this.suffix.push({ entry, at: now });
+    this.keepState(this.suffix[this.suffix.length - 1], this.headState);
+    rec.highWater = seq;
+    if (key !== undefined) {
+      (rec.keys ??= []).push([key, seq, pos]);
+      if (rec.keys.length > MAX_SERVER_KEYS) rec.keys.shift();
+    }
+    this.dirtyClients.add(SERVER_CLIENT);
+    this.out.persist.appended.push(entry);
+    this.stats.sequenced++;
+    for (const t of this.sessions.values()) if (t.client && t.status !== 'new') this.send(t.conn, { t: 'log', from: pos, entries: [{ k: 'op', e: entry }] });
+    return { out: this.finish(now), result: { seq, position: pos, duplicate: false, ...(res.error !== undefined ? { error: res.error } : {}) } };
   }
 
   /** The presence of every other connection that set one, for a welcome. */
@@ -867,5 +950,6 @@ function peerOf(s: Session, value: unknown): PeerPresence {
 function copyRecord(r: ClientRecord): ClientRecord {
   const c = r.rejected ? { ...r, rejected: r.rejected.map((x) => ({ ...x })) } : { ...r };
   if (r.recent) c.recent = r.recent.map(([seq, d]) => [seq, d]);
+  if (r.keys) c.keys = r.keys.map(([k, seq, pos]) => [k, seq, pos]);
   return c;
 }

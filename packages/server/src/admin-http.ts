@@ -1,19 +1,33 @@
 /**
  * The admin HTTP API, for a team's backend (never for browsers): every request carries
  * `Authorization: Bearer <admin token>`. Mounted by createServer under /admin/ when `admin` is
- * given; without it those paths do not exist (404). docs/admin-api.md describes each route.
+ * given; without it those paths do not exist (404). docs/admin-api.md describes each route, and
+ * docs/admin-api.openapi.json is its OpenAPI description.
  *
- *   POST /admin/revoke   { user, room?, reason? } -> { closed }   (server.revoke)
+ *   POST /admin/revoke                { user, room?, reason? } -> { closed }        (server.revoke)
+ *   GET  /admin/rooms                 -> { rooms: RoomSummary[] }                      (server.rooms)
+ *   GET  /admin/rooms/:room/state     -> { state }                                     (server.room(r).state)
+ *   POST /admin/rooms/:room/ops       { op, args?, author, key?, machine? } -> result  (server.room(r).submit)
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HerculesError } from '@hercules/core';
+import { HerculesError, isErrorCode } from '@hercules/core';
 import type { RoomService } from './room-service.ts';
+
+const ROOM_PATH = /^\/admin\/rooms\/([A-Za-z0-9._~-]{1,128})\/(state|ops)$/;
 
 export interface AdminOptions {
   /** The admin credential: a random string of at least 32 characters, kept out of clients. */
   token: string;
 }
+
+/** Every route, as docs/admin-api.openapi.json describes it (a test keeps the two in step). */
+export const ADMIN_ROUTES = [
+  ['POST', '/admin/revoke'],
+  ['GET', '/admin/rooms'],
+  ['GET', '/admin/rooms/{room}/state'],
+  ['POST', '/admin/rooms/{room}/ops'],
+] as const;
 
 /** Largest request body read (JSON): the admin routes take small documents. */
 const MAX_BODY_BYTES = 64 << 10;
@@ -28,7 +42,7 @@ export function checkAdminOptions(caller: string, admin: AdminOptions | undefine
 /** A handler for /admin/ paths: answers them and returns true, or returns false for other paths. */
 export function adminHttp(
   admin: AdminOptions,
-  service: Pick<RoomService, 'revoke'>,
+  service: Pick<RoomService, 'revoke' | 'room' | 'rooms'>,
 ): (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> {
   const want = createHash('sha256').update(admin.token).digest();
   // Compared as digests in constant time: the comparison says nothing about how much matched.
@@ -63,9 +77,59 @@ export function adminHttp(
       reply(res, 200, { closed });
       return true;
     }
+    if (path === '/admin/rooms') {
+      if (req.method !== 'GET') {
+        methodNotAllowed(res, 'GET');
+        return true;
+      }
+      reply(res, 200, { rooms: await service.rooms() });
+      return true;
+    }
+    const m = ROOM_PATH.exec(path);
+    if (m) {
+      const [, room, what] = m;
+      const method = what === 'state' ? 'GET' : 'POST';
+      if (req.method !== method) {
+        methodNotAllowed(res, method);
+        return true;
+      }
+      try {
+        if (what === 'state') {
+          reply(res, 200, { state: await service.room(room).state() });
+          return true;
+        }
+        const body = await readJson(req, res);
+        if (body === undefined) return true;
+        const { op, args, author, key, machine } = body as Record<string, unknown>;
+        if (
+          typeof op !== 'string' ||
+          typeof author !== 'string' ||
+          (key !== undefined && typeof key !== 'string') ||
+          (machine !== undefined && typeof machine !== 'string')
+        ) {
+          reply(res, 400, {
+            error: 'bad-argument',
+            message: 'expected JSON { "op": string, "args"?: any, "author": string, "key"?: string, "machine"?: string }',
+          });
+          return true;
+        }
+        const result = await service.room(room, machine).submit(op, args, { author, ...(key !== undefined ? { key } : {}) });
+        reply(res, 200, result);
+      } catch (e) {
+        answerError(res, e);
+      }
+      return true;
+    }
     reply(res, 404, { error: 'not-found', message: `no admin route ${path}; see docs/admin-api.md` });
     return true;
   };
+}
+
+/** A HerculesError as an HTTP answer: its code and message, with the status that fits. */
+function answerError(res: ServerResponse, e: unknown): void {
+  if (!(e instanceof HerculesError) || !isErrorCode(e.code)) throw e; // a bug: the server's 500 handler logs it
+  const status = e.code === 'bad-room' ? 404 : e.code === 'bad-argument' || e.code === 'unknown-op' ? 400 : e.code === 'machine-mismatch' ? 409 : 503;
+  reply(res, status, { error: e.code, message: e.message });
 }
 
 function reply(res: ServerResponse, status: number, body: unknown): void {

@@ -33,6 +33,8 @@ import {
   type Principal,
   type RoomOutput,
   type ServerMessage,
+  type ServerSubmitResult,
+  HerculesError,
 } from '@hercules/core';
 import type { Clock, TimerHandle } from './clock.ts';
 import { FencedError, StorageError, type LoadedRoom, type RoomStore } from './store/room-store.ts';
@@ -59,6 +61,8 @@ export interface RoomHostEvents {
   delivered?(out: RoomOutput, at: number, now: number, path: OutputPath): void;
   /** The store confirmed a commit of `ops` log entries, `ms` after it was asked. */
   committed?(ops: number, ms: number): void;
+  /** The entries of a commit the store confirmed, in log order (for onCommit hooks). */
+  committedEntries?(entries: readonly LogEntry[]): void;
   /** The store confirmed a checkpoint at `pos`. */
   checkpointed?(pos: number): void;
   /** The host stopped serving (poisoned); its members were told `why` and closed. */
@@ -107,6 +111,8 @@ interface Queued {
   at: number;
   made: number;
   needs: number;
+  /** Called once the output went out (after its commit), or with the error if the room failed first. */
+  done?: (error?: Error) => void;
 }
 
 const STORAGE_FAILED = 'the server could not write to its storage; reconnect to resume (nothing you made durable is lost)';
@@ -222,6 +228,27 @@ export class RoomHost {
     this.enqueue(this.engine_.message(memberId, frame, now), now);
   }
 
+  /**
+   * An op from the server's own API (RoomEngine.submitAsServer): resolves once it is committed
+   * (and sent to the members), with its position; rejects with `unknown-op`/`bad-argument` for
+   * an op that could never be ordered, or `storage-failed` if the room failed before the commit.
+   */
+  submit(author: string, name: string, args: unknown, key?: string): Promise<ServerSubmitResult> {
+    if (this.state_ !== 'serving')
+      return Promise.reject(new HerculesError('storage-failed', `room ${this.name} is not serving (it failed or was unloaded); try again`));
+    const now = this.clock.now();
+    if (this.members_.size === 0) this.emptySince = now; // activity: an idle room is not unloaded under it
+    let r: ReturnType<RoomEngine<any>['submitAsServer']>;
+    try {
+      r = this.engine_.submitAsServer(author, name, args, key, now);
+    } catch (e) {
+      if (e instanceof HerculesError && (e.code === 'unknown-op' || e.code === 'bad-argument')) return Promise.reject(e);
+      this.fail('submit', e, `the server failed in room ${this.name} (submit); reconnect to resume (nothing you made durable is lost)`);
+      return Promise.reject(e);
+    }
+    return new Promise((resolve, reject) => this.enqueue(r.out, now, (e) => (e ? reject(e) : resolve(r.result))));
+  }
+
   /** A member's connection closed. */
   leave(memberId: string): void {
     if (!this.members_.delete(memberId)) return;
@@ -253,6 +280,14 @@ export class RoomHost {
       this.members_.clear();
     }
     await this.tail;
+    // Outputs never sent (no one to send them to now): a submit waiting on one learns its fate.
+    const unsent = this.queue.slice(this.queueHead);
+    this.queue = [];
+    this.queueHead = 0;
+    for (const q of unsent)
+      q.done?.(
+        q.needs <= this.confirmed ? undefined : new HerculesError('storage-failed', `room ${this.name} was unloaded before the write was confirmed; try again`),
+      );
     await this.store.release(this.name);
   }
 
@@ -270,9 +305,12 @@ export class RoomHost {
     this.enqueue(out, now);
   }
 
-  private enqueue(out: RoomOutput, at: number): void {
+  private enqueue(out: RoomOutput, at: number, done?: (error?: Error) => void): void {
     if (this.events.warning) for (const w of out.warnings) this.events.warning(w);
-    if (this.state_ !== 'serving') return;
+    if (this.state_ !== 'serving') {
+      done?.(new HerculesError('storage-failed', `room ${this.name} stopped serving; try again`));
+      return;
+    }
     const p = out.persist;
     let writes = p.appended.length > 0;
     if (writes) for (const e of p.appended) this.stage.entries.push(e);
@@ -285,9 +323,9 @@ export class RoomHost {
       this.latestCheckpoint = p.checkpoint;
       this.scheduleCheckpoint();
     }
-    if (out.send.length === 0 && out.close.length === 0) return;
+    if (out.send.length === 0 && out.close.length === 0 && !done) return;
     // An output that appends or claims waits for the commit its writes go into.
-    this.queue.push({ out, at, made: this.clock.now(), needs: out.sendFirst ? 0 : this.issued + 1 });
+    this.queue.push({ out, at, made: this.clock.now(), needs: out.sendFirst ? 0 : this.issued + 1, ...(done ? { done } : {}) });
     this.sendReady();
   }
 
@@ -329,6 +367,7 @@ export class RoomHost {
       const times = this.commitTimes.get(commit);
       if (times) times.done = done;
       this.events.committed?.(entries.length, done - asked);
+      if (entries.length) this.events.committedEntries?.(entries);
       this.sendReady();
     });
   }
@@ -361,8 +400,9 @@ export class RoomHost {
     }
   }
 
-  private deliver({ out, at, made, needs }: Queued): void {
+  private deliver({ out, at, made, needs, done }: Queued): void {
     const start = this.clock.now();
+    done?.();
     /** Fatal errors the engine sent, by connection: the reason a close below is given. */
     let fatal: Map<string, ErrorCode> | undefined;
     for (const { conn, msg } of out.send) {
@@ -451,8 +491,11 @@ export class RoomHost {
     if (this.state_ === 'failed') return;
     this.state_ = 'failed';
     this.cancelTimers();
+    const unsent = this.queue.slice(this.queueHead);
     this.queue = [];
     this.queueHead = 0;
+    const lost = new HerculesError('storage-failed', why);
+    for (const q of unsent) q.done?.(lost);
     this.stage = { entries: [], clients: {} };
     this.checkpointing = false;
     for (const m of this.members_.values()) {

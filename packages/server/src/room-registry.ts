@@ -9,7 +9,7 @@
  * room is never loaded twice: a load waits for the same room's unloading (release) to finish,
  * and joins during a load wait for that load.
  */
-import { HerculesError, type Machine, type RoomOutput } from '@hercules/core';
+import { HerculesError, type LogEntry, type Machine, type RoomOutput } from '@hercules/core';
 import { RoomHost, type OutputPath, type RoomHostOptions } from './room-host.ts';
 import type { LoadedRoom } from './store/room-store.ts';
 
@@ -22,6 +22,7 @@ export interface RoomRegistryEvents {
   warning?(host: RoomHost, message: string): void;
   delivered?(host: RoomHost, out: RoomOutput, at: number, now: number, path: OutputPath): void;
   committed?(host: RoomHost, ops: number, ms: number): void;
+  committedEntries?(host: RoomHost, entries: readonly LogEntry[]): void;
   checkpointed?(host: RoomHost, pos: number): void;
   /** Handing a room back to the store failed (on unload or close); the log is intact. */
   releaseFailed?(name: string, error: unknown): void;
@@ -118,6 +119,7 @@ export class RoomRegistry {
         warning: ev.warning && ((m) => ev.warning!(host, m)),
         delivered: ev.delivered && ((out, at, now, path) => ev.delivered!(host, out, at, now, path)),
         committed: ev.committed && ((ops, ms) => ev.committed!(host, ops, ms)),
+        committedEntries: ev.committedEntries && ((entries) => ev.committedEntries!(host, entries)),
         checkpointed: ev.checkpointed && ((pos) => ev.checkpointed!(host, pos)),
         failed: (stage, error, why) => this.failed(host, stage, error, why),
       },

@@ -17,11 +17,21 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import pino, { type Logger } from 'pino';
-import { HerculesError, ServerCodec, type AuthorizeOp, type ErrorCode, type Machine, type RoomOutput, type ServerMessage } from '@hercules/core';
+import {
+  HerculesError,
+  ServerCodec,
+  type AuthorizeOp,
+  type ErrorCode,
+  type LogEntry,
+  type Machine,
+  type RoomOutput,
+  type ServerMessage,
+  type ServerSubmitResult,
+} from '@hercules/core';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { FairQueue } from './fair-queue.ts';
 import { jwtAuthenticator, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';
-import { Admission, checkHello, isRefusal, roomFull, roomOf, type Admitted, type ConnectionRequest, type Refusal } from './admission.ts';
+import { Admission, checkHello, isRefusal, ROOM_NAME, roomFull, roomOf, type Admitted, type ConnectionRequest, type Refusal } from './admission.ts';
 import { systemClock, type Clock, type TimerHandle } from './clock.ts';
 import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
@@ -141,6 +151,12 @@ export interface RoomOptions {
    * after a burst of 5; faster updates are coalesced, the latest winning (default 10; 0: off).
    */
   presenceEveryMs?: number;
+  /**
+   * Called with each commit's log entries once the store confirmed them, for every room (the
+   * in-process change hook). Runs on the server's thread: keep it quick, hand slow work off.
+   * A hook that throws is logged; the room goes on.
+   */
+  onCommit?: (room: string, entries: readonly LogEntry[]) => void;
   /** Resource limits per connection and room; see `Limits` for defaults. */
   limits?: Partial<Limits>;
   /** pino log level, or a pino logger. Default 'info'. */
@@ -183,8 +199,47 @@ export interface RoomService {
    * Stop issuing the user tokens (or refuse them in `access`) so it cannot simply come back.
    */
   revoke(target: { user: string; room?: string; reason?: string }): number;
+  /**
+   * The server's own access to room `name` (a backend's, in process): submit ops, read its
+   * state, follow its commits. `machine` (a name) is needed only to create a room that does not
+   * exist yet; an existing room runs the machine it was created with.
+   */
+  room(name: string, machine?: string): ServerRoom;
+  /** Every stored room, with what is known of it without loading it (and more if it is loaded). */
+  rooms(): Promise<RoomSummary[]>;
   /** Stop accepting, close connections, hand every room back to the store (it stays open). */
   close(): Promise<void>;
+}
+
+/** See RoomService.room. */
+export interface ServerRoom {
+  readonly name: string;
+  /**
+   * Order an op as `author` (ctx.author; the op's client is SERVER_CLIENT), fanned out to every
+   * connection like a client's. Resolves once it is committed, with its position (and `error`
+   * if it threw at that position: a no-op in the log). With `key`, a repeat of an op already
+   * ordered under that key (among the room's last 1,000 keys) orders nothing and resolves with
+   * the first one's result (`duplicate: true`). Rejects with `unknown-op` or `bad-argument`
+   * (nothing ordered), `bad-room` (no such room and no machine to create it), or
+   * `storage-failed` (the room failed before the commit; try again with the same key).
+   */
+  submit(op: string, args: unknown, opts: { author: string; key?: string }): Promise<ServerSubmitResult>;
+  /** The room's state after the last op it ordered (loading it if needed). */
+  state(): Promise<unknown>;
+  /** Called with the entries of each commit of this room, once stored. Returns the unsubscribe. */
+  subscribe(listener: (entries: readonly LogEntry[]) => void): () => void;
+}
+
+/** A stored room as `rooms()` lists it. */
+export interface RoomSummary {
+  name: string;
+  loaded: boolean;
+  /** While loaded: its machine, log length, stable frontier and members (client ids). */
+  machine?: string;
+  version?: number;
+  head?: number;
+  stable?: number;
+  members?: string[];
 }
 
 /** One client connection and its input, before and after it joined a room. */
@@ -328,6 +383,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   // ------------------------------------------------------------ rooms
 
+  const commitListeners = new Map<string, Set<(entries: readonly LogEntry[]) => void>>();
   const registry = new RoomRegistry({
     store: opts.store,
     clock,
@@ -366,6 +422,17 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
         log.warn({ room: host.name }, m);
       },
       delivered: observeDelivered,
+      committedEntries(host, entries) {
+        const listeners = commitListeners.get(host.name);
+        if (!opts.onCommit && !listeners) return;
+        for (const fn of [...(opts.onCommit ? [(e: readonly LogEntry[]) => opts.onCommit!(host.name, e)] : []), ...(listeners ?? [])]) {
+          try {
+            fn(entries);
+          } catch (e) {
+            log.warn({ room: host.name, err: errText(e) }, 'an onCommit hook threw; the room goes on');
+          }
+        }
+      },
       releaseFailed(name, e) {
         log.warn({ room: name, err: errText(e) }, 'handing a room back to its store failed (checkpoint on unload); the log is intact');
       },
@@ -722,6 +789,47 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     });
   }
 
+  /** The host of a room for the server's own API: loaded with the machine it was stored with (or `create`'s, if new). */
+  async function hostFor(name: string, create: string | undefined): Promise<RoomHost> {
+    if (closing) throw new HerculesError('closed', 'the server is shutting down');
+    let machine = registry.get(name)?.machine;
+    if (!machine) {
+      const stored = await opts.store.open(name);
+      const want = stored ? stored.meta.machine : create;
+      if (want === undefined) throw new HerculesError('bad-room', `room ${name} does not exist; name its machine to create it: room(${name}, machineName)`);
+      machine = machines.get(want);
+      if (!machine) throw new HerculesError('machine-mismatch', `room ${name} runs ${want}, which this server does not serve; deploy that machine`);
+    }
+    const host = await registry.acquire(name, machine);
+    if (typeof host === 'string') throw new HerculesError('machine-mismatch', host);
+    return host;
+  }
+
+  function serverRoom(name: string, create: string | undefined): ServerRoom {
+    return {
+      name,
+      async submit(op, args, o) {
+        if (!o || typeof o !== 'object')
+          throw new HerculesError('bad-argument', 'submit(op, args, { author, key? }): the options are required (author names who submits)');
+        const host = await hostFor(name, create);
+        return host.submit(o.author, op, args, o.key);
+      },
+      async state() {
+        return (await hostFor(name, create)).engine.headSnapshot();
+      },
+      subscribe(listener) {
+        if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'subscribe(listener): listener must be a function');
+        let set = commitListeners.get(name);
+        if (!set) commitListeners.set(name, (set = new Set()));
+        set.add(listener);
+        return () => {
+          set.delete(listener);
+          if (set.size === 0 && commitListeners.get(name) === set) commitListeners.delete(name);
+        };
+      },
+    };
+  }
+
   /** Close `c` when its credential expires; a client with a token function returns with a fresh one. */
   function armExpiry(c: Session): void {
     const at = c.identity?.expiresAt;
@@ -940,6 +1048,33 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     loadedRooms: () => registry.names(),
     connectionCount: () => sessions.size,
     failRooms: (match, why) => registry.failRooms(match, why),
+    room(name, machineName) {
+      if (typeof name !== 'string' || !ROOM_NAME.test(name))
+        throw new HerculesError('bad-argument', `room(name): ${JSON.stringify(String(name)).slice(0, 80)} is not a room name (1-128 of A-Z a-z 0-9 . _ ~ -)`);
+      if (machineName !== undefined && !machines.has(machineName))
+        throw new HerculesError(
+          'bad-argument',
+          `room(${name}, ${machineName}): this server has no machine ${machineName}; it has ${[...machines.keys()].join(', ')}`,
+        );
+      return serverRoom(name, machineName);
+    },
+    async rooms() {
+      const names = new Set([...(await opts.store.rooms()), ...registry.names()]);
+      return [...names].sort().map((name): RoomSummary => {
+        const host = registry.get(name);
+        if (!host) return { name, loaded: false };
+        const e = host.engine;
+        return {
+          name,
+          loaded: true,
+          machine: host.machine.name,
+          version: host.machine.version,
+          head: e.head(),
+          stable: e.stableFrontier(),
+          members: [...e.members()],
+        };
+      });
+    },
     revoke(target) {
       if (!target || typeof target.user !== 'string' || target.user.length === 0)
         throw new HerculesError('bad-argument', 'revoke({ user, room?, reason? }): user must be a non-empty string');

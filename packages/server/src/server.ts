@@ -10,7 +10,7 @@ import { HerculesError, PROTOCOL_VERSION } from '@hercules/core';
 import { SqliteStore } from './store/sqlite.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { adminHttp, checkAdminOptions, type AdminOptions } from './admin-http.ts';
-import { createRoomService, machineMap, resolveLimits, type Limits, type RoomOptions } from './room-service.ts';
+import { createRoomService, machineMap, resolveLimits, type Limits, type RoomOptions, type RoomSummary, type ServerRoom } from './room-service.ts';
 
 export type { Limits };
 
@@ -41,6 +41,10 @@ export interface HerculesServer {
    * how many. Also `POST /admin/revoke`.
    */
   revoke(target: { user: string; room?: string; reason?: string }): number;
+  /** The server's own access to a room (a backend's): submit ops, read state, follow commits. See RoomService.room. */
+  room(name: string, machine?: string): ServerRoom;
+  /** Every stored room (details for those in memory). Also `GET /admin/rooms`. */
+  rooms(): Promise<RoomSummary[]>;
   /** Stop accepting, close connections, write checkpoints, close the database. */
   close(): Promise<void>;
 }
@@ -145,6 +149,8 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     log,
     loadedRooms: () => service.loadedRooms(),
     revoke: (target) => service.revoke(target),
+    room: (name, machine) => service.room(name, machine),
+    rooms: () => service.rooms(),
     store,
     close() {
       closed ??= (async () => {

@@ -24,6 +24,8 @@ import {
   type RoomDurableState,
   type RoomEngine,
   type ServerMessage,
+  type ServerSubmitResult,
+  SERVER_CLIENT,
   type ViewName,
   type ViewPositions,
 } from '@hercules/core';
@@ -138,7 +140,15 @@ export interface Hooks {
   roomLoaded?(s: SimState, node: string, claim: number | undefined, lastClaim: number, loaded: LoadedRoom): void;
   /** Cluster mode: node `node`, whose claim is of `epoch` (undefined: it owns no claim now), sends `msg` to a client. */
   announced?(s: SimState, node: string, epoch: number | undefined, msg: ServerMessage): void;
+  /** The server's own API answered a submit of `args` under idempotency `key` (API-SUBMIT). */
+  apiAnswered?(s: SimState, key: string, args: unknown, outcome: ApiOutcome): void;
 }
+
+/** What a submit through the server's own API came to: its result, or the error code it was refused with. */
+export type ApiOutcome = { readonly result: ServerSubmitResult } | { readonly error: string };
+
+/** The author the simulation submits API ops as. */
+export const API_AUTHOR = 'api';
 
 /** Throws a Violation naming the checker's rule. */
 export type Fail = (message: string) => never;
@@ -277,7 +287,9 @@ export const CHECKERS: readonly Checker[] = [
             if (!covered(s, c.id, op.seq)) fail(`${c.id} sent op ${c.id}:${op.seq} before its disk confirmed it or a reservation of its seq`);
         },
         sequenced(s, e) {
-          if (!covered(s, e.client, e.seq)) fail(`op ${idOf(e)} reached the server before it was durable or reserved on its client`);
+          // The server's own ops (API-SUBMIT) have no client disk: they are durable by the room's commit.
+          if (e.client !== SERVER_CLIENT && !covered(s, e.client, e.seq))
+            fail(`op ${idOf(e)} reached the server before it was durable or reserved on its client`);
         },
       };
     },
@@ -617,6 +629,43 @@ export const CHECKERS: readonly Checker[] = [
     }),
   },
   {
+    rule: 'API-SUBMIT',
+    description:
+      "an op of the server's own API is ordered at most once per idempotency key: every answer for a key names one entry, the log holds it under the server's client id with the key's op and author, and nothing else of that key",
+    create: (fail: Fail) => {
+      const answered = new Map<string, { seq: number; position: number }>();
+      // The simulation puts the key into each op's args (note: api:KEY), so the log tells the keys apart.
+      const keyOf = (e: LogEntry) => (e.client === SERVER_CLIENT ? (e.args as { note?: string } | null)?.note : undefined);
+      return {
+        apiAnswered(s, key, args, outcome) {
+          if ('error' in outcome) {
+            // Refused only because the room failed before the commit (the caller retries, same key).
+            if (outcome.error !== 'storage-failed') fail(`a submit under key ${key} was refused with ${outcome.error}`);
+            return;
+          }
+          const r = outcome.result;
+          const first = answered.get(key);
+          if (first && (first.seq !== r.seq || first.position !== r.position))
+            fail(
+              `key ${key} was answered ${SERVER_CLIENT}:${r.seq} at ${r.position}, and before ${SERVER_CLIENT}:${first.seq} at ${first.position}: ordered twice`,
+            );
+          if (first && !r.duplicate) fail(`key ${key} was answered as a new op twice`);
+          const g = s.global[r.position - 1];
+          if (!g || g.client !== SERVER_CLIENT || g.seq !== r.seq || g.author !== API_AUTHOR || !isDeepStrictEqual(g.args, args))
+            fail(
+              `key ${key} was answered ${SERVER_CLIENT}:${r.seq} at ${r.position}; the committed log has ${g ? `${idOf(g)} by ${g.author}` : 'nothing'} there`,
+            );
+          answered.set(key, { seq: r.seq, position: r.position });
+        },
+        sequenced(s, e) {
+          const key = keyOf(e);
+          if (key !== undefined && s.global.some((g) => keyOf(g) === key))
+            fail(`${key} was ordered twice: ${idOf(e)} at ${e.pos}, after an entry of the same key`);
+        },
+      };
+    },
+  },
+  {
     rule: 'PRESENCE-EPHEMERAL',
     description:
       "presence never enters an op, the log, a store or a view; once faults stop every client shows exactly the others' latest presence, and none of a client that is gone",
@@ -717,6 +766,7 @@ export class Checks {
     end: [],
     roomLoaded: [],
     announced: [],
+    apiAnswered: [],
   };
   private readonly memo = new Map<ClientState, unknown[]>();
 
@@ -773,5 +823,8 @@ export class Checks {
   }
   announced(s: SimState, node: string, epoch: number | undefined, msg: ServerMessage): void {
     for (const f of this.hooks.announced) f(s, node, epoch, msg);
+  }
+  apiAnswered(s: SimState, key: string, args: unknown, outcome: ApiOutcome): void {
+    for (const f of this.hooks.apiAnswered) f(s, key, args, outcome);
   }
 }

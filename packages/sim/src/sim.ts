@@ -52,7 +52,7 @@ import {
 import assert from 'node:assert/strict';
 import { Rng } from './rng.ts';
 import { ledger, work, type LedgerState } from './machine.ts';
-import { CHECKERS, Checks, Violation, type Checker, type SimState } from './checkers.ts';
+import { API_AUTHOR, CHECKERS, Checks, Violation, type Checker, type SimState } from './checkers.ts';
 import { ClusterServer, clusterConfigFor, type ClusterConfig } from './cluster.ts';
 import type { ShardLog } from '@hercules/cluster/pipeline';
 
@@ -568,6 +568,11 @@ export class Simulation implements SimState {
   /** Each live client's presence as it last set it (PRESENCE-EPHEMERAL); a crash clears it. */
   presenceNow = new Map<string, unknown>();
   private presenceN = 0;
+  /** The server's own API (API-SUBMIT): drawn apart, like presence, so other draws stay as they were. */
+  private readonly apiRng: Rng;
+  readonly apiOn: boolean;
+  /** Each idempotency key used, with the args it was first submitted with. */
+  private readonly apiKeys = new Map<string, { key: string; by: number; note: string }>();
   readonly cfg: SimConfig;
   readonly q = new Queue();
   now = 0;
@@ -611,6 +616,8 @@ export class Simulation implements SimState {
     this.rng = new Rng(seed);
     this.presenceRng = new Rng(seed ^ 0x9e5e);
     this.presenceOn = this.presenceRng.chance(0.5);
+    this.apiRng = new Rng(seed ^ 0xa91);
+    this.apiOn = this.apiRng.chance(0.5);
     this.cfg = cfg;
     this.checks = new Checks(checkers);
     this.side = cfg.cluster ? new ClusterServer(this, cfg.cluster, opts.clusterLog) : new SingleServer(this, opts.createHost);
@@ -961,6 +968,7 @@ export class Simulation implements SimState {
       else this.presenceNow.set(c.id, value);
       this.count('presence-set');
     }
+    if (this.apiOn && !this.stopSubmitting && this.apiRng.chance(0.04)) this.submitFromApi();
     if (this.rng.chance(r.disconnect * 10) && c.conn) {
       this.count('disconnect');
       this.breakLink(c, true);
@@ -971,6 +979,30 @@ export class Simulation implements SimState {
       this.count('stall');
       c.stalledUntil = this.now + this.rng.int(100, 3 * this.cfg.ackTimeoutMs);
     }
+  }
+
+  /**
+   * A backend submits through the server's own API (RoomHost.submit, what server.room().submit
+   * calls), now and then again under a key it used before (a retry, or a duplicate delivery).
+   */
+  private submitFromApi(): void {
+    const host = this.side.host();
+    if (!host) return;
+    const reuse = this.apiKeys.size > 0 && this.apiRng.chance(0.3);
+    const key = reuse ? this.apiRng.pick([...this.apiKeys.keys()]) : `k${this.apiKeys.size + 1}`;
+    let args = this.apiKeys.get(key);
+    if (!args) this.apiKeys.set(key, (args = { key: this.apiRng.pick(['a', 'b', 'c']), by: this.apiRng.int(1, 3), note: `api:${key}` }));
+    this.count(reuse ? 'api-submit-again' : 'api-submit');
+    host.submit(API_AUTHOR, 'inc', args, key).then(
+      (result) => {
+        if (result.duplicate) this.count('api-duplicate');
+        this.checks.apiAnswered(this, key, args, { result });
+      },
+      (e: unknown) => {
+        this.count('api-failed');
+        this.checks.apiAnswered(this, key, args, { error: e instanceof HerculesError ? e.code : String(e) });
+      },
+    );
   }
 
   private submitRandom(c: SimClient): void {

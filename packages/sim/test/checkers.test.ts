@@ -178,6 +178,10 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
     (sim, h) => h.end!(over<SimState>(sim, { durableEver: new Set([...sim.posOf.keys(), 'c0:999999']) }), undefined),
     /durable op c0:999999 never reached the global log/,
   ],
+  'API-SUBMIT': [
+    (sim, h) => h.apiAnswered!(sim, 'planted', { key: 'a', by: 1, note: 'api:planted' }, { result: { seq: 1, position: 1, duplicate: false } }),
+    /key planted was answered ~server:1 at 1; the committed log has c\d+:\d+ by \S+ there/,
+  ],
   'PRESENCE-EPHEMERAL': [
     (sim, h) => {
       const e = lastOf(sim, aClient(sim).id);
@@ -241,7 +245,20 @@ test('every checker fails on its planted violation, naming its rule', async () =
 });
 
 test('the simulation calls every kind of hook: after every event, and at each observable moment', async () => {
-  const kinds = ['step', 'sequenced', 'sent', 'clientSent', 'clientStarted', 'serverStarted', 'submitted', 'warned', 'resynced', 'fatal', 'end'] as const;
+  const kinds = [
+    'step',
+    'sequenced',
+    'sent',
+    'clientSent',
+    'clientStarted',
+    'serverStarted',
+    'submitted',
+    'warned',
+    'resynced',
+    'fatal',
+    'end',
+    'apiAnswered',
+  ] as const;
   let calls!: Record<keyof Hooks, number>;
   const spy: Checker = {
     rule: 'TEST-SPY',
@@ -259,16 +276,16 @@ test('the simulation calls every kind of hook: after every event, and at each ob
       );
     },
   };
-  // A seed with client crashes and server restarts (found by the fault test in sim.test.ts).
+  // A seed with client crashes, server restarts and the server's own API in use.
   let sim: Simulation | undefined;
-  for (let seed = 1; seed < 40 && !sim; seed++) {
+  for (let seed = 1; seed < 60 && !sim; seed++) {
     const s = new Simulation(seed, configFor(seed), [...CHECKERS, spy]);
     await s.run();
-    if ((s.counts.crash ?? 0) > 0 && (s.counts['server-restart'] ?? 0) > 0) sim = s;
+    if ((s.counts.crash ?? 0) > 0 && (s.counts['server-restart'] ?? 0) > 0 && (s.counts['api-submit'] ?? 0) > 0) sim = s;
   }
-  assert.ok(sim, 'no seed with both a client crash and a server restart');
+  assert.ok(sim, 'no seed with a client crash, a server restart and API submits');
   assert.equal(calls.step, sim.events);
-  for (const k of ['sequenced', 'sent', 'clientSent', 'clientStarted', 'serverStarted', 'submitted', 'end'] as const)
+  for (const k of ['sequenced', 'sent', 'clientSent', 'clientStarted', 'serverStarted', 'submitted', 'end', 'apiAnswered'] as const)
     assert.ok(calls[k] > 0, `the simulation never called ${k}`);
   // A correct run warns of nothing; planted bugs in sim.test.ts reach these hooks.
   assert.deepEqual([calls.warned, calls.resynced, calls.fatal], [0, 0, 0]);

@@ -1,0 +1,157 @@
+/**
+ * The server's own API to its rooms (issue 16, part 2): in process (`server.room(name)`:
+ * submit, state, subscribe; the `onCommit` hook; `server.rooms()`) and over the admin HTTP API,
+ * against real clients on real sockets.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect } from '@hercules/client';
+import { HerculesError, type LogEntry } from '@hercules/core';
+import { readFileSync } from 'node:fs';
+import { createServer, type ServerOptions } from '../src/index.ts';
+import { ADMIN_ROUTES } from '../src/admin-http.ts';
+import { chat, spreadsheet } from '../../../apps/machines.ts';
+import { online, rawConnection, tempDir, until } from './helpers.ts';
+
+const ADMIN = 'an-admin-token-of-at-least-32-characters';
+
+async function server(t: { after: (fn: () => unknown) => void }, extra: Partial<ServerOptions> = {}, dir = tempDir('backend')) {
+  const srv = await createServer({ port: 0, dataDir: dir.dir, machines: [chat, spreadsheet], log: 'silent', ...extra });
+  t.after(async () => {
+    await srv.close();
+  });
+  return Object.assign(srv, { dir });
+}
+const isCode = (code: string) => (e: unknown) => e instanceof HerculesError && e.code === code;
+
+// spec: API-SUBMIT
+test('server.room(name).submit orders an op as a named author, fanned out like a client op; a key makes it idempotent, across a restart', async (t) => {
+  const dir = tempDir('backend-submit');
+  t.after(dir.cleanup);
+  const hooked: [string, number[]][] = [];
+  const srv = await server(t, { onCommit: (room, entries) => hooked.push([room, entries.map((e) => e.pos)]) }, dir);
+  const c = await connect({ url: srv.url, room: 'news', machine: chat, clientId: 'reader' });
+  t.after(() => c.close());
+  await online(c);
+  await c.ops.say({ text: 'hello' }).authoritative;
+  const room = srv.room('news');
+  const seen: LogEntry[][] = [];
+  const unsubscribe = room.subscribe((entries) => seen.push([...entries]));
+  const first = await room.submit('say', { text: 'from the backend' }, { author: 'newsbot', key: 'item-1' });
+  assert.deepEqual(first, { seq: 1, position: 2, duplicate: false });
+  await until(() => c.getState('authoritative').messages.length === 2, 5000, 'the client got the backend op');
+  assert.deepEqual(c.getState('authoritative').messages[1], { id: '~server:1', author: 'newsbot', text: 'from the backend' });
+  // The same key again orders nothing and answers the first result.
+  assert.deepEqual(await room.submit('say', { text: 'from the backend' }, { author: 'newsbot', key: 'item-1' }), { ...first, duplicate: true });
+  // An op that throws at its position is in the log as a no-op, with its error.
+  const threw = await room.submit('say', { text: ' ' }, { author: 'newsbot' });
+  assert.equal(threw.position, 3);
+  assert.match(threw.error ?? '', /empty message/);
+  // Refused before ordering: nothing ordered, the promise says why.
+  await assert.rejects(room.submit('shout', {}, { author: 'newsbot' }), isCode('unknown-op'));
+  await assert.rejects(room.submit('say', { text: 7 }, { author: 'newsbot' }), isCode('bad-argument'));
+  await assert.rejects(room.submit('say', { text: 'x' }, { author: '' }), isCode('bad-argument'));
+  await assert.rejects(room.submit('say', { text: 'x' }, undefined as never), isCode('bad-argument'));
+  assert.deepEqual(await room.state(), c.getState('authoritative'));
+  assert.equal(srv.room('news').name, 'news');
+  // Commits, as the hook and the subscription saw them: the client's op, then the two of the backend.
+  await until(() => seen.flat().length >= 2, 5000, 'subscription');
+  assert.deepEqual(
+    seen.flat().map((e) => [e.pos, e.client, e.author]),
+    [
+      [2, '~server', 'newsbot'],
+      [3, '~server', 'newsbot'],
+    ],
+  );
+  assert.deepEqual(
+    hooked.filter(([r]) => r === 'news').flatMap(([, p]) => p),
+    [1, 2, 3],
+  );
+  unsubscribe();
+  await room.submit('say', { text: 'unseen' }, { author: 'newsbot' });
+  assert.equal(seen.flat().length, 2, 'no more after unsubscribe');
+  // A room that does not exist needs its machine; with it, it is created.
+  await assert.rejects(srv.room('nowhere').submit('say', { text: 'x' }, { author: 'a' }), isCode('bad-room'));
+  assert.throws(() => srv.room('bad room!'), isCode('bad-argument'));
+  assert.throws(() => srv.room('x', 'no-such-machine'), isCode('bad-argument'));
+  assert.deepEqual(await srv.room('fresh', 'chat').submit('say', { text: 'first' }, { author: 'a' }), { seq: 1, position: 1, duplicate: false });
+  await assert.rejects(srv.room('fresh').submit('setCell', { row: 0, col: 0, text: 'x' }, { author: 'a' }), isCode('unknown-op'));
+  const rooms = await srv.rooms();
+  assert.deepEqual(
+    rooms.map((r) => [r.name, r.loaded, r.machine, r.head]),
+    [
+      ['fresh', true, 'chat', 1],
+      ['news', true, 'chat', 4],
+    ],
+  );
+  assert.deepEqual(rooms.find((r) => r.name === 'news')?.members, ['reader']);
+  // The key survives a restart of the server.
+  await c.close();
+  await srv.close();
+  const again = await server(t, {}, dir);
+  assert.deepEqual(await again.room('news').submit('say', { text: 'from the backend' }, { author: 'newsbot', key: 'item-1' }), { ...first, duplicate: true });
+  assert.deepEqual(
+    (await again.rooms()).map((r) => [r.name, r.loaded]),
+    [
+      ['fresh', false],
+      ['news', true],
+    ],
+  );
+});
+
+// spec: SEC-CLIENT-OWNER
+test("a connection may not use the server's own client id", async (t) => {
+  const srv = await server(t);
+  const raw = await rawConnection(srv.url, 'r');
+  raw.hello('~server', chat);
+  await until(() => raw.closed() !== undefined, 5000, 'refused');
+  const err = raw.msgs.find((m) => m.t === 'error');
+  assert.ok(err && err.t === 'error' && err.code === 'forbidden' && /is the server's own/.test(err.message), JSON.stringify(raw.msgs));
+});
+
+test('admin HTTP: list rooms, read a room, submit an op as a named author (idempotent by key); errors as JSON with fitting statuses', async (t) => {
+  const srv = await server(t, { admin: { token: ADMIN } });
+  const base = srv.url.replace('ws://', 'http://');
+  const auth = { authorization: `Bearer ${ADMIN}` };
+  const post = (path: string, body: unknown) =>
+    fetch(`${base}${path}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const get = (path: string) => fetch(`${base}${path}`, { headers: auth });
+  const c = await connect({ url: srv.url, room: 'board', machine: chat, clientId: 'viewer' });
+  t.after(() => c.close());
+  await online(c);
+  const ok = await post('/admin/rooms/board/ops', { op: 'say', args: { text: 'deploy done' }, author: 'ci', key: 'deploy-42' });
+  assert.equal(ok.status, 200);
+  assert.deepEqual(await ok.json(), { seq: 1, position: 1, duplicate: false });
+  const dup = await post('/admin/rooms/board/ops', { op: 'say', args: { text: 'deploy done' }, author: 'ci', key: 'deploy-42' });
+  assert.deepEqual(await dup.json(), { seq: 1, position: 1, duplicate: true });
+  await until(() => c.getState('authoritative').messages.length === 1, 5000, 'the client got it');
+  const state = await get('/admin/rooms/board/state');
+  assert.equal(state.status, 200);
+  assert.deepEqual(await state.json(), { state: { messages: [{ id: '~server:1', author: 'ci', text: 'deploy done' }] } });
+  const list = await (await get('/admin/rooms')).json();
+  assert.deepEqual(list, { rooms: [{ name: 'board', loaded: true, machine: 'chat', version: 1, head: 1, stable: 1, members: ['viewer'] }] });
+  const status = async (r: Promise<Response>) => {
+    const res = await r;
+    return [res.status, ((await res.json()) as { error: string }).error];
+  };
+  assert.deepEqual(await status(post('/admin/rooms/board/ops', { op: 'say', args: { text: 1 }, author: 'ci' })), [400, 'bad-argument']);
+  assert.deepEqual(await status(post('/admin/rooms/board/ops', { op: 'fly', author: 'ci' })), [400, 'unknown-op']);
+  assert.deepEqual(await status(post('/admin/rooms/board/ops', { op: 'say', args: { text: 'x' } })), [400, 'bad-argument']);
+  assert.deepEqual(await status(post('/admin/rooms/ghost/ops', { op: 'say', args: { text: 'x' }, author: 'ci' })), [404, 'bad-room']);
+  assert.deepEqual(await status(get('/admin/rooms/ghost/state')), [404, 'bad-room']);
+  assert.deepEqual(await status(post('/admin/rooms/board/ops', { op: 'say', args: { text: 'x' }, author: 'ci', machine: 'nope' })), [400, 'bad-argument']);
+  assert.deepEqual(await status(get('/admin/rooms/board/ops')), [405, 'method-not-allowed']);
+  assert.deepEqual(await status(fetch(`${base}/admin/rooms`, { method: 'POST', headers: auth })), [405, 'method-not-allowed']);
+  assert.equal((await fetch(`${base}/admin/rooms`)).status, 401);
+  assert.deepEqual(await status(post('/admin/rooms/new-one/ops', { op: 'say', args: { text: 'hi' }, author: 'ci', machine: 'chat' })), [200, undefined]);
+});
+
+test('docs/admin-api.openapi.json describes exactly the routes the admin API serves', () => {
+  const doc = JSON.parse(readFileSync(new URL('../../../docs/admin-api.openapi.json', import.meta.url), 'utf8')) as {
+    openapi: string;
+    paths: Record<string, Record<string, unknown>>;
+  };
+  assert.match(doc.openapi, /^3\./);
+  const described = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+  assert.deepEqual(described.sort(), ADMIN_ROUTES.map(([m, p]) => `${m} ${p}`).sort());
+});
