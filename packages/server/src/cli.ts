@@ -62,6 +62,7 @@ Authentication (JWT; the user is the token's sub; one key source; see docs/secur
 Limits (defaults in docs/security.md):
   --max-frame-bytes <n>    largest frame accepted (default 1048576)
   --ops-per-second <n>     sustained ops per second per connection (default 1000)
+  --user-ops-per-second <n> sustained ops per second per authenticated user, all connections (default 2000)
   --bytes-per-second <n>   sustained bytes per second per connection (default 1048576)
   --max-connections <n>    connections per server (default 10000)
   --max-clients-per-room <n>  connections per room (default 256)
@@ -165,6 +166,7 @@ export async function main(argv: string[]): Promise<void> {
         'jwt-audience': { type: 'string' },
         'max-frame-bytes': { type: 'string' },
         'ops-per-second': { type: 'string' },
+        'user-ops-per-second': { type: 'string' },
         'bytes-per-second': { type: 'string' },
         'max-connections': { type: 'string' },
         'max-clients-per-room': { type: 'string' },
@@ -247,6 +249,8 @@ export async function main(argv: string[]): Promise<void> {
     limits.maxFrameBytes = num('max-frame-bytes', values['max-frame-bytes'], 0) || fail('--max-frame-bytes must be positive');
   if (values['ops-per-second'] !== undefined)
     limits.opsPerSecond = num('ops-per-second', values['ops-per-second'], 0) || fail('--ops-per-second must be positive');
+  if (values['user-ops-per-second'] !== undefined)
+    limits.userOpsPerSecond = num('user-ops-per-second', values['user-ops-per-second'], 0) || fail('--user-ops-per-second must be positive');
   if (values['bytes-per-second'] !== undefined)
     limits.bytesPerSecond = num('bytes-per-second', values['bytes-per-second'], 0) || fail('--bytes-per-second must be positive');
   if (values['max-connections'] !== undefined)

@@ -50,6 +50,14 @@ export interface Limits {
   opsPerSecond: number;
   /** Bucket size: ops a connection may send in a burst. Default 5000. */
   opsBurst: number;
+  /**
+   * Sustained ops per second per authenticated user, across all of the user's connections (a
+   * token bucket shared by them, beside each connection's own). Default 2000. Anonymous
+   * connections have only the per-connection limits.
+   */
+  userOpsPerSecond: number;
+  /** Bucket size of the per-user limit. Default 10,000. */
+  userOpsBurst: number;
   /** Sustained bytes per second of frames per connection (token bucket). Default 1 MiB. */
   bytesPerSecond: number;
   /** Bucket size: bytes a connection may send in a burst. Default 8 MiB. */
@@ -84,6 +92,8 @@ const DEFAULT_LIMITS: Omit<Limits, 'maxQueuedBytes'> = {
   maxFrameBytes: 1 << 20,
   opsPerSecond: 1000,
   opsBurst: 5000,
+  userOpsPerSecond: 2000,
+  userOpsBurst: 10_000,
   bytesPerSecond: 1 << 20,
   bytesBurst: 8 << 20,
   maxDecodingBytes: 8 << 20,
@@ -242,6 +252,13 @@ export interface RoomSummary {
   members?: string[];
 }
 
+/** Ops tokens of one authenticated user, shared by its open connections. */
+interface UserBucket {
+  tokens: number;
+  refilledAt: number;
+  connections: number;
+}
+
 /** One client connection and its input, before and after it joined a room. */
 interface Session {
   id: string;
@@ -266,6 +283,8 @@ interface Session {
   tokens: number;
   byteTokens: number;
   refilledAt: number;
+  /** The bucket of its user, shared with the user's other connections (Limits.userOpsPerSecond). */
+  userBucket?: UserBucket;
   /**
    * Frames not handled yet, oldest first: raw frames, and at the front possibly an ops frame
    * decoded and handled in part (`done` of its ops so far; `raw`, its size, is counted in the
@@ -605,6 +624,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       metrics.opPath.observe({ stage: 'decode' }, (clock.now() - decodeStart) / 1000);
       // Charged in full now; handled in runs over the next turns (see turn()).
       c.tokens -= frame.ops.length;
+      if (c.userBucket) c.userBucket.tokens -= frame.ops.length;
       const raw = budgeted ? data.length : 0;
       decoding += raw;
       c.inbox.unshift({ ops: frame.ops, done: 0, raw });
@@ -702,10 +722,15 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       c.tokens = Math.min(limits.opsBurst, c.tokens + elapsed * limits.opsPerSecond);
       c.byteTokens = Math.min(limits.bytesBurst, c.byteTokens + elapsed * limits.bytesPerSecond);
       c.refilledAt = now;
+      const u = c.userBucket;
+      if (u) {
+        u.tokens = Math.min(limits.userOpsBurst, u.tokens + ((now - u.refilledAt) / 1000) * limits.userOpsPerSecond);
+        u.refilledAt = now;
+      }
       const next = c.inbox[0];
       try {
         if ('data' in next) {
-          if (c.tokens < 1 || c.byteTokens < 1) return waitForTokens(c);
+          if (c.tokens < 1 || c.byteTokens < 1 || (u && u.tokens < 1)) return waitForTokens(c);
           // The server-wide decoding budget, for large frames: they wait for others to be
           // handled first (one is always allowed, so a frame larger than the budget still goes
           // through). Small frames never wait for it, so a room that sends little is not held
@@ -747,7 +772,11 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
   /** Over its rate: no turn until the buckets refill; the connection stays paused meanwhile. */
   function waitForTokens(c: Session): void {
     metrics.rateLimited.inc();
-    const waitS = Math.max((1 - c.tokens) / limits.opsPerSecond, (1 - c.byteTokens) / limits.bytesPerSecond);
+    const waitS = Math.max(
+      (1 - c.tokens) / limits.opsPerSecond,
+      (1 - c.byteTokens) / limits.bytesPerSecond,
+      c.userBucket ? (1 - c.userBucket.tokens) / limits.userOpsPerSecond : 0,
+    );
     c.waitTimer = clock.setTimeout(
       () =>
         guard('rate', () => {
@@ -850,6 +879,23 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     );
   }
 
+  /** Buckets of the users with open connections (Limits.userOpsPerSecond). */
+  const userBuckets = new Map<string, UserBucket>();
+  function userBucketFor(user: string): UserBucket {
+    let b = userBuckets.get(user);
+    if (!b) userBuckets.set(user, (b = { tokens: limits.userOpsBurst, refilledAt: clock.now(), connections: 0 }));
+    b.connections++;
+    return b;
+  }
+  /** A closed connection lets go of its user's bucket; the last one drops it (memory: users with connections). */
+  function releaseUserBucket(c: Session): void {
+    const b = c.userBucket;
+    const user = c.identity?.user;
+    if (!b || user === undefined) return;
+    c.userBucket = undefined;
+    if (--b.connections === 0 && userBuckets.get(user) === b) userBuckets.delete(user);
+  }
+
   function start(raw: Connection, admitted: Admitted): void {
     if (closing) {
       raw.close(1001, 'server shutting down');
@@ -870,6 +916,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       tokens: limits.opsBurst,
       byteTokens: limits.bytesBurst,
       refilledAt: clock.now(),
+      ...(admitted.identity ? { userBucket: userBucketFor(admitted.identity.user) } : {}),
       inbox: [],
       queuedBytes: 0,
       paused: false,
@@ -920,6 +967,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
         guard('close', () => {
           markClosed(c);
           sessions.delete(c.id);
+          releaseUserBucket(c);
           metrics.connections.set(sessions.size);
           c.host?.leave(c.id);
           log.debug({ conn: c.id }, 'connection closed');

@@ -267,6 +267,44 @@ test('limits: a client over its op rate is slowed by backpressure and loses noth
   await a.close();
 });
 
+// spec: SEC-LIMITS
+test("limits: a user's connections share the per-user op rate; each is slowed, nothing is lost, another user is not charged", async (t) => {
+  const srv = await server(t, 'user-rate', {
+    authenticate: (req) => ({ user: new URL(req.url ?? '/', 'http://x').searchParams.get('token') ?? 'nobody' }),
+    limits: { opsPerSecond: 1e6, opsBurst: 1e6, userOpsPerSecond: 400, userOpsBurst: 100 },
+  });
+  const a1 = await client(srv.url, 'r1', chat, 'u-a1', 'una');
+  const a2 = await client(srv.url, 'r2', chat, 'u-a2', 'una');
+  const b = await client(srv.url, 'r1', chat, 'u-b', 'bo');
+  t.after(() => Promise.all([a1.close(), a2.close(), b.close()]));
+  await Promise.all([online(a1), online(a2), online(b)]);
+  const t0 = performance.now();
+  // Five frames of 100 ops on each of the user's two connections: 1,000 ops for one user.
+  const hs: { room: typeof a1; h: ReturnType<typeof a1.ops.say> }[] = [];
+  for (let f = 0; f < 5; f++) {
+    for (const room of [a1, a2]) for (let i = 0; i < 100; i++) hs.push({ room, h: room.ops.say({ text: `${room.clientId}-${f * 100 + i}` }) });
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  const bobs = Array.from({ length: 50 }, (_, i) => b.ops.say({ text: `b${i}` }));
+  await Promise.all([...hs.map((x) => x.h.authoritative), ...bobs.map((h) => h.authoritative)]);
+  const elapsed = performance.now() - t0;
+  // A frame is charged whole: at most the user's bucket (100) and one frame per connection (200)
+  // go at once; the other 700 take at least 1.75 s at 400/s, whatever the machine. Each
+  // connection alone (1e6/s) would not have waited at all.
+  assert.ok(elapsed >= 1600, `1000 ops of one user went through in ${elapsed.toFixed(0)} ms despite the per-user limit`);
+  assert.ok(((await srv.metrics.rateLimited.get()).values[0]?.value ?? 0) > 0, 'connections were paused');
+  for (const room of [a1, a2])
+    assert.deepEqual(
+      room
+        .getState('authoritative')
+        .messages.filter((m) => m.author === 'una')
+        .map((m) => m.text),
+      Array.from({ length: 500 }, (_, i) => `${room.clientId}-${i}`),
+      'every op once, in order',
+    );
+  assert.equal(b.getState('authoritative').messages.filter((m) => m.author === 'bo').length, 50);
+});
+
 // spec: SEC-LIMITS, REC-CATCHUP
 test('limits: a consumer that stops reading is cut off at the send-buffer bound and catches up later', async (t) => {
   const srv = await server(t, 'slow', { limits: { maxSendBufferBytes: 256 * 1024, opsPerSecond: 1e6, opsBurst: 1e6, bytesPerSecond: 1e9, bytesBurst: 1e9 } });
