@@ -1,4 +1,5 @@
 export { createServer } from './server.ts';
+export { webhookSignature, type WebhookOptions } from './webhooks.ts';
 export type { ServerOptions, HerculesServer, Limits } from './server.ts';
 export { createRoomService } from './room-service.ts';
 export type { RoomOptions, RoomService, RoomServiceOptions } from './room-service.ts';

@@ -35,6 +35,12 @@ export function createMetrics() {
       labelNames: ['reason'] as const,
       registers: [registry],
     }) as ReasonCounter,
+    webhookDeliveries: new Counter({
+      name: 'hercules_webhook_deliveries_total',
+      help: 'Webhook requests by result: ok (2xx), failed (another status, a network error or a timeout; retried)',
+      labelNames: ['result'] as const,
+      registers: [registry],
+    }),
     rateLimited: new Counter({
       name: 'hercules_rate_limited_total',
       help: 'Times a connection was paused for going over its op or byte rate',

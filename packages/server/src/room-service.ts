@@ -217,6 +217,11 @@ export interface RoomService {
   room(name: string, machine?: string): ServerRoom;
   /** Every stored room, with what is known of it without loading it (and more if it is loaded). */
   rooms(): Promise<RoomSummary[]>;
+  /**
+   * Up to `max` entries of `room`'s log after position `after`, as stored (RoomStore.peek; the
+   * room is not loaded for it). `from` > after + 1: the ones before were compacted.
+   */
+  readLog(room: string, after: number, max: number): Promise<{ from: number; entries: readonly LogEntry[] }>;
   /** Stop accepting, close connections, hand every room back to the store (it stays open). */
   close(): Promise<void>;
 }
@@ -823,7 +828,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     if (closing) throw new HerculesError('closed', 'the server is shutting down');
     let machine = registry.get(name)?.machine;
     if (!machine) {
-      const stored = await opts.store.open(name);
+      // Its machine, without loading it (a store that cannot peek: the one named, else the room is refused below).
+      const stored = opts.store.peek ? await opts.store.peek(name, 0, 0) : undefined;
       const want = stored ? stored.meta.machine : create;
       if (want === undefined) throw new HerculesError('bad-room', `room ${name} does not exist; name its machine to create it: room(${name}, machineName)`);
       machine = machines.get(want);
@@ -1122,6 +1128,13 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           members: [...e.members()],
         };
       });
+    },
+    async readLog(name, after, max) {
+      // From the store, loaded or not: a room's engine keeps only what its members still need.
+      if (!opts.store.peek)
+        throw new HerculesError('bad-argument', 'this room store cannot be read apart from its writer (no peek): webhooks need one that can');
+      const p = await opts.store.peek(name, after, max);
+      return p ? { from: p.from, entries: p.entries } : { from: after + 1, entries: [] };
     },
     revoke(target) {
       if (!target || typeof target.user !== 'string' || target.user.length === 0)

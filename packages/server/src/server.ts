@@ -6,10 +6,11 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { HerculesError, PROTOCOL_VERSION } from '@hercules/core';
+import { HerculesError, PROTOCOL_VERSION, type LogEntry } from '@hercules/core';
 import { SqliteStore } from './store/sqlite.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { adminHttp, checkAdminOptions, type AdminOptions } from './admin-http.ts';
+import { checkWebhooks, Webhooks, type WebhookOptions } from './webhooks.ts';
 import { createRoomService, machineMap, resolveLimits, type Limits, type RoomOptions, type RoomSummary, type ServerRoom } from './room-service.ts';
 
 export type { Limits };
@@ -25,6 +26,8 @@ export interface ServerOptions extends RoomOptions {
   http?: (req: IncomingMessage, res: ServerResponse) => boolean;
   /** The admin HTTP API under /admin/ (admin-http.ts), for a backend holding `token`; absent: none. */
   admin?: AdminOptions;
+  /** POST each room's commits to these URLs, at least once, signed (webhooks.ts, docs/admin-api.md). */
+  webhooks?: readonly WebhookOptions[];
 }
 
 export interface HerculesServer {
@@ -57,10 +60,14 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   const machines = [...machineMap('createServer', opts.machines).values()];
   resolveLimits('createServer', opts);
   checkAdminOptions('createServer', opts.admin);
+  checkWebhooks('createServer', opts.webhooks);
   const metrics = createMetrics();
   // Checkpoints are timed by the rooms (apart from their commits): the store writes each one it is given.
+  let webhooks: Webhooks | undefined;
   const store = new SqliteStore(opts.dataDir, {
     checkpointEvery: 1,
+    // What webhooks have not delivered stays in the log past a checkpoint.
+    ...(opts.webhooks?.length ? { retainFrom: (room: string) => webhooks?.retainFrom(room) ?? Number.POSITIVE_INFINITY } : {}),
     onCommit: (c) => {
       if (c.appends > 0) {
         metrics.commitSeconds.observe(c.seconds);
@@ -72,12 +79,21 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   });
   let service: ReturnType<typeof createRoomService>;
   try {
-    service = createRoomService({ ...opts, machines, store, metrics, caller: 'createServer' });
+    // Webhooks hear of each commit (an O(1) note; the requests go from their own worker).
+    const onCommit =
+      opts.webhooks?.length || opts.onCommit
+        ? (room: string, entries: readonly LogEntry[]) => {
+            webhooks?.committed(room, entries);
+            opts.onCommit?.(room, entries);
+          }
+        : undefined;
+    service = createRoomService({ ...opts, ...(onCommit ? { onCommit } : {}), machines, store, metrics, caller: 'createServer' });
   } catch (e) {
     await store.close();
     throw e;
   }
   const log = service.log;
+  if (opts.webhooks?.length) webhooks = new Webhooks(opts.webhooks, opts.dataDir, (room, after, max) => service.readLog(room, after, max), log, metrics);
   const admin = opts.admin ? adminHttp(opts.admin, service) : undefined;
 
   const http: HttpServer = createHttpServer((req, res) => {
@@ -123,6 +139,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     });
   } catch (e) {
     await service.close();
+    await webhooks?.close();
     await store.close();
     throw e;
   }
@@ -155,6 +172,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     close() {
       closed ??= (async () => {
         await service.close();
+        await webhooks?.close();
         await new Promise<void>((r) => http.close(() => r()));
         await store.close();
         log.info('hercules server closed');

@@ -610,6 +610,29 @@ def('release keeps the room: it loads the same log, and appends go on from the r
   assert.deepEqual(await store.append('r', { after: 1, entries: entries(6, 6) }), { rev: 2, head: 6 });
 });
 
+def('peek (optional) reads the meta and the log after a position, and leaves the writer as it was', async ({ store }) => {
+  if (!store.peek) return { skipped: 'this store has no peek (optional: no webhooks, the backend API needs machines named)' };
+  assert.equal(await store.peek('none', 0, 10), undefined);
+  await store.open('r', INIT);
+  await store.append('r', { after: 0, entries: entries(1, 5) });
+  const p = await store.peek('r', 2, 2);
+  assert.deepEqual(p?.meta.machine, INIT.machine);
+  assert.equal(p?.meta.version, INIT.version);
+  assert.equal(p?.from, 3);
+  assert.deepEqual(p?.entries, entries(3, 4));
+  assert.deepEqual((await store.peek('r', 5, 10))?.entries, [], 'nothing after the head');
+  // The writer's fence is untouched: its next append follows the rev it had.
+  assert.deepEqual(await store.append('r', { after: 1, entries: entries(6, 6), checkpoint: { pos: 4, state: stateAt(4) } }), { rev: 2, head: 6 });
+  const all = await store.peek('r', 0, 100);
+  assert.ok(all && all.from >= 1 && all.from <= 5, `entries from at most the checkpoint + 1, got ${all?.from}`);
+  assert.deepEqual(
+    all.entries.map((e) => e.pos),
+    Array.from({ length: 6 - all.from + 1 }, (_, i) => all.from + i),
+    'consecutive, up to the head',
+  );
+  assertRoomHolds(await load(store, 'r'), entries(1, 6), 'after the peeks');
+});
+
 def('rooms lists every room created, once', async ({ store }) => {
   for (const r of ['one', 'two', 'three']) await store.open(r, INIT);
   await store.open('one', INIT);

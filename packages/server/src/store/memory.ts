@@ -24,6 +24,7 @@ import {
   type LoadedRoom,
   type RoomAppend,
   type RoomInit,
+  type RoomPeek,
   type RoomMeta,
   type RoomStore,
 } from './room-store.ts';
@@ -85,6 +86,16 @@ export class MemoryStore implements RoomStore {
     const skip = fault.skip ?? 0;
     if (!Number.isSafeInteger(skip) || skip < 0) throw new HerculesError('bad-argument', `failAppend: skip must be an integer >= 0, got ${String(fault.skip)}`);
     this.faults.push({ room: fault.room, skip, stage: fault.stage ?? 'during' });
+  }
+
+  async peek(room: string, after: number, max: number): Promise<RoomPeek | undefined> {
+    if (this.closed) throw closedError(`peek at room ${String(room)}`);
+    checkRoomName(room);
+    const r = this.disk.rooms.get(room);
+    if (!r) return undefined;
+    const from = Math.max(after + 1, r.checkpoint.pos + 1);
+    const i = from - r.checkpoint.pos - 1;
+    return { meta: { ...r.meta }, from, entries: r.log.slice(i, i + Math.max(0, max)).map((json) => JSON.parse(json) as LogEntry) };
   }
 
   open(room: string, init: RoomInit): Promise<LoadedRoom>;

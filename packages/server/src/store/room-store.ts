@@ -73,6 +73,13 @@ export interface LoadedRoom {
   fresh: boolean;
 }
 
+/** What `RoomStore.peek` reads. */
+export interface RoomPeek {
+  meta: RoomMeta;
+  from: number;
+  entries: LogEntry[];
+}
+
 /** One fenced, all-or-nothing write to a room. */
 export interface RoomAppend {
   /** The rev the writer expects the room to be at (that of its load, plus one per append it made since). */
@@ -116,6 +123,14 @@ export interface RoomStore {
   release(room: string): Promise<void>;
   /** The names of the rooms stored, in no particular order. */
   rooms(): Promise<string[]>;
+  /**
+   * A read for others than the room's writer (webhooks, the backend API): the room's meta and up
+   * to `max` log entries after position `after`, as stored (`from` > after + 1: the ones before
+   * were compacted into the checkpoint). Touches nothing the writer relies on (no cache, no fence),
+   * so it may run while the room is loaded. Undefined: no such room. Optional: a store without it
+   * serves no webhooks, and the backend API then needs the room's machine named.
+   */
+  peek?(room: string, after: number, max: number): Promise<RoomPeek | undefined>;
   /** Finish what is in flight (appends settle), write what is deferred, and let go of the storage. Later calls reject with `closed`. */
   close(): Promise<void>;
 }

@@ -41,6 +41,7 @@ import {
   type LoadedRoom,
   type RoomAppend,
   type RoomInit,
+  type RoomPeek,
   type RoomMeta,
   type RoomStore,
 } from './room-store.ts';
@@ -83,6 +84,14 @@ export interface SqliteStoreOptions {
    * group's commit failed and each room was tried alone) and how long it took.
    */
   onCommit?: (c: { appends: number; failed: number; ops: number; transactions: number; seconds: number }) => void;
+  /**
+   * Keep a room's log entries from this position on even once a checkpoint covers them (their
+   * readers, webhooks, have not had them yet), up to `retainAtMost` entries behind the checkpoint.
+   * Default: entries a checkpoint covers are deleted with it.
+   */
+  retainFrom?: (room: string) => number;
+  /** At most this many entries are kept behind a checkpoint for `retainFrom`. Default 100,000. */
+  retainAtMost?: number;
 }
 
 /** An append waiting for the group commit of its turn. */
@@ -125,8 +134,11 @@ export class SqliteStore implements RoomStore {
   private flushScheduled = false;
   private closed = false;
 
+  private readonly retain: Pick<SqliteStoreOptions, 'retainFrom' | 'retainAtMost'>;
+
   constructor(dataDir: string, opts: SqliteStoreOptions = {}) {
     this.checkpointEvery = opts.checkpointEvery ?? 1000;
+    this.retain = { retainFrom: opts.retainFrom, retainAtMost: opts.retainAtMost };
     this.now = opts.now ?? Date.now;
     this.onCommit = opts.onCommit;
     try {
@@ -232,6 +244,9 @@ export class SqliteStore implements RoomStore {
         'SELECT rev, checkpoint_pos, (SELECT last FROM log_chunks WHERE room = rooms.room ORDER BY first DESC LIMIT 1) AS last FROM rooms WHERE room = ?',
       ),
       listRooms: db.prepare<[], { room: string }>('SELECT room FROM rooms'),
+      peekRoom: db.prepare<[string], { machine: string; version: number; checkpoint_pos: number; created: number }>(
+        'SELECT machine, version, checkpoint_pos, created FROM rooms WHERE room = ?',
+      ),
       getLog: db.prepare<[string, number], { entries: string }>('SELECT entries FROM log_chunks WHERE room = ? AND last > ? ORDER BY first'),
       getClients: db.prepare<[string], { client: string; record: string }>('SELECT client, record FROM clients WHERE room = ?'),
       insertRoom: db.prepare('INSERT INTO rooms (room, machine, version, checkpoint_pos, checkpoint, stable, created) VALUES (?, ?, ?, ?, ?, ?, ?)'),
@@ -337,7 +352,7 @@ export class SqliteStore implements RoomStore {
         if (w.checkpoint) {
           if (w.checkpoint.json !== undefined) {
             s.setCheckpoint.run(w.checkpoint.pos, w.checkpoint.json, w.checkpoint.pos, w.room);
-            s.pruneLog.run(w.room, w.checkpoint.pos);
+            s.pruneLog.run(w.room, this.pruneTo(w.room, w.checkpoint.pos));
             written.set(w.room, w.checkpoint.pos);
           } else s.setStable.run(w.checkpoint.pos, w.room);
         }
@@ -374,8 +389,15 @@ export class SqliteStore implements RoomStore {
     this.logBytesSince.delete(room);
   }
 
+  /** Delete log chunks ending at or before this, once a checkpoint at `cp` covers them (SqliteStoreOptions.retainFrom). */
+  private pruneTo(room: string, cp: number): number {
+    const keep = this.retain.retainFrom?.(room);
+    return keep === undefined ? cp : Math.min(cp, Math.max(keep - 1, cp - (this.retain.retainAtMost ?? 100_000)));
+  }
+
   private writeCheckpoint(room: string, cp: { pos: number; state: unknown }): void {
-    if (this.stmts.advanceCheckpoint.run(cp.pos, JSON.stringify(cp.state), cp.pos, room, cp.pos).changes > 0) this.stmts.pruneLog.run(room, cp.pos);
+    if (this.stmts.advanceCheckpoint.run(cp.pos, JSON.stringify(cp.state), cp.pos, room, cp.pos).changes > 0)
+      this.stmts.pruneLog.run(room, this.pruneTo(room, cp.pos));
     this.written.set(room, cp.pos);
   }
 
@@ -391,6 +413,32 @@ export class SqliteStore implements RoomStore {
   }
 
   // ---------------------------------------------------------------- the RoomStore contract
+
+  async peek(room: string, after: number, max: number): Promise<RoomPeek | undefined> {
+    if (this.closed) throw closedError(`peek at room ${String(room)}`);
+    checkRoomName(room);
+    try {
+      const r = this.stmts.peekRoom.get(room);
+      if (!r) return undefined;
+      const meta = { machine: r.machine, version: r.version, created: r.created };
+      if (max <= 0) return { meta, from: after + 1, entries: [] };
+      // Entries a checkpoint covers may still be here (retainFrom): read what is, from `after` on.
+      const entries: LogEntry[] = [];
+      let first: number | undefined;
+      for (const row of this.stmts.getLog.iterate(room, after)) {
+        for (const e of JSON.parse(row.entries) as LogEntry[]) {
+          if (e.pos <= after) continue;
+          first ??= e.pos;
+          if (entries.length < max) entries.push(e);
+        }
+        if (first !== undefined && entries.length >= max) break;
+      }
+      const from = first ?? Math.max(after + 1, r.checkpoint_pos + 1);
+      return { meta, from, entries };
+    } catch (e) {
+      throw new StorageError(`room ${room}: cannot read its log: ${(e as Error).message}. Check the data file is readable.`, e);
+    }
+  }
 
   open(room: string, init: RoomInit): Promise<LoadedRoom>;
   open(room: string): Promise<LoadedRoom | undefined>;
@@ -604,7 +652,7 @@ export class SqliteStore implements RoomStore {
     if (clients) for (const [client, json] of clients) s.upsertClient.run(room, client, json);
     g.wroteCheckpoint = undefined;
     if (cp && s.advanceCheckpoint.run(cp.pos, cp.json, cp.pos, room, cp.pos).changes > 0) {
-      s.pruneLog.run(room, cp.pos);
+      s.pruneLog.run(room, this.pruneTo(room, cp.pos));
       g.wroteCheckpoint = cp.pos;
     }
     // Last: the rev moves only with everything above written.

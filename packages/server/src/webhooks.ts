@@ -1,0 +1,244 @@
+/**
+ * Webhooks: each room's committed ops POSTed to the app's backend, at least once, in log order,
+ * with retries, backoff and a signature. A delivery never holds up a commit: a commit only notes
+ * the room's new head; each webhook's worker reads the entries after the last position its
+ * receiver accepted (from the room's engine while it is loaded, else from the store) and keeps
+ * that position on disk (`webhooks.sqlite` beside the rooms), so a restart resumes where the
+ * receiver last answered 2xx. docs/admin-api.md describes the requests.
+ *
+ *   POST <url>  { room, from, to, entries, gap? }
+ *   x-hercules-delivery: <room>:<from>-<to>     the same on every retry: receivers dedupe by it
+ *   x-hercules-timestamp: <ms since the epoch>
+ *   x-hercules-signature: sha256=<hex HMAC-SHA256(secret, `${timestamp}.${body}`)>
+ *
+ * `gap: { from, to }`: those positions were compacted into a checkpoint before they could be
+ * delivered (the receiver was down that long, or the room was imported); read the room's state
+ * to catch up. A new webhook starts with the first commit it sees, not the rooms' history.
+ */
+import { createHash, createHmac } from 'node:crypto';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import type { Logger } from 'pino';
+import { HerculesError, type LogEntry } from '@hercules/core';
+import type { Metrics } from './metrics.ts';
+
+export interface WebhookOptions {
+  /** Where to POST (http or https). */
+  url: string;
+  /** The HMAC key of the signature header: a random string of at least 32 characters. */
+  secret: string;
+  /** Only these rooms (default: every room). */
+  rooms?: readonly string[];
+  /** Entries per request, at most (default 100). */
+  maxBatch?: number;
+  /** First retry after this long, doubling up to 60 s (default 500 ms). */
+  retryMinMs?: number;
+  /** A request unanswered after this long is a failure (default 10 s). */
+  timeoutMs?: number;
+}
+
+/** Where the worker reads a room's log: the loaded room's engine, or the store. */
+export type ReadLog = (room: string, after: number, max: number) => Promise<{ from: number; entries: readonly LogEntry[] }>;
+
+const MAX_RETRY_MS = 60_000;
+
+/** Check the options at startup. */
+export function checkWebhooks(caller: string, hooks: readonly WebhookOptions[] | undefined): void {
+  for (const [i, h] of (hooks ?? []).entries()) {
+    let url: URL | undefined;
+    try {
+      url = new URL(h?.url);
+    } catch {
+      /* below */
+    }
+    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:'))
+      throw new HerculesError('bad-argument', `${caller}: webhooks[${i}].url must be an http(s) URL`);
+    if (typeof h.secret !== 'string' || h.secret.length < 32)
+      throw new HerculesError(
+        'bad-argument',
+        `${caller}: webhooks[${i}].secret must be a string of at least 32 characters (the receiver checks the signature with it)`,
+      );
+    if (h.rooms !== undefined && !(Array.isArray(h.rooms) && h.rooms.every((r) => typeof r === 'string')))
+      throw new HerculesError('bad-argument', `${caller}: webhooks[${i}].rooms must be a list of room names`);
+  }
+}
+
+/** The signature header's value for `body` sent at `timestamp` (what a receiver recomputes). */
+export function webhookSignature(secret: string, timestamp: string, body: string): string {
+  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}
+
+/** One webhook's progress in one room. */
+interface Lane {
+  hook: Hook;
+  room: string;
+  /** The last position the receiver accepted (on disk too). */
+  cursor: number;
+  /** The room's head as last seen (Infinity: unknown, after a restart). */
+  head: number;
+  busy: boolean;
+  attempt: number;
+  /** The last position of a request that failed: its retry carries the same entries (the same delivery id). */
+  retryTo?: number;
+  timer?: ReturnType<typeof setTimeout>;
+}
+
+interface Hook {
+  id: string;
+  opts: WebhookOptions;
+  rooms?: ReadonlySet<string>;
+}
+
+export class Webhooks {
+  private readonly db: Database.Database;
+  private readonly hooks: Hook[];
+  private readonly lanes = new Map<string, Lane>();
+  private readonly abort = new AbortController();
+  private readonly inflight = new Set<Promise<unknown>>();
+  private closed = false;
+  private readonly save: Database.Statement;
+
+  constructor(
+    hooks: readonly WebhookOptions[],
+    dataDir: string,
+    private readonly read: ReadLog,
+    private readonly log: Logger,
+    private readonly metrics: Metrics,
+  ) {
+    this.hooks = hooks.map((opts) => ({
+      id: createHash('sha256').update(opts.url).digest('hex').slice(0, 16),
+      opts,
+      ...(opts.rooms ? { rooms: new Set(opts.rooms) } : {}),
+    }));
+    this.db = new Database(join(dataDir, 'webhooks.sqlite'));
+    this.db.pragma('journal_mode = WAL');
+    // A cursor lost in a power cut only moves back: those entries are delivered again (at least once).
+    this.db.pragma('synchronous = NORMAL');
+    this.db.exec('CREATE TABLE IF NOT EXISTS cursors (hook TEXT NOT NULL, room TEXT NOT NULL, pos INTEGER NOT NULL, PRIMARY KEY (hook, room))');
+    this.save = this.db.prepare('INSERT INTO cursors (hook, room, pos) VALUES (?, ?, ?) ON CONFLICT (hook, room) DO UPDATE SET pos = excluded.pos');
+    // Resume what a previous run left undelivered: each lane reads until the room has no more.
+    const rows = this.db.prepare('SELECT hook, room, pos FROM cursors').all() as { hook: string; room: string; pos: number }[];
+    for (const r of rows) {
+      const hook = this.hooks.find((h) => h.id === r.hook);
+      if (!hook || (hook.rooms && !hook.rooms.has(r.room))) continue;
+      const lane = this.lane(hook, r.room, r.pos);
+      lane.head = Number.POSITIVE_INFINITY;
+      this.pump(lane);
+    }
+  }
+
+  /** A commit of `room` was stored: its entries are for every webhook that wants the room. O(webhooks), no I/O. */
+  committed(room: string, entries: readonly LogEntry[]): void {
+    if (this.closed || entries.length === 0) return;
+    const last = entries[entries.length - 1].pos;
+    for (const hook of this.hooks) {
+      if (hook.rooms && !hook.rooms.has(room)) continue;
+      let lane = this.lanes.get(`${hook.id}\0${room}`);
+      if (!lane) {
+        // First sight of this room for this webhook: start at this commit, not the room's history.
+        lane = this.lane(hook, room, entries[0].pos - 1);
+        this.save.run(hook.id, room, lane.cursor);
+      }
+      lane.head = Math.max(lane.head === Number.POSITIVE_INFINITY ? 0 : lane.head, last);
+      this.pump(lane);
+    }
+  }
+
+  /**
+   * The first position of `room` some webhook has not delivered: the store keeps the log from
+   * there even once a checkpoint covers it (SqliteStoreOptions.retainFrom). Undefined: none waits.
+   */
+  retainFrom(room: string): number | undefined {
+    let min: number | undefined;
+    for (const lane of this.lanes.values()) if (lane.room === room && (min === undefined || lane.cursor + 1 < min)) min = lane.cursor + 1;
+    return min;
+  }
+
+  /** Stop: no new requests, those in flight aborted (they are retried after the next start). */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const lane of this.lanes.values()) if (lane.timer) clearTimeout(lane.timer);
+    this.abort.abort();
+    await Promise.allSettled([...this.inflight]);
+    this.db.close();
+  }
+
+  private lane(hook: Hook, room: string, cursor: number): Lane {
+    const lane: Lane = { hook, room, cursor, head: cursor, busy: false, attempt: 0 };
+    this.lanes.set(`${hook.id}\0${room}`, lane);
+    return lane;
+  }
+
+  /** Deliver what the lane's receiver has not accepted yet, one request at a time, in order. */
+  private pump(lane: Lane): void {
+    if (this.closed || lane.busy || lane.timer || lane.head <= lane.cursor) return;
+    lane.busy = true;
+    const p = this.deliver(lane).then(
+      (more) => {
+        lane.busy = false;
+        lane.attempt = 0;
+        if (more) this.pump(lane);
+      },
+      (e: unknown) => {
+        lane.busy = false;
+        if (this.closed) return;
+        this.metrics.webhookDeliveries.inc({ result: 'failed' });
+        const delay = Math.min(MAX_RETRY_MS, (lane.hook.opts.retryMinMs ?? 500) * 2 ** lane.attempt++) * (0.8 + 0.4 * Math.random());
+        this.log.warn(
+          {
+            webhook: lane.hook.opts.url,
+            room: lane.room,
+            after: lane.cursor,
+            attempt: lane.attempt,
+            retryInMs: Math.round(delay),
+            err: e instanceof Error ? e.message : String(e),
+          },
+          'webhook delivery failed; retrying',
+        );
+        lane.timer = setTimeout(() => {
+          lane.timer = undefined;
+          this.pump(lane);
+        }, delay);
+      },
+    );
+    this.inflight.add(p);
+    void p.finally(() => this.inflight.delete(p));
+  }
+
+  /** One request: true if there may be more to deliver. Throws if the receiver did not accept it. */
+  private async deliver(lane: Lane): Promise<boolean> {
+    const max = lane.retryTo !== undefined ? Math.max(1, lane.retryTo - lane.cursor) : (lane.hook.opts.maxBatch ?? 100);
+    const { from, entries } = await this.read(lane.room, lane.cursor, max);
+    const gap = from > lane.cursor + 1;
+    if (entries.length === 0 && !gap) {
+      lane.head = lane.cursor; // nothing more stored (after a restart: the room's head was unknown)
+      return false;
+    }
+    const to = entries.length ? entries[entries.length - 1].pos : from - 1;
+    const body = JSON.stringify({ room: lane.room, from: lane.cursor + 1, to, entries, ...(gap ? { gap: { from: lane.cursor + 1, to: from - 1 } } : {}) });
+    const timestamp = String(Date.now());
+    const res = await fetch(lane.hook.opts.url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-hercules-delivery': `${lane.room}:${lane.cursor + 1}-${to}`,
+        'x-hercules-timestamp': timestamp,
+        'x-hercules-signature': webhookSignature(lane.hook.opts.secret, timestamp, body),
+      },
+      body,
+      signal: AbortSignal.any([this.abort.signal, AbortSignal.timeout(lane.hook.opts.timeoutMs ?? 10_000)]),
+    });
+    await res.arrayBuffer().catch(() => {}); // let the connection be reused
+    if (!res.ok) {
+      lane.retryTo = to;
+      throw new Error(`${lane.hook.opts.url} answered ${res.status}`);
+    }
+    if (this.closed) return false;
+    lane.retryTo = undefined;
+    lane.cursor = to;
+    this.save.run(lane.hook.id, lane.room, to);
+    this.metrics.webhookDeliveries.inc({ result: 'ok' });
+    return lane.head > to;
+  }
+}

@@ -1,0 +1,142 @@
+/**
+ * Webhooks (issue 16, part 3): each room's commits POSTed at least once, in order, signed,
+ * retried with backoff, resumed after a restart from the position the receiver last accepted.
+ * A real receiver (node:http) in this process, real clients on real sockets.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer as createHttpServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { connect } from '@hercules/client';
+import { HerculesError, type LogEntry } from '@hercules/core';
+import { createServer, webhookSignature, type WebhookOptions } from '../src/index.ts';
+import { chat } from '../../../apps/machines.ts';
+import { online, tempDir, until } from './helpers.ts';
+
+const SECRET = 'a-webhook-secret-of-at-least-32-characters';
+
+interface Delivery {
+  id: string;
+  body: { room: string; from: number; to: number; entries: LogEntry[]; gap?: { from: number; to: number } };
+  signed: boolean;
+}
+
+/** A receiver that answers `status()` (500 while failing) and records what it accepted and saw. */
+async function receiver(t: { after: (fn: () => unknown) => void }) {
+  const accepted: Delivery[] = [];
+  const seen: Delivery[] = [];
+  let status = 200;
+  const read = async (req: IncomingMessage) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
+  };
+  const http = createHttpServer(async (req, res) => {
+    const raw = await read(req);
+    const ts = String(req.headers['x-hercules-timestamp']);
+    const d: Delivery = {
+      id: String(req.headers['x-hercules-delivery']),
+      body: JSON.parse(raw),
+      signed: req.headers['x-hercules-signature'] === webhookSignature(SECRET, ts, raw),
+    };
+    seen.push(d);
+    if (status === 200) accepted.push(d);
+    res.writeHead(status).end();
+  });
+  await new Promise<void>((r) => http.listen(0, '127.0.0.1', () => r()));
+  t.after(
+    () =>
+      new Promise<void>((r) => {
+        http.close(() => r());
+        http.closeAllConnections();
+      }),
+  );
+  return {
+    url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/hook`,
+    accepted,
+    seen,
+    fail: (yes: boolean) => {
+      status = yes ? 500 : 200;
+    },
+    /** The positions accepted, in the order they arrived. */
+    positions: () => accepted.flatMap((d) => d.body.entries.map((e) => e.pos)),
+  };
+}
+
+test('webhooks: commits arrive in order, signed, batched; a failing receiver gets retries with the same delivery id; a restart resumes where it left off', async (t) => {
+  const dir = tempDir('webhooks');
+  t.after(dir.cleanup);
+  const rx = await receiver(t);
+  const hook: WebhookOptions = { url: rx.url, secret: SECRET, retryMinMs: 20, maxBatch: 50 };
+  let srv = await createServer({ port: 0, dataDir: dir.dir, machines: [chat], log: 'silent', webhooks: [hook] });
+  t.after(() => srv.close());
+  const c = await connect({ url: srv.url, room: 'hooked', machine: chat, clientId: 'w1' });
+  t.after(() => c.close());
+  await online(c);
+  for (let i = 1; i <= 5; i++) await c.ops.say({ text: `m${i}` }).authoritative;
+  await until(() => rx.positions().length === 5, 5000, 'five delivered');
+  assert.deepEqual(rx.positions(), [1, 2, 3, 4, 5]);
+  assert.ok(
+    rx.accepted.every((d) => d.signed),
+    'every request is signed with the secret',
+  );
+  assert.deepEqual(
+    rx.accepted[0].body.entries.map((e) => [e.client, e.seq, e.name, (e.args as { text: string }).text]),
+    [['w1', 1, 'say', 'm1']],
+  );
+  assert.equal(rx.accepted[0].id, 'hooked:1-1');
+  // The receiver fails: each request is retried (same id) until it answers 2xx; nothing is skipped.
+  rx.fail(true);
+  const hs = Array.from({ length: 120 }, (_, i) => c.ops.say({ text: `n${i}` }));
+  await Promise.all(hs.map((h) => h.authoritative));
+  const failed = async () => (await srv.metrics.webhookDeliveries.get()).values.find((v) => v.labels.result === 'failed')?.value ?? 0;
+  for (const end = Date.now() + 10_000; (await failed()) < 3; ) {
+    assert.ok(Date.now() < end, 'three failed requests within 10 s');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const retried = rx.seen.slice(5);
+  assert.ok(
+    retried.every((d) => d.id === retried[0].id),
+    `a retry repeats the same delivery: ${retried.map((d) => d.id).join(' ')}`,
+  );
+  // Down across a restart: the next server resumes from the last accepted position, from the store.
+  await c.close();
+  await srv.close();
+  rx.fail(false);
+  srv = await createServer({ port: 0, dataDir: dir.dir, machines: [chat], log: 'silent', webhooks: [hook] });
+  await until(() => rx.positions().length === 125, 10_000, 'the rest after the restart');
+  assert.deepEqual(
+    rx.positions(),
+    Array.from({ length: 125 }, (_, i) => i + 1),
+    'each position once, in order',
+  );
+  assert.ok(
+    rx.accepted.every((d) => d.body.entries.length <= 50),
+    'batches of at most maxBatch',
+  );
+  assert.deepEqual(srv.loadedRooms(), [], 'read from the store: the room was not loaded for it');
+});
+
+test('webhooks: only the rooms asked for; bad options are refused at start', async (t) => {
+  const dir = tempDir('webhooks-rooms');
+  t.after(dir.cleanup);
+  const rx = await receiver(t);
+  const srv = await createServer({
+    port: 0,
+    dataDir: dir.dir,
+    machines: [chat],
+    log: 'silent',
+    webhooks: [{ url: rx.url, secret: SECRET, rooms: ['wanted'] }],
+  });
+  t.after(() => srv.close());
+  await srv.room('other', 'chat').submit('say', { text: 'not for the hook' }, { author: 'x' });
+  await srv.room('wanted', 'chat').submit('say', { text: 'for the hook' }, { author: 'x' });
+  await until(() => rx.accepted.length === 1, 5000, 'one delivery');
+  assert.equal(rx.accepted[0].body.room, 'wanted');
+  const bad = (webhooks: WebhookOptions[]) => createServer({ port: 0, dataDir: dir.dir, machines: [chat], log: 'silent', webhooks });
+  await assert.rejects(bad([{ url: 'ftp://x', secret: SECRET }]), (e: unknown) => e instanceof HerculesError && /url must be an http\(s\) URL/.test(e.message));
+  await assert.rejects(
+    bad([{ url: rx.url, secret: 'short' }]),
+    (e: unknown) => e instanceof HerculesError && /secret must be a string of at least 32/.test(e.message),
+  );
+});
