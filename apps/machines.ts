@@ -6,6 +6,19 @@
 import { current, defineMachine } from '@hercules/core';
 import { type } from 'arktype';
 
+/**
+ * What each demo tab shows the others through room.presence (never logged): a name and colour,
+ * and the app's own part (a sheet cursor, a drag in progress, typing). Checked on both sides: a
+ * value outside it throws at presence.set and the server refuses it.
+ */
+const presence = type({
+  'name?': '0 < string <= 64',
+  'color?': '0 < string <= 32',
+  'cursor?': { row: 'number.integer >= 0', col: 'number.integer >= 0' },
+  'drag?': type({ id: '0 < string <= 64', x: 'number', y: 'number' }).or('null'),
+  'typing?': 'boolean',
+});
+
 /** Interior design: furniture in a 2-D room. */
 export const interiorDesign = defineMachine({
   name: 'interior-design',
@@ -30,6 +43,7 @@ export const interiorDesign = defineMachine({
   schemas: {
     move: type({ id: '0 < string <= 64', x: '-100000 <= number <= 100000', y: '-100000 <= number <= 100000' }),
   },
+  presence,
 });
 
 /** Chat: a shared log of messages. */
@@ -47,6 +61,7 @@ export const chat = defineMachine({
   schemas: {
     say: type({ text: '0 < string <= 2000' }),
   },
+  presence,
 });
 
 /**
@@ -77,6 +92,7 @@ export const spreadsheet = defineMachine({
     setCell: type({ row: `0 <= number.integer < ${ROWS}`, col: `0 <= number.integer < ${COLS}`, text: 'string <= 10000' }),
     moveCursor: type({ row: `0 <= number.integer < ${ROWS}`, col: `0 <= number.integer < ${COLS}` }),
   },
+  presence,
 });
 
 /** The paper's benchmark app (§7): a byte array, an op increments some of its elements. */

@@ -221,21 +221,21 @@ test('presence through real sockets: B sees A set it, the latest wins, a joiner 
     for (let i = 0; i < 500 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
     assert.ok(ok(), what);
   };
-  a.presence.set({ cursor: [1, 1], name: 'Ada' });
-  a.presence.update({ cursor: [2, 3] }); // same turn: one message, the latest
+  a.presence.set({ cursor: { row: 1, col: 1 }, name: 'Ada' });
+  a.presence.update({ cursor: { row: 2, col: 3 } }); // same turn: one message, the latest
   await until('B sees A', () => b.presence.others().length === 1);
-  assert.deepEqual(b.presence.others(), [{ client: 'pa', value: { cursor: [2, 3], name: 'Ada' } }]);
-  assert.deepEqual(a.presence.get(), { cursor: [2, 3], name: 'Ada' });
+  assert.deepEqual(b.presence.others(), [{ client: 'pa', value: { cursor: { row: 2, col: 3 }, name: 'Ada' } }]);
+  assert.deepEqual(a.presence.get(), { cursor: { row: 2, col: 3 }, name: 'Ada' });
   assert.deepEqual(a.presence.others(), [], 'B set none');
   assert.equal(b.presence.others(), b.presence.others(), 'the same array until it changes');
   // A joiner gets it in its welcome.
   const c = await connect({ url: srv.url, room: 'p', machine: chat, clientId: 'pc', onError: () => {} });
   t.after(() => c.close());
   await c.whenOnline({ timeoutMs: 5000 });
-  assert.deepEqual(c.presence.others(), [{ client: 'pa', value: { cursor: [2, 3], name: 'Ada' } }]);
+  assert.deepEqual(c.presence.others(), [{ client: 'pa', value: { cursor: { row: 2, col: 3 }, name: 'Ada' } }]);
   // Too large: a clear error at the call, nothing sent.
   assert.throws(
-    () => a.presence.set({ blob: 'x'.repeat(5000) }),
+    () => a.presence.set({ name: 'x'.repeat(5000) }),
     (e: unknown) => e instanceof HerculesError && e.code === 'too-large',
   );
   // Not in the log, not in any view, on any client.

@@ -56,7 +56,7 @@ export interface MachineSpec<S, Ops extends Record<string, OpFn<S>>, P = unknown
   presence?: StandardSchemaV1<any, P>;
 }
 
-export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<string, OpFn<S>>, P = unknown> {
+export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<string, OpFn<S>>, P = any> {
   readonly name: string;
   readonly version: number;
   /** Deep-frozen initial state. */
