@@ -8,13 +8,16 @@
  *   GET  /admin/rooms                 -> { rooms: RoomSummary[] }                      (server.rooms)
  *   GET  /admin/rooms/:room/state     -> { state }                                     (server.room(r).state)
  *   POST /admin/rooms/:room/ops       { op, args?, author, key?, machine? } -> result  (server.room(r).submit)
+ *   GET  /admin/rooms/:room/export    -> RoomFile                                      (server.room(r).export)
+ *   PUT  /admin/rooms/:room           RoomFile -> { imported }                         (server.importRoom)
+ *   DELETE /admin/rooms/:room         -> { deleted }                                   (server.room(r).delete)
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HerculesError, isErrorCode } from '@hercules/core';
 import type { RoomService } from './room-service.ts';
 
-const ROOM_PATH = /^\/admin\/rooms\/([A-Za-z0-9._~-]{1,128})\/(state|ops)$/;
+const ROOM_PATH = /^\/admin\/rooms\/([A-Za-z0-9._~-]{1,128})(?:\/(state|ops|export))?$/;
 
 export interface AdminOptions {
   /** The admin credential: a random string of at least 32 characters, kept out of clients. */
@@ -27,7 +30,13 @@ export const ADMIN_ROUTES = [
   ['GET', '/admin/rooms'],
   ['GET', '/admin/rooms/{room}/state'],
   ['POST', '/admin/rooms/{room}/ops'],
+  ['GET', '/admin/rooms/{room}/export'],
+  ['PUT', '/admin/rooms/{room}'],
+  ['DELETE', '/admin/rooms/{room}'],
 ] as const;
+
+/** Largest room export an import takes (PUT /admin/rooms/:room). */
+const MAX_IMPORT_BYTES = 64 << 20;
 
 /** Largest request body read (JSON): the admin routes take small documents. */
 const MAX_BODY_BYTES = 64 << 10;
@@ -42,7 +51,7 @@ export function checkAdminOptions(caller: string, admin: AdminOptions | undefine
 /** A handler for /admin/ paths: answers them and returns true, or returns false for other paths. */
 export function adminHttp(
   admin: AdminOptions,
-  service: Pick<RoomService, 'revoke' | 'room' | 'rooms'>,
+  service: Pick<RoomService, 'revoke' | 'room' | 'rooms' | 'importRoom'>,
 ): (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> {
   const want = createHash('sha256').update(admin.token).digest();
   // Compared as digests in constant time: the comparison says nothing about how much matched.
@@ -88,14 +97,29 @@ export function adminHttp(
     const m = ROOM_PATH.exec(path);
     if (m) {
       const [, room, what] = m;
-      const method = what === 'state' ? 'GET' : 'POST';
-      if (req.method !== method) {
-        methodNotAllowed(res, method);
+      const methods = what === undefined ? ['PUT', 'DELETE'] : [what === 'ops' ? 'POST' : 'GET'];
+      if (!methods.includes(req.method ?? '')) {
+        methodNotAllowed(res, methods.join(', '));
         return true;
       }
       try {
         if (what === 'state') {
           reply(res, 200, { state: await service.room(room).state() });
+          return true;
+        }
+        if (what === 'export') {
+          reply(res, 200, await service.room(room).export());
+          return true;
+        }
+        if (req.method === 'DELETE') {
+          reply(res, 200, { deleted: await service.room(room).delete() });
+          return true;
+        }
+        if (req.method === 'PUT') {
+          const file = await readJson(req, res, MAX_IMPORT_BYTES);
+          if (file === undefined) return true;
+          await service.importRoom(room, file as never);
+          reply(res, 201, { imported: room });
           return true;
         }
         const body = await readJson(req, res);
@@ -143,13 +167,13 @@ function methodNotAllowed(res: ServerResponse, allow: string): void {
 }
 
 /** The request's JSON body, or undefined after answering 400/413 itself. */
-async function readJson(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+async function readJson(req: IncomingMessage, res: ServerResponse, maxBytes = MAX_BODY_BYTES): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > MAX_BODY_BYTES) {
-      reply(res, 413, { error: 'too-large', message: `the body is over ${MAX_BODY_BYTES} bytes` });
+    if (size > maxBytes) {
+      reply(res, 413, { error: 'too-large', message: `the body is over ${maxBytes} bytes` });
       req.destroy();
       return undefined;
     }

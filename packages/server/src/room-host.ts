@@ -487,7 +487,7 @@ export class RoomHost {
    * Stop serving: the room's memory may be ahead of its store, or a member may have missed a
    * message. Nothing more of it is sent; members are told and closed; the owner reloads it.
    */
-  fail(stage: string, error: unknown, why: string): void {
+  fail(stage: string, error: unknown, why: string, notice: { code: ErrorCode; fatal: boolean } = { code: 'storage-failed', fatal: false }): void {
     if (this.state_ === 'failed') return;
     this.state_ = 'failed';
     this.cancelTimers();
@@ -500,8 +500,8 @@ export class RoomHost {
     this.checkpointing = false;
     for (const m of this.members_.values()) {
       try {
-        m.send({ t: 'error', code: 'storage-failed', message: why, fatal: false });
-        m.close(1011, why, 'storage-failed');
+        m.send({ t: 'error', code: notice.code, message: why, fatal: notice.fatal });
+        m.close(1011, why, notice.code);
       } catch {
         /* a member that cannot be told is closed by its connection's own failure */
       }

@@ -9,7 +9,7 @@
  * room is never loaded twice: a load waits for the same room's unloading (release) to finish,
  * and joins during a load wait for that load.
  */
-import { HerculesError, type LogEntry, type Machine, type RoomOutput } from '@hercules/core';
+import { HerculesError, type ErrorCode, type LogEntry, type Machine, type RoomOutput } from '@hercules/core';
 import { RoomHost, type OutputPath, type RoomHostOptions } from './room-host.ts';
 import type { LoadedRoom } from './store/room-store.ts';
 
@@ -160,6 +160,16 @@ export class RoomRegistry {
       n++;
     }
     return n;
+  }
+
+  /**
+   * Stop serving `name` now (if it is loaded): its members are told `why` with `code`, fatal, and
+   * closed; resolves once the store has the room back (to delete it, say).
+   */
+  async evict(name: string, code: ErrorCode, why: string): Promise<void> {
+    await this.loading.get(name)?.catch(() => {});
+    this.hosts.get(name)?.fail('evicted', new Error(why), why, { code, fatal: true });
+    await this.unloading.get(name);
   }
 
   /** Keep time in every room (ack timeouts) and unload the rooms idle for `idleUnloadMs`. */

@@ -21,6 +21,7 @@ import {
   HerculesError,
   ServerCodec,
   type AuthorizeOp,
+  type ClientRecord,
   type ErrorCode,
   type LogEntry,
   type Machine,
@@ -218,6 +219,11 @@ export interface RoomService {
   /** Every stored room, with what is known of it without loading it (and more if it is loaded). */
   rooms(): Promise<RoomSummary[]>;
   /**
+   * Create room `name` from an export (RoomFile), of a machine this server serves. Rejects with
+   * `bad-argument` if the room exists or the file is not a consistent export.
+   */
+  importRoom(name: string, file: RoomFile): Promise<void>;
+  /**
    * Up to `max` entries of `room`'s log after position `after`, as stored (RoomStore.peek; the
    * room is not loaded for it). `from` > after + 1: the ones before were compacted.
    */
@@ -241,8 +247,26 @@ export interface ServerRoom {
   submit(op: string, args: unknown, opts: { author: string; key?: string }): Promise<ServerSubmitResult>;
   /** The room's state after the last op it ordered (loading it if needed). */
   state(): Promise<unknown>;
+  /** The room as stored (checkpoint, the log after it, client records), to import elsewhere. Rejects with `bad-room` if there is none. */
+  export(): Promise<RoomFile>;
+  /**
+   * Delete the room: its connections are closed with `bad-room` (fatal), then everything stored
+   * goes. False if there was none. A client connecting afterwards starts a new, empty room.
+   */
+  delete(): Promise<boolean>;
   /** Called with the entries of each commit of this room, once stored. Returns the unsubscribe. */
   subscribe(listener: (entries: readonly LogEntry[]) => void): () => void;
+}
+
+/** A room exported (`ServerRoom.export`, `GET /admin/rooms/:room/export`), as JSON. */
+export interface RoomFile {
+  format: 'hercules-room';
+  formatVersion: 1;
+  machine: { name: string; version: number };
+  checkpoint: { pos: number; state: unknown };
+  entries: LogEntry[];
+  clients: Record<string, ClientRecord>;
+  stable: number;
 }
 
 /** A stored room as `rooms()` lists it. */
@@ -433,6 +457,10 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       failed(host, stage, e, why) {
         roomStats.delete(host.name);
         metrics.rooms.set(registry.size);
+        if (stage === 'evicted') {
+          log.info({ room: host.name, why }, `room ${host.name} stopped: ${why}`);
+          return;
+        }
         if (e instanceof StorageError && e.kind === 'value') metrics.outputFailures.inc({ stage: 'serialize' });
         else if (e instanceof FencedError) metrics.outputFailures.inc({ stage: 'fenced' });
         else if (e instanceof StorageError) metrics.storageErrors.inc();
@@ -852,6 +880,26 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       async state() {
         return (await hostFor(name, create)).engine.headSnapshot();
       },
+      async export() {
+        if (!opts.store.exportRoom) throw new HerculesError('bad-argument', 'this room store cannot export rooms (no exportRoom)');
+        const ex = await opts.store.exportRoom(name);
+        if (!ex) throw new HerculesError('bad-room', `room ${name} does not exist`);
+        const d = ex.durable;
+        return {
+          format: 'hercules-room',
+          formatVersion: 1,
+          machine: { name: ex.meta.machine, version: ex.meta.version },
+          checkpoint: d.checkpoint,
+          entries: d.suffix,
+          clients: d.clients,
+          stable: d.stable,
+        };
+      },
+      async delete() {
+        if (!opts.store.deleteRoom) throw new HerculesError('bad-argument', 'this room store cannot delete rooms (no deleteRoom)');
+        await registry.evict(name, 'bad-room', `room ${name} was deleted`);
+        return opts.store.deleteRoom(name);
+      },
       subscribe(listener) {
         if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'subscribe(listener): listener must be a function');
         let set = commitListeners.get(name);
@@ -1127,6 +1175,27 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           stable: e.stableFrontier(),
           members: [...e.members()],
         };
+      });
+    },
+    async importRoom(name, file) {
+      if (typeof name !== 'string' || !ROOM_NAME.test(name))
+        throw new HerculesError('bad-argument', `importRoom: ${JSON.stringify(String(name)).slice(0, 80)} is not a room name`);
+      if (!opts.store.importRoom) throw new HerculesError('bad-argument', 'this room store cannot import rooms (no importRoom)');
+      if (!file || file.format !== 'hercules-room' || file.formatVersion !== 1)
+        throw new HerculesError(
+          'bad-argument',
+          'importRoom: not a room export (format "hercules-room", formatVersion 1: what export() and GET /admin/rooms/:room/export give)',
+        );
+      const machine = machines.get(file.machine?.name);
+      if (!machine || machine.version !== file.machine.version)
+        throw new HerculesError(
+          'bad-argument',
+          `importRoom ${name}: the export's machine ${file.machine?.name}@${file.machine?.version} is not one this server serves (${[...machines.values()].map((m) => `${m.name}@${m.version}`).join(', ')})`,
+        );
+      if (registry.get(name)) throw new HerculesError('bad-argument', `import room ${name}: it exists; delete it first or import under another name`);
+      await opts.store.importRoom(name, {
+        meta: { machine: file.machine.name, version: file.machine.version },
+        durable: { checkpoint: file.checkpoint, suffix: file.entries, clients: file.clients, stable: file.stable },
       });
     },
     async readLog(name, after, max) {

@@ -11,7 +11,16 @@ import { SqliteStore } from './store/sqlite.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { adminHttp, checkAdminOptions, type AdminOptions } from './admin-http.ts';
 import { checkWebhooks, Webhooks, type WebhookOptions } from './webhooks.ts';
-import { createRoomService, machineMap, resolveLimits, type Limits, type RoomOptions, type RoomSummary, type ServerRoom } from './room-service.ts';
+import {
+  createRoomService,
+  machineMap,
+  resolveLimits,
+  type Limits,
+  type RoomFile,
+  type RoomOptions,
+  type RoomSummary,
+  type ServerRoom,
+} from './room-service.ts';
 
 export type { Limits };
 
@@ -48,6 +57,8 @@ export interface HerculesServer {
   room(name: string, machine?: string): ServerRoom;
   /** Every stored room (details for those in memory). Also `GET /admin/rooms`. */
   rooms(): Promise<RoomSummary[]>;
+  /** Create a room from an export (`server.room(name).export()` elsewhere). Also `PUT /admin/rooms/:room`. */
+  importRoom(name: string, file: RoomFile): Promise<void>;
   /** Stop accepting, close connections, write checkpoints, close the database. */
   close(): Promise<void>;
 }
@@ -168,6 +179,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     revoke: (target) => service.revoke(target),
     room: (name, machine) => service.room(name, machine),
     rooms: () => service.rooms(),
+    importRoom: (name, file) => service.importRoom(name, file),
     store,
     close() {
       closed ??= (async () => {

@@ -155,3 +155,61 @@ test('docs/admin-api.openapi.json describes exactly the routes the admin API ser
   const described = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
   assert.deepEqual(described.sort(), ADMIN_ROUTES.map(([m, p]) => `${m} ${p}`).sort());
 });
+
+test('export a room from one server, import it into another: its clients resume there exactly once; delete closes them and removes it (in process and over HTTP)', async (t) => {
+  const a = await server(t, { admin: { token: ADMIN } });
+  const b = await server(t, { admin: { token: ADMIN } });
+  const { sqliteStorage } = await import('@hercules/client-sqlite');
+  const dir = tempDir('export-client');
+  t.after(dir.cleanup);
+  const file = `${dir.dir}/c.sqlite`;
+  const c1 = await connect({ url: a.url, room: 'moving', machine: chat, clientId: 'mover', storage: sqliteStorage(file) });
+  await online(c1);
+  for (let i = 1; i <= 3; i++) await c1.ops.say({ text: `on A ${i}` }).visible;
+  await c1.close();
+  const auth = { authorization: `Bearer ${ADMIN}` };
+  const exported = await (await fetch(`${a.url.replace('ws://', 'http://')}/admin/rooms/moving/export`, { headers: auth })).json();
+  assert.equal(exported.format, 'hercules-room');
+  assert.deepEqual(exported, await a.room('moving').export(), 'HTTP and in process agree');
+  const put = await fetch(`${b.url.replace('ws://', 'http://')}/admin/rooms/moved`, {
+    method: 'PUT',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify(exported),
+  });
+  assert.equal(put.status, 201);
+  assert.deepEqual(await b.room('moved').state(), await a.room('moving').state());
+  // The same client, its store as it was, resumes in the imported room: nothing twice.
+  const c2 = await connect({ url: b.url, room: 'moved', machine: chat, clientId: 'mover', storage: sqliteStorage(file) });
+  t.after(() => c2.close());
+  await online(c2);
+  await c2.ops.say({ text: 'on B' }).authoritative;
+  assert.deepEqual(
+    c2.getState('authoritative').messages.map((m) => m.text),
+    ['on A 1', 'on A 2', 'on A 3', 'on B'],
+  );
+  assert.deepEqual(c2.pending(), []);
+  // Import refuses: an existing room, a file that is not an export, a machine this server does not serve.
+  const refused = async (body: unknown, room = 'other') => {
+    const r = await fetch(`${b.url.replace('ws://', 'http://')}/admin/rooms/${room}`, {
+      method: 'PUT',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return [r.status, ((await r.json()) as { message: string }).message];
+  };
+  assert.match(String((await refused(exported, 'moved'))[1]), /it exists/);
+  assert.match(String((await refused({ hello: 1 }))[1]), /not a room export/);
+  assert.match(String((await refused({ ...exported, machine: { name: 'chat', version: 9 } }))[1]), /is not one this server serves/);
+  assert.match(String((await refused({ ...exported, entries: exported.entries.slice(1) }))[1]), /must be the log entry at position/);
+  assert.deepEqual(
+    (await b.rooms()).map((r) => r.name),
+    ['moved'],
+  );
+  // Delete: the connected client is told (bad-room, fatal); the room is gone.
+  const del = await fetch(`${b.url.replace('ws://', 'http://')}/admin/rooms/moved`, { method: 'DELETE', headers: auth });
+  assert.deepEqual(await del.json(), { deleted: true });
+  await until(() => c2.status() === 'failed', 5000, 'the client stopped');
+  assert.deepEqual(await b.rooms(), []);
+  assert.equal(await b.room('moved').delete(), false);
+  await assert.rejects(b.room('moved').export(), isCode('bad-room'));
+});

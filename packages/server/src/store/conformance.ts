@@ -633,6 +633,40 @@ def('peek (optional) reads the meta and the log after a position, and leaves the
   assertRoomHolds(await load(store, 'r'), entries(1, 6), 'after the peeks');
 });
 
+def(
+  'exportRoom, importRoom and deleteRoom (optional): a room exported and imported under another name loads the same; delete removes it',
+  async ({ store }) => {
+    if (!store.exportRoom || !store.importRoom || !store.deleteRoom) return { skipped: 'this store has no export, import or delete (optional)' };
+    assert.equal(await store.exportRoom('none'), undefined);
+    await store.open('r', INIT);
+    await store.append('r', { after: 0, entries: entries(1, 5), clients: { c1: { highWater: 5, visibleSeq: 4 } }, checkpoint: { pos: 2, state: stateAt(2) } });
+    const ex = await store.exportRoom('r');
+    assert.ok(ex);
+    assert.deepEqual(ex.meta, { machine: INIT.machine, version: INIT.version });
+    await store.importRoom('copy', ex);
+    const copy = await load(store, 'copy');
+    assertRoomHolds(copy, entries(1, 5), 'the imported room');
+    assert.deepEqual(copy.durable.clients, { c1: { highWater: 5, visibleSeq: 4 } });
+    assert.deepEqual(copy.meta.machine, INIT.machine);
+    assert.deepEqual(
+      await store.append('copy', { after: copy.rev, entries: entries(6, 6) }),
+      { rev: copy.rev + 1, head: 6 },
+      'the imported room takes appends',
+    );
+    await rejectsWith(store.importRoom('r', ex), 'bad-argument', 'import over an existing room');
+    const gap = { ...ex, durable: { ...ex.durable, suffix: [ex.durable.suffix[1]] } };
+    await rejectsWith(store.importRoom('gappy', gap), 'bad-argument', 'import of a log with a gap');
+    assert.equal(await store.open('gappy'), undefined, 'nothing of a refused import is written');
+    await store.release('r');
+    assert.equal(await store.deleteRoom('r'), true);
+    assert.equal(await store.deleteRoom('r'), false);
+    assert.equal(await store.open('r'), undefined);
+    assert.deepEqual((await store.rooms()).sort(), ['copy']);
+    await store.open('r', INIT);
+    assertRoomHolds(await load(store, 'r'), [], 'a room created again under a deleted name starts empty');
+  },
+);
+
 def('rooms lists every room created, once', async ({ store }) => {
   for (const r of ['one', 'two', 'three']) await store.open(r, INIT);
   await store.open('one', INIT);

@@ -25,6 +25,8 @@ import {
   type RoomAppend,
   type RoomInit,
   type RoomPeek,
+  type RoomExport,
+  exportProblem,
   type RoomMeta,
   type RoomStore,
 } from './room-store.ts';
@@ -86,6 +88,47 @@ export class MemoryStore implements RoomStore {
     const skip = fault.skip ?? 0;
     if (!Number.isSafeInteger(skip) || skip < 0) throw new HerculesError('bad-argument', `failAppend: skip must be an integer >= 0, got ${String(fault.skip)}`);
     this.faults.push({ room: fault.room, skip, stage: fault.stage ?? 'during' });
+  }
+
+  async exportRoom(room: string): Promise<RoomExport | undefined> {
+    if (this.closed) throw closedError(`export room ${String(room)}`);
+    checkRoomName(room);
+    const r = this.disk.rooms.get(room);
+    if (!r) return undefined;
+    const clients: Record<string, ClientRecord> = {};
+    for (const [c, json] of r.clients) clients[c] = JSON.parse(json);
+    return {
+      meta: { machine: r.meta.machine, version: r.meta.version },
+      durable: {
+        checkpoint: { pos: r.checkpoint.pos, state: JSON.parse(r.checkpoint.json) },
+        suffix: r.log.map((j) => JSON.parse(j) as LogEntry),
+        clients,
+        stable: r.stable,
+      },
+    };
+  }
+
+  async importRoom(room: string, data: RoomExport): Promise<void> {
+    if (this.closed) throw closedError(`import room ${String(room)}`);
+    checkRoomName(room);
+    const problem = exportProblem(data);
+    if (problem) throw new HerculesError('bad-argument', `import room ${room}: ${problem}`);
+    if (this.disk.rooms.has(room)) throw new HerculesError('bad-argument', `import room ${room}: it exists; delete it first or import under another name`);
+    const d = data.durable;
+    this.disk.rooms.set(room, {
+      meta: { machine: data.meta.machine, version: data.meta.version, created: this.now() },
+      rev: 0,
+      checkpoint: { pos: d.checkpoint.pos, json: toJson(room, d.checkpoint.state, 'its checkpoint') },
+      stable: d.stable,
+      log: d.suffix.map((e) => toJson(room, e, `log entry ${e.pos}`)),
+      clients: new Map(Object.entries(d.clients).map(([c, rec]) => [c, toJson(room, rec, `client record ${c}`)])),
+    });
+  }
+
+  async deleteRoom(room: string): Promise<boolean> {
+    if (this.closed) throw closedError(`delete room ${String(room)}`);
+    checkRoomName(room);
+    return this.disk.rooms.delete(room);
   }
 
   async peek(room: string, after: number, max: number): Promise<RoomPeek | undefined> {

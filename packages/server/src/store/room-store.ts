@@ -73,6 +73,29 @@ export interface LoadedRoom {
   fresh: boolean;
 }
 
+/** A room as `exportRoom` reads it and `importRoom` writes it. */
+export interface RoomExport {
+  meta: Pick<RoomMeta, 'machine' | 'version'>;
+  durable: RoomDurableState;
+}
+
+/** Why an export cannot be imported, or undefined: consecutive positions after the checkpoint, a stable position within the log. */
+export function exportProblem(data: RoomExport): string | undefined {
+  const d = data?.durable;
+  if (!data?.meta || typeof data.meta.machine !== 'string' || !Number.isInteger(data.meta.version)) return 'meta must be { machine: string, version: integer }';
+  if (!d?.checkpoint || !Number.isSafeInteger(d.checkpoint.pos) || d.checkpoint.pos < 0) return 'durable.checkpoint must be { pos: integer >= 0, state }';
+  if (!Array.isArray(d.suffix)) return 'durable.suffix must be a list of log entries';
+  for (let i = 0; i < d.suffix.length; i++) {
+    const e = d.suffix[i];
+    if (!e || e.pos !== d.checkpoint.pos + 1 + i || typeof e.client !== 'string' || !Number.isSafeInteger(e.seq) || typeof e.name !== 'string')
+      return `durable.suffix[${i}] must be the log entry at position ${d.checkpoint.pos + 1 + i}`;
+  }
+  if (!d.clients || typeof d.clients !== 'object' || Array.isArray(d.clients)) return 'durable.clients must be an object of client records';
+  const head = d.checkpoint.pos + d.suffix.length;
+  if (!Number.isSafeInteger(d.stable) || d.stable < 0 || d.stable > head) return `durable.stable must be a position within the log (0..${head})`;
+  return undefined;
+}
+
 /** What `RoomStore.peek` reads. */
 export interface RoomPeek {
   meta: RoomMeta;
@@ -131,6 +154,15 @@ export interface RoomStore {
    * serves no webhooks, and the backend API then needs the room's machine named.
    */
   peek?(room: string, after: number, max: number): Promise<RoomPeek | undefined>;
+  /** The room as stored (meta, checkpoint, the log after it, client records), for an export; touches no cache. Optional. */
+  exportRoom?(room: string): Promise<RoomExport | undefined>;
+  /**
+   * Create `room` from an export, all or nothing; rejects with `bad-argument` if it exists (or
+   * the export is not consistent: the log must follow the checkpoint without a gap). Optional.
+   */
+  importRoom?(room: string, data: RoomExport): Promise<void>;
+  /** Delete the room and everything it holds; false if there was none. Its writer must have released it first. Optional. */
+  deleteRoom?(room: string): Promise<boolean>;
   /** Finish what is in flight (appends settle), write what is deferred, and let go of the storage. Later calls reject with `closed`. */
   close(): Promise<void>;
 }

@@ -42,6 +42,8 @@ import {
   type RoomAppend,
   type RoomInit,
   type RoomPeek,
+  type RoomExport,
+  exportProblem,
   type RoomMeta,
   type RoomStore,
 } from './room-store.ts';
@@ -413,6 +415,68 @@ export class SqliteStore implements RoomStore {
   }
 
   // ---------------------------------------------------------------- the RoomStore contract
+
+  async exportRoom(room: string): Promise<RoomExport | undefined> {
+    if (this.closed) throw closedError(`export room ${String(room)}`);
+    checkRoomName(room);
+    try {
+      const r = this.stmts.getRoom.get(room);
+      if (!r) return undefined;
+      const suffix: LogEntry[] = [];
+      for (const row of this.stmts.getLog.all(room, r.checkpoint_pos))
+        for (const e of JSON.parse(row.entries) as LogEntry[]) if (e.pos > r.checkpoint_pos) suffix.push(e);
+      const clients: Record<string, ClientRecord> = {};
+      for (const c of this.stmts.getClients.all(room)) clients[c.client] = JSON.parse(c.record);
+      return {
+        meta: { machine: r.machine, version: r.version },
+        durable: { checkpoint: { pos: r.checkpoint_pos, state: JSON.parse(r.checkpoint) }, suffix, clients, stable: r.stable },
+      };
+    } catch (e) {
+      throw new StorageError(`room ${room}: cannot read it for an export: ${(e as Error).message}. Check the data file is readable.`, e);
+    }
+  }
+
+  async importRoom(room: string, data: RoomExport): Promise<void> {
+    if (this.closed) throw closedError(`import room ${String(room)}`);
+    checkRoomName(room);
+    const problem = exportProblem(data);
+    if (problem) throw new HerculesError('bad-argument', `import room ${room}: ${problem}`);
+    const d = data.durable;
+    const s = this.stmts;
+    const write = this.db.transaction(() => {
+      if (s.getRoom.get(room)) throw new HerculesError('bad-argument', `import room ${room}: it exists; delete it first or import under another name`);
+      s.insertRoom.run(room, data.meta.machine, data.meta.version, d.checkpoint.pos, JSON.stringify(d.checkpoint.state), d.stable, this.now());
+      if (d.suffix.length) s.insertLog.run(room, d.suffix[0].pos, d.suffix[d.suffix.length - 1].pos, JSON.stringify(d.suffix));
+      for (const [client, rec] of Object.entries(d.clients)) s.upsertClient.run(room, client, JSON.stringify(rec));
+    });
+    try {
+      write();
+    } catch (e) {
+      if (e instanceof HerculesError) throw e;
+      throw new StorageError(`room ${room}: cannot import it: ${(e as Error).message}. Check the disk is not full.`, e);
+    }
+  }
+
+  async deleteRoom(room: string): Promise<boolean> {
+    if (this.closed) throw closedError(`delete room ${String(room)}`);
+    checkRoomName(room);
+    const del = this.db.transaction(() => {
+      this.db.prepare('DELETE FROM log_chunks WHERE room = ?').run(room);
+      this.db.prepare('DELETE FROM clients WHERE room = ?').run(room);
+      return this.db.prepare('DELETE FROM rooms WHERE room = ?').run(room).changes > 0;
+    });
+    try {
+      const existed = del();
+      this.heads.delete(room);
+      this.latest.delete(room);
+      this.written.delete(room);
+      this.checkpointBytes.delete(room);
+      this.logBytesSince.delete(room);
+      return existed;
+    } catch (e) {
+      throw new StorageError(`room ${room}: cannot delete it: ${(e as Error).message}. Check the disk is not full.`, e);
+    }
+  }
 
   async peek(room: string, after: number, max: number): Promise<RoomPeek | undefined> {
     if (this.closed) throw closedError(`peek at room ${String(room)}`);
