@@ -35,6 +35,8 @@ export interface WebhookOptions {
   retryMinMs?: number;
   /** A request unanswered after this long is a failure (default 10 s). */
   timeoutMs?: number;
+  /** Gather the commits of this long into one request (default 10 ms): fewer requests, less of the server's CPU. */
+  batchMs?: number;
 }
 
 /** Where the worker reads a room's log: the loaded room's engine, or the store. */
@@ -140,7 +142,12 @@ export class Webhooks {
         this.save.run(hook.id, room, lane.cursor);
       }
       lane.head = Math.max(lane.head === Number.POSITIVE_INFINITY ? 0 : lane.head, last);
-      this.pump(lane);
+      // An idle lane waits a moment, so the commits of that moment go in one request.
+      if (!lane.busy && !lane.timer)
+        lane.timer = setTimeout(() => {
+          lane.timer = undefined;
+          this.pump(lane);
+        }, hook.opts.batchMs ?? 10);
     }
   }
 
