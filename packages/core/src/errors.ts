@@ -20,6 +20,10 @@ export const ERROR_CODES = [
   // Sent by a server in an error frame; a fatal one becomes the client room's failure.
   'protocol-version',
   'machine-mismatch',
+  /** The client runs an older version of the room's machine (docs/migrations.md): the app should reload. */
+  'client-too-old',
+  /** The client runs a newer version of the machine than the server (or the room) has: deploy it to the server. */
+  'server-too-old',
   'malformed-frame',
   'not-ready',
   'seq-gap',
