@@ -291,7 +291,12 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
     const ops = this.queue;
     this.queue = [];
     this.#writing = ops;
-    this.#store.append(ops, (error) => this.written(ops, error));
+    // Each stored op records the machine version it was written against (docs/migrations.md).
+    const v = this.room.machine.version;
+    this.#store.append(
+      ops.map((o) => (o.v === undefined ? { ...o, v } : o)),
+      (error) => this.written(ops, error),
+    );
   }
 
   private written(ops: readonly OpRecord[], error: unknown): void {
@@ -393,7 +398,7 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
     const before = this.#basePos;
     this.#basePos = base.pos;
     this.#baseWriting = true;
-    this.#store.saveBase(base, (error) => {
+    this.#store.saveBase({ ...base, v: this.room.machine.version }, (error) => {
       this.#baseWriting = false;
       if (error !== undefined) {
         // The ops inside stay in the store (safe, only larger); the next change of Stable tries again.

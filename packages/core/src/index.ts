@@ -2,9 +2,24 @@
  * @hercules/core — the pure heart of Hercules. No sockets, disks or timers in here:
  * transports, storage and clocks are adapters around these engines.
  */
-export { defineMachine, applyOp, applyOps, current, deepFreeze } from './machine.ts';
+export {
+  defineMachine,
+  applyOp,
+  applyOps,
+  current,
+  deepFreeze,
+  SYSTEM_CLIENT,
+  MIGRATE_OP,
+  isMigrationEntry,
+  machineVersions,
+  machineAt,
+  migrateState,
+  translateOp,
+} from './machine.ts';
+export { prepareRestore, storedRoomVersion, cannotRun } from './room-migration.ts';
+export type { PreparedRestore } from './room-migration.ts';
 export { findNonJson, domainCopy, scanOp, sameArgs, GENESIS_DIGEST, MAX_ARG_DEPTH } from './args.ts';
-export type { Machine, MachineSpec, OpContext, OpFn, OpArgs, OpsOf, PresenceOf, StateOf, Json, OpInvocation } from './machine.ts';
+export type { Machine, MachineSpec, MigrateFrom, OpTranslation, OpContext, OpFn, OpArgs, OpsOf, PresenceOf, StateOf, Json, OpInvocation } from './machine.ts';
 export * from './protocol.ts';
 export { ERROR_CODES, HerculesError, OpRejectedError, errorMessage, isErrorCode } from './errors.ts';
 export type { ErrorCode } from './errors.ts';

@@ -33,11 +33,37 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 // The state type is a parameter; ops receive it as a mutable draft.
 export type OpFn<S> = (state: S, args: any, ctx: OpContext) => void;
 
-export interface MachineSpec<S, Ops extends Record<string, OpFn<S>>, P = unknown> {
+/** What a translated op becomes: an op of the newer version, or a refusal with its reason. */
+export type OpTranslation = { readonly name: string; readonly args: unknown } | { readonly refuse: string };
+
+/**
+ * How a version comes from the previous one (docs/migrations.md). Runs on the server and on every
+ * client, so both functions must be deterministic, like ops.
+ */
+export interface MigrateFrom<S, PS = any> {
+  /** The previous version's machine (same name, lower version); it may have its own migrateFrom. */
+  machine: Machine<PS, any, any>;
+  /** The state of the previous version as a state of this one. Pure; JSON data in and out. */
+  state: (prev: PS) => S;
+  /**
+   * An op written against the previous version as an op of this one, or `{ refuse: reason }`.
+   * Default: the op unchanged (refused as unknown if this version has no op of its name). A throw
+   * refuses it with the error's message.
+   */
+  op?: (op: { readonly name: string; readonly args: any }) => OpTranslation;
+}
+
+export interface MachineSpec<S, Ops extends Record<string, OpFn<S>>, P = unknown, PS = any> {
   /** A stable name; client and server refuse to talk if it differs. */
   name: string;
-  /** Bump when ops change meaning; client and server refuse to talk if it differs. */
+  /**
+   * Bump when the state or the ops change meaning, and say how to come from the previous version
+   * in `migrateFrom`. A server serves the newest version it has; a client on another version is
+   * refused (client-too-old, server-too-old).
+   */
   version: number;
+  /** How this version comes from the previous one (docs/migrations.md): absent for a first version. */
+  migrateFrom?: MigrateFrom<NoInfer<S>, PS>;
   /** The state before any op. Must be JSON data. */
   initial: S;
   ops: Ops;
@@ -59,6 +85,8 @@ export interface MachineSpec<S, Ops extends Record<string, OpFn<S>>, P = unknown
 export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<string, OpFn<S>>, P = any> {
   readonly name: string;
   readonly version: number;
+  /** How this version comes from the previous one (MachineSpec.migrateFrom), if it does. */
+  readonly migrateFrom?: MigrateFrom<S>;
   /** Deep-frozen initial state. */
   readonly initial: S;
   readonly ops: Ops;
@@ -86,7 +114,7 @@ export type PresenceOf<M> = M extends Machine<any, any, infer P> ? P : unknown;
  * Define a state machine. Throws a `HerculesError('bad-machine')` that names the offending part
  * if the definition cannot work (no name, non-JSON initial state, an op that is not a function).
  */
-export function defineMachine<S, const Ops extends Record<string, OpFn<S>>, P = unknown>(spec: MachineSpec<S, Ops, P>): Machine<S, Ops, P> {
+export function defineMachine<S, const Ops extends Record<string, OpFn<S>>, P = unknown, PS = any>(spec: MachineSpec<S, Ops, P, PS>): Machine<S, Ops, P> {
   if (spec === null || typeof spec !== 'object') {
     throw new HerculesError('bad-machine', 'defineMachine needs an object { name, version, initial, ops }');
   }
@@ -132,10 +160,29 @@ export function defineMachine<S, const Ops extends Record<string, OpFn<S>>, P = 
       `defineMachine(${spec.name}): presence is not a Standard Schema (no ~standard.validate); use Valibot, Zod, ArkType or another Standard Schema validator`,
     );
   }
+  const mf = spec.migrateFrom;
+  if (mf !== undefined) {
+    const prev = mf?.machine as Partial<Machine> | undefined;
+    if (mf === null || typeof mf !== 'object' || !prev || !(prev.opNames instanceof Set))
+      throw new HerculesError('bad-machine', `defineMachine(${spec.name}): migrateFrom.machine must be the previous version's machine (from defineMachine)`);
+    if (prev.name !== spec.name || !(prev.version! < spec.version))
+      throw new HerculesError(
+        'bad-machine',
+        `defineMachine(${spec.name}@${spec.version}): migrateFrom.machine is ${prev.name}@${prev.version}; it must be the same machine name at a lower version`,
+      );
+    if (typeof mf.state !== 'function')
+      throw new HerculesError('bad-machine', `defineMachine(${spec.name}@${spec.version}): migrateFrom.state must be a function (previous state) => state`);
+    if (mf.op !== undefined && typeof mf.op !== 'function')
+      throw new HerculesError(
+        'bad-machine',
+        `defineMachine(${spec.name}@${spec.version}): migrateFrom.op must be a function ({ name, args }) => { name, args } | { refuse }`,
+      );
+  }
   const name = spec.name;
   return {
     name,
     version: spec.version,
+    ...(mf !== undefined ? { migrateFrom: mf as MigrateFrom<S> } : {}),
     initial: deepFreeze(structuredClone(spec.initial)),
     ops: spec.ops,
     opNames: new Set(Object.keys(spec.ops)),
@@ -184,6 +231,103 @@ export interface OpInvocation {
   readonly name: string;
   readonly args: unknown;
   readonly author: string;
+  /**
+   * The machine version the op was written against, when older than the machine applying it (a
+   * client's op saved offline before an upgrade): it is translated (MigrateFrom.op) first.
+   */
+  readonly v?: number;
+}
+
+// ---------------------------------------------------------------- versions (docs/migrations.md)
+
+/** The reserved client id of a room's own log entries (a migration); no client may use it. */
+export const SYSTEM_CLIENT = '~hercules';
+/** The op name of a migration entry: `{ client: SYSTEM_CLIENT, seq: to, name: MIGRATE_OP, args: { from, to } }`. */
+export const MIGRATE_OP = '~migrate';
+
+/** Whether a log entry is a room's migration entry. */
+export function isMigrationEntry(e: { readonly client: string; readonly name: string }): boolean {
+  return e.client === SYSTEM_CLIENT && e.name === MIGRATE_OP;
+}
+
+/** The versions `machine` knows, itself and those its migrateFrom chain reaches, newest first. */
+export function machineVersions(machine: Machine<any, any, any>): Machine<any, any, any>[] {
+  const out: Machine<any, any, any>[] = [];
+  for (let m: Machine<any, any, any> | undefined = machine; m; m = m.migrateFrom?.machine) out.push(m);
+  return out;
+}
+
+/** The machine of version `version` in `machine`'s chain, if it reaches it. */
+export function machineAt(machine: Machine<any, any, any>, version: number): Machine<any, any, any> | undefined {
+  return machineVersions(machine).find((m) => m.version === version);
+}
+
+/**
+ * A state of version `from` as a state of `machine` (its version), along the migrateFrom chain;
+ * frozen. Throws `bad-machine` if the chain does not reach `from` or a step does not give JSON data.
+ */
+export function migrateState<S>(machine: Machine<S, any, any>, state: unknown, from: number): S {
+  if (from === machine.version) return state as S;
+  const chain = machineVersions(machine);
+  const i = chain.findIndex((m) => m.version === from);
+  if (i < 0)
+    throw new HerculesError(
+      'bad-machine',
+      `${machine.name}@${machine.version} cannot migrate a state of version ${from}: its migrateFrom chain reaches ${chain.map((m) => m.version).join(', ')}`,
+    );
+  let s = state;
+  for (let k = i - 1; k >= 0; k--) {
+    const m = chain[k];
+    s = m.migrateFrom!.state(s);
+    const problem = findNonJson(s, 'state');
+    if (problem) throw new HerculesError('bad-machine', `${m.name}@${m.version} migrateFrom.state: ${problem}; it must return JSON data`);
+    s = deepFreeze(s);
+  }
+  return s as S;
+}
+
+/**
+ * An op written against version `from` as an op of `machine`, along the chain, or a refusal
+ * (the translation's reason, or why it could not be translated). Never throws.
+ */
+export function translateOp(machine: Machine<any, any, any>, from: number, name: string, args: unknown): OpTranslation {
+  if (from === machine.version) return { name, args };
+  const chain = machineVersions(machine);
+  const i = chain.findIndex((m) => m.version === from);
+  if (i < 0) return { refuse: `written against ${machine.name}@${from}, which ${machine.name}@${machine.version} cannot translate from` };
+  let op: OpTranslation = { name, args };
+  for (let k = i - 1; k >= 0; k--) {
+    const f = chain[k].migrateFrom!.op;
+    if (!f) continue;
+    try {
+      const r: unknown = f(op as { name: string; args: unknown });
+      if (r !== null && typeof r === 'object' && typeof (r as { refuse?: unknown }).refuse === 'string') return { refuse: (r as { refuse: string }).refuse };
+      if (r === null || typeof r !== 'object' || typeof (r as { name?: unknown }).name !== 'string')
+        return { refuse: `${chain[k].name}@${chain[k].version} migrateFrom.op returned neither { name, args } nor { refuse }` };
+      op = { name: (r as { name: string }).name, args: (r as { args?: unknown }).args };
+    } catch (e) {
+      return { refuse: `translating to ${chain[k].name}@${chain[k].version} failed: ${errorMessage(e)}` };
+    }
+  }
+  return op;
+}
+
+/** Apply a migration entry (its args `{ from, to }`) to a state of version `from`. */
+function applyMigration<S>(machine: Machine<S>, state: S, args: unknown): ApplyResult<S> {
+  const a = args as { from?: unknown; to?: unknown } | null;
+  if (a === null || typeof a !== 'object' || typeof a.from !== 'number' || typeof a.to !== 'number') return { state, error: 'malformed migration entry' };
+  const target = machineAt(machine, a.to);
+  if (!target) return { state, error: `${machine.name}@${machine.version} does not know version ${a.to}` };
+  try {
+    return { state: migrateState(target, state, a.from) as S };
+  } catch (e) {
+    return { state, error: errorMessage(e) };
+  }
+}
+
+/** The name and args to run for `op` on `machine`: translated if written against an older version. */
+function opToRun(machine: Machine<any, any, any>, op: OpInvocation): OpTranslation {
+  return op.v === undefined || op.v === machine.version ? op : translateOp(machine, op.v, op.name, op.args);
 }
 
 export interface ApplyResult<S> {
@@ -277,14 +421,17 @@ export function current<T>(draftPart: T): T {
  * deterministic functions of (state, args, ctx).
  */
 export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, position: number): ApplyResult<S> {
-  const fn = machine.ops[op.name];
-  if (typeof fn !== 'function' || !Object.hasOwn(machine.ops, op.name)) {
-    return { state, error: `unknown op "${op.name}" for machine ${machine.name}@${machine.version}` };
+  if (isMigrationEntry(op)) return applyMigration(machine, state, op.args);
+  const run = opToRun(machine, op);
+  if ('refuse' in run) return { state, error: run.refuse };
+  const fn = machine.ops[run.name];
+  if (typeof fn !== 'function' || !Object.hasOwn(machine.ops, run.name)) {
+    return { state, error: `unknown op "${run.name}" for machine ${machine.name}@${machine.version}` };
   }
   const ctx: OpContext = { author: op.author, client: op.client, seq: op.seq, position };
   try {
     const next = produce(state, (draft) => {
-      fn(draft, op.args, ctx);
+      fn(draft, run.args, ctx);
     });
     return { state: next };
   } catch (e) {
@@ -307,6 +454,17 @@ export function applyOps<S>(
   onThrow?: (index: number, error: string) => void,
 ): S {
   if (ops.length === 0) return state;
+  if (ops.length > 1 && ops.some(isMigrationEntry)) {
+    // A migration replaces the whole state, which no draft can: one op at a time (rare).
+    let s = state;
+    ops.forEach((op, i) => {
+      if (op.error !== undefined) return;
+      const res = applyOp(machine, s, op, firstPosition + i);
+      if (res.error !== undefined) onThrow?.(i, res.error);
+      s = res.state;
+    });
+    return s;
+  }
   if (ops.length === 1) {
     const op = ops[0];
     if (op.error !== undefined) return state;
@@ -350,10 +508,12 @@ export function applyOps<S>(
 /** Run one op on a draft: its error if it threw or is unknown (the caller discards the draft). */
 function runOne<S>(machine: Machine<S>, draft: S, op: OpInvocation & { readonly error?: string }, position: number): string | undefined {
   if (op.error !== undefined) return undefined;
-  const fn = machine.ops[op.name];
-  if (typeof fn !== 'function' || !Object.hasOwn(machine.ops, op.name)) return `unknown op "${op.name}" for machine ${machine.name}@${machine.version}`;
+  const run = opToRun(machine, op);
+  if ('refuse' in run) return run.refuse;
+  const fn = machine.ops[run.name];
+  if (typeof fn !== 'function' || !Object.hasOwn(machine.ops, run.name)) return `unknown op "${run.name}" for machine ${machine.name}@${machine.version}`;
   try {
-    fn(draft, op.args, { author: op.author, client: op.client, seq: op.seq, position });
+    fn(draft, run.args, { author: op.author, client: op.client, seq: op.seq, position });
     return undefined;
   } catch (e) {
     return errorMessage(e);

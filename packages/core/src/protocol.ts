@@ -46,6 +46,13 @@ export interface OpRecord {
    * digest chain. Sent and stored.
    */
   readonly after?: number;
+  /**
+   * The machine version the op was written against (docs/migrations.md). Stores keep it; it is
+   * sent only when older than the client's machine (an op saved offline before an upgrade), and
+   * the server translates such an op (MigrateFrom.op) before ordering it. Never in a log entry:
+   * the log holds the translated op.
+   */
+  readonly v?: number;
 }
 
 /** An op in the global log. */
@@ -103,7 +110,8 @@ export interface HelloMessage {
 }
 export interface OpsMessage {
   readonly t: 'ops';
-  readonly ops: readonly { readonly seq: number; readonly name: string; readonly args: unknown; readonly after?: number }[];
+  /** `v`: the machine version an op was written against, when older than the connection's (OpRecord.v). */
+  readonly ops: readonly { readonly seq: number; readonly name: string; readonly args: unknown; readonly after?: number; readonly v?: number }[];
 }
 export interface AckMessage {
   readonly t: 'ack';
@@ -311,7 +319,11 @@ export function parseClientMessage(v: unknown): ClientMessage {
         if (typeof o.name !== 'string' || o.name.length === 0 || o.name.length > MAX_OP_NAME)
           bad(`ops.ops[${i}].name must be a non-empty string of at most ${MAX_OP_NAME} characters`);
         if (o.after !== undefined && !(isNat(o.after) && o.after < o.seq - 1)) bad(`ops.ops[${i}].after must be an integer below seq - 1 (a declared gap)`);
-        return o.after === undefined ? { seq: o.seq, name: o.name, args: o.args } : { seq: o.seq, name: o.name, args: o.args, after: o.after };
+        if (o.v !== undefined && !isNat(o.v)) bad(`ops.ops[${i}].v must be a machine version (a non-negative integer)`);
+        const op: { seq: number; name: string; args: unknown; after?: number; v?: number } = { seq: o.seq, name: o.name, args: o.args };
+        if (o.after !== undefined) op.after = o.after;
+        if (o.v !== undefined) op.v = o.v;
+        return op;
       });
       return { t: 'ops', ops };
     }

@@ -13,7 +13,8 @@
  * `send`s, so an op is announced Authoritative only once it is stored.
  */
 import { HerculesError, errorMessage, unreachable, type ErrorCode } from './errors.ts';
-import { applyOp, applyOps, deepFreeze, type Machine } from './machine.ts';
+import { SYSTEM_CLIENT, applyOp, applyOps, deepFreeze, translateOp, type Machine } from './machine.ts';
+import { prepareRestore } from './room-migration.ts';
 import { GENESIS_DIGEST, domainCopy, sameArgs, scanOp } from './args.ts';
 import {
   MAX_PRESENCE_BYTES,
@@ -135,6 +136,11 @@ export interface RoomDurableState {
   suffix: LogEntry[];
   clients: Record<string, ClientRecord>;
   stable: number;
+  /**
+   * The machine version the room was created under (RoomMeta.version), which it runs unless a
+   * migration says otherwise (docs/migrations.md); absent: the engine's machine's.
+   */
+  version?: number;
 }
 
 export interface RoomOutput {
@@ -244,6 +250,9 @@ export class RoomEngine<S = unknown> {
       throw new HerculesError('bad-argument', `presenceEveryMs must be a non-negative number of milliseconds, got ${String(every)}`);
     }
     this.presenceEveryMs = every;
+    // A room stored under an older version is migrated now, before any input (MIGRATE-ONCE).
+    const prepared = restore && prepareRestore(machine, restore);
+    if (prepared) restore = prepared.durable;
     if (restore) {
       this.checkpointPos = restore.checkpoint.pos;
       this.checkpointState = deepFreeze(restore.checkpoint.state as S);
@@ -270,6 +279,10 @@ export class RoomEngine<S = unknown> {
       // A store may keep an older checkpoint than its stable position (ClusterStore writes them
       // lazily): compact to the frontier, as the engine had before it was stored.
       this.compact();
+      // What the migration wrote goes out with the first output, whatever its input.
+      if (prepared?.appended) this.out.persist.appended.push(prepared.appended);
+      if (prepared?.checkpoint) this.out.persist.checkpoint ??= prepared.checkpoint;
+      for (const id of prepared?.dirty ?? []) this.dirtyClients.add(id);
     } else {
       this.checkpointPos = 0;
       this.checkpointState = machine.initial;
@@ -435,13 +448,29 @@ export class RoomEngine<S = unknown> {
       this.error(s.conn, 'protocol-version', `this server speaks protocol ${PROTOCOL_VERSION}, the client ${m.v}; upgrade the older side`, true);
       return;
     }
-    if (m.machine.name !== this.machine.name || m.machine.version !== this.machine.version) {
+    if (m.machine.name !== this.machine.name) {
       this.error(
         s.conn,
         'machine-mismatch',
         `this room runs ${this.machine.name}@${this.machine.version}, the client ${m.machine.name}@${m.machine.version}; deploy the same machine module to both`,
         true,
       );
+      return;
+    }
+    if (m.machine.version !== this.machine.version) {
+      const older = m.machine.version < this.machine.version;
+      this.error(
+        s.conn,
+        older ? 'client-too-old' : 'server-too-old',
+        older
+          ? `this room runs ${this.machine.name}@${this.machine.version}, the client ${m.machine.name}@${m.machine.version}; reload the app to get the new version (its saved ops are kept and translated)`
+          : `this room runs ${this.machine.name}@${this.machine.version}, the client ${m.machine.name}@${m.machine.version}; deploy the new machine to the server`,
+        true,
+      );
+      return;
+    }
+    if (m.client === SYSTEM_CLIENT) {
+      this.error(s.conn, 'forbidden', `client id ${SYSTEM_CLIENT} is reserved for the room's own log entries; let the client library generate an id`, true);
       return;
     }
     if (s.client) {
@@ -635,12 +664,17 @@ export class RoomEngine<S = unknown> {
     for (const o of this.sessions.values()) if (o !== s && o.client) this.send(o.conn, msg);
   }
 
-  private onOps(s: Session, ops: readonly { seq: number; name: string; args: unknown; after?: number }[], now: number): void {
+  private onOps(s: Session, ops: readonly { seq: number; name: string; args: unknown; after?: number; v?: number }[], now: number): void {
     const client = s.client!;
     const rec = this.clients.get(client)!;
     const appended: LogEntry[] = [];
     const deferApply = this.authorize === undefined && ops.length > 1;
-    for (const op of ops) {
+    for (const sent of ops) {
+      // An op written against an older version is translated here, where it is ordered: once
+      // (docs/migrations.md). The digest chain stays over the op as sent, which the client holds.
+      const tr = sent.v === undefined || sent.v === this.machine.version ? undefined : translateOp(this.machine, sent.v, sent.name, sent.args);
+      const translated = tr !== undefined && !('refuse' in tr) ? tr : undefined;
+      const op = translated ? { ...sent, name: translated.name, args: translated.args } : sent;
       if (op.seq <= rec.highWater) {
         // A retransmission of an op already ordered is dropped (exactly once). An op under an
         // ordered seq that differs from it comes from a second sender under one id, or a store
@@ -688,8 +722,16 @@ export class RoomEngine<S = unknown> {
       const pos = this.head() + 1;
       // The argument domain and size (args.ts) before anything else: nothing outside them is
       // ever applied, stored or fanned out. The same walk extends this client's digest chain.
-      const scan = scanOp(gap ? GENESIS_DIGEST : (rec.digest ?? 0), op.name, op.args);
-      const refusal = 'problem' in scan ? scan.problem : this.refusal(s, op, pos);
+      const scan = scanOp(gap ? GENESIS_DIGEST : (rec.digest ?? 0), sent.name, sent.args);
+      const tscan = translated && scanOp(0, op.name, op.args);
+      const refusal =
+        'problem' in scan
+          ? scan.problem
+          : tr && 'refuse' in tr
+            ? tr.refuse
+            : tscan && 'problem' in tscan
+              ? `translated: ${tscan.problem}`
+              : this.refusal(s, op, pos);
       if (rec.digest !== undefined) {
         rec.digest = 'digest' in scan ? scan.digest : -op.seq; // refused: any value no client holds
         if (rec.recent !== undefined) {

@@ -20,7 +20,7 @@
  * adjacent logs are equal their snapshots are the same object, so quiet views share identity.
  */
 import { HerculesError, isErrorCode, type ErrorCode } from './errors.ts';
-import { applyOp, applyOps, deepFreeze, type Machine, type OpInvocation } from './machine.ts';
+import { applyOp, applyOps, deepFreeze, migrateState, type Machine, type OpInvocation } from './machine.ts';
 import { GENESIS_DIGEST, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
 import {
   FRAME_BUDGET_BYTES,
@@ -107,7 +107,7 @@ export interface ClientRestore {
    * A snapshot of the global log prefix the client had, to start offline from. `ownSeq`: the
    * highest seq of this client's ops inside it; the store keeps every op after it.
    */
-  base?: { pos: number; state: unknown; ownSeq: number };
+  base?: { pos: number; state: unknown; ownSeq: number; v?: number };
 }
 
 /** A snapshot to keep on the device, and which of our ops it holds (see ViewEngine.baseToSave). */
@@ -116,6 +116,8 @@ export interface BaseSnapshot {
   state: unknown;
   /** Every op of ours with seq <= ownSeq is inside `state`; the store may delete them with it. */
   ownSeq: number;
+  /** The machine version of `state` (docs/migrations.md); absent: the restoring machine's. */
+  v?: number;
 }
 
 /** Work the adapter must carry out, drained after each input. */
@@ -259,7 +261,11 @@ export class ViewEngine<S = unknown> {
     this.batching = validateBatching(opts.batching ?? 'off');
 
     const base = restore?.base;
-    const s0 = (base ? deepFreeze(base.state) : machine.initial) as S;
+    // A base of an older version is migrated here only to show something offline: the welcome
+    // replaces it with the room's checkpoint (docs/migrations.md).
+    const s0 = (
+      base ? (base.v !== undefined && base.v !== machine.version ? migrateState(machine, base.state, base.v) : deepFreeze(base.state)) : machine.initial
+    ) as S;
     const pos0 = base ? base.pos : 0;
     this.stableState = this.visibleState = this.authState = this.durableState = this.submittedState = s0;
     this.stableLen = this.visibleLen = this.authLen = this.serverStable = pos0;
@@ -272,6 +278,8 @@ export class ViewEngine<S = unknown> {
         if (r.client !== this.clientId || r.seq <= this.stableOwnSeq) continue;
         const op = this.makeOwn(r.seq, r.name, r.args === undefined ? undefined : deepFreeze(structuredClone(r.args)), 'durable', t);
         if (r.digest !== undefined) op.digest = r.digest;
+        // Written against an older version: applied and sent as such, translated (MigrateFrom.op).
+        if (r.v !== undefined && r.v !== machine.version) Object.assign(op, { v: r.v });
         this.durableList.push(op);
         if (r.after !== undefined) op.after = r.after;
         if (r.seq > this.lastSeq) {
@@ -1044,7 +1052,7 @@ export class ViewEngine<S = unknown> {
   private sendPending(): void {
     if (this.connState !== 'ready') return;
     // Split into frames the server accepts: a bounded number of ops and of bytes per frame.
-    let ops: { seq: number; name: string; args: unknown; after?: number }[] = [];
+    let ops: { seq: number; name: string; args: unknown; after?: number; v?: number }[] = [];
     let bytes = 0;
     // Ops not yet durable go ahead of the store only within a reservation, and at most
     // RECENT_DIGESTS of them, so a restart can verify its last persisted op among the server's
@@ -1062,7 +1070,10 @@ export class ViewEngine<S = unknown> {
         ops = [];
         bytes = 0;
       }
-      ops.push(op.after === undefined ? { seq: op.seq, name: op.name, args: op.args } : { seq: op.seq, name: op.name, args: op.args, after: op.after });
+      const sent: { seq: number; name: string; args: unknown; after?: number; v?: number } = { seq: op.seq, name: op.name, args: op.args };
+      if (op.after !== undefined) sent.after = op.after;
+      if (op.v !== undefined) sent.v = op.v;
+      ops.push(sent);
       bytes += b;
       this.sentSeq = op.seq;
     }

@@ -119,8 +119,8 @@ export class ClientCodec {
   }
 }
 
-/** Ops the compact frame can carry: consecutive seqs, no declared gap (those go as a plain message). */
-function consecutive(ops: readonly { seq: number; after?: number }[]): boolean {
-  for (let i = 0; i < ops.length; i++) if (ops[i].after !== undefined || (i > 0 && ops[i].seq !== ops[i - 1].seq + 1)) return false;
+/** Ops the compact frame can carry: consecutive seqs, no declared gap, no older version (those go as a plain message). */
+function consecutive(ops: readonly { seq: number; after?: number; v?: number }[]): boolean {
+  for (let i = 0; i < ops.length; i++) if (ops[i].after !== undefined || ops[i].v !== undefined || (i > 0 && ops[i].seq !== ops[i - 1].seq + 1)) return false;
   return ops.length > 0;
 }
