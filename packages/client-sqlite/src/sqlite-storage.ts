@@ -59,6 +59,8 @@ export function sqliteStorage(file: string): ClientStorage {
     if (!cols.has('last_digest')) db.exec('ALTER TABLE client ADD COLUMN last_digest INTEGER');
     if (!cols.has('base_own_seq')) db.exec('ALTER TABLE client ADD COLUMN base_own_seq INTEGER');
     if (!cols.has('reserved_seq')) db.exec('ALTER TABLE client ADD COLUMN reserved_seq INTEGER');
+    // The machine version of the base (BaseSnapshot.v; docs/migrations.md).
+    if (!cols.has('base_v')) db.exec('ALTER TABLE client ADD COLUMN base_v INTEGER');
   } catch (e) {
     db.close();
     throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
@@ -73,18 +75,19 @@ export function sqliteStorage(file: string): ClientStorage {
       base_pos: number | null;
       base: string | null;
       base_own_seq: number | null;
+      base_v: number | null;
     }
-  >('SELECT client_id, last_seq, last_digest, reserved_seq, base_pos, base, base_own_seq FROM client WHERE room = ?');
+  >('SELECT client_id, last_seq, last_digest, reserved_seq, base_pos, base, base_own_seq, base_v FROM client WHERE room = ?');
   const getOps = db.prepare<[string], { op: string }>('SELECT op FROM ops WHERE room = ? ORDER BY seq');
   const insClient = db.prepare('INSERT OR IGNORE INTO client (room, client_id, last_seq) VALUES (?, ?, 0)');
   const insOp = db.prepare('INSERT OR REPLACE INTO ops (room, seq, op) VALUES (?, ?, ?)');
   const setSeq = db.prepare('UPDATE client SET last_seq = ?, last_digest = ? WHERE room = ? AND last_seq < ?');
   const setReserved = db.prepare('UPDATE client SET reserved_seq = ? WHERE room = ?');
   const delOps = db.prepare('DELETE FROM ops WHERE room = ? AND seq <= ?');
-  const setBase = db.prepare('UPDATE client SET base_pos = ?, base = ?, base_own_seq = ? WHERE room = ? AND (base_pos IS NULL OR base_pos < ?)');
+  const setBase = db.prepare('UPDATE client SET base_pos = ?, base = ?, base_own_seq = ?, base_v = ? WHERE room = ? AND (base_pos IS NULL OR base_pos < ?)');
   // The base and the deletion of the ops it holds are one transaction (see ClientStorage.saveBase).
   const saveBase = db.transaction((room: string, base: BaseSnapshot) => {
-    if (setBase.run(base.pos, JSON.stringify(base.state), base.ownSeq, room, base.pos).changes > 0) delOps.run(room, base.ownSeq);
+    if (setBase.run(base.pos, JSON.stringify(base.state), base.ownSeq, base.v ?? null, room, base.pos).changes > 0) delOps.run(room, base.ownSeq);
   });
 
   // Group commit: appends and reservations of one tick share a transaction (one fsync); a
@@ -125,7 +128,9 @@ export function sqliteStorage(file: string): ClientStorage {
         ...(c.reserved_seq !== null ? { reservedSeq: c.reserved_seq } : {}),
         durable: getOps.all(room).map((r) => JSON.parse(r.op) as OpRecord),
         // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
-        ...(c.base !== null && c.base_pos !== null ? { base: { pos: c.base_pos, state: JSON.parse(c.base), ownSeq: c.base_own_seq ?? 0 } } : {}),
+        ...(c.base !== null && c.base_pos !== null
+          ? { base: { pos: c.base_pos, state: JSON.parse(c.base), ownSeq: c.base_own_seq ?? 0, ...(c.base_v !== null ? { v: c.base_v } : {}) } }
+          : {}),
       };
     },
     async init(room, clientId) {

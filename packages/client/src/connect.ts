@@ -4,9 +4,9 @@
  * @hercules/core, the same the simulator runs) on the real clock and the given store, and a
  * reconnecting WebSocketTransport; the room returned wraps them (room.ts).
  */
-import { ClientDriver, ClientRoom, HerculesError, type Batching, type Clock, type Machine } from '@hercules/core';
+import { ClientDriver, ClientRoom, HerculesError, machineVersions, type Batching, type Clock, type Machine } from '@hercules/core';
 import { ConnectedClientRoom, type ConnectedRoom } from './room.ts';
-import { memoryStorage, type ClientStorage } from './storage.ts';
+import { memoryStorage, type ClientStorage, type StoredClient } from './storage.ts';
 import { WebSocketTransport, type ClientTransport, type ConnectionStatus, type WebSocketLike } from './transport.ts';
 
 export type { ConnectedRoom } from './room.ts';
@@ -102,6 +102,33 @@ function newClientId(): string {
   return `c-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
 }
 
+/**
+ * The store of a room, by machine name and room: not by version, so it survives an upgrade
+ * (docs/migrations.md). A store written before that, keyed `name@version/room`, is found under
+ * that key, for each version the machine's migrateFrom chain knows (newest first), and used
+ * there; its ops and base without a version are of the key's.
+ */
+export async function openStore(storage: ClientStorage, machine: Machine<any, any>, room: string): Promise<{ key: string; stored: StoredClient | undefined }> {
+  const key = `${machine.name}/${room}`;
+  const stored = await storage.load(key);
+  if (stored) return { key, stored };
+  for (const m of machineVersions(machine)) {
+    const legacy = `${machine.name}@${m.version}/${room}`;
+    const old = await storage.load(legacy);
+    if (!old) continue;
+    const v = m.version;
+    return {
+      key: legacy,
+      stored: {
+        ...old,
+        durable: old.durable.map((o) => (o.v === undefined ? { ...o, v } : o)),
+        ...(old.base ? { base: old.base.v === undefined ? { ...old.base, v } : old.base } : {}),
+      },
+    };
+  }
+  return { key, stored: undefined };
+}
+
 export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<M>): Promise<ConnectedRoom<M>> {
   const urls = typeof opts?.url === 'string' ? [opts.url] : Array.isArray(opts?.url) ? (opts.url as unknown[]) : [];
   if (!opts || urls.length === 0 || !urls.every((u) => typeof u === 'string' && /^wss?:\/\//.test(u)))
@@ -111,8 +138,8 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
   if (!opts.machine || !(opts.machine.opNames instanceof Set)) throw new HerculesError('bad-argument', 'connect: machine must come from defineMachine');
   const storage = opts.storage ?? memoryStorage();
   const WebSocketImpl = opts.transport ? undefined : await resolveWebSocket(opts.WebSocket);
-  const key = `${opts.machine.name}@${opts.machine.version}/${opts.room}`;
-  let stored = await storage.load(key);
+  const { key, stored: found } = await openStore(storage, opts.machine, opts.room);
+  let stored = found;
   const clientId = stored?.clientId ?? opts.clientId ?? newClientId();
   if (!stored) {
     await storage.init(key, clientId);

@@ -21,7 +21,7 @@ interface ClientRow {
   lastDigest?: number;
   /** ClientStorage.reserve */
   reservedSeq?: number;
-  base?: { pos: number; state: unknown; ownSeq?: number };
+  base?: { pos: number; state: unknown; ownSeq?: number; v?: number };
 }
 interface OpRow {
   room: string;
@@ -176,7 +176,9 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
         ...(row.reservedSeq !== undefined ? { reservedSeq: row.reservedSeq } : {}),
         durable: ops.map((o) => o.op),
         // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
-        ...(row.base ? { base: { pos: row.base.pos, state: row.base.state, ownSeq: row.base.ownSeq ?? 0 } } : {}),
+        ...(row.base
+          ? { base: { pos: row.base.pos, state: row.base.state, ownSeq: row.base.ownSeq ?? 0, ...(row.base.v !== undefined ? { v: row.base.v } : {}) } }
+          : {}),
       };
     },
     async init(room, clientId) {
@@ -210,7 +212,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       g.onsuccess = () => {
         const row = g.result as ClientRow | undefined;
         if (!row || (row.base && row.base.pos >= base.pos)) return;
-        s.put({ ...row, base: { pos: base.pos, state: base.state, ownSeq: base.ownSeq } });
+        s.put({ ...row, base: { pos: base.pos, state: base.state, ownSeq: base.ownSeq, ...(base.v !== undefined ? { v: base.v } : {}) } });
         if (base.ownSeq > 0) t.objectStore('ops').delete(KeyRange.bound([room, 0], [room, base.ownSeq]));
       };
       await done(t);

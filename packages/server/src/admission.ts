@@ -149,7 +149,19 @@ export function checkHello(frame: unknown, machines: ReadonlyMap<string, Machine
       fatal: true,
     };
   const machine = machines.get(hello.machine.name);
-  if (!machine || machine.version !== hello.machine.version) {
+  if (machine && machine.version !== hello.machine.version) {
+    // This server serves the newest version it has of each machine (docs/migrations.md).
+    const older = hello.machine.version < machine.version;
+    return {
+      code: older ? 'client-too-old' : 'server-too-old',
+      closeCode: 4002,
+      message: older
+        ? `this server runs ${machine.name}@${machine.version}, the client ${machine.name}@${hello.machine.version}; reload the app to get the new version (its saved ops are kept, and translated)`
+        : `this server's newest ${machine.name} is version ${machine.version}, the client runs ${machine.name}@${hello.machine.version}; deploy the new machine to the server`,
+      fatal: true,
+    };
+  }
+  if (!machine) {
     const known = [...machines.values()].map((m) => `${m.name}@${m.version}`).join(', ');
     return {
       code: 'machine-mismatch',

@@ -9,7 +9,7 @@
  * room is never loaded twice: a load waits for the same room's unloading (release) to finish,
  * and joins during a load wait for that load.
  */
-import { HerculesError, type ErrorCode, type LogEntry, type Machine, type RoomOutput } from '@hercules/core';
+import { HerculesError, cannotRun, storedRoomVersion, type ErrorCode, type LogEntry, type Machine, type RoomOutput } from '@hercules/core';
 import { RoomHost, type OutputPath, type RoomHostOptions } from './room-host.ts';
 import type { LoadedRoom } from './store/room-store.ts';
 
@@ -100,8 +100,13 @@ export class RoomRegistry {
     if (unloading) await unloading;
     const loaded = await this.opts.store.open(name, { machine: machine.name, version: machine.version, initial: machine.initial });
     if (this.closed) throw new HerculesError('closed', 'the server is shutting down');
-    if (loaded.meta.machine !== machine.name || loaded.meta.version !== machine.version)
+    if (loaded.meta.machine !== machine.name)
       return `room ${name} runs ${loaded.meta.machine}@${loaded.meta.version}, not ${machine.name}@${machine.version}; use another room name or deploy the matching machine`;
+    // A room of an older version the machine migrates from is migrated by its engine, on load;
+    // one of a newer version, or one the chain does not reach, is refused (docs/migrations.md).
+    loaded.durable.version = loaded.meta.version;
+    const no = cannotRun(machine, storedRoomVersion(loaded.durable, machine.version));
+    if (no) throw new HerculesError(no.code, `room ${name}: ${no.message}`);
     const ev = this.events;
     const hostOpts: ConstructorParameters<typeof RoomHost>[0] = {
       name,

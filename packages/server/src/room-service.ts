@@ -20,6 +20,7 @@ import pino, { type Logger } from 'pino';
 import {
   HerculesError,
   ServerCodec,
+  machineAt,
   type AuthorizeOp,
   type ClientRecord,
   type ErrorCode,
@@ -356,13 +357,26 @@ export function resolveLimits(caller: string, opts: { limits?: Partial<Limits>; 
   return limits;
 }
 
-/** The machines option as a map by name, checked. */
+/**
+ * The machines option as a map by name to the newest version given, checked: several versions of
+ * one name must form one migrateFrom chain (docs/migrations.md).
+ */
 export function machineMap(caller: string, machines: RoomServiceOptions['machines'] | undefined): Map<string, Machine<any, any>> {
   const map = new Map<string, Machine<any, any>>();
-  for (const m of Array.isArray(machines) ? machines : Object.values(machines ?? {})) {
+  const all = Array.isArray(machines) ? machines : Object.values(machines ?? {});
+  for (const m of all) {
     if (!m || typeof m.name !== 'string' || !(m.opNames instanceof Set))
       throw new HerculesError('bad-argument', `${caller}: \`machines\` must hold machines made with defineMachine`);
-    map.set(m.name, m);
+    const had = map.get(m.name);
+    if (!had || m.version > had.version) map.set(m.name, m);
+  }
+  for (const m of all) {
+    const newest = map.get(m.name)!;
+    if (machineAt(newest, m.version) !== m)
+      throw new HerculesError(
+        'bad-argument',
+        `${caller}: ${m.name}@${m.version} is not in the migrateFrom chain of ${newest.name}@${newest.version}; give each version a migrateFrom pointing at the one before (docs/migrations.md)`,
+      );
   }
   if (map.size === 0) throw new HerculesError('bad-argument', `${caller}: no machines given; pass the machines your apps use`);
   return map;
@@ -692,6 +706,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
         guard('join', () => {
           c.joining = false;
           if (c.closed || closing) return;
+          // The room runs a version this server cannot run (docs/migrations.md): retrying cannot help.
+          if (e instanceof HerculesError && (e.code === 'server-too-old' || e.code === 'machine-mismatch')) return cut(c, e.code, 4002, e.message, true);
           metrics.storageErrors.inc();
           log.error({ room: c.roomName, err: errText(e) }, 'cannot load room');
           // Not fatal: a store that is down or slow (a full disk, a replicated log electing a
