@@ -250,7 +250,7 @@ export class RoomEngine<S = unknown> {
       throw new HerculesError('bad-argument', `presenceEveryMs must be a non-negative number of milliseconds, got ${String(every)}`);
     }
     this.presenceEveryMs = every;
-    // A room stored under an older version is migrated now, before any input (MIGRATE-ONCE).
+    // A room stored under an older version is migrated now, before any input (REC-MIGRATE-ONCE).
     const prepared = restore && prepareRestore(machine, restore);
     if (prepared) restore = prepared.durable;
     if (restore) {

@@ -2,7 +2,7 @@
  * A stored room as the newest machine runs it (docs/migrations.md): the server-side half of
  * machine migrations, pure. `prepareRestore` folds a stored room's entries of older versions into
  * a checkpoint of the newest, and, when the room runs an older version, makes the migration entry
- * the room must store before anything else (MIGRATE-ONCE).
+ * the room must store before anything else (REC-MIGRATE-ONCE).
  */
 import { HerculesError } from './errors.ts';
 import { MIGRATE_OP, SYSTEM_CLIENT, applyOp, isMigrationEntry, machineAt, machineVersions, migrateState, type Machine } from './machine.ts';

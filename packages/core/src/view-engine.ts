@@ -801,6 +801,8 @@ export class ViewEngine<S = unknown> {
         author: this.author,
         error: w.error,
         ...(w.refused ? { refused: true as const } : {}),
+        // Written against an older version: the server ordered its translation (MigrateFrom.op).
+        ...(own.v !== undefined ? { v: own.v } : {}),
         own,
       };
     } else {

@@ -14,8 +14,10 @@
 import { isDeepStrictEqual } from 'node:util';
 import {
   HerculesError,
+  SYSTEM_CLIENT,
   VIEWS,
   applyOp,
+  isMigrationEntry,
   type ClientMessage,
   type ClientRoom,
   type LogEntry,
@@ -254,6 +256,28 @@ export const CHECKERS: readonly Checker[] = [
       sequenced(s, e) {
         const at = s.posOf.get(idOf(e));
         if (at !== undefined) fail(`op ${idOf(e)} sequenced twice (positions ${at} and ${e.pos})`);
+      },
+    }),
+  },
+  {
+    rule: 'REC-MIGRATE-ONCE',
+    description:
+      'a room migrates to each version at most once, by a migration entry; the reserved client id has no other entries; a server never runs an older version than the log migrated to',
+    create: (fail: Fail) => ({
+      sequenced(s, e) {
+        if (e.client !== SYSTEM_CLIENT) return;
+        if (!isMigrationEntry(e)) fail(`entry ${idOf(e)} at ${e.pos} is under the reserved client id ${SYSTEM_CLIENT} but is no migration`);
+        const to = (e.args as { to?: unknown } | null)?.to;
+        if (to !== e.seq) fail(`migration entry at ${e.pos} has seq ${e.seq} but migrates to ${String(to)}`);
+        const earlier = s.global.find((g) => isMigrationEntry(g) && g.seq >= e.seq);
+        if (earlier) fail(`room migrated to version ${e.seq} at ${e.pos}, after it migrated to version ${earlier.seq} at ${earlier.pos}`);
+      },
+      step(s) {
+        if (!s.serverUp) return;
+        let last: LogEntry | undefined;
+        for (let i = s.global.length - 1; i >= 0 && !last; i--) if (isMigrationEntry(s.global[i])) last = s.global[i];
+        if (last && s.server.machine.version < last.seq)
+          fail(`the server runs version ${s.server.machine.version} of the machine, but the room migrated to ${last.seq} at ${last.pos}`);
       },
     }),
   },

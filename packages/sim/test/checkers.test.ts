@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ClientMessage, LogEntry, OpHandle, ServerMessage } from '@hercules/core';
+import { MIGRATE_OP, SYSTEM_CLIENT, type ClientMessage, type LogEntry, type OpHandle, type ServerMessage } from '@hercules/core';
 import { CHECKERS, Violation, configFor, Simulation } from '../src/sim.ts';
 import { observe, type Checker, type ClientState, type Hooks, type LiveClient, type SimState, type Step } from '../src/checkers.ts';
 import { ledger } from '../src/machine.ts';
@@ -49,6 +49,15 @@ const aClient = (sim: Simulation): ClientState => sim.clients.find((c) => c.aliv
 const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expected: RegExp]> = {
   'LOG-CONTIGUOUS': [(sim, h) => h.sequenced!(sim, { ...sim.global[0], pos: sim.global.length + 2 }, undefined), /committed \S+ at \d+, expected \d+/],
   'LOG-EXACTLY-ONCE': [(sim, h) => h.sequenced!(sim, { ...sim.global[0], pos: sim.global.length + 1 }, undefined), /sequenced twice/],
+  'REC-MIGRATE-ONCE': [
+    (sim, h) => {
+      // The room already migrated to version 2 (committed), and a second migration to 2 comes.
+      const migration = (pos: number): LogEntry => ({ pos, client: SYSTEM_CLIENT, seq: 2, name: MIGRATE_OP, args: { from: 1, to: 2 }, author: SYSTEM_CLIENT });
+      const st = over(sim, { global: [...sim.global, migration(sim.global.length + 1)] });
+      h.sequenced!(st, migration(sim.global.length + 2), undefined);
+    },
+    /room migrated to version 2 at \d+, after it migrated to version 2 at \d+/,
+  ],
   'LOG-CLIENT-ORDER': [
     (sim, h) => {
       // A gap over a seq the client's disk confirmed (a declared gap may skip only others).
