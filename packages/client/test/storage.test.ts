@@ -123,7 +123,7 @@ for (const reserving of [false, true]) {
       // The reservation was stored: the ops need no local write to be ordered (durable on the server).
       await Promise.all([h1.authoritative, h2.authoritative]);
       assert.ok(failures > 0, 'ordered while the local writes fail');
-      assert.equal((await inner.load(`${chat.name}@${chat.version}/flaky`))!.durable.length, 0, 'nothing of them persisted here yet');
+      assert.equal((await inner.load(`${chat.name}/flaky`))!.durable.length, 0, 'nothing of them persisted here yet');
       failing = false;
     } else {
       await new Promise((res) => setTimeout(res, 20));
@@ -133,7 +133,7 @@ for (const reserving of [false, true]) {
     await Promise.all([h1.visible, h2.visible]);
     await r.flushed();
     assert.deepEqual(
-      (await inner.load(`${chat.name}@${chat.version}/flaky`))!.durable.map((o) => o.seq),
+      (await inner.load(`${chat.name}/flaky`))!.durable.map((o) => o.seq),
       [1, 2],
       'and persisted here once a write succeeds',
     );

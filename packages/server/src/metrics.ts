@@ -31,7 +31,7 @@ export function createMetrics() {
     malformed: new Counter({ name: 'hercules_frames_malformed_total', help: 'Frames refused as malformed', registers: [registry] }),
     refusedConnections: new Counter({
       name: 'hercules_connections_refused_total',
-      help: 'Connections refused or closed for a reason, by reason: the error code sent to the client (unauthenticated, forbidden, bad-room, room-full, machine-mismatch, protocol-version, malformed-frame, not-ready, hello-timeout, rate-limited, server-full, encode-failed, storage-failed, internal, and the fatal errors a room gives: seq-gap, replaced, client-id-conflict), or slow-consumer and heartbeat-timeout (not told); see docs/errors.md',
+      help: 'Connections refused or closed for a reason, by reason: the error code sent to the client (unauthenticated, forbidden, bad-room, room-full, machine-mismatch, client-too-old, server-too-old, protocol-version, malformed-frame, not-ready, hello-timeout, rate-limited, server-full, encode-failed, storage-failed, internal, and the fatal errors a room gives: seq-gap, replaced, client-id-conflict), or slow-consumer and heartbeat-timeout (not told); see docs/errors.md',
       labelNames: ['reason'] as const,
       registers: [registry],
     }) as ReasonCounter,

@@ -99,7 +99,23 @@ test('every refused or cut connection is counted and logged with its reason', as
       'machine-mismatch',
       async () => {
         const c = await rawConnection(srv.url, 'r');
-        c.hello('m', { ...chat, version: 99 } as Machine<any, any>);
+        c.hello('m', { ...chat, name: 'no-such-machine' } as Machine<any, any>);
+        return c;
+      },
+    ],
+    [
+      'server-too-old',
+      async () => {
+        const c = await rawConnection(srv.url, 'r');
+        c.hello('n', { ...chat, version: 99 } as Machine<any, any>);
+        return c;
+      },
+    ],
+    [
+      'client-too-old',
+      async () => {
+        const c = await rawConnection(srv.url, 'r');
+        c.hello('o', { ...chat, version: chat.version - 1 } as Machine<any, any>);
         return c;
       },
     ],

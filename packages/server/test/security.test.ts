@@ -205,12 +205,12 @@ test('schemas and the authorize hook refuse ops before ordering; the submitter l
   assert.equal(bob.getState('authoritative').items.sofa.x, 5, 'the refused ops had no effect');
   assert.ok(!rogue.msgs.some((m) => m.t === 'error'), 'refusals are verdicts, not protocol errors');
 
-  // The wrong machine version: a clear error to that client only.
+  // A newer machine version than the server's: a clear error to that client only.
   const old = await raw(srv.url, 'd', await sign('old'));
   old.hello('o', interiorDesign, { version: interiorDesign.version + 1 });
   await until(() => old.closed(), 5000, 'close');
   const err = old.msgs.find((m) => m.t === 'error');
-  assert.ok(err && err.t === 'error' && err.code === 'machine-mismatch' && err.fatal, JSON.stringify(err));
+  assert.ok(err && err.t === 'error' && err.code === 'server-too-old' && err.fatal, JSON.stringify(err));
   await bob.ops.move({ id: 'chair-1', x: 9, y: 9 }).visible;
   rogue.ws.close();
   await alice.close();
