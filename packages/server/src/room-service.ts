@@ -1202,8 +1202,9 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           'bad-argument',
           'importRoom: not a room export (format "hercules-room", formatVersion 1: what export() and GET /admin/rooms/:room/export give)',
         );
+      // A version this server's machine migrates from is fine: the room is migrated when it loads.
       const machine = machines.get(file.machine?.name);
-      if (!machine || machine.version !== file.machine.version)
+      if (!machine || !machineAt(machine, file.machine.version))
         throw new HerculesError(
           'bad-argument',
           `importRoom ${name}: the export's machine ${file.machine?.name}@${file.machine?.version} is not one this server serves (${[...machines.values()].map((m) => `${m.name}@${m.version}`).join(', ')})`,
