@@ -42,6 +42,8 @@ export interface Principal {
   readonly user?: string;
   /** 'read' receives everything and can submit nothing. Default 'write'. */
   readonly access?: 'read' | 'write';
+  /** For a read-only connection: whether it may set presence (default: RoomOptions.readersPresence). */
+  readonly presence?: boolean;
 }
 
 /** What an `authorize` hook sees about the op's submitter. */
@@ -180,6 +182,8 @@ interface Session {
   memberSince: number;
   /** When the client opened this connection (its hello's `at`), if it said. */
   openedAt?: number;
+  /** A read-only connection's own say on setting presence (Principal.presence), over RoomOptions.readersPresence. */
+  readerPresence?: boolean;
   /** Its presence value (PresenceSetMessage), never stored; undefined: none. */
   presence?: unknown;
   /** Presence updates it may forward now (a token bucket: RoomOptions.presenceEveryMs), and when counted. */
@@ -348,7 +352,15 @@ export class RoomEngine<S = unknown> {
       if (principal.user !== undefined && (typeof principal.user !== 'string' || principal.user.length === 0)) {
         throw new HerculesError('bad-argument', 'principal.user must be a non-empty string when given');
       }
-      this.sessions.set(conn, { conn, ack: 0, status: 'new', memberSince: now, user: principal.user, access });
+      this.sessions.set(conn, {
+        conn,
+        ack: 0,
+        status: 'new',
+        memberSince: now,
+        user: principal.user,
+        access,
+        ...(principal.presence !== undefined ? { readerPresence: principal.presence === true } : {}),
+      });
     }
     return this.finish(now);
   }
@@ -618,7 +630,7 @@ export class RoomEngine<S = unknown> {
    * view) and sent at once to every other connection of the room.
    */
   private onPresence(s: Session, value: unknown, now: number): void {
-    if (s.access === 'read' && !this.readersPresence) {
+    if (s.access === 'read' && !(s.readerPresence ?? this.readersPresence)) {
       this.error(s.conn, 'forbidden', 'read-only access; this room does not let readers set presence', false);
       return;
     }

@@ -156,8 +156,11 @@ export interface RoomOptions {
   access?: AccessHook;
   /** Op-level authorization, called before each op is ordered (see RoomEngine). */
   authorize?: AuthorizeOp<any>;
-  /** Whether read-only connections may set presence (room.presence); default false: they only see it. */
-  readersPresence?: boolean;
+  /**
+   * Whether read-only connections may set presence (room.presence): true, false (the default:
+   * they only see it), or a hook deciding per connection as it joins (`(identity, room) => boolean`).
+   */
+  readersPresence?: boolean | ((identity: Identity | undefined, room: string) => boolean);
   /**
    * Each connection's presence reaches the others at most once per this many ms on average,
    * after a burst of 5; faster updates are coalesced, the latest winning (default 10; 0: off).
@@ -400,6 +403,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     throw new HerculesError('bad-argument', `${caller}: \`access\` must be a function (identity, room) => access`);
   if (opts.authorize !== undefined && typeof opts.authorize !== 'function')
     throw new HerculesError('bad-argument', `${caller}: \`authorize\` must be a function (op, ctx, state) => verdict`);
+  if (opts.readersPresence !== undefined && typeof opts.readersPresence !== 'boolean' && typeof opts.readersPresence !== 'function')
+    throw new HerculesError('bad-argument', `${caller}: \`readersPresence\` must be true, false or a function (identity, room) => boolean`);
   const pe = opts.presenceEveryMs;
   if (pe !== undefined && !(typeof pe === 'number' && pe >= 0 && Number.isFinite(pe)))
     throw new HerculesError('bad-argument', `${caller}: \`presenceEveryMs\` must be a non-negative number of milliseconds, got ${String(pe)}`);
@@ -698,7 +703,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           c.host = host;
           c.clientId = checked.hello.client;
           c.member = memberOf(c);
-          host.join(c.member, { ...(c.identity ? { user: c.identity.user } : {}), access: c.access });
+          host.join(c.member, { ...(c.identity ? { user: c.identity.user } : {}), access: c.access, ...readerPresence(c) });
           host.receive(c.id, frame);
           ready(c);
         }),
@@ -947,6 +952,18 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
         }),
       Math.min(wait, 2 ** 31 - 1),
     );
+  }
+
+  /** A read-only connection's say on presence, when `readersPresence` is a hook (a hook that throws says no). */
+  function readerPresence(c: Session): { presence?: boolean } {
+    const hook = opts.readersPresence;
+    if (c.access !== 'read' || typeof hook !== 'function') return {};
+    try {
+      return { presence: hook(c.identity, c.roomName) === true };
+    } catch (e) {
+      log.warn({ room: c.roomName, user: c.identity?.user, err: errText(e) }, 'the readersPresence hook threw; this reader may not set presence');
+      return { presence: false };
+    }
   }
 
   /** Buckets of the users with open connections (Limits.userOpsPerSecond). */

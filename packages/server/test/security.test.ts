@@ -488,3 +488,29 @@ test('admin HTTP API: POST /admin/revoke with the admin token; 401 without it, 4
     404,
   );
 });
+
+// spec: PRESENCE-EPHEMERAL, SEC-ACCESS
+test('readersPresence as a hook: the server decides per read-only connection whether it may set presence', async (t) => {
+  const srv = await server(t, 'readers-presence', {
+    authenticate: (req) => ({ user: new URL(req.url ?? '/', 'http://x').searchParams.get('token') ?? 'nobody' }),
+    access: (identity) => (identity?.user === 'writer' ? 'write' : 'read'),
+    readersPresence: (identity, room) => identity?.user === 'guide' && room === 'tour',
+  });
+  const w = await client(srv.url, 'tour', chat, 'w-1', 'writer');
+  const guide = await client(srv.url, 'tour', chat, 'g-1', 'guide');
+  const viewer = await client(srv.url, 'tour', chat, 'v-1', 'viewer');
+  t.after(() => Promise.all([w.close(), guide.close(), viewer.close()]));
+  await Promise.all([online(w), online(guide), online(viewer)]);
+  guide.presence.set({ name: 'Guide' });
+  viewer.presence.set({ name: 'Viewer' });
+  await until(() => w.presence.others().some((p) => p.user === 'guide'), 5000, 'the guide is seen');
+  // The viewer's was refused (forbidden, not fatal): a later one from the guide arrives, the viewer's never.
+  guide.presence.set({ name: 'Guide again' });
+  await until(() => w.presence.others().some((p) => (p.value as { name?: string }).name === 'Guide again'), 5000, 'the next one');
+  assert.deepEqual(
+    w.presence.others().map((p) => p.user),
+    ['guide'],
+  );
+  assert.equal(viewer.status(), 'online', 'refusing presence does not close the connection');
+  await assert.rejects(server(t, 'bad-readers', { readersPresence: 'yes' as never }), (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument');
+});
