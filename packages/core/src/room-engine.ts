@@ -434,7 +434,8 @@ export class RoomEngine<S = unknown> {
         const rec = this.clients.get(s.client)!;
         // Only claims about ordered ops count (a gap's `after` is one). Kept in memory and written
         // with the record's next change, so an ack never costs a write of its own.
-        if (msg.durable !== undefined && Math.min(msg.durable, rec.highWater) > (rec.durable ?? 0)) rec.durable = Math.min(msg.durable, rec.highWater);
+        const durable = Math.min(msg.durable ?? 0, rec.highWater);
+        if (durable > (rec.durable ?? 0)) rec.durable = durable;
         if (rec.rejected && rec.rejected.length && rec.rejected[0].pos <= s.ack) {
           rec.rejected = rec.rejected.filter((r) => r.pos > s.ack);
           if (rec.rejected.length === 0) delete rec.rejected;
@@ -481,16 +482,18 @@ export class RoomEngine<S = unknown> {
       );
       return;
     }
-    if (m.client === SYSTEM_CLIENT) {
-      this.error(s.conn, 'forbidden', `client id ${SYSTEM_CLIENT} is reserved for the room's own log entries; let the client library generate an id`, true);
+    if (m.client === SYSTEM_CLIENT || m.client === SERVER_CLIENT) {
+      // The room's own entries (migrations) and the server API's ops are logged under these.
+      this.error(
+        s.conn,
+        'forbidden',
+        `client id ${m.client} is the server's own (its migrations and the ops of its API); let the client library generate an id`,
+        true,
+      );
       return;
     }
     if (s.client) {
       this.error(s.conn, 'malformed-frame', 'hello sent twice on one connection', false);
-      return;
-    }
-    if (m.client === SERVER_CLIENT) {
-      this.error(s.conn, 'forbidden', `client id ${SERVER_CLIENT} is the server's own (ops of its API); let the client library generate an id`, true);
       return;
     }
     const known = this.clients.get(m.client);
@@ -573,14 +576,9 @@ export class RoomEngine<S = unknown> {
       throw new HerculesError('bad-argument', 'submit: author must name who submits (a string of 1-256 characters)');
     if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 256))
       throw new HerculesError('bad-argument', 'submit: key must be a string of 1-256 characters (an idempotency key)');
-    if (!this.machine.opNames.has(name))
-      throw new HerculesError(
-        'unknown-op',
-        `unknown op ${JSON.stringify(String(name).slice(0, 64))} for machine ${this.machine.name}@${this.machine.version}; known ops: ${[...this.machine.opNames].join(', ')}`,
-      );
+    if (!this.machine.opNames.has(name)) throw new HerculesError('unknown-op', this.unknownOp(String(name)));
     const scan = scanOp(0, name, args);
-    if ('problem' in scan) throw new HerculesError('bad-argument', `submit ${name}: ${scan.problem}`);
-    const invalid = this.machine.validate(name, args);
+    const invalid = 'problem' in scan ? scan.problem : this.machine.validate(name, args);
     if (invalid !== undefined) throw new HerculesError('bad-argument', `submit ${name}: ${invalid}`);
     let rec = this.clients.get(SERVER_CLIENT);
     if (!rec) {
@@ -614,7 +612,7 @@ export class RoomEngine<S = unknown> {
     this.dirtyClients.add(SERVER_CLIENT);
     this.out.persist.appended.push(entry);
     this.stats.sequenced++;
-    for (const t of this.sessions.values()) if (t.client && t.status !== 'new') this.send(t.conn, { t: 'log', from: pos, entries: [{ k: 'op', e: entry }] });
+    this.fanOut([entry], SERVER_CLIENT);
     return { out: this.finish(now), result: { seq, position: pos, duplicate: false, ...(res.error !== undefined ? { error: res.error } : {}) } };
   }
 
@@ -784,10 +782,14 @@ export class RoomEngine<S = unknown> {
     if (deferApply) this.applyAppended(appended, rec);
     this.keepState(this.suffix[this.suffix.length - 1], this.headState);
     this.out.persist.appended.push(...appended);
-    // Fan out: the submitter gets Notify-Auth (compact), everyone else Remote-Operation.
+    this.fanOut(appended, client);
+  }
+
+  /** Send new entries to every connection: the submitter gets Notify-Auth (compact), everyone else Remote-Operation. */
+  private fanOut(appended: readonly LogEntry[], submitter: string): void {
     for (const t of this.sessions.values()) {
       if (!t.client || t.status === 'new') continue;
-      const own = t.client === client;
+      const own = t.client === submitter;
       const wire: WireEntry[] = appended.map((e) => (own ? ownEntry(e) : { k: 'op', e }));
       this.send(t.conn, { t: 'log', from: appended[0].pos, entries: wire });
     }
@@ -826,11 +828,14 @@ export class RoomEngine<S = unknown> {
   }
 
   /** Why an op may not be ordered (access, schema, authorize hook), or undefined if it may. */
+  private unknownOp(name: string): string {
+    return `unknown op ${JSON.stringify(name.slice(0, 64))} for machine ${this.machine.name}@${this.machine.version}; known ops: ${[...this.machine.opNames].join(', ')}`;
+  }
+
   private refusal(s: Session, op: { seq: number; name: string; args: unknown }, pos: number): string | undefined {
     if (s.access === 'read') return 'read-only access; this client may not submit ops to the room';
     // Unknown ops are refused like invalid ones: their arguments never reach the log.
-    if (!this.machine.opNames.has(op.name))
-      return `unknown op ${JSON.stringify(op.name.slice(0, 64))} for machine ${this.machine.name}@${this.machine.version}; known ops: ${[...this.machine.opNames].join(', ')}`;
+    if (!this.machine.opNames.has(op.name)) return this.unknownOp(op.name);
     const invalid = this.machine.validate(op.name, op.args);
     if (invalid !== undefined) return invalid;
     if (!this.authorize) return undefined;

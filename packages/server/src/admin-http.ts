@@ -17,26 +17,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HerculesError, isErrorCode } from '@hercules/core';
 import type { RoomService } from './room-service.ts';
 
-const ROOM_PATH = /^\/admin\/rooms\/([A-Za-z0-9._~-]{1,128})(?:\/(state|ops|export))?$/;
-
 export interface AdminOptions {
   /** The admin credential: a random string of at least 32 characters, kept out of clients. */
   token: string;
 }
-
-/** Every route, as docs/admin-api.openapi.json describes it (a test keeps the two in step). */
-export const ADMIN_ROUTES = [
-  ['POST', '/admin/revoke'],
-  ['GET', '/admin/rooms'],
-  ['GET', '/admin/rooms/{room}/state'],
-  ['POST', '/admin/rooms/{room}/ops'],
-  ['GET', '/admin/rooms/{room}/export'],
-  ['PUT', '/admin/rooms/{room}'],
-  ['DELETE', '/admin/rooms/{room}'],
-] as const;
-
-/** Largest room export an import takes (PUT /admin/rooms/:room). */
-const MAX_IMPORT_BYTES = 64 << 20;
 
 /** Largest request body read (JSON): the admin routes take small documents. */
 const MAX_BODY_BYTES = 64 << 10;
@@ -48,11 +32,90 @@ export function checkAdminOptions(caller: string, admin: AdminOptions | undefine
     throw new HerculesError('bad-argument', `${caller}: admin.token must be a string of at least 32 characters (e.g. openssl rand -hex 32)`);
 }
 
+/** Largest room export an import takes (PUT /admin/rooms/:room). */
+const MAX_IMPORT_BYTES = 64 << 20;
+
+type Service = Pick<RoomService, 'revoke' | 'room' | 'rooms' | 'importRoom'>;
+/** Answers a request (the body is read by the route that needs one); `room`: the path's `{room}`. */
+type Handle = (service: Service, req: IncomingMessage, res: ServerResponse, room: string) => Promise<void>;
+
+/** The routes: one table that serves them and that docs/admin-api.openapi.json describes (ADMIN_ROUTES). */
+const ROUTES: { method: string; path: string; handle: Handle }[] = [
+  {
+    method: 'POST',
+    path: '/admin/revoke',
+    async handle(service, req, res) {
+      const body = await readJson(req, res);
+      if (body === undefined) return;
+      const { user, room, reason } = body as { user?: unknown; room?: unknown; reason?: unknown };
+      if (
+        typeof user !== 'string' ||
+        user.length === 0 ||
+        (room !== undefined && typeof room !== 'string') ||
+        (reason !== undefined && typeof reason !== 'string')
+      )
+        return reply(res, 400, { error: 'bad-argument', message: 'expected JSON { "user": string, "room"?: string, "reason"?: string }' });
+      reply(res, 200, { closed: service.revoke({ user, ...(room !== undefined ? { room } : {}), ...(reason !== undefined ? { reason } : {}) }) });
+    },
+  },
+  { method: 'GET', path: '/admin/rooms', handle: async (service, _req, res) => reply(res, 200, { rooms: await service.rooms() }) },
+  {
+    method: 'GET',
+    path: '/admin/rooms/{room}/state',
+    handle: async (service, _req, res, room) => reply(res, 200, { state: await service.room(room).state() }),
+  },
+  {
+    method: 'POST',
+    path: '/admin/rooms/{room}/ops',
+    async handle(service, req, res, room) {
+      const body = await readJson(req, res);
+      if (body === undefined) return;
+      const { op, args, author, key, machine } = body as Record<string, unknown>;
+      if (
+        typeof op !== 'string' ||
+        typeof author !== 'string' ||
+        (key !== undefined && typeof key !== 'string') ||
+        (machine !== undefined && typeof machine !== 'string')
+      )
+        return reply(res, 400, {
+          error: 'bad-argument',
+          message: 'expected JSON { "op": string, "args"?: any, "author": string, "key"?: string, "machine"?: string }',
+        });
+      reply(res, 200, await service.room(room, machine).submit(op, args, { author, ...(key !== undefined ? { key } : {}) }));
+    },
+  },
+  { method: 'GET', path: '/admin/rooms/{room}/export', handle: async (service, _req, res, room) => reply(res, 200, await service.room(room).export()) },
+  {
+    method: 'PUT',
+    path: '/admin/rooms/{room}',
+    async handle(service, req, res, room) {
+      const file = await readJson(req, res, MAX_IMPORT_BYTES);
+      if (file === undefined) return;
+      await service.importRoom(room, file as never);
+      reply(res, 201, { imported: room });
+    },
+  },
+  {
+    method: 'DELETE',
+    path: '/admin/rooms/{room}',
+    handle: async (service, _req, res, room) => reply(res, 200, { deleted: await service.room(room).delete() }),
+  },
+];
+
+/** Every route as [method, path], what docs/admin-api.openapi.json describes (a test keeps the two in step). */
+export const ADMIN_ROUTES: readonly (readonly [string, string])[] = ROUTES.map((r) => [r.method, r.path] as const);
+
+/** `path` against a route's path: `{room}` takes a room name. The room, or undefined if it does not match. */
+function match(pattern: string, path: string): string | undefined {
+  const [before, after = ''] = pattern.split('{room}');
+  if (pattern === path) return '';
+  if (!pattern.includes('{room}') || !path.startsWith(before) || !path.endsWith(after)) return undefined;
+  const room = path.slice(before.length, path.length - after.length);
+  return /^[A-Za-z0-9._~-]{1,128}$/.test(room) ? room : undefined;
+}
+
 /** A handler for /admin/ paths: answers them and returns true, or returns false for other paths. */
-export function adminHttp(
-  admin: AdminOptions,
-  service: Pick<RoomService, 'revoke' | 'room' | 'rooms' | 'importRoom'>,
-): (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> {
+export function adminHttp(admin: AdminOptions, service: Service): (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> {
   const want = createHash('sha256').update(admin.token).digest();
   // Compared as digests in constant time: the comparison says nothing about how much matched.
   const authorized = (req: IncomingMessage) => {
@@ -65,86 +128,25 @@ export function adminHttp(
       reply(res, 401, { error: 'unauthenticated', message: 'send Authorization: Bearer <the server admin token>' });
       return true;
     }
-    if (path === '/admin/revoke') {
-      if (req.method !== 'POST') {
-        methodNotAllowed(res, 'POST');
-        return true;
-      }
-      const body = await readJson(req, res);
-      if (body === undefined) return true;
-      const { user, room, reason } = body as { user?: unknown; room?: unknown; reason?: unknown };
-      if (
-        typeof user !== 'string' ||
-        user.length === 0 ||
-        (room !== undefined && typeof room !== 'string') ||
-        (reason !== undefined && typeof reason !== 'string')
-      ) {
-        reply(res, 400, { error: 'bad-argument', message: 'expected JSON { "user": string, "room"?: string, "reason"?: string }' });
-        return true;
-      }
-      const closed = service.revoke({ user, ...(room !== undefined ? { room } : {}), ...(reason !== undefined ? { reason } : {}) });
-      reply(res, 200, { closed });
+    const found = ROUTES.flatMap((r) => {
+      const room = match(r.path, path);
+      return room === undefined ? [] : [{ r, room }];
+    });
+    if (found.length === 0) {
+      reply(res, 404, { error: 'not-found', message: `no admin route ${path}; see docs/admin-api.md` });
       return true;
     }
-    if (path === '/admin/rooms') {
-      if (req.method !== 'GET') {
-        methodNotAllowed(res, 'GET');
-        return true;
-      }
-      reply(res, 200, { rooms: await service.rooms() });
+    const hit = found.find((f) => f.r.method === req.method);
+    if (!hit) {
+      res.setHeader('allow', found.map((f) => f.r.method).join(', '));
+      reply(res, 405, { error: 'method-not-allowed', message: `use ${found.map((f) => f.r.method).join(' or ')}` });
       return true;
     }
-    const m = ROOM_PATH.exec(path);
-    if (m) {
-      const [, room, what] = m;
-      const methods = what === undefined ? ['PUT', 'DELETE'] : [what === 'ops' ? 'POST' : 'GET'];
-      if (!methods.includes(req.method ?? '')) {
-        methodNotAllowed(res, methods.join(', '));
-        return true;
-      }
-      try {
-        if (what === 'state') {
-          reply(res, 200, { state: await service.room(room).state() });
-          return true;
-        }
-        if (what === 'export') {
-          reply(res, 200, await service.room(room).export());
-          return true;
-        }
-        if (req.method === 'DELETE') {
-          reply(res, 200, { deleted: await service.room(room).delete() });
-          return true;
-        }
-        if (req.method === 'PUT') {
-          const file = await readJson(req, res, MAX_IMPORT_BYTES);
-          if (file === undefined) return true;
-          await service.importRoom(room, file as never);
-          reply(res, 201, { imported: room });
-          return true;
-        }
-        const body = await readJson(req, res);
-        if (body === undefined) return true;
-        const { op, args, author, key, machine } = body as Record<string, unknown>;
-        if (
-          typeof op !== 'string' ||
-          typeof author !== 'string' ||
-          (key !== undefined && typeof key !== 'string') ||
-          (machine !== undefined && typeof machine !== 'string')
-        ) {
-          reply(res, 400, {
-            error: 'bad-argument',
-            message: 'expected JSON { "op": string, "args"?: any, "author": string, "key"?: string, "machine"?: string }',
-          });
-          return true;
-        }
-        const result = await service.room(room, machine).submit(op, args, { author, ...(key !== undefined ? { key } : {}) });
-        reply(res, 200, result);
-      } catch (e) {
-        answerError(res, e);
-      }
-      return true;
+    try {
+      await hit.r.handle(service, req, res, hit.room);
+    } catch (e) {
+      answerError(res, e);
     }
-    reply(res, 404, { error: 'not-found', message: `no admin route ${path}; see docs/admin-api.md` });
     return true;
   };
 }
@@ -159,11 +161,6 @@ function answerError(res: ServerResponse, e: unknown): void {
 function reply(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
   res.end(`${JSON.stringify(body)}\n`);
-}
-
-function methodNotAllowed(res: ServerResponse, allow: string): void {
-  res.setHeader('allow', allow);
-  reply(res, 405, { error: 'method-not-allowed', message: `use ${allow}` });
 }
 
 /** The request's JSON body, or undefined after answering 400/413 itself. */

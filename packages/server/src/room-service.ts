@@ -494,15 +494,16 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       },
       delivered: observeDelivered,
       committedEntries(host, entries) {
-        const listeners = commitListeners.get(host.name);
-        if (!opts.onCommit && !listeners) return;
-        for (const fn of [...(opts.onCommit ? [(e: readonly LogEntry[]) => opts.onCommit!(host.name, e)] : []), ...(listeners ?? [])]) {
+        // A hook that throws is logged; the room and the other hooks go on.
+        const call = (fn: () => void) => {
           try {
-            fn(entries);
+            fn();
           } catch (e) {
             log.warn({ room: host.name, err: errText(e) }, 'an onCommit hook threw; the room goes on');
           }
-        }
+        };
+        if (opts.onCommit) call(() => opts.onCommit!(host.name, entries));
+        for (const fn of commitListeners.get(host.name) ?? []) call(() => fn(entries));
       },
       releaseFailed(name, e) {
         log.warn({ room: name, err: errText(e) }, 'handing a room back to its store failed (checkpoint on unload); the log is intact');
@@ -872,6 +873,12 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     });
   }
 
+  /** A room name from the server's own API, as `?room=` must be. */
+  function checkName(call: string, name: unknown): void {
+    if (typeof name !== 'string' || !ROOM_NAME.test(name))
+      throw new HerculesError('bad-argument', `${call}(name): ${JSON.stringify(String(name)).slice(0, 80)} is not a room name (1-128 of A-Z a-z 0-9 . _ ~ -)`);
+  }
+
   /** The host of a room for the server's own API: loaded with the machine it was stored with (or `create`'s, if new). */
   async function hostFor(name: string, create: string | undefined): Promise<RoomHost> {
     if (closing) throw new HerculesError('closed', 'the server is shutting down');
@@ -1184,8 +1191,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     connectionCount: () => sessions.size,
     failRooms: (match, why) => registry.failRooms(match, why),
     room(name, machineName) {
-      if (typeof name !== 'string' || !ROOM_NAME.test(name))
-        throw new HerculesError('bad-argument', `room(name): ${JSON.stringify(String(name)).slice(0, 80)} is not a room name (1-128 of A-Z a-z 0-9 . _ ~ -)`);
+      checkName('room', name);
       if (machineName !== undefined && !machines.has(machineName))
         throw new HerculesError(
           'bad-argument',
@@ -1211,8 +1217,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       });
     },
     async importRoom(name, file) {
-      if (typeof name !== 'string' || !ROOM_NAME.test(name))
-        throw new HerculesError('bad-argument', `importRoom: ${JSON.stringify(String(name)).slice(0, 80)} is not a room name`);
+      checkName('importRoom', name);
       if (!opts.store.importRoom) throw new HerculesError('bad-argument', 'this room store cannot import rooms (no importRoom)');
       if (!file || file.format !== 'hercules-room' || file.formatVersion !== 1)
         throw new HerculesError(

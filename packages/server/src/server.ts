@@ -104,7 +104,16 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     throw e;
   }
   const log = service.log;
-  if (opts.webhooks?.length) webhooks = new Webhooks(opts.webhooks, opts.dataDir, (room, after, max) => service.readLog(room, after, max), log, metrics);
+  if (opts.webhooks?.length) {
+    try {
+      webhooks = new Webhooks(opts.webhooks, opts.dataDir, (room, after, max) => service.readLog(room, after, max), log, metrics);
+    } catch (e) {
+      // Its database could not be opened: let go of what was opened so far (the data directory's lock).
+      await service.close();
+      await store.close();
+      throw e;
+    }
+  }
   const admin = opts.admin ? adminHttp(opts.admin, service) : undefined;
 
   const http: HttpServer = createHttpServer((req, res) => {

@@ -100,13 +100,15 @@ test('server.room(name).submit orders an op as a named author, fanned out like a
 });
 
 // spec: SEC-CLIENT-OWNER
-test("a connection may not use the server's own client id", async (t) => {
+test("a connection may not use the server's own client ids (its API's, its migrations')", async (t) => {
   const srv = await server(t);
-  const raw = await rawConnection(srv.url, 'r');
-  raw.hello('~server', chat);
-  await until(() => raw.closed() !== undefined, 5000, 'refused');
-  const err = raw.msgs.find((m) => m.t === 'error');
-  assert.ok(err && err.t === 'error' && err.code === 'forbidden' && /is the server's own/.test(err.message), JSON.stringify(raw.msgs));
+  for (const id of ['~server', '~hercules']) {
+    const raw = await rawConnection(srv.url, 'r');
+    raw.hello(id, chat);
+    await until(() => raw.closed() !== undefined, 5000, 'refused');
+    const err = raw.msgs.find((m) => m.t === 'error');
+    assert.ok(err && err.t === 'error' && err.code === 'forbidden' && /is the server's own/.test(err.message), `${id}: ${JSON.stringify(raw.msgs)}`);
+  }
 });
 
 test('admin HTTP: list rooms, read a room, submit an op as a named author (idempotent by key); errors as JSON with fitting statuses', async (t) => {

@@ -138,3 +138,29 @@ test('webhooks: only the rooms asked for; bad options are refused at start', asy
     (e: unknown) => e instanceof HerculesError && /secret must be a string of at least 32/.test(e.message),
   );
 });
+
+test('the store keeps what webhooks have not had past a checkpoint, up to retainAtMost; past that a reader sees the gap', async (t) => {
+  const { SqliteStore } = await import('../src/index.ts');
+  const dir = tempDir('retain');
+  t.after(dir.cleanup);
+  const entry = (pos: number): LogEntry => ({ pos, client: 'c', seq: pos, name: 'say', args: { text: `m${pos}` }, author: 'c' });
+  const fill = async (store: InstanceType<typeof SqliteStore>, room: string) => {
+    await store.open(room, { machine: 'chat', version: 1, initial: { messages: [] } });
+    for (let p = 1; p <= 10; p++) await store.append(room, { after: p - 1, entries: [entry(p)] });
+    await store.append(room, { after: 10, checkpoint: { pos: 8, state: { messages: [] } } });
+  };
+  let keepFrom = 3;
+  const store = new SqliteStore(dir.dir, { checkpointEvery: 1, retainFrom: () => keepFrom, retainAtMost: 4 });
+  t.after(() => store.close());
+  await fill(store, 'kept');
+  // Wanted from 3, but at most 4 behind the checkpoint at 8: from 5 on is kept, 3 and 4 are a gap.
+  const p = await store.peek('kept', 2, 100);
+  assert.equal(p?.from, 5);
+  assert.deepEqual(
+    p?.entries.map((e) => e.pos),
+    [5, 6, 7, 8, 9, 10],
+  );
+  keepFrom = Number.POSITIVE_INFINITY; // nobody waits: a checkpoint prunes what it covers
+  await fill(store, 'pruned');
+  assert.equal((await store.peek('pruned', 2, 100))?.from, 9);
+});
