@@ -65,7 +65,8 @@ async function peerClient<M extends Machine<any, any>>(
 export const hercules: PeerSystem = {
   name: `Hercules ${version} (SQLite, fsync per commit)`,
   async startServer(): Promise<PeerServer> {
-    const s = await startServer();
+    // HERCULES_CPU_PROF_DIR: write the server process's CPU profile there (where its time goes).
+    const s = await startServer({ cpuProfDir: process.env.HERCULES_CPU_PROF_DIR });
     return { port: s.port, pid: s.child.proc.pid!, stop: () => s.close() };
   },
   connect: (host, port, doc, clientName) =>
