@@ -5,7 +5,7 @@
  * docs/admin-api.openapi.json is its OpenAPI description.
  *
  *   POST /admin/revoke                { user, room?, reason? } -> { closed }        (server.revoke)
- *   GET  /admin/rooms                 -> { rooms: RoomSummary[] }                      (server.rooms)
+ *   GET  /admin/rooms?after=&limit=   -> { rooms: RoomSummary[], next? }               (server.rooms)
  *   GET  /admin/rooms/:room/state     -> { state }                                     (server.room(r).state)
  *   POST /admin/rooms/:room/ops       { op, args?, author, key?, machine? } -> result  (server.room(r).submit)
  *   GET  /admin/rooms/:room/export    -> RoomFile                                      (server.room(r).export)
@@ -15,7 +15,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HerculesError, isErrorCode } from '@hercules/core';
-import type { RoomService } from './room-service.ts';
+import { ROOMS_PAGE_MAX, type RoomService } from './room-service.ts';
 
 export interface AdminOptions {
   /** The admin credential: a random string of at least 32 characters, kept out of clients. */
@@ -58,7 +58,18 @@ const ROUTES: { method: string; path: string; handle: Handle }[] = [
       reply(res, 200, { closed: service.revoke({ user, ...(room !== undefined ? { room } : {}), ...(reason !== undefined ? { reason } : {}) }) });
     },
   },
-  { method: 'GET', path: '/admin/rooms', handle: async (service, _req, res) => reply(res, 200, { rooms: await service.rooms() }) },
+  {
+    method: 'GET',
+    path: '/admin/rooms',
+    async handle(service, req, res) {
+      const q = new URL(req.url ?? '/', 'http://admin').searchParams;
+      const after = q.get('after') || undefined;
+      const limit = q.get('limit');
+      if (limit !== null && !/^[1-9][0-9]{0,8}$/.test(limit))
+        return reply(res, 400, { error: 'bad-argument', message: `limit must be an integer >= 1 (at most ${ROOMS_PAGE_MAX} are listed), got ${limit}` });
+      reply(res, 200, await service.rooms({ after, ...(limit !== null ? { limit: Number(limit) } : {}) }));
+    },
+  },
   {
     method: 'GET',
     path: '/admin/rooms/{room}/state',

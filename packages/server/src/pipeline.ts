@@ -13,5 +13,15 @@ export { delayedConnection } from './connection.ts';
 export type { Connection, ConnectionEvents } from './connection.ts';
 export { MemoryStore, MemoryDisk } from './store/memory.ts';
 export type { MemoryStoreOptions, AppendFault, AppendFaultStage } from './store/memory.ts';
-export { FencedError, StorageError, checkAgainstHead, checkAppend, checkRoomName } from './store/room-store.ts';
-export type { RoomStore, RoomMeta, RoomInit, LoadedRoom, RoomAppend, Appended, CheckedAppend } from './store/room-store.ts';
+export { FencedError, StorageError, checkAgainstHead, checkAppend, checkListRooms, checkRoomName, compareRoomNames } from './store/room-store.ts';
+export type {
+  RoomStore,
+  RoomMeta,
+  RoomInit,
+  LoadedRoom,
+  RoomAppend,
+  Appended,
+  CheckedAppend,
+  ListRoomsOptions,
+  StoredRoomInfo,
+} from './store/room-store.ts';

@@ -39,7 +39,7 @@ import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
 import { RoomRegistry } from './room-registry.ts';
 import type { OutputPath, RoomHost, RoomMember } from './room-host.ts';
-import { FencedError, StorageError, type RoomStore } from './store/room-store.ts';
+import { FencedError, StorageError, compareRoomNames, type RoomStore, type StoredRoomInfo } from './store/room-store.ts';
 
 /**
  * What one client, one room and the whole server may cost. A demanding client gets slowed down,
@@ -220,8 +220,14 @@ export interface RoomService {
    * exist yet; an existing room runs the machine it was created with.
    */
   room(name: string, machine?: string): ServerRoom;
-  /** Every stored room, with what is known of it without loading it (and more if it is loaded). */
-  rooms(): Promise<RoomSummary[]>;
+  /**
+   * A page of the stored rooms, by name (`compareRoomNames`: code point order): what the store
+   * knows of each without loading it (`RoomStore.listRooms`), with the live figures of the rooms
+   * loaded. `after`: the `next` of the previous page (absent: from the first room); `limit`:
+   * default ROOMS_PAGE_DEFAULT (100), at most ROOMS_PAGE_MAX (1000; more is taken as that). No
+   * `next` in the answer: that was the last page.
+   */
+  rooms(query?: RoomsQuery): Promise<RoomsPage>;
   /**
    * Create room `name` from an export (RoomFile), of a machine this server serves. Rejects with
    * `bad-argument` if the room exists or the file is not a consistent export.
@@ -273,15 +279,48 @@ export interface RoomFile {
   stable: number;
 }
 
-/** A stored room as `rooms()` lists it. */
+/** What `rooms()` takes: the page after `after` (a room name: the previous page's `next`), of at most `limit` rooms. */
+export interface RoomsQuery {
+  after?: string;
+  limit?: number;
+}
+
+/** A page of `rooms()`. */
+export interface RoomsPage {
+  rooms: RoomSummary[];
+  /** The `after` of the next page; absent on the last page. */
+  next?: string;
+}
+
+/** How many rooms a page of `rooms()` lists by default, and at most. */
+export const ROOMS_PAGE_DEFAULT = 100;
+export const ROOMS_PAGE_MAX = 1000;
+
+/**
+ * A stored room as `rooms()` lists it. A loaded room's `machine`, `version`, `head` and `stable`
+ * are its engine's (they may be ahead of the store by appends in flight); an unloaded room's are
+ * the store's. The figures other than `name` and `loaded` are there when the store lists them
+ * (`RoomStore.listRooms`: SQLite and memory stores) or the room is loaded; a store without
+ * `listRooms` gives an unloaded room's name only.
+ */
 export interface RoomSummary {
   name: string;
+  /** In memory on this server now. */
   loaded: boolean;
-  /** While loaded: its machine, log length, stable frontier and members (client ids). */
+  /** The machine it runs, and the version: after a migration, the version it migrated to. */
   machine?: string;
   version?: number;
+  /** Its log length (the position of its last entry) and stable frontier. */
   head?: number;
   stable?: number;
+  /** The position of its stored checkpoint. */
+  checkpoint?: number;
+  /** What it occupies in the store, in bytes (StoredRoomInfo.bytes: its stored JSON, not the database's overhead). */
+  bytes?: number;
+  /** When it was created and when its last append landed, in ms since the epoch (0: unknown, written before this was recorded). */
+  created?: number;
+  lastActivity?: number;
+  /** Only for a loaded room: its members (client ids). An unloaded room has none on this server; the field is left out. */
   members?: string[];
 }
 
@@ -1199,22 +1238,56 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
         );
       return serverRoom(name, machineName);
     },
-    async rooms() {
-      const names = new Set([...(await opts.store.rooms()), ...registry.names()]);
-      return [...names].sort().map((name): RoomSummary => {
+    async rooms(query = {}) {
+      if (query === null || typeof query !== 'object') throw new HerculesError('bad-argument', 'rooms({ after?, limit? }): the query must be an object');
+      const { after } = query;
+      if (after !== undefined && typeof after !== 'string') throw new HerculesError('bad-argument', 'rooms: after must be a room name (a string)');
+      const limit = query.limit ?? ROOMS_PAGE_DEFAULT;
+      if (!Number.isSafeInteger(limit) || limit < 1)
+        throw new HerculesError('bad-argument', `rooms: limit must be an integer >= 1, got ${String(query.limit)}`);
+      const max = Math.min(limit, ROOMS_PAGE_MAX);
+      const isAfter = (n: string) => after === undefined || compareRoomNames(n, after) > 0;
+      // The store's page, one more than asked to know whether another follows; the loaded rooms
+      // in its range (a room is stored before it loads, but one may be loading or deleted meanwhile).
+      const info = new Map<string, StoredRoomInfo>();
+      let names: string[];
+      let more = false;
+      if (opts.store.listRooms) {
+        const got = await opts.store.listRooms({ after, limit: max + 1 });
+        more = got.length > max;
+        const page = more ? got.slice(0, max) : got;
+        for (const r of page) info.set(r.name, r);
+        const bound = more ? page[page.length - 1].name : undefined;
+        names = [...info.keys()];
+        for (const n of registry.names()) if (!info.has(n) && isAfter(n) && (bound === undefined || compareRoomNames(n, bound) <= 0)) names.push(n);
+      } else {
+        // A store that cannot page (the cluster's): every name, then this page of them.
+        names = [...new Set([...(await opts.store.rooms()), ...registry.names()])].filter(isAfter);
+      }
+      names.sort(compareRoomNames);
+      if (names.length > max) more = true;
+      const taken = names.slice(0, max);
+      const rooms = taken.map((name): RoomSummary => {
         const host = registry.get(name);
-        if (!host) return { name, loaded: false };
-        const e = host.engine;
-        return {
-          name,
-          loaded: true,
-          machine: host.machine.name,
-          version: host.machine.version,
-          head: e.head(),
-          stable: e.stableFrontier(),
-          members: [...e.members()],
-        };
+        const r = info.get(name);
+        const stored = r && { checkpoint: r.checkpoint, bytes: r.bytes, created: r.created, lastActivity: r.lastActivity };
+        if (host) {
+          const e = host.engine;
+          return {
+            name,
+            loaded: true,
+            machine: host.machine.name,
+            version: host.machine.version,
+            head: e.head(),
+            stable: e.stableFrontier(),
+            ...stored,
+            members: [...e.members()],
+          };
+        }
+        if (!r) return { name, loaded: false };
+        return { name, loaded: false, machine: r.machine, version: r.version, head: r.head, stable: r.stable, ...stored };
       });
+      return more && taken.length > 0 ? { rooms, next: taken[taken.length - 1] } : { rooms };
     },
     async importRoom(name, file) {
       checkName('importRoom', name);

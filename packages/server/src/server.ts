@@ -18,7 +18,8 @@ import {
   type Limits,
   type RoomFile,
   type RoomOptions,
-  type RoomSummary,
+  type RoomsPage,
+  type RoomsQuery,
   type ServerRoom,
 } from './room-service.ts';
 
@@ -55,8 +56,8 @@ export interface HerculesServer {
   revoke(target: { user: string; room?: string; reason?: string }): number;
   /** The server's own access to a room (a backend's): submit ops, read state, follow commits. See RoomService.room. */
   room(name: string, machine?: string): ServerRoom;
-  /** Every stored room (details for those in memory). Also `GET /admin/rooms`. */
-  rooms(): Promise<RoomSummary[]>;
+  /** A page of the stored rooms, with their machine, version, size and last activity (members for those in memory). See RoomService.rooms. Also `GET /admin/rooms`. */
+  rooms(query?: RoomsQuery): Promise<RoomsPage>;
   /** Create a room from an export (`server.room(name).export()` elsewhere). Also `PUT /admin/rooms/:room`. */
   importRoom(name: string, file: RoomFile): Promise<void>;
   /** Stop accepting, close connections, write checkpoints, close the database. */
@@ -187,7 +188,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     loadedRooms: () => service.loadedRooms(),
     revoke: (target) => service.revoke(target),
     room: (name, machine) => service.room(name, machine),
-    rooms: () => service.rooms(),
+    rooms: (query) => service.rooms(query),
     importRoom: (name, file) => service.importRoom(name, file),
     store,
     close() {

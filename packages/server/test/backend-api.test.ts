@@ -6,9 +6,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from '@hercules/client';
-import { HerculesError, type LogEntry } from '@hercules/core';
+import { HerculesError, defineMachine, type LogEntry } from '@hercules/core';
 import { readFileSync } from 'node:fs';
-import { createServer, type ServerOptions } from '../src/index.ts';
+import { createServer, ROOMS_PAGE_MAX, type RoomSummary, type ServerOptions } from '../src/index.ts';
 import { ADMIN_ROUTES } from '../src/admin-http.ts';
 import { chat, spreadsheet } from '../../../apps/machines.ts';
 import { online, rawConnection, tempDir, until } from './helpers.ts';
@@ -76,7 +76,7 @@ test('server.room(name).submit orders an op as a named author, fanned out like a
   assert.throws(() => srv.room('x', 'no-such-machine'), isCode('bad-argument'));
   assert.deepEqual(await srv.room('fresh', 'chat').submit('say', { text: 'first' }, { author: 'a' }), { seq: 1, position: 1, duplicate: false });
   await assert.rejects(srv.room('fresh').submit('setCell', { row: 0, col: 0, text: 'x' }, { author: 'a' }), isCode('unknown-op'));
-  const rooms = await srv.rooms();
+  const { rooms } = await srv.rooms();
   assert.deepEqual(
     rooms.map((r) => [r.name, r.loaded, r.machine, r.head]),
     [
@@ -91,7 +91,7 @@ test('server.room(name).submit orders an op as a named author, fanned out like a
   const again = await server(t, {}, dir);
   assert.deepEqual(await again.room('news').submit('say', { text: 'from the backend' }, { author: 'newsbot', key: 'item-1' }), { ...first, duplicate: true });
   assert.deepEqual(
-    (await again.rooms()).map((r) => [r.name, r.loaded]),
+    (await again.rooms()).rooms.map((r) => [r.name, r.loaded]),
     [
       ['fresh', false],
       ['news', true],
@@ -131,7 +131,25 @@ test('admin HTTP: list rooms, read a room, submit an op as a named author (idemp
   assert.equal(state.status, 200);
   assert.deepEqual(await state.json(), { state: { messages: [{ id: '~server:1', author: 'ci', text: 'deploy done' }] } });
   const list = await (await get('/admin/rooms')).json();
-  assert.deepEqual(list, { rooms: [{ name: 'board', loaded: true, machine: 'chat', version: 1, head: 1, stable: 1, members: ['viewer'] }] });
+  const [board] = list.rooms;
+  assert.ok(board.bytes > 0 && board.lastActivity >= board.created && board.created > 0, JSON.stringify(board));
+  assert.deepEqual(list, {
+    rooms: [
+      {
+        name: 'board',
+        loaded: true,
+        machine: 'chat',
+        version: 1,
+        head: 1,
+        stable: 1,
+        checkpoint: board.checkpoint,
+        bytes: board.bytes,
+        created: board.created,
+        lastActivity: board.lastActivity,
+        members: ['viewer'],
+      },
+    ],
+  });
   const status = async (r: Promise<Response>) => {
     const res = await r;
     return [res.status, ((await res.json()) as { error: string }).error];
@@ -204,14 +222,135 @@ test('export a room from one server, import it into another: its clients resume 
   assert.match(String((await refused({ ...exported, machine: { name: 'chat', version: 9 } }))[1]), /is not one this server serves/);
   assert.match(String((await refused({ ...exported, entries: exported.entries.slice(1) }))[1]), /must be the log entry at position/);
   assert.deepEqual(
-    (await b.rooms()).map((r) => r.name),
+    (await b.rooms()).rooms.map((r) => r.name),
     ['moved'],
   );
   // Delete: the connected client is told (bad-room, fatal); the room is gone.
   const del = await fetch(`${b.url.replace('ws://', 'http://')}/admin/rooms/moved`, { method: 'DELETE', headers: auth });
   assert.deepEqual(await del.json(), { deleted: true });
   await until(() => c2.status() === 'failed', 5000, 'the client stopped');
-  assert.deepEqual(await b.rooms(), []);
+  assert.deepEqual(await b.rooms(), { rooms: [] });
   assert.equal(await b.room('moved').delete(), false);
   await assert.rejects(b.room('moved').export(), isCode('bad-room'));
+});
+
+test('admin HTTP lists rooms not in memory (unloaded when idle, and after a restart) with machine, version, size and last activity, in pages', async (t) => {
+  const dir = tempDir('backend-list');
+  t.after(dir.cleanup);
+  const srv = await server(t, { admin: { token: ADMIN }, idleUnloadMs: 50 }, dir);
+  const auth = { authorization: `Bearer ${ADMIN}` };
+  const list = async (url: string, query = '') => {
+    const res = await fetch(`${url.replace('ws://', 'http://')}/admin/rooms${query}`, { headers: auth });
+    assert.equal(res.status, 200, `GET /admin/rooms${query}`);
+    return (await res.json()) as { rooms: RoomSummary[]; next?: string };
+  };
+  const t0 = Date.now();
+  const names = Array.from({ length: 25 }, (_, i) => `room-${String(i).padStart(2, '0')}`);
+  for (const [i, name] of names.entries()) {
+    for (let k = 0; k <= i % 3; k++) await srv.room(name, 'chat').submit('say', { text: `message ${k} in ${name}` }, { author: 'seeder' });
+  }
+  const t1 = Date.now();
+  await until(() => srv.loadedRooms().length === 0, 10_000, 'every room unloaded when idle');
+  // Pages of 10: 10, 10, 5, each room once, in order, the cursor from one page to the next.
+  const pages: { rooms: RoomSummary[]; next?: string }[] = [];
+  let query = '?limit=10';
+  for (;;) {
+    const page = await list(srv.url, query);
+    pages.push(page);
+    if (!page.next) break;
+    query = `?limit=10&after=${encodeURIComponent(page.next)}`;
+  }
+  assert.deepEqual(
+    pages.map((p) => [p.rooms.length, p.next]),
+    [
+      [10, 'room-09'],
+      [10, 'room-19'],
+      [5, undefined],
+    ],
+  );
+  const all = pages.flatMap((p) => p.rooms);
+  assert.deepEqual(
+    all.map((r) => r.name),
+    names,
+  );
+  for (const [i, r] of all.entries()) {
+    assert.deepEqual([r.loaded, r.machine, r.version, r.head, r.members], [false, 'chat', 1, (i % 3) + 1, undefined], `${r.name} as stored`);
+    assert.ok(r.bytes! > 0, `${r.name}: its size, ${r.bytes}`);
+    assert.ok(r.lastActivity! >= t0 && r.lastActivity! <= t1 && r.lastActivity! >= r.created!, `${r.name}: last activity ${r.lastActivity}, in ${t0}..${t1}`);
+  }
+  assert.ok(all[2].bytes! > all[0].bytes!, 'a room with more messages takes more bytes');
+  // In process, the same; the default page holds them all; a limit over the maximum is the maximum; a bad limit is refused.
+  const inProcess = await srv.rooms();
+  assert.deepEqual(inProcess, { rooms: all });
+  assert.deepEqual((await srv.rooms({ limit: ROOMS_PAGE_MAX + 5 })).rooms.length, 25);
+  assert.equal((await fetch(`${srv.url.replace('ws://', 'http://')}/admin/rooms?limit=0`, { headers: auth })).status, 400);
+  assert.equal((await fetch(`${srv.url.replace('ws://', 'http://')}/admin/rooms?limit=ten`, { headers: auth })).status, 400);
+  // A loaded room among unloaded ones: its members and live figures, its store figures too.
+  const c = await connect({ url: srv.url, room: 'room-03', machine: chat, clientId: 'reader' });
+  await online(c);
+  const [r3] = (await list(srv.url, '?after=room-02&limit=1')).rooms;
+  assert.deepEqual([r3.name, r3.loaded, r3.members, r3.head, r3.bytes! > 0], ['room-03', true, ['reader'], 1, true]);
+  await c.close();
+  // After a restart over the same data directory: nothing loaded, the same listing.
+  await srv.close();
+  const again = await server(t, { admin: { token: ADMIN } }, dir);
+  assert.deepEqual(again.loadedRooms(), []);
+  const relisted = await list(again.url, '?limit=100');
+  assert.equal(relisted.next, undefined);
+  const still = (rs: RoomSummary[]) => rs.map((r) => [r.name, r.loaded, r.machine, r.version, r.head]);
+  assert.deepEqual(still(relisted.rooms), still(all));
+  for (const r of relisted.rooms) assert.ok(r.bytes! > 0 && r.lastActivity! >= t0, `${r.name} after a restart: ${JSON.stringify(r)}`);
+});
+
+test('admin HTTP lists a migrated room, not loaded, with the version it migrated to', async (t) => {
+  const dir = tempDir('backend-list-migrated');
+  t.after(dir.cleanup);
+  const notesV1 = defineMachine({
+    name: 'notes',
+    version: 1,
+    initial: { items: [] as string[] },
+    ops: {
+      add(s, text: string) {
+        s.items.push(text);
+      },
+    },
+  });
+  const notesV2 = defineMachine({
+    name: 'notes',
+    version: 2,
+    initial: { items: [] as { text: string }[] },
+    ops: {
+      add(s, a: { text: string }) {
+        s.items.push(a);
+      },
+    },
+    migrateFrom: { machine: notesV1, state: (s1) => ({ items: s1.items.map((text) => ({ text })) }) },
+  });
+  const auth = { authorization: `Bearer ${ADMIN}` };
+  const list = async (url: string) =>
+    ((await (await fetch(`${url.replace('ws://', 'http://')}/admin/rooms`, { headers: auth })).json()) as { rooms: RoomSummary[] }).rooms;
+  const v1 = await createServer({ port: 0, dataDir: dir.dir, machines: [notesV1], log: 'silent', admin: { token: ADMIN } });
+  await v1.room('old', 'notes').submit('add', 'written under v1', { author: 'a' });
+  await v1.room('untouched', 'notes').submit('add', 'also v1', { author: 'a' });
+  await v1.close();
+  const v2 = await createServer({ port: 0, dataDir: dir.dir, machines: [notesV2], log: 'silent', admin: { token: ADMIN }, idleUnloadMs: 50 });
+  t.after(() => v2.close());
+  assert.deepEqual(
+    (await list(v2.url)).map((r) => [r.name, r.loaded, r.version, r.head]),
+    [
+      ['old', false, 1, 1],
+      ['untouched', false, 1, 1],
+    ],
+    'stored under v1, not loaded yet',
+  );
+  assert.deepEqual(await v2.room('old').state(), { items: [{ text: 'written under v1' }] }, 'loading migrates it');
+  await until(() => v2.loadedRooms().length === 0, 10_000, 'unloaded when idle');
+  assert.deepEqual(
+    (await list(v2.url)).map((r) => [r.name, r.loaded, r.machine, r.version, r.head]),
+    [
+      ['old', false, 'notes', 2, 2],
+      ['untouched', false, 'notes', 1, 1],
+    ],
+    'the migrated room lists its new version (and the migration entry); the other still v1 until it loads',
+  );
 });

@@ -284,3 +284,30 @@ test('a data file from before the room store contract opens with rev 0 and an un
   assert.equal((await store.open('legacy'))!.meta.created, 1_700_000_000_000);
   assert.equal((await store.open('new', INIT)).meta.created, 1_700_000_000_000);
 });
+
+test('a data file from before room listings gets a last-append time: unknown (0) for its rooms until they are next written', async (t) => {
+  const { dir, cleanup } = tempDir('store-migrate-activity');
+  t.after(cleanup);
+  // The rooms table as the previous release wrote it: rev and created, no last_append.
+  const old = new Database(join(dir, 'hercules.sqlite'));
+  old.pragma('journal_mode = WAL');
+  old.exec(`
+    CREATE TABLE rooms (room TEXT PRIMARY KEY, machine TEXT NOT NULL, version INTEGER NOT NULL, checkpoint_pos INTEGER NOT NULL, checkpoint TEXT NOT NULL, stable INTEGER NOT NULL, rev INTEGER NOT NULL DEFAULT 0, created INTEGER NOT NULL DEFAULT 0);
+    CREATE TABLE log_chunks (room TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL, entries TEXT NOT NULL, PRIMARY KEY (room, first)) WITHOUT ROWID;
+    CREATE TABLE clients (room TEXT NOT NULL, client TEXT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (room, client)) WITHOUT ROWID;
+  `);
+  old.prepare('INSERT INTO rooms VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run('r', 'chat', 1, 0, JSON.stringify({ messages: [] }), 0, 1, 1_600_000_000_000);
+  old.prepare('INSERT INTO log_chunks VALUES (?, ?, ?, ?)').run('r', 1, 2, JSON.stringify(range(1, 2)));
+  old.close();
+  let now = 1_700_000_000_000;
+  const store = new SqliteStore(dir, { now: () => now });
+  t.after(() => store.close());
+  const [r] = await store.listRooms({ limit: 10 });
+  assert.deepEqual([r.name, r.machine, r.version, r.head, r.created, r.lastActivity], ['r', 'chat', 1, 2, 1_600_000_000_000, 0]);
+  assert.ok(r.bytes > JSON.stringify(range(1, 2)).length, `bytes counts the log and the checkpoint, got ${r.bytes}`);
+  now += 5000;
+  assert.deepEqual(await store.append('r', { after: 1, entries: range(3, 3) }), { rev: 2, head: 3 });
+  const [after] = await store.listRooms({ limit: 10 });
+  assert.deepEqual([after.head, after.lastActivity], [3, now]);
+  assert.equal(after.bytes, r.bytes + JSON.stringify([entry(3)]).length, 'bytes grows by the chunk written');
+});

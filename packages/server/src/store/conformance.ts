@@ -15,7 +15,7 @@
  */
 import assert from 'node:assert/strict';
 import type { ClientRecord, LogEntry } from '@hercules/core';
-import type { LoadedRoom, RoomAppend, RoomInit, RoomStore } from './room-store.ts';
+import { compareRoomNames, type LoadedRoom, type RoomAppend, type RoomInit, type RoomStore } from './room-store.ts';
 
 export interface StoreUnderTest {
   /** The store to test, over empty storage of its own. */
@@ -672,6 +672,99 @@ def('rooms lists every room created, once', async ({ store }) => {
   await store.open('one', INIT);
   await store.open('not created');
   assert.deepEqual((await store.rooms()).sort(), ['one', 'three', 'two']);
+});
+
+def('listRooms gives each stored room its machine, version (a migrated one its new version), head, checkpoint, stable, size and times', async (c) => {
+  if (!c.store.listRooms) return { skipped: 'the store does not list rooms (no listRooms)' };
+  const created = await c.store.open('r', INIT);
+  await c.store.open('s', { machine: 'other', version: 1, initial: 'plain string state' });
+  const list = async () => {
+    const got = await c.store.listRooms!({ limit: 10 });
+    for (const r of got) {
+      for (const k of ['version', 'head', 'checkpoint', 'stable', 'bytes', 'created', 'lastActivity'] as const)
+        assert.ok(Number.isSafeInteger(r[k]) && r[k] >= 0, `room ${r.name}: ${k} must be an integer >= 0, got ${r[k]}`);
+      assert.ok(r.checkpoint <= r.stable && r.stable <= r.head, `room ${r.name}: checkpoint ${r.checkpoint} <= stable ${r.stable} <= head ${r.head}`);
+      assert.ok(r.bytes > 0, `room ${r.name}: a stored room occupies some bytes`);
+      assert.ok(r.lastActivity >= r.created, `room ${r.name}: last activity ${r.lastActivity} is not before its creation ${r.created}`);
+    }
+    return got;
+  };
+  const [r0, s0] = await list();
+  assert.deepEqual(
+    [r0.name, r0.machine, r0.version, r0.head, r0.checkpoint, r0.stable, r0.created],
+    ['r', INIT.machine, INIT.version, 0, 0, 0, created.meta.created],
+    'a new room',
+  );
+  assert.deepEqual([s0.name, s0.machine, s0.version, s0.head], ['s', 'other', 1, 0]);
+  await c.store.append('r', { after: 0, entries: entries(1, 5), clients: { c1: { highWater: 5, visibleSeq: 2 } }, checkpoint: { pos: 2, state: stateAt(2) } });
+  await c.store.release('r');
+  const [r1, s1] = await list();
+  assert.deepEqual([r1.version, r1.head, r1.stable], [INIT.version, 5, 2], 'after an append (and release)');
+  assert.ok(r1.bytes > r0.bytes, `the room grew: ${r0.bytes} bytes, then ${r1.bytes}`);
+  assert.ok(r1.lastActivity >= r0.lastActivity, 'last activity does not go back');
+  assert.deepEqual(s1, s0, 'a room not written to lists as it was');
+  // A checkpoint alone is housekeeping, not activity (a room writes one as it unloads).
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  await c.store.append('r', { after: 1, checkpoint: { pos: 4, state: stateAt(4) } });
+  await c.store.release('r');
+  assert.equal((await list())[0].lastActivity, r1.lastActivity, 'an append of a checkpoint alone leaves the last activity');
+  // A migration: the room's own entry and the reserved client's record, whose highWater is the version it runs now.
+  const migration: LogEntry = {
+    pos: 6,
+    client: '~hercules',
+    seq: INIT.version + 1,
+    name: '~migrate',
+    args: { from: INIT.version, to: INIT.version + 1 },
+    author: '~hercules',
+  };
+  await c.store.append('r', { after: 2, entries: [migration], clients: { '~hercules': { highWater: INIT.version + 1, visibleSeq: INIT.version + 1 } } });
+  await c.store.release('r');
+  const [r2] = await list();
+  assert.deepEqual([r2.version, r2.head], [INIT.version + 1, 6], 'a migrated room lists the version it migrated to');
+  assert.equal((await load(c.store, 'r')).meta.version, INIT.version, 'its metadata keeps the version it was created under');
+  await c.store.release('r');
+  const before = await list();
+  if (c.restart) {
+    const store = await c.restart();
+    assert.deepEqual(await store.listRooms!({ limit: 10 }), before, 'the same after a restart');
+    await store.close();
+    await rejectsWith(store.listRooms!({ limit: 10 }), 'closed', 'listRooms after close');
+  }
+});
+
+def('listRooms pages through the rooms by name (code point order), each once', async ({ store }) => {
+  if (!store.listRooms) return { skipped: 'the store does not list rooms (no listRooms)' };
+  // Names whose code point order differs from JavaScript's UTF-16 order: U+E000 comes before U+1F600.
+  const names = [...Array.from({ length: 22 }, (_, i) => `room-${String(i).padStart(2, '0')}`), 'Z', 'a', 'é', '\ue000', '😀'];
+  for (const n of [...names].reverse()) await store.open(n, INIT);
+  const sorted = [...names].sort(compareRoomNames);
+  assert.deepEqual(sorted.slice(-2), ['\ue000', '😀'], 'the fixture orders by code point');
+  const seen: string[] = [];
+  const sizes: number[] = [];
+  let after: string | undefined;
+  for (;;) {
+    const page = await store.listRooms({ after, limit: 10 });
+    sizes.push(page.length);
+    seen.push(...page.map((r) => r.name));
+    if (page.length < 10) break;
+    after = page[page.length - 1].name;
+  }
+  assert.deepEqual(sizes, [10, 10, 7]);
+  assert.deepEqual(seen, sorted, 'every room once, in order');
+  assert.deepEqual(
+    (await store.listRooms({ after: 'room-05', limit: 3 })).map((r) => r.name),
+    ['room-06', 'room-07', 'room-08'],
+    'after a name: the rooms after it',
+  );
+  assert.deepEqual(
+    (await store.listRooms({ after: 'room-05x', limit: 1 })).map((r) => r.name),
+    ['room-06'],
+    'after a name that is no room',
+  );
+  assert.deepEqual(await store.listRooms({ after: '😀', limit: 10 }), [], 'nothing after the last');
+  assert.equal((await store.listRooms({ limit: 1000 })).length, names.length);
+  await rejectsWith(store.listRooms({ limit: 0 }), 'bad-argument', 'a limit of 0');
+  await rejectsWith(store.listRooms({ limit: 1.5 }), 'bad-argument', 'a limit that is no integer');
 });
 
 def('close settles the appends in flight; a closed store refuses every call with closed; closing twice is harmless', async (c) => {

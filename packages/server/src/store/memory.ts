@@ -12,15 +12,19 @@
  * anything, part-way through (it is rolled back: nothing is written), or after it is written
  * (the caller is told it failed, as when an acknowledgement is lost in a crash).
  */
-import { HerculesError, type ClientRecord, type LogEntry } from '@hercules/core';
+import { HerculesError, SYSTEM_CLIENT, type ClientRecord, type LogEntry } from '@hercules/core';
 import {
   FencedError,
   StorageError,
   checkAgainstHead,
   checkAppend,
   checkRoomName,
+  checkListRooms,
   closedError,
+  compareRoomNames,
   type Appended,
+  type ListRoomsOptions,
+  type StoredRoomInfo,
   type LoadedRoom,
   type RoomAppend,
   type RoomInit,
@@ -39,6 +43,8 @@ interface MemoryRoom {
   /** The entries after the checkpoint, as JSON: index i is position checkpoint.pos + 1 + i. */
   log: string[];
   clients: Map<string, string>;
+  /** When its last append with entries or client records landed (its creation or import, before any). */
+  lastActivity: number;
 }
 
 /** What a `MemoryStore` writes to; hand it to a new store to restart over the same data. */
@@ -122,6 +128,7 @@ export class MemoryStore implements RoomStore {
       stable: d.stable,
       log: d.suffix.map((e) => toJson(room, e, `log entry ${e.pos}`)),
       clients: new Map(Object.entries(d.clients).map(([c, rec]) => [c, toJson(room, rec, `client record ${c}`)])),
+      lastActivity: this.now(),
     });
   }
 
@@ -150,13 +157,15 @@ export class MemoryStore implements RoomStore {
     let fresh = false;
     if (!r) {
       if (!init) return undefined;
+      const now = this.now();
       r = {
-        meta: { machine: init.machine, version: init.version, created: this.now() },
+        meta: { machine: init.machine, version: init.version, created: now },
         rev: 0,
         checkpoint: { pos: 0, json: toJson(room, init.initial, 'its initial state') },
         stable: 0,
         log: [],
         clients: new Map(),
+        lastActivity: now,
       };
       this.disk.rooms.set(room, r);
       fresh = true;
@@ -208,6 +217,7 @@ export class MemoryStore implements RoomStore {
     }
     if (w.checkpoint) r.stable = Math.max(r.stable, w.checkpoint.pos);
     r.rev++;
+    if (entries.length > 0 || clients.length > 0) r.lastActivity = this.now();
     if (fault === 'after') throw injected(room, fault);
     return { rev: r.rev, head };
   }
@@ -233,6 +243,35 @@ export class MemoryStore implements RoomStore {
   async rooms(): Promise<string[]> {
     if (this.closed) throw closedError('list its rooms');
     return [...this.disk.rooms.keys()];
+  }
+
+  /**
+   * Sorts every room's name on each call (this store is for tests and the simulator); `bytes` is
+   * the UTF-8 length of the room's name and of the JSON it keeps.
+   */
+  async listRooms(opts: ListRoomsOptions): Promise<StoredRoomInfo[]> {
+    if (this.closed) throw closedError('list its rooms');
+    const { after, limit } = checkListRooms(opts);
+    const names = [...this.disk.rooms.keys()].filter((n) => after === undefined || compareRoomNames(n, after) > 0).sort(compareRoomNames);
+    return names.slice(0, limit).map((name) => {
+      const r = this.disk.rooms.get(name)!;
+      let bytes = Buffer.byteLength(name) + Buffer.byteLength(r.checkpoint.json);
+      for (const e of r.log) bytes += Buffer.byteLength(e);
+      for (const [c, json] of r.clients) bytes += Buffer.byteLength(c) + Buffer.byteLength(json);
+      const sys = r.clients.get(SYSTEM_CLIENT);
+      const migrated = sys === undefined ? undefined : (JSON.parse(sys) as ClientRecord).highWater;
+      return {
+        name,
+        machine: r.meta.machine,
+        version: Number.isSafeInteger(migrated) ? (migrated as number) : r.meta.version,
+        head: r.checkpoint.pos + r.log.length,
+        checkpoint: r.checkpoint.pos,
+        stable: r.stable,
+        bytes,
+        created: r.meta.created,
+        lastActivity: r.lastActivity,
+      };
+    });
   }
 
   async close(): Promise<void> {

@@ -103,6 +103,64 @@ export interface RoomPeek {
   entries: LogEntry[];
 }
 
+/**
+ * A stored room as `RoomStore.listRooms` reads it: what is known of it without loading it. Every
+ * figure is as stored (a loaded room's writer may hold more that is not yet written).
+ */
+export interface StoredRoomInfo {
+  name: string;
+  /** The machine the room runs (RoomMeta.machine). */
+  machine: string;
+  /**
+   * The machine version the room runs now: after a migration, the version it migrated to (the
+   * `highWater` of its `~hercules` client record; docs/migrations.md), else RoomMeta.version.
+   */
+  version: number;
+  /** The position of its last log entry (0: none yet). */
+  head: number;
+  /** The position of its stored checkpoint (entries up to it may be dropped). */
+  checkpoint: number;
+  /** Its stable position. */
+  stable: number;
+  /**
+   * What it occupies in the store, in bytes, as the store can count it cheaply: for the SQLite
+   * and memory stores, the UTF-8 bytes of its stored JSON (checkpoint state, log entries kept,
+   * client records) plus its name, not the database's page overhead, indexes or free space.
+   */
+  bytes: number;
+  /** When it was created (RoomMeta.created; 0: unknown). */
+  created: number;
+  /**
+   * When its last append carrying log entries or client records landed (an op ordered, a client
+   * joining), in ms since the epoch by the store's clock; `created` (or the import) if none did
+   * yet; 0: unknown (a room from before this was recorded, not written to since). An append with
+   * only a checkpoint does not count: it is housekeeping (a room writes one as it unloads).
+   */
+  lastActivity: number;
+}
+
+/** What `RoomStore.listRooms` takes: rooms after `after` (by name, `compareRoomNames`), at most `limit` of them. */
+export interface ListRoomsOptions {
+  after?: string;
+  limit: number;
+}
+
+/**
+ * The order rooms are listed in: by Unicode code point (the order of their UTF-8 bytes, which is
+ * SQLite's for text), not JavaScript's UTF-16 order, so that every store pages alike.
+ */
+export function compareRoomNames(a: string, b: string): number {
+  if (a === b) return 0;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.codePointAt(i)!,
+      y = b.codePointAt(i)!;
+    if (x !== y) return x - y;
+    if (x > 0xffff) i++;
+  }
+  return a.length - b.length;
+}
+
 /** One fenced, all-or-nothing write to a room. */
 export interface RoomAppend {
   /** The rev the writer expects the room to be at (that of its load, plus one per append it made since). */
@@ -146,6 +204,14 @@ export interface RoomStore {
   release(room: string): Promise<void>;
   /** The names of the rooms stored, in no particular order. */
   rooms(): Promise<string[]>;
+  /**
+   * A page of the stored rooms with what is known of each without loading it (`StoredRoomInfo`):
+   * the first `limit` rooms whose names come after `after` (all, without it), in the order of
+   * `compareRoomNames`. Fewer than `limit`: that was the last page. Touches no cache and no fence,
+   * so it may run while rooms are loaded. Optional: without it, `server.rooms()` lists such a
+   * store's unloaded rooms by name only.
+   */
+  listRooms?(opts: ListRoomsOptions): Promise<StoredRoomInfo[]>;
   /**
    * A read for others than the room's writer (webhooks, the backend API): the room's meta and up
    * to `max` log entries after position `after`, as stored (`from` > after + 1: the ones before
@@ -209,6 +275,16 @@ export function closedError(what: string): HerculesError {
 export function checkRoomName(room: unknown): asserts room is string {
   if (typeof room !== 'string' || room.length === 0)
     throw new HerculesError('bad-argument', `a room name must be a non-empty string, got ${typeof room === 'string' ? 'an empty string' : typeof room}`);
+}
+
+/** Check `listRooms`'s options: throws `bad-argument`. */
+export function checkListRooms(opts: ListRoomsOptions): ListRoomsOptions {
+  if (opts === null || typeof opts !== 'object') throw new HerculesError('bad-argument', 'listRooms({ after?, limit }): the options must be an object');
+  if (!Number.isSafeInteger(opts.limit) || opts.limit < 1)
+    throw new HerculesError('bad-argument', `listRooms: limit must be an integer >= 1, got ${String(opts.limit)}`);
+  if (opts.after !== undefined && typeof opts.after !== 'string')
+    throw new HerculesError('bad-argument', `listRooms: after must be a room name (a string), got ${typeof opts.after}`);
+  return { after: opts.after, limit: opts.limit };
 }
 
 /** The facts of an append that `checkAppend` found sound, taken when it was called. */

@@ -18,7 +18,7 @@
  * after it.
  *
  * Two interfaces over the same tables. The `RoomStore` contract (room-store.ts: `open`,
- * `append`, `release`, `rooms`, `close`), asynchronous and fenced: the appends called in one
+ * `append`, `release`, `rooms`, `listRooms`, `close`), asynchronous and fenced: the appends called in one
  * event-loop turn, of any rooms, share one transaction, and a room's appends of that turn are
  * written as one (fences checked in memory; see `commitQueue`); a room whose write fails fails
  * alone. Every promise settles after its commit; the server uses this one (through RoomHost).
@@ -28,15 +28,18 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { HerculesError, type LogEntry, type RoomDurableState, type ClientRecord } from '@hercules/core';
+import { HerculesError, SYSTEM_CLIENT, type LogEntry, type RoomDurableState, type ClientRecord } from '@hercules/core';
 import {
   FencedError,
   StorageError,
   checkAgainstHead,
   checkAppend,
+  checkListRooms,
   checkRoomName,
   closedError,
   type Appended,
+  type ListRoomsOptions,
+  type StoredRoomInfo,
   type CheckedAppend,
   type LoadedRoom,
   type RoomAppend,
@@ -182,7 +185,8 @@ export class SqliteStore implements RoomStore {
           checkpoint TEXT NOT NULL,
           stable INTEGER NOT NULL,
           rev INTEGER NOT NULL DEFAULT 0,
-          created INTEGER NOT NULL DEFAULT 0
+          created INTEGER NOT NULL DEFAULT 0,
+          last_append INTEGER NOT NULL DEFAULT 0
         );
         CREATE TABLE IF NOT EXISTS log_chunks (
           room TEXT NOT NULL,
@@ -219,7 +223,12 @@ export class SqliteStore implements RoomStore {
     })();
   }
 
-  /** A data file from before the room store contract: rooms get a rev (the fence) and a creation time (0: unknown). */
+  /**
+   * A data file from before the room store contract: rooms get a rev (the fence) and a creation
+   * time (0: unknown); from before room listings: the time of their last append (0: unknown until
+   * the room is next written). Each column is added if missing (the schema is versioned by its
+   * columns), all in one transaction.
+   */
   private migrateRoomColumns(): void {
     const cols = new Set(
       this.db
@@ -227,10 +236,11 @@ export class SqliteStore implements RoomStore {
         .all()
         .map((c) => c.name),
     );
-    if (cols.has('rev') && cols.has('created')) return;
+    if (cols.has('rev') && cols.has('created') && cols.has('last_append')) return;
     this.db.transaction(() => {
       if (!cols.has('rev')) this.db.exec('ALTER TABLE rooms ADD COLUMN rev INTEGER NOT NULL DEFAULT 0');
       if (!cols.has('created')) this.db.exec('ALTER TABLE rooms ADD COLUMN created INTEGER NOT NULL DEFAULT 0');
+      if (!cols.has('last_append')) this.db.exec('ALTER TABLE rooms ADD COLUMN last_append INTEGER NOT NULL DEFAULT 0');
     })();
   }
 
@@ -251,8 +261,12 @@ export class SqliteStore implements RoomStore {
       ),
       getLog: db.prepare<[string, number], { entries: string }>('SELECT entries FROM log_chunks WHERE room = ? AND last > ? ORDER BY first'),
       getClients: db.prepare<[string], { client: string; record: string }>('SELECT client, record FROM clients WHERE room = ?'),
-      insertRoom: db.prepare('INSERT INTO rooms (room, machine, version, checkpoint_pos, checkpoint, stable, created) VALUES (?, ?, ?, ?, ?, ?, ?)'),
-      bumpRev: db.prepare('UPDATE rooms SET rev = rev + ?, stable = max(stable, ?) WHERE room = ?'),
+      insertRoom: db.prepare(
+        'INSERT INTO rooms (room, machine, version, checkpoint_pos, checkpoint, stable, created, last_append) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      ),
+      // last_append: the time of a write with entries or client records (NULL: a checkpoint only, it stays).
+      bumpRev: db.prepare('UPDATE rooms SET rev = rev + ?, stable = max(stable, ?), last_append = coalesce(?, last_append) WHERE room = ?'),
+      touch: db.prepare('UPDATE rooms SET last_append = ? WHERE room = ?'),
       // Never back: an older checkpoint over a newer one would name log entries already pruned.
       advanceCheckpoint: db.prepare('UPDATE rooms SET checkpoint_pos = ?, checkpoint = ?, stable = max(stable, ?) WHERE room = ? AND checkpoint_pos < ?'),
       setStable: db.prepare('UPDATE rooms SET stable = ? WHERE room = ?'),
@@ -262,6 +276,8 @@ export class SqliteStore implements RoomStore {
       pruneLog: db.prepare('DELETE FROM log_chunks WHERE room = ? AND last <= ?'),
       upsertClient: db.prepare('INSERT INTO clients (room, client, record) VALUES (?, ?, ?) ON CONFLICT (room, client) DO UPDATE SET record = excluded.record'),
       countRooms: db.prepare<[], { n: number }>('SELECT count(*) AS n FROM rooms'),
+      listFirst: db.prepare<[number], ListedRow>(`${LIST_ROOMS} ORDER BY r.room LIMIT ?`),
+      listAfter: db.prepare<[string, number], ListedRow>(`${LIST_ROOMS} WHERE r.room > ? ORDER BY r.room LIMIT ?`),
     };
   }
 
@@ -295,7 +311,8 @@ export class SqliteStore implements RoomStore {
 
   create(room: string, machine: string, version: number, initial: unknown): void {
     const json = JSON.stringify(initial);
-    this.stmts.insertRoom.run(room, machine, version, 0, json, 0, this.now());
+    const now = this.now();
+    this.stmts.insertRoom.run(room, machine, version, 0, json, 0, now, now);
     this.heads.set(room, { rev: 0, head: 0 });
     this.written.set(room, 0);
     this.checkpointBytes.set(room, json.length);
@@ -347,8 +364,10 @@ export class SqliteStore implements RoomStore {
   commitPrepared(batch: readonly PreparedWrite[]): void {
     const s = this.stmts;
     const written = new Map<string, number>();
+    const now = this.now();
     const run = this.db.transaction(() => {
       for (const w of batch) {
+        if (w.log || w.clients.length) s.touch.run(now, w.room);
         if (w.log) s.insertLog.run(w.room, w.log.first, w.log.last, w.log.json);
         for (const [client, json] of w.clients) s.upsertClient.run(w.room, client, json);
         if (w.checkpoint) {
@@ -445,7 +464,8 @@ export class SqliteStore implements RoomStore {
     const s = this.stmts;
     const write = this.db.transaction(() => {
       if (s.getRoom.get(room)) throw new HerculesError('bad-argument', `import room ${room}: it exists; delete it first or import under another name`);
-      s.insertRoom.run(room, data.meta.machine, data.meta.version, d.checkpoint.pos, JSON.stringify(d.checkpoint.state), d.stable, this.now());
+      const now = this.now();
+      s.insertRoom.run(room, data.meta.machine, data.meta.version, d.checkpoint.pos, JSON.stringify(d.checkpoint.state), d.stable, now, now);
       if (d.suffix.length) s.insertLog.run(room, d.suffix[0].pos, d.suffix[d.suffix.length - 1].pos, JSON.stringify(d.suffix));
       for (const [client, rec] of Object.entries(d.clients)) s.upsertClient.run(room, client, JSON.stringify(rec));
     });
@@ -578,6 +598,34 @@ export class SqliteStore implements RoomStore {
   }
 
   /**
+   * One query over the rooms table's primary key, from `after` on. `bytes` sums `octet_length`
+   * of the room's name, checkpoint, log chunks and client records: SQLite reads a text's length
+   * from its record header without reading the text, so this costs a walk of the room's rows,
+   * not of its data. It leaves out page overhead, the index entries and free pages.
+   */
+  async listRooms(opts: ListRoomsOptions): Promise<StoredRoomInfo[]> {
+    if (this.closed) throw closedError('list its rooms');
+    const { after, limit } = checkListRooms(opts);
+    let rows: ListedRow[];
+    try {
+      rows = after === undefined ? this.stmts.listFirst.all(limit) : this.stmts.listAfter.all(after, limit);
+    } catch (e) {
+      throw new StorageError(`cannot list the rooms: ${(e as Error).message}. Check the data file is readable.`, e);
+    }
+    return rows.map((r) => ({
+      name: r.room,
+      machine: r.machine,
+      version: Number.isSafeInteger(r.migrated) ? (r.migrated as number) : r.version,
+      head: r.head,
+      checkpoint: r.checkpoint_pos,
+      stable: r.stable,
+      bytes: r.bytes,
+      created: r.created,
+      lastActivity: r.last_append,
+    }));
+  }
+
+  /**
    * Write the appends queued in this turn, then settle their promises in call order.
    *
    * The fence is checked in memory first (`heads`: this store holds the file's exclusive lock,
@@ -615,6 +663,7 @@ export class SqliteStore implements RoomStore {
     }
     let pending = [...groups.values()];
     let transactions = 0;
+    const now = this.now();
     while (pending.length > 0) {
       transactions++;
       let current: RoomWrite | undefined;
@@ -622,7 +671,7 @@ export class SqliteStore implements RoomStore {
         this.db.transaction(() => {
           for (const g of pending) {
             current = g;
-            this.writeRoom(g, batch);
+            this.writeRoom(g, batch, now);
           }
           current = undefined;
         })();
@@ -639,7 +688,7 @@ export class SqliteStore implements RoomStore {
         for (const g of pending) {
           transactions++;
           try {
-            this.db.transaction(() => this.writeRoom(g, batch))();
+            this.db.transaction(() => this.writeRoom(g, batch, now))();
             this.wrote(g, batch);
           } catch (e2) {
             this.failGroup(g, results, e2);
@@ -689,7 +738,7 @@ export class SqliteStore implements RoomStore {
   }
 
   /** One room's appends of this turn, as one write, inside a transaction: throws to roll it back. */
-  private writeRoom(g: RoomWrite, batch: readonly QueuedAppend[]): void {
+  private writeRoom(g: RoomWrite, batch: readonly QueuedAppend[], now: number): void {
     const s = this.stmts,
       room = g.room;
     const chunks: string[] = [];
@@ -720,7 +769,7 @@ export class SqliteStore implements RoomStore {
       g.wroteCheckpoint = cp.pos;
     }
     // Last: the rev moves only with everything above written.
-    s.bumpRev.run(g.to.rev - g.from.rev, stable, room);
+    s.bumpRev.run(g.to.rev - g.from.rev, stable, chunks.length > 0 || clients ? now : null, room);
   }
 
   /**
@@ -766,6 +815,28 @@ export class SqliteStore implements RoomStore {
     return Promise.resolve();
   }
 }
+
+/** What `listRooms` reads per room (`version` as created; `migrated`: the `~hercules` record's highWater, if any). */
+interface ListedRow {
+  room: string;
+  machine: string;
+  version: number;
+  migrated: number | null;
+  head: number;
+  checkpoint_pos: number;
+  stable: number;
+  bytes: number;
+  created: number;
+  last_append: number;
+}
+
+const LIST_ROOMS = `SELECT r.room, r.machine, r.version, r.checkpoint_pos, r.stable, r.created, r.last_append,
+  max(r.checkpoint_pos, coalesce((SELECT last FROM log_chunks WHERE room = r.room ORDER BY first DESC LIMIT 1), 0)) AS head,
+  (SELECT json_extract(record, '$.highWater') FROM clients WHERE room = r.room AND client = '${SYSTEM_CLIENT}') AS migrated,
+  octet_length(r.room) + octet_length(r.checkpoint)
+    + coalesce((SELECT sum(octet_length(entries)) FROM log_chunks WHERE room = r.room), 0)
+    + coalesce((SELECT sum(octet_length(client) + octet_length(record)) FROM clients WHERE room = r.room), 0) AS bytes
+  FROM rooms r`;
 
 /** A room's fence and head. */
 interface Head {
