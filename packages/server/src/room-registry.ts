@@ -177,6 +177,11 @@ export class RoomRegistry {
     await this.unloading.get(name);
   }
 
+  /** Resolves once the rooms being handed back to the store now are there (what they wrote on the way out included). */
+  async handedBack(): Promise<void> {
+    if (this.unloading.size > 0) await Promise.allSettled([...this.unloading.values()]);
+  }
+
   /** Keep time in every room (ack timeouts) and unload the rooms idle for `idleUnloadMs`. */
   tick(): void {
     const now = this.opts.clock.now();

@@ -1249,6 +1249,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       const isAfter = (n: string) => after === undefined || compareRoomNames(n, after) > 0;
       // The store's page, one more than asked to know whether another follows; the loaded rooms
       // in its range (a room is stored before it loads, but one may be loading or deleted meanwhile).
+      // A room being unloaded writes its last appends on the way out: list it once they are stored.
+      await registry.handedBack();
       const info = new Map<string, StoredRoomInfo>();
       let names: string[];
       let more = false;
