@@ -323,7 +323,11 @@ export class RoomHost {
       this.latestCheckpoint = p.checkpoint;
       this.scheduleCheckpoint();
     }
-    if (out.send.length === 0 && out.close.length === 0 && !done) return;
+    // An output that appends entries holds back the outputs after it until its commit, even with
+    // nothing to send itself (a migration entry staged when the room loaded goes out with the
+    // first output, a join's): else a later bookkeeping output (sendFirst) would overtake it, and
+    // a welcome announce the migrated checkpoint before the migration is stored (AUTH-STORED).
+    if (out.send.length === 0 && out.close.length === 0 && !done && p.appended.length === 0) return;
     // An output that appends or claims waits for the commit its writes go into.
     this.queue.push({ out, at, made: this.clock.now(), needs: out.sendFirst ? 0 : this.issued + 1, ...(done ? { done } : {}) });
     this.sendReady();
