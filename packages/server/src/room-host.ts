@@ -174,6 +174,12 @@ export class RoomHost {
           opts.loaded.durable,
         );
     this.emptySince = this.clock.now();
+    // A room migrated as it loaded (REC-MIGRATE-ONCE) appends its migration entry now, before any
+    // input, not with the first input's output: until then the host would say it is settled
+    // with an entry its store does not have (found by the simulator: a cluster node that loaded
+    // the room for a connection gone meanwhile).
+    const d = opts.loaded.durable;
+    if (!opts.loaded.fresh && this.engine_.head() > d.checkpoint.pos + d.suffix.length) this.tick();
   }
 
   // ---------------------------------------------------------------- reads

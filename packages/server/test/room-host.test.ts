@@ -317,7 +317,7 @@ const countV2 = defineMachine({
 });
 
 // spec: AUTH-STORED, REC-MIGRATE-ONCE
-test('a room migrated on load announces nothing of the migration before it is stored: the welcome of a known client waits for its commit', async () => {
+test('a room migrated on load appends the migration before any input, and announces nothing of it before it is stored: the welcome of a known client waits for its commit', async () => {
   // Found by the simulator (an upgrade mid-run): the join's output carried the migration entry
   // and nothing to send, so it was not queued, and the welcome that followed (bookkeeping, as
   // the client's record was stored) went out with the migrated checkpoint before the append.
@@ -342,6 +342,10 @@ test('a room migrated on load announces nothing of the migration before it is st
   const held = () => disk().checkpoint.pos + disk().log.length;
   const v2 = new RoomHost({ name: 'r', machine: countV2, loaded: loaded2, store, clock });
   assert.equal(v2.engine.head(), 2, 'the migration entry follows the op');
+  // It is appended as the room loads, before any input (and the host is not settled until it lands).
+  await endOfTask(clock);
+  assert.equal(store.waiting, 1, 'the migration is being appended');
+  assert.equal(v2.settled, false);
   const a = member('a2', (m) => {
     if (m.t === 'welcome')
       assert.ok(
