@@ -174,6 +174,12 @@ export class RoomHost {
           opts.loaded.durable,
         );
     this.emptySince = this.clock.now();
+    // A room migrated as it loaded (REC-MIGRATE-ONCE) appends its migration entry now, before any
+    // input, not with the first input's output: until then the host would say it is settled
+    // with an entry its store does not have (found by the simulator: a cluster node that loaded
+    // the room for a connection gone meanwhile).
+    const d = opts.loaded.durable;
+    if (!opts.loaded.fresh && this.engine_.head() > d.checkpoint.pos + d.suffix.length) this.tick();
   }
 
   // ---------------------------------------------------------------- reads
@@ -323,7 +329,11 @@ export class RoomHost {
       this.latestCheckpoint = p.checkpoint;
       this.scheduleCheckpoint();
     }
-    if (out.send.length === 0 && out.close.length === 0 && !done) return;
+    // An output that appends entries holds back the outputs after it until its commit, even with
+    // nothing to send itself (a migration entry staged when the room loaded goes out with the
+    // first output, a join's): else a later bookkeeping output (sendFirst) would overtake it, and
+    // a welcome announce the migrated checkpoint before the migration is stored (AUTH-STORED).
+    if (out.send.length === 0 && out.close.length === 0 && !done && p.appended.length === 0) return;
     // An output that appends or claims waits for the commit its writes go into.
     this.queue.push({ out, at, made: this.clock.now(), needs: out.sendFirst ? 0 : this.issued + 1, ...(done ? { done } : {}) });
     this.sendReady();

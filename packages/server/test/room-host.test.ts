@@ -5,7 +5,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PROTOCOL_VERSION, type ErrorCode, type Machine, type ServerMessage } from '@hercules/core';
+import { isDeepStrictEqual } from 'node:util';
+import { PROTOCOL_VERSION, defineMachine, type ErrorCode, type Machine, type ServerMessage } from '@hercules/core';
 import { ManualClock, MemoryStore, RoomHost, RoomRegistry, type Appended, type RoomAppend, type RoomMember, type RoomStore } from '../src/pipeline.ts';
 import { chat } from '../../../apps/machines.ts';
 
@@ -291,4 +292,76 @@ test('an idle room is unloaded and reloads from the store on the next join', asy
   assert.notEqual(again, host);
   assert.equal(again.engine.head(), 1);
   assert.equal(typeof (await registry.acquire('r', { ...chat, version: chat.version + 1 } as Machine<any, any>)), 'string', 'another machine is refused');
+});
+
+const countV1 = defineMachine({
+  name: 'count',
+  version: 1,
+  initial: { n: 0 },
+  ops: {
+    add(s, by: number) {
+      s.n += by;
+    },
+  },
+});
+const countV2 = defineMachine({
+  name: 'count',
+  version: 2,
+  initial: { total: 0 },
+  ops: {
+    add(s, a: { by: number }) {
+      s.total += a.by;
+    },
+  },
+  migrateFrom: { machine: countV1, state: (s1) => ({ total: s1.n }), op: (op) => ({ name: 'add', args: { by: op.args } }) },
+});
+
+// spec: AUTH-STORED, REC-MIGRATE-ONCE
+test('a room migrated on load appends the migration before any input, and announces nothing of it before it is stored: the welcome of a known client waits for its commit', async () => {
+  // Found by the simulator (an upgrade mid-run): the join's output carried the migration entry
+  // and nothing to send, so it was not queued, and the welcome that followed (bookkeeping, as
+  // the client's record was stored) went out with the migrated checkpoint before the append.
+  const store = new GatedStore();
+  const clock = new ManualClock();
+  // Under v1: client a is known to the room and one of its ops is stored.
+  const loaded1 = await store.inner.open('r', { machine: countV1.name, version: countV1.version, initial: countV1.initial });
+  const v1 = new RoomHost({ name: 'r', machine: countV1, loaded: loaded1, store: store.inner, clock });
+  const a1 = member('a1');
+  v1.join(a1);
+  v1.receive('a1', hello('a', countV1));
+  await endOfTask(clock);
+  await settle();
+  v1.receive('a1', { t: 'ops', ops: [{ seq: 1, name: 'add', args: 2 }] });
+  await endOfTask(clock);
+  await settle();
+  await v1.release();
+  // The server restarts on v2: the room migrates as it loads; a (upgraded too) reconnects.
+  const loaded2 = await store.open('r', { machine: countV2.name, version: countV2.version, initial: countV2.initial });
+  loaded2.durable.version = loaded2.meta.version; // as RoomRegistry does
+  const disk = () => store.inner.disk.rooms.get('r')!;
+  const held = () => disk().checkpoint.pos + disk().log.length;
+  const v2 = new RoomHost({ name: 'r', machine: countV2, loaded: loaded2, store, clock });
+  assert.equal(v2.engine.head(), 2, 'the migration entry follows the op');
+  // It is appended as the room loads, before any input (and the host is not settled until it lands).
+  await endOfTask(clock);
+  assert.equal(store.waiting, 1, 'the migration is being appended');
+  assert.equal(v2.settled, false);
+  const a = member('a2', (m) => {
+    if (m.t === 'welcome')
+      assert.ok(
+        Math.max(m.checkpoint?.pos ?? 0, m.from - 1 + m.entries.length) <= held(),
+        `welcome up to ${m.checkpoint?.pos} sent while the store holds ${held()}`,
+      );
+  });
+  v2.join(a);
+  v2.receive('a2', hello('a', countV2, 1));
+  await endOfTask(clock);
+  assert.deepEqual(
+    a.got.map((m) => m.t),
+    [],
+    'no welcome before the migration is stored',
+  );
+  await store.pass();
+  const w = a.got.find((m) => m.t === 'welcome');
+  assert.ok(w && w.t === 'welcome' && w.checkpoint?.pos === 2 && isDeepStrictEqual(w.checkpoint.state, { total: 2 }), JSON.stringify(a.got));
 });

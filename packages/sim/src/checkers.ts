@@ -18,6 +18,7 @@ import {
   VIEWS,
   applyOp,
   isMigrationEntry,
+  translateOp,
   type ClientMessage,
   type ClientRoom,
   type LogEntry,
@@ -32,15 +33,22 @@ import {
   type ViewPositions,
 } from '@hercules/core';
 import type { LoadedRoom } from '@hercules/server/pipeline';
-import { ledger, type LedgerState } from './machine.ts';
+import { ledgerAt, type AnyLedgerState, type Ledger } from './machine.ts';
 
-export type Room = ClientRoom<typeof ledger>;
+/** A state of either version of the machine (machine.ts): what checkers compare is mostly its `log`. */
+type LedgerState = AnyLedgerState;
+
+export type Room = ClientRoom<Ledger>;
 
 /** One simulated client as checkers see it. */
 export interface ClientState {
   readonly id: string;
   readonly alive: boolean;
+  /** The machine version its code runs (docs/migrations.md). */
+  readonly version: number;
   readonly room?: Room;
+  /** Handles of the ops of an older version its disk held when this process started. */
+  readonly carried: readonly OpHandle[];
   /** Handles of the ops this client process submitted. */
   readonly handles: readonly OpHandle[];
 }
@@ -60,6 +68,15 @@ export interface SimState {
   readonly global: readonly LogEntry[];
   /** oracle[n]: the reference fold of the first n entries of the global log. */
   readonly oracle: readonly LedgerState[];
+  /** oracleVersion[n]: the machine version of oracle[n] (it changes at a migration entry). */
+  readonly oracleVersion: readonly number[];
+  /** The machine version the servers run (deployed): every server process started since runs it. */
+  readonly serverVersion: number;
+  /**
+   * oracle[n] as a client running `version` shows it: migrated if the fold is of an older version
+   * (a client restarted on new code from an older base); undefined if of a newer one.
+   */
+  expected(n: number, version: number): LedgerState | undefined;
   /** Position of each committed op, by `${client}:${seq}`. */
   readonly posOf: ReadonlyMap<string, number>;
   /** Ops some client's disk confirmed, by `${client}:${seq}`. */
@@ -125,8 +142,8 @@ export interface Hooks {
   sequenced?(s: SimState, e: LogEntry, reference: string | undefined): void;
   /** The server put `msg` on the wire to the client `client` on connection `conn`. */
   sent?(s: SimState, conn: string, client: string, msg: ServerMessage): void;
-  /** Client `c` put `msg` on the wire. */
-  clientSent?(s: SimState, c: ClientState, msg: ClientMessage): void;
+  /** Client `c` put `msg` on the wire (of its connection `conn`). */
+  clientSent?(s: SimState, c: ClientState, msg: ClientMessage, conn?: string): void;
   /** A client process started from its disk, before it heard from anyone. */
   clientStarted?(s: SimState, c: ClientState, room: Room): void;
   /** A server started; `restore` is what it started from (undefined: a new room). */
@@ -184,6 +201,23 @@ function print(s: LedgerState): string {
 export const same = (a: LedgerState, b: LedgerState) => a === b || print(a) === print(b);
 
 const idOf = (e: { client: string; seq: number }) => `${e.client}:${e.seq}`;
+
+/** The version the committed log runs: that of its last migration entry, else the first. */
+function roomVersion(s: SimState): number {
+  return s.oracleVersion[s.global.length] ?? 1;
+}
+
+/** Position of the committed migration entry to a version above `version`, if any. */
+function migrationPast(s: SimState, version: number): number | undefined {
+  for (let n = 1; n < s.oracleVersion.length; n++) if (s.oracleVersion[n] > version) return n;
+  return undefined;
+}
+
+/** A state of version 2 says so (`schema: 2`, machine.ts); one of version 1 has no such field. */
+const versionOf = (st: LedgerState): number => ('schema' in st ? st.schema : 1);
+
+/** JSON text, as a store or the wire keeps a value (-0 is 0). */
+const json = (v: unknown) => JSON.stringify(v ?? null);
 
 /** Observe the live clients once per step; `memo` keeps each client's key from the last step. */
 export function observe(s: SimState, deep: boolean, memo: Map<ClientState, unknown[]>): Step {
@@ -282,6 +316,98 @@ export const CHECKERS: readonly Checker[] = [
     }),
   },
   {
+    rule: 'REC-MIGRATE-OPS',
+    description:
+      "an op written against an older version is sent as written, tagged with its version, and ordered once as its translation or refused with the translation's reason (and its handle says so); never ordered by a room of an older version",
+    create: (fail: Fail) => {
+      /** Each op as first sent: its name, args (JSON) and the version it was written against. */
+      const sent = new Map<string, { name: string; args: string; v: number }>();
+      return {
+        clientSent(_s, c, msg) {
+          if (msg.t !== 'ops') return;
+          for (const op of msg.ops) {
+            const id = `${c.id}:${op.seq}`;
+            const now = { name: op.name, args: json(op.args), v: op.v ?? c.version };
+            const was = sent.get(id);
+            if (!was) sent.set(id, now);
+            else if (was.v !== now.v || was.name !== now.name || was.args !== now.args)
+              fail(`${c.id} sent ${id} as ${now.name}@${now.v} ${now.args}, and before as ${was.name}@${was.v} ${was.args}`);
+          }
+        },
+        sequenced(s, e) {
+          const op = sent.get(idOf(e));
+          if (!op || isMigrationEntry(e)) return;
+          const room = roomVersion(s);
+          if (op.v > room) fail(`${idOf(e)}, written against v${op.v}, was ordered at ${e.pos} by a room of v${room}`);
+          const tr = op.v === room ? { name: op.name, args: JSON.parse(op.args) as unknown } : translateOp(ledgerAt(room), op.v, op.name, JSON.parse(op.args));
+          if ('refuse' in tr) {
+            if (!e.refused || e.error !== tr.refuse)
+              fail(
+                `${idOf(e)} (${op.name}@${op.v}) was ordered at ${e.pos} ${e.refused ? `refused with "${e.error}"` : `as ${e.name}`}; its translation refuses it: "${tr.refuse}"`,
+              );
+          } else if (op.v < room && (e.refused || e.name !== tr.name || json(e.args) !== json(tr.args)))
+            fail(
+              `${idOf(e)} (${op.name}@${op.v}) was ordered at ${e.pos} as ${e.refused ? `refused ("${e.error}")` : `${e.name} ${json(e.args)}`}; its translation is ${tr.name} ${json(tr.args)}`,
+            );
+        },
+        step(s, st) {
+          for (const { c } of st.live)
+            for (const h of c.carried) {
+              if (h.stage !== 'rejected') continue;
+              const g = h.position !== undefined ? s.global[h.position - 1] : s.global.find((e) => e.client === c.id && e.seq === h.seq);
+              if (!g || g.error !== h.error)
+                fail(`${h.id} (carried over the upgrade) is rejected with "${h.error}", the log says ${g ? `"${g.error ?? 'accepted'}"` : 'nothing'}`);
+            }
+        },
+        end(s, timedOutMs) {
+          if (timedOutMs !== undefined) return;
+          for (const c of s.clients)
+            for (const h of c.carried)
+              if (h.stage !== 'visible' && h.stage !== 'rejected') fail(`after quiescence ${h.id} (carried over the upgrade) is still ${h.stage}`);
+        },
+      };
+    },
+  },
+  {
+    rule: 'REC-MIGRATE-VIEWS',
+    description:
+      "a client shows only states of its own machine version, and the server sends it only entries of it: none before the room's migration to a client of the new version, none from it on to one of an older",
+    create: (fail: Fail) => {
+      /** The machine version each connection's hello named. */
+      const connVersion = new Map<string, number>();
+      let past: number | undefined;
+      return {
+        clientSent(_s, _c, msg, conn) {
+          if (msg.t === 'hello' && conn !== undefined) connVersion.set(conn, msg.machine.version);
+        },
+        sent(s, conn, client, msg) {
+          if (msg.t !== 'log' && msg.t !== 'welcome') return;
+          const v = connVersion.get(conn);
+          if (v === undefined) return;
+          if (msg.t === 'welcome' && msg.checkpoint && versionOf(msg.checkpoint.state as LedgerState) !== v)
+            fail(`the server sent ${client} (v${v}, ${conn}) a checkpoint of v${versionOf(msg.checkpoint.state as LedgerState)} at ${msg.checkpoint.pos}`);
+          const last = Math.min(msg.from + msg.entries.length - 1, s.global.length);
+          for (let n = msg.from; n <= last; n++)
+            if (s.oracleVersion[n - 1] !== v || s.oracleVersion[n] !== v)
+              fail(
+                `the server sent ${client} (v${v}, ${conn}) entry ${n}, of a v${s.oracleVersion[n - 1]}${s.oracleVersion[n] !== s.oracleVersion[n - 1] ? `->v${s.oracleVersion[n]}` : ''} log`,
+              );
+        },
+        step(s, st) {
+          // (The room's first migration stays where it is once committed: found once.)
+          if (past === undefined && roomVersion(s) > 1) past = migrationPast(s, 1);
+          for (const { c, p, views, unchanged } of st.live) {
+            if (c.version === 1 && past !== undefined && p.authoritative >= past)
+              fail(`${c.id} runs v1 and holds the log up to ${p.authoritative}, past the room's migration at ${past}`);
+            if (!st.deep || unchanged) continue;
+            for (const v of VIEWS)
+              if (versionOf(views[v]) !== c.version) fail(`${c.id} runs v${c.version} and shows a state of v${versionOf(views[v])} in its ${v} view`);
+          }
+        },
+      };
+    },
+  },
+  {
     rule: 'LOG-CLIENT-ORDER',
     description: "each client's ops enter the global log in seq order, skipping only seqs no disk ever confirmed (a declared gap)",
     create: (fail: Fail) => {
@@ -311,8 +437,9 @@ export const CHECKERS: readonly Checker[] = [
             if (!covered(s, c.id, op.seq)) fail(`${c.id} sent op ${c.id}:${op.seq} before its disk confirmed it or a reservation of its seq`);
         },
         sequenced(s, e) {
-          // The server's own ops (API-SUBMIT) have no client disk: they are durable by the room's commit.
-          if (e.client !== SERVER_CLIENT && !covered(s, e.client, e.seq))
+          // The server's own ops (API-SUBMIT) and the room's migration entries (REC-MIGRATE-ONCE)
+          // have no client disk: they are durable by the room's commit.
+          if (e.client !== SERVER_CLIENT && e.client !== SYSTEM_CLIENT && !covered(s, e.client, e.seq))
             fail(`op ${idOf(e)} reached the server before it was durable or reserved on its client`);
         },
       };
@@ -377,12 +504,18 @@ export const CHECKERS: readonly Checker[] = [
     description: 'Authoritative, Visible and Stable each equal the fold of a prefix of the global log',
     create: (fail: Fail) => ({
       step(s, st) {
+        // As the client's version shows the prefix: a client restarted on new code from a base of
+        // the older version shows it migrated until its welcome (docs/migrations.md). Only then
+        // does the expected state differ from the oracle's; REC-MIGRATE-VIEWS, before this, fails
+        // a client holding a prefix of a newer version than its own.
         for (const { c, p, views, unchanged } of st.live) {
-          const ref = s.oracle[p.authoritative];
+          const ref = s.expected(p.authoritative, c.version);
           if (ref === undefined || !same(views.authoritative, ref)) fail(`${c.id} authoritative view differs from the global log prefix ${p.authoritative}`);
           if (!st.deep || unchanged) continue;
-          if (!same(views.visible, s.oracle[p.visible])) fail(`${c.id} visible view differs from the global log prefix ${p.visible}`);
-          if (!same(views.stable, s.oracle[p.stable])) fail(`${c.id} stable view differs from the global log prefix ${p.stable}`);
+          const vis = s.expected(p.visible, c.version),
+            stab = s.expected(p.stable, c.version);
+          if (vis === undefined || !same(views.visible, vis)) fail(`${c.id} visible view differs from the global log prefix ${p.visible}`);
+          if (stab === undefined || !same(views.stable, stab)) fail(`${c.id} stable view differs from the global log prefix ${p.stable}`);
         }
       },
     }),
@@ -396,12 +529,16 @@ export const CHECKERS: readonly Checker[] = [
         for (const { c, p, views, pending, unchanged } of st.live) {
           if (unchanged) continue;
           const pend = pending.filter((o) => o.stage === 'durable' || o.stage === 'submitted');
-          let state = s.oracle[p.authoritative];
+          // (As the client's version shows Authoritative, and its machine folds its pending ops:
+          // an op of an older version that it holds is translated, as the server will order it.)
+          let state = s.expected(p.authoritative, c.version);
+          if (state === undefined) fail(`${c.id} (v${c.version}) is at ${p.authoritative}, where the room runs a newer version`);
+          const machine = ledgerAt(c.version);
           let pos = p.authoritative;
           const durCount = p.durable - p.authoritative;
           for (let i = 0; i < pend.length; i++) {
             if (i === durCount && !same(views.durable, state)) fail(`${c.id} durable view differs from the reference fold`);
-            state = applyOp(ledger, state, pend[i], ++pos).state;
+            state = applyOp(machine, state, pend[i], ++pos).state;
           }
           if (durCount === pend.length && !same(views.durable, state)) fail(`${c.id} durable view differs from the reference fold`);
           if (!same(views.submitted, state)) fail(`${c.id} submitted view differs from the reference fold`);
@@ -625,7 +762,11 @@ export const CHECKERS: readonly Checker[] = [
     rule: 'LIVE-HONEST',
     description: 'an honest client is never refused: no error frame, no fatal error',
     create: (fail: Fail) => ({
-      fatal(_s, c, code, m) {
+      fatal(s, c, code, m) {
+        // A client running an older version than the servers run is not honest (it must
+        // use the room's machine version, docs/spec.md "Words"): its documented answer is
+        // client-too-old, after which it reloads on the new code. Any other refusal fails.
+        if (code === 'client-too-old' && c.version < s.serverVersion) return;
         fail(`client ${c.id} got fatal ${code}: ${m}`);
       },
       warned(s, c, m) {
@@ -818,8 +959,8 @@ export class Checks {
   sent(s: SimState, conn: string, client: string, msg: ServerMessage): void {
     for (const f of this.hooks.sent) f(s, conn, client, msg);
   }
-  clientSent(s: SimState, c: ClientState, msg: ClientMessage): void {
-    for (const f of this.hooks.clientSent) f(s, c, msg);
+  clientSent(s: SimState, c: ClientState, msg: ClientMessage, conn?: string): void {
+    for (const f of this.hooks.clientSent) f(s, c, msg, conn);
   }
   clientStarted(s: SimState, c: ClientState, room: Room): void {
     for (const f of this.hooks.clientStarted) f(s, c, room);

@@ -369,6 +369,7 @@ export class ClusterServer implements ServerSide {
       sim,
       registry,
       () => this.alive(n, inc),
+      sim.serverMachine,
       (conn, e) => {
         sim.count('cluster-load-refused');
         sim.note(`${n.id} cannot load the room for ${conn}: ${(e as Error)?.message}`);
@@ -382,10 +383,20 @@ export class ClusterServer implements ServerSide {
     n.clock.setTimeout(beat, BEAT_MS);
   }
 
+  /**
+   * Deploy the machine's new version: every node stops at once and starts again later on it (a
+   * stop-the-world deploy; a rolling one, where old and new nodes run side by side, is not
+   * simulated). A node that is down comes up on it.
+   */
+  upgrade(): void {
+    this.sim.count('server-upgrade');
+    for (const n of this.nodes) if (n.running) this.crash(n, 'cluster-node-upgrade');
+  }
+
   /** SIGKILL: nothing more runs; its clients see their connections reset; it starts again later. */
-  private crash(n: SimNode): void {
+  private crash(n: SimNode, why = 'cluster-node-crash'): void {
     const sim = this.sim;
-    sim.count('cluster-node-crash');
+    sim.count(why);
     sim.note(`${n.id} crashed`);
     n.running = false;
     for (const c of sim.clients) if (c.endpoint && this.endpointNode.get(c.endpoint)?.node === n) sim.breakLink(c, false);

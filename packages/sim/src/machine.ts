@@ -3,8 +3,14 @@
  * are equal only if the same ops took effect in the same order: state equality checks log
  * equality. `withdraw` depends on state (it may succeed speculatively and fail in the global
  * order, or the reverse); `boom` always throws; `stamp` records ctx.position and ctx.author.
+ *
+ * `ledgerV2` is the next version (docs/migrations.md), which a run may upgrade to mid-traffic:
+ * `stamps` is renamed `marks` and a `schema: 2` field appears (a state of one version is never
+ * mistaken for one of the other), the `log` is kept as it is (so every checker comparing logs
+ * still can), `stamp` becomes `mark` (its argument renamed), and `boom` is gone: a v1 `boom` is
+ * refused by the translation with BOOM_REMOVED.
  */
-import { defineMachine } from '@hercules/core';
+import { defineMachine, type Machine } from '@hercules/core';
 
 export interface LedgerState {
   log: string[];
@@ -14,6 +20,19 @@ export interface LedgerState {
 
 /** Counts op executions: the simulator's deterministic stand-in for CPU time. */
 export const work = { ops: 0 };
+
+export interface LedgerStateV2 {
+  log: string[];
+  counters: Record<string, number>;
+  marks: Record<string, string>;
+  schema: 2;
+}
+
+/** A state of either version: what every checker reads is its `log`. */
+export type AnyLedgerState = LedgerState | LedgerStateV2;
+
+/** The reason the v2 translation refuses a v1 `boom`. */
+export const BOOM_REMOVED = 'boom was removed in sim-ledger@2';
 
 export const ledger = defineMachine({
   name: 'sim-ledger',
@@ -43,3 +62,49 @@ export const ledger = defineMachine({
     },
   },
 });
+
+export const ledgerV2 = defineMachine({
+  name: 'sim-ledger',
+  version: 2,
+  initial: { log: [], counters: {}, marks: {}, schema: 2 } as LedgerStateV2,
+  ops: {
+    inc(s, a: { key: string; by: number }, ctx) {
+      work.ops++;
+      s.counters[a.key] = (s.counters[a.key] ?? 0) + a.by;
+      s.log.push(`${ctx.client}:${ctx.seq}`);
+    },
+    withdraw(s, a: { key: string; amount: number }, ctx) {
+      work.ops++;
+      const have = s.counters[a.key] ?? 0;
+      if (have < a.amount) throw new Error(`insufficient ${a.key}: have ${have}, need ${a.amount}`);
+      s.counters[a.key] = have - a.amount;
+      s.log.push(`${ctx.client}:${ctx.seq}`);
+    },
+    mark(s, a: { at: string }, ctx) {
+      work.ops++;
+      s.marks[a.at] = `${ctx.author}@${ctx.position}`;
+      s.log.push(`${ctx.client}:${ctx.seq}`);
+    },
+  },
+  migrateFrom: {
+    machine: ledger,
+    state: (s1: LedgerState): LedgerStateV2 => ({ log: s1.log, counters: s1.counters, marks: s1.stamps, schema: 2 }),
+    op: (op) =>
+      op.name === 'stamp'
+        ? { name: 'mark', args: { at: (op.args as { key: string }).key } }
+        : op.name === 'boom'
+          ? { refuse: BOOM_REMOVED }
+          : { name: op.name, args: op.args },
+  },
+});
+
+/** The machine of each version the simulator runs. */
+export const LEDGERS = { 1: ledger, 2: ledgerV2 } as const;
+export type Ledger = typeof ledger | typeof ledgerV2;
+
+/** The machine of `version`, typed over states of either version (for folds across an upgrade). */
+export function ledgerAt(version: number): Machine<AnyLedgerState, any, any> {
+  const m = LEDGERS[version as 1 | 2];
+  if (!m) throw new Error(`the simulator has no sim-ledger@${version}`);
+  return m as Machine<AnyLedgerState, any, any>;
+}

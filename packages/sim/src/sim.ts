@@ -24,6 +24,9 @@ import {
   ClientRoom,
   HerculesError,
   applyOp,
+  deepFreeze,
+  isMigrationEntry,
+  migrateState,
   type BaseSnapshot,
   type Batching,
   type ClientMessage,
@@ -51,7 +54,7 @@ import {
 } from '@hercules/server/pipeline';
 import assert from 'node:assert/strict';
 import { Rng } from './rng.ts';
-import { ledger, work, type LedgerState } from './machine.ts';
+import { LEDGERS, ledger, ledgerAt, type ledgerV2, work, type AnyLedgerState, type Ledger } from './machine.ts';
 import { API_AUTHOR, CHECKERS, Checks, Violation, type Checker, type SimState } from './checkers.ts';
 import { ClusterServer, clusterConfigFor, type ClusterConfig } from './cluster.ts';
 import type { ShardLog } from '@hercules/cluster/pipeline';
@@ -95,6 +98,12 @@ export interface SimConfig {
    * (both DUR-BEFORE-SEND).
    */
   seqBlock: number;
+  /**
+   * Simulated ms into the load at which the server restarts running `ledgerV2` (docs/migrations.md):
+   * the room migrates as it loads, clients on v1 are refused `client-too-old` and reload with v2
+   * code over their disk at random later moments, some offline holding v1 ops. Absent: no upgrade.
+   */
+  upgradeAt?: number;
 }
 
 export interface SimResult {
@@ -152,8 +161,18 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}, mode
     // Drawn last: a seed's other choices are the same with or without it.
     ...(mode.cluster ? { cluster: clusterConfigFor(r), crashBeforeCommit: 0 } : {}),
     seqBlock: r.pick([0, 2, 5, 1000, 1000]),
+    ...upgradeFor(seed),
     ...overrides,
   };
+}
+
+/**
+ * Whether (and when) a seed upgrades its machine mid-run: drawn from a stream of its own, so the
+ * seed's other choices are the same either way. About a third of the seeds upgrade.
+ */
+function upgradeFor(seed: number): Pick<SimConfig, 'upgradeAt'> {
+  const u = new Rng(seed ^ 0x0b9a2);
+  return u.chance(0.35) ? { upgradeAt: u.int(100, 1400) } : {};
 }
 
 // ------------------------------------------------------------------ event queue
@@ -223,9 +242,17 @@ export interface SimClient {
   /** Incremented per process start: a crash makes a new incarnation. */
   incarnation: number;
   alive: boolean;
-  room?: ClientRoom<typeof ledger>;
+  /** The machine version its code runs (a reload after an upgrade starts it on the newer). */
+  version: 1 | 2;
+  /** The server refused it `client-too-old`: it stops connecting and submitting until it reloads. */
+  tooOld: boolean;
+  /** It stays offline (connects to nothing) until then. */
+  offlineUntil: number;
+  /** Handles of the ops of an older version its disk held when this process started (REC-MIGRATE-OPS). */
+  carried: OpHandle[];
+  room?: ClientRoom<Ledger>;
   /** The real client driver (as in connect()), on the simulated clock and disk. */
-  driver?: ClientDriver<typeof ledger>;
+  driver?: ClientDriver<Ledger>;
   disk: Disk;
   /** Disk writes not yet confirmed; lost on crash. */
   writing: number;
@@ -336,6 +363,8 @@ export interface ServerSide {
   describe(): string;
   /** Cluster mode: each running node that believes it owns the room's shard, with its claim's epoch. */
   owners?(): { node: string; epoch: number }[];
+  /** Deploy the machine's new version (sim.serverMachine): restart its processes onto it. */
+  upgrade(): void;
   /** Its processes keep timers for good: the event queue never drains by itself. */
   readonly endless: boolean;
 }
@@ -360,6 +389,8 @@ export class ServerLinks {
     readonly registry: RoomRegistry,
     /** The process still runs: a dead one sends nothing and learns nothing. */
     private readonly running: () => boolean,
+    /** The machine this process's code has (the newest version it runs). */
+    private readonly machine: Ledger,
     /** The room could not be loaded for this connection (default: a bug of the simulation). */
     private readonly loadFailed: (conn: string, e: unknown) => void = (_conn, e) => assert.fail(`loading the room failed: ${(e as Error).stack ?? e}`),
   ) {}
@@ -384,7 +415,7 @@ export class ServerLinks {
     };
     this.links.set(conn, link);
     sim.reactions = true;
-    this.registry.acquire(ROOM, ledger).then(
+    this.registry.acquire(ROOM, this.machine).then(
       (host) =>
         sim.callback(() => {
           if (!this.running() || link.closed) return;
@@ -492,7 +523,7 @@ class SingleServer implements ServerSide {
         unloaded: () => sim.count('room-unloaded'),
       },
     });
-    this.proc = { epoch, store, links: new ServerLinks(sim, registry, alive) };
+    this.proc = { epoch, store, links: new ServerLinks(sim, registry, alive, sim.serverMachine) };
   }
 
   /** The server process dies: nothing it has not written is, and every link to it closes. */
@@ -520,9 +551,14 @@ class SingleServer implements ServerSide {
     });
   }
 
-  private restart(): void {
+  /** The server restarts running the machine's new version (sim.serverMachine). */
+  upgrade(): void {
+    this.restart('server-upgrade');
+  }
+
+  private restart(why = 'server-restart'): void {
     const sim = this.sim;
-    sim.count('server-restart');
+    sim.count(why);
     this.kill();
     for (const c of sim.clients) sim.breakLink(c, false);
     sim.q.push(sim.now + sim.rng.int(20, 300), 'server up', () => {
@@ -586,7 +622,15 @@ export class Simulation implements SimState {
   clients: SimClient[] = [];
   /** Oracle: the global log as sequenced, never compacted, and the state after each prefix. */
   global: LogEntry[] = [];
-  oracle: LedgerState[] = [ledger.initial];
+  oracle: AnyLedgerState[] = [ledger.initial];
+  /** oracleVersion[n]: the machine version of oracle[n] (it changes at a migration entry). */
+  oracleVersion: number[] = [1];
+  /** oracle[n] as a state of a newer version (what a client of that version shows at n), by `${n}@${version}`. */
+  private readonly migrated = new Map<string, AnyLedgerState>();
+  /** The machine version new server processes run: 2 from the upgrade (cfg.upgradeAt) on. */
+  serverVersion: 1 | 2 = 1;
+  /** Draws of the upgrade (its own stream: a seed without one makes the same draws as before). */
+  private readonly upgradeRng: Rng;
   /** Global position of each sequenced op, by id. */
   posOf = new Map<string, number>();
   /** Ops the simulated disk confirmed: they must reach the global log exactly once. */
@@ -603,6 +647,8 @@ export class Simulation implements SimState {
   private stopSubmitting = false;
   private healing = false;
   private workAtStart = 0;
+  /** The machine version each op was sent as (for the summary's counts). */
+  private readonly sentVersion = new Map<string, number>();
   /** Events past this simulated time mean the run never converged. */
   private limit = 0;
 
@@ -618,6 +664,7 @@ export class Simulation implements SimState {
     this.presenceOn = this.presenceRng.chance(0.5);
     this.apiRng = new Rng(seed ^ 0xa91);
     this.apiOn = this.apiRng.chance(0.5);
+    this.upgradeRng = new Rng(seed ^ 0x0b9a3);
     this.cfg = cfg;
     this.checks = new Checks(checkers);
     this.side = cfg.cluster ? new ClusterServer(this, cfg.cluster, opts.clusterLog) : new SingleServer(this, opts.createHost);
@@ -626,6 +673,10 @@ export class Simulation implements SimState {
         id: `c${i}`,
         incarnation: 0,
         alive: false,
+        version: 1,
+        tooOld: false,
+        offlineUntil: 0,
+        carried: [],
         disk: { lastSeq: 0, ops: [] },
         writing: 0,
         epoch: 0,
@@ -659,10 +710,30 @@ export class Simulation implements SimState {
   get serverUp(): boolean {
     return this.host !== undefined;
   }
-  get server(): RoomEngine<LedgerState> {
+  get server(): RoomEngine<AnyLedgerState> {
     const h = this.host;
     if (!h) throw new Error('no server is up: check serverUp first');
-    return h.engine as RoomEngine<LedgerState>;
+    return h.engine as RoomEngine<AnyLedgerState>;
+  }
+  get serverMachine(): Ledger {
+    return LEDGERS[this.serverVersion];
+  }
+
+  /**
+   * The fold of the first `n` entries of the global log as a client of `version` shows it: a
+   * client of a newer version restarted from an older base migrates it locally (docs/migrations.md);
+   * undefined if the fold is of a newer version than `version` (no client of it may hold it).
+   */
+  expected(n: number, version: number): AnyLedgerState | undefined {
+    const at = this.oracleVersion[n];
+    if (at === undefined || at === version) return this.oracle[n];
+    // The fold of nothing, as any version shows it (a room created on v2 while a client runs v1).
+    if (n === 0) return ledgerAt(version).initial;
+    if (at > version) return undefined;
+    const key = `${n}@${version}`;
+    let st = this.migrated.get(key);
+    if (!st) this.migrated.set(key, (st = deepFreeze(migrateState(ledgerAt(version), this.oracle[n], at))));
+    return st;
   }
   get serverSettled(): boolean {
     return this.host?.settled ?? true;
@@ -676,6 +747,13 @@ export class Simulation implements SimState {
 
   /** A server loaded the room from its store (or created it). */
   serverStarted(loaded: LoadedRoom): void {
+    const v = loaded.meta.version;
+    if (loaded.fresh && this.global.length === 0 && v !== this.oracleVersion[0]) {
+      // Cluster mode: the upgrade came before any node created the room; one of v2 did.
+      this.count('room-created-v2');
+      this.oracle[0] = ledgerAt(v).initial;
+      this.oracleVersion[0] = v;
+    }
     this.callback(() => this.checks.serverStarted(this, loaded.fresh ? undefined : loaded.durable));
   }
 
@@ -691,8 +769,11 @@ export class Simulation implements SimState {
     c.alive = true;
     c.handles = [];
     c.writing = 0;
+    c.tooOld = false;
     const disk = c.disk;
-    const room = new ClientRoom(ledger, {
+    const machine: Ledger = LEDGERS[c.version];
+    if (c.version === 2 && (disk.ops.some((o) => o.v === 1) || disk.base?.v === 1)) this.count('client-upgraded-holding-v1');
+    const room: ClientRoom<Ledger> = new ClientRoom(machine, {
       clientId: c.id,
       now: () => this.now,
       cpuNow: () => (work.ops - this.workAtStart) * 0.01,
@@ -706,6 +787,7 @@ export class Simulation implements SimState {
         ...(disk.base ? { base: disk.base } : {}),
       }),
     });
+    c.carried = room.pending().filter((h) => disk.ops.some((o) => o.seq === h.seq && o.v !== undefined && o.v < c.version));
     this.checks.clientStarted(this, c, room);
     const inc = c.incarnation;
     /** Work of a dead process never happens: its timers and its disk writes die with it. */
@@ -801,15 +883,34 @@ export class Simulation implements SimState {
         this.checks.resynced(this, c, reason);
         this.breakLink(c, true);
       },
-      fatal: (code, m) => this.checks.fatal(this, c, code, m),
+      fatal: (code, m) => {
+        this.checks.fatal(this, c, code, m);
+        if (code === 'client-too-old' && c.incarnation === inc) {
+          // The app reloads to get the new code (docs/migrations.md): its store is untouched.
+          this.count('client-too-old');
+          c.tooOld = true;
+          this.q.push(this.now + this.upgradeRng.int(20, 600), `reload ${c.id} (refused)`, () => this.reloadClient(c));
+        }
+      },
     });
     c.room = room;
     this.connect(c);
   }
 
-  private crashClient(c: SimClient): void {
+  /**
+   * The client reloads onto the new version's code, over the same disk: like a crash (what it had
+   * not written is lost), then a start on v2. A client that is down just starts on v2.
+   */
+  private reloadClient(c: SimClient): void {
+    if (c.version === 2) return;
+    c.version = 2;
+    this.count('client-reload-v2');
+    if (c.alive) this.crashClient(c, true);
+  }
+
+  private crashClient(c: SimClient, reload = false): void {
     if (!c.alive) return;
-    this.count('crash');
+    if (!reload) this.count('crash');
     c.alive = false;
     this.presenceNow.delete(c.id); // a new process starts with none
     c.room?.close();
@@ -824,16 +925,38 @@ export class Simulation implements SimState {
         if (ep.alive()) ep.close(conn);
       });
     }
-    this.q.push(this.now + this.rng.int(50, 600), `restart ${c.id}`, () => {
+    const after = reload ? this.upgradeRng.int(1, 100) : this.rng.int(50, 600);
+    this.q.push(this.now + after, `restart ${c.id}`, () => {
       if (!c.alive) this.startClient(c);
     });
+  }
+
+  /**
+   * The deploy of the machine's new version (cfg.upgradeAt): the server restarts on it, and each
+   * client reloads on its own later (or once refused client-too-old, or at healing); some go
+   * offline first and keep submitting v1 ops to their disk; some crash and come back on v2.
+   */
+  private upgrade(): void {
+    this.serverVersion = 2;
+    this.side.upgrade();
+    const u = this.upgradeRng;
+    for (const c of this.clients) {
+      if (u.chance(0.4)) c.offlineUntil = this.now + u.int(100, 1500);
+      if (u.chance(0.3)) this.q.push(this.now + u.int(0, 1500), `reload ${c.id}`, () => this.reloadClient(c));
+      else if (u.chance(0.2)) this.q.push(this.now + u.int(0, 1000), `crash ${c.id} (upgrade)`, () => this.crashClient(c));
+    }
   }
 
   // -------------------------------------------------------------- network
 
   private connect(c: SimClient): void {
     c.reconnectScheduled = false;
-    if (!c.alive || c.conn) return;
+    if (!c.alive || c.conn || c.tooOld) return;
+    if (c.offlineUntil > this.now) {
+      c.reconnectScheduled = true;
+      this.q.push(c.offlineUntil, `reconnect ${c.id} (back online)`, () => this.connect(c));
+      return;
+    }
     const ep = this.side.endpoint();
     if (!ep) {
       this.scheduleReconnect(c);
@@ -887,9 +1010,10 @@ export class Simulation implements SimState {
     const conn = c.conn;
     const ep = c.endpoint;
     if (!conn || !ep) return;
-    this.checks.clientSent(this, c, msg);
+    this.checks.clientSent(this, c, msg, conn);
     if (msg.t === 'ops') {
       for (const op of msg.ops) {
+        this.sentVersion.set(`${c.id}:${op.seq}`, op.v ?? c.version);
         if (!this.durableEver.has(`${c.id}:${op.seq}`)) this.count('op-sent-before-durable');
         if (op.after !== undefined) this.count('declared-gap');
       }
@@ -945,11 +1069,23 @@ export class Simulation implements SimState {
   }
 
   onSequenced(e: LogEntry): void {
-    const r = applyOp(ledger, this.oracle[this.oracle.length - 1], e, e.pos);
+    const n = this.oracle.length - 1;
+    let version = this.oracleVersion[n];
+    const migration = isMigrationEntry(e);
+    if (migration) {
+      version = e.seq;
+      this.count('room-migrated');
+    }
+    // A refusal is the server's admission decision (here: the translation's, which REC-MIGRATE-OPS
+    // checks), not the fold's: the entry has no effect, with the reason it carries.
+    const r = e.refused && e.error !== undefined ? { state: this.oracle[n], error: e.error } : applyOp(ledgerAt(version), this.oracle[n], e, e.pos);
+    if (!migration && this.oracleVersion[n] > 1 && this.sentVersion.get(`${e.client}:${e.seq}`) === 1)
+      this.count(e.refused ? 'v1-op-refused' : 'v1-op-translated');
     this.checks.sequenced(this, e, r.error);
     this.posOf.set(`${e.client}:${e.seq}`, e.pos);
     this.global.push(structuredClone(e));
     this.oracle.push(r.state);
+    this.oracleVersion.push(version);
   }
 
   // -------------------------------------------------------------- faults and load
@@ -957,7 +1093,7 @@ export class Simulation implements SimState {
   private randomEvent(): void {
     const r = this.cfg.rates;
     const c = this.rng.pick(this.clients);
-    if (!this.stopSubmitting && this.rng.chance(r.submit * 10) && c.alive && c.room) {
+    if (!this.stopSubmitting && this.rng.chance(r.submit * 10) && c.alive && c.room && !c.tooOld) {
       this.submitRandom(c);
     }
     if (this.presenceOn && !this.stopSubmitting && c.alive && c.room && this.presenceRng.chance(0.2)) {
@@ -1028,8 +1164,10 @@ export class Simulation implements SimState {
     }
     if (roll < 5) h = room.ops.inc({ key: k, by: this.rng.chance(0.05) ? -0 : this.rng.int(1, 3) });
     else if (roll < 8) h = room.ops.withdraw({ key: k, amount: this.rng.int(1, 4) });
-    else if (roll < 9) h = room.ops.stamp({ key: k });
-    else h = room.ops.boom();
+    else if (c.version === 2)
+      h = (room as ClientRoom<typeof ledgerV2>).ops.mark({ at: k }); // v2 has no boom
+    else if (roll < 9) h = (room as ClientRoom<typeof ledger>).ops.stamp({ key: k });
+    else h = (room as ClientRoom<typeof ledger>).ops.boom();
     c.handles.push(h);
     this.submitted++;
     this.checks.submitted(this, c, { kind: 'op', handle: h, after: room.getState('submitted') });
@@ -1100,6 +1238,7 @@ export class Simulation implements SimState {
     };
     this.q.push(tickEvery, 'server tick', tick);
     this.q.push(this.cfg.activeMs, 'heal', () => this.heal());
+    if (this.cfg.upgradeAt !== undefined) this.q.push(this.cfg.upgradeAt, 'upgrade', () => this.upgrade());
     this.limit = this.cfg.activeMs + 120_000;
   }
 
@@ -1118,7 +1257,12 @@ export class Simulation implements SimState {
   private heal(): void {
     this.healing = true;
     this.stopSubmitting = true;
-    for (const c of this.clients) c.stalledUntil = 0;
+    for (const c of this.clients) {
+      c.stalledUntil = 0;
+      c.offlineUntil = 0;
+      // Every client ends on the version the server runs.
+      if (c.version < this.serverVersion) this.reloadClient(c);
+    }
     this.side.heal();
   }
 

@@ -14,7 +14,8 @@ import { ledger } from '../src/machine.ts';
 /** A simulation stopped mid-run where every checker has something to look at. */
 async function busy(): Promise<Simulation> {
   for (let seed = 1; seed < 50; seed++) {
-    const sim = new Simulation(seed, configFor(seed, { clients: 3 }));
+    // (No upgrade: the plants below pretend one where they need it.)
+    const sim = new Simulation(seed, configFor(seed, { clients: 3, upgradeAt: undefined }));
     sim.start();
     while (await sim.advance()) {
       if (sim.events < 300 || !sim.serverUp || sim.server.stableFrontier() === 0 || sim.server.members().length < 2) continue;
@@ -57,6 +58,26 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
       h.sequenced!(st, migration(sim.global.length + 2), undefined);
     },
     /room migrated to version 2 at \d+, after it migrated to version 2 at \d+/,
+  ],
+  'REC-MIGRATE-OPS': [
+    (sim, h) => {
+      // A v1 boom, which the v2 translation refuses, ordered by a room of v2 as if it ran.
+      const c = aClient(sim);
+      const seq = lastOf(sim, c.id).seq + 1000;
+      h.clientSent!(sim, c, { t: 'ops', ops: [{ seq, name: 'boom', args: null, v: 1 }] } as unknown as ClientMessage);
+      const st = over<SimState>(sim, { oracleVersion: sim.oracleVersion.map(() => 2) });
+      h.sequenced!(st, { pos: sim.global.length + 1, client: c.id, seq, name: 'boom', args: null, author: c.id, error: 'boom' }, 'boom');
+    },
+    /\(boom@1\) was ordered at \d+ as boom; its translation refuses it: "boom was removed in sim-ledger@2"/,
+  ],
+  'REC-MIGRATE-VIEWS': [
+    // A client whose code runs v2 showing the v1 states it shows.
+    (sim, h) =>
+      h.step!(
+        sim,
+        stepWith(sim, (l) => ({ ...l, c: over(l.c, { version: 2 }) })),
+      ),
+    /runs v2 and shows a state of v1 in its submitted view/,
   ],
   'LOG-CLIENT-ORDER': [
     (sim, h) => {

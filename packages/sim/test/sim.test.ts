@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClientDriver, ClientRoom, ViewEngine, RoomEngine } from '@hercules/core';
 import { RoomHost } from '@hercules/server/pipeline';
-import { runSeed, Simulation, configFor, type SimOptions, type SimResult } from '../src/sim.ts';
+import { runSeed, Simulation, configFor, type SimConfig, type SimOptions, type SimResult } from '../src/sim.ts';
 
 test('a seed replays exactly: same events, same global log', async () => {
   const run = async (seed: number) => {
@@ -23,13 +23,22 @@ test('different seeds explore different faults', async () => {
   for (const k of ['crash', 'disconnect', 'server-restart', 'stall', 'server-crash-before-commit']) assert.ok(kinds.has(k), `no seed in 1..40 exercised ${k}`);
 });
 
-/** Break one piece of the engine and expect the simulator to notice within a few seeds, naming one of `rules`. */
-async function expectCaught(patch: () => () => void, rules: string[], opts: SimOptions = {}): Promise<void> {
+/**
+ * Break one piece of the engine and expect the simulator to notice within a few seeds, naming one
+ * of `rules`. The seeds run without a machine upgrade unless `overrides` say (the rules a planted
+ * bug is expected to break first were chosen over those runs).
+ */
+async function expectCaught(
+  patch: () => () => void,
+  rules: string[],
+  opts: SimOptions = {},
+  overrides: Partial<SimConfig> = { upgradeAt: undefined },
+): Promise<void> {
   const undo = patch();
   try {
     let caught: SimResult | undefined;
     for (let s = 1; s <= 60 && !caught; s++) {
-      const r = await runSeed(s, {}, opts);
+      const r = await runSeed(s, overrides, opts);
       if (!r.ok) caught = r;
     }
     assert.ok(caught, 'the planted bug went unnoticed');
@@ -286,4 +295,41 @@ test('seed 340: a client restarted twice past its reservations, whose older gap 
   const r = await runSeed(340);
   assert.ok(r.ok, r.error);
   assert.ok((r.counts['declared-gap'] ?? 0) > 0);
+});
+
+// spec: REC-MIGRATE-ONCE, REC-MIGRATE-OPS, REC-MIGRATE-VIEWS
+test('an upgrade in the middle of traffic: the room migrates once, clients reload on v2 (some refused first, some holding v1 ops), every rule holds', async () => {
+  const totals: Record<string, number> = {};
+  for (let s = 1; s <= 12; s++) {
+    const r = await runSeed(s, { upgradeAt: 300 + 50 * s });
+    assert.ok(r.ok, `seed ${s}: ${r.error}`);
+    assert.ok((r.counts['room-migrated'] ?? 0) >= 1, `seed ${s} never migrated: ${JSON.stringify(r.counts)}`);
+    for (const [k, v] of Object.entries(r.counts)) totals[k] = (totals[k] ?? 0) + v;
+  }
+  for (const k of ['client-too-old', 'client-reload-v2', 'client-upgraded-holding-v1', 'v1-op-translated', 'v1-op-refused'])
+    assert.ok((totals[k] ?? 0) > 0, `no upgrade seed in 1..12 exercised ${k}: ${JSON.stringify(totals)}`);
+});
+
+// spec: REC-MIGRATE-OPS
+test('the checker catches a server that orders an op of an older version untranslated', async () => {
+  await expectCaught(
+    () => {
+      const p = proto(RoomEngine);
+      const orig = p.onOps as (this: unknown, s: unknown, ops: { v?: number }[], now: number) => void;
+      p.onOps = function (this: unknown, s: unknown, ops: { v?: number }[], now: number) {
+        return orig.call(
+          this,
+          s,
+          ops.map(({ v: _v, ...op }) => op),
+          now,
+        );
+      };
+      return () => {
+        p.onOps = orig;
+      };
+    },
+    ['REC-MIGRATE-OPS'],
+    {},
+    { upgradeAt: 500 },
+  );
 });
