@@ -1,7 +1,8 @@
 /**
  * One soak client process: several clients (one per room it is given), each with its own
  * SQLite store, submitting an op every 30-150 ms. Reports on stdout, one JSON line each:
- *   {t:'restored', c, k}           at start, before any frame: the highest k in c's Durable view
+ *   {t:'restored', c, k, v1}       at start, before any frame: the highest k in c's Durable view; v1: under v2,
+ *                                  how many of the ops it holds pending were written under v1 (inc, note)
  *   {t:'online', c, v}             c is online (welcomed), running machine version v
  *   {t:'durable', c, k} / {t:'durable', c, j}   op k (note j) of client c is durable on this device
  *   {t:'op', c, k, d, a, v}        op k reached Visible; its delays to Durable, Authoritative, Visible (ms)
@@ -76,7 +77,9 @@ for (const [i, room] of rooms.entries()) {
   const r: ConnectedRoom<typeof soak> | ConnectedRoom<typeof soakV2> =
     version === 2 ? await connect({ ...common, machine: soakV2 }) : await connect({ ...common, machine: soak });
   // Still offline (the socket opens later): what this device kept, and nothing else.
-  out({ t: 'restored', c: id, k: r.getState('durable').clients[id]?.last ?? 0 });
+  // A pending op keeps the name it was written with: under v2, inc and note are v1's.
+  const v1 = version === 2 ? r.pending().filter((h) => h.name === 'inc' || h.name === 'note').length : 0;
+  out({ t: 'restored', c: id, k: r.getState('durable').clients[id]?.last ?? 0, v1 });
   // Ops restored from the store (written before a restart, perhaps under v1): their refusals too.
   for (const h of r.pending()) onRefused(id, h);
   const loop = async () => {

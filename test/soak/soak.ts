@@ -257,6 +257,9 @@ const upgrade = {
   reloads: 0,
   kills: 0,
   backAt: new Map<string, number>(),
+  /** Ops written under v1 that v2 clients found unsent in their stores as they started, and those clients. */
+  restoredV1Ops: 0,
+  restoredV1Clients: new Set<string>(),
   done: false,
 };
 async function startProc(p: Proc): Promise<void> {
@@ -273,13 +276,17 @@ async function startProc(p: Proc): Promise<void> {
   );
   p.child = child;
   createInterface({ input: child.stdout! }).on('line', (line) => {
-    let m: { t: string; c: string; k?: number; j?: number; d?: number; a?: number; v?: number; reason?: string };
+    let m: { t: string; c: string; k?: number; j?: number; d?: number; a?: number; v?: number; v1?: number; reason?: string };
     try {
       m = JSON.parse(line);
     } catch {
       return;
     }
     if (m.t === 'restored') {
+      if (m.v1) {
+        upgrade.restoredV1Ops += m.v1;
+        upgrade.restoredV1Clients.add(m.c);
+      }
       // Durable never goes back: a restarted client shows every op it reported durable before.
       const before = durableMax.get(m.c) ?? 0;
       if (m.k! < before) durableBack.push(`${m.c} restarted showing ops up to ${m.k} as Durable, after reporting ${before} durable`);
@@ -858,11 +865,12 @@ if (upgraded) {
   const back = everyone.filter((c) => upgrade.backAt.has(c));
   const allBackMs = back.length === everyone.length ? Math.max(...back.map((c) => upgrade.backAt.get(c)!)) - upgrade.v2StartAt : NaN;
   console.log(
-    `upgrade to soak@2 at ${((upgrade.v2StartAt - t0) / 1000).toFixed(1)} s (offline ${((upgrade.v2StartAt - upgrade.killedAt) / 1000).toFixed(1)} s): ${upgrade.tooOld.size} clients refused client-too-old (${upgrade.reloads} process reloads), ${upgrade.kills} client SIGKILLs around it; v1 ops translated ${translated}, v1 notes refused ${notesRefused} (applied under v1 ${notesApplied}); every client back on v2 ${Number.isNaN(allBackMs) ? `never (${back.length} of ${everyone.length})` : `${(allBackMs / 1000).toFixed(1)} s after the v2 server started`}; the store: ${storeFacts.rooms} of ${nRooms} rooms at v2, ${storeFacts.migrateEntries} ~migrate entries left in their logs (compacted through on load), migrations applied per room: 1 (checked)`,
+    `upgrade to soak@2 at ${((upgrade.v2StartAt - t0) / 1000).toFixed(1)} s (offline ${((upgrade.v2StartAt - upgrade.killedAt) / 1000).toFixed(1)} s): ${upgrade.tooOld.size} clients refused client-too-old (${upgrade.reloads} process reloads), ${upgrade.kills} client SIGKILLs around it; ${upgrade.restoredV1Ops} v1 ops pending in the stores of ${upgrade.restoredV1Clients.size} clients as they started on v2; v1 ops translated ${translated}, v1 notes refused ${notesRefused} (applied under v1 ${notesApplied}); every client back on v2 ${Number.isNaN(allBackMs) ? `never (${back.length} of ${everyone.length})` : `${(allBackMs / 1000).toFixed(1)} s after the v2 server started`}; the store: ${storeFacts.rooms} of ${nRooms} rooms at v2, ${storeFacts.migrateEntries} ~migrate entries left in their logs (compacted through on load), migrations applied per room: 1 (checked)`,
   );
   if (Number.isNaN(allBackMs))
     upgradeProblems.push(['LIVE-CONVERGE', `clients never back on v2 after the upgrade: ${everyone.filter((c) => !upgrade.backAt.has(c)).join(', ')}`]);
   if (upgrade.tooOld.size === 0) upgradeProblems.push(['REC-MIGRATE-ONCE', 'the upgrade was not exercised: no client was refused client-too-old']);
+  if (upgrade.restoredV1Ops === 0) upgradeProblems.push(['REC-MIGRATE-ONCE', 'the upgrade was not exercised: no v2 client started holding v1 ops']);
 } else if (!cluster) upgradeProblems.push(['REC-MIGRATE-ONCE', 'the upgrade did not happen']);
 // The flood: its memory, the server's input against its bound, the honest clients' delay.
 const floodProblems: [rule: string, what: string][] = [];
