@@ -257,15 +257,14 @@ const upgrade = {
   reloads: 0,
   kills: 0,
   backAt: new Map<string, number>(),
-  /** Ops written under v1 that v2 clients found unsent in their stores as they started, and those clients. */
-  restoredV1Ops: 0,
-  restoredV1Clients: new Set<string>(),
+  /** Per client, the ops written under v1 it found pending in its store as it first started on v2. */
+  restoredV1: new Map<string, number>(),
   done: false,
 };
 async function startProc(p: Proc): Promise<void> {
   await p.dying;
   if (p.child) return;
-  p.version = clientVersion;
+  const version = (p.version = clientVersion);
   const child = spawn(
     process.execPath,
     ['--import', 'tsx', join(here, 'client-proc.ts'), url, join(dir, 'clients'), p.name, p.rooms.join(','), String(p.version)],
@@ -283,10 +282,8 @@ async function startProc(p: Proc): Promise<void> {
       return;
     }
     if (m.t === 'restored') {
-      if (m.v1) {
-        upgrade.restoredV1Ops += m.v1;
-        upgrade.restoredV1Clients.add(m.c);
-      }
+      // Each client's first start on v2 (a later one may find the same ops still pending).
+      if (version === 2 && m.v1 !== undefined && !upgrade.restoredV1.has(m.c)) upgrade.restoredV1.set(m.c, m.v1);
       // Durable never goes back: a restarted client shows every op it reported durable before.
       const before = durableMax.get(m.c) ?? 0;
       if (m.k! < before) durableBack.push(`${m.c} restarted showing ops up to ${m.k} as Durable, after reporting ${before} durable`);
@@ -717,6 +714,8 @@ let lost = 0,
 const perClient: string[] = [];
 /** The upgrade's checks: notes neither applied nor refused (or both), refusals of another reason, the state's shape and migrations. */
 const upgradeProblems: [rule: string, what: string][] = [];
+/** Each room's `migrations` (soak@2's state): how many times the migration was applied to it. */
+const migrationsPerRoom: (number | undefined)[] = [];
 let translated = 0,
   notesRefused = 0,
   notesApplied = 0;
@@ -747,6 +746,7 @@ for (let r = 0; r < nRooms; r++) {
       upgradeProblems.push(['REC-MIGRATE-ONCE', `${room}: a client's record is not soak@2's shape: ${JSON.stringify(rec)}`]);
   }
   // Exactly one migration applied: soak@2's state function counts itself.
+  migrationsPerRoom.push(s.migrations);
   if (upgraded && s.migrations !== 1) upgradeProblems.push(['REC-MIGRATE-ONCE', `${room}: the state says ${s.migrations} migrations were applied (want 1)`]);
   // Every client of this room that made ops durable, found in the state or not (a room that
   // lost a client's every op, or was created again, would not list it).
@@ -862,15 +862,16 @@ if (cluster) console.log(`audit of every room's stream: ${audited} of ${nRooms} 
 console.log(`restarted clients whose Durable view went back: ${durableBack.length}`);
 if (upgraded) {
   const everyone = procs.flatMap((p) => p.rooms.map((_, i) => `${p.name}c${i}`));
+  const restoredV1 = [...upgrade.restoredV1.values()].reduce((a, b) => a + b, 0);
   const back = everyone.filter((c) => upgrade.backAt.has(c));
   const allBackMs = back.length === everyone.length ? Math.max(...back.map((c) => upgrade.backAt.get(c)!)) - upgrade.v2StartAt : NaN;
   console.log(
-    `upgrade to soak@2 at ${((upgrade.v2StartAt - t0) / 1000).toFixed(1)} s (offline ${((upgrade.v2StartAt - upgrade.killedAt) / 1000).toFixed(1)} s): ${upgrade.tooOld.size} clients refused client-too-old (${upgrade.reloads} process reloads), ${upgrade.kills} client SIGKILLs around it; ${upgrade.restoredV1Ops} v1 ops pending in the stores of ${upgrade.restoredV1Clients.size} clients as they started on v2; v1 ops translated ${translated}, v1 notes refused ${notesRefused} (applied under v1 ${notesApplied}); every client back on v2 ${Number.isNaN(allBackMs) ? `never (${back.length} of ${everyone.length})` : `${(allBackMs / 1000).toFixed(1)} s after the v2 server started`}; the store: ${storeFacts.rooms} of ${nRooms} rooms at v2, ${storeFacts.migrateEntries} ~migrate entries left in their logs (compacted through on load), migrations applied per room: 1 (checked)`,
+    `upgrade to soak@2 at ${((upgrade.v2StartAt - t0) / 1000).toFixed(1)} s (offline ${((upgrade.v2StartAt - upgrade.killedAt) / 1000).toFixed(1)} s): ${upgrade.tooOld.size} clients refused client-too-old (${upgrade.reloads} process reloads), ${upgrade.kills} client SIGKILLs around it; ${restoredV1} v1 ops pending in the stores of ${[...upgrade.restoredV1.values()].filter((n) => n > 0).length} clients as they first started on v2; v1 ops translated ${translated}, v1 notes refused ${notesRefused} (applied under v1 ${notesApplied}); every client back on v2 ${Number.isNaN(allBackMs) ? `never (${back.length} of ${everyone.length})` : `${(allBackMs / 1000).toFixed(1)} s after the v2 server started`}; the store: ${storeFacts.rooms} of ${nRooms} rooms at v2, ${storeFacts.migrateEntries} ~migrate entries left in their logs (compacted through on load), migrations applied per room: ${migrationsPerRoom.join(', ')} (each must be 1)`,
   );
   if (Number.isNaN(allBackMs))
     upgradeProblems.push(['LIVE-CONVERGE', `clients never back on v2 after the upgrade: ${everyone.filter((c) => !upgrade.backAt.has(c)).join(', ')}`]);
   if (upgrade.tooOld.size === 0) upgradeProblems.push(['REC-MIGRATE-ONCE', 'the upgrade was not exercised: no client was refused client-too-old']);
-  if (upgrade.restoredV1Ops === 0) upgradeProblems.push(['REC-MIGRATE-ONCE', 'the upgrade was not exercised: no v2 client started holding v1 ops']);
+  if (restoredV1 === 0) upgradeProblems.push(['REC-MIGRATE-ONCE', 'the upgrade was not exercised: no v2 client started holding v1 ops']);
 } else if (!cluster) upgradeProblems.push(['REC-MIGRATE-ONCE', 'the upgrade did not happen']);
 // The flood: its memory, the server's input against its bound, the honest clients' delay.
 const floodProblems: [rule: string, what: string][] = [];
