@@ -30,8 +30,8 @@
  * again serving soak@2 (machines-v2.ts; machine.ts has both versions), which migrates each room
  * once as it loads. From the kill on, client processes start as v2 (the new app); two are
  * SIGKILLed while offline and come back as v2 over their stores, holding v1 ops; the rest are
- * refused client-too-old and reload as v2 (exit 3, started again); one more is SIGKILLed just
- * after the v2 server starts. Checked at the end: every inc made durable is in the state once
+ * refused client-too-old and reload as v2 (exit 3, started again); one more, already on v2, is
+ * SIGKILLed just after the v2 server starts. Checked at the end: every inc made durable is in the state once
  * (translated to add if it reached the server after the upgrade), every note made durable was
  * applied under v1 or settled refused with NOTE_REFUSED's reason (never both, never neither),
  * the state is v2's with exactly one migration applied (`migrations` = 1), and the server's
@@ -590,8 +590,10 @@ async function upgradeServer(slot: ServerSlot): Promise<void> {
   await exited;
   const offlineMs = 3000 + rand() * 2000;
   await new Promise((r) => setTimeout(r, 1000 + rand() * 1000));
-  // Two processes die holding v1 ops made offline, and come back as v2 before the server does.
-  for (const p of procs.filter((q) => q.child && q.version === 1).slice(0, 2)) {
+  // Two processes die holding v1 ops made offline, and come back as v2 before the server does;
+  // at least one v1 process is left to meet the v2 server and be refused client-too-old.
+  const v1Running = procs.filter((q) => q.child && q.version === 1);
+  for (const p of v1Running.slice(0, Math.min(2, v1Running.length - 1))) {
     killProc(p);
     p.kills++;
     counts.clientKills++;
@@ -609,9 +611,10 @@ async function upgradeServer(slot: ServerSlot): Promise<void> {
   serverRestarts++;
   slot.impaired = false;
   log('upgrade: server started on soak@2; v1 clients are refused client-too-old and reload');
-  // One more process dies around the reloads.
+  // One more process dies around the reloads: one already on v2, likely sending its translated v1 ops
+  // (a v1 one may not have met the server yet: it must, to be refused).
   await new Promise((r) => setTimeout(r, 800 + rand() * 800));
-  const alive = procs.filter((q) => q.child);
+  const alive = procs.filter((q) => q.child && q.version === 2);
   const p = alive[Math.floor(rand() * alive.length)];
   if (p) {
     killProc(p);
