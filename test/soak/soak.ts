@@ -388,18 +388,16 @@ async function startClone(n: number): Promise<void> {
     log(`clone ${n} of ${c} skipped: the original made no progress`);
     return;
   }
-  // Not across the upgrade: a clone of v1 meeting the v2 server would be refused client-too-old, not as a clone.
-  if (upgrading) {
-    log(`clone ${n} of ${c} skipped: the upgrade is under way`);
-    return;
-  }
-  log(`clone ${n}: a copy of ${c}'s store starts beside it`);
+  // Not across the upgrade (a clone of v1 meeting the v2 server would be refused client-too-old,
+  // not as a clone): one due during it starts after it, on v2, from the copy made before.
+  while (upgrading) await new Promise((r) => setTimeout(r, 100));
+  log(`clone ${n}: a copy of ${c}'s store starts beside it${serverVersion === 2 ? ' (soak@2)' : ''}`);
   const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'clone-proc.ts'), url, copy, room, String(serverVersion)], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   children.add(child);
-  await new Promise<void>((resolve) => {
+  const running = new Promise<void>((resolve) => {
     createInterface({ input: child.stdout! }).on('line', (line) => {
       try {
         const m = JSON.parse(line);
@@ -416,7 +414,12 @@ async function startClone(n: number): Promise<void> {
       resolve();
     });
   });
+  runningClones.add(running);
+  await running;
+  runningClones.delete(running);
 }
+/** Clone processes running now: the upgrade waits for them. */
+const runningClones = new Set<Promise<void>>();
 
 // ---------------------------------------------------------------- the flood
 /** The limits the server runs with (the CLI's defaults; docs/security.md): what its input may hold. */
@@ -573,9 +576,9 @@ async function pauseNats(i: number, ms: number): Promise<void> {
  */
 let upgrading = false;
 async function upgradeServer(slot: ServerSlot): Promise<void> {
-  // A clone running now would meet the v2 server with v1 code: let it finish first (none starts from now on).
+  // A clone running now would meet the v2 server with v1 code: let it finish first (none starts from now until the upgrade is over).
   upgrading = true;
-  await Promise.race([Promise.all(cloneRuns), new Promise((r) => setTimeout(r, 20_000))]);
+  await Promise.race([Promise.all([...runningClones]), new Promise((r) => setTimeout(r, 20_000))]);
   while (slot.impaired) await new Promise((r) => setTimeout(r, 50));
   const dead = slot.child;
   slot.impaired = true;
