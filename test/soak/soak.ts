@@ -25,6 +25,20 @@
  * them 280-1,200 ms, growing through the flood). SOAK_DEBUG=1 prints the
  * honest delays per 5 s and the flood's progress.
  *
+ * The upgrade (embedded mode): at 65% of the chaos the server is SIGKILLed and, after 3-5 s in
+ * which the clients go on making ops durable offline (under soak@1, notes among them), started
+ * again serving soak@2 (machines-v2.ts; machine.ts has both versions), which migrates each room
+ * once as it loads. From the kill on, client processes start as v2 (the new app); two are
+ * SIGKILLed while offline and come back as v2 over their stores, holding v1 ops; the rest are
+ * refused client-too-old and reload as v2 (exit 3, started again); one more, already on v2, is
+ * SIGKILLed just after the v2 server starts. Checked at the end: every inc made durable is in the state once
+ * (translated to add if it reached the server after the upgrade), every note made durable was
+ * applied under v1 or settled refused with NOTE_REFUSED's reason (never both, never neither),
+ * the state is v2's with exactly one migration applied (`migrations` = 1), and the server's
+ * store has the room at v2 (its ~hercules record) with at most one ~migrate entry left in its
+ * log (it compacts through it on load). Printed: clients refused client-too-old, v1 ops
+ * translated and refused, and the time from the v2 server's start until every client is back.
+ *
  * Cluster mode (`--cluster`): a private 3-server NATS cluster (the machine's nats-server) and 3
  * Hercules nodes (`hercules serve --nats`, rooms in JetStream), each node behind its own proxy;
  * clients are given every node's URL and move to the next when theirs goes. The chaos adds
@@ -34,6 +48,7 @@
  * at the end (CLUSTER-CHAIN). No flood by default there (`--flooders` to add one).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import Database from 'better-sqlite3';
 import { copyFileSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -43,7 +58,7 @@ import { parseArgs } from 'node:util';
 import { connect } from '@hercules/client';
 import { auditRoomOnNats, startNatsCluster, type NatsCluster } from '@hercules/cluster';
 import { freePort, tempDir } from '@hercules/test-utils';
-import { soak } from './machine.ts';
+import { NOTE_REFUSED, soak, soakV2 } from './machine.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const root = join(here, '..', '..');
@@ -109,6 +124,9 @@ const slots: ServerSlot[] = await Promise.all(
   (cluster ? ['n0', 'n1', 'n2'] : ['server']).map(async (name) => ({ name, port: await freePort(), pausedUntil: 0, impaired: false })),
 );
 let serverRestarts = 0;
+/** The soak machine's version the server runs (machines-v1.ts, then machines-v2.ts after the upgrade), and client processes start with. */
+let serverVersion = 1,
+  clientVersion = 1;
 const rss: { t: number; mb: number }[] = [];
 /** Server processes that exited without being killed (a crash, or a refusal to start): the soak fails on any. */
 const serverCrashes: string[] = [];
@@ -124,7 +142,7 @@ function startServer(slot: ServerSlot): void {
       join(root, 'packages/server/src/cli.ts'),
       'serve',
       '--machines',
-      join(here, 'machine.ts'),
+      join(here, `machines-v${serverVersion}.ts`),
       '--port',
       String(slot.port),
       ...mode,
@@ -205,6 +223,8 @@ interface Proc {
   dying?: Promise<void>;
   restart?: ReturnType<typeof setTimeout>;
   kills: number;
+  /** The soak machine's version its process runs. */
+  version: number;
 }
 /** Every client process ever started and not yet exited, so none outlives the soak. */
 const children = new Set<ChildProcess>();
@@ -214,6 +234,7 @@ const procs: Proc[] = Array.from({ length: nProcs }, (_, p) => ({
   name: `p${p}`,
   rooms: Array.from({ length: nRooms }, (_, r) => `room-${(p + r) % nRooms}`).slice(0, Math.min(nRooms, 3)),
   kills: 0,
+  version: 1,
 }));
 const durableMax = new Map<string, number>();
 const visibleMax = new Map<string, number>();
@@ -224,28 +245,61 @@ const delays = { durable: [] as number[], authoritative: [] as number[], visible
 const honest: { at: number; a: number; d: number }[] = [];
 const quiet = new Set<string>();
 let submittedSeen = 0;
+/** Notes (soak@1's second op) each client made durable: the highest j. */
+const noteDurableMax = new Map<string, number>();
+/** The reasons each client's ops were refused with. */
+const refusals = new Map<string, Set<string>>();
+/** The upgrade: when the v1 server was killed and the v2 one started (soak clock), who was refused client-too-old, who came back on v2 when. */
+const upgrade = {
+  killedAt: NaN,
+  v2StartAt: NaN,
+  tooOld: new Set<string>(),
+  reloads: 0,
+  kills: 0,
+  backAt: new Map<string, number>(),
+  /** Per client, the ops written under v1 it found pending in its store as it first started on v2. */
+  restoredV1: new Map<string, number>(),
+  done: false,
+};
 async function startProc(p: Proc): Promise<void> {
   await p.dying;
   if (p.child) return;
-  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'client-proc.ts'), url, join(dir, 'clients'), p.name, p.rooms.join(',')], {
-    cwd: root,
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
+  const version = (p.version = clientVersion);
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(here, 'client-proc.ts'), url, join(dir, 'clients'), p.name, p.rooms.join(','), String(p.version)],
+    {
+      cwd: root,
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
   p.child = child;
   createInterface({ input: child.stdout! }).on('line', (line) => {
-    let m: { t: string; c: string; k?: number; d?: number; a?: number; v?: number };
+    let m: { t: string; c: string; k?: number; j?: number; d?: number; a?: number; v?: number; v1?: number; reason?: string };
     try {
       m = JSON.parse(line);
     } catch {
       return;
     }
     if (m.t === 'restored') {
+      // Each client's first start on v2 (a later one may find the same ops still pending).
+      if (version === 2 && m.v1 !== undefined && !upgrade.restoredV1.has(m.c)) upgrade.restoredV1.set(m.c, m.v1);
       // Durable never goes back: a restarted client shows every op it reported durable before.
       const before = durableMax.get(m.c) ?? 0;
       if (m.k! < before) durableBack.push(`${m.c} restarted showing ops up to ${m.k} as Durable, after reporting ${before} durable`);
     } else if (m.t === 'durable') {
       submittedSeen++;
-      if ((durableMax.get(m.c) ?? 0) < m.k!) durableMax.set(m.c, m.k!);
+      if (m.j !== undefined) {
+        if ((noteDurableMax.get(m.c) ?? 0) < m.j) noteDurableMax.set(m.c, m.j);
+      } else if ((durableMax.get(m.c) ?? 0) < m.k!) durableMax.set(m.c, m.k!);
+    } else if (m.t === 'online') {
+      if (m.v === 2 && !upgrade.backAt.has(m.c) && !Number.isNaN(upgrade.v2StartAt)) upgrade.backAt.set(m.c, performance.now());
+    } else if (m.t === 'refused') {
+      let set = refusals.get(m.c);
+      if (!set) refusals.set(m.c, (set = new Set()));
+      set.add(m.reason!);
+    } else if (m.t === 'too-old') {
+      upgrade.tooOld.add(m.c);
     } else if (m.t === 'op') {
       delays.durable.push(m.d!);
       delays.authoritative.push(m.a!);
@@ -259,7 +313,18 @@ async function startProc(p: Proc): Promise<void> {
     children.delete(child);
     if (p.child !== child) return; // killed by us: killProc already let go of it
     p.child = undefined;
-    if (!stoppedAll && !(stopSent && code === 0)) crashed.push(`${p.name} exited by itself (code ${code}, signal ${signal})`);
+    if (code === 3 && p.version < serverVersion && !stoppedAll) {
+      // Refused client-too-old: the app reloads, with the new code.
+      upgrade.reloads++;
+      clearTimeout(p.restart);
+      p.restart = setTimeout(
+        () => {
+          p.restart = undefined;
+          void startProc(p);
+        },
+        200 + rand() * 600,
+      );
+    } else if (!stoppedAll && !(stopSent && code === 0)) crashed.push(`${p.name} exited by itself (code ${code}, signal ${signal})`);
   });
 }
 /** After 'stop', a client process exits 0 once settled; after the check, we kill the rest. */
@@ -323,10 +388,16 @@ async function startClone(n: number): Promise<void> {
     log(`clone ${n} of ${c} skipped: the original made no progress`);
     return;
   }
-  log(`clone ${n}: a copy of ${c}'s store starts beside it`);
-  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'clone-proc.ts'), url, copy, room], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  // Not across the upgrade (a clone of v1 meeting the v2 server would be refused client-too-old,
+  // not as a clone): one due during it starts after it, on v2, from the copy made before.
+  while (upgrading) await new Promise((r) => setTimeout(r, 100));
+  log(`clone ${n}: a copy of ${c}'s store starts beside it${serverVersion === 2 ? ' (soak@2)' : ''}`);
+  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'clone-proc.ts'), url, copy, room, String(serverVersion)], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   children.add(child);
-  await new Promise<void>((resolve) => {
+  const running = new Promise<void>((resolve) => {
     createInterface({ input: child.stdout! }).on('line', (line) => {
       try {
         const m = JSON.parse(line);
@@ -343,7 +414,12 @@ async function startClone(n: number): Promise<void> {
       resolve();
     });
   });
+  runningClones.add(running);
+  await running;
+  runningClones.delete(running);
 }
+/** Clone processes running now: the upgrade waits for them. */
+const runningClones = new Set<Promise<void>>();
 
 // ---------------------------------------------------------------- the flood
 /** The limits the server runs with (the CLI's defaults; docs/security.md): what its input may hold. */
@@ -493,12 +569,82 @@ async function pauseNats(i: number, ms: number): Promise<void> {
   natsImpaired = false;
   outages.push({ from: performance.now() - ms, to: performance.now() + RECOVERY_MS + 9000 });
 }
+/**
+ * The upgrade (embedded mode): the v1 server SIGKILLed; the clients go on offline, two of them
+ * SIGKILLed and back as v2 over their stores; then the server starts again on v2 and the v1
+ * processes are refused client-too-old and reload (the exit handler starts them again, as v2).
+ */
+let upgrading = false;
+async function upgradeServer(slot: ServerSlot): Promise<void> {
+  // A clone running now would meet the v2 server with v1 code: let it finish first (none starts from now until the upgrade is over).
+  upgrading = true;
+  await Promise.race([Promise.all([...runningClones]), new Promise((r) => setTimeout(r, 20_000))]);
+  while (slot.impaired) await new Promise((r) => setTimeout(r, 50));
+  const dead = slot.child;
+  slot.impaired = true;
+  slot.child = undefined;
+  const exited = !dead || dead.exitCode !== null || dead.signalCode !== null ? Promise.resolve() : new Promise((r) => dead.once('exit', r));
+  dead?.kill('SIGKILL');
+  counts.serverKills++;
+  upgrade.killedAt = performance.now();
+  // The new app is deployed: every client process started from now on runs v2.
+  clientVersion = 2;
+  log('upgrade: server SIGKILLed; clients go on offline under soak@1, client processes start as soak@2 from now');
+  await exited;
+  const offlineMs = 3000 + rand() * 2000;
+  await new Promise((r) => setTimeout(r, 1000 + rand() * 1000));
+  // Two processes die holding v1 ops made offline, and come back as v2 before the server does;
+  // at least one v1 process is left to meet the v2 server and be refused client-too-old.
+  const v1Running = procs.filter((q) => q.child && q.version === 1);
+  for (const p of v1Running.slice(0, Math.min(2, v1Running.length - 1))) {
+    killProc(p);
+    p.kills++;
+    counts.clientKills++;
+    upgrade.kills++;
+    clearTimeout(p.restart);
+    p.restart = setTimeout(() => {
+      p.restart = undefined;
+      void startProc(p);
+    }, 300);
+  }
+  await new Promise((r) => setTimeout(r, Math.max(0, upgrade.killedAt + offlineMs - performance.now())));
+  serverVersion = 2;
+  startServer(slot);
+  upgrade.v2StartAt = performance.now();
+  serverRestarts++;
+  slot.impaired = false;
+  log('upgrade: server started on soak@2; v1 clients are refused client-too-old and reload');
+  // One more process dies around the reloads: one already on v2, likely sending its translated v1 ops
+  // (a v1 one may not have met the server yet: it must, to be refused).
+  await new Promise((r) => setTimeout(r, 800 + rand() * 800));
+  const alive = procs.filter((q) => q.child && q.version === 2);
+  const p = alive[Math.floor(rand() * alive.length)];
+  if (p) {
+    killProc(p);
+    p.kills++;
+    counts.clientKills++;
+    upgrade.kills++;
+    clearTimeout(p.restart);
+    p.restart = setTimeout(
+      () => {
+        p.restart = undefined;
+        void startProc(p);
+      },
+      300 + rand() * 700,
+    );
+  }
+  outages.push({ from: upgrade.killedAt, to: performance.now() + RECOVERY_MS + 5000 });
+  upgrading = false;
+  upgrade.done = true;
+}
 const chaosStart = performance.now();
+const upgradeAt = chaosStart + minutes * 60_000 * 0.65;
 const floodFrom = chaosStart + minutes * 60_000 * 0.25,
   floodTo = chaosStart + minutes * 60_000 * 0.6;
 while (performance.now() < end) {
   if (nFlooders > 0 && !flooder && Number.isNaN(flood.startedAt) && performance.now() >= floodFrom) startFlood();
   if (flooder && performance.now() >= floodTo) await stopFlood();
+  if (!cluster && !upgrade.done && performance.now() >= upgradeAt) await upgradeServer(slots[0]);
   await new Promise((r) => setTimeout(r, 500 + rand() * 2500));
   const x = rand();
   // Cluster mode: fewer client kills, to leave room for the nodes' and NATS servers' chaos.
@@ -572,15 +718,42 @@ let lost = 0,
   gaps = 0,
   applied = 0;
 const perClient: string[] = [];
+/** The upgrade's checks: notes neither applied nor refused (or both), refusals of another reason, the state's shape and migrations. */
+const upgradeProblems: [rule: string, what: string][] = [];
+/** Each room's `migrations` (soak@2's state): how many times the migration was applied to it. */
+const migrationsPerRoom: (number | undefined)[] = [];
+let translated = 0,
+  notesRefused = 0,
+  notesApplied = 0;
+const upgraded = serverVersion === 2;
+const refusedNotes = (c: string) => {
+  const js = new Set<number>();
+  for (const reason of refusals.get(c) ?? []) {
+    const j = Number(/^note (\d+) /.exec(reason)?.[1]);
+    if (upgraded && Number.isInteger(j) && reason === NOTE_REFUSED(j)) js.add(j);
+    else upgradeProblems.push(['LOG-EXACTLY-ONCE', `${c}: an op refused with ${JSON.stringify(reason)}, not a v1 note refused by the translation`]);
+  }
+  return js;
+};
 for (let r = 0; r < nRooms; r++) {
   const room = `room-${r}`;
-  const checker = await connect({ url: cluster ? directUrls : directUrls[0], room, machine: soak, clientId: `checker-${r}-${seed}` });
+  const checkerOpts = { url: cluster ? directUrls : directUrls[0], room, clientId: `checker-${r}-${seed}` };
+  const checker = upgraded ? await connect({ ...checkerOpts, machine: soakV2 }) : await connect({ ...checkerOpts, machine: soak });
   const by = performance.now() + 20_000;
   while (checker.status() !== 'online' && performance.now() < by) await new Promise((res) => setTimeout(res, 50));
-  const s = checker.getState('authoritative');
+  const s = checker.getState('authoritative') as ReturnType<typeof checker.getState> & { migrations?: number };
   dups += s.dups;
   gaps += s.gaps;
-  for (const rec of Object.values(s.clients)) applied += rec.n;
+  for (const rec of Object.values(s.clients) as { n: number; notes?: number; translated?: number }[]) {
+    applied += rec.n + (rec.notes ?? 0);
+    notesApplied += rec.notes ?? 0;
+    translated += rec.translated ?? 0;
+    if (upgraded && (typeof rec.translated !== 'number' || typeof rec.notes !== 'number'))
+      upgradeProblems.push(['REC-MIGRATE-ONCE', `${room}: a client's record is not soak@2's shape: ${JSON.stringify(rec)}`]);
+  }
+  // Exactly one migration applied: soak@2's state function counts itself.
+  migrationsPerRoom.push(s.migrations);
+  if (upgraded && s.migrations !== 1) upgradeProblems.push(['REC-MIGRATE-ONCE', `${room}: the state says ${s.migrations} migrations were applied (want 1)`]);
   // Every client of this room that made ops durable, found in the state or not (a room that
   // lost a client's every op, or was created again, would not list it).
   const mine = procs.flatMap((p) => p.rooms.map((name, i) => [name, `${p.name}c${i}`] as const)).filter(([name]) => name === room);
@@ -591,6 +764,17 @@ for (let r = 0; r < nRooms; r++) {
       lost += want - has;
       perClient.push(`${c}@${room}: durable up to ${want}, server has ${has}`);
     }
+    // Each note made durable was applied under v1 (1..notes, a chain) or refused by the translation: one, not both.
+    const notes = s.clients[c]?.notes ?? 0;
+    const refusedJs = refusedNotes(c);
+    notesRefused += refusedJs.size;
+    for (const j of refusedJs)
+      if (j <= notes) upgradeProblems.push(['LOG-EXACTLY-ONCE', `${c}@${room}: note ${j} was applied under v1 and refused after the upgrade`]);
+    for (let j = notes + 1; j <= (noteDurableMax.get(c) ?? 0); j++)
+      if (!refusedJs.has(j)) {
+        lost++;
+        perClient.push(`${c}@${room}: note ${j} made durable, neither applied (notes up to ${notes}) nor refused`);
+      }
   }
   await checker.close();
 }
@@ -611,6 +795,32 @@ if (natsCluster)
 stoppedAll = true;
 for (const c of children) c.kill('SIGKILL');
 for (const slot of slots) slot.child?.kill('SIGTERM');
+// The upgrade in the server's store (once the server has let go of it): each room at v2 by its
+// ~hercules record, and no more than one ~migrate entry in what its log still holds.
+const storeFacts = { rooms: 0, migrateEntries: 0 };
+if (upgraded) {
+  const server = slots[0].child;
+  if (server && server.exitCode === null && server.signalCode === null)
+    await Promise.race([new Promise((r) => server.once('exit', r)), new Promise((r) => setTimeout(r, 10_000))]);
+  try {
+    const db = new Database(join(dir, 'server', 'hercules.sqlite'), { readonly: true });
+    for (let r = 0; r < nRooms; r++) {
+      const room = `room-${r}`;
+      const rec = db.prepare(`SELECT record FROM clients WHERE room = ? AND client = '~hercules'`).get(room) as { record: string } | undefined;
+      const hw = rec ? (JSON.parse(rec.record) as { highWater?: number }).highWater : undefined;
+      if (hw !== 2) upgradeProblems.push(['REC-MIGRATE-ONCE', `${room}: the store's ~hercules record says version ${hw} (want 2)`]);
+      let n = 0;
+      for (const row of db.prepare('SELECT entries FROM log_chunks WHERE room = ?').all(room) as { entries: string }[])
+        for (const e of JSON.parse(row.entries) as { client: string; name: string }[]) if (e.client === '~hercules' && e.name === '~migrate') n++;
+      if (n > 1) upgradeProblems.push(['REC-MIGRATE-ONCE', `${room}: the store's log holds ${n} ~migrate entries`]);
+      storeFacts.rooms += hw === 2 ? 1 : 0;
+      storeFacts.migrateEntries += n;
+    }
+    db.close();
+  } catch (e) {
+    upgradeProblems.push(['REC-MIGRATE-ONCE', `cannot read the server's store: ${(e as Error).message}`]);
+  }
+}
 for (const p of proxies) p.server.close();
 for (const s of links) s.destroy();
 await natsCluster?.close();
@@ -656,6 +866,19 @@ console.log(
 console.log(`chaos: ${chaosSummary()}; seed ${seed}`);
 if (cluster) console.log(`audit of every room's stream: ${audited} of ${nRooms} audited, problems: ${auditProblems.length}`);
 console.log(`restarted clients whose Durable view went back: ${durableBack.length}`);
+if (upgraded) {
+  const everyone = procs.flatMap((p) => p.rooms.map((_, i) => `${p.name}c${i}`));
+  const restoredV1 = [...upgrade.restoredV1.values()].reduce((a, b) => a + b, 0);
+  const back = everyone.filter((c) => upgrade.backAt.has(c));
+  const allBackMs = back.length === everyone.length ? Math.max(...back.map((c) => upgrade.backAt.get(c)!)) - upgrade.v2StartAt : NaN;
+  console.log(
+    `upgrade to soak@2 at ${((upgrade.v2StartAt - t0) / 1000).toFixed(1)} s (offline ${((upgrade.v2StartAt - upgrade.killedAt) / 1000).toFixed(1)} s): ${upgrade.tooOld.size} clients refused client-too-old (${upgrade.reloads} process reloads), ${upgrade.kills} client SIGKILLs around it; ${restoredV1} v1 ops pending in the stores of ${[...upgrade.restoredV1.values()].filter((n) => n > 0).length} clients as they first started on v2; v1 ops translated ${translated}, v1 notes refused ${notesRefused} (applied under v1 ${notesApplied}); every client back on v2 ${Number.isNaN(allBackMs) ? `never (${back.length} of ${everyone.length})` : `${(allBackMs / 1000).toFixed(1)} s after the v2 server started`}; the store: ${storeFacts.rooms} of ${nRooms} rooms at v2, ${storeFacts.migrateEntries} ~migrate entries left in their logs (compacted through on load), migrations applied per room: ${migrationsPerRoom.join(', ')} (each must be 1)`,
+  );
+  if (Number.isNaN(allBackMs))
+    upgradeProblems.push(['LIVE-CONVERGE', `clients never back on v2 after the upgrade: ${everyone.filter((c) => !upgrade.backAt.has(c)).join(', ')}`]);
+  if (upgrade.tooOld.size === 0) upgradeProblems.push(['REC-MIGRATE-ONCE', 'the upgrade was not exercised: no client was refused client-too-old']);
+  if (restoredV1 === 0) upgradeProblems.push(['REC-MIGRATE-ONCE', 'the upgrade was not exercised: no v2 client started holding v1 ops']);
+} else if (!cluster) upgradeProblems.push(['REC-MIGRATE-ONCE', 'the upgrade did not happen']);
 // The flood: its memory, the server's input against its bound, the honest clients' delay.
 const floodProblems: [rule: string, what: string][] = [];
 if (nFlooders > 0) {
@@ -727,6 +950,7 @@ for (const l of durableBack.slice(0, 10)) violations.push(['DUR-SURVIVES-RESTART
 for (const l of cloneProblems) violations.push(['LOG-ONE-HISTORY', l]);
 for (const l of auditProblems) violations.push(['CLUSTER-CHAIN', l]);
 violations.push(...floodProblems);
+violations.push(...upgradeProblems);
 for (const [rule, what] of violations) console.log(`  FAIL [${rule}] ${what}`);
 // Not a rule: a run that made nothing durable or killed nothing checked nothing (in a cluster: no room moved).
 const exercised =
