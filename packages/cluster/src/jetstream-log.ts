@@ -222,7 +222,7 @@ export class JetStreamShardLog implements ShardLog {
         if (Date.now() > deadline) throw new Error(`reading ${subject} from ${stream}: timed out before seq ${last}`);
         const batch = await consumer.fetch({ max_messages: 1000, expires: 2000 });
         for await (const m of batch) {
-          out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.headers) });
+          out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.headers), time: Math.floor(m.info.timestampNanos / 1e6) });
           if (m.seq >= last) break;
         }
       }
@@ -247,8 +247,18 @@ export class JetStreamShardLog implements ShardLog {
         if (!isNoMessage(e)) throw e;
       }
       if (!m || m.seq > last) throw new Error(`reading ${subject} from ${stream}: the server has no message ${last} yet`);
-      out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.header) });
+      out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.header), time: m.time.getTime() });
       seq = m.seq + 1;
+    }
+  }
+
+  async last(shard: number, subject: string): Promise<LogMessage | undefined> {
+    try {
+      const m = await this.jsm.streams.getMessage(this.stream(shard), { last_by_subj: subject });
+      return m ? { seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.header), time: m.time.getTime() } : undefined;
+    } catch (e) {
+      if (isNoMessage(e) || isNotFound(e)) return undefined;
+      throw e;
     }
   }
 

@@ -17,6 +17,8 @@ export interface LogMessage {
   data: Uint8Array;
   /** The headers it was published with (names as given). */
   headers: Record<string, string>;
+  /** When the stream stored it, in ms since the epoch by the server's clock (undefined: a log that does not say). */
+  time?: number;
 }
 
 export interface Ack {
@@ -60,6 +62,8 @@ export interface ShardLog {
    * up to the subject's last message as the leader knows it when called.
    */
   read(shard: number, subject: string, fromSeq?: number, untilSeq?: number): Promise<LogMessage[]>;
+  /** The last message on `subject` (exact), as the stream's leader knows it; undefined if it has none (or the stream does not exist). */
+  last(shard: number, subject: string): Promise<LogMessage | undefined>;
   /** The stream's last sequence, as its leader knows it. */
   lastSeq(shard: number): Promise<number>;
   /** The subjects of the shard's stream that match `filter` (a wildcard such as `hc.3.ckpt.*`) and hold messages. */

@@ -158,7 +158,7 @@ export class SimShardLog implements ShardLog {
         };
       } else {
         const seq = ++s.last;
-        const m = { seq, subject, data: data.slice(), headers: { ...(opts.headers ?? {}) } };
+        const m = { seq, subject, data: data.slice(), headers: { ...(opts.headers ?? {}) }, time: this.now() };
         s.msgs.push(m);
         s.ids.set(opts.msgId, seq);
         this.stats.landed++;
@@ -181,7 +181,14 @@ export class SimShardLog implements ShardLog {
     const last = untilSeq ?? view;
     return s.msgs
       .filter((m) => m.subject === subject && m.seq >= fromSeq && m.seq <= last)
-      .map((m) => ({ seq: m.seq, subject: m.subject, data: m.data.slice(), headers: { ...m.headers } }));
+      .map((m) => ({ seq: m.seq, subject: m.subject, data: m.data.slice(), headers: { ...m.headers }, time: m.time }));
+  }
+
+  async last(shard: number, subject: string): Promise<LogMessage | undefined> {
+    const s = await this.up(shard, `last ${subject}`);
+    const view = this.view(s);
+    const m = s.msgs.findLast((x) => x.subject === subject && x.seq <= view);
+    return m && { seq: m.seq, subject: m.subject, data: m.data.slice(), headers: { ...m.headers }, time: m.time };
   }
 
   async lastSeq(shard: number): Promise<number> {
