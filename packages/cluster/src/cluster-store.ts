@@ -183,6 +183,8 @@ export interface Rec {
   time?: number;
   /** A deletion of the room (a tombstone), not a checkpoint. */
   deleted: boolean;
+  /** The sequences of its parts, in order. */
+  partSeqs: number[];
 }
 
 /**
@@ -1026,8 +1028,27 @@ export class ClusterStore implements RoomStore {
    * same chain after it) but without barriers, the shard's lease or this store's cache; `log`
    * false: the checkpoint alone. Undefined: no such room (never created, or deleted).
    */
-  private async inspectWith(k: number, room: string, claims: Claims, log: boolean): Promise<Inspected | undefined> {
-    const { base, ckpts } = chainBase(claims, await this.log.read(k, this.subject(k, 'ckpt', room)));
+  private async inspectWith(k: number, room: string, claims: Claims, log: boolean, upTo?: number): Promise<Inspected | undefined> {
+    // The checkpoint subject by its headers (the replay rule needs no body), then the base's parts alone, where the log can.
+    const ckptSubject = this.subject(k, 'ckpt', room);
+    const { readHeaders, readAt } = this.log;
+    const headersOnly = readHeaders !== undefined && readAt !== undefined;
+    const msgs = headersOnly ? await readHeaders.call(this.log, k, ckptSubject) : await this.log.read(k, ckptSubject);
+    const { bases, ckpts } = chainBase(claims, msgs, headersOnly);
+    let base = bases.at(-1);
+    // `upTo` (a peek after that position): the newest base at or before it, if the stream still has one (entries before the newest are kept while purge is off).
+    for (let i = bases.length - 1; i >= 0; i--) {
+      const c = bases[i];
+      if (headersOnly) {
+        const parts = await readAt.call(this.log, k, c.partSeqs);
+        for (const p of parts)
+          if (p.subject !== ckptSubject || p.headers[H_CLAIM] !== String(c.claim ?? p.headers[H_CLAIM]) || Number(p.headers[H_REV]) !== c.rev)
+            throw new StorageError(`room ${room}: its checkpoint at seq ${p.seq} in stream ${k} changed while it was read (a purge?); retry`);
+        c.body = joinBody(parts);
+      }
+      base = c;
+      if (upTo === undefined || (c.body as CkptBody).pos <= upTo) break;
+    }
     if (!base) {
       if (ckpts > 0)
         throw new StorageError(
@@ -1041,12 +1062,12 @@ export class ClusterStore implements RoomStore {
     return { r, state: ck.state, bytes: base.bytes + r.logBytesSince };
   }
 
-  private async inspect(room: string, log: boolean, what: string): Promise<Inspected | undefined> {
+  private async inspect(room: string, log: boolean, what: string, upTo?: number): Promise<Inspected | undefined> {
     const k = this.shardOf(room);
     try {
       // A room the stream has never heard of costs one request.
       if (!(await this.log.last(k, this.subject(k, 'ckpt', room)))) return undefined;
-      return await this.underClaims(k, (claims) => this.inspectWith(k, room, claims, log));
+      return await this.underClaims(k, (claims) => this.inspectWith(k, room, claims, log, upTo));
     } catch (e) {
       throw asStorageError(e, `room ${room}: cannot read it from stream ${k} for ${what}`);
     }
@@ -1054,16 +1075,17 @@ export class ClusterStore implements RoomStore {
 
   /**
    * The room's meta and up to `max` entries after `after`, as stored: read from the stream (any
-   * node, the shard's owner or not), from the checkpoint a load would start from. Entries
-   * before that checkpoint are not read (`from` then says where the entries start), nor are
-   * appends not yet acknowledged. Costs a read of the shard's claims, of the room's checkpoint
+   * node, the shard's owner or not), from the newest checkpoint a load could start from at or
+   * before `after` (an older confirmed one when `after` is behind the newest: a webhook that lags
+   * gets the entries since, while the stream keeps them), else the oldest there is (`from` then
+   * says where the entries start). Appends not yet acknowledged are not in it. Costs a read of the shard's claims, of the room's checkpoint
    * subject and (with `max` > 0) of its log after the checkpoint, and one more request for the
    * claims.
    */
   async peek(room: string, after: number, max: number): Promise<RoomPeek | undefined> {
     this.checkOpen(`peek at room ${String(room)}`);
     checkRoomName(room);
-    const got = await this.inspect(room, max > 0, 'a peek');
+    const got = await this.inspect(room, max > 0, 'a peek', max > 0 ? after : undefined);
     if (!got) return undefined;
     const meta = { ...got.r.meta };
     if (max <= 0) return { meta, from: after + 1, entries: [] };
@@ -1314,7 +1336,7 @@ export function confirmedCheckpoints(claims: Claims, msgs: readonly LogMessage[]
  * (`counts`), their parts consecutive and of one claim. Read barriers and confirmations are not
  * records (and do not break a record's parts: those are published together).
  */
-export function validRecords(claims: Claims, msgs: readonly LogMessage[]): Rec[] {
+export function validRecords(claims: Claims, msgs: readonly LogMessage[], headersOnly = false): Rec[] {
   const out: Rec[] = [];
   let parts: LogMessage[] = [];
   for (const m of msgs) {
@@ -1336,21 +1358,16 @@ export function validRecords(claims: Claims, msgs: readonly LogMessage[]): Rec[]
     if (!continues) parts = part === 0 ? [m] : [];
     else parts.push(m);
     if (parts.length === 0 || parts.length < n) continue;
-    const bytes = parts.reduce((a, p) => a + p.data.length, 0);
-    const joined = new Uint8Array(bytes);
-    let at = 0;
-    for (const p of parts) {
-      joined.set(p.data, at);
-      at += p.data.length;
-    }
+    const bytes = parts.reduce((a, p) => a + (headersOnly ? (p.size ?? 0) : p.data.length), 0);
     const claim = m.headers[H_CLAIM];
     out.push({
       seq: m.seq,
       claim: claim === undefined ? undefined : Number(claim),
       epoch: Number(m.headers[H_EPOCH]),
       rev,
-      body: JSON.parse(dec.decode(joined)),
+      body: headersOnly ? undefined : joinBody(parts),
       bytes,
+      partSeqs: parts.map((p) => p.seq),
       time: m.time,
       deleted: m.headers[H_DELETED] !== undefined,
     });
@@ -1369,12 +1386,18 @@ export function validRecords(claims: Claims, msgs: readonly LogMessage[]): Rec[]
  * in the stream) would otherwise bring in entries the log never got: found by the cluster
  * simulator. `ckpts`: how many checkpoints follow the deletion (some and no base: unreadable).
  */
-export function chainBase(claims: Claims, ckptMsgs: readonly LogMessage[]): { base: Rec | undefined; after: number; ckpts: number } {
-  const recs = validRecords(claims, ckptMsgs);
+export function chainBase(
+  claims: Claims,
+  ckptMsgs: readonly LogMessage[],
+  headersOnly = false,
+): { base: Rec | undefined; after: number; ckpts: number; bases: Rec[] } {
+  const recs = validRecords(claims, ckptMsgs, headersOnly);
   const del = recs.findLastIndex((c) => c.deleted);
   const live = recs.slice(del + 1);
   const confirmed = confirmedCheckpoints(claims, ckptMsgs);
-  return { base: live.findLast((c) => c.rev === 0 || c.claim === undefined || confirmed.has(c.seq)), after: del >= 0 ? recs[del].seq : 0, ckpts: live.length };
+  // Every checkpoint a load could start from, oldest first (`peek` may start from an older one to give older entries).
+  const bases = live.filter((c) => c.rev === 0 || c.claim === undefined || confirmed.has(c.seq));
+  return { base: bases.at(-1), after: del >= 0 ? recs[del].seq : 0, ckpts: live.length, bases };
 }
 
 /** The chain after a room's checkpoint, onto `r`: records of rev r.rev + 1 whose entries follow the head; anything else is a stale writer's. */
@@ -1391,6 +1414,17 @@ function follow(r: OpenRoom, recs: readonly Rec[]): void {
     r.rev++;
     if ((b.entries.length > 0 || Object.keys(b.clients).length > 0) && rec.time !== undefined) r.lastActivity = Math.max(r.lastActivity, rec.time);
   }
+}
+
+/** A record's body from its parts. */
+function joinBody(parts: readonly LogMessage[]): unknown {
+  const joined = new Uint8Array(parts.reduce((a, p) => a + p.data.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    joined.set(p.data, at);
+    at += p.data.length;
+  }
+  return JSON.parse(dec.decode(joined));
 }
 
 /** A room's name from one of its subjects (its last token). */
