@@ -31,6 +31,8 @@ export interface RoomAudit {
    * chain does not reach.
    */
   ignored: { stale: number; offChain: number; unconfirmedCheckpoints: number };
+  /** The sequence of the room's last deletion that counts (0: none): the audit covers what follows it. */
+  deletedAt: number;
   /** The room as a load finds it: its rev and head. */
   rev: number;
   head: number;
@@ -49,8 +51,12 @@ export async function auditRoom(log: ShardLog, room: string, opts: { subjectPref
   const confirmed = confirmedCheckpoints(claims, ckptSubjectMsgs);
   const ckptMsgs = ckptSubjectMsgs.filter((m) => !m.headers[H.mark]);
   const logMsgs = (await log.read(shard, subject('log'))).filter((m) => !m.headers[H.mark]);
-  const ckpts = validRecords(claims, ckptMsgs);
-  const recs = validRecords(claims, logMsgs);
+  // A deletion that counts (a tombstone on the checkpoint subject) ends the room's history: what follows it is a room created again.
+  const allCkpts = validRecords(claims, ckptMsgs);
+  const allRecs = validRecords(claims, logMsgs);
+  const deletedAt = allCkpts.findLast((c) => c.deleted)?.seq ?? 0;
+  const ckpts = allCkpts.filter((c) => c.seq > deletedAt);
+  const recs = allRecs.filter((r) => r.seq > deletedAt);
   // A load starts from the first checkpoint, a confirmed one, or one of a store from before confirmations.
   const trusted = (c: (typeof ckpts)[number]) => c.rev === 0 || c.claim === undefined || confirmed.has(c.seq);
   const problems: string[] = [];
@@ -61,6 +67,7 @@ export async function auditRoom(log: ShardLog, room: string, opts: { subjectPref
     maxEpoch: claims.reduce((e, c) => Math.max(e, c.epoch), 0),
     lastClaim: claims[claims.length - 1]?.seq ?? 0,
     checkpoints: ckpts.map((c) => ({ seq: c.seq, rev: c.rev, pos: (c.body as CkptBody).pos, confirmed: trusted(c) })),
+    deletedAt,
     records: recs.length,
     counted: 0,
     ignored: { stale: 0, offChain: 0, unconfirmedCheckpoints: 0 },
@@ -71,7 +78,7 @@ export async function auditRoom(log: ShardLog, room: string, opts: { subjectPref
   };
   // Messages the replay rule left out: those of no counted record's (claim, epoch, rev).
   const kept = new Set<string>();
-  for (const r of [...recs, ...ckpts]) kept.add(`${r.claim}/${r.epoch}/${r.rev}`);
+  for (const r of [...allRecs, ...allCkpts]) kept.add(`${r.claim}/${r.epoch}/${r.rev}`);
   for (const m of [...logMsgs, ...ckptMsgs]) if (!kept.has(`${m.headers[H.claim]}/${m.headers[H.epoch]}/${m.headers[H.rev]}`)) out.ignored.stale++;
 
   if (ckpts.length === 0) {

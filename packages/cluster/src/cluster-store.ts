@@ -8,7 +8,8 @@
  * The subjects of shard k (headers in RECORD_HEADERS):
  *   <p>.k.claim          {node}: an owner took (or re-synchronised) the shard
  *   <p>.k.log.<room>     one record per append: {entries, clients, stable}, in parts under the message size
- *   <p>.k.ckpt.<room>    a checkpoint record: {pos, state, suffix, clients, stable, meta}, and its confirmation
+ *   <p>.k.ckpt.<room>    a checkpoint record: {pos, state, suffix, clients, stable, meta, lastActivity}, and its
+ *                        confirmation; or a deletion (a tombstone): the room's records before it count for nothing
  *
  * Safety does not rest on the lease. Every message is published with the stream-wide
  * expectation of the last sequence the owner predicts (it is the only writer), so a message of
@@ -31,12 +32,16 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ClientRecord, LogEntry } from '@hercules/core';
-import { HerculesError } from '@hercules/core';
+import { HerculesError, SYSTEM_CLIENT } from '@hercules/core';
 import {
   type Appended,
   FencedError,
+  type ListRoomsOptions,
   type LoadedRoom,
   type RoomAppend,
+  type RoomExport,
+  type RoomPeek,
+  type StoredRoomInfo,
   type RoomInit,
   type RoomMeta,
   type Clock,
@@ -46,7 +51,10 @@ import {
   type TimerHandle,
   checkAgainstHead,
   checkAppend,
+  checkListRooms,
   checkRoomName,
+  compareRoomNames,
+  exportProblem,
 } from '@hercules/server/pipeline';
 import { LeaseConflictError, type LeaseTable, type LogMessage, type ShardLog, WrongLastSequenceError } from './shard-log.ts';
 
@@ -157,6 +165,8 @@ export interface CkptBody {
   clients: Record<string, ClientRecord>;
   stable: number;
   meta: RoomMeta;
+  /** When the room's last append with entries or client records was made (ms since the epoch, the writer's wall clock); absent in checkpoints from before it was recorded. */
+  lastActivity?: number;
 }
 
 /** A record read back: its parts joined, counted by the replay rule. */
@@ -169,6 +179,12 @@ export interface Rec {
   rev: number;
   body: unknown;
   bytes: number;
+  /** When the stream stored its last part (ms since the epoch, the NATS server's clock), if the log says. */
+  time?: number;
+  /** A deletion of the room (a tombstone), not a checkpoint. */
+  deleted: boolean;
+  /** The sequences of its parts, in order. */
+  partSeqs: number[];
 }
 
 /**
@@ -185,8 +201,9 @@ export const RECORD_HEADERS = {
   parts: 'Hc-Parts',
   mark: 'Hc-Mark',
   confirms: 'Hc-Confirms',
+  deleted: 'Hc-Deleted',
 } as const;
-const { claim: H_CLAIM, epoch: H_EPOCH, rev: H_REV, part: H_PART, parts: H_PARTS, mark: H_MARK, confirms: H_CONFIRMS } = RECORD_HEADERS;
+const { claim: H_CLAIM, epoch: H_EPOCH, rev: H_REV, part: H_PART, parts: H_PARTS, mark: H_MARK, confirms: H_CONFIRMS, deleted: H_DELETED } = RECORD_HEADERS;
 /** Room for the headers and the protocol's own in a message. */
 const HEADROOM = 1024;
 
@@ -210,6 +227,38 @@ interface OpenRoom {
   inFlight: Set<Promise<unknown>>;
   /** The first sequence of the last checkpoint confirmed since the room was loaded: purges stop before it. */
   prevCkptSeq?: number;
+  /** When its last append with entries or client records was made (StoredRoomInfo.lastActivity). */
+  lastActivity: number;
+}
+
+/** A room as read apart from its writer: as a load would build it, its checkpoint's state, the bytes read. */
+interface Inspected {
+  r: OpenRoom;
+  state: unknown;
+  bytes: number;
+}
+
+/** What `listRooms` says of a room read apart from its writer. */
+function infoOf(name: string, x: Inspected): StoredRoomInfo {
+  const r = x.r;
+  const migrated = r.clients[SYSTEM_CLIENT]?.highWater;
+  return {
+    name,
+    machine: r.meta.machine,
+    version: Number.isSafeInteger(migrated) ? migrated : r.meta.version,
+    head: r.head,
+    checkpoint: r.writtenPos,
+    stable: r.stable,
+    bytes: x.bytes + Buffer.byteLength(name, 'utf8'),
+    created: r.meta.created ?? 0,
+    lastActivity: r.lastActivity,
+  };
+}
+
+/** A failure to read the log, as a StorageError (a HerculesError passes as it is). */
+function asStorageError(e: unknown, what: string): HerculesError {
+  if (e instanceof HerculesError) return e;
+  return new StorageError(`${what}: ${(e as Error)?.message ?? String(e)}`, e);
 }
 
 type ShardState = 'idle' | 'owned';
@@ -700,7 +749,7 @@ export class ClusterStore implements RoomStore {
       if (!loaded) {
         if (!init) return undefined;
         const meta: RoomMeta = { machine: init.machine, version: init.version, created: this.wallClock() };
-        const ck: CkptBody = { pos: 0, state: init.initial, suffix: [], clients: {}, stable: 0, meta };
+        const ck: CkptBody = { pos: 0, state: init.initial, suffix: [], clients: {}, stable: 0, meta, lastActivity: meta.created };
         const body = encode(ck, `room ${room}: its initial state`);
         await this.publish(s, this.record(s, this.subject(k, 'ckpt', room), 0, body));
         loaded = { r: this.fromCheckpoint(room, k, 0, ck, body.length), state: ck.state };
@@ -737,6 +786,7 @@ export class ClusterStore implements RoomStore {
       logBytesSince: 0,
       latest: undefined,
       inFlight: new Set(),
+      lastActivity: ck.lastActivity ?? ck.meta.created ?? 0,
     };
   }
 
@@ -749,7 +799,11 @@ export class ClusterStore implements RoomStore {
     // does not risk (nats-server < 2.9.18 replays a filtered purge as a full one on a restart,
     // nats-server#4196: it wiped three of four shard streams in the cluster soak). (The leader
     // answers; one just elected may be behind, so a lookup may miss a room: nothing is written.)
-    if (lookup && (await this.log.subjects(s.k, ckptSubject)).length === 0) return undefined;
+    // A room deleted last (its subject ends with a tombstone that counts) is not there either.
+    if (lookup) {
+      const last = await this.log.last(s.k, ckptSubject);
+      if (!last || (last.headers[H_DELETED] !== undefined && counts(s.claims, last))) return undefined;
+    }
     // Barriers first: a marker appended to each of the room's subjects, acknowledged at its
     // predicted sequence, then each subject read up to its marker. A NATS leader just elected
     // (or a replica serving the read) may be behind its log (nats-server < 2.11); a read that
@@ -757,38 +811,20 @@ export class ClusterStore implements RoomStore {
     // under stream-leader kills, as a room recreated empty and as confirmed ops lost.
     const [ckptMark, logMark] = await this.publish(s, [this.marker(s, ckptSubject), this.marker(s, logSubject)]);
     const ckptMsgs = await this.log.read(s.k, ckptSubject, 1, ckptMark);
-    const ckpts = this.records(s, ckptMsgs);
-    // The load starts from the newest checkpoint known to be on the chain: the room's first, one
-    // whose confirmation counts (its ack came back in an unbroken run, so every append before it
-    // landed), or one written before confirmations existed. A checkpoint that landed while an
-    // append before it did not (another writer's message took that append's place in the stream)
-    // would otherwise bring in entries the log never got: found by the cluster simulator.
-    const confirmed = confirmedCheckpoints(s.claims, ckptMsgs);
-    const base = ckpts.findLast((c) => c.rev === 0 || c.claim === undefined || confirmed.has(c.seq));
-    if (!base && ckpts.length > 0)
+    const { base, after, ckpts } = chainBase(s.claims, ckptMsgs);
+    if (!base && ckpts > 0)
       throw new StorageError(
-        `room ${room} has ${ckpts.length} checkpoints in stream ${s.k} but none confirmed and no first one; it cannot be loaded safely. Check the stream (an operator's purge?)`,
+        `room ${room} has ${ckpts} checkpoints in stream ${s.k} but none confirmed and no first one; it cannot be loaded safely. Check the stream (an operator's purge?)`,
       );
     if (!base) {
-      // Never created, as far as a complete read shows. Defence in depth: no log record of it either.
-      if (this.records(s, await this.log.read(s.k, logSubject, 1, logMark)).length > 0)
+      // Never created (or deleted), as far as a complete read shows. Defence in depth: no log record of it since either.
+      if (this.records(s, await this.log.read(s.k, logSubject, after + 1, logMark)).length > 0)
         throw new StorageError(`room ${room} has log records but no valid checkpoint; it is not created again. Check the stream ${s.k} (an operator's purge?)`);
       return undefined;
     }
     const ck = base.body as CkptBody;
     const r = this.fromCheckpoint(room, s.k, base.rev, ck, base.bytes);
-    // The chain after it: rev r.rev + 1, entries following the head; anything else is a stale writer's.
-    for (const rec of this.records(s, await this.log.read(s.k, logSubject, base.seq + 1, logMark))) {
-      const b = rec.body as LogBody;
-      if (rec.rev !== r.rev + 1) continue;
-      if (b.entries.length > 0 && b.entries[0].pos !== r.head + 1) continue;
-      Object.assign(r.clients, b.clients);
-      r.stable = Math.max(r.stable, b.stable);
-      r.logBytesSince += rec.bytes;
-      for (const e of b.entries) r.tail.push(e);
-      r.head += b.entries.length;
-      r.rev++;
-    }
+    follow(r, this.records(s, await this.log.read(s.k, logSubject, base.seq + 1, logMark)));
     return { r, state: ck.state };
   }
 
@@ -818,6 +854,7 @@ export class ClusterStore implements RoomStore {
       Object.assign(r.clients, body.clients);
       r.stable = Math.max(r.stable, body.stable);
       r.logBytesSince += bytes.length;
+      if (body.entries.length > 0 || Object.keys(body.clients).length > 0) r.lastActivity = this.wallClock();
       if (write.checkpoint) {
         const cp = write.checkpoint;
         if (!r.latest || cp.pos > r.latest.pos) r.latest = { pos: cp.pos, state: cp.state, rev: r.rev };
@@ -849,7 +886,15 @@ export class ClusterStore implements RoomStore {
   private checkpointOf(r: OpenRoom): CkptBody | undefined {
     const cp = r.latest;
     if (!cp) return undefined;
-    return { pos: cp.pos, state: cp.state, suffix: r.tail.filter((e) => e.pos > cp.pos), clients: { ...r.clients }, stable: r.stable, meta: r.meta };
+    return {
+      pos: cp.pos,
+      state: cp.state,
+      suffix: r.tail.filter((e) => e.pos > cp.pos),
+      clients: { ...r.clients },
+      stable: r.stable,
+      meta: r.meta,
+      lastActivity: r.lastActivity,
+    };
   }
 
   /**
@@ -919,18 +964,277 @@ export class ClusterStore implements RoomStore {
     }
   }
 
-  /** Every room stored, in every shard (a stream info per shard). */
+  /**
+   * Every room stored, in every shard: a stream info per shard (the subjects of its checkpoints),
+   * then the last message of each room's checkpoint subject (a direct get per room), to leave out
+   * the rooms deleted last (plus a read of the shard's claims if any was).
+   */
   async rooms(): Promise<string[]> {
     this.checkOpen('list its rooms');
     const names = new Set<string>();
-    for (let k = 0; k < this.shards; k++) {
-      for (const subject of await this.log.subjects(k, this.subject(k, 'ckpt', undefined) + '.*')) {
-        const token = subject.slice(subject.lastIndexOf('.') + 1);
-        names.add(Buffer.from(token, 'base64url').toString('utf8'));
-      }
+    try {
+      for (let k = 0; k < this.shards; k++) for (const name of await this.roomsIn(k)) names.add(name);
+    } catch (e) {
+      throw asStorageError(e, 'cannot list the rooms');
     }
     for (const name of this.rooms_.keys()) names.add(name);
     return [...names];
+  }
+
+  /** The rooms stored in shard k: those with a checkpoint subject, less those whose last message there is a deletion that counts. */
+  private async roomsIn(k: number): Promise<string[]> {
+    let claims: Promise<Claims> | undefined;
+    const subjects = await this.log.subjects(k, `${this.subject(k, 'ckpt', undefined)}.*`);
+    const kept = await mapLimit(subjects, 32, async (subject) => {
+      const last = await this.log.last(k, subject);
+      if (!last) return undefined;
+      if (last.headers[H_DELETED] !== undefined) {
+        claims ??= this.claimsOf(k);
+        if (counts(await claims, last)) return undefined;
+      }
+      return roomOfSubject(subject);
+    });
+    return kept.filter((n): n is string => n !== undefined);
+  }
+
+  // ---------------------------------------------------------------- reads and writes apart from a room's writer
+
+  /** The claims in shard k's stream from sequence `from` on (as its leader knows them). */
+  private async claimsOf(k: number, from = 1): Promise<{ seq: number; epoch: number }[]> {
+    return (await this.log.read(k, this.subject(k, 'claim'), from)).map((m) => ({ seq: m.seq, epoch: Number(m.headers[H_EPOCH]) }));
+  }
+
+  /**
+   * Read shard k's messages by the replay rule without owning it: the claims first, then `fn`
+   * reads what it needs, then the claims once more. A claim that landed meanwhile (another node
+   * took the shard, or its owner claimed it again) can change what counts of what `fn` read, so
+   * `fn` runs again under every claim. (No barrier is written: a NATS leader just elected may
+   * answer from behind its log, so a read may miss the newest messages; it never counts a
+   * message the replay rule would not.)
+   */
+  private async underClaims<T>(k: number, fn: (claims: Claims) => Promise<T>): Promise<T> {
+    let claims = await this.claimsOf(k);
+    for (let attempt = 0; ; attempt++) {
+      const out = await fn(claims);
+      const more = await this.claimsOf(k, (claims.at(-1)?.seq ?? 0) + 1);
+      if (more.length === 0) return out;
+      if (attempt >= 3) throw new StorageError(`shard ${k} was claimed ${attempt + 1} times while it was being read; retry`);
+      claims = [...claims, ...more];
+    }
+  }
+
+  /**
+   * A room as stored, read from its shard's stream as a load would (the same base checkpoint, the
+   * same chain after it) but without barriers, the shard's lease or this store's cache; `log`
+   * false: the checkpoint alone. Undefined: no such room (never created, or deleted).
+   */
+  private async inspectWith(k: number, room: string, claims: Claims, log: boolean, upTo?: number): Promise<Inspected | undefined> {
+    // The checkpoint subject by its headers (the replay rule needs no body), then the base's parts alone, where the log can.
+    const ckptSubject = this.subject(k, 'ckpt', room);
+    const { readHeaders, readAt } = this.log;
+    const headersOnly = readHeaders !== undefined && readAt !== undefined;
+    const msgs = headersOnly ? await readHeaders.call(this.log, k, ckptSubject) : await this.log.read(k, ckptSubject);
+    const { bases, ckpts } = chainBase(claims, msgs, headersOnly);
+    let base = bases.at(-1);
+    // `upTo` (a peek after that position): the newest base at or before it, if the stream still has one (entries before the newest are kept while purge is off).
+    for (let i = bases.length - 1; i >= 0; i--) {
+      const c = bases[i];
+      if (headersOnly) {
+        const parts = await readAt.call(this.log, k, c.partSeqs);
+        for (const p of parts)
+          if (p.subject !== ckptSubject || p.headers[H_CLAIM] !== String(c.claim ?? p.headers[H_CLAIM]) || Number(p.headers[H_REV]) !== c.rev)
+            throw new StorageError(`room ${room}: its checkpoint at seq ${p.seq} in stream ${k} changed while it was read (a purge?); retry`);
+        c.body = joinBody(parts);
+      }
+      base = c;
+      if (upTo === undefined || (c.body as CkptBody).pos <= upTo) break;
+    }
+    if (!base) {
+      if (ckpts > 0)
+        throw new StorageError(
+          `room ${room} has ${ckpts} checkpoints in stream ${k} but none confirmed and no first one; it cannot be read safely. Check the stream (an operator's purge?)`,
+        );
+      return undefined;
+    }
+    const ck = base.body as CkptBody;
+    const r = this.fromCheckpoint(room, k, base.rev, ck, base.bytes);
+    if (log) follow(r, validRecords(claims, await this.log.read(k, this.subject(k, 'log', room), base.seq + 1)));
+    return { r, state: ck.state, bytes: base.bytes + r.logBytesSince };
+  }
+
+  private async inspect(room: string, log: boolean, what: string, upTo?: number): Promise<Inspected | undefined> {
+    const k = this.shardOf(room);
+    try {
+      // A room the stream has never heard of costs one request.
+      if (!(await this.log.last(k, this.subject(k, 'ckpt', room)))) return undefined;
+      return await this.underClaims(k, (claims) => this.inspectWith(k, room, claims, log, upTo));
+    } catch (e) {
+      throw asStorageError(e, `room ${room}: cannot read it from stream ${k} for ${what}`);
+    }
+  }
+
+  /**
+   * The room's meta and up to `max` entries after `after`, as stored: read from the stream (any
+   * node, the shard's owner or not), from the newest checkpoint a load could start from at or
+   * before `after` (an older confirmed one when `after` is behind the newest: a webhook that lags
+   * gets the entries since, while the stream keeps them), else the oldest there is (`from` then
+   * says where the entries start). Appends not yet acknowledged are not in it. Costs a read of the shard's claims, of the room's checkpoint
+   * subject and (with `max` > 0) of its log after the checkpoint, and one more request for the
+   * claims.
+   */
+  async peek(room: string, after: number, max: number): Promise<RoomPeek | undefined> {
+    this.checkOpen(`peek at room ${String(room)}`);
+    checkRoomName(room);
+    const got = await this.inspect(room, max > 0, 'a peek', max > 0 ? after : undefined);
+    if (!got) return undefined;
+    const meta = { ...got.r.meta };
+    if (max <= 0) return { meta, from: after + 1, entries: [] };
+    const entries: LogEntry[] = [];
+    let first: number | undefined;
+    for (const e of got.r.tail) {
+      if (e.pos <= after) continue;
+      first ??= e.pos;
+      if (entries.length >= max) break;
+      entries.push(e);
+    }
+    return { meta, from: first ?? Math.max(after + 1, got.r.writtenPos + 1), entries };
+  }
+
+  /** The room as stored (the checkpoint a load would start from, the log after it, the client records): read like `peek`. */
+  async exportRoom(room: string): Promise<RoomExport | undefined> {
+    this.checkOpen(`export room ${String(room)}`);
+    checkRoomName(room);
+    const got = await this.inspect(room, true, 'an export');
+    if (!got) return undefined;
+    const r = got.r;
+    return {
+      meta: { machine: r.meta.machine, version: r.meta.version },
+      durable: {
+        checkpoint: { pos: r.writtenPos, state: got.state },
+        suffix: r.tail.filter((e) => e.pos > r.writtenPos),
+        clients: { ...r.clients },
+        stable: r.stable,
+      },
+    };
+  }
+
+  /** Own the shard of `room` for a write apart from its writer (import, delete), or throw NotOwnerError naming the node that serves it. */
+  private async owning(room: string): Promise<Shard> {
+    const k = this.shardOf(room);
+    try {
+      const s = await this.acquire(k);
+      if (s.resync) await s.resync;
+      return await this.acquire(k);
+    } catch (e) {
+      if (e instanceof NotOwnerError) throw new NotOwnerError(k, e.owner, room);
+      throw e;
+    }
+  }
+
+  /**
+   * Create `room` from an export: one checkpoint record of rev 0 (the export's checkpoint, the
+   * log after it and the client records), published through the shard's fenced pipeline like a
+   * room's creation, so all or nothing. Only the shard's owner writes: this node takes the
+   * shard's lease if it is free, else `NotOwnerError` names the node to send the import to.
+   */
+  async importRoom(room: string, data: RoomExport): Promise<void> {
+    this.checkOpen(`import room ${String(room)}`);
+    checkRoomName(room);
+    const problem = exportProblem(data);
+    if (problem) throw new HerculesError('bad-argument', `import room ${room}: ${problem}`);
+    const d = data.durable;
+    const now = this.wallClock();
+    const ck: CkptBody = {
+      pos: d.checkpoint.pos,
+      state: d.checkpoint.state,
+      suffix: d.suffix,
+      clients: d.clients,
+      stable: d.stable,
+      meta: { machine: data.meta.machine, version: data.meta.version, created: now },
+      lastActivity: now,
+    };
+    const body = encode(ck, `import room ${room}`);
+    await this.locked(room, async () => {
+      this.checkOpen(`import room ${room}`);
+      const s = await this.owning(room);
+      if (this.rooms_.has(room) || (await this.read(s, room, true)))
+        throw new HerculesError('bad-argument', `import room ${room}: it exists; delete it first or import under another name`);
+      await this.publish(s, this.record(s, this.subject(s.k, 'ckpt', room), 0, body));
+    });
+  }
+
+  /**
+   * Delete `room`: a deletion record (a tombstone) on its checkpoint subject, published through
+   * the shard's fenced pipeline; loads, reads and listings count nothing of the room before it,
+   * so a room created again under the name starts empty. The stream keeps the room's messages
+   * (a filtered purge replays as a full one on nats-server before 2.9.18, nats-server#4196);
+   * with `purge` on, they are purged once the deletion is acknowledged, best effort. Only the
+   * shard's owner writes (as `importRoom`); a room loaded on this node must be released first.
+   */
+  async deleteRoom(room: string): Promise<boolean> {
+    this.checkOpen(`delete room ${String(room)}`);
+    checkRoomName(room);
+    return this.locked(room, async () => {
+      this.checkOpen(`delete room ${room}`);
+      if (this.rooms_.has(room)) throw new HerculesError('bad-argument', `delete room ${room}: it is loaded on this node; release it (unload the room) first`);
+      const s = await this.owning(room);
+      const found = await this.read(s, room, true);
+      if (!found) return false;
+      const msgs = this.record(s, this.subject(s.k, 'ckpt', room), found.r.rev + 1, enc.encode(JSON.stringify({ deleted: true })));
+      for (const m of msgs) m.headers[H_DELETED] = '1';
+      const [seq] = await this.publish(s, msgs);
+      if (this.purge) {
+        for (const kind of ['log', 'ckpt'] as const) {
+          const p = this.log
+            .purge(s.k, this.subject(s.k, kind, room), seq)
+            .catch((e) => this.opts.onWarning?.(`room ${room}: purging its ${kind} after its deletion failed: ${(e as Error).message}`));
+          this.purges.add(p);
+          p.finally(() => this.purges.delete(p));
+        }
+      }
+      return true;
+    });
+  }
+
+  /**
+   * A page of the stored rooms by name (code point order), each read like `peek` (its base
+   * checkpoint and the log after it, by the replay rule), without loading it. Costs a stream
+   * info per shard (every room's name), then per room listed a read of its checkpoint subject
+   * and one of its log after the checkpoint, and per shard in the page two reads of its claims.
+   * Deleted rooms whose subjects the stream keeps are read and skipped.
+   */
+  async listRooms(opts: ListRoomsOptions): Promise<StoredRoomInfo[]> {
+    this.checkOpen('list its rooms');
+    const { after, limit } = checkListRooms(opts);
+    try {
+      const names: string[] = [];
+      for (let k = 0; k < this.shards; k++)
+        for (const subject of await this.log.subjects(k, `${this.subject(k, 'ckpt', undefined)}.*`)) names.push(roomOfSubject(subject));
+      names.sort(compareRoomNames);
+      const todo = after === undefined ? names : names.filter((n) => compareRoomNames(n, after) > 0);
+      const out: StoredRoomInfo[] = [];
+      for (let i = 0; i < todo.length && out.length < limit; ) {
+        const chunk = todo.slice(i, i + limit - out.length);
+        i += chunk.length;
+        const byShard = new Map<number, string[]>();
+        for (const n of chunk) {
+          const k = this.shardOf(n);
+          byShard.set(k, [...(byShard.get(k) ?? []), n]);
+        }
+        const got = new Map<string, Inspected | undefined>();
+        await mapLimit([...byShard], 8, async ([k, rooms]) => {
+          const read = await this.underClaims(k, (claims) => mapLimit(rooms, 16, (n) => this.inspectWith(k, n, claims, true)));
+          for (let j = 0; j < rooms.length; j++) got.set(rooms[j], read[j]);
+        });
+        for (const n of chunk) {
+          const x = got.get(n);
+          if (x) out.push(infoOf(n, x));
+        }
+      }
+      return out;
+    } catch (e) {
+      throw asStorageError(e, 'cannot list the rooms');
+    }
   }
 
   async close(): Promise<void> {
@@ -1032,7 +1336,7 @@ export function confirmedCheckpoints(claims: Claims, msgs: readonly LogMessage[]
  * (`counts`), their parts consecutive and of one claim. Read barriers and confirmations are not
  * records (and do not break a record's parts: those are published together).
  */
-export function validRecords(claims: Claims, msgs: readonly LogMessage[]): Rec[] {
+export function validRecords(claims: Claims, msgs: readonly LogMessage[], headersOnly = false): Rec[] {
   const out: Rec[] = [];
   let parts: LogMessage[] = [];
   for (const m of msgs) {
@@ -1054,23 +1358,90 @@ export function validRecords(claims: Claims, msgs: readonly LogMessage[]): Rec[]
     if (!continues) parts = part === 0 ? [m] : [];
     else parts.push(m);
     if (parts.length === 0 || parts.length < n) continue;
-    const bytes = parts.reduce((a, p) => a + p.data.length, 0);
-    const joined = new Uint8Array(bytes);
-    let at = 0;
-    for (const p of parts) {
-      joined.set(p.data, at);
-      at += p.data.length;
-    }
+    const bytes = parts.reduce((a, p) => a + (headersOnly ? (p.size ?? 0) : p.data.length), 0);
     const claim = m.headers[H_CLAIM];
     out.push({
       seq: m.seq,
       claim: claim === undefined ? undefined : Number(claim),
       epoch: Number(m.headers[H_EPOCH]),
       rev,
-      body: JSON.parse(dec.decode(joined)),
+      body: headersOnly ? undefined : joinBody(parts),
       bytes,
+      partSeqs: parts.map((p) => p.seq),
+      time: m.time,
+      deleted: m.headers[H_DELETED] !== undefined,
     });
     parts = [];
   }
+  return out;
+}
+
+/**
+ * Where a load of a room starts, from the messages of its checkpoint subject: after the last
+ * deletion that counts (`after`: its sequence, 0 if none; what came before it counts for
+ * nothing), the newest checkpoint known to be on the chain: the room's first (rev 0: created or
+ * imported), one whose confirmation counts (its ack came back in an unbroken run, so every
+ * append before it landed), or one written before confirmations existed. A checkpoint that
+ * landed while an append before it did not (another writer's message took that append's place
+ * in the stream) would otherwise bring in entries the log never got: found by the cluster
+ * simulator. `ckpts`: how many checkpoints follow the deletion (some and no base: unreadable).
+ */
+export function chainBase(
+  claims: Claims,
+  ckptMsgs: readonly LogMessage[],
+  headersOnly = false,
+): { base: Rec | undefined; after: number; ckpts: number; bases: Rec[] } {
+  const recs = validRecords(claims, ckptMsgs, headersOnly);
+  const del = recs.findLastIndex((c) => c.deleted);
+  const live = recs.slice(del + 1);
+  const confirmed = confirmedCheckpoints(claims, ckptMsgs);
+  // Every checkpoint a load could start from, oldest first (`peek` may start from an older one to give older entries).
+  const bases = live.filter((c) => c.rev === 0 || c.claim === undefined || confirmed.has(c.seq));
+  return { base: bases.at(-1), after: del >= 0 ? recs[del].seq : 0, ckpts: live.length, bases };
+}
+
+/** The chain after a room's checkpoint, onto `r`: records of rev r.rev + 1 whose entries follow the head; anything else is a stale writer's. */
+function follow(r: OpenRoom, recs: readonly Rec[]): void {
+  for (const rec of recs) {
+    const b = rec.body as LogBody;
+    if (rec.rev !== r.rev + 1) continue;
+    if (b.entries.length > 0 && b.entries[0].pos !== r.head + 1) continue;
+    Object.assign(r.clients, b.clients);
+    r.stable = Math.max(r.stable, b.stable);
+    r.logBytesSince += rec.bytes;
+    for (const e of b.entries) r.tail.push(e);
+    r.head += b.entries.length;
+    r.rev++;
+    if ((b.entries.length > 0 || Object.keys(b.clients).length > 0) && rec.time !== undefined) r.lastActivity = Math.max(r.lastActivity, rec.time);
+  }
+}
+
+/** A record's body from its parts. */
+function joinBody(parts: readonly LogMessage[]): unknown {
+  const joined = new Uint8Array(parts.reduce((a, p) => a + p.data.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    joined.set(p.data, at);
+    at += p.data.length;
+  }
+  return JSON.parse(dec.decode(joined));
+}
+
+/** A room's name from one of its subjects (its last token). */
+function roomOfSubject(subject: string): string {
+  return Buffer.from(subject.slice(subject.lastIndexOf('.') + 1), 'base64url').toString('utf8');
+}
+
+/** `fn` over `items`, at most `n` at a time, results in order. */
+async function mapLimit<T, U>(items: readonly T[], n: number, fn: (t: T) => Promise<U>): Promise<U[]> {
+  const out: U[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker));
   return out;
 }

@@ -84,8 +84,8 @@ export class JetStreamShardLog implements ShardLog {
   private readonly timeoutMs: number;
   private readonly duplicateWindowMs: number;
   private readonly ensured = new Map<number, Promise<void>>();
-  /** Reads so far, and how many of them went on message by message (a consumer could not be set up). */
-  readonly readStats = { reads: 0, byGet: 0 };
+  /** Reads so far, and how many of them went on message by message (a consumer could not be set up); header-only reads, and how many of them read whole messages instead. */
+  readonly readStats = { reads: 0, byGet: 0, headerReads: 0, headerReadsWhole: 0 };
 
   private constructor(
     readonly nc: NatsConnection,
@@ -209,12 +209,52 @@ export class JetStreamShardLog implements ShardLog {
     return out;
   }
 
+  /**
+   * The headers of the subject's messages up to its last (an ordered consumer with
+   * `headers_only`: the bodies are not sent; `size` from its `Nats-Msg-Size`). If no consumer
+   * can be set up, whole messages one by one (`read`).
+   */
+  async readHeaders(shard: number, subject: string, fromSeq = 1): Promise<LogMessage[]> {
+    const stream = this.stream(shard);
+    let last: number;
+    try {
+      const m = await this.jsm.streams.getMessage(stream, { last_by_subj: subject });
+      if (!m) return [];
+      last = m.seq;
+    } catch (e) {
+      if (isNoMessage(e)) return [];
+      throw e;
+    }
+    if (last < fromSeq) return [];
+    const out: LogMessage[] = [];
+    this.readStats.headerReads++;
+    try {
+      await this.readByConsumer(stream, subject, fromSeq, last, out, true);
+      return out.map((m) => ({ ...m, size: Number(m.headers['Nats-Msg-Size'] ?? m.data.length) }));
+    } catch {
+      this.readStats.headerReadsWhole++;
+      return (await this.read(shard, subject, fromSeq, last)).map((m) => ({ ...m, size: m.data.length }));
+    }
+  }
+
+  async readAt(shard: number, seqs: readonly number[]): Promise<LogMessage[]> {
+    const stream = this.stream(shard);
+    return Promise.all(
+      seqs.map(async (seq) => {
+        const m = await this.jsm.streams.getMessage(stream, { seq });
+        if (!m) throw new Error(`${stream} has no message ${seq}`);
+        return { seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.header), time: m.time.getTime() };
+      }),
+    );
+  }
+
   /** Bulk read through an ordered consumer (about 30 us per message on loopback). */
-  private async readByConsumer(stream: string, subject: string, fromSeq: number, last: number, out: LogMessage[]): Promise<void> {
+  private async readByConsumer(stream: string, subject: string, fromSeq: number, last: number, out: LogMessage[], headersOnly = false): Promise<void> {
     const consumer = await this.readJs.consumers.get(stream, {
       filter_subjects: subject,
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: Math.max(1, fromSeq),
+      ...(headersOnly ? { headers_only: true } : {}),
     });
     const deadline = Date.now() + this.timeoutMs * 4;
     try {
@@ -222,7 +262,7 @@ export class JetStreamShardLog implements ShardLog {
         if (Date.now() > deadline) throw new Error(`reading ${subject} from ${stream}: timed out before seq ${last}`);
         const batch = await consumer.fetch({ max_messages: 1000, expires: 2000 });
         for await (const m of batch) {
-          out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.headers) });
+          out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.headers), time: Math.floor(m.info.timestampNanos / 1e6) });
           if (m.seq >= last) break;
         }
       }
@@ -247,8 +287,18 @@ export class JetStreamShardLog implements ShardLog {
         if (!isNoMessage(e)) throw e;
       }
       if (!m || m.seq > last) throw new Error(`reading ${subject} from ${stream}: the server has no message ${last} yet`);
-      out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.header) });
+      out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.header), time: m.time.getTime() });
       seq = m.seq + 1;
+    }
+  }
+
+  async last(shard: number, subject: string): Promise<LogMessage | undefined> {
+    try {
+      const m = await this.jsm.streams.getMessage(this.stream(shard), { last_by_subj: subject });
+      return m ? { seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.header), time: m.time.getTime() } : undefined;
+    } catch (e) {
+      if (isNoMessage(e) || isNotFound(e)) return undefined;
+      throw e;
     }
   }
 

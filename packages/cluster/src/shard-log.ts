@@ -17,6 +17,10 @@ export interface LogMessage {
   data: Uint8Array;
   /** The headers it was published with (names as given). */
   headers: Record<string, string>;
+  /** When the stream stored it, in ms since the epoch by the server's clock (undefined: a log that does not say). */
+  time?: number;
+  /** Read by `readHeaders`: `data` is empty and this is the size of its body, in bytes. */
+  size?: number;
 }
 
 export interface Ack {
@@ -60,6 +64,15 @@ export interface ShardLog {
    * up to the subject's last message as the leader knows it when called.
    */
   read(shard: number, subject: string, fromSeq?: number, untilSeq?: number): Promise<LogMessage[]>;
+  /**
+   * Like `read` without `untilSeq`, but the messages' headers only: `data` empty, `size` the
+   * body's bytes. Optional: a reader that finds it missing reads whole messages.
+   */
+  readHeaders?(shard: number, subject: string, fromSeq?: number): Promise<LogMessage[]>;
+  /** The messages at these sequences, in the order given (each must exist: else it throws). Optional, with `readHeaders`. */
+  readAt?(shard: number, seqs: readonly number[]): Promise<LogMessage[]>;
+  /** The last message on `subject` (exact), as the stream's leader knows it; undefined if it has none (or the stream does not exist). */
+  last(shard: number, subject: string): Promise<LogMessage | undefined>;
   /** The stream's last sequence, as its leader knows it. */
   lastSeq(shard: number): Promise<number>;
   /** The subjects of the shard's stream that match `filter` (a wildcard such as `hc.3.ckpt.*`) and hold messages. */

@@ -158,7 +158,7 @@ export class SimShardLog implements ShardLog {
         };
       } else {
         const seq = ++s.last;
-        const m = { seq, subject, data: data.slice(), headers: { ...(opts.headers ?? {}) } };
+        const m = { seq, subject, data: data.slice(), headers: { ...(opts.headers ?? {}) }, time: this.now() };
         s.msgs.push(m);
         s.ids.set(opts.msgId, seq);
         this.stats.landed++;
@@ -181,7 +181,27 @@ export class SimShardLog implements ShardLog {
     const last = untilSeq ?? view;
     return s.msgs
       .filter((m) => m.subject === subject && m.seq >= fromSeq && m.seq <= last)
-      .map((m) => ({ seq: m.seq, subject: m.subject, data: m.data.slice(), headers: { ...m.headers } }));
+      .map((m) => ({ seq: m.seq, subject: m.subject, data: m.data.slice(), headers: { ...m.headers }, time: m.time }));
+  }
+
+  async readHeaders(shard: number, subject: string, fromSeq = 1): Promise<LogMessage[]> {
+    return (await this.read(shard, subject, fromSeq)).map((m) => ({ ...m, data: new Uint8Array(0), size: m.data.length }));
+  }
+
+  async readAt(shard: number, seqs: readonly number[]): Promise<LogMessage[]> {
+    const s = await this.up(shard, 'readAt');
+    return seqs.map((seq) => {
+      const m = s.msgs.find((x) => x.seq === seq);
+      if (!m) throw new Error(`stream ${shard} has no message ${seq}`);
+      return { seq: m.seq, subject: m.subject, data: m.data.slice(), headers: { ...m.headers }, time: m.time };
+    });
+  }
+
+  async last(shard: number, subject: string): Promise<LogMessage | undefined> {
+    const s = await this.up(shard, `last ${subject}`);
+    const view = this.view(s);
+    const m = s.msgs.findLast((x) => x.subject === subject && x.seq <= view);
+    return m && { seq: m.seq, subject: m.subject, data: m.data.slice(), headers: { ...m.headers }, time: m.time };
   }
 
   async lastSeq(shard: number): Promise<number> {

@@ -331,3 +331,57 @@ test("audit: a room's history checks out; a stale owner's message is counted as 
   assert.equal(a.problems.length, 1);
   assert.match(a.problems[0], /op c1#6 is in the room twice: at 6 and at 7/);
 });
+
+test('reads apart from the writer (peek, export, listRooms) work on any node; import and delete only on the owner, and a delete ends the history a load or an audit reads', async () => {
+  const prefix = `t${++cases}`;
+  const a = await storeOver(prefix, 'node-a', 1);
+  const logB = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix });
+  const b = new ClusterStore({ log: logB, leases, nodeId: 'node-b', shards: 1, subjectPrefix: prefix });
+  const r = await a.open('r', INIT);
+  await a.append('r', { after: r.rev, entries: [entry(1), entry(2)], clients: { c1: { highWater: 2, visibleSeq: 2 } } });
+  await a.append('r', { after: r.rev + 1, checkpoint: { pos: 1, state: { n: 1 } } });
+  // Node B does not own the shard (A does, and has the room loaded): it reads the stream.
+  const p = await b.peek('r', 1, 10);
+  // Its checkpoint subject was read by headers (the bodies not sent), then the base checkpoint by sequence.
+  assert.ok(logB.readStats.headerReads > 0 && logB.readStats.headerReadsWhole === 0, JSON.stringify(logB.readStats));
+  assert.deepEqual([p?.meta.machine, p?.from, p?.entries.map((e) => e.pos)], ['m', 2, [2]]);
+  assert.equal(await b.peek('nothing', 0, 10), undefined);
+  const ex = await b.exportRoom('r');
+  assert.deepEqual(
+    [ex?.durable.checkpoint.pos, ex?.durable.suffix.map((e) => e.pos), ex?.durable.clients],
+    [0, [1, 2], { c1: { highWater: 2, visibleSeq: 2 } }],
+  );
+  const [listed] = await b.listRooms({ limit: 10 });
+  assert.deepEqual([listed.name, listed.machine, listed.head, listed.checkpoint], ['r', 'm', 2, 0]);
+  // Writes apart from the writer go through the shard's owner.
+  await assert.rejects(b.importRoom('x', ex!), (e: Error) => e.name === 'NotOwnerError' && /room x is in shard 0, which node node-a serves/.test(e.message));
+  await assert.rejects(b.deleteRoom('r'), (e: Error) => e.name === 'NotOwnerError' && /node node-a serves/.test(e.message));
+  await assert.rejects(a.deleteRoom('r'), /loaded on this node/);
+  await a.release('r');
+  // Released, its checkpoint at 1 is confirmed: a load (and an export) starts there, a peek from before it reads the older one.
+  assert.equal((await b.exportRoom('r'))?.durable.checkpoint.pos, 1);
+  assert.deepEqual((await b.listRooms({ limit: 1 }))[0].checkpoint, 1);
+  const behind = await b.peek('r', 0, 10);
+  assert.deepEqual([behind?.from, behind?.entries.map((e) => e.pos)], [1, [1, 2]]);
+  assert.equal(await a.deleteRoom('r'), true);
+  assert.equal(await b.peek('r', 0, 10), undefined);
+  assert.equal(await b.exportRoom('r'), undefined);
+  assert.deepEqual(await b.rooms(), []);
+  assert.deepEqual(await b.listRooms({ limit: 10 }), []);
+  assert.equal(await a.open('r'), undefined, 'a lookup of a deleted room finds none');
+  assert.deepEqual(await a.rooms(), [], 'and writes nothing that would list it');
+  // Imported again under its name: the export's log, nothing of the history before the deletion.
+  await a.importRoom('r', ex!);
+  const again = (await a.open('r'))!;
+  assert.deepEqual([again.rev, again.durable.suffix.map((e) => e.pos)], [0, [1, 2]]);
+  await a.append('r', { after: 0, entries: [entry(3)] });
+  await a.release('r');
+  const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix });
+  const audit = await auditRoom(log, 'r', { subjectPrefix: prefix, shards: 1 });
+  assert.deepEqual([audit.problems, audit.head, audit.deletedAt > 0], [[], 3, true]);
+  // The history before the deletion is still in the stream (no purge); the audit covers what follows it.
+  assert.ok(audit.ignored.stale === 0 && audit.checkpoints.every((c) => c.seq > audit.deletedAt), JSON.stringify(audit));
+  assert.equal((await b.listRooms({ limit: 10 }))[0].head, 3);
+  await a.close();
+  await b.close();
+});

@@ -13,7 +13,16 @@ export { delayedConnection } from './connection.ts';
 export type { Connection, ConnectionEvents } from './connection.ts';
 export { MemoryStore, MemoryDisk } from './store/memory.ts';
 export type { MemoryStoreOptions, AppendFault, AppendFaultStage } from './store/memory.ts';
-export { FencedError, StorageError, checkAgainstHead, checkAppend, checkListRooms, checkRoomName, compareRoomNames } from './store/room-store.ts';
+export {
+  FencedError,
+  StorageError,
+  checkAgainstHead,
+  checkAppend,
+  checkListRooms,
+  checkRoomName,
+  compareRoomNames,
+  exportProblem,
+} from './store/room-store.ts';
 export type {
   RoomStore,
   RoomMeta,
@@ -24,4 +33,6 @@ export type {
   CheckedAppend,
   ListRoomsOptions,
   StoredRoomInfo,
+  RoomExport,
+  RoomPeek,
 } from './store/room-store.ts';

@@ -300,7 +300,7 @@ export const ROOMS_PAGE_MAX = 1000;
  * A stored room as `rooms()` lists it. A loaded room's `machine`, `version`, `head` and `stable`
  * are its engine's (they may be ahead of the store by appends in flight); an unloaded room's are
  * the store's. The figures other than `name` and `loaded` are there when the store lists them
- * (`RoomStore.listRooms`: SQLite and memory stores) or the room is loaded; a store without
+ * (`RoomStore.listRooms`: the SQLite, memory and cluster stores) or the room is loaded; a store without
  * `listRooms` gives an unloaded room's name only.
  */
 export interface RoomSummary {

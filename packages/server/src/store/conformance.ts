@@ -705,6 +705,8 @@ def('listRooms gives each stored room its machine, version (a migrated one its n
   assert.deepEqual(s1, s0, 'a room not written to lists as it was');
   // A checkpoint alone is housekeeping, not activity (a room writes one as it unloads).
   await new Promise((resolve) => setTimeout(resolve, 5));
+  // Loaded again before each write (released, the room has no writer: a store may fence an append without a load).
+  await load(c.store, 'r');
   await c.store.append('r', { after: 1, checkpoint: { pos: 4, state: stateAt(4) } });
   await c.store.release('r');
   assert.equal((await list())[0].lastActivity, r1.lastActivity, 'an append of a checkpoint alone leaves the last activity');
@@ -717,6 +719,7 @@ def('listRooms gives each stored room its machine, version (a migrated one its n
     args: { from: INIT.version, to: INIT.version + 1 },
     author: '~hercules',
   };
+  await load(c.store, 'r');
   await c.store.append('r', { after: 2, entries: [migration], clients: { '~hercules': { highWater: INIT.version + 1, visibleSeq: INIT.version + 1 } } });
   await c.store.release('r');
   const [r2] = await list();
