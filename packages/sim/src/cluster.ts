@@ -564,6 +564,16 @@ export class ClusterServer implements ServerSide {
       o.store.acquire(0).then(
         () =>
           this.run(o, oInc, `${o.id} relay accept`, () => {
+            // The owner already serves a later attempt of this connection: this one's take of the
+            // shard answered late (a pause, NATS timeouts), and the edge gave up on it. relay.ts
+            // gives every attempt an id of its own, so a late accept is another connection, which
+            // the edge ignores; here attempts share the connection's id, so it must not replace
+            // the later one (that was closed without a word to the edge, and the client, its
+            // hello sent, waited forever: seed 5236 of the cluster simulator).
+            if ((o.relayed.get(ec.conn)?.attempt ?? 0) > attempt) {
+              sim.count('cluster-relay-late-accept');
+              return;
+            }
             // An earlier attempt of the same connection accepted late: the edge gave up on it.
             this.dropRelayed(o, ec.conn);
             o.relayed.set(ec.conn, { edge: e, edgeInc: eInc, attempt });
