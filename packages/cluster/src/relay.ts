@@ -227,6 +227,9 @@ export class Relay {
       bufferedAmount: 0,
       listen: (events) => {
         r.events = events;
+        // Ended before the service listened (its edge went silent while this node took the
+        // shard): say so, or the service's session waits for a close that already happened.
+        if (r.closed) queueMicrotask(() => events.close());
       },
       send: (frame) => {
         if (!r.closed) this.publish(out, r.id, r.nOut++, frame);

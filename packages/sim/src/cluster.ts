@@ -164,6 +164,8 @@ export class ClusterServer implements ServerSide {
     private readonly sim: Simulation,
     private readonly cfg: ClusterConfig,
     plant?: (log: ShardLog) => ShardLog,
+    /** Extra ms before an owner answers relay attempt `attempt` of connection `conn` once it took the shard (a test's planted slow answer). */
+    private readonly relayDelay?: (conn: string, attempt: number) => number,
   ) {
     const rng = () => sim.rng.float();
     const schedule = (fn: () => void, ms: number) => sim.q.push(sim.now + ms, 'nats', fn);
@@ -572,46 +574,60 @@ export class ClusterServer implements ServerSide {
     if (!this.alive(o, oInc) || sim.now < e.cutUntil || sim.now < o.cutUntil) return; // the request is lost
     sim.count('cluster-relay-open');
     this.later(o, oInc, this.hop(), `${o.id} relay request`, () => {
+      const accept = () => {
+        // The owner already serves a later attempt of this connection: this one's take of the
+        // shard answered late (a pause, NATS timeouts), and the edge gave up on it. relay.ts
+        // gives every attempt an id of its own, so a late accept is another connection, which
+        // the edge ignores; here attempts share the connection's id, so it must not replace
+        // the later one (that was closed without a word to the edge, and the client, its
+        // hello sent, waited forever: seed 5236 of the cluster simulator).
+        if ((o.relayed.get(ec.conn)?.attempt ?? 0) > attempt) {
+          sim.count('cluster-relay-late-accept');
+          return;
+        }
+        // An earlier attempt of the same connection accepted late: the edge gave up on it.
+        this.dropRelayed(o, ec.conn);
+        o.relayed.set(ec.conn, { edge: e, edgeInc: eInc, attempt });
+        o.links.open(
+          ec.conn,
+          (msg) => {
+            // Owner -> edge -> client. Lost if either side is dead or cut off: the edge then
+            // sees a gap in the relay's frame numbers (or stops hearing the owner) and closes
+            // the client's socket; no frame after the lost one reaches the client.
+            if (!this.alive(e, eInc) || ec.broken) return;
+            if (sim.now < e.cutUntil || sim.now < o.cutUntil) {
+              ec.broken = true;
+              this.run(e, eInc, `${e.id} relay gap`, () => this.closeClient(e, ec, 'cluster-relay-gap'));
+              return;
+            }
+            sim.checks.announced(sim, o.id, o.store.claimOf(0)?.epoch, msg);
+            sim.sendDown(ec.c, ec.conn, ec.epoch, msg, this.hop() + Math.max(0, e.pausedUntil - sim.now));
+          },
+          () => {
+            o.relayed.delete(ec.conn);
+            this.later(e, eInc, this.hop(), `${e.id} relay closed`, () => this.closeClient(e, ec, undefined));
+          },
+        );
+        this.later(e, eInc, this.hop(), `${e.id} relay accepted`, () => {
+          if (!current()) {
+            // Given up on (timed out, or the client left): the owner drops it.
+            this.later(o, oInc, this.hop(), `${o.id} relay gone`, () => this.dropRelayed(o, ec.conn, attempt));
+            return;
+          }
+          ec.attempt++;
+          ec.relayAttempt = attempt;
+          ec.state = 'relayed';
+          ec.owner = o;
+          ec.ownerInc = oInc;
+          for (const f of ec.early.splice(0)) this.forward(e, ec, f);
+        });
+      };
       o.store.acquire(0).then(
-        () =>
-          this.run(o, oInc, `${o.id} relay accept`, () => {
-            // An earlier attempt of the same connection accepted late: the edge gave up on it.
-            this.dropRelayed(o, ec.conn);
-            o.relayed.set(ec.conn, { edge: e, edgeInc: eInc, attempt });
-            o.links.open(
-              ec.conn,
-              (msg) => {
-                // Owner -> edge -> client. Lost if either side is dead or cut off: the edge then
-                // sees a gap in the relay's frame numbers (or stops hearing the owner) and closes
-                // the client's socket; no frame after the lost one reaches the client.
-                if (!this.alive(e, eInc) || ec.broken) return;
-                if (sim.now < e.cutUntil || sim.now < o.cutUntil) {
-                  ec.broken = true;
-                  this.run(e, eInc, `${e.id} relay gap`, () => this.closeClient(e, ec, 'cluster-relay-gap'));
-                  return;
-                }
-                sim.checks.announced(sim, o.id, o.store.claimOf(0)?.epoch, msg);
-                sim.sendDown(ec.c, ec.conn, ec.epoch, msg, this.hop() + Math.max(0, e.pausedUntil - sim.now));
-              },
-              () => {
-                o.relayed.delete(ec.conn);
-                this.later(e, eInc, this.hop(), `${e.id} relay closed`, () => this.closeClient(e, ec, undefined));
-              },
-            );
-            this.later(e, eInc, this.hop(), `${e.id} relay accepted`, () => {
-              if (!current()) {
-                // Given up on (timed out, or the client left): the owner drops it.
-                this.later(o, oInc, this.hop(), `${o.id} relay gone`, () => this.dropRelayed(o, ec.conn, attempt));
-                return;
-              }
-              ec.attempt++;
-              ec.relayAttempt = attempt;
-              ec.state = 'relayed';
-              ec.owner = o;
-              ec.ownerInc = oInc;
-              for (const f of ec.early.splice(0)) this.forward(e, ec, f);
-            });
-          }),
+        () => {
+          const late = this.relayDelay?.(ec.conn, attempt) ?? 0;
+          if (late > 0) this.later(o, oInc, late, `${o.id} relay accept (delayed)`, accept);
+          else this.run(o, oInc, `${o.id} relay accept`, accept);
+        },
         () => this.later(e, eInc, this.hop(), `${e.id} relay refused`, again),
       );
     });

@@ -593,6 +593,8 @@ export interface SimOptions {
   cluster?: boolean;
   /** Cluster mode: what every node's store sees of the shared log (tests plant a faulty one). */
   clusterLog?: (log: ShardLog) => ShardLog;
+  /** Cluster mode: extra ms before an owner answers a relay attempt (1, 2, ... per connection) once it took the shard (tests plant slow answers). */
+  clusterRelayDelay?: (conn: string, attempt: number) => number;
 }
 
 export class Simulation implements SimState {
@@ -667,7 +669,7 @@ export class Simulation implements SimState {
     this.upgradeRng = new Rng(seed ^ 0x0b9a3);
     this.cfg = cfg;
     this.checks = new Checks(checkers);
-    this.side = cfg.cluster ? new ClusterServer(this, cfg.cluster, opts.clusterLog) : new SingleServer(this, opts.createHost);
+    this.side = cfg.cluster ? new ClusterServer(this, cfg.cluster, opts.clusterLog, opts.clusterRelayDelay) : new SingleServer(this, opts.createHost);
     for (let i = 0; i < cfg.clients; i++) {
       const c: SimClient = {
         id: `c${i}`,

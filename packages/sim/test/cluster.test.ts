@@ -165,3 +165,24 @@ test('a node that gets its lease back after another node claimed and wrote gives
   const r = await runSeed(1795, {}, CLUSTER);
   assert.ok(r.ok, r.error);
 });
+
+// spec: LIVE-CONVERGE
+// Seed 5236 (found in a campaign of seeds 5000-5299): the owner took the shard for a client's
+// first relay attempts only after the edge had given up on them and relayed the client through a
+// later one; those late accepts replaced the later attempt at the owner (the simulator keyed an
+// owner's relayed connections by the client's connection, relay.ts keys them by attempt), which
+// closed it without a word to the edge, so the client, its hello sent, stayed connecting. The
+// seed's draws have changed since and no longer meet the case; answering every connection's first
+// relay attempt 1.5 s late (past the edge's 1 s timeout) meets it in most seeds (without the
+// fix, seeds 1, 3, 5, 8 and 11 of these never converged).
+test('an owner answering a relay attempt the edge gave up on does not take over the attempt it relays through (seed 5236)', async () => {
+  const r = await runSeed(5236, {}, CLUSTER);
+  assert.ok(r.ok, r.error);
+  let late = 0;
+  for (let s = 1; s <= 12; s++) {
+    const r = await runSeed(s, {}, { cluster: true, clusterRelayDelay: (_conn, attempt) => (attempt === 1 ? 1500 : 0) });
+    assert.ok(r.ok, `seed ${s}, every first relay attempt answered 1.5 s late: ${r.error}`);
+    late += r.counts['cluster-relay-late-accept'] ?? 0;
+  }
+  assert.ok(late > 0, 'no relay attempt was answered after a later one: the planted delay no longer meets the case');
+});
