@@ -182,19 +182,8 @@ export class JetStreamShardLog implements ShardLog {
     const stream = this.stream(shard);
     // Read until a known message of the subject: then nothing before it was missed, even from a
     // replica or a leader just elected that is behind (it waits until it has that message).
-    let last: number;
-    if (untilSeq !== undefined) last = untilSeq;
-    else {
-      try {
-        const m = await this.jsm.streams.getMessage(stream, { last_by_subj: subject });
-        if (!m) return [];
-        last = m.seq;
-      } catch (e) {
-        if (isNoMessage(e)) return [];
-        throw e;
-      }
-    }
-    if (last < fromSeq) return [];
+    const last = untilSeq ?? (await this.lastSeqOf(stream, subject));
+    if (last === undefined || last < fromSeq) return [];
     const out: LogMessage[] = [];
     this.readStats.reads++;
     try {
@@ -209,6 +198,16 @@ export class JetStreamShardLog implements ShardLog {
     return out;
   }
 
+  /** The stream sequence of the subject's last message (undefined: it has none). */
+  private async lastSeqOf(stream: string, subject: string): Promise<number | undefined> {
+    try {
+      return (await this.jsm.streams.getMessage(stream, { last_by_subj: subject }))?.seq;
+    } catch (e) {
+      if (isNoMessage(e)) return undefined;
+      throw e;
+    }
+  }
+
   /**
    * The headers of the subject's messages up to its last (an ordered consumer with
    * `headers_only`: the bodies are not sent; `size` from its `Nats-Msg-Size`). If no consumer
@@ -216,16 +215,8 @@ export class JetStreamShardLog implements ShardLog {
    */
   async readHeaders(shard: number, subject: string, fromSeq = 1): Promise<LogMessage[]> {
     const stream = this.stream(shard);
-    let last: number;
-    try {
-      const m = await this.jsm.streams.getMessage(stream, { last_by_subj: subject });
-      if (!m) return [];
-      last = m.seq;
-    } catch (e) {
-      if (isNoMessage(e)) return [];
-      throw e;
-    }
-    if (last < fromSeq) return [];
+    const last = await this.lastSeqOf(stream, subject);
+    if (last === undefined || last < fromSeq) return [];
     const out: LogMessage[] = [];
     this.readStats.headerReads++;
     try {

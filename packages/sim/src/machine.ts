@@ -10,7 +10,7 @@
  * still can), `stamp` becomes `mark` (its argument renamed), and `boom` is gone: a v1 `boom` is
  * refused by the translation with BOOM_REMOVED.
  */
-import { defineMachine, type Machine } from '@hercules/core';
+import { defineMachine, type Machine, type OpContext } from '@hercules/core';
 
 export interface LedgerState {
   log: string[];
@@ -34,23 +34,28 @@ export type AnyLedgerState = LedgerState | LedgerStateV2;
 /** The reason the v2 translation refuses a v1 `boom`. */
 export const BOOM_REMOVED = 'boom was removed in sim-ledger@2';
 
+/** The ops both versions have, unchanged. */
+const counting = {
+  inc(s: Pick<LedgerState, 'counters' | 'log'>, a: { key: string; by: number }, ctx: OpContext) {
+    work.ops++;
+    s.counters[a.key] = (s.counters[a.key] ?? 0) + a.by;
+    s.log.push(`${ctx.client}:${ctx.seq}`);
+  },
+  withdraw(s: Pick<LedgerState, 'counters' | 'log'>, a: { key: string; amount: number }, ctx: OpContext) {
+    work.ops++;
+    const have = s.counters[a.key] ?? 0;
+    if (have < a.amount) throw new Error(`insufficient ${a.key}: have ${have}, need ${a.amount}`);
+    s.counters[a.key] = have - a.amount;
+    s.log.push(`${ctx.client}:${ctx.seq}`);
+  },
+};
+
 export const ledger = defineMachine({
   name: 'sim-ledger',
   version: 1,
   initial: { log: [], counters: {}, stamps: {} } as LedgerState,
   ops: {
-    inc(s, a: { key: string; by: number }, ctx) {
-      work.ops++;
-      s.counters[a.key] = (s.counters[a.key] ?? 0) + a.by;
-      s.log.push(`${ctx.client}:${ctx.seq}`);
-    },
-    withdraw(s, a: { key: string; amount: number }, ctx) {
-      work.ops++;
-      const have = s.counters[a.key] ?? 0;
-      if (have < a.amount) throw new Error(`insufficient ${a.key}: have ${have}, need ${a.amount}`);
-      s.counters[a.key] = have - a.amount;
-      s.log.push(`${ctx.client}:${ctx.seq}`);
-    },
+    ...counting,
     stamp(s, a: { key: string }, ctx) {
       work.ops++;
       s.stamps[a.key] = `${ctx.author}@${ctx.position}`;
@@ -68,18 +73,7 @@ export const ledgerV2 = defineMachine({
   version: 2,
   initial: { log: [], counters: {}, marks: {}, schema: 2 } as LedgerStateV2,
   ops: {
-    inc(s, a: { key: string; by: number }, ctx) {
-      work.ops++;
-      s.counters[a.key] = (s.counters[a.key] ?? 0) + a.by;
-      s.log.push(`${ctx.client}:${ctx.seq}`);
-    },
-    withdraw(s, a: { key: string; amount: number }, ctx) {
-      work.ops++;
-      const have = s.counters[a.key] ?? 0;
-      if (have < a.amount) throw new Error(`insufficient ${a.key}: have ${have}, need ${a.amount}`);
-      s.counters[a.key] = have - a.amount;
-      s.log.push(`${ctx.client}:${ctx.seq}`);
-    },
+    ...counting,
     mark(s, a: { at: string }, ctx) {
       work.ops++;
       s.marks[a.at] = `${ctx.author}@${ctx.position}`;
