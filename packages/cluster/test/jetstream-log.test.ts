@@ -73,7 +73,9 @@ test('what a nats-server version lacks for a Hercules cluster', () => {
 });
 
 test('a lease: one creator wins, renewals name the revision, it expires after its ttl', async () => {
-  const leases = await JetStreamLeases.open(nc, { bucket: 'test_leases', ttlMs: 1000 });
+  // A ttl of 3 s: with 1 s, a loaded machine (the whole suite on 2 cores) once took longer than
+  // that between the renewal and the read, and the lease had expired.
+  const leases = await JetStreamLeases.open(nc, { bucket: 'test_leases', ttlMs: 3000 });
   const [x, y] = await Promise.allSettled([leases.create('s1', 'a'), leases.create('s1', 'b')]);
   assert.equal([x, y].filter((r) => r.status === 'fulfilled').length, 1, 'one creator');
   const won = (x.status === 'fulfilled' ? x : y) as PromiseFulfilledResult<number>;
@@ -81,7 +83,7 @@ test('a lease: one creator wins, renewals name the revision, it expires after it
   const r2 = await leases.update('s1', 'a', won.value);
   await assert.rejects(leases.update('s1', 'a', won.value), LeaseConflictError, 'a stale revision');
   assert.equal((await leases.get('s1'))?.rev, r2);
-  await new Promise((r) => setTimeout(r, 1600));
+  await new Promise((r) => setTimeout(r, 3600));
   assert.equal(await leases.get('s1'), undefined, 'expired');
   const r3 = await leases.create('s1', 'b');
   assert.ok(r3 > r2, 'revisions only grow');
