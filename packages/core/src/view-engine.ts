@@ -20,7 +20,7 @@
  * adjacent logs are equal their snapshots are the same object, so quiet views share identity.
  */
 import { HerculesError, isErrorCode, type ErrorCode } from './errors.ts';
-import { applyOp, applyOps, deepFreeze, migrateState, type Machine, type OpInvocation } from './machine.ts';
+import { applyOp, applyOps, deepFreeze, migrateState, translateOp, type Machine, type OpInvocation } from './machine.ts';
 import { GENESIS_DIGEST, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
 import {
   FRAME_BUDGET_BYTES,
@@ -820,8 +820,12 @@ export class ViewEngine<S = unknown> {
         const head = this.heldHead();
         if (head !== undefined && head.seq === e.seq) {
           own = head;
+          // Written against an older version, it was ordered as its translation (the server
+          // keeps the op as sent only when the translation refuses it).
+          const tr = own.v !== undefined && !e.refused ? translateOp(this.machine, own.v, own.name, own.args) : undefined;
+          const ordered = tr !== undefined && !('refuse' in tr) ? tr : own;
           // A refused op enters the log without its arguments: only its name can be compared.
-          if (own.name !== e.name || (!e.refused && !sameArgs(own.args, e.args))) {
+          if (ordered.name !== e.name || (!e.refused && !sameArgs(ordered.args, e.args))) {
             return this.conflict(`the server ordered a different op (${e.name}) than ours (${own.name}) under ${own.id}`);
           }
         } else if (this.durableList.some((o) => o.seq === e.seq) || this.submittedList.some((o) => o.seq === e.seq)) {

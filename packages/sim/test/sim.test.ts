@@ -311,6 +311,17 @@ test('an upgrade in the middle of traffic: the room migrates once, clients reloa
 });
 
 // spec: REC-MIGRATE-OPS
+test('a client reloaded on v2 takes its own v1 op, met in full in a catch-up, as the translation the server ordered (seeds 2150, 2921, 2988 found it)', async () => {
+  // Each failed with client-id-conflict ("the server ordered a different op (mark) than ours
+  // (stamp)") before the client compared its v1 op's translation with the entry.
+  for (const s of [2150, 2921, 2988]) {
+    const r = await runSeed(s);
+    assert.ok(r.ok, `seed ${s}: ${r.error}`);
+    assert.ok((r.counts['v1-op-translated'] ?? 0) > 0, `seed ${s} translated no v1 op: ${JSON.stringify(r.counts)}`);
+  }
+});
+
+// spec: REC-MIGRATE-OPS
 test('the checker catches a server that orders an op of an older version untranslated', async () => {
   await expectCaught(
     () => {
