@@ -167,6 +167,11 @@ export class ViewEngine<S = unknown> {
   private stableLen = 0;
   private visibleLen = 0;
   private authLen = 0;
+  /**
+   * The longest Authoritative log a server has announced to this process (a base restored from
+   * the store does not count: the room may have been restored from a backup since).
+   */
+  private heardLen = 0;
   private settled: AuthItem[] = [];
   private authList: AuthItem[] = [];
   /**
@@ -710,6 +715,12 @@ export class ViewEngine<S = unknown> {
     }
     const conflict = this.ownershipConflict(w);
     if (conflict !== undefined) return this.conflict(conflict);
+    // A log shorter than one a server already announced to us: every announced entry was stored
+    // first (AUTH-STORED), so this server serves a stale copy of the room (a cluster node that
+    // lost the room without knowing it yet). Adopting it would move our views back (VIEW-*,
+    // STABLE-MONOTONIC); reconnect instead, to whichever server holds the room now.
+    if (w.checkpoint && w.checkpoint.pos + w.entries.length < this.heardLen)
+      return this.resync(`stale server: its welcome's log ends at ${w.checkpoint.pos + w.entries.length}, before position ${this.heardLen} announced to us`);
     this.connState = 'ready';
     this.access = w.access ?? 'write';
     if (w.author !== this.author) {
@@ -778,6 +789,7 @@ export class ViewEngine<S = unknown> {
     this.authList = [];
     this.stableLen = this.visibleLen = this.authLen = pos;
     this.serverStable = Math.max(this.serverStable, pos);
+    if (pos > this.heardLen) this.heardLen = pos;
     this.stableState = this.visibleState = this.authState = state;
     this.out.changed.add('stable').add('visible').add('authoritative');
     this.needRebase = true;
@@ -837,6 +849,7 @@ export class ViewEngine<S = unknown> {
     }
     this.unapplied.push(entry); // applied at the step's end, with the entries around it (materialize)
     this.authLen = pos;
+    if (pos > this.heardLen) this.heardLen = pos;
     this.ackDue = true;
     const blocksVisible = entry.client === this.clientId && entry.seq > this.visibleSeq;
     if (this.authList.length === 0 && !blocksVisible) {

@@ -221,3 +221,29 @@ test('positions() gives each view’s log length, one object until a length chan
   await net.settle();
   assert.equal(seen.length > n && seen.at(-1)!.authoritative, 2, 'not after off()');
 });
+
+// spec: STABLE-MONOTONIC
+test('a welcome whose log ends before what a server announced to this client is refused as a stale server: the views stay, the client reconnects', () => {
+  const e = new ViewEngine(room, { clientId: 'me', now: () => 0 });
+  const note = (pos: number) => ({ pos, client: 'x', seq: pos, name: 'note', args: { text: `n${pos}` }, author: 'x' });
+  const welcome = { t: 'welcome' as const, v: PROTOCOL_VERSION, client: 'me', author: 'me', highWater: 0, visibleSeq: 0, rejected: [], members: ['me'] };
+  e.connected();
+  e.receive({ ...welcome, from: 1, entries: [note(1), note(2), note(3)], stable: 3 });
+  e.drain();
+  assert.deepEqual(e.getState('stable').notes, ['x@1: n1', 'x@2: n2', 'x@3: n3']);
+  e.disconnected();
+  // A cluster node that lost the room without knowing it: its copy ends at 2.
+  e.connected();
+  e.receive({ ...welcome, checkpoint: { pos: 1, state: { items: {}, notes: ['x@1: n1'] } }, from: 2, entries: [note(2)], stable: 1 });
+  const out = e.drain();
+  assert.match(out.resync ?? '', /stale server: its welcome's log ends at 2, before position 3/);
+  assert.equal(e.positions().stable, 3);
+  assert.equal(e.positions().authoritative, 3);
+  assert.deepEqual(e.getState('stable').notes, ['x@1: n1', 'x@2: n2', 'x@3: n3']);
+  // The server that holds the room welcomes it again (resuming after 3): adopted.
+  e.disconnected();
+  e.connected();
+  e.receive({ ...welcome, from: 4, entries: [note(4)], stable: 4 });
+  assert.equal(e.drain().resync, undefined);
+  assert.equal(e.positions().stable, 4);
+});

@@ -71,11 +71,29 @@ export class RoomRegistry {
 
   /**
    * The room's host, loaded (or created with `machine`) on first use; a string says why the
-   * room cannot serve this machine. Rejects if the store cannot load it.
+   * room cannot serve this machine. Rejects if the store cannot load it. For a join (`join`), a
+   * room already in memory is served only once the store confirms this server still writes it
+   * (`RoomStore.confirmWriter`, if the store has it): a cluster node that lost the room without
+   * knowing it yet would welcome the joiner with a log older than one it may have seen elsewhere.
+   * If the store cannot confirm it, the room is failed here (its members reconnect, and the next
+   * join reloads it) and this rejects, so the joiner retries.
    */
-  async acquire(name: string, machine: Machine<any, any>): Promise<RoomHost | string> {
+  async acquire(name: string, machine: Machine<any, any>, opts: { join?: boolean } = {}): Promise<RoomHost | string> {
     if (this.closed) throw new HerculesError('closed', 'the server is shutting down');
     let host: RoomHost | string | undefined = this.hosts.get(name);
+    if (host && opts.join && this.opts.store.confirmWriter) {
+      const held = host;
+      try {
+        await this.opts.store.confirmWriter(name);
+      } catch (e) {
+        const why = `this server cannot confirm it still serves room ${name} (${(e as Error)?.message ?? String(e)}); reconnect to resume (nothing you made durable is lost)`;
+        if (this.hosts.get(name) === held) held.fail('moved', e, why);
+        throw e;
+      }
+      if (this.closed) throw new HerculesError('closed', 'the server is shutting down');
+      // Dropped meanwhile (it failed): load it again below.
+      host = this.hosts.get(name);
+    }
     if (!host) {
       let loading = this.loading.get(name);
       if (!loading) {

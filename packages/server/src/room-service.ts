@@ -732,7 +732,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       return;
     }
     c.joining = true;
-    registry.acquire(c.roomName, checked.machine).then(
+    registry.acquire(c.roomName, checked.machine, { join: true }).then(
       (host) =>
         guard('join', () => {
           c.joining = false;

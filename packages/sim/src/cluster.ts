@@ -349,6 +349,12 @@ export class ClusterServer implements ServerSide {
         })) as RoomStore['open'],
       append: (room, write) => store.append(room, write),
       release: (room) => store.release(room),
+      // A join the node would have welcomed from memory, refused: it could not confirm it still writes the room.
+      confirmWriter: (room) =>
+        store.confirmWriter(room).catch((e) => {
+          sim.count('cluster-join-unconfirmed');
+          throw e;
+        }),
       rooms: () => store.rooms(),
       close: () => store.close(),
     };

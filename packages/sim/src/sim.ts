@@ -415,7 +415,7 @@ export class ServerLinks {
     };
     this.links.set(conn, link);
     sim.reactions = true;
-    this.registry.acquire(ROOM, this.machine).then(
+    this.registry.acquire(ROOM, this.machine, { join: true }).then(
       (host) =>
         sim.callback(() => {
           if (!this.running() || link.closed) return;

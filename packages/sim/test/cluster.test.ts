@@ -166,6 +166,24 @@ test('a node that gets its lease back after another node claimed and wrote gives
   assert.ok(r.ok, r.error);
 });
 
+// spec: CLUSTER-ONE-SEQUENCER
+// Seeds 692 and 5375 (with 5 clients), found outside the default range: a node paused (692) or cut
+// off (5375), still within its lease by its own clock, while the lease table let another node take
+// the shard (a create that won while the node's lease was live); it then welcomed a joiner from
+// the room in its memory with a log older than the one the joiner had seen (VIEW-SPECULATIVE,
+// STABLE-MONOTONIC). A join served from memory now waits for a fenced barrier
+// (ClusterStore.confirmWriter). Their draws changed with the fix (the barriers draw from the
+// log's faults); packages/cluster/test/cluster-store-sim.test.ts meets the case directly.
+test('a node that lost its shard without knowing it does not welcome a joiner from memory (seeds 692, 5375)', async () => {
+  for (const [seed, clients] of [
+    [692, undefined],
+    [5375, 5],
+  ] as const) {
+    const r = await runSeed(seed, clients ? { clients } : {}, CLUSTER);
+    assert.ok(r.ok, `seed ${seed}: ${r.error}`);
+  }
+});
+
 // spec: LIVE-CONVERGE
 // Seed 5236 (found in a campaign of seeds 5000-5299): the owner took the shard for a client's
 // first relay attempts only after the edge had given up on them and relayed the client through a

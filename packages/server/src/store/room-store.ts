@@ -202,6 +202,15 @@ export interface RoomStore {
    * lazily written checkpoint) and drop what it caches about it. The room stays stored.
    */
   release(room: string): Promise<void>;
+  /**
+   * Before a join is served from a room loaded earlier (its state in the writer's memory): resolve
+   * only if this writer still held the room at some moment after the call, else reject (the caller
+   * drops the room and the joiner retries, reloading it). Optional: a store with one writer by
+   * construction (SQLite, memory) has nothing to confirm; a replicated one whose writer can lose a
+   * room without knowing it yet (a cluster node paused or cut off) must, or a joiner may be
+   * welcomed with a log older than one it already saw.
+   */
+  confirmWriter?(room: string): Promise<void>;
   /** The names of the rooms stored, in no particular order. */
   rooms(): Promise<string[]>;
   /**
