@@ -750,7 +750,10 @@ export class Simulation implements SimState {
   /** A server loaded the room from its store (or created it). */
   serverStarted(loaded: LoadedRoom): void {
     const v = loaded.meta.version;
-    if (loaded.fresh && this.global.length === 0 && v !== this.oracleVersion[0]) {
+    // `meta.version` is the version the room was created under (a migrated room keeps its old
+    // one), so a load at position 0 under another version is a creation of v2, also when the
+    // creating node never learned its checkpoint landed (a lost ack: no load is `fresh` then).
+    if ((loaded.fresh || loaded.durable.checkpoint.pos === 0) && this.global.length === 0 && v !== this.oracleVersion[0]) {
       // Cluster mode: the upgrade came before any node created the room; one of v2 did.
       this.count('room-created-v2');
       this.oracle[0] = ledgerAt(v).initial;

@@ -184,6 +184,18 @@ test('a node that lost its shard without knowing it does not welcome a joiner fr
   }
 });
 
+// spec: CLUSTER-CHAIN
+// Seed 5171 (found in a campaign of seeds 5000-5299): the machine's v2 was deployed before any node
+// created the room; a v2 node created it but lost the ack of its creating checkpoint, so no load
+// was `fresh`, and the simulator's reference kept v1's initial state at position 0 and took the next
+// owner's v2 checkpoint there for a broken chain. The reference now switches on any load at 0
+// under another created version (a migrated room keeps its created version, so this hides none).
+test("a room created under v2 whose creating node never heard its checkpoint land is v2's from position 0 (seed 5171)", async () => {
+  const r = await runSeed(5171, {}, CLUSTER);
+  assert.ok(r.ok, r.error);
+  assert.ok((r.counts['room-created-v2'] ?? 0) > 0, `the seed no longer creates the room under v2: ${JSON.stringify(r.counts)}`);
+});
+
 // spec: LIVE-CONVERGE
 // Seed 5236 (found in a campaign of seeds 5000-5299): the owner took the shard for a client's
 // first relay attempts only after the edge had given up on them and relayed the client through a
