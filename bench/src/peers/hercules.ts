@@ -3,13 +3,28 @@
  * server runs in its own process with its SQLite store (as in production; the peers keep their
  * documents in memory, which favours them on the acknowledgement signal).
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { connect } from '@hercules/client';
 import type { Machine, OpHandle, StateOf } from '@hercules/core';
 import { spreadsheet } from '../../../apps/machines.ts';
 import { kvMap } from './kv-machine.ts';
 import { startServer } from '../runtime/common.ts';
+import { analyseProfile } from '../runtime/throughput.ts';
 import type { PeerClient, PeerServer, PeerSystem } from './types.ts';
+
+/** The largest profile in `dir` (the main thread's; tsx's loader thread writes a small one), analysed. */
+function printProfile(dir: string): void {
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.cpuprofile'))
+    .map((f) => join(dir, f))
+    .sort((x, y) => statSync(y).size - statSync(x).size);
+  if (files.length === 0) return console.log(`no .cpuprofile in ${dir}`);
+  const a = analyseProfile(files[0]);
+  console.log(`server profile ${files[0]}: ${a.wallMs} ms, idle ${a.idlePct} %`);
+  console.table(a.byCategory);
+  console.table(a.topFunctions.slice(0, 12));
+}
 
 const version = (JSON.parse(readFileSync(new URL('../../../packages/core/package.json', import.meta.url), 'utf8')) as { version: string }).version;
 const ROWS = 12,
@@ -65,9 +80,18 @@ async function peerClient<M extends Machine<any, any>>(
 export const hercules: PeerSystem = {
   name: `Hercules ${version} (SQLite, fsync per commit)`,
   async startServer(): Promise<PeerServer> {
-    // HERCULES_CPU_PROF_DIR: write the server process's CPU profile there (where its time goes).
-    const s = await startServer({ cpuProfDir: process.env.HERCULES_CPU_PROF_DIR });
-    return { port: s.port, pid: s.child.proc.pid!, stop: () => s.close() };
+    // HERCULES_CPU_PROF_DIR: write the server process's CPU profile there and, once it stops,
+    // print where its time went (R3's analyseProfile).
+    const profDir = process.env.HERCULES_CPU_PROF_DIR;
+    const s = await startServer({ cpuProfDir: profDir });
+    return {
+      port: s.port,
+      pid: s.child.proc.pid!,
+      async stop() {
+        await s.close();
+        if (profDir) printProfile(profDir);
+      },
+    };
   },
   connect: (host, port, doc, clientName) =>
     peerClient(
