@@ -16,6 +16,8 @@ export {
   migrateState,
   translateOp,
 } from './machine.ts';
+export { keyedMap } from './keyed-map.ts';
+export type { KeyedMap, KeyedMapNode, KeyedMapLeaf, KeyedMapBranch } from './keyed-map.ts';
 export { prepareRestore, storedRoomVersion, cannotRun } from './room-migration.ts';
 export type { PreparedRestore } from './room-migration.ts';
 export { findNonJson, domainCopy, scanOp, sameArgs, GENESIS_DIGEST, MAX_ARG_DEPTH } from './args.ts';
