@@ -5,12 +5,15 @@
  * order, or the reverse); `boom` always throws; `stamp` records ctx.position and ctx.author.
  *
  * `ledgerV2` is the next version (docs/migrations.md), which a run may upgrade to mid-traffic:
- * `stamps` is renamed `marks` and a `schema: 2` field appears (a state of one version is never
- * mistaken for one of the other), the `log` is kept as it is (so every checker comparing logs
- * still can), `stamp` becomes `mark` (its argument renamed), and `boom` is gone: a v1 `boom` is
- * refused by the translation with BOOM_REMOVED.
+ * `stamps` becomes `marks`, a `keyedMap` (the migration converts it), and a `schema: 2` field
+ * appears (a state of one version is never mistaken for one of the other), the `log` is kept as
+ * it is (so every checker comparing logs still can), `stamp` becomes `mark` (its argument
+ * renamed), and `boom` is gone: a v1 `boom` is refused by the translation with BOOM_REMOVED.
+ * `mark` sets one key and deletes another, both named after ctx.position (which rebasing
+ * changes), so the keyed map's tries split and collapse under every fault the simulator makes,
+ * and each replica's tree is compared with the reference's as part of the state.
  */
-import { defineMachine, type Machine, type OpContext } from '@hercules/core';
+import { defineMachine, keyedMap, type KeyedMap, type Machine, type OpContext } from '@hercules/core';
 
 export interface LedgerState {
   log: string[];
@@ -24,7 +27,7 @@ export const work = { ops: 0 };
 export interface LedgerStateV2 {
   log: string[];
   counters: Record<string, number>;
-  marks: Record<string, string>;
+  marks: KeyedMap<string>;
   schema: 2;
 }
 
@@ -71,18 +74,21 @@ export const ledger = defineMachine({
 export const ledgerV2 = defineMachine({
   name: 'sim-ledger',
   version: 2,
-  initial: { log: [], counters: {}, marks: {}, schema: 2 } as LedgerStateV2,
+  initial: { log: [], counters: {}, marks: keyedMap.empty(), schema: 2 } as LedgerStateV2,
   ops: {
     ...counting,
     mark(s, a: { at: string }, ctx) {
       work.ops++;
-      s.marks[a.at] = `${ctx.author}@${ctx.position}`;
+      // Up to 97 keys per `at`, written and removed by position: the map grows past a leaf (32).
+      const slot = ctx.position % 97;
+      keyedMap.set(s.marks, `${a.at}/${slot}`, `${ctx.author}@${ctx.position}`);
+      keyedMap.delete(s.marks, `${a.at}/${(slot + 60) % 97}`);
       s.log.push(`${ctx.client}:${ctx.seq}`);
     },
   },
   migrateFrom: {
     machine: ledger,
-    state: (s1: LedgerState): LedgerStateV2 => ({ log: s1.log, counters: s1.counters, marks: s1.stamps, schema: 2 }),
+    state: (s1: LedgerState): LedgerStateV2 => ({ log: s1.log, counters: s1.counters, marks: keyedMap.from(s1.stamps), schema: 2 }),
     op: (op) =>
       op.name === 'stamp'
         ? { name: 'mark', args: { at: (op.args as { key: string }).key } }
