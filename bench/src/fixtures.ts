@@ -2,7 +2,7 @@
  * Workloads shared by the benchmarks: a keyed-objects state of a chosen size, and the paper's
  * byte-array benchmark app (§7) in two JSON layouts.
  */
-import { defineMachine, type OpInvocation } from '@hercules/core';
+import { defineMachine, keyedMap, type KeyedMap, type OpInvocation } from '@hercules/core';
 
 // ------------------------------------------------------------------ keyed objects
 
@@ -59,6 +59,29 @@ export function keyedMachine(initial: KeyedState) {
     ops: {
       setQty(s: KeyedState, a: { id: string; qty: number }) {
         s.items[a.id].qty = a.qty;
+      },
+    },
+  });
+}
+
+/** The same items in a `KeyedMap` (core's hash trie): the app writes one map, the op copies a leaf. */
+export interface KeyedMapState {
+  size: number;
+  items: KeyedMap<Item>;
+}
+
+export function keyedMapState(items: number): KeyedMapState {
+  return { size: items, items: keyedMap.from(keyedState(items).items) };
+}
+
+export function keyedMapMachine(initial: KeyedMapState) {
+  return defineMachine({
+    name: 'bench-keyed-map',
+    version: 1,
+    initial,
+    ops: {
+      setQty(s: KeyedMapState, a: { id: string; qty: number }) {
+        keyedMap.get(s.items, a.id)!.qty = a.qty;
       },
     },
   });

@@ -12,6 +12,10 @@
  * With --baseline, <dir> is another checkout inside this repository's folder (so its imports
  * resolve here), e.g. `git worktree add .baseline <commit>`: its packages/core/src is run
  * alternately with this tree's and the ratios printed.
+ *
+ * `--layout keyedMap` holds the cells in a `KeyedMap` (@hercules/core's hash trie) instead of a
+ * plain object; `--layout both` runs the two alternately in one run and prints keyedMap ÷ plain.
+ * `--keys 200,1000,10000` picks the map sizes.
  */
 import { parseArgs } from 'node:util';
 import { join, resolve } from 'node:path';
@@ -19,7 +23,7 @@ import { pathToFileURL } from 'node:url';
 import * as current from '@hercules/core';
 
 type Core = typeof current;
-const { values } = parseArgs({ options: { baseline: { type: 'string' }, runs: { type: 'string' }, keys: { type: 'string' } } });
+const { values } = parseArgs({ options: { baseline: { type: 'string' }, runs: { type: 'string' }, keys: { type: 'string' }, layout: { type: 'string' } } });
 const RUNS = Number(values.runs ?? 9);
 const WRITERS = 4;
 const TURNS = 400;
@@ -29,20 +33,38 @@ interface Shape {
   frame: number;
   batchEvery: number;
 }
+type Layout = 'plain' | 'keyedMap';
 
-function run(C: Core, sh: Shape): { server: number; writer: number; observer: number } {
-  const initial: { cells: Record<string, number> } = { cells: {} };
-  for (let i = 0; i < sh.keys; i++) initial.cells[`k${i}`] = 0;
-  const m = C.defineMachine({
+function machineFor(C: Core, keys: number, layout: Layout) {
+  const cells: Record<string, number> = {};
+  for (let i = 0; i < keys; i++) cells[`k${i}`] = 0;
+  if (layout === 'keyedMap') {
+    const km = C.keyedMap;
+    return C.defineMachine({
+      name: 'map',
+      version: 1,
+      initial: { cells: km.from(cells) },
+      ops: {
+        set(s, a: { key: string; value: number }) {
+          km.set(s.cells, a.key, a.value);
+        },
+      },
+    });
+  }
+  return C.defineMachine({
     name: 'map',
     version: 1,
-    initial,
+    initial: { cells },
     ops: {
       set(s, a: { key: string; value: number }) {
         s.cells[a.key] = a.value;
       },
     },
   });
+}
+
+function run(C: Core, sh: Shape, layout: Layout = 'plain'): { server: number; writer: number; observer: number } {
+  const m = machineFor(C, sh.keys, layout) as current.Machine<any>;
   const room = new C.RoomEngine(m, { ackTimeoutMs: 1e9 });
   const names = [...Array.from({ length: WRITERS }, (_, i) => `w${i}`), 'obs'];
   const clients = names.map((n) => new C.ViewEngine(m, { clientId: n, now: () => 0, batching: 'off' }));
@@ -102,20 +124,24 @@ function run(C: Core, sh: Shape): { server: number; writer: number; observer: nu
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const base = values.baseline ? ((await import(pathToFileURL(join(resolve(values.baseline), 'packages/core/src/index.ts')).href)) as Core) : undefined;
-const shapes: Shape[] = (values.keys ? [Number(values.keys)] : [200, 1000]).flatMap((keys) => [
+const layoutArg = values.layout ?? 'plain';
+if (!['plain', 'keyedMap', 'both'].includes(layoutArg)) throw new Error(`--layout is plain, keyedMap or both, not ${layoutArg}`);
+if (base && layoutArg !== 'plain') throw new Error('--baseline compares the plain layout; leave out --layout');
+const shapes: Shape[] = (values.keys ? values.keys.split(',').map(Number) : [200, 1000]).flatMap((keys) => [
   { keys, frame: 1, batchEvery: 1 },
   { keys, frame: 5, batchEvery: 4 },
 ]);
 console.log(
-  `NODE_ENV=${process.env.NODE_ENV ?? '(unset)'}; µs CPU per op (delivered to 5 clients), median of ${RUNS} alternated runs of ${TURNS} turns x ${WRITERS} writers`,
+  `NODE_ENV=${process.env.NODE_ENV ?? '(unset)'}; layout ${layoutArg}; µs CPU per op (delivered to 5 clients), median of ${RUNS} alternated runs of ${TURNS} turns x ${WRITERS} writers`,
 );
 const rows: Record<string, Record<string, string>> = {};
 for (const sh of shapes) {
   const now: ReturnType<typeof run>[] = [],
     old: ReturnType<typeof run>[] = [];
   for (let r = 0; r < RUNS + 1; r++) {
-    const a = base ? run(base, sh) : undefined;
-    const b = run(current, sh);
+    // Alternated: the baseline (or the plain layout) then this tree's run.
+    const a = base ? run(base, sh) : layoutArg === 'both' ? run(current, sh, 'plain') : undefined;
+    const b = run(current, sh, layoutArg === 'both' ? 'keyedMap' : (layoutArg as Layout));
     if (r === 0) continue; // warm-up
     if (a) old.push(a);
     now.push(b);
@@ -129,6 +155,10 @@ for (const sh of shapes) {
       const o = median(old.map((x) => x[side]));
       row[`${side} before`] = o.toFixed(1);
       row[`${side} ÷`] = (n / o).toFixed(2);
+    } else if (old.length) {
+      const o = median(old.map((x) => x[side]));
+      row[`${side} plain`] = o.toFixed(1);
+      row[`${side} keyedMap ÷ plain`] = (n / o).toFixed(2);
     }
   }
   rows[label] = row;

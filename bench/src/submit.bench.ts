@@ -5,7 +5,8 @@
  * performance.now() around exactly those two calls. The op sets one number field of one item.
  * The goal case is the one the brief names: 1,000 items in one keyed map. Other rows show how
  * the cost depends on the layout: the same op on 10,000 and 100,000 items in one map, and
- * 1,000 / 100,000 items split over √n buckets (two-level map) or held in an array.
+ * 1,000 / 100,000 items split over √n buckets (two-level map) or held in an array, and the same
+ * 1,000 / 10,000 / 100,000 items in one `KeyedMap` (core's hash trie: one map as the app writes it).
  *
  * Between samples (untimed) the adapter's work is simulated: every 10 submits storage confirms
  * them (`durable`) and the output queue is drained. Each block of 1,000 submits uses a fresh
@@ -16,7 +17,19 @@
  * structuredClone + deepFreeze), state-independent, measured once.
  */
 import { ViewEngine, applyOp, deepFreeze, findNonJson, type Machine } from '@hercules/core';
-import { bucketCount, bucketedMachine, bucketedState, itemId, jsonBytes, keyedMachine, keyedState, listMachine, listState } from './fixtures.ts';
+import {
+  bucketCount,
+  bucketedMachine,
+  bucketedState,
+  itemId,
+  jsonBytes,
+  keyedMachine,
+  keyedMapMachine,
+  keyedMapState,
+  keyedState,
+  listMachine,
+  listState,
+} from './fixtures.ts';
 import { fmt, gc, sink, standalone, stats, timerOverheadUs, type Row, type Section, type Stats } from './harness.ts';
 
 interface Case {
@@ -44,6 +57,14 @@ const bucketed = (items: number) => () => {
     read: (s: any) => s.size as number,
   };
 };
+const trie = (items: number) => () => {
+  const ids = Array.from({ length: items }, (_, i) => itemId(i));
+  return {
+    machine: keyedMapMachine(keyedMapState(items)) as Machine<any>,
+    args: (k: number, i: number) => ({ id: ids[k], qty: i & 1023 }),
+    read: (s: any) => s.size as number,
+  };
+};
 const list = (items: number) => () => ({
   machine: listMachine(listState(items)) as Machine<any>,
   args: (k: number, i: number) => ({ index: k, qty: i & 1023 }),
@@ -56,6 +77,9 @@ const CASES: Case[] = [
   { layout: 'one keyed map', items: 100_000, samples: 20, warmup: 5, make: keyed(100_000) },
   { layout: `√n buckets (${bucketCount(1_000)}) of keyed maps`, items: 1_000, samples: 20_000, warmup: 3_000, make: bucketed(1_000) },
   { layout: `√n buckets (${bucketCount(100_000)}) of keyed maps`, items: 100_000, samples: 2_000, warmup: 300, make: bucketed(100_000) },
+  { layout: 'one KeyedMap', items: 1_000, samples: 20_000, warmup: 3_000, make: trie(1_000) },
+  { layout: 'one KeyedMap', items: 10_000, samples: 20_000, warmup: 3_000, make: trie(10_000) },
+  { layout: 'one KeyedMap', items: 100_000, samples: 20_000, warmup: 3_000, make: trie(100_000) },
   { layout: 'array of items', items: 1_000, samples: 20_000, warmup: 3_000, make: list(1_000) },
   { layout: 'array of items', items: 100_000, samples: 300, warmup: 50, make: list(100_000) },
 ];
@@ -114,9 +138,11 @@ export function run(): Section {
   const timerUs = timerOverheadUs();
   const rows: Row[] = [];
   let goal: Stats | undefined;
+  const trieAt = new Map<number, Stats>();
   for (const c of CASES) {
     const m = measure(c);
     if (c.layout === 'one keyed map' && c.items === 1_000) goal = m.submit;
+    if (c.layout === 'one KeyedMap') trieAt.set(c.items, m.submit);
     rows.push({
       layout: c.layout,
       items: c.items,
@@ -129,6 +155,9 @@ export function run(): Section {
   }
   const ac = argsCheck();
   const g = goal!;
+  const t1k = trieAt.get(1_000)!;
+  const growth10k = trieAt.get(10_000)!.median / t1k.median;
+  const growth100k = trieAt.get(100_000)!.median / t1k.median;
   return {
     id: 'submit',
     title: 'Submit → Submitted view (small op: set one field of one item)',
@@ -144,11 +173,16 @@ export function run(): Section {
     goals: [
       { what: 'submit + getState, 1,000 items in one keyed map, median', goal: '< 50 µs', measured: `${fmt(g.median)} µs`, met: g.median < 50 },
       { what: 'submit + getState, 1,000 items in one keyed map, p99', goal: '< 50 µs', measured: `${fmt(g.p99)} µs`, met: g.p99 < 50 },
+      { what: 'the same, 1,000 items in one KeyedMap, median', goal: '< 50 µs', measured: `${fmt(t1k.median)} µs`, met: t1k.median < 50 },
+      { what: 'the same, 1,000 items in one KeyedMap, p99', goal: '< 50 µs', measured: `${fmt(t1k.p99)} µs`, met: t1k.p99 < 50 },
+      // A cost that does not grow with the map: the trie adds a level of branches per 32× keys.
+      { what: 'KeyedMap: median at 10,000 items ÷ at 1,000', goal: '≤ 1.5', measured: `${fmt(growth10k)}×`, met: growth10k <= 1.5 },
+      { what: 'KeyedMap: median at 100,000 items ÷ at 1,000', goal: '≤ 1.5', measured: `${fmt(growth100k)}×`, met: growth100k <= 1.5 },
     ],
     notes: [
       `performance.now() overhead (median of back-to-back calls): ${fmt(timerUs)} µs, included in every sample.`,
       `submit's argument check (findNonJson + structuredClone + deepFreeze of {id, qty}): median ${fmt(ac.median)} µs.`,
-      'Mutative copies each container on the written path: a write into a keyed map of N items makes a shallow copy of N keys, and V8 copies large string-keyed (dictionary-mode) objects slowly.',
+      'Mutative copies each container on the written path: a write into a keyed map of N items makes a shallow copy of N keys, and V8 copies large string-keyed (dictionary-mode) objects slowly. A KeyedMap is a hash trie of small leaves: a write copies one leaf of at most 32 entries and the branches above it.',
     ],
   };
 }
