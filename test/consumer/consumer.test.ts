@@ -5,7 +5,9 @@
  *   (a) a plain .mjs Node script connects to `npx hercules serve` and waits for its op to be
  *       visible (and the same against a server whose machines module is TypeScript);
  *   (b) `tsc --strict` typechecks a .ts file using the typed op stubs, and fails on a wrong call;
- *   (c) a browser bundle of a small client builds with esbuild, without better-sqlite3 or ws.
+ *   (c) a browser bundle of a small client builds with esbuild, without better-sqlite3 or ws;
+ *   (e) a machine holding a keyedMap (from the installed @hercules/core) runs through an
+ *       in-process server and two clients.
  * The files written here are the README's "Use Hercules in your app" section.
  *
  *   npm run test:consumer          (part of npm test; about a minute, most of it compiling
@@ -177,6 +179,39 @@ export async function main(): Promise<string[]> {
   return texts;
 }
 `;
+// A keyedMap machine run end to end from the installed packages: a server in process, two clients.
+const BOARD_MJS = `import { defineMachine, keyedMap } from '@hercules/core';
+import { connect, memoryStorage } from '@hercules/client';
+import { createServer } from '@hercules/server';
+
+const board = defineMachine({
+  name: 'board',
+  version: 1,
+  initial: { shapes: keyedMap.from(Object.fromEntries(Array.from({ length: 2000 }, (_, i) => ['s' + i, { x: i }]))) },
+  ops: {
+    move(s, a) {
+      const it = keyedMap.get(s.shapes, a.id);
+      if (!it) throw new Error('no shape ' + a.id);
+      it.x = a.x;
+    },
+    remove(s, a) {
+      keyedMap.delete(s.shapes, a.id);
+    },
+  },
+});
+const server = await createServer({ port: 0, dataDir: './data-board', machines: [board] });
+const a = await connect({ url: server.url, room: 'b', machine: board, storage: memoryStorage() });
+const b = await connect({ url: server.url, room: 'b', machine: board, storage: memoryStorage() });
+await a.ops.move({ id: 's7', x: -1 }).visible;
+await b.ops.remove({ id: 's9' }).visible;
+const bad = a.ops.move({ id: 'nope', x: 0 });
+const why = await bad.authoritative.then(() => 'applied', () => bad.error);
+const seen = b.getState('visible').shapes;
+console.log(JSON.stringify({ s7: keyedMap.get(seen, 's7'), s9: keyedMap.has(seen, 's9'), size: keyedMap.size(seen), why }));
+await a.close();
+await b.close();
+await server.close();
+`;
 const BROWSER_MJS = `import { connect, indexedDbStorage } from '@hercules/client';
 import { chat } from './machines.mjs';
 
@@ -271,6 +306,7 @@ test('the packages install from their tarballs and work in a fresh project', { t
   writeFileSync(join(project, 'client.mjs'), CLIENT_MJS);
   writeFileSync(join(project, 'typed.ts'), TYPED_TS);
   writeFileSync(join(project, 'browser.mjs'), BROWSER_MJS);
+  writeFileSync(join(project, 'board.mjs'), BOARD_MJS);
   writeFileSync(join(project, 'tsconfig.json'), TSCONFIG);
 
   await t.test('(a) a plain .mjs script sees its op become visible through npx hercules serve', async () => {
@@ -344,6 +380,14 @@ test('the packages install from their tarballs and work in a fresh project', { t
     assert.match(wrong.stdout, /typed\.ts\(\d+,\d+\): error TS2322: Type 'number' is not assignable to type 'string'/);
     assert.match(wrong.stdout, /typed\.ts\(\d+,\d+\): error TS2339: Property 'shout' does not exist/);
     writeFileSync(join(project, 'typed.ts'), TYPED_TS);
+  });
+
+  await t.test('(e) a keyedMap machine from the installed @hercules/core runs through a server and two clients', () => {
+    const r = run(process.execPath, ['board.mjs'], project, 30_000, outsideEnv());
+    ok(r, 'node board.mjs');
+    const line = r.stdout.split('\n').find((l) => l.startsWith('{"s7"')); // the server logs to stdout too
+    assert.ok(line, r.out);
+    assert.deepEqual(JSON.parse(line), { s7: { x: -1 }, s9: false, size: 1999, why: 'no shape nope' });
   });
 
   await t.test('(d) cluster mode: npx hercules serve --nats loads the installed @hercules/cluster and serves a client through NATS JetStream', async () => {
