@@ -19,7 +19,7 @@
  * null when no key hashes into it); the child of a key at depth d is picked by its hash's bits
  * 5d to 5d + 4.
  */
-import { isDraft, current as mutativeCurrent } from 'mutative';
+import { isDraft } from 'mutative';
 import { HerculesError } from './errors.ts';
 
 /** Entries a leaf holds before it splits into a branch (Mutative copies up to 128 keys with a spread). */
@@ -81,11 +81,6 @@ function checkWritable(m: Mutable, call: string): void {
     );
 }
 
-/** The plain value of a part of a draft (a leaf or branch about to be rebuilt). */
-function plain<T>(v: T): T {
-  return isDraft(v) ? (mutativeCurrent(v as object) as T) : v;
-}
-
 function isBranch(n: Node): n is unknown[] {
   return Array.isArray(n);
 }
@@ -106,7 +101,13 @@ function build(entries: readonly (readonly [string, unknown, number])[], depth: 
   return branch;
 }
 
-/** Every entry under a (plain) node, with its key's hash. */
+/**
+ * Every entry under a node, with its key's hash. Inside an op the node is a draft and so are the
+ * values read from it: a rebuilt leaf holds the drafts, so a value the same op changes later
+ * (`keyedMap.get(s.m, k)!.qty = 3` after a split) is still changed through its draft, and
+ * Mutative puts the final values in place when the op ends. (Plain copies would hold the frozen
+ * snapshot's values, which such a write would hit.)
+ */
 function collect(n: Node | null, out: [string, unknown, number][]): void {
   if (n === null) return;
   if (isBranch(n)) {
@@ -219,7 +220,7 @@ export const keyedMap = {
     n[key] = value;
     if (depth < MAX_DEPTH && Object.keys(n).length > LEAF_MAX) {
       const all: [string, unknown, number][] = [];
-      collect(plain(n), all);
+      collect(n, all);
       parent[slot] = build(all, depth);
     }
   },
@@ -249,7 +250,7 @@ export const keyedMap = {
     const top = path.find((p) => (p.node[0] as number) <= LEAF_MAX);
     if (top) {
       const all: [string, unknown, number][] = [];
-      collect(plain(top.node), all);
+      collect(top.node, all);
       top.parent[top.slot] = leafOf(all);
     } else if (path.length > 0 && Object.keys(n).length === 0) {
       parent[slot] = null;

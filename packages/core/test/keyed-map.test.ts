@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { isDraft } from 'mutative';
 import { applyOp, defineMachine, findNonJson, HerculesError, keyedMap, type KeyedMap } from '../src/index.ts';
 import { hashKey } from '../src/keyed-map.ts';
 import { decode, encode } from '../src/msgpack.ts';
@@ -40,6 +41,12 @@ function checkShape(m: KeyedMap<unknown>): Map<string, unknown> {
   const total = visit(m.tree as Node, 0, 0, 'tree');
   assert.equal(m.size, total, 'size');
   return found;
+}
+
+function isDeepFrozen(v: unknown): boolean {
+  if (v === null || typeof v !== 'object') return true;
+  if (isDraft(v) || !Object.isFrozen(v)) return false;
+  return Object.values(v).every(isDeepFrozen);
 }
 
 /** The tree with each leaf's keys sorted: two canonical tries for the same entries are equal. */
@@ -82,10 +89,13 @@ const machine = defineMachine({
     del(s: S, a: { k: string }) {
       keyedMap.delete(s.m, a.k);
     },
-    many(s: S, a: { ops: { k: string; v: number | null }[] }) {
+    many(s: S, a: { ops: { k: string; v: number | null | 'bump' }[] }) {
       for (const o of a.ops) {
         if (o.v === null) keyedMap.delete(s.m, o.k);
-        else keyedMap.set(s.m, o.k, { v: o.v });
+        else if (o.v === 'bump') {
+          const e = keyedMap.get(s.m, o.k);
+          if (e) e.v += 1; // in place, through the draft, maybe in a leaf this op rebuilt
+        } else keyedMap.set(s.m, o.k, { v: o.v });
       }
     },
   },
@@ -95,7 +105,14 @@ const inv = (name: string, args: unknown, seq: number) => ({ client: 'c', seq, n
 // spec: OP-KEYED-MAP
 test('a KeyedMap matches a Map through random sets and deletes, in ops and built by hand, and its shape depends only on its entries', () => {
   const pool = [...collidingKeys(120, 10), ...Array.from({ length: 200 }, (_, i) => `k${i}`)];
-  const step = fc.record({ k: fc.constantFrom(...pool), v: fc.option(fc.integer({ min: 0, max: 9 }), { nil: null, freq: 3 }) });
+  const step = fc.record({
+    k: fc.constantFrom(...pool),
+    v: fc.oneof(
+      { weight: 6, arbitrary: fc.integer({ min: 0, max: 9 }) },
+      { weight: 2, arbitrary: fc.constant(null) },
+      { weight: 2, arbitrary: fc.constant('bump' as const) },
+    ),
+  });
   fc.assert(
     fc.property(fc.array(fc.array(step, { minLength: 1, maxLength: 40 }), { minLength: 1, maxLength: 25 }), (batches) => {
       const model = new Map<string, { v: number }>();
@@ -112,12 +129,18 @@ test('a KeyedMap matches a Map through random sets and deletes, in ops and built
         for (const o of batch) {
           if (o.v === null) {
             assert.equal(keyedMap.delete(built, o.k), model.delete(o.k));
+          } else if (o.v === 'bump') {
+            const e = model.get(o.k);
+            if (e) model.set(o.k, { v: e.v + 1 });
+            const b = keyedMap.get(built, o.k);
+            if (b) b.v += 1;
           } else {
             model.set(o.k, { v: o.v });
             keyedMap.set(built, o.k, { v: o.v });
           }
         }
         const got = checkShape(s.m);
+        assert.ok(isDeepFrozen(s), 'the new snapshot is frozen throughout (no draft or unfrozen copy left in it)');
         assert.deepEqual(new Map([...got].sort()), new Map([...model].sort()));
         assert.deepEqual(new Map(keyedMap.entries(s.m)), new Map(keyedMap.entries(built)));
         for (const k of pool.slice(0, 30).concat(pool.slice(-30))) {
@@ -133,6 +156,53 @@ test('a KeyedMap matches a Map through random sets and deletes, in ops and built
     }),
     { numRuns: 60 },
   );
+});
+
+// spec: OP-KEYED-MAP
+test('an op that splits or collapses a leaf can still change a value in it in place', () => {
+  const init: S = { m: keyedMap.from(Object.fromEntries(Array.from({ length: 32 }, (_, i) => [`k${i}`, { v: i }]))) };
+  // One op: bump k1, insert a 33rd key (the root leaf splits), bump k0 (now in a rebuilt leaf).
+  const r1 = applyOp(
+    machine,
+    init,
+    inv(
+      'many',
+      {
+        ops: [
+          { k: 'k1', v: 'bump' },
+          { k: 'new', v: 0 },
+          { k: 'k0', v: 'bump' },
+        ],
+      },
+      1,
+    ),
+    1,
+  );
+  assert.equal(r1.error, undefined);
+  assert.ok(Array.isArray(r1.state.m.tree), 'the root split');
+  assert.deepEqual([keyedMap.get(r1.state.m, 'k0'), keyedMap.get(r1.state.m, 'k1')], [{ v: 1 }, { v: 2 }]);
+  assert.deepEqual(keyedMap.get(init.m, 'k0'), { v: 0 }, 'the snapshot before is unchanged');
+  // And back: bump k2, delete the 33rd key (the branch collapses), bump k2 again.
+  const r2 = applyOp(
+    machine,
+    r1.state,
+    inv(
+      'many',
+      {
+        ops: [
+          { k: 'k2', v: 'bump' },
+          { k: 'new', v: null },
+          { k: 'k2', v: 'bump' },
+        ],
+      },
+      2,
+    ),
+    2,
+  );
+  assert.equal(r2.error, undefined);
+  assert.ok(!Array.isArray(r2.state.m.tree), 'the root collapsed');
+  assert.deepEqual(keyedMap.get(r2.state.m, 'k2'), { v: 4 });
+  assert.ok(isDeepFrozen(r1.state) && isDeepFrozen(r2.state));
 });
 
 test('keys sharing many hash bits go deep, and collapse back as they leave', () => {
