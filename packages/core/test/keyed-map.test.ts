@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { isDraft } from 'mutative';
-import { applyOp, defineMachine, findNonJson, HerculesError, keyedMap, type KeyedMap } from '../src/index.ts';
+import { applyOp, defineMachine, findNonJson, HerculesError, keyedMap, migrateState, type KeyedMap } from '../src/index.ts';
 import { hashKey } from '../src/keyed-map.ts';
 import { decode, encode } from '../src/msgpack.ts';
 
@@ -280,4 +280,39 @@ test('misuse gets a bad-argument error that says what to do; inside an op it rej
   assert.match(r.error ?? '', /"__proto__" cannot be a key/);
   assert.equal(r.state, s1);
   assert.equal(keyedMap.delete(keyedMap.from({ a: 1 }), 'b'), false);
+});
+
+test('a plain map moves into a keyedMap by a new version (docs/migrations.md), and v1 ops run on it unchanged', () => {
+  type Item = { x: number };
+  const v1 = defineMachine({
+    name: 'design',
+    version: 1,
+    initial: { items: { a: { x: 1 }, b: { x: 2 } } as Record<string, Item> },
+    ops: {
+      move(s, a: { id: string; x: number }) {
+        s.items[a.id].x = a.x;
+      },
+    },
+  });
+  const v2 = defineMachine({
+    name: 'design',
+    version: 2,
+    initial: { items: keyedMap.empty<Item>() },
+    ops: {
+      move(s, a: { id: string; x: number }) {
+        const it = keyedMap.get(s.items, a.id);
+        if (!it) throw new Error(`no item ${a.id}`);
+        it.x = a.x;
+      },
+    },
+    migrateFrom: { machine: v1, state: (s1) => ({ items: keyedMap.from(s1.items) }) },
+  });
+  const moved = applyOp(v1, v1.initial, inv('move', { id: 'a', x: 5 }, 1), 1).state;
+  const s2 = migrateState(v2, moved, 1);
+  assert.deepEqual(keyedMap.toObject(s2.items), { a: { x: 5 }, b: { x: 2 } });
+  assert.ok(Object.isFrozen(s2.items.tree));
+  // An op written offline against v1 (v: 1) runs on v2's state as it is.
+  const r = applyOp(v2, s2, { ...inv('move', { id: 'b', x: 9 }, 2), v: 1 }, 2);
+  assert.equal(r.error, undefined);
+  assert.deepEqual(keyedMap.get(r.state.items, 'b'), { x: 9 });
 });
