@@ -59,11 +59,15 @@ function slotOf(hash: number, depth: number): number {
   return 1 + ((hash >>> (BITS * depth)) & MASK);
 }
 
-function checkMap(m: unknown, call: string): Mutable {
+function isKeyedMap(m: unknown): m is KeyedMap<unknown> {
   const mm = m as Partial<Mutable> | null;
-  if (mm === null || typeof mm !== 'object' || mm.$keyedMap !== 1 || typeof mm.size !== 'number' || mm.tree === null || typeof mm.tree !== 'object')
+  return mm !== null && typeof mm === 'object' && mm.$keyedMap === 1 && typeof mm.size === 'number' && mm.tree !== null && typeof mm.tree === 'object';
+}
+
+function checkMap(m: unknown, call: string): Mutable {
+  if (!isKeyedMap(m))
     throw new HerculesError('bad-argument', `keyedMap.${call}: the first argument is not a KeyedMap (make one with keyedMap.empty() or keyedMap.from(...))`);
-  return mm as Mutable;
+  return m as unknown as Mutable;
 }
 
 function checkKey(key: unknown, call: string): string {
@@ -126,6 +130,33 @@ function* walk<V>(n: Node | null): Generator<[string, V]> {
   for (const k of Object.keys(n)) yield [k, n[k] as V];
 }
 
+/** A branch on the way down to a key, with the container and slot that hold it. */
+interface Step {
+  node: unknown[];
+  parent: Record<string | number, unknown>;
+  slot: string | number;
+}
+
+/** The way down to `key`'s leaf: the branches passed, the leaf (null: none yet) and what holds it. */
+function descend(
+  m: Mutable,
+  key: string,
+): { branches: Step[]; parent: Record<string | number, unknown>; slot: string | number; leaf: Record<string, unknown> | null; depth: number } {
+  const h = hashKey(key);
+  const branches: Step[] = [];
+  let parent: Record<string | number, unknown> = m;
+  let slot: string | number = 'tree';
+  let n = m.tree as Node | null;
+  let depth = 0;
+  for (; n !== null && isBranch(n); depth++) {
+    branches.push({ node: n, parent, slot });
+    parent = n as unknown as Record<number, unknown>;
+    slot = slotOf(h, depth);
+    n = n[slot] as Node | null;
+  }
+  return { branches, parent, slot, leaf: n, depth };
+}
+
 function leafFor(m: Mutable, key: string): Record<string, unknown> | null {
   const h = hashKey(key);
   let n: Node | null = m.tree;
@@ -168,10 +199,7 @@ export const keyedMap = {
   },
 
   /** Whether `m` is a KeyedMap (by its shape). */
-  is(m: unknown): m is KeyedMap<unknown> {
-    const mm = m as Partial<Mutable> | null;
-    return mm !== null && typeof mm === 'object' && mm.$keyedMap === 1 && typeof mm.size === 'number' && mm.tree !== null && typeof mm.tree === 'object';
-  },
+  is: isKeyedMap,
 
   size(m: KeyedMap<unknown>): number {
     return checkMap(m, 'size').size;
@@ -195,23 +223,12 @@ export const keyedMap = {
     checkWritable(mm, 'set');
     if (value === undefined)
       throw new HerculesError('bad-argument', `keyedMap.set("${key}"): the value is undefined; to remove the entry, call keyedMap.delete`);
-    const h = hashKey(key);
-    const branches: unknown[][] = [];
-    let parent: Record<string | number, unknown> = mm;
-    let slot: string | number = 'tree';
-    let n = mm.tree as Node | null;
-    let depth = 0;
-    for (; n !== null && isBranch(n); depth++) {
-      branches.push(n);
-      parent = n as unknown as Record<number, unknown>;
-      slot = slotOf(h, depth);
-      n = n[slot] as Node | null;
-    }
+    const { branches, parent, slot, leaf: n, depth } = descend(mm, key);
     if (n !== null && Object.hasOwn(n, key)) {
       n[key] = value;
       return;
     }
-    for (const b of branches) (b[0] as number) += 1;
+    for (const b of branches) (b.node[0] as number) += 1;
     mm.size += 1;
     if (n === null) {
       parent[slot] = { [key]: value };
@@ -230,18 +247,7 @@ export const keyedMap = {
     const mm = checkMap(m, 'delete');
     checkKey(key, 'delete');
     checkWritable(mm, 'delete');
-    const h = hashKey(key);
-    // Each branch on the way down with the parent and slot that hold it.
-    const path: { node: unknown[]; parent: Record<string | number, unknown>; slot: string | number }[] = [];
-    let parent: Record<string | number, unknown> = mm;
-    let slot: string | number = 'tree';
-    let n = mm.tree as Node | null;
-    for (let depth = 0; n !== null && isBranch(n); depth++) {
-      path.push({ node: n, parent, slot });
-      parent = n as unknown as Record<number, unknown>;
-      slot = slotOf(h, depth);
-      n = n[slot] as Node | null;
-    }
+    const { branches: path, parent, slot, leaf: n } = descend(mm, key);
     if (n === null || !Object.hasOwn(n, key)) return false;
     delete n[key];
     mm.size -= 1;
