@@ -11,7 +11,7 @@
  *     edits per second arriving at the observer (after 1 s of warm-up), and the server
  *     process's CPU use.
  *
- *   node --import tsx bench/src/paper/peers.ts [--only hercules,yjs,...] [--edits 100] [--rtt 67]
+ *   node --import tsx bench/src/paper/peers.ts [--only hercules,yjs,...] [--edits 100] [--rtt 67] [--keys-per-writer 64]
  */
 import { parseArgs } from 'node:util';
 import { cpuSeconds, sleep } from '../runtime/common.ts';
@@ -19,7 +19,7 @@ import { startDelayProxyProcess } from './delay-proxy.ts';
 import { writePaperSection } from './report.ts';
 import { peersChart } from './charts.ts';
 import type { PeerClient, PeerSystem } from '../peers/types.ts';
-import { hercules, herculesMap } from '../peers/hercules.ts';
+import { hercules, herculesKeyedMap, herculesMap } from '../peers/hercules.ts';
 
 const { values } = parseArgs({
   options: {
@@ -27,15 +27,18 @@ const { values } = parseArgs({
     edits: { type: 'string', default: '100' },
     rtt: { type: 'string', default: '67' },
     seconds: { type: 'string', default: '6' },
+    // Keys each throughput writer cycles through (the observer's map holds 4x as many).
+    'keys-per-writer': { type: 'string', default: '64' },
   },
 });
 const EDITS = Number(values.edits),
   RTT = Number(values.rtt),
-  SECONDS = Number(values.seconds);
+  SECONDS = Number(values.seconds),
+  KEYS_PER_WRITER = Number(values['keys-per-writer']);
 
 /** Systems whose adapters load (a peer whose packages are missing is reported, not fatal). */
 async function systems(): Promise<PeerSystem[]> {
-  const out: PeerSystem[] = [hercules, herculesMap];
+  const out: PeerSystem[] = [hercules, herculesMap, herculesKeyedMap];
   for (const [id, mod] of [
     ['yjs', '../peers/yjs.ts'],
     ['tldraw', '../peers/tldraw.ts'],
@@ -151,7 +154,7 @@ async function throughput(sys: PeerSystem, port: number, pid: number): Promise<{
   const loops = writers.map(async (w, wi) => {
     let n = 0;
     while (!stop) {
-      for (let j = 0; j < 50; j++) w.set(`w${wi}-${n % 64}`, `${wi}-${n++}`);
+      for (let j = 0; j < 50; j++) w.set(`w${wi}-${n % KEYS_PER_WRITER}`, `${wi}-${n++}`);
       await new Promise((r) => setImmediate(r));
     }
   });

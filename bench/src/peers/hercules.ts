@@ -6,9 +6,9 @@
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from '@hercules/client';
-import type { Machine, OpHandle, StateOf } from '@hercules/core';
+import { keyedMap, type KeyedMapNode, type Machine, type OpHandle, type StateOf } from '@hercules/core';
 import { spreadsheet } from '../../../apps/machines.ts';
-import { kvMap } from './kv-machine.ts';
+import { kvKeyedMap, kvMap } from './kv-machine.ts';
 import { startServer } from '../runtime/common.ts';
 import { analyseProfile } from '../runtime/throughput.ts';
 import type { PeerClient, PeerServer, PeerSystem } from './types.ts';
@@ -129,5 +129,39 @@ export const herculesMap: PeerSystem = {
         if (s.cells === prev.cells) return;
         for (const k in s.cells) if (s.cells[k] !== prev.cells[k]) report(k, s.cells[k]);
       },
+    ),
+};
+
+/** What changed between two versions of a keyedMap's tree: subtrees shared by identity are skipped. */
+function diffTrie(prev: KeyedMapNode<string> | null, next: KeyedMapNode<string> | null, report: (key: string, value: string) => void): void {
+  if (prev === next || next === null) return;
+  if (Array.isArray(next) && Array.isArray(prev)) {
+    for (let i = 1; i < next.length; i++) diffTrie(prev[i], next[i], report);
+    return;
+  }
+  if (!Array.isArray(next) && prev !== null && !Array.isArray(prev)) {
+    const n = next as Record<string, string>;
+    const p = prev as Record<string, string>;
+    for (const k in n) if (p[k] !== n[k]) report(k, n[k]);
+    return;
+  }
+  // A leaf split or a branch collapsed (or the subtree is new): compare entry by entry.
+  const entries = (node: KeyedMapNode<string> | null) => (node === null ? [] : [...keyedMap.entries({ $keyedMap: 1, size: 0, tree: node })]);
+  const old = new Map(entries(prev));
+  for (const [k, v] of entries(next)) if (old.get(k) !== v) report(k, v);
+}
+
+/** The one-map workload with the map a `keyedMap` (`kv-keyed-map`): the same 256 keys. */
+export const herculesKeyedMap: PeerSystem = {
+  name: `Hercules ${version} keyedMap (SQLite, fsync per commit)`,
+  startServer: hercules.startServer,
+  connect: (host, port, doc, clientName) =>
+    peerClient(
+      `ws://${host}:${port}`,
+      doc,
+      clientName,
+      kvKeyedMap,
+      (room, key, value) => room.ops.set({ key, value }),
+      (prev, s, report) => diffTrie(prev.cells.tree, s.cells.tree, report),
     ),
 };

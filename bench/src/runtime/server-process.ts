@@ -22,13 +22,13 @@ process.env.NODE_ENV ??= 'production';
 const opts = JSON.parse(process.argv[2] ?? '{}') as { dataDir: string; simulateRttMs?: number; commitWindowMs?: number; hopProbe?: boolean };
 const { createServer } = await import('@hercules/server');
 const machines = await import('../../../apps/machines.ts');
-const { kvMap } = await import('../peers/kv-machine.ts');
+const { kvMap, kvKeyedMap } = await import('../peers/kv-machine.ts');
 
 const server = await createServer({
   port: 0,
   host: '127.0.0.1',
   dataDir: opts.dataDir,
-  machines: [machines.chat, machines.spreadsheet, machines.interiorDesign, machines.byteArray, kvMap],
+  machines: [machines.chat, machines.spreadsheet, machines.interiorDesign, machines.byteArray, kvMap, kvKeyedMap],
   simulateRttMs: opts.simulateRttMs ?? 0,
   commitWindowMs: opts.commitWindowMs ?? 0,
   // The load generators send far more than one user would: lift the per-connection op rate
