@@ -111,26 +111,28 @@ export const hercules: PeerSystem = {
     ),
 };
 
+/** A peer over a machine whose `set({ key, value })` op writes one key of one map. */
+function mapPeer<M extends Machine<any, any>>(
+  name: string,
+  machine: M,
+  diff: (prev: StateOf<M>, next: StateOf<M>, report: (key: string, value: string) => void) => void,
+): PeerSystem {
+  return {
+    name: `Hercules ${version} ${name} (SQLite, fsync per commit)`,
+    startServer: hercules.startServer,
+    connect: (host, port, doc, clientName) =>
+      peerClient(`ws://${host}:${port}`, doc, clientName, machine, (room, key, value) => room.ops.set({ key, value }), diff),
+  };
+}
+
 /**
  * The same server with the state an app writes first: every key in one map (`kv-map`), the
- * shape of a Y.Map. The workload's 4 writers x 64 keys make a map of 256 keys.
+ * shape of a Y.Map. The workload's 4 writers x 64 keys (`--keys-per-writer`) make a map of 256 keys.
  */
-export const herculesMap: PeerSystem = {
-  name: `Hercules ${version} one map (SQLite, fsync per commit)`,
-  startServer: hercules.startServer,
-  connect: (host, port, doc, clientName) =>
-    peerClient(
-      `ws://${host}:${port}`,
-      doc,
-      clientName,
-      kvMap,
-      (room, key, value) => room.ops.set({ key, value }),
-      (prev, s, report) => {
-        if (s.cells === prev.cells) return;
-        for (const k in s.cells) if (s.cells[k] !== prev.cells[k]) report(k, s.cells[k]);
-      },
-    ),
-};
+export const herculesMap = mapPeer('one map', kvMap, (prev, s, report) => {
+  if (s.cells === prev.cells) return;
+  for (const k in s.cells) if (s.cells[k] !== prev.cells[k]) report(k, s.cells[k]);
+});
 
 /** What changed between two versions of a keyedMap's tree: subtrees shared by identity are skipped. */
 function diffTrie(prev: KeyedMapNode<string> | null, next: KeyedMapNode<string> | null, report: (key: string, value: string) => void): void {
@@ -151,17 +153,5 @@ function diffTrie(prev: KeyedMapNode<string> | null, next: KeyedMapNode<string> 
   for (const [k, v] of entries(next)) if (old.get(k) !== v) report(k, v);
 }
 
-/** The one-map workload with the map a `keyedMap` (`kv-keyed-map`): the same 256 keys. */
-export const herculesKeyedMap: PeerSystem = {
-  name: `Hercules ${version} keyedMap (SQLite, fsync per commit)`,
-  startServer: hercules.startServer,
-  connect: (host, port, doc, clientName) =>
-    peerClient(
-      `ws://${host}:${port}`,
-      doc,
-      clientName,
-      kvKeyedMap,
-      (room, key, value) => room.ops.set({ key, value }),
-      (prev, s, report) => diffTrie(prev.cells.tree, s.cells.tree, report),
-    ),
-};
+/** The one-map workload with the map a `keyedMap` (`kv-keyed-map`). */
+export const herculesKeyedMap = mapPeer('keyedMap', kvKeyedMap, (prev, s, report) => diffTrie(prev.cells.tree, s.cells.tree, report));
