@@ -130,6 +130,7 @@ if (base && layoutArg !== 'plain') throw new Error('--baseline compares the plai
 const shapes: Shape[] = (values.keys ? values.keys.split(',').map(Number) : [200, 1000]).flatMap((keys) => [
   { keys, frame: 1, batchEvery: 1 },
   { keys, frame: 5, batchEvery: 4 },
+  { keys, frame: 50, batchEvery: 4 },
 ]);
 console.log(
   `NODE_ENV=${process.env.NODE_ENV ?? '(unset)'}; layout ${layoutArg}; µs CPU per op (delivered to 5 clients), median of ${RUNS} alternated runs of ${TURNS} turns x ${WRITERS} writers`,
