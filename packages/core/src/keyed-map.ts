@@ -1,5 +1,5 @@
 /**
- * A keyed map whose writes cost the same at 100 keys or 100,000 (issue 14). A plain object used
+ * A keyed map whose writes do not copy the map (issue 14). A plain object used
  * as a map is copied whole by every op that writes one of its keys (Mutative copies each
  * container it writes, and V8 copies a large object one key at a time): 45 µs at 1,000 keys, 1.7
  * ms at 10,000, on the submitter, the server and every client. A `KeyedMap` is still plain JSON
@@ -19,7 +19,6 @@
  * null when no key hashes into it); the child of a key at depth d is picked by its hash's bits
  * 5d to 5d + 4.
  */
-import { isDraft } from 'mutative';
 import { HerculesError } from './errors.ts';
 
 /** Entries a leaf holds before it splits into a branch (Mutative copies up to 128 keys with a spread). */
@@ -64,10 +63,15 @@ function isKeyedMap(m: unknown): m is KeyedMap<unknown> {
   return mm !== null && typeof mm === 'object' && mm.$keyedMap === 1 && typeof mm.size === 'number' && mm.tree !== null && typeof mm.tree === 'object';
 }
 
-function checkMap(m: unknown, call: string): Mutable {
-  if (!isKeyedMap(m))
-    throw new HerculesError('bad-argument', `keyedMap.${call}: the first argument is not a KeyedMap (make one with keyedMap.empty() or keyedMap.from(...))`);
-  return m as unknown as Mutable;
+function notAMap(call: string): HerculesError {
+  return new HerculesError('bad-argument', `keyedMap.${call}: the first argument is not a KeyedMap (make one with keyedMap.empty() or keyedMap.from(...))`);
+}
+
+/** `m`'s tree, once `m` is known to be a KeyedMap: two property reads (in an op, each a proxy trap). */
+function treeOf(m: unknown, call: string): Node {
+  const tree = m !== null && typeof m === 'object' && (m as Partial<Mutable>).$keyedMap === 1 ? (m as Mutable).tree : undefined;
+  if (tree === null || typeof tree !== 'object') throw notAMap(call);
+  return tree;
 }
 
 function checkKey(key: unknown, call: string): string {
@@ -77,8 +81,9 @@ function checkKey(key: unknown, call: string): string {
   return key;
 }
 
-function checkWritable(m: Mutable, call: string): void {
-  if (!isDraft(m) && Object.isFrozen(m))
+function checkWritable(m: unknown, call: string): void {
+  // A draft is a proxy whose target is extensible, so this is false inside an op without a trap.
+  if (Object.isFrozen(m))
     throw new HerculesError(
       'bad-argument',
       `keyedMap.${call} changes a map in an op's draft (or one you are building); this one is a frozen snapshot: call it inside an op, on the state the op receives`,
@@ -140,13 +145,14 @@ interface Step {
 /** The way down to `key`'s leaf: the branches passed, the leaf (null: none yet) and what holds it. */
 function descend(
   m: Mutable,
+  tree: Node,
   key: string,
 ): { branches: Step[]; parent: Record<string | number, unknown>; slot: string | number; leaf: Record<string, unknown> | null; depth: number } {
   const h = hashKey(key);
   const branches: Step[] = [];
   let parent: Record<string | number, unknown> = m;
   let slot: string | number = 'tree';
-  let n = m.tree as Node | null;
+  let n: Node | null = tree;
   let depth = 0;
   for (; n !== null && isBranch(n); depth++) {
     branches.push({ node: n, parent, slot });
@@ -157,9 +163,9 @@ function descend(
   return { branches, parent, slot, leaf: n, depth };
 }
 
-function leafFor(m: Mutable, key: string): Record<string, unknown> | null {
+function leafFor(tree: Node, key: string): Record<string, unknown> | null {
   const h = hashKey(key);
-  let n: Node | null = m.tree;
+  let n: Node | null = tree;
   for (let d = 0; n !== null && isBranch(n); d++) n = n[slotOf(h, d)] as Node | null;
   return n;
 }
@@ -202,28 +208,32 @@ export const keyedMap = {
   is: isKeyedMap,
 
   size(m: KeyedMap<unknown>): number {
-    return checkMap(m, 'size').size;
+    treeOf(m, 'size');
+    const n = (m as Partial<Mutable>).size;
+    if (typeof n !== 'number') throw notAMap('size');
+    return n;
   },
 
   /** The value of `key`, or undefined. In an op, a draft: changing it changes the entry. */
   get<V>(m: KeyedMap<V>, key: string): V | undefined {
-    const leaf = leafFor(checkMap(m, 'get'), checkKey(key, 'get'));
+    const leaf = leafFor(treeOf(m, 'get'), checkKey(key, 'get'));
     return leaf !== null && Object.hasOwn(leaf, key) ? (leaf[key] as V) : undefined;
   },
 
   has(m: KeyedMap<unknown>, key: string): boolean {
-    const leaf = leafFor(checkMap(m, 'has'), checkKey(key, 'has'));
+    const leaf = leafFor(treeOf(m, 'has'), checkKey(key, 'has'));
     return leaf !== null && Object.hasOwn(leaf, key);
   },
 
   /** Set `key` to `value` (JSON data; not undefined). Inside an op, or on a map being built. */
   set<V>(m: KeyedMap<V>, key: string, value: V): void {
-    const mm = checkMap(m, 'set');
+    const tree = treeOf(m, 'set');
+    const mm = m as unknown as Mutable;
     checkKey(key, 'set');
     checkWritable(mm, 'set');
     if (value === undefined)
       throw new HerculesError('bad-argument', `keyedMap.set("${key}"): the value is undefined; to remove the entry, call keyedMap.delete`);
-    const { branches, parent, slot, leaf: n, depth } = descend(mm, key);
+    const { branches, parent, slot, leaf: n, depth } = descend(mm, tree, key);
     if (n !== null && Object.hasOwn(n, key)) {
       n[key] = value;
       return;
@@ -244,10 +254,11 @@ export const keyedMap = {
 
   /** Remove `key`; whether it was there. Inside an op, or on a map being built. */
   delete(m: KeyedMap<unknown>, key: string): boolean {
-    const mm = checkMap(m, 'delete');
+    const tree = treeOf(m, 'delete');
+    const mm = m as unknown as Mutable;
     checkKey(key, 'delete');
     checkWritable(mm, 'delete');
-    const { branches: path, parent, slot, leaf: n } = descend(mm, key);
+    const { branches: path, parent, slot, leaf: n } = descend(mm, tree, key);
     if (n === null || !Object.hasOwn(n, key)) return false;
     delete n[key];
     mm.size -= 1;
@@ -266,21 +277,21 @@ export const keyedMap = {
 
   /** The entries, in the order of the keys' hashes (the same on every replica). */
   entries<V>(m: KeyedMap<V>): IterableIterator<[string, V]> {
-    return walk<V>(checkMap(m, 'entries').tree as Node);
+    return walk<V>(treeOf(m, 'entries'));
   },
 
   *keys(m: KeyedMap<unknown>): IterableIterator<string> {
-    for (const [k] of walk(checkMap(m, 'keys').tree as Node)) yield k;
+    for (const [k] of walk(treeOf(m, 'keys'))) yield k;
   },
 
   *values<V>(m: KeyedMap<V>): IterableIterator<V> {
-    for (const [, v] of walk<V>(checkMap(m, 'values').tree as Node)) yield v;
+    for (const [, v] of walk<V>(treeOf(m, 'values'))) yield v;
   },
 
   /** A plain object of the entries (a new object: O(size)). */
   toObject<V>(m: KeyedMap<V>): Record<string, V> {
     const out: Record<string, V> = {};
-    for (const [k, v] of walk<V>(checkMap(m, 'toObject').tree as Node)) out[k] = v;
+    for (const [k, v] of walk<V>(treeOf(m, 'toObject'))) out[k] = v;
     return out;
   },
 };
