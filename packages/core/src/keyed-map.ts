@@ -163,6 +163,11 @@ function descend(
   return { branches, parent, slot, leaf: n, depth };
 }
 
+/** One side of each entry (the map was checked when the call was made, not at the first `next`). */
+function* pick<V, I extends 0 | 1>(entries: Iterable<[string, V]>, i: I): Generator<I extends 0 ? string : V> {
+  for (const e of entries) yield e[i] as I extends 0 ? string : V;
+}
+
 function leafFor(tree: Node, key: string): Record<string, unknown> | null {
   const h = hashKey(key);
   let n: Node | null = tree;
@@ -280,12 +285,12 @@ export const keyedMap = {
     return walk<V>(treeOf(m, 'entries'));
   },
 
-  *keys(m: KeyedMap<unknown>): IterableIterator<string> {
-    for (const [k] of walk(treeOf(m, 'keys'))) yield k;
+  keys(m: KeyedMap<unknown>): IterableIterator<string> {
+    return pick(walk(treeOf(m, 'keys')), 0);
   },
 
-  *values<V>(m: KeyedMap<V>): IterableIterator<V> {
-    for (const [, v] of walk<V>(treeOf(m, 'values'))) yield v;
+  values<V>(m: KeyedMap<V>): IterableIterator<V> {
+    return pick(walk<V>(treeOf(m, 'values')), 1);
   },
 
   /** A plain object of the entries (a new object: O(size)). */

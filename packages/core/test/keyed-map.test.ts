@@ -274,6 +274,7 @@ test('misuse gets a bad-argument error that says what to do; inside an op it rej
   bad(() => keyedMap.delete(frozen, 'a'), /frozen snapshot/);
   bad(() => keyedMap.get({ a: 1 } as never, 'a'), /not a KeyedMap \(make one with keyedMap.empty\(\)/);
   bad(() => keyedMap.get(frozen, 3 as never), /keys are strings/);
+  for (const call of ['entries', 'keys', 'values'] as const) bad(() => keyedMap[call]({} as never), /not a KeyedMap/); // at the call, not at the first next()
   bad(() => keyedMap.set(keyedMap.empty(), '__proto__', 1), /"__proto__" cannot be a key/);
   bad(() => keyedMap.set(keyedMap.empty(), 'a', undefined), /undefined; to remove the entry, call keyedMap.delete/);
   bad(() => keyedMap.from({ a: undefined }), /value of "a" is undefined/);
