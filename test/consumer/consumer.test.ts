@@ -438,6 +438,8 @@ test('the packages install from their tarballs and work in a fresh project', { t
       .filter(([, i]) => i.bytesInOutput > 0)
       .map(([f]) => f);
     assert.ok(!inOutput.some((i) => /node_modules\/msgpackr\/|server-codec/.test(i)), `in the bundle: ${inOutput.join(', ')}`);
+    // Nor keyedMap, which a client that does not use it must not pay for.
+    assert.ok(!inOutput.some((i) => i.includes('@hercules/core/dist/keyed-map.js')), `in the bundle: ${inOutput.join(', ')}`);
     assert.ok(
       inOutput.some((i) => i.includes('node_modules/@hercules/core/dist/msgpack.js')),
       'the bundle holds the small codec',
