@@ -34,6 +34,7 @@ import {
   type RoomOutput,
   type ServerMessage,
   type ServerSubmitResult,
+  type WireEntry,
   HerculesError,
 } from '@hercules/core';
 import type { Clock, TimerHandle } from './clock.ts';
@@ -141,6 +142,11 @@ export class RoomHost {
   /** Outputs not yet sent, in engine order, from `queueHead` on. */
   private queue: Queued[] = [];
   private queueHead = 0;
+  /**
+   * Each member's messages of the current send pass, in order; `ownEntries`: the last message
+   * is a merged log whose entries array belongs to this outbox (see stageMessage).
+   */
+  private readonly outbox = new Map<string, { member: RoomMember; msgs: ServerMessage[]; ownEntries: WireEntry[] | undefined }>();
 
   /** The checkpoint the store holds, and the newest one the engine made. */
   private storedCheckpoint: number;
@@ -385,15 +391,32 @@ export class RoomHost {
   /** Send the outputs at the front of the queue whose writes the store confirmed, in order. */
   private sendReady(): void {
     const q = this.queue;
-    while (this.queueHead < q.length && this.state_ === 'serving') {
-      const next = q[this.queueHead];
-      if (next.needs > this.confirmed) break;
-      q[this.queueHead++] = undefined as unknown as Queued;
-      try {
+    if (this.queueHead === q.length || q[this.queueHead].needs > this.confirmed) return;
+    const start = this.clock.now();
+    /** The outputs of this pass, for `delivered` once their frames are written. */
+    const passed: Queued[] = [];
+    try {
+      while (this.queueHead < q.length && this.state_ === 'serving') {
+        const next = q[this.queueHead];
+        if (next.needs > this.confirmed) break;
+        q[this.queueHead++] = undefined as unknown as Queued;
         this.deliver(next);
-      } catch (e) {
-        // A bug while sending: some member may have missed a message, a gap in its log.
-        this.fail('deliver', e, `the server failed while sending room ${this.name}'s changes; reconnect to resume (nothing you made durable is lost)`);
+        passed.push(next);
+      }
+      this.flushOutbox();
+    } catch (e) {
+      // A bug while sending: some member may have missed a message, a gap in its log.
+      this.outbox.clear();
+      this.fail('deliver', e, `the server failed while sending room ${this.name}'s changes; reconnect to resume (nothing you made durable is lost)`);
+    }
+    if (this.events.delivered) {
+      const now = this.clock.now();
+      for (const { out, at, made, needs } of passed) {
+        const c = needs > 0 ? this.commitTimes.get(needs) : undefined;
+        const path: OutputPath = c
+          ? { engine: made - at, commitWait: c.asked - made, commit: c.done - c.asked, send: now - start }
+          : { engine: made - at, send: now - start };
+        this.events.delivered(out, at, now, path);
       }
     }
     // What is still queued waits for a later commit (or none): the times of confirmed ones are done with.
@@ -410,8 +433,13 @@ export class RoomHost {
     }
   }
 
-  private deliver({ out, at, made, needs, done }: Queued): void {
-    const start = this.clock.now();
+  /**
+   * Stage an output's messages in the outbox and carry out its closes. A member's messages of one
+   * pass go out together at its end (flushOutbox), in order, its consecutive log messages as one
+   * (LOG-COALESCE): a commit that confirms the ops of many input frames sends each member one
+   * frame, not one per input frame, so the member decodes and rebases once.
+   */
+  private deliver({ out, done }: Queued): void {
     done?.();
     /** Fatal errors the engine sent, by connection: the reason a close below is given. */
     let fatal: Map<string, ErrorCode> | undefined;
@@ -419,23 +447,49 @@ export class RoomHost {
       const m = this.members_.get(conn);
       if (!m) continue;
       if (msg.t === 'error' && msg.fatal) (fatal ??= new Map()).set(conn, msg.code);
-      m.send(msg);
+      this.stageMessage(m, msg);
     }
     for (const { conn, reason } of out.close) {
       const m = this.members_.get(conn);
       if (!m) continue;
+      // What it was sent goes before its close.
+      this.flushMember(conn);
       this.members_.delete(conn);
       if (this.members_.size === 0) this.emptySince = this.clock.now();
       const why = fatal?.get(conn);
       m.close(4000, why ?? reason, why);
     }
-    if (!this.events.delivered) return;
-    const now = this.clock.now();
-    const c = needs > 0 ? this.commitTimes.get(needs) : undefined;
-    const path: OutputPath = c
-      ? { engine: made - at, commitWait: c.asked - made, commit: c.done - c.asked, send: now - start }
-      : { engine: made - at, send: now - start };
-    this.events.delivered(out, at, now, path);
+  }
+
+  private stageMessage(m: RoomMember, msg: ServerMessage): void {
+    const staged = this.outbox.get(m.id);
+    if (!staged) {
+      this.outbox.set(m.id, { member: m, msgs: [msg], ownEntries: undefined });
+      return;
+    }
+    const last = staged.msgs[staged.msgs.length - 1];
+    if (msg.t === 'log' && last.t === 'log' && msg.from === last.from + last.entries.length) {
+      // A message may be shared by several members: the merged one gets an entries array of its own.
+      if (staged.ownEntries === undefined) {
+        staged.ownEntries = last.entries.slice();
+        staged.msgs[staged.msgs.length - 1] = { t: 'log', from: last.from, entries: staged.ownEntries };
+      }
+      for (const e of msg.entries) staged.ownEntries.push(e);
+      return;
+    }
+    staged.msgs.push(msg);
+    staged.ownEntries = undefined;
+  }
+
+  private flushMember(id: string): void {
+    const staged = this.outbox.get(id);
+    if (!staged) return;
+    this.outbox.delete(id);
+    for (const msg of staged.msgs) staged.member.send(msg);
+  }
+
+  private flushOutbox(): void {
+    for (const id of this.outbox.keys()) this.flushMember(id);
   }
 
   private scheduleCheckpoint(): void {

@@ -147,6 +147,63 @@ test('outputs go out in engine order: a bookkeeping output waits behind an op st
   assert.ok(after.indexOf('log') >= 0 && after.indexOf('log') < after.indexOf('visible'), `order: ${after.join(', ')}`);
 });
 
+// spec: LOG-COALESCE
+test('the ops of many frames released by one commit reach each member as one log message, in order, whoever sent them', async () => {
+  const store = new GatedStore();
+  const clock = new ManualClock();
+  const host = await hostOver(store, clock);
+  const a = member('a');
+  const b = member('b');
+  const c = member('c');
+  for (const [m, id] of [
+    [a, 'a'],
+    [b, 'b'],
+    [c, 'c'],
+  ] as const)
+    await welcomed(host, store, clock, m, id);
+  const [fromA, fromB, fromC] = [a.got.length, b.got.length, c.got.length];
+  // Three frames in one task: one commit holds them all.
+  host.receive('a', say(1, 'one'));
+  host.receive('b', say(1, 'two'));
+  host.receive('a', say(2, 'three'));
+  await endOfTask(clock);
+  assert.equal(store.waiting, 1, 'one commit for the three frames');
+  await store.pass();
+  const logs = (got: ServerMessage[]) => got.filter((m) => m.t === 'log');
+  // c submitted nothing: one message with the three ops as Remote-Operation, in log order.
+  const toC = logs(c.got.slice(fromC));
+  assert.equal(toC.length, 1, JSON.stringify(toC));
+  assert.ok(toC[0].t === 'log');
+  assert.equal(toC[0].from, store.inner.disk.rooms.get('r')!.log.length - 2);
+  assert.deepEqual(
+    toC[0].entries.map((w) => (w.k === 'op' ? `${w.e.client}:${w.e.seq}@${w.e.pos}` : 'own')),
+    [`a:1@${toC[0].from}`, `b:1@${toC[0].from + 1}`, `a:2@${toC[0].from + 2}`],
+  );
+  // a: its own two as Notify-Auth around b's op; b: its own between a's two.
+  const toA = logs(a.got.slice(fromA));
+  assert.equal(toA.length, 1);
+  assert.ok(toA[0].t === 'log');
+  assert.deepEqual(
+    toA[0].entries.map((w) => w.k),
+    ['own', 'op', 'own'],
+  );
+  const toB = logs(b.got.slice(fromB));
+  assert.equal(toB.length, 1);
+  assert.ok(toB[0].t === 'log');
+  assert.deepEqual(
+    toB[0].entries.map((w) => w.k),
+    ['op', 'own', 'op'],
+  );
+  // The merged messages are each member's own: what one member was sent is not another's array.
+  assert.notEqual(toA[0].entries, toC[0].entries);
+  // A later commit of one frame sends one message as before.
+  host.receive('c', say(1, 'four'));
+  await endOfTask(clock);
+  await store.pass();
+  const last = logs(a.got).at(-1)!;
+  assert.ok(last.t === 'log' && last.entries.length === 1 && last.from === toC[0].from + 3);
+});
+
 // spec: SEC-CONTAINED
 test('a failed append poisons the room: nothing later of it is sent, members are told and closed, and the room reloads from the store', async () => {
   const store = new GatedStore();
