@@ -400,7 +400,9 @@ export class RoomHost {
         const next = q[this.queueHead];
         if (next.needs > this.confirmed) break;
         q[this.queueHead++] = undefined as unknown as Queued;
-        this.deliver(next);
+        // The last output of a pass with nothing staged (the usual case: one per pass) goes out directly.
+        const last = this.queueHead === q.length || q[this.queueHead].needs > this.confirmed;
+        this.deliver(next, last && this.outbox.size === 0);
         passed.push(next);
       }
       this.flushOutbox();
@@ -439,7 +441,7 @@ export class RoomHost {
    * (LOG-COALESCE): a commit that confirms the ops of many input frames sends each member one
    * frame, not one per input frame, so the member decodes and rebases once.
    */
-  private deliver({ out, done }: Queued): void {
+  private deliver({ out, done }: Queued, direct: boolean): void {
     done?.();
     /** Fatal errors the engine sent, by connection: the reason a close below is given. */
     let fatal: Map<string, ErrorCode> | undefined;
@@ -447,7 +449,8 @@ export class RoomHost {
       const m = this.members_.get(conn);
       if (!m) continue;
       if (msg.t === 'error' && msg.fatal) (fatal ??= new Map()).set(conn, msg.code);
-      this.stageMessage(m, msg);
+      if (direct) m.send(msg);
+      else this.stageMessage(m, msg);
     }
     for (const { conn, reason } of out.close) {
       const m = this.members_.get(conn);
