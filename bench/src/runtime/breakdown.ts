@@ -7,9 +7,12 @@
  * What is left of Authoritative after the server is A's store write (which the server's work
  * overlaps: ops go out while they are being persisted), the sockets both ways and the codecs.
  *
- *   NODE_OPTIONS="-C @hercules/source" NODE_ENV=production node --import tsx bench/src/runtime/breakdown.ts [--ops 400] [--memory]
+ *   NODE_OPTIONS="-C @hercules/source" NODE_ENV=production node --import tsx bench/src/runtime/breakdown.ts [--ops 400] [--memory] [--b-in-process]
  *
  * --memory: the clients use memoryStorage() (no client disk).
+ * B runs in its own process (breakdown-reader.ts), as on another device; --b-in-process puts it
+ * in A's (the method before 2026-11-27: B then waits behind A's work, its store write included).
+ * B's own share (decode, apply, notify) comes from its `receiveStats()` over the same ops.
  */
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -17,9 +20,12 @@ import { connect, memoryStorage } from '@hercules/client';
 import { sqliteStorage } from '@hercules/client-sqlite';
 import { spreadsheet } from '../../../apps/machines.ts';
 import { stats } from '../harness.ts';
-import { removeTemp, sleep, startServer, tempDir } from './common.ts';
+import { removeTemp, sleep, spawnChild, startServer, tempDir } from './common.ts';
+import type { ReceiveStats } from '@hercules/core';
 
-const { values } = parseArgs({ options: { ops: { type: 'string', default: '400' }, memory: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: { ops: { type: 'string', default: '400' }, memory: { type: 'boolean', default: false }, 'b-in-process': { type: 'boolean', default: false } },
+});
 const OPS = Number(values.ops);
 const STAGES = ['queued', 'decode', 'engine', 'commit_wait', 'commit', 'send'] as const;
 
@@ -28,19 +34,45 @@ const dir = tempDir('breakdown');
 try {
   const storage = (name: string) => (values.memory ? memoryStorage() : sqliteStorage(join(dir, `${name}.sqlite`)));
   const a = await connect({ url: server.url, room: 'breakdown', machine: spreadsheet, storage: storage('a'), clientId: 'bd-a', sendAhead: true });
-  const b = await connect({ url: server.url, room: 'breakdown', machine: spreadsheet, storage: storage('b'), clientId: 'bd-b', sendAhead: true });
-  while (a.status() !== 'online' || b.status() !== 'online') await sleep(5);
   const seenAt = new Map<string, number>();
-  b.subscribe('authoritative', (s) => {
-    const t = performance.now();
-    const v = s.cells[0][0];
-    if (!seenAt.has(v)) seenAt.set(v, t);
-  });
+  /** One clock for both processes: ms since the epoch, sub-millisecond. */
+  const clock = () => performance.timeOrigin + performance.now();
+  let bStats: () => Promise<ReceiveStats>;
+  let closeB: () => Promise<unknown>;
+  if (values['b-in-process']) {
+    const b = await connect({ url: server.url, room: 'breakdown', machine: spreadsheet, storage: storage('b'), clientId: 'bd-b', sendAhead: true });
+    await b.whenOnline({ timeoutMs: 30_000 });
+    b.subscribe('authoritative', (s) => {
+      const t = clock();
+      const v = s.cells[0][0];
+      if (!seenAt.has(v)) seenAt.set(v, t);
+    });
+    bStats = async () => b.receiveStats();
+    closeB = () => b.close();
+  } else {
+    // HERCULES_CPU_PROF_DIR: B's process writes its CPU profile there (node --cpu-prof).
+    const prof = process.env.HERCULES_CPU_PROF_DIR;
+    const child = spawnChild(
+      'breakdown-reader.ts',
+      { url: server.url, ...(values.memory ? {} : { storagePath: join(dir, 'b.sqlite') }) },
+      prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [],
+    );
+    await child.ready;
+    child.proc.on('message', (m: { seen?: string; at?: number }) => {
+      if (m.seen !== undefined && !seenAt.has(m.seen)) seenAt.set(m.seen, m.at!);
+    });
+    bStats = async () => (await child.call<{ stats: ReceiveStats }>({ cmd: 'stats' })).stats;
+    closeB = async () => {
+      await child.call({ cmd: 'close' });
+      await child.exited;
+    };
+  }
+  await a.whenOnline({ timeoutMs: 30_000 });
   const run = async (n: number) => {
     const rows: { durable: number; auth: number; delivery: number }[] = [];
     for (let i = 0; i < n; i++) {
       const text = `v${performance.now()}-${i}`;
-      const t0 = performance.now();
+      const t0 = clock();
       const h = a.ops.setCell({ row: 0, col: 0, text });
       await h.authoritative;
       while (!seenAt.has(text)) await sleep(1);
@@ -51,7 +83,9 @@ try {
   };
   await run(50); // warm-up
   const before = await server.metrics();
+  const [bBefore, aBefore] = [await bStats(), a.receiveStats()];
   const rows = await run(OPS);
+  const [bAfter, aAfter] = [await bStats(), a.receiveStats()];
   const after = await server.metrics();
   const mean = (st: string) => {
     const sum = after[`hercules_op_path_seconds_sum{stage="${st}"}`] - before[`hercules_op_path_seconds_sum{stage="${st}"}`];
@@ -69,11 +103,26 @@ try {
   // overlap: this is what Authoritative takes beyond the server, and can be below the write.)
   table["Authoritative beyond the server: A's write (overlapping), sockets both ways, codecs"] = { 'mean ms': (avg('auth') - server_).toFixed(3) };
   table['A: Authoritative (submit -> Notify-Auth applied)'] = { 'mean ms': avg('auth').toFixed(3), 'p50 ms': p50('auth').toFixed(3) };
-  table['B: delivery (A submit -> B notified)'] = { 'mean ms': avg('delivery').toFixed(3), 'p50 ms': p50('delivery').toFixed(3) };
+  // The receivers' own share, per op (each op is one frame to B; A gets its Notify-Auth, and the
+  // Notify-Visible and stable frontier that follow, as frames of their own).
+  const perOp = (x: ReceiveStats, y: ReceiveStats, k: 'decodeMs' | 'applyMs' | 'notifyMs') => ((y[k] - x[k]) / OPS).toFixed(3);
+  table['B: decode (per op)'] = { 'mean ms': perOp(bBefore, bAfter, 'decodeMs') };
+  table['B: apply (view engine, per op)'] = { 'mean ms': perOp(bBefore, bAfter, 'applyMs') };
+  table['B: notify (subscribers, per op)'] = { 'mean ms': perOp(bBefore, bAfter, 'notifyMs') };
+  table[`B: delivery (A submit -> B notified${values['b-in-process'] ? ", B in A's process" : ', B in its own process'})`] = {
+    'mean ms': avg('delivery').toFixed(3),
+    'p50 ms': p50('delivery').toFixed(3),
+  };
+  table["A: its own frames' decode + apply + notify (per op)"] = {
+    'mean ms': ((aAfter.decodeMs - aBefore.decodeMs + aAfter.applyMs - aBefore.applyMs + aAfter.notifyMs - aBefore.notifyMs) / OPS).toFixed(3),
+  };
+  console.log(
+    `frames per op: B ${((bAfter.frames - bBefore.frames) / OPS).toFixed(2)}, A ${((aAfter.frames - aBefore.frames) / OPS).toFixed(2)}; notification rounds per op: B ${((bAfter.notifies - bBefore.notifies) / OPS).toFixed(2)}`,
+  );
   console.log(`${OPS} ops, one every 20 ms, RTT 0, client storage ${values.memory ? 'memory' : 'SQLite'}, NODE_ENV=${process.env.NODE_ENV ?? '(unset)'}`);
   console.table(table);
   await a.close();
-  await b.close();
+  await closeB();
 } finally {
   await server.close();
   removeTemp(dir);

@@ -13,6 +13,7 @@ import {
   type Machine,
   type OpHandle,
   type OpStubs,
+  type ReceiveStats,
   type StateOf,
   type ViewName,
   type ViewPositions,
@@ -34,6 +35,11 @@ export interface ConnectedRoom<M extends Machine<any, any>> extends AppRoom<M> {
    * with 'timeout' (naming the last failure, e.g. connection refused) after `timeoutMs`.
    */
   whenOnline(opts?: { timeoutMs?: number }): Promise<void>;
+  /**
+   * Where this client's time went on what the server sent (decode, apply, notify), summed since
+   * it connected: always on, two clock reads a frame. Sample it twice and subtract for a window.
+   */
+  receiveStats(): ReceiveStats;
 }
 
 export interface ConnectedClientRoomParts<M extends Machine<any, any>> {
@@ -99,6 +105,9 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   }
   submit(name: string, args?: unknown): OpHandle {
     return this.#inner.submit(name, args);
+  }
+  receiveStats(): ReceiveStats {
+    return { ...this.#inner.receiveStats(), decodeMs: this.#transport.decodeMs?.() ?? 0 };
   }
   positions(): ViewPositions {
     return this.#inner.positions();

@@ -41,6 +41,8 @@ export interface ClientTransport {
   status(): ConnectionStatus;
   /** Why the last attempt failed, while no connection has been welcomed since. */
   lastFailure(): HerculesError | undefined;
+  /** Time spent decoding the server's frames, ms, summed (ReceiveStats.decodeMs); absent: not measured. */
+  decodeMs?(): number;
 }
 
 /** The part of the WebSocket API this uses (the DOM's, and the `ws` package's). */
@@ -86,6 +88,7 @@ export class WebSocketTransport implements ClientTransport {
   #events: TransportEvents | undefined;
   #ws: WebSocketLike | undefined;
   #codec = new ClientCodec();
+  #decodeMs = 0;
   #state: ConnectionStatus = 'connecting';
   #attempt = 0;
   #stopped: 'closed' | 'failed' | undefined;
@@ -150,6 +153,10 @@ export class WebSocketTransport implements ClientTransport {
 
   status(): ConnectionStatus {
     return this.#state;
+  }
+
+  decodeMs(): number {
+    return this.#decodeMs;
   }
 
   lastFailure(): HerculesError | undefined {
@@ -246,8 +253,10 @@ export class WebSocketTransport implements ClientTransport {
       this.#armWatchdog();
       const data = ev.data instanceof ArrayBuffer ? new Uint8Array(ev.data) : (ev.data as Uint8Array);
       let msg: ServerMessage;
+      const t0 = performance.now();
       try {
         msg = this.#codec.decode(data);
+        this.#decodeMs += performance.now() - t0;
       } catch (e) {
         this.#events?.error(new Error(`bad frame from the server: ${errorMessage(e)}; reconnecting`));
         sock.close(CLOSE.badFrame, 'bad frame');

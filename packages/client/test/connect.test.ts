@@ -247,3 +247,32 @@ test('presence through real sockets: B sees A set it, the latest wins, a joiner 
   await until('A is gone for B and C', () => b.presence.others().length === 0 && c.presence.others().length === 0);
   assert.deepEqual(seen.at(-1), []);
 });
+
+test("receiveStats: a reader's decode, apply and notify time grow with the frames it is sent, and a window is two samples apart", async (t) => {
+  const srv = await server(t);
+  const a = await connect({ url: srv.url, room: 'rs', machine: chat, onError: () => {} });
+  const b = await connect({ url: srv.url, room: 'rs', machine: chat, onError: () => {} });
+  t.after(async () => {
+    await a.close();
+    await b.close();
+  });
+  await a.whenOnline({ timeoutMs: 5000 });
+  await b.whenOnline({ timeoutMs: 5000 });
+  const first = b.receiveStats();
+  assert.ok(first.frames >= 1, 'the welcome is a frame');
+  for (let i = 0; i < 20; i++) {
+    const op = a.ops.say({ text: `m${i}` });
+    await b.until('authoritative', (s) => s.messages.some((m) => m.id === op.id), { timeoutMs: 5000 });
+  }
+  const then = b.receiveStats();
+  assert.ok(then.frames >= first.frames + 20, `at least a frame per op: ${first.frames} -> ${then.frames}`);
+  assert.ok(then.decodeMs > first.decodeMs, 'decoding took time');
+  assert.ok(then.applyMs > first.applyMs, 'applying took time');
+  assert.ok(then.notifies >= first.notifies + 20 && then.notifyMs > first.notifyMs, 'a notification round per op that changed a view');
+  // A copy: what was returned does not move afterwards.
+  const copy = b.receiveStats();
+  a.ops.say({ text: 'one more' });
+  await b.until('authoritative', (s) => s.messages.length === 21, { timeoutMs: 5000 });
+  assert.equal(copy.frames, then.frames);
+  assert.ok(b.receiveStats().frames > copy.frames);
+});

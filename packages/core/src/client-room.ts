@@ -123,6 +123,23 @@ export interface AppRoom<M extends Machine<any, any>> {
   flushNotifications(): void;
 }
 
+/**
+ * Where a client's time went on what the server sent, in ms of its clock, summed since the room
+ * was made: decoding frames (the transport), applying them (the view engine: ordering, rebasing
+ * our pending ops, batched steps included) and notifying subscribers (listeners included; local
+ * submits' rounds too; in 'sync' mode, notifying is inside applyMs). The receiver's share of an
+ * op's delivery (docs/benchmarks.md).
+ */
+export interface ReceiveStats {
+  /** Server frames handed to the room (pings excluded). */
+  frames: number;
+  decodeMs: number;
+  applyMs: number;
+  /** Notification rounds run (one per turn with a change, in the default 'microtask' mode). */
+  notifies: number;
+  notifyMs: number;
+}
+
 export interface ClientRoomOptions {
   clientId: string;
   author?: string;
@@ -275,6 +292,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   /** until() calls waiting, so close() can settle them. */
   private readonly waiters = new Set<(e: HerculesError) => void>();
   private notifyScheduled = false;
+  private readonly recv = { frames: 0, applyMs: 0, notifies: 0, notifyMs: 0 };
   private closed = false;
   /** The fatal error that stopped this room, if any. */
   private failure: HerculesError | undefined;
@@ -431,8 +449,11 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   // ---------------------------------------------------------------- driver API
 
   receive(msg: ServerMessage): void {
+    const t0 = this.now();
     this.engine.receive(msg);
     this.pump();
+    this.recv.frames++;
+    this.recv.applyMs += this.now() - t0;
   }
   durable(seq: number): void {
     this.engine.durable(seq);
@@ -463,8 +484,10 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.pump();
   }
   tick(): void {
+    const t0 = this.now();
     this.engine.tick();
     this.pump();
+    this.recv.applyMs += this.now() - t0;
   }
   nextDeadline(): number {
     return this.engine.nextDeadline();
@@ -480,6 +503,21 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   /** Deliver pending notifications now (for 'microtask' mode callers that cannot wait). */
   flushNotifications(): void {
+    const t0 = this.now();
+    this.flushNotificationsNow();
+    this.recv.notifies++;
+    this.recv.notifyMs += this.now() - t0;
+  }
+
+  /**
+   * Where this room's time went on what the server sent, by its clock, since it was made
+   * (ReceiveStats): cheap (two clock reads per frame and per notification round), always on.
+   */
+  receiveStats(): Omit<ReceiveStats, 'decodeMs'> {
+    return { ...this.recv };
+  }
+
+  private flushNotificationsNow(): void {
     this.notifyScheduled = false;
     for (const v of VIEWS) {
       const s = this.engine.getState(v);
