@@ -5,7 +5,7 @@
  */
 import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
 import type { Machine, OpArgs, OpsOf, PresenceOf, StateOf } from './machine.ts';
-import type { ClientMessage, OpRecord, PeerPresence, ServerMessage } from './protocol.ts';
+import type { AckMessage, ClientMessage, OpRecord, PeerPresence, ServerMessage } from './protocol.ts';
 import { VIEWS, ViewEngine, type BaseSnapshot, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
 
 /** What the room needs from the world: a way to send frames and to persist ops. */
@@ -293,6 +293,8 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   private readonly waiters = new Set<(e: HerculesError) => void>();
   private notifyScheduled = false;
   private readonly recv = { frames: 0, applyMs: 0, notifies: 0, notifyMs: 0 };
+  /** An ack held until this turn's notification round (holdAck). */
+  private heldAck: AckMessage | undefined;
   private closed = false;
   /** The fatal error that stopped this room, if any. */
   private failure: HerculesError | undefined;
@@ -476,10 +478,12 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   }
   /** The transport connected, at `at` by the wall clock (HelloMessage.at). */
   connected(at?: number): void {
+    this.heldAck = undefined; // it was for the connection before: this one starts with a hello
     this.engine.connected(at);
     this.pump();
   }
   disconnected(): void {
+    this.heldAck = undefined;
     this.engine.disconnected();
     this.pump();
   }
@@ -507,6 +511,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.flushNotificationsNow();
     this.recv.notifies++;
     this.recv.notifyMs += this.now() - t0;
+    if (this.heldAck) this.sendHeldAck();
   }
 
   /**
@@ -575,7 +580,14 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     const o = this.engine.drain();
     const d = this.driver;
     if (o.persist.length) d?.persist(o.persist);
-    for (const m of o.send) d?.send(m);
+    for (const m of o.send) {
+      if (m.t === 'ack' && this.notifyMode === 'microtask') {
+        this.holdAck(m);
+        continue;
+      }
+      if (this.heldAck) this.sendHeldAck(); // what was held goes first: the order of messages is kept
+      d?.send(m);
+    }
     for (const w of o.warnings) d?.warn?.(w);
     if (o.resync !== undefined) d?.resync?.(o.resync);
     if (o.fatal) {
@@ -621,13 +633,34 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
       if (o.progressed.length) this.opsProgressed = true;
       progress = this.opsProgressed || this.positions() !== this.progressNotified;
     }
-    if (o.changed.size === 0 && !progress) return;
+    if (o.changed.size === 0 && !progress) {
+      if (this.heldAck && !this.notifyScheduled) this.sendHeldAck();
+      return;
+    }
     if (this.notifyMode === 'sync') this.flushNotifications();
     else if (!this.notifyScheduled) {
       this.notifyScheduled = true;
       queueMicrotask(() => {
         if (this.notifyScheduled) this.flushNotifications();
+        else if (this.heldAck) this.sendHeldAck();
       });
     }
+  }
+
+  /**
+   * An ack waits for the notification round of its turn (VIS-ACK-AFTER-NOTIFY): subscribers see a
+   * remote op before this client writes to its socket, and the acks of the frames one turn
+   * brings go as one (cumulative: the last position, and the highest durable seq said).
+   */
+  private holdAck(m: AckMessage): void {
+    const h = this.heldAck;
+    const durable = Math.max(m.durable ?? 0, h?.durable ?? 0);
+    this.heldAck = durable > 0 ? { t: 'ack', pos: Math.max(m.pos, h?.pos ?? 0), durable } : { t: 'ack', pos: Math.max(m.pos, h?.pos ?? 0) };
+  }
+
+  private sendHeldAck(): void {
+    const m = this.heldAck!;
+    this.heldAck = undefined;
+    this.driver?.send(m);
   }
 }

@@ -1,6 +1,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FRAME_BUDGET_BYTES, MAX_OP_BYTES, OpRejectedError, PROTOCOL_VERSION, VIEWS, ViewEngine, type ClientMessage, type ViewName } from '../src/index.ts';
+import {
+  ClientRoom,
+  FRAME_BUDGET_BYTES,
+  MAX_OP_BYTES,
+  OpRejectedError,
+  PROTOCOL_VERSION,
+  VIEWS,
+  ViewEngine,
+  type ClientMessage,
+  type ViewName,
+} from '../src/index.ts';
 import { Loopback } from './harness.ts';
 import { room } from './fixtures.ts';
 
@@ -246,4 +256,47 @@ test('a welcome whose log ends before what a server announced to this client is 
   e.receive({ ...welcome, from: 4, entries: [note(4)], stable: 4 });
   assert.equal(e.drain().resync, undefined);
   assert.equal(e.positions().stable, 4);
+});
+
+// spec: VIS-ACK-AFTER-NOTIFY
+test('a room acks what it received after its subscribers heard of it, the acks of one turn as one; a new connection drops an ack the old one did not send', async () => {
+  const sent: ClientMessage[] = [];
+  const order: string[] = [];
+  const driver = {
+    send(m: ClientMessage) {
+      sent.push(m);
+      order.push(m.t === 'ack' ? `ack ${m.pos}` : m.t);
+    },
+    persist() {},
+  };
+  const r = new ClientRoom(room, { clientId: 'me', now: () => 0 }, driver);
+  r.subscribe('authoritative', (s) => order.push(`notified ${s.notes.length}`));
+  const note = (pos: number) => ({ pos, client: 'x', seq: pos, name: 'note', args: { text: `n${pos}` }, author: 'x' });
+  const welcome = { t: 'welcome' as const, v: PROTOCOL_VERSION, client: 'me', author: 'me', highWater: 0, visibleSeq: 0, rejected: [], members: ['me', 'x'] };
+  r.connected();
+  r.receive({ ...welcome, from: 1, entries: [note(1)], stable: 0 });
+  // Two frames in one turn: nothing acked until the notification round has run.
+  r.receive({ t: 'log', from: 2, entries: [{ k: 'op', e: note(2) }] });
+  r.receive({ t: 'log', from: 3, entries: [{ k: 'op', e: note(3) }] });
+  assert.deepEqual(order, ['hello'], 'no ack before the subscribers heard');
+  await Promise.resolve();
+  assert.deepEqual(order, ['hello', 'notified 3', 'ack 3'], 'one ack, for the last position, after the round');
+  // An ack still held when the connection drops goes with it.
+  order.length = 0;
+  r.receive({ t: 'log', from: 4, entries: [{ k: 'op', e: note(4) }] });
+  r.disconnected();
+  r.connected();
+  await Promise.resolve();
+  assert.ok(!order.includes('ack 4'), `the old connection's ack is not sent on the new one: ${order.join(', ')}`);
+  assert.equal(order.indexOf('hello'), 0, 'the new connection starts with its hello');
+  // In 'sync' mode the ack goes at once, as before.
+  const syncSent: ClientMessage[] = [];
+  const rs = new ClientRoom(room, { clientId: 'me', now: () => 0, notify: 'sync' }, { send: (m: ClientMessage) => syncSent.push(m), persist() {} });
+  rs.connected();
+  rs.receive({ ...welcome, from: 1, entries: [note(1)], stable: 0 });
+  rs.receive({ t: 'log', from: 2, entries: [{ k: 'op', e: note(2) }] });
+  assert.deepEqual(
+    syncSent.filter((m) => m.t === 'ack').map((m) => (m as { pos: number }).pos),
+    [1, 2],
+  );
 });
