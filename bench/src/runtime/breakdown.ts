@@ -29,7 +29,9 @@ const { values } = parseArgs({
 const OPS = Number(values.ops);
 const STAGES = ['queued', 'decode', 'engine', 'commit_wait', 'commit', 'send'] as const;
 
-const server = await startServer();
+// HERCULES_CPU_PROF_DIR: the server's and B's processes write CPU profiles to <dir>/server and <dir>/reader.
+const profDir = process.env.HERCULES_CPU_PROF_DIR;
+const server = await startServer(profDir ? { cpuProfDir: join(profDir, 'server') } : {});
 const dir = tempDir('breakdown');
 try {
   const storage = (name: string) => (values.memory ? memoryStorage() : sqliteStorage(join(dir, `${name}.sqlite`)));
@@ -50,8 +52,7 @@ try {
     bStats = async () => b.receiveStats();
     closeB = () => b.close();
   } else {
-    // HERCULES_CPU_PROF_DIR: B's process writes its CPU profile there (node --cpu-prof).
-    const prof = process.env.HERCULES_CPU_PROF_DIR;
+    const prof = profDir && join(profDir, 'reader');
     const child = spawnChild(
       'breakdown-reader.ts',
       { url: server.url, ...(values.memory ? {} : { storagePath: join(dir, 'b.sqlite') }) },
