@@ -24,7 +24,8 @@ room.subscribe('authoritative', (s) => {
   const v = s.cells[0][0];
   if (v === last) return;
   last = v;
-  process.send!({ seen: v, at });
+  // Reported after the notification round, so the listener (inside B's notify time) only records.
+  setImmediate(() => process.send!({ seen: v, at }));
 });
 process.on('message', async (m: { cmd: string; id: number }) => {
   if (m.cmd === 'stats') process.send!({ id: m.id, stats: room.receiveStats() });
