@@ -78,9 +78,11 @@ interface Result {
   deliveryPerRtt: number;
   throughputEditsPerS: number;
   serverCpuCores: number;
+  /** Server CPU per edit delivered to the observer, µs (from the unrounded CPU time and count). */
+  serverCpuUsPerEdit: number;
 }
 
-async function latency(sys: PeerSystem, port: number): Promise<Omit<Result, 'throughputEditsPerS' | 'serverCpuCores'>> {
+async function latency(sys: PeerSystem, port: number): Promise<Omit<Result, 'throughputEditsPerS' | 'serverCpuCores' | 'serverCpuUsPerEdit'>> {
   const proxy = await startDelayProxyProcess({ target: { port }, rttMs: RTT });
   const doc = `lat-${Date.now().toString(36)}`;
   const a = await sys.connect('127.0.0.1', proxy.port, doc, 'A');
@@ -139,7 +141,11 @@ async function latency(sys: PeerSystem, port: number): Promise<Omit<Result, 'thr
   };
 }
 
-async function throughput(sys: PeerSystem, port: number, pid: number): Promise<{ throughputEditsPerS: number; serverCpuCores: number }> {
+async function throughput(
+  sys: PeerSystem,
+  port: number,
+  pid: number,
+): Promise<{ throughputEditsPerS: number; serverCpuCores: number; serverCpuUsPerEdit: number }> {
   const proxy = await startDelayProxyProcess({ target: { port }, rttMs: 0 });
   const doc = `tp-${Date.now().toString(36)}`;
   const observer = await sys.connect('127.0.0.1', proxy.port, doc, 'O');
@@ -171,7 +177,11 @@ async function throughput(sys: PeerSystem, port: number, pid: number): Promise<{
   for (const w of writers) await w.close().catch(() => {});
   await observer.close().catch(() => {});
   await proxy.close();
-  return { throughputEditsPerS: Math.round(count / secs), serverCpuCores: +(cpu / secs).toFixed(2) };
+  return {
+    throughputEditsPerS: Math.round(count / secs),
+    serverCpuCores: +(cpu / secs).toFixed(2),
+    serverCpuUsPerEdit: count > 0 ? +((cpu * 1e6) / count).toFixed(1) : NaN,
+  };
 }
 
 const results: Result[] = [];
@@ -200,6 +210,7 @@ console.table(
     'delivery/RTT': r.deliveryPerRtt,
     'edits/s': r.throughputEditsPerS,
     'server cores': r.serverCpuCores,
+    'server µs/edit': r.serverCpuUsPerEdit,
   })),
 );
 const ours = results.find((r) => r.system.startsWith('Hercules'));
@@ -211,6 +222,7 @@ const ratios = ours
         'delivery p50, ours/theirs': +(ours.deliveryMedianMs / r.deliveryMedianMs).toFixed(3),
         'ack p50, ours/theirs': r.ackMedianMs && ours.ackMedianMs ? +(ours.ackMedianMs / r.ackMedianMs).toFixed(3) : 'n/a',
         'throughput, ours/theirs': +(ours.throughputEditsPerS / r.throughputEditsPerS).toFixed(2),
+        'server CPU per edit, ours/theirs': +(ours.serverCpuUsPerEdit / r.serverCpuUsPerEdit).toFixed(2),
       }))
   : [];
 if (ratios.length) console.table(ratios);
