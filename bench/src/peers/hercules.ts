@@ -88,6 +88,12 @@ export const hercules: PeerSystem = {
       port: s.port,
       pid: s.child.proc.pid!,
       async stop() {
+        // What the server sent over the whole run (latency and throughput parts), by message type.
+        const m = await s.metrics().catch(() => ({}) as Record<string, number>);
+        const byType = Object.entries(m)
+          .filter(([k]) => k.startsWith('hercules_frames_sent_by_type_total{'))
+          .map(([k, n]) => `${/type="(\w+)"/.exec(k)?.[1]} ${n}`);
+        if (byType.length) console.log(`server frames sent by type: ${byType.join(', ')}`);
         await s.close();
         if (profDir) printProfile(profDir);
       },

@@ -14,6 +14,11 @@ type ReasonCounter = Omit<Counter<'reason'>, 'inc'> & { inc(labels: { reason: Re
 
 export function createMetrics() {
   const registry = new Registry();
+  /**
+   * Frames sent, by message type, counted in a plain map and handed to the counter at scrape
+   * time: a labelled inc on every frame would cost the hot path a label lookup.
+   */
+  const sentByType = new Map<string, number>();
   // prom-client's default metrics are already named process_* and nodejs_*: prefix only the product.
   collectDefaultMetrics({ register: registry, prefix: 'hercules_' });
   const m = {
@@ -26,6 +31,20 @@ export function createMetrics() {
     }),
     framesIn: new Counter({ name: 'hercules_frames_received_total', help: 'Frames received from clients', registers: [registry] }),
     framesOut: new Counter({ name: 'hercules_frames_sent_total', help: 'Frames sent to clients', registers: [registry] }),
+    framesOutByType: new Counter({
+      name: 'hercules_frames_sent_by_type_total',
+      help: 'Frames sent to clients, by message type (log, stable, visible, welcome, members, presence, error, deregister, ping)',
+      labelNames: ['type'] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [type, n] of sentByType) this.inc({ type }, n);
+      },
+    }),
+    /** Count one frame sent of this message type (hercules_frames_sent_by_type_total). */
+    frameSent(type: string): void {
+      sentByType.set(type, (sentByType.get(type) ?? 0) + 1);
+    },
     bytesIn: new Counter({ name: 'hercules_bytes_received_total', help: 'Bytes received in frames', registers: [registry] }),
     bytesOut: new Counter({ name: 'hercules_bytes_sent_total', help: 'Bytes sent in frames', registers: [registry] }),
     malformed: new Counter({ name: 'hercules_frames_malformed_total', help: 'Frames refused as malformed', registers: [registry] }),

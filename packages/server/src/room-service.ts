@@ -640,6 +640,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     }
     c.conn.send(buf);
     metrics.framesOut.inc();
+    metrics.frameSent(msg.t);
     metrics.bytesOut.inc(buf.length);
   }
 

@@ -181,6 +181,22 @@ test('/metrics and /healthz report what the server is doing', async (t) => {
   const http = srv.url.replace('ws', 'http');
   const text = await (await fetch(`${http}/metrics`)).text();
   assert.match(text, /hercules_ops_sequenced_total 2/);
+  // Frames sent by type add up to all frames sent, and name the kinds this client was sent.
+  const sentAll = Number(/^hercules_frames_sent_total (\S+)$/m.exec(text)?.[1]);
+  const byType = [...text.matchAll(/^hercules_frames_sent_by_type_total\{type="(\w+)"\} (\S+)$/gm)].map((m) => [m[1], Number(m[2])] as const);
+  assert.equal(
+    byType.reduce((x, [, n]) => x + n, 0),
+    sentAll,
+    text
+      .split('\n')
+      .filter((l) => l.startsWith('hercules_frames_sent'))
+      .join('\n'),
+  );
+  for (const t of ['welcome', 'log', 'visible'])
+    assert.ok(
+      byType.some(([k, n]) => k === t && n >= 1),
+      `frames of type ${t} counted`,
+    );
   assert.match(text, /hercules_connections 1/);
   assert.match(text, /hercules_commit_seconds_count [1-9]/);
   assert.match(text, /hercules_authoritative_delay_seconds_count [1-9]/);
