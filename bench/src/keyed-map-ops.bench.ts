@@ -15,38 +15,19 @@
  *
  * Interleaved repetitions, median; prints a table, writes nothing.
  */
-import { applyOps, defineMachine, keyedMap } from '@hercules/core';
+import * as core from '@hercules/core';
+import { prefilledKv } from './peers/kv-machine.ts';
 import { consume, fmt, interleaved, stats } from './harness.ts';
 
 const KEYS = 256;
 const OPS = 200;
-const cells: Record<string, number> = {};
-for (let i = 0; i < KEYS; i++) cells[`k${i}`] = 0;
-const plain = defineMachine({
-  name: 'plain',
-  version: 1,
-  initial: { cells },
-  ops: {
-    set(s, a: { key: string; value: number }) {
-      s.cells[a.key] = a.value;
-    },
-  },
-});
-const trie = defineMachine({
-  name: 'trie',
-  version: 1,
-  initial: { cells: keyedMap.from(cells) },
-  ops: {
-    set(s, a: { key: string; value: number }) {
-      keyedMap.set(s.cells, a.key, a.value);
-    },
-  },
-});
+const plain = prefilledKv(core, KEYS, 'plain');
+const trie = prefilledKv(core, KEYS, 'keyedMap');
 const ops = Array.from({ length: OPS }, (_, i) => ({ client: 'c', seq: i + 1, name: 'set', args: { key: `k${(i * 7) % KEYS}`, value: i }, author: 'a' }));
 const drafts = interleaved(
   {
-    plain: () => consume(applyOps(plain, plain.initial, ops, 1)),
-    keyedMap: () => consume(applyOps(trie, trie.initial, ops, 1)),
+    plain: () => consume(core.applyOps(plain, plain.initial, ops, 1)),
+    keyedMap: () => consume(core.applyOps(trie, trie.initial, ops, 1)),
   },
   300,
   50,

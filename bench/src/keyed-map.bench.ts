@@ -21,6 +21,7 @@ import { parseArgs } from 'node:util';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import * as current from '@hercules/core';
+import { prefilledKv } from './peers/kv-machine.ts';
 
 type Core = typeof current;
 const { values } = parseArgs({ options: { baseline: { type: 'string' }, runs: { type: 'string' }, keys: { type: 'string' }, layout: { type: 'string' } } });
@@ -35,36 +36,8 @@ interface Shape {
 }
 type Layout = 'plain' | 'keyedMap';
 
-function machineFor(C: Core, keys: number, layout: Layout) {
-  const cells: Record<string, number> = {};
-  for (let i = 0; i < keys; i++) cells[`k${i}`] = 0;
-  if (layout === 'keyedMap') {
-    const km = C.keyedMap;
-    return C.defineMachine({
-      name: 'map',
-      version: 1,
-      initial: { cells: km.from(cells) },
-      ops: {
-        set(s, a: { key: string; value: number }) {
-          km.set(s.cells, a.key, a.value);
-        },
-      },
-    });
-  }
-  return C.defineMachine({
-    name: 'map',
-    version: 1,
-    initial: { cells },
-    ops: {
-      set(s, a: { key: string; value: number }) {
-        s.cells[a.key] = a.value;
-      },
-    },
-  });
-}
-
 function run(C: Core, sh: Shape, layout: Layout = 'plain'): { server: number; writer: number; observer: number } {
-  const m = machineFor(C, sh.keys, layout) as current.Machine<any>;
+  const m = prefilledKv(C, sh.keys, layout);
   const room = new C.RoomEngine(m, { ackTimeoutMs: 1e9 });
   const names = [...Array.from({ length: WRITERS }, (_, i) => `w${i}`), 'obs'];
   const clients = names.map((n) => new C.ViewEngine(m, { clientId: n, now: () => 0, batching: 'off' }));

@@ -436,8 +436,9 @@ export class RoomHost {
   }
 
   /**
-   * Stage an output's messages in the outbox and carry out its closes. A member's messages of one
-   * pass go out together at its end (flushOutbox), in order, its consecutive log messages as one
+   * Stage an output's messages in the outbox (or, `direct`, send them: the pass's last output with
+   * nothing staged) and carry out its closes. A member's staged messages of one pass go out
+   * together at its end (flushOutbox), in order, its consecutive log messages as one
    * (LOG-COALESCE): a commit that confirms the ops of many input frames sends each member one
    * frame, not one per input frame, so the member decodes and rebases once.
    */
