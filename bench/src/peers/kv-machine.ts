@@ -2,7 +2,7 @@
  * The state an app writes first: one map, a key per thing. The peers' "one map" workload (issue
  * 14): each writer sets its own keys of one shared map, as in a Y.Map, without splitting it.
  */
-import * as core from '@hercules/core';
+import type * as core from '@hercules/core';
 import { defineMachine, keyedMap } from '@hercules/core';
 
 export const kvMap = defineMachine({
