@@ -511,7 +511,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.flushNotificationsNow();
     this.recv.notifies++;
     this.recv.notifyMs += this.now() - t0;
-    if (this.heldAck) this.sendHeldAck();
+    this.releaseAck();
   }
 
   /**
@@ -581,13 +581,22 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     const d = this.driver;
     if (o.persist.length) d?.persist(o.persist);
     for (const m of o.send) {
-      if (m.t === 'ack' && this.notifyMode === 'microtask') {
+      if (m.t === 'ack') {
         this.holdAck(m);
         continue;
       }
-      if (this.heldAck) this.sendHeldAck(); // what was held goes first: the order of messages is kept
+      if (this.heldAck) {
+        // What was held goes first: the order of messages is kept. Ops carry it (VIS-ACK-WITH-OPS).
+        if (m.t === 'ops') {
+          d?.send({ ...m, ack: this.takeHeldAck() });
+          continue;
+        }
+        this.sendHeldAck();
+      }
       d?.send(m);
     }
+    // 'sync' mode holds no ack past this step's messages (VIS-ACK-AFTER-NOTIFY is microtask mode's).
+    if (this.heldAck && this.notifyMode === 'sync') this.sendHeldAck();
     for (const w of o.warnings) d?.warn?.(w);
     if (o.resync !== undefined) d?.resync?.(o.resync);
     if (o.fatal) {
@@ -634,7 +643,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
       progress = this.opsProgressed || this.positions() !== this.progressNotified;
     }
     if (o.changed.size === 0 && !progress) {
-      if (this.heldAck && !this.notifyScheduled) this.sendHeldAck();
+      if (!this.notifyScheduled) this.releaseAck();
       return;
     }
     if (this.notifyMode === 'sync') this.flushNotifications();
@@ -642,7 +651,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
       this.notifyScheduled = true;
       queueMicrotask(() => {
         if (this.notifyScheduled) this.flushNotifications();
-        else if (this.heldAck) this.sendHeldAck();
+        else this.releaseAck();
       });
     }
   }
@@ -658,9 +667,21 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.heldAck = durable > 0 ? { t: 'ack', pos: Math.max(m.pos, h?.pos ?? 0), durable } : { t: 'ack', pos: Math.max(m.pos, h?.pos ?? 0) };
   }
 
+  /**
+   * Send the held ack now, unless ops submitted in this turn are about to go (the driver's
+   * flushSends at the turn's end): they carry it, one frame instead of two (VIS-ACK-WITH-OPS).
+   */
+  private releaseAck(): void {
+    if (this.heldAck && !this.engine.sendsDue()) this.sendHeldAck();
+  }
+
   private sendHeldAck(): void {
-    const m = this.heldAck!;
+    this.driver?.send({ t: 'ack', ...this.takeHeldAck() });
+  }
+
+  private takeHeldAck(): { pos: number; durable?: number } {
+    const { pos, durable } = this.heldAck!;
     this.heldAck = undefined;
-    this.driver?.send(m);
+    return durable === undefined ? { pos } : { pos, durable };
   }
 }

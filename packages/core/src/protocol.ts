@@ -9,7 +9,7 @@
  *   Register                   ClientMessage 'hello' (first time / after reconnect), 'register' (after Deregister)
  *   Notify-Auth                ServerMessage 'log' entry of kind 'own' (no args: the client has them)
  *   Remote-Operation           ServerMessage 'log' entry of kind 'op'
- *   Notify-Visible             ServerMessage 'visible'    (cumulative: own ops up to seq)
+ *   Notify-Visible             ServerMessage 'visible'    (cumulative: own ops up to seq; or 'stable', protocol 3)
  *   Visibility-Set-Change      ServerMessage 'members'
  *   Deregister                 ServerMessage 'deregister'
  *   catch-up (§4.6)            ServerMessage 'welcome'
@@ -18,12 +18,18 @@
 import { HerculesError, type ErrorCode } from './errors.ts';
 
 /**
- * Bump on any incompatible change; client and server refuse to talk across versions.
+ * Bump on any incompatible change. A client speaks exactly this version; a server also accepts
+ * clients down to MIN_PROTOCOL_VERSION and speaks to each in its own (the welcome says which).
  * 2: a refused op is flagged (`refused`) instead of named by its error's 'refused: ' prefix;
  *    an own log entry's tuple may carry a third element, which a version-1 client reads as
  *    another client's op.
+ * 3: a stable frontier also makes the receiver's own ops up to it visible, so the server sends
+ *    no Notify-Visible that the stable message of the same pass covers (VIS-BY-STABLE); an ops
+ *    message may carry the sender's ack (`ack`, VIS-ACK-WITH-OPS), one frame where there were two.
  */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
+/** The oldest client protocol a server still speaks (PROTOCOL_VERSION). */
+export const MIN_PROTOCOL_VERSION = 2;
 
 /** An op as a client submits it. (client, seq) identifies it for exactly-once delivery. */
 export interface OpRecord {
@@ -112,6 +118,11 @@ export interface OpsMessage {
   readonly t: 'ops';
   /** `v`: the machine version an op was written against, when older than the connection's (OpRecord.v). */
   readonly ops: readonly { readonly seq: number; readonly name: string; readonly args: unknown; readonly after?: number; readonly v?: number }[];
+  /**
+   * An ack the client would have sent just before these ops (protocol 3, VIS-ACK-WITH-OPS): the room
+   * handles it first, exactly as that separate message.
+   */
+  readonly ack?: { readonly pos: number; readonly durable?: number };
 }
 export interface AckMessage {
   readonly t: 'ack';
@@ -194,7 +205,11 @@ export interface VisibleMessage {
 }
 export interface StableMessage {
   readonly t: 'stable';
-  /** Every member of the visibility set has received the log up to `pos`. Never decreases. */
+  /**
+   * Every member of the visibility set has received the log up to `pos`. Never decreases. So
+   * the receiver's own ops up to `pos` are visible too, which a protocol-3 client reads from it
+   * (VIS-BY-STABLE).
+   */
   readonly pos: number;
 }
 export interface MembersMessage {
@@ -285,6 +300,12 @@ function bad(what: string): never {
   throw new HerculesError('malformed-frame', `malformed client message: ${what}`);
 }
 
+function parseAck(v: Record<string, unknown>, what: string): { pos: number; durable?: number } {
+  if (!isNat(v.pos)) bad(`${what}.pos must be a non-negative integer`);
+  if (v.durable !== undefined && !isNat(v.durable)) bad(`${what}.durable must be a non-negative integer (a seq)`);
+  return v.durable === undefined ? { pos: v.pos } : { pos: v.pos, durable: v.durable };
+}
+
 /**
  * Check an untrusted, already-decoded value and return it as a ClientMessage.
  * Throws HerculesError('malformed-frame') naming the first problem.
@@ -325,12 +346,12 @@ export function parseClientMessage(v: unknown): ClientMessage {
         if (o.v !== undefined) op.v = o.v;
         return op;
       });
-      return { t: 'ops', ops };
+      if (v.ack === undefined) return { t: 'ops', ops };
+      if (!isObj(v.ack)) bad('ops.ack must be an object { pos, durable? }');
+      return { t: 'ops', ops, ack: parseAck(v.ack, 'ops.ack') };
     }
     case 'ack':
-      if (!isNat(v.pos)) bad('ack.pos must be a non-negative integer');
-      if (v.durable !== undefined && !isNat(v.durable)) bad('ack.durable must be a non-negative integer (a seq)');
-      return v.durable === undefined ? { t: 'ack', pos: v.pos } : { t: 'ack', pos: v.pos, durable: v.durable };
+      return { t: 'ack', ...parseAck(v, 'ack') };
     case 'register':
       return { t: 'register' };
     case 'presence':

@@ -18,6 +18,7 @@ import { prepareRestore } from './room-migration.ts';
 import { GENESIS_DIGEST, domainCopy, sameArgs, scanOp } from './args.ts';
 import {
   MAX_PRESENCE_BYTES,
+  MIN_PROTOCOL_VERSION,
   PROTOCOL_VERSION,
   RECENT_DIGESTS,
   type PeerPresence,
@@ -179,6 +180,8 @@ interface Session {
   ack: number;
   /** 'member' counts for visibility and stable; 'joining' waits to catch up; 'out' was deregistered. */
   status: 'new' | 'joining' | 'member' | 'out';
+  /** The protocol version its hello spoke (MIN_PROTOCOL_VERSION..PROTOCOL_VERSION); 0 before. */
+  protocol: number;
   memberSince: number;
   /** When the client opened this connection (its hello's `at`), if it said. */
   openedAt?: number;
@@ -356,6 +359,7 @@ export class RoomEngine<S = unknown> {
         conn,
         ack: 0,
         status: 'new',
+        protocol: 0,
         memberSince: now,
         user: principal.user,
         access,
@@ -423,26 +427,11 @@ export class RoomEngine<S = unknown> {
     }
     switch (msg.t) {
       case 'ops':
+        // VIS-ACK-WITH-OPS: the ack the client would have sent just before these ops, handled first.
+        if (msg.ack) this.onAck(s, s.client, msg.ack.pos, msg.ack.durable);
         return this.onOps(s, msg.ops, now);
-      case 'ack': {
-        const head = this.head();
-        if (msg.pos > head) {
-          this.error(s.conn, 'malformed-frame', `ack for position ${msg.pos} but the log ends at ${head}`, false);
-          return;
-        }
-        if (msg.pos > s.ack) s.ack = msg.pos;
-        const rec = this.clients.get(s.client)!;
-        // Only claims about ordered ops count (a gap's `after` is one). Kept in memory and written
-        // with the record's next change, so an ack never costs a write of its own.
-        const durable = Math.min(msg.durable ?? 0, rec.highWater);
-        if (durable > (rec.durable ?? 0)) rec.durable = durable;
-        if (rec.rejected && rec.rejected.length && rec.rejected[0].pos <= s.ack) {
-          rec.rejected = rec.rejected.filter((r) => r.pos > s.ack);
-          if (rec.rejected.length === 0) delete rec.rejected;
-          this.dirtyClients.add(s.client);
-        }
-        return;
-      }
+      case 'ack':
+        return this.onAck(s, s.client, msg.pos, msg.durable);
       case 'presence':
         return this.onPresence(s, msg.value, now);
       case 'register':
@@ -456,9 +445,33 @@ export class RoomEngine<S = unknown> {
     }
   }
 
+  private onAck(s: Session, client: string, pos: number, durableSeq: number | undefined): void {
+    const head = this.head();
+    if (pos > head) {
+      this.error(s.conn, 'malformed-frame', `ack for position ${pos} but the log ends at ${head}`, false);
+      return;
+    }
+    if (pos > s.ack) s.ack = pos;
+    const rec = this.clients.get(client)!;
+    // Only claims about ordered ops count (a gap's `after` is one). Kept in memory and written
+    // with the record's next change, so an ack never costs a write of its own.
+    const durable = Math.min(durableSeq ?? 0, rec.highWater);
+    if (durable > (rec.durable ?? 0)) rec.durable = durable;
+    if (rec.rejected && rec.rejected.length && rec.rejected[0].pos <= s.ack) {
+      rec.rejected = rec.rejected.filter((r) => r.pos > s.ack);
+      if (rec.rejected.length === 0) delete rec.rejected;
+      this.dirtyClients.add(client);
+    }
+  }
+
   private onHello(s: Session, m: HelloMessage, now: number): void {
-    if (m.v !== PROTOCOL_VERSION) {
-      this.error(s.conn, 'protocol-version', `this server speaks protocol ${PROTOCOL_VERSION}, the client ${m.v}; upgrade the older side`, true);
+    if (m.v < MIN_PROTOCOL_VERSION || m.v > PROTOCOL_VERSION) {
+      this.error(
+        s.conn,
+        'protocol-version',
+        `this server speaks protocol ${MIN_PROTOCOL_VERSION} to ${PROTOCOL_VERSION}, the client ${m.v}; upgrade the older side`,
+        true,
+      );
       return;
     }
     if (m.machine.name !== this.machine.name) {
@@ -543,9 +556,10 @@ export class RoomEngine<S = unknown> {
     s.ack = m.have <= head ? m.have : 0;
     s.status = 'joining';
     s.memberSince = now;
+    s.protocol = m.v;
     this.send(s.conn, {
       t: 'welcome',
-      v: PROTOCOL_VERSION,
+      v: m.v,
       client: m.client,
       author: s.author,
       ...(s.access === 'read' ? { access: 'read' as const } : {}),
@@ -899,6 +913,8 @@ export class RoomEngine<S = unknown> {
         argmin = s.client;
       } else if (s.ack < min2) min2 = s.ack;
     }
+    // Stable: the prefix every member has received. With no members, all of it, vacuously.
+    const candidate = min1 === Infinity ? this.head() : min1;
     for (const [client, q] of this.pendingVisible) {
       const bound = client === argmin ? min2 : min1;
       let n = 0;
@@ -912,10 +928,12 @@ export class RoomEngine<S = unknown> {
       this.dirtyClients.add(client);
       if (last.pos > this.visWatermark) this.visWatermark = last.pos;
       const sess = this.byClient.get(client);
-      if (sess && sess.status !== 'new') this.send(sess.conn, { t: 'visible', seq: last.seq });
+      // VIS-BY-STABLE: a protocol-3 member reads its own ops up to a stable frontier as
+      // visible (every member holds them), so one this pass announces (below) says it instead.
+      // Not a joiner: the frontier may run ahead of what it holds.
+      if (sess && sess.status !== 'new' && !(sess.protocol >= 3 && sess.status === 'member' && last.pos <= candidate && candidate > this.stable))
+        this.send(sess.conn, { t: 'visible', seq: last.seq });
     }
-    // Stable: the prefix every member has received. With no members, all of it, vacuously.
-    const candidate = min1 === Infinity ? this.head() : min1;
     if (candidate > this.stable) {
       this.stable = candidate;
       for (const s of this.sessions.values()) if (s.client && s.status !== 'new') this.send(s.conn, { t: 'stable', pos: this.stable });

@@ -58,20 +58,30 @@ export class ServerCodec {
     switch (v[0]) {
       case ClientFrame.Other:
         return v[1];
-      case ClientFrame.Ops: {
-        const first = v[1];
-        if (!isNat(first) || first === 0) return bad('ops: first seq must be a positive integer');
-        if ((v.length - 2) % 2 !== 0 || v.length === 2) return bad('ops: expected name/args pairs');
-        const ops = [];
-        for (let i = 2, seq = first; i < v.length; i += 2, seq++) {
-          ops.push({ seq, name: this.inNames.get(v[i], 'op name'), args: v[i + 1] });
-        }
-        return { t: 'ops', ops };
+      case ClientFrame.Ops:
+        return { t: 'ops', ops: this.ops(v, 1) };
+      case ClientFrame.OpsWithAck: {
+        // [3, pos, durable or 0, first seq, name, args, ...]; parseClientMessage checks the ack.
+        if (v.length < 4) return bad('ops: expected an ack and a first seq');
+        const ops = this.ops(v, 3);
+        return { t: 'ops', ops, ack: v[2] === 0 ? { pos: v[1] } : { pos: v[1], durable: v[2] } };
       }
       case ClientFrame.Ack:
         return v.length > 2 ? { t: 'ack', pos: v[1], durable: v[2] } : { t: 'ack', pos: v[1] };
       default:
         return bad(`unknown frame type ${String(v[0])}`);
     }
+  }
+
+  /** The ops of a compact ops frame whose first seq is at `at`, name/args pairs after it. */
+  private ops(v: unknown[], at: number): { seq: number; name: string; args: unknown }[] {
+    const first = v[at];
+    if (!isNat(first) || first === 0) return bad('ops: first seq must be a positive integer');
+    if ((v.length - at - 1) % 2 !== 0 || v.length === at + 1) return bad('ops: expected name/args pairs');
+    const ops = [];
+    for (let i = at + 1, seq = first; i < v.length; i += 2, seq++) {
+      ops.push({ seq, name: this.inNames.get(v[i], 'op name'), args: v[i + 1] });
+    }
+    return ops;
   }
 }

@@ -526,6 +526,11 @@ export class ViewEngine<S = unknown> {
     this.sendPending();
   }
 
+  /** Ops wait for flushSends (submitted in this turn under a reservation). */
+  sendsDue(): boolean {
+    return this.sendDue;
+  }
+
   /** Storage confirms every op up to `seq` is persisted (§4.3 step 2, Make-Durable). */
   durable(seq: number): void {
     if (seq > this.durableSeq) this.durableSeq = seq;
@@ -937,7 +942,12 @@ export class ViewEngine<S = unknown> {
     let n = 0;
     while (n < this.authList.length) {
       const e = this.authList[n];
-      if (e.client === this.clientId && e.seq > this.visibleSeq) break;
+      if (e.client === this.clientId && e.seq > this.visibleSeq) {
+        // VIS-BY-STABLE: every member holds the log up to the stable frontier, so our own ops
+        // there are visible (a protocol-3 server sends no Notify-Visible the frontier covers).
+        if (e.pos > this.serverStable) break;
+        this.visibleSeq = e.seq;
+      }
       n++;
     }
     if (n === 0) return;

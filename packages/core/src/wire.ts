@@ -21,7 +21,7 @@ import type { ClientMessage, LogEntry, ServerMessage, WireEntry } from './protoc
 /** Frame types, server to client: the first element of every frame's tuple. */
 export const ServerFrame = { Other: 0, Log: 1, Visible: 2, Stable: 3 } as const;
 /** Frame types, client to server (numbered on their own: a frame is read by its direction). */
-export const ClientFrame = { Other: 0, Ops: 1, Ack: 2 } as const;
+export const ClientFrame = { Other: 0, Ops: 1, Ack: 2, OpsWithAck: 3 } as const;
 
 /** Interns strings: first use sends the string, later uses its index. */
 export class Interner {
@@ -59,7 +59,8 @@ export class ClientCodec {
 
   encode(m: ClientMessage): Uint8Array {
     if (m.t === 'ops' && consecutive(m.ops)) {
-      const t: unknown[] = [ClientFrame.Ops, m.ops[0].seq];
+      // With an ack (protocol 3): [OpsWithAck, pos, durable or 0, first seq, name, args, ...].
+      const t: unknown[] = m.ack ? [ClientFrame.OpsWithAck, m.ack.pos, m.ack.durable ?? 0, m.ops[0].seq] : [ClientFrame.Ops, m.ops[0].seq];
       for (const o of m.ops) t.push(this.outNames.ref(o.name), o.args);
       return pack(t);
     }

@@ -300,3 +300,86 @@ test('a room acks what it received after its subscribers heard of it, the acks o
     [1, 2],
   );
 });
+
+// spec: VIS-ACK-WITH-OPS
+test('a held ack rides on the ops a subscriber submits in the same turn: one frame; with nothing to send it goes alone', async () => {
+  const sent: ClientMessage[] = [];
+  let r!: ClientRoom<typeof room>;
+  // Like ClientDriver: a reservation lets ops go before they are durable, at the turn's end.
+  let flushScheduled = false;
+  const driver = {
+    send: (m: ClientMessage) => sent.push(m),
+    persist() {
+      if (flushScheduled) return;
+      flushScheduled = true;
+      queueMicrotask(() => {
+        flushScheduled = false;
+        r.flushSends();
+      });
+    },
+  };
+  r = new ClientRoom(room, { clientId: 'me', now: () => 0 }, driver);
+  r.reserved(100);
+  const note = (pos: number) => ({ pos, client: 'x', seq: pos, name: 'note', args: { text: `n${pos}` }, author: 'x' });
+  const welcome = { t: 'welcome' as const, v: PROTOCOL_VERSION, client: 'me', author: 'me', highWater: 0, visibleSeq: 0, rejected: [], members: ['me', 'x'] };
+  r.connected();
+  r.receive({ ...welcome, from: 1, entries: [note(1)], stable: 0 });
+  await new Promise((res) => setImmediate(res));
+  sent.length = 0;
+  // A subscriber answers a remote op with an op of its own: the ack and the op leave as one message.
+  const off = r.subscribe('authoritative', (s) => {
+    if (s.notes.length === 2) r.ops.note({ text: 'reply' });
+  });
+  r.receive({ t: 'log', from: 2, entries: [{ k: 'op', e: note(2) }] });
+  await new Promise((res) => setImmediate(res));
+  assert.deepEqual(sent, [{ t: 'ops', ops: [{ seq: 1, name: 'note', args: { text: 'reply' } }], ack: { pos: 2 } }]);
+  off();
+  // Nothing submitted: the ack goes alone, after the round.
+  sent.length = 0;
+  r.receive({ t: 'log', from: 3, entries: [{ k: 'op', e: note(3) }] });
+  await new Promise((res) => setImmediate(res));
+  assert.deepEqual(sent, [{ t: 'ack', pos: 3 }]);
+  // Only an ack that goes before ops rides on them (the room handles it first): a welcome makes
+  // the room send its ops again, then ack, and those stay two messages.
+  const syncSent: ClientMessage[] = [];
+  const rs = new ClientRoom(room, { clientId: 'me', now: () => 0, notify: 'sync' }, { send: (m: ClientMessage) => syncSent.push(m), persist() {} });
+  rs.ops.note({ text: 'offline' });
+  rs.durable(1);
+  rs.connected();
+  rs.receive({ ...welcome, from: 1, entries: [note(1)], stable: 0 });
+  assert.deepEqual(syncSent.slice(1), [
+    { t: 'ops', ops: [{ seq: 1, name: 'note', args: { text: 'offline' } }] },
+    { t: 'ack', pos: 1, durable: 1 },
+  ]);
+});
+
+// spec: VIS-BY-STABLE
+test('a stable frontier past an own op makes it visible, with no Notify-Visible; one short of it does not', async () => {
+  const r = new ClientRoom(room, { clientId: 'me', now: () => 0, notify: 'sync' }, { send() {}, persist() {} });
+  const welcome = { t: 'welcome' as const, v: PROTOCOL_VERSION, client: 'me', author: 'me', highWater: 0, visibleSeq: 0, rejected: [], members: ['me', 'x'] };
+  r.connected();
+  r.receive({ ...welcome, from: 1, entries: [], stable: 0 });
+  const h1 = r.ops.note({ text: 'one' });
+  const h2 = r.ops.note({ text: 'two' });
+  r.durable(2);
+  const other = { pos: 2, client: 'x', seq: 1, name: 'note', args: { text: 'x1' }, author: 'x' };
+  r.receive({
+    t: 'log',
+    from: 1,
+    entries: [
+      { k: 'own', seq: 1 },
+      { k: 'op', e: other },
+      { k: 'own', seq: 2 },
+    ],
+  });
+  assert.equal(h2.stage, 'authoritative');
+  r.receive({ t: 'stable', pos: 2 });
+  assert.equal(h1.stage, 'visible');
+  assert.equal(h2.stage, 'authoritative', 'its position, 3, is past the frontier');
+  assert.deepEqual(r.positions(), { ...r.positions(), stable: 2, visible: 2, authoritative: 3 });
+  assert.deepEqual(r.getState('visible').notes, ['me@1: one', 'x@2: x1']);
+  r.receive({ t: 'stable', pos: 3 });
+  assert.equal(h2.stage, 'visible');
+  assert.equal(await h2.stable, h2);
+  assert.equal(r.positions().visible, 3);
+});

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { Packr } from 'msgpackr';
 import { decode, encode, MAX_DEPTH } from '../src/msgpack.ts';
-import { ClientCodec, HerculesError, ServerCodec, type ServerMessage } from '../src/index.ts';
+import { ClientCodec, HerculesError, ServerCodec, parseClientMessage, type ServerMessage } from '../src/index.ts';
 
 // Fixed seed as in the other property tests; FC_SEED and FC_RUNS (a multiplier) run more.
 const SEED = Number(process.env.FC_SEED ?? 42);
@@ -413,4 +413,34 @@ test('ClientCodec reads ServerCodec frames and ServerCodec reads ClientCodec fra
     machine: { name: 'm', version: 1 },
     have: 0,
   });
+});
+
+// spec: VIS-ACK-WITH-OPS
+test('an ops message carrying an ack crosses the wire whole, in the compact frame and the plain one, and a bad one is refused', () => {
+  const cc = new ClientCodec(),
+    sc = new ServerCodec();
+  const ops = [
+    { seq: 4, name: 'add', args: 1 },
+    { seq: 5, name: 'add', args: { x: 'y' } },
+  ];
+  const roundTrip = (m: Parameters<ClientCodec['encode']>[0]) => parseClientMessage(sc.decode(cc.encode(m)));
+  assert.deepStrictEqual(roundTrip({ t: 'ops', ops, ack: { pos: 9 } }), { t: 'ops', ops, ack: { pos: 9 } });
+  assert.deepStrictEqual(roundTrip({ t: 'ops', ops, ack: { pos: 10, durable: 5 } }), { t: 'ops', ops, ack: { pos: 10, durable: 5 } });
+  // One frame of a few bytes more than the ops alone, where there were two.
+  assert.ok(cc.encode({ t: 'ops', ops, ack: { pos: 11 } }).length < cc.encode({ t: 'ops', ops }).length + 4);
+  // Ops the compact frame cannot carry (a declared gap) go as a plain message, the ack with them.
+  const gap = [{ seq: 9, name: 'add', args: 2, after: 5 }];
+  assert.deepStrictEqual(roundTrip({ t: 'ops', ops: gap, ack: { pos: 12, durable: 9 } }), { t: 'ops', ops: gap, ack: { pos: 12, durable: 9 } });
+  // Without an ack, the frame is the one protocol 2 knows.
+  assert.equal(new ClientCodec().encode({ t: 'ops', ops })[1], 1);
+  const refused = (v: unknown, why: RegExp) =>
+    assert.throws(
+      () => parseClientMessage(v),
+      (e: unknown) => e instanceof HerculesError && e.code === 'malformed-frame' && why.test(e.message),
+    );
+  refused({ t: 'ops', ops, ack: { pos: -1 } }, /ops\.ack\.pos must be a non-negative integer/);
+  refused({ t: 'ops', ops, ack: { pos: 1, durable: 'x' } }, /ops\.ack\.durable must be/);
+  refused({ t: 'ops', ops, ack: [1] }, /ops\.ack must be an object/);
+  refused(sc.decode(new Packr({ useRecords: false }).pack([3, 'x', 0, 1, 'add', 1])), /ops\.ack\.pos must be a non-negative integer/);
+  assert.throws(() => sc.decode(new Packr({ useRecords: false }).pack([3, 1, 0])), /expected an ack and a first seq/);
 });

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PROTOCOL_VERSION, RoomEngine, type RoomOutput, type ServerMessage } from '../src/index.ts';
+import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, RoomEngine, type RoomOutput, type ServerMessage } from '../src/index.ts';
 import { room } from './fixtures.ts';
 
 const hello = (client: string, have = 0) => ({ t: 'hello', v: PROTOCOL_VERSION, client, machine: { name: 'test-room', version: 1 }, have });
@@ -84,7 +84,9 @@ test('a member whose ack is outstanding past the timeout is deregistered; its op
   const o = r.tick(2001);
   assert.deepEqual(ofType(to(o, 'kb'), 'deregister').length, 1);
   assert.deepEqual(ofType(to(o, 'ka'), 'members').at(-1)!.members, ['a']);
-  assert.deepEqual(ofType(to(o, 'ka'), 'visible'), [{ t: 'visible', seq: 1 }]);
+  // a acked its op, so the stable frontier that b's leaving moves says it is visible (VIS-BY-STABLE).
+  assert.deepEqual(ofType(to(o, 'ka'), 'visible'), []);
+  assert.deepEqual(ofType(to(o, 'ka'), 'stable'), [{ t: 'stable', pos: 1 }]);
   assert.deepEqual(r.members(), ['a']);
   // b registers again; it rejoins only once it holds what was promised visible.
   r.message('kb', { t: 'register' }, 2100);
@@ -92,6 +94,100 @@ test('a member whose ack is outstanding past the timeout is deregistered; its op
   const back = r.message('kb', { t: 'ack', pos: 1 }, 2200);
   assert.deepEqual(r.members(), ['a', 'b']);
   assert.deepEqual(ofType(to(back, 'ka'), 'members').at(-1)!.members, ['a', 'b']);
+});
+
+// spec: VIS-BY-STABLE
+test('a stable frontier stands for the Notify-Visible it covers, for protocol-3 members only', () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  r.open('kb', 0);
+  r.message('kb', { ...hello('b'), v: 2 }, 0); // an older client: protocol 2
+  join(r, 'kc', 'c');
+  r.message('ka', { t: 'ops', ops: [note(1)] }, 1);
+  r.message('kb', { t: 'ops', ops: [note(1)] }, 1);
+  r.message('kc', { t: 'ops', ops: [note(1)] }, 1);
+  r.message('ka', { t: 'ack', pos: 3 }, 2);
+  r.message('kb', { t: 'ack', pos: 3 }, 2);
+  const o = r.message('kc', { t: 'ack', pos: 3 }, 3);
+  // The last ack makes all three ops visible and moves the stable frontier past them.
+  for (const k of ['ka', 'kb', 'kc']) assert.deepEqual(ofType(to(o, k), 'stable'), [{ t: 'stable', pos: 3 }], k);
+  assert.deepEqual(ofType(to(o, 'ka'), 'visible'), [], 'protocol 3: the frontier says it');
+  assert.deepEqual(ofType(to(o, 'kc'), 'visible'), [], 'protocol 3: the frontier says it');
+  assert.deepEqual(
+    to(o, 'kb'),
+    [
+      { t: 'visible', seq: 1 },
+      { t: 'stable', pos: 3 },
+    ],
+    'protocol 2: Notify-Visible, then the frontier',
+  );
+  // Visible without the frontier moving (c has not acked a's next op): Notify-Visible, for anyone.
+  r.message('ka', { t: 'ops', ops: [note(2)] }, 4);
+  r.message('kb', { t: 'ack', pos: 4 }, 5);
+  const v = r.message('kc', { t: 'ack', pos: 4 }, 6);
+  assert.deepEqual(to(v, 'ka'), [{ t: 'visible', seq: 2 }]);
+});
+
+// spec: VIS-BY-STABLE
+test('a joiner is told visibility in a Notify-Visible even when the frontier moves past its op', () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  r.message('ka', { t: 'ops', ops: [note(1), note(2)] }, 1);
+  // b joins while a holds none of its own ops yet: b waits to catch up (joining, not a member).
+  const w = ofType(to(join(r, 'kb', 'b', 2), 'kb'), 'welcome')[0];
+  assert.equal(w.v, PROTOCOL_VERSION);
+  r.message('kb', { t: 'ops', ops: [note(1)] }, 3);
+  assert.deepEqual(r.members(), ['a']);
+  // a's ack moves the frontier to 3 (a is the only member) past b's op at 3: b, still joining, hears it in a Notify-Visible.
+  const o = r.message('ka', { t: 'ack', pos: 3 }, 4);
+  assert.deepEqual(ofType(to(o, 'kb'), 'visible'), [{ t: 'visible', seq: 1 }]);
+  assert.deepEqual(ofType(to(o, 'kb'), 'stable'), [{ t: 'stable', pos: 3 }]);
+});
+
+// spec: VIS-ACK-WITH-OPS
+test('an ack carried by an ops message counts first, exactly as the message it stands for', () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  join(r, 'kb', 'b');
+  r.message('ka', { t: 'ops', ops: [note(1)] }, 1);
+  r.message('ka', { t: 'ack', pos: 1 }, 2);
+  // b acks a's op in the frame that carries its own: a's op becomes visible and stable, then b's op is ordered.
+  const o = r.message('kb', { t: 'ops', ops: [note(1)], ack: { pos: 1, durable: 1 } }, 3);
+  assert.equal(r.stableFrontier(), 1);
+  assert.deepEqual(ofType(to(o, 'ka'), 'stable'), [{ t: 'stable', pos: 1 }]);
+  assert.deepEqual(
+    o.persist.appended.map((e) => [e.pos, e.client]),
+    [[2, 'b']],
+  );
+  // An ack past the log's end is refused with its own error; the ops still count.
+  const bad = r.message('kb', { t: 'ops', ops: [note(2)], ack: { pos: 99 } }, 4);
+  assert.match(ofType(to(bad, 'kb'), 'error')[0].message, /ack for position 99 but the log ends at 2/);
+  assert.deepEqual(
+    bad.persist.appended.map((e) => [e.pos, e.client, e.seq]),
+    [[3, 'b', 2]],
+  );
+  // A malformed ack makes the whole frame malformed: nothing of it counts.
+  const worse = r.message('kb', { t: 'ops', ops: [note(3)], ack: 7 }, 5);
+  assert.match(ofType(to(worse, 'kb'), 'error')[0].message, /ops\.ack must be an object/);
+  assert.equal(r.head(), 3);
+});
+
+// spec: SEC-PROTOCOL-RANGE
+test('the server speaks protocols 2 and 3, each client in its own, and refuses others by name', () => {
+  for (const v of [MIN_PROTOCOL_VERSION, PROTOCOL_VERSION]) {
+    const r = new RoomEngine(room);
+    r.open('k', 0);
+    const w = ofType(to(r.message('k', { ...hello('a'), v }, 0), 'k'), 'welcome');
+    assert.equal(w[0]?.v, v);
+  }
+  for (const v of [MIN_PROTOCOL_VERSION - 1, PROTOCOL_VERSION + 1]) {
+    const r = new RoomEngine(room);
+    r.open('k', 0);
+    const e = ofType(to(r.message('k', { ...hello('a'), v }, 0), 'k'), 'error')[0];
+    assert.equal(e.code, 'protocol-version');
+    assert.equal(e.fatal, true);
+    assert.match(e.message, new RegExp(`speaks protocol ${MIN_PROTOCOL_VERSION} to ${PROTOCOL_VERSION}, the client ${v}; upgrade the older side`));
+  }
 });
 
 // spec: VIS-DROP-DEAD

@@ -375,7 +375,7 @@ interface Session {
 
 /** Per room, for metrics: when each client's ops were ordered, and when the stable frontier last moved. */
 interface RoomStats {
-  orderedAt: Map<string, { seq: number; t: number }[]>;
+  orderedAt: Map<string, { seq: number; pos: number; t: number }[]>;
   lastStableAt: number;
   /** Recent engine time per op (ms, moving average): sizes this room's runs of ops to a turn. */
   costPerOp: number;
@@ -574,7 +574,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
         for (const e of appended) {
           let q = stats.orderedAt.get(e.client);
           if (!q) stats.orderedAt.set(e.client, (q = []));
-          q.push({ seq: e.seq, t: now });
+          q.push({ seq: e.seq, pos: e.pos, t: now });
         }
     }
     if (out.persist.checkpoint && stats) {
@@ -583,11 +583,12 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     }
     for (const { conn, msg } of out.send) {
       if (msg.t === 'log' && msg.entries.some((w) => w.k === 'own')) metrics.authoritativeDelay.observe((now - at) / 1000);
-      else if (msg.t === 'visible' && stats) {
+      else if ((msg.t === 'visible' || msg.t === 'stable') && stats) {
+        // A stable frontier makes the receiver's own ops up to it visible (VIS-BY-STABLE).
         const client = sessions.get(conn)?.clientId;
         if (client !== undefined)
           dropVisibleDelays(stats, client, (o) => {
-            if (o.seq > msg.seq) return false;
+            if (msg.t === 'visible' ? o.seq > msg.seq : o.pos > msg.pos) return false;
             metrics.visibleDelay.observe((now - o.t) / 1000);
             return true;
           });
@@ -596,7 +597,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
   }
 
   /** Drop the leading entries of a client's visible-delay queue while `take` says so. */
-  function dropVisibleDelays(stats: RoomStats, client: string, take: (o: { seq: number; t: number }) => boolean): void {
+  function dropVisibleDelays(stats: RoomStats, client: string, take: (o: { seq: number; pos: number; t: number }) => boolean): void {
     const q = stats.orderedAt.get(client);
     if (!q) return;
     let n = 0;
@@ -713,6 +714,14 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     }
     if (!c.host) return join(c, frame);
     if (isOpsFrame(frame)) {
+      // VIS-ACK-WITH-OPS: the ack goes in first, as the message it stands for; the ops queue for their turns.
+      const { ack } = frame as { ack?: unknown };
+      if (ack !== undefined) {
+        // (Not an object: the whole frame goes to the room, whose check names what is wrong.)
+        if (typeof ack !== 'object' || ack === null || Array.isArray(ack)) return c.host.receive(c.id, frame);
+        c.host.receive(c.id, { ...ack, t: 'ack' });
+        if (c.closed) return;
+      }
       metrics.opPath.observe({ stage: 'queued' }, queuedMs / 1000);
       metrics.opPath.observe({ stage: 'decode' }, (clock.now() - decodeStart) / 1000);
       // Charged in full now; handled in runs over the next turns (see turn()).

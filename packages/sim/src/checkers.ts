@@ -657,8 +657,8 @@ export const CHECKERS: readonly Checker[] = [
       const announced = new Map<string, number>();
       return {
         sent(s, _conn, client, msg) {
-          if (msg.t !== 'visible') return;
-          const pos = s.posOf.get(`${client}:${msg.seq}`) ?? 0;
+          // A stable frontier announces the receiver's own ops up to it visible (VIS-BY-STABLE).
+          const pos = msg.t === 'visible' ? (s.posOf.get(`${client}:${msg.seq}`) ?? 0) : msg.t === 'stable' ? msg.pos : 0;
           if (pos > (announced.get(client) ?? 0)) announced.set(client, pos);
         },
         step(s, st) {
