@@ -11,6 +11,10 @@
  *     edits per second arriving at the observer (after 1 s of warm-up), and the server
  *     process's CPU use.
  *
+ * Hercules and tldraw each run twice over their storage: as shipped (Hercules on SQLite, tldraw
+ * in memory) and on the other's footing (Hercules on a MemoryStore, tldraw on its SQLite storage
+ * with an fsync per push), so server CPU and delivery can be compared on equal storage too.
+ *
  *   node --import tsx bench/src/paper/peers.ts [--only hercules,yjs,...] [--edits 100] [--rtt 67] [--keys-per-writer 64]
  */
 import { parseArgs } from 'node:util';
@@ -19,7 +23,7 @@ import { startDelayProxyProcess } from './delay-proxy.ts';
 import { writePaperSection } from './report.ts';
 import { peersChart } from './charts.ts';
 import type { PeerClient, PeerSystem } from '../peers/types.ts';
-import { hercules, herculesKeyedMap, herculesMap } from '../peers/hercules.ts';
+import { hercules, herculesKeyedMap, herculesMap, herculesMapMemory } from '../peers/hercules.ts';
 
 const { values } = parseArgs({
   options: {
@@ -38,7 +42,7 @@ const EDITS = Number(values.edits),
 
 /** Systems whose adapters load (a peer whose packages are missing is reported, not fatal). */
 async function systems(): Promise<PeerSystem[]> {
-  const out: PeerSystem[] = [hercules, herculesMap, herculesKeyedMap];
+  const out: PeerSystem[] = [hercules, herculesMap, herculesMapMemory, herculesKeyedMap];
   for (const [id, mod] of [
     ['yjs', '../peers/yjs.ts'],
     ['tldraw', '../peers/tldraw.ts'],
@@ -49,6 +53,7 @@ async function systems(): Promise<PeerSystem[]> {
     try {
       const m = (await import(mod)) as Record<string, PeerSystem>;
       out.push(m[id]);
+      if (m[`${id}Sqlite`]) out.push(m[`${id}Sqlite`]);
     } catch (e) {
       console.log(`peers: ${id} not available (${(e as Error).message.split('\n')[0]})`);
     }

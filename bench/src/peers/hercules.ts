@@ -77,13 +77,13 @@ async function peerClient<M extends Machine<any, any>>(
   };
 }
 
-export const hercules: PeerSystem = {
-  name: `Hercules ${version} (SQLite, fsync per commit)`,
-  async startServer(): Promise<PeerServer> {
+/** The Hercules server in its own process, on SQLite as shipped or (`memory`) on a MemoryStore. */
+function herculesServer(store: 'sqlite' | 'memory'): () => Promise<PeerServer> {
+  return async () => {
     // HERCULES_CPU_PROF_DIR: write the server process's CPU profile there and, once it stops,
     // print where its time went (R3's analyseProfile).
     const profDir = process.env.HERCULES_CPU_PROF_DIR;
-    const s = await startServer({ cpuProfDir: profDir });
+    const s = await startServer({ cpuProfDir: profDir, store });
     return {
       port: s.port,
       pid: s.child.proc.pid!,
@@ -93,12 +93,17 @@ export const hercules: PeerSystem = {
         const byType = Object.entries(m)
           .filter(([k]) => k.startsWith('hercules_frames_sent_by_type_total{'))
           .map(([k, n]) => `${/type="(\w+)"/.exec(k)?.[1]} ${n}`);
-        if (byType.length) console.log(`server frames sent by type: ${byType.join(', ')}`);
+        if (byType.length) console.log(`server frames sent by type: ${byType.join(', ')}; frames received: ${m.hercules_frames_received_total ?? '?'}`);
         await s.close();
         if (profDir) printProfile(profDir);
       },
     };
-  },
+  };
+}
+
+export const hercules: PeerSystem = {
+  name: `Hercules ${version} (SQLite, fsync per commit)`,
+  startServer: herculesServer('sqlite'),
   connect: (host, port, doc, clientName) =>
     peerClient(
       `ws://${host}:${port}`,
@@ -161,3 +166,15 @@ function diffTrie(prev: KeyedMapNode<string> | null, next: KeyedMapNode<string> 
 
 /** The one-map workload with the map a `keyedMap` (`kv-keyed-map`). */
 export const herculesKeyedMap = mapPeer('keyedMap', kvKeyedMap, (prev, s, report) => diffTrie(prev.cells.tree, s.cells.tree, report));
+
+/**
+ * The one-map peer on a server that keeps its rooms in memory (a MemoryStore: no disk, nothing
+ * survives the process), the storage tldraw's server has by default: its CPU beside tldraw's
+ * in-memory server is the comparison on the same footing, as the SQLite one is beside
+ * `tldrawSqlite`.
+ */
+export const herculesMapMemory: PeerSystem = {
+  ...herculesMap,
+  name: `Hercules ${version} one map (memory store, no disk)`,
+  startServer: herculesServer('memory'),
+};

@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { PeerServer } from './types.ts';
 
-export function spawnServer(script: URL, timeoutMs = 15_000): Promise<PeerServer> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script.pathname], {
+export function spawnServer(script: URL, timeoutMs = 15_000, args: string[] = []): Promise<PeerServer> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script.pathname, ...args], {
     cwd: new URL('.', import.meta.url).pathname, // so tsx and the packages resolve from here
     stdio: ['ignore', 'pipe', 'inherit'],
   });

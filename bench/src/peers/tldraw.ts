@@ -1,7 +1,7 @@
 /**
  * tldraw sync (`@tldraw/sync-core`: server-authoritative, clients rebase their pending changes,
  * the closest design to ours) behind the common peer interface. A cell is a `cell` record in the
- * client's store; the server is tldraw-server.ts (own process, in memory).
+ * client's store; the server is tldraw-server.ts (own process, in memory; `tldrawSqlite`: on SQLite).
  *
  * tldraw's client is frame-driven: it batches pushes and applies incoming diffs once per
  * animation frame, at most 60 a second (`FpsScheduler`). Node has no requestAnimationFrame; as
@@ -14,6 +14,9 @@ import WebSocket from 'ws';
 import { JsonChunkAssembler, TLSyncClient, type TLPersistentClientSocket } from '@tldraw/sync-core';
 import { Store } from '@tldraw/store';
 import { atom } from '@tldraw/state';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pkgVersion, spawnServer } from './peer-process.ts';
 import { Cell, cellSchema, type CellRecord } from './tldraw-schema.ts';
 import type { PeerClient, PeerSystem } from './types.ts';
@@ -107,6 +110,26 @@ export const tldraw: PeerSystem = {
       },
       async close() {
         client.close();
+      },
+    };
+  },
+};
+
+/**
+ * The same client against tldraw's server on its SQLite storage (tldraw-server.ts --sqlite):
+ * durable like the Hercules server, each push fsynced before it is broadcast, on the same disk.
+ */
+export const tldrawSqlite: PeerSystem = {
+  ...tldraw,
+  name: `tldraw sync ${pkgVersion('@tldraw/sync-core')} (SQLite, fsync per push)`,
+  async startServer() {
+    const dir = mkdtempSync(join(tmpdir(), 'tldraw-sqlite-'));
+    const s = await spawnServer(new URL('./tldraw-server.ts', import.meta.url), 15_000, ['--sqlite', dir]);
+    return {
+      ...s,
+      async stop() {
+        await s.stop();
+        rmSync(dir, { recursive: true, force: true });
       },
     };
   },

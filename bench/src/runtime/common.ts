@@ -158,13 +158,13 @@ export interface ServerHandle {
 }
 
 export async function startServer(
-  opts: { simulateRttMs?: number; commitWindowMs?: number; hopProbe?: boolean; cpuProfDir?: string } = {},
+  opts: { simulateRttMs?: number; commitWindowMs?: number; hopProbe?: boolean; cpuProfDir?: string; store?: 'sqlite' | 'memory' } = {},
 ): Promise<ServerHandle> {
   const dataDir = tempDir('server');
   const execArgv = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
   const child = spawnChild(
     'server-process.ts',
-    { dataDir, simulateRttMs: opts.simulateRttMs, commitWindowMs: opts.commitWindowMs, hopProbe: opts.hopProbe },
+    { dataDir, simulateRttMs: opts.simulateRttMs, commitWindowMs: opts.commitWindowMs, hopProbe: opts.hopProbe, store: opts.store },
     execArgv,
   );
   const { url, port } = await child.ready;

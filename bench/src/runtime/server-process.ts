@@ -8,7 +8,10 @@
  *   parent -> child  { cmd: 'close', id }   closes the server, replies, then exits (which also
  *                                           writes the CPU profile when run with --cpu-prof)
  *
- * Options come as one JSON argument: { dataDir, simulateRttMs?, commitWindowMs?, hopProbe? }.
+ * Options come as one JSON argument: { dataDir, simulateRttMs?, commitWindowMs?, hopProbe?, store? }.
+ * `store: 'memory'` serves the rooms from a MemoryStore (nothing written anywhere) through
+ * createRoomService on a plain HTTP server with `/metrics`, for comparisons with servers that
+ * keep their documents in memory; the default is createServer on SQLite, as shipped.
  * `hopProbe` runs a chain of setTimeout(simulateRttMs / 2) beside the real traffic and records
  * how long each really took: the emulated one-way delay as this event loop delivers it.
  */
@@ -19,23 +22,55 @@ import { performance as perf } from 'node:perf_hooks';
 // told otherwise (Mutative's production build). Set before anything imports it.
 process.env.NODE_ENV ??= 'production';
 
-const opts = JSON.parse(process.argv[2] ?? '{}') as { dataDir: string; simulateRttMs?: number; commitWindowMs?: number; hopProbe?: boolean };
-const { createServer } = await import('@hercules/server');
+const opts = JSON.parse(process.argv[2] ?? '{}') as {
+  dataDir: string;
+  simulateRttMs?: number;
+  commitWindowMs?: number;
+  hopProbe?: boolean;
+  store?: 'sqlite' | 'memory';
+};
+const { createServer, createRoomService, MemoryStore } = await import('@hercules/server');
 const machines = await import('../../../apps/machines.ts');
 const { kvMap, kvKeyedMap } = await import('../peers/kv-machine.ts');
 
-const server = await createServer({
-  port: 0,
-  host: '127.0.0.1',
-  dataDir: opts.dataDir,
+const common = {
   machines: [machines.chat, machines.spreadsheet, machines.interiorDesign, machines.byteArray, kvMap, kvKeyedMap],
   simulateRttMs: opts.simulateRttMs ?? 0,
   commitWindowMs: opts.commitWindowMs ?? 0,
   // The load generators send far more than one user would: lift the per-connection op rate
   // limit (docs/security.md) so the benchmarks measure the server, not the limiter.
   limits: { opsPerSecond: 1e9, opsBurst: 1e9, bytesPerSecond: 1e12, bytesBurst: 1e12 },
-  log: 'warn',
-});
+  log: 'warn' as const,
+};
+
+/** The same room service as createServer's, over a MemoryStore, on a plain HTTP server. */
+async function memoryServer(): Promise<{ url: string; port: number; close(): Promise<void> }> {
+  const { createServer: createHttp } = await import('node:http');
+  const store = new MemoryStore();
+  const svc = createRoomService({ ...common, store });
+  const http = createHttp((req, res) => {
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    void svc.metrics.registry.metrics().then((text) => res.writeHead(200, { 'content-type': 'text/plain' }).end(text));
+  });
+  http.on('upgrade', (req, socket, head) => svc.handleUpgrade(req, socket, head));
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const port = (http.address() as { port: number }).port;
+  return {
+    url: `ws://127.0.0.1:${port}`,
+    port,
+    async close() {
+      await svc.close();
+      http.closeAllConnections();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+      await store.close();
+    },
+  };
+}
+
+const server = opts.store === 'memory' ? await memoryServer() : await createServer({ ...common, port: 0, host: '127.0.0.1', dataDir: opts.dataDir });
 
 const hops: number[] = [];
 let probing = false;
