@@ -317,6 +317,17 @@ export function runFuzz(seed: number, count: number): FuzzStats {
             name: rng.pick(['add', 'add', 'note', 'keep', 'keep', 'burn', '']),
             args: rng.chance(0.5) ? { k: rng.int(-1200, 1200) } : rng.chance(0.3) ? { text: rng.pick(['hi', 'forbidden']) } : randomValue(),
           })),
+          // An ack riding on the ops (protocol 3, VIS-ACK-WITH-OPS), now and then a bad one.
+          ...(rng.chance(0.3)
+            ? {
+                ack: rng.chance(0.9)
+                  ? {
+                      pos: rng.pick([0, rng.int(0, engine.head() + 2), -1, 1.5]),
+                      ...(rng.chance(0.3) ? { durable: rng.pick([0, rng.int(0, 50), -1, 'x']) } : {}),
+                    }
+                  : randomValue(),
+              }
+            : {}),
         };
       }
       case 3:
@@ -373,7 +384,8 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     return out;
   };
   // An attacker's frame as a fresh ClientCodec frames it (ops as [1, firstSeq, name or the index
-  // of a name already in the frame, args, ...], acks as [2, pos], anything else as [0, message]),
+  // of a name already in the frame, args, ...] or with an ack [3, pos, durable, firstSeq, ...],
+  // acks as [2, pos], anything else as [0, message]),
   // but through msgpackr, which also writes what ClientCodec refuses to send (Dates, bytes).
   const clientFrame = (m: ClientMessage | Record<string, unknown>): Uint8Array => {
     if (m.t === 'ops') {
@@ -385,7 +397,11 @@ export function runFuzz(seed: number, count: number): FuzzStats {
         names.set(name, names.size);
         return name; // first use: the name itself, as the interner sends it
       };
-      return packr.pack([1, ops[0].seq, ...ops.flatMap((o) => [ref(o.name), o.args])]);
+      const ack = (m as { ack?: unknown }).ack;
+      // With an ack: [3, pos, durable or 0, firstSeq, ...] (a non-object ack only fits the plain form).
+      if (ack !== undefined && (typeof ack !== 'object' || ack === null)) return packr.pack([0, m]);
+      const head = ack === undefined ? [1] : [3, (ack as { pos: unknown }).pos, (ack as { durable?: unknown }).durable ?? 0];
+      return packr.pack([...head, ops[0].seq, ...ops.flatMap((o) => [ref(o.name), o.args])]);
     }
     if (m.t === 'ack') {
       const a = m as { pos: unknown; durable?: unknown };
