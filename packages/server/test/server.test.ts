@@ -223,6 +223,30 @@ test('/metrics and /healthz report what the server is doing', async (t) => {
 });
 
 // spec: AUTH-STORED, SEC-CONTAINED
+// spec: VIS-BY-STABLE
+test("with two members, each op's visible delay is observed once, whether a Notify-Visible or a stable frontier said it", async (t) => {
+  const { dir, cleanup } = tempDir('metrics-two');
+  const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
+  const a = await connect({ url: srv.url, room: 'm2', machine: chat });
+  const b = await connect({ url: srv.url, room: 'm2', machine: chat });
+  t.after(async () => {
+    await a.close();
+    await b.close();
+    await srv.close();
+    cleanup();
+  });
+  await online(a);
+  await online(b);
+  await until(() => a.members().length === 2, 5000, 'both members');
+  for (let i = 0; i < 5; i++) await a.ops.say({ text: `m${i}` }).visible;
+  await until(() => b.positions().stable === 5 && a.positions().stable === 5, 5000, 'stable at 5');
+  const text = await (await fetch(`${srv.url.replace('ws', 'http')}/metrics`)).text();
+  assert.match(text, /hercules_visible_delay_seconds_count 5\n/);
+  // A protocol-3 member hears of most of its ops' visibility from the stable frontier alone.
+  const visible = Number(/^hercules_frames_sent_by_type_total\{type="visible"\} (\S+)$/m.exec(text)?.[1] ?? 0);
+  assert.ok(visible < 5, `Notify-Visible frames: ${visible}`);
+});
+
 test('a full disk on the server: a clear error, nothing corrupted, nothing lost once space returns', async (t) => {
   const { dir, cleanup } = tempDir('full');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
