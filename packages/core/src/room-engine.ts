@@ -428,10 +428,10 @@ export class RoomEngine<S = unknown> {
     switch (msg.t) {
       case 'ops':
         // VIS-ACK-WITH-OPS: the ack the client would have sent just before these ops, handled first.
-        if (msg.ack) this.onAck(s, s.client, msg.ack.pos, msg.ack.durable);
+        if (msg.ack) this.onAck(s, s.client, msg.ack);
         return this.onOps(s, msg.ops, now);
       case 'ack':
-        return this.onAck(s, s.client, msg.pos, msg.durable);
+        return this.onAck(s, s.client, msg);
       case 'presence':
         return this.onPresence(s, msg.value, now);
       case 'register':
@@ -445,7 +445,8 @@ export class RoomEngine<S = unknown> {
     }
   }
 
-  private onAck(s: Session, client: string, pos: number, durableSeq: number | undefined): void {
+  /** Remote-Ack (§4.3): `client` is the session's own (a hello came first). */
+  private onAck(s: Session, client: string, { pos, durable: durableSeq }: { pos: number; durable?: number }): void {
     const head = this.head();
     if (pos > head) {
       this.error(s.conn, 'malformed-frame', `ack for position ${pos} but the log ends at ${head}`, false);

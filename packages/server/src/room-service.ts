@@ -362,7 +362,7 @@ interface Session {
    * decoded and handled in part (`done` of its ops so far; `raw`, its size, is counted in the
    * server's decoding budget until it is done).
    */
-  inbox: ({ data: Uint8Array; isBinary: boolean; at: number } | { ops: unknown[]; done: number; raw: number })[];
+  inbox: ({ data: Uint8Array; isBinary: boolean; at: number } | { ops: unknown[]; done: number; raw: number; ack?: unknown })[];
   /** Bytes of the raw frames in `inbox` (each at least FRAME_OVERHEAD_BYTES). */
   queuedBytes: number;
   /** The connection is paused because input of it waits: its silence is ours. */
@@ -714,14 +714,6 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     }
     if (!c.host) return join(c, frame);
     if (isOpsFrame(frame)) {
-      // VIS-ACK-WITH-OPS: the ack goes in first, as the message it stands for; the ops queue for their turns.
-      const { ack } = frame as { ack?: unknown };
-      if (ack !== undefined) {
-        // (Not an object: the whole frame goes to the room, whose check names what is wrong.)
-        if (typeof ack !== 'object' || ack === null || Array.isArray(ack)) return c.host.receive(c.id, frame);
-        c.host.receive(c.id, { ...ack, t: 'ack' });
-        if (c.closed) return;
-      }
       metrics.opPath.observe({ stage: 'queued' }, queuedMs / 1000);
       metrics.opPath.observe({ stage: 'decode' }, (clock.now() - decodeStart) / 1000);
       // Charged in full now; handled in runs over the next turns (see turn()).
@@ -729,7 +721,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       if (c.userBucket) c.userBucket.tokens -= frame.ops.length;
       const raw = budgeted ? data.length : 0;
       decoding += raw;
-      c.inbox.unshift({ ops: frame.ops, done: 0, raw });
+      // An ack the frame carries (VIS-ACK-WITH-OPS) goes to the room with its first run of ops.
+      c.inbox.unshift({ ops: frame.ops, done: 0, raw, ack: (frame as { ack?: unknown }).ack });
     } else c.host.receive(c.id, frame);
   }
 
@@ -850,12 +843,13 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           const cost = stats?.costPerOp ?? 0.01;
           const n = Math.min(next.ops.length - next.done, Math.max(1, Math.min(MAX_CHUNK_OPS, Math.floor((sliceMs - (now - start)) / cost))));
           const ops = n === next.ops.length ? next.ops : next.ops.slice(next.done, next.done + n);
+          const ack = next.done === 0 ? next.ack : undefined;
           next.done += n;
           if (next.done === next.ops.length) {
             c.inbox.shift();
             decoding -= next.raw;
           }
-          host.receive(c.id, { t: 'ops', ops });
+          host.receive(c.id, ack === undefined ? { t: 'ops', ops } : { t: 'ops', ops, ack });
           if (stats) stats.costPerOp = Math.max(1e-4, 0.7 * stats.costPerOp + (0.3 * (clock.now() - now)) / n);
         }
       } catch (e) {

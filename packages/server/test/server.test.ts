@@ -5,7 +5,7 @@ import { WebSocket } from 'ws';
 import { Packr } from 'msgpackr';
 import { connect, memoryStorage } from '@hercules/client';
 import { sqliteStorage } from '@hercules/client-sqlite';
-import { ClientCodec, PROTOCOL_VERSION, VIEWS } from '@hercules/core';
+import { ClientCodec, PROTOCOL_VERSION, VIEWS, type ServerMessage } from '@hercules/core';
 import { createServer } from '../src/index.ts';
 import { chat, interiorDesign } from '../../../apps/machines.ts';
 import { tempDir, until, online } from './helpers.ts';
@@ -223,6 +223,32 @@ test('/metrics and /healthz report what the server is doing', async (t) => {
 });
 
 // spec: AUTH-STORED, SEC-CONTAINED
+// spec: VIS-ACK-WITH-OPS
+test("an ack riding in an ops frame reaches the room before the ops, through the server's queues; a bad one is refused on its own", async (t) => {
+  const { dir, cleanup } = tempDir('ops-ack');
+  const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
+  const ws = new WebSocket(`${srv.url}/?room=oa`);
+  t.after(async () => {
+    ws.terminate();
+    await srv.close();
+    cleanup();
+  });
+  const codec = new ClientCodec();
+  const got: ServerMessage[] = [];
+  ws.on('message', (d: Buffer) => got.push(codec.decode(d)));
+  await new Promise((r) => ws.on('open', r));
+  ws.send(codec.encode({ t: 'hello', v: PROTOCOL_VERSION, client: 'raw', machine: { name: 'chat', version: 1 }, have: 0 }));
+  await until(() => got.some((m) => m.t === 'welcome'), 5000, 'welcome');
+  // An ack past the log's end: refused with its own error, the op still ordered.
+  ws.send(codec.encode({ t: 'ops', ops: [{ seq: 1, name: 'say', args: { text: 'a' } }], ack: { pos: 9 } }));
+  await until(() => got.some((m) => m.t === 'log'), 5000, 'Notify-Auth of seq 1');
+  assert.match(JSON.stringify(got.filter((m) => m.t === 'error')), /ack for position 9 but the log ends at 0/);
+  // A good one (this frame's compact form, [3, pos, ...]): alone in the room, its ack moves the stable frontier.
+  ws.send(codec.encode({ t: 'ops', ops: [{ seq: 2, name: 'say', args: { text: 'b' } }], ack: { pos: 1 } }));
+  await until(() => got.some((m) => m.t === 'stable' && m.pos === 1), 5000, 'stable at 1 from the carried ack');
+  await until(() => got.filter((m) => m.t === 'log').length === 2, 5000, 'Notify-Auth of seq 2');
+});
+
 // spec: VIS-BY-STABLE
 test("with two members, each op's visible delay is observed once, whether a Notify-Visible or a stable frontier said it", async (t) => {
   const { dir, cleanup } = tempDir('metrics-two');
