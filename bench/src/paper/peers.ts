@@ -18,7 +18,7 @@
  *   node --import tsx bench/src/paper/peers.ts [--only hercules,yjs,...] [--edits 100] [--rtt 67] [--keys-per-writer 64]
  */
 import { parseArgs } from 'node:util';
-import { cpuSeconds, sleep } from '../runtime/common.ts';
+import { cpuTimes, sleep } from '../runtime/common.ts';
 import { startDelayProxyProcess } from './delay-proxy.ts';
 import { writePaperSection } from './report.ts';
 import { peersChart } from './charts.ts';
@@ -85,9 +85,14 @@ interface Result {
   serverCpuCores: number;
   /** Server CPU per edit delivered to the observer, µs (from the unrounded CPU time and count). */
   serverCpuUsPerEdit: number;
+  /** The kernel's part of it (socket reads and writes, fsyncs), µs per delivered edit. */
+  serverSysUsPerEdit: number;
 }
 
-async function latency(sys: PeerSystem, port: number): Promise<Omit<Result, 'throughputEditsPerS' | 'serverCpuCores' | 'serverCpuUsPerEdit'>> {
+async function latency(
+  sys: PeerSystem,
+  port: number,
+): Promise<Omit<Result, 'throughputEditsPerS' | 'serverCpuCores' | 'serverCpuUsPerEdit' | 'serverSysUsPerEdit'>> {
   const proxy = await startDelayProxyProcess({ target: { port }, rttMs: RTT });
   const doc = `lat-${Date.now().toString(36)}`;
   const a = await sys.connect('127.0.0.1', proxy.port, doc, 'A');
@@ -150,7 +155,7 @@ async function throughput(
   sys: PeerSystem,
   port: number,
   pid: number,
-): Promise<{ throughputEditsPerS: number; serverCpuCores: number; serverCpuUsPerEdit: number }> {
+): Promise<{ throughputEditsPerS: number; serverCpuCores: number; serverCpuUsPerEdit: number; serverSysUsPerEdit: number }> {
   const proxy = await startDelayProxyProcess({ target: { port }, rttMs: 0 });
   const doc = `tp-${Date.now().toString(36)}`;
   const observer = await sys.connect('127.0.0.1', proxy.port, doc, 'O');
@@ -172,11 +177,13 @@ async function throughput(
   await sleep(1000);
   counting = true;
   const t0 = performance.now(),
-    c0 = cpuSeconds(pid);
+    c0 = cpuTimes(pid);
   await sleep((SECONDS - 1) * 1000);
   counting = false;
   const secs = (performance.now() - t0) / 1000,
-    cpu = cpuSeconds(pid) - c0;
+    c1 = cpuTimes(pid),
+    cpu = c1.user + c1.system - (c0.user + c0.system),
+    kernel = c1.system - c0.system;
   stop = true;
   await Promise.all(loops);
   for (const w of writers) await w.close().catch(() => {});
@@ -186,6 +193,7 @@ async function throughput(
     throughputEditsPerS: Math.round(count / secs),
     serverCpuCores: +(cpu / secs).toFixed(2),
     serverCpuUsPerEdit: count > 0 ? +((cpu * 1e6) / count).toFixed(1) : NaN,
+    serverSysUsPerEdit: count > 0 ? +((kernel * 1e6) / count).toFixed(1) : NaN,
   };
 }
 
@@ -216,6 +224,7 @@ console.table(
     'edits/s': r.throughputEditsPerS,
     'server cores': r.serverCpuCores,
     'server µs/edit': r.serverCpuUsPerEdit,
+    'of it kernel': r.serverSysUsPerEdit,
   })),
 );
 const ours = results.find((r) => r.system.startsWith('Hercules'));
