@@ -9,9 +9,9 @@
  *                                           writes the CPU profile when run with --cpu-prof)
  *
  * Options come as one JSON argument: { dataDir, simulateRttMs?, commitWindowMs?, hopProbe?, store? }.
- * `store: 'memory'` serves the rooms from a MemoryStore (nothing written anywhere) through
- * createRoomService on a plain HTTP server with `/metrics`, for comparisons with servers that
- * keep their documents in memory; the default is createServer on SQLite, as shipped.
+ * `store: 'memory'` keeps the rooms in a MemoryStore (createServer's `store` option: nothing
+ * written anywhere), for comparisons with servers that keep their documents in memory; the
+ * default is SQLite in `dataDir`, as shipped.
  * `hopProbe` runs a chain of setTimeout(simulateRttMs / 2) beside the real traffic and records
  * how long each really took: the emulated one-way delay as this event loop delivers it.
  */
@@ -29,7 +29,7 @@ const opts = JSON.parse(process.argv[2] ?? '{}') as {
   hopProbe?: boolean;
   store?: 'sqlite' | 'memory';
 };
-const { createServer, createRoomService, MemoryStore } = await import('@hercules/server');
+const { createServer, MemoryStore } = await import('@hercules/server');
 const machines = await import('../../../apps/machines.ts');
 const { kvMap, kvKeyedMap } = await import('../peers/kv-machine.ts');
 
@@ -43,34 +43,11 @@ const common = {
   log: 'warn' as const,
 };
 
-/** The same room service as createServer's, over a MemoryStore, on a plain HTTP server. */
-async function memoryServer(): Promise<{ url: string; port: number; close(): Promise<void> }> {
-  const { createServer: createHttp } = await import('node:http');
-  const store = new MemoryStore();
-  const svc = createRoomService({ ...common, store });
-  const http = createHttp((req, res) => {
-    if (req.url !== '/metrics') {
-      res.writeHead(404).end();
-      return;
-    }
-    void svc.metrics.registry.metrics().then((text) => res.writeHead(200, { 'content-type': 'text/plain' }).end(text));
-  });
-  http.on('upgrade', (req, socket, head) => svc.handleUpgrade(req, socket, head));
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-  const port = (http.address() as { port: number }).port;
-  return {
-    url: `ws://127.0.0.1:${port}`,
-    port,
-    async close() {
-      await svc.close();
-      http.closeAllConnections();
-      await new Promise<void>((resolve) => http.close(() => resolve()));
-      await store.close();
-    },
-  };
-}
-
-const server = opts.store === 'memory' ? await memoryServer() : await createServer({ ...common, port: 0, host: '127.0.0.1', dataDir: opts.dataDir });
+// `store: 'memory'`: the server as shipped, with its rooms in a MemoryStore (createServer's `store`).
+const memory = opts.store === 'memory' ? new MemoryStore() : undefined;
+const server = memory
+  ? await createServer({ ...common, port: 0, host: '127.0.0.1', store: memory })
+  : await createServer({ ...common, port: 0, host: '127.0.0.1', dataDir: opts.dataDir });
 
 const hops: number[] = [];
 let probing = false;
@@ -110,6 +87,7 @@ process.on('message', async (m: { cmd: string; id: number; resetHops?: boolean }
   } else if (m.cmd === 'close') {
     probing = false;
     await server.close();
+    await memory?.close();
     process.send!({ id: m.id, closed: true }, () => process.exit(0));
   }
 });

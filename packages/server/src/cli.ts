@@ -3,7 +3,7 @@
  * hercules nats-dev — run a local NATS cluster for trying cluster mode.
  * hercules audit — check a room's history in a cluster's NATS streams.
  *
- *   hercules serve --machines ./machines.ts [--port 8787] [--host 127.0.0.1] [--data-dir ./data]
+ *   hercules serve --machines ./machines.ts [--port 8787] [--host 127.0.0.1] [--data-dir ./data | --memory]
  *                  [--ack-timeout 2000] [--simulate-rtt 0] [--checkpoint-every 1000] [--commit-window 0]
  *                  [--log-level info] [--nats nats://a,nats://b,nats://c --node-id ID]
  */
@@ -13,6 +13,7 @@ import { pathToFileURL } from 'node:url';
 import type { Machine } from '@hercules/core';
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Limits } from './server.ts';
+import { MemoryStore } from './store/memory.ts';
 import type { JwtOptions } from './auth.ts';
 
 const HELP = `Usage: hercules serve --machines <module> [options]
@@ -28,6 +29,8 @@ Options:
   --port <n>               TCP port (default 8787; 0 picks a free one)
   --host <addr>            interface to listen on (default 127.0.0.1)
   --data-dir <dir>         where the SQLite file lives (default ./data)
+  --memory                 keep the rooms in memory, not on disk: nothing is written, and every room
+                           is gone when the server stops (for trying things out and tests)
   --ack-timeout <ms>       drop a member from the visibility set after this long without an ack (default 2000)
   --heartbeat <ms>         ping interval; silent connections are dropped after two (default 5000)
   --simulate-rtt <ms>      delay every frame by half this each way, to see the views differ locally (default 0)
@@ -153,6 +156,7 @@ export async function main(argv: string[]): Promise<void> {
         port: { type: 'string' },
         host: { type: 'string' },
         'data-dir': { type: 'string' },
+        memory: { type: 'boolean' },
         'ack-timeout': { type: 'string' },
         heartbeat: { type: 'string' },
         'simulate-rtt': { type: 'string' },
@@ -274,6 +278,8 @@ export async function main(argv: string[]): Promise<void> {
   };
   const clusterFlags = ['node-id', 'shards', 'lease-ms', 'nats-replicas', 'nats-prefix'].filter((f) => values[f as 'shards'] !== undefined);
   if (!values.nats && clusterFlags.length) fail(`--${clusterFlags[0]} needs --nats (cluster mode)`);
+  if (values.memory && values.nats) fail('--memory and --nats each say where the rooms live; give one');
+  if (values.memory && values['data-dir'] !== undefined) fail('--memory writes nothing, so --data-dir has no use with it; give one');
   let server: { close(): Promise<void>; log: { info(o: object, m: string): void; error(o: object, m: string): void } };
   try {
     if (values.nats) {
@@ -299,7 +305,8 @@ export async function main(argv: string[]): Promise<void> {
       });
       server = { close: () => node.close(), log: node.service.log };
     } else {
-      server = await createServer({ ...common, dataDir: resolve(values['data-dir'] ?? 'data') });
+      server = await createServer(values.memory ? { ...common, store: new MemoryStore() } : { ...common, dataDir: resolve(values['data-dir'] ?? 'data') });
+      if (values.memory) server.log.info({}, 'rooms are kept in memory only (--memory): they are gone when this server stops');
     }
   } catch (e) {
     const err = e as NodeJS.ErrnoException;

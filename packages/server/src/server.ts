@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { HerculesError, PROTOCOL_VERSION, type LogEntry } from '@hercules/core';
 import { SqliteStore } from './store/sqlite.ts';
+import type { RoomStore } from './store/room-store.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { adminHttp, checkAdminOptions, type AdminOptions } from './admin-http.ts';
 import { checkWebhooks, Webhooks, type WebhookOptions } from './webhooks.ts';
@@ -25,13 +26,21 @@ import {
 
 export type { Limits };
 
-export interface ServerOptions extends RoomOptions {
+export interface ServerOptions<Store extends RoomStore = SqliteStore> extends RoomOptions {
   /** TCP port; 0 picks a free one. Default 8787. */
   port?: number;
   /** Interface to listen on. Default 127.0.0.1. */
   host?: string;
-  /** Directory for the SQLite file. Required. */
-  dataDir: string;
+  /** Directory for the SQLite file (and the webhooks' outbox). Required unless `store` is given. */
+  dataDir?: string;
+  /**
+   * Keep the rooms in this store instead of a SQLite file in `dataDir`: a `MemoryStore` for rooms
+   * that need not outlive the process (tests, throwaway rooms), or your own `RoomStore` that
+   * passes `@hercules/server/store-conformance`. The caller owns it: `close()` releases the
+   * rooms (writing their checkpoints) and leaves the store open, so a server started again on
+   * it finds them there. Webhooks need the SQLite store: they keep unsent commits in its log.
+   */
+  store?: Store;
   /** Extra HTTP handler for other paths (e.g. static demo apps); return false to 404. */
   http?: (req: IncomingMessage, res: ServerResponse) => boolean;
   /** The admin HTTP API under /admin/ (admin-http.ts), for a backend holding `token`; absent: none. */
@@ -40,15 +49,15 @@ export interface ServerOptions extends RoomOptions {
   webhooks?: readonly WebhookOptions[];
 }
 
-export interface HerculesServer {
+export interface HerculesServer<Store extends RoomStore = SqliteStore> {
   readonly url: string;
   readonly port: number;
   readonly metrics: Metrics;
   readonly log: Logger;
   /** Rooms currently in memory. */
   loadedRooms(): string[];
-  /** The SQLite store (for tests and tools). */
-  readonly store: SqliteStore;
+  /** The room store: the SQLite store in `dataDir`, or the one given as `store` (for tests and tools). */
+  readonly store: Store;
   /**
    * Close every connection of `user` (in `room` only, if given) with the fatal `revoked`; returns
    * how many. Also `POST /admin/revoke`.
@@ -64,9 +73,22 @@ export interface HerculesServer {
   close(): Promise<void>;
 }
 
-export async function createServer(opts: ServerOptions): Promise<HerculesServer> {
-  if (!opts || typeof opts.dataDir !== 'string' || opts.dataDir.length === 0) {
-    throw new HerculesError('bad-argument', 'createServer: `dataDir` is required (a directory for the SQLite file)');
+export async function createServer<Store extends RoomStore = SqliteStore>(opts: ServerOptions<Store>): Promise<HerculesServer<Store>> {
+  const given = opts?.store;
+  if (given !== undefined && (given === null || typeof given !== 'object' || typeof given.open !== 'function' || typeof given.append !== 'function')) {
+    throw new HerculesError(
+      'bad-argument',
+      'createServer: `store` must be a RoomStore (a MemoryStore, a SqliteStore, or your own store with open, append, release, rooms and close)',
+    );
+  }
+  if (given !== undefined && opts.webhooks?.length) {
+    throw new HerculesError(
+      'bad-argument',
+      "createServer: webhooks need the built-in SQLite store, which keeps a room's commits until they are delivered; drop `store` (the rooms then live in `dataDir`) or the webhooks",
+    );
+  }
+  if (given === undefined && (!opts || typeof opts.dataDir !== 'string' || opts.dataDir.length === 0)) {
+    throw new HerculesError('bad-argument', 'createServer: `dataDir` is required (a directory for the SQLite file), unless you give a `store`');
   }
   // Options are checked before the data directory is touched.
   const machines = [...machineMap('createServer', opts.machines).values()];
@@ -76,19 +98,27 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   const metrics = createMetrics();
   // Checkpoints are timed by the rooms (apart from their commits): the store writes each one it is given.
   let webhooks: Webhooks | undefined;
-  const store = new SqliteStore(opts.dataDir, {
-    checkpointEvery: 1,
-    // What webhooks have not delivered stays in the log past a checkpoint.
-    ...(opts.webhooks?.length ? { retainFrom: (room: string) => webhooks?.retainFrom(room) ?? Number.POSITIVE_INFINITY } : {}),
-    onCommit: (c) => {
-      if (c.appends > 0) {
-        metrics.commitSeconds.observe(c.seconds);
-        metrics.commitOps.observe(c.ops);
-      }
-      // Appends the database refused after their group's transaction failed: each room fails alone.
-      if (c.failed > 0 && c.transactions > 1) metrics.outputFailures.inc({ stage: 'commit' }, c.failed);
-    },
-  });
+  const sqlite: SqliteStore | undefined =
+    given === undefined
+      ? new SqliteStore(opts.dataDir!, {
+          checkpointEvery: 1,
+          // What webhooks have not delivered stays in the log past a checkpoint.
+          ...(opts.webhooks?.length ? { retainFrom: (room: string) => webhooks?.retainFrom(room) ?? Number.POSITIVE_INFINITY } : {}),
+          onCommit: (c) => {
+            if (c.appends > 0) {
+              metrics.commitSeconds.observe(c.seconds);
+              metrics.commitOps.observe(c.ops);
+            }
+            // Appends the database refused after their group's transaction failed: each room fails alone.
+            if (c.failed > 0 && c.transactions > 1) metrics.outputFailures.inc({ stage: 'commit' }, c.failed);
+          },
+        })
+      : undefined;
+  const store: RoomStore = given ?? sqlite!;
+  // The server closes only the store it opened; a given one is the caller's.
+  const closeOwnStore = async () => {
+    await sqlite?.close();
+  };
   let service: ReturnType<typeof createRoomService>;
   try {
     // Webhooks hear of each commit (an O(1) note; the requests go from their own worker).
@@ -101,17 +131,17 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
         : undefined;
     service = createRoomService({ ...opts, ...(onCommit ? { onCommit } : {}), machines, store, metrics, caller: 'createServer' });
   } catch (e) {
-    await store.close();
+    await closeOwnStore();
     throw e;
   }
   const log = service.log;
   if (opts.webhooks?.length) {
     try {
-      webhooks = new Webhooks(opts.webhooks, opts.dataDir, (room, after, max) => service.readLog(room, after, max), log, metrics);
+      webhooks = new Webhooks(opts.webhooks, opts.dataDir!, (room, after, max) => service.readLog(room, after, max), log, metrics);
     } catch (e) {
       // Its database could not be opened: let go of what was opened so far (the data directory's lock).
       await service.close();
-      await store.close();
+      await closeOwnStore();
       throw e;
     }
   }
@@ -131,9 +161,10 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   async function handleHttp(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') {
+      // The SQLite file answers a query (a given store's health is its own business).
       let ok = true;
       try {
-        store.roomCount();
+        sqlite?.roomCount();
       } catch {
         ok = false;
       }
@@ -161,7 +192,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   } catch (e) {
     await service.close();
     await webhooks?.close();
-    await store.close();
+    await closeOwnStore();
     throw e;
   }
   const addr = http.address() as AddressInfo;
@@ -169,7 +200,7 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
   log.info(
     {
       url,
-      dataDir: opts.dataDir,
+      ...(given === undefined ? { dataDir: opts.dataDir } : { store: given.constructor?.name ?? 'given' }),
       machines: machines.map((m) => m.name),
       ackTimeoutMs: opts.ackTimeoutMs ?? 2000,
       simulateRttMs: opts.simulateRttMs ?? 0,
@@ -190,13 +221,13 @@ export async function createServer(opts: ServerOptions): Promise<HerculesServer>
     room: (name, machine) => service.room(name, machine),
     rooms: (query) => service.rooms(query),
     importRoom: (name, file) => service.importRoom(name, file),
-    store,
+    store: store as Store,
     close() {
       closed ??= (async () => {
         await service.close();
         await webhooks?.close();
         await new Promise<void>((r) => http.close(() => r()));
-        await store.close();
+        await closeOwnStore();
         log.info('hercules server closed');
       })();
       return closed;

@@ -5,12 +5,12 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { writeFileSync, readFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { readdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { createServer as createTcpServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { tempDir } from './helpers.ts';
+import { tempDir, until } from './helpers.ts';
 
 const BIN = fileURLToPath(new URL('../bin/hercules.js', import.meta.url));
 const MACHINES = fileURLToPath(new URL('../../../apps/machines.ts', import.meta.url));
@@ -34,6 +34,8 @@ test('a bad option or value is one line and exit 2', () => {
     [['serve', '--machines', MACHINES, '--port', '70000'], '--port must be an integer from 0 to 65535, got "70000"'],
     [['serve', '--machines', MACHINES, '--log-level', 'loud'], '--log-level must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
     [['serve'], '--machines is required'],
+    [['serve', '--machines', MACHINES, '--memory', '--data-dir', 'x'], '--memory writes nothing, so --data-dir has no use with it; give one'],
+    [['serve', '--machines', MACHINES, '--memory', '--nats', 'nats://127.0.0.1:1'], '--memory and --nats each say where the rooms live; give one'],
     [['serve', '--machines', '/nonexistent/machines.ts'], '--machines /nonexistent/machines.ts: no such file'],
     [['start'], 'unknown command "start"'],
   ] as const) {
@@ -96,4 +98,32 @@ test('npm start (apps/web/serve.ts) says the same in one line: a bad option, a t
   const locked = start('--port', '0', '--data-dir', join(dir, 'held'), '--log-level', 'silent');
   assert.equal(locked.status, 1, locked.stderr);
   assert.match(locked.stderr, /^npm start: the data directory .* is in use by another Hercules server[^\n]*\n$/);
+});
+
+test('serve --memory: rooms in memory only, nothing written where it runs, and it says so', async (t) => {
+  const { dir, cleanup } = tempDir('cli-memory');
+  const child = spawn(process.execPath, [BIN, 'serve', '--machines', MACHINES, '--port', '0', '--memory'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => {
+    child.kill('SIGKILL');
+    cleanup();
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  await until(() => /"url":"ws:\/\/127\.0\.0\.1:\d+"/.test(out) && out.includes('--memory'), 30_000, 'the server to listen');
+  assert.match(out, /rooms are kept in memory only \(--memory\): they are gone when this server stops/);
+  assert.match(out, /"store":"MemoryStore"/);
+  const port = Number(/"url":"ws:\/\/127\.0\.0\.1:(\d+)"/.exec(out)![1]);
+  const health = await (await fetch(`http://127.0.0.1:${port}/healthz`)).json();
+  assert.equal(health.ok, true);
+  // A client's op goes through a room kept in memory.
+  const { connect } = await import('@hercules/client');
+  const { chat } = await import('../../../apps/machines.ts');
+  const a = await connect({ url: `ws://127.0.0.1:${port}`, room: 'mem', machine: chat });
+  await a.ops.say({ text: 'hello' }).visible;
+  await a.close();
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  child.kill('SIGTERM');
+  assert.equal(await exited, 0);
+  assert.deepEqual(readdirSync(dir), [], 'no data directory, no file');
 });

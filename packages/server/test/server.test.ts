@@ -1,12 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { WebSocket } from 'ws';
 import { Packr } from 'msgpackr';
 import { connect, memoryStorage } from '@hercules/client';
 import { sqliteStorage } from '@hercules/client-sqlite';
 import { ClientCodec, PROTOCOL_VERSION, VIEWS, type ServerMessage } from '@hercules/core';
-import { createServer } from '../src/index.ts';
+import { MemoryStore, createServer } from '../src/index.ts';
 import { chat, interiorDesign } from '../../../apps/machines.ts';
 import { tempDir, until, online } from './helpers.ts';
 
@@ -61,6 +61,56 @@ test('a server restart loses nothing authoritative; clients reconnect and resume
   await a.close();
   await c.close();
   await srv.close();
+});
+
+test('a server on a store it is given (a MemoryStore): serves from it, writes no file, leaves it open on close, and a server started again on it finds the rooms', async (t) => {
+  const { dir, cleanup } = tempDir('given-store');
+  t.after(cleanup);
+  const store = new MemoryStore();
+  t.after(() => store.close());
+  let srv = await createServer({ port: 0, store, machines: [chat], log: 'silent' });
+  assert.equal(srv.store, store, 'the server reports the store it was given');
+  const port = srv.port;
+  const a = await connect({ url: srv.url, room: 'kept', machine: chat, clientId: 'a', backoff: { minMs: 20, maxMs: 200 } });
+  await online(a);
+  await Promise.all([a.ops.say({ text: 'one' }).visible, a.ops.say({ text: 'two' }).visible]);
+  assert.deepEqual(await store.rooms(), ['kept'], 'the room is in the given store');
+  const health = await (await fetch(`http://127.0.0.1:${port}/healthz`)).json();
+  assert.equal(health.ok, true);
+  await srv.close();
+  // The caller's store stays open: the room was handed back to it and can be read.
+  const loaded = await store.open('kept');
+  assert.ok(loaded, 'the room is in the store after close');
+  assert.equal(loaded.durable.checkpoint.pos + loaded.durable.suffix.length, 2, 'both ops are in the store after close');
+  await store.release('kept');
+  srv = await createServer({ port, store, machines: [chat], log: 'silent' });
+  t.after(() => srv.close());
+  const c = await connect({ url: srv.url, room: 'kept', machine: chat, clientId: 'c' });
+  await until(() => c.getState('authoritative').messages.length === 2, 5000, 'catch-up from the given store');
+  await until(() => a.getState('authoritative').messages.length === 2 && a.status() === 'online', 5000, 'the first client back');
+  const three = a.ops.say({ text: 'three' });
+  await three.visible;
+  await until(() => c.getState('authoritative').messages.length === 3, 5000, 'delivery after the restart');
+  await a.close();
+  await c.close();
+  assert.deepEqual(readdirSync(dir), [], 'nothing was written to disk');
+});
+
+test('createServer says what is missing: no dataDir and no store, a store that is not one, webhooks on a given store', async () => {
+  const bad = [
+    [{ machines: [chat] }, /`dataDir` is required \(a directory for the SQLite file\), unless you give a `store`/],
+    [{ machines: [chat], store: { open: 1 } }, /`store` must be a RoomStore/],
+    [
+      { machines: [chat], store: new MemoryStore(), webhooks: [{ url: 'http://127.0.0.1:1/hook', secret: 's' }] },
+      /webhooks need the built-in SQLite store.*drop `store`.*or the webhooks/,
+    ],
+  ] as const;
+  for (const [opts, message] of bad) {
+    await assert.rejects(
+      createServer(opts as unknown as Parameters<typeof createServer>[0]),
+      (e: Error & { code?: string }) => e.code === 'bad-argument' && message.test(e.message),
+    );
+  }
 });
 
 // spec: DUR-SURVIVES-RESTART, LOG-EXACTLY-ONCE
