@@ -26,8 +26,11 @@ import { HerculesError, type ErrorCode } from './errors.ts';
  * 3: a stable frontier also makes the receiver's own ops up to it visible, so the server sends
  *    no Notify-Visible that the stable message of the same pass covers (VIS-BY-STABLE); an ops
  *    message may carry the sender's ack (`ack`, VIS-ACK-WITH-OPS), one frame where there were two.
+ * 4: other clients' ops may come before their commit, as a tentative log message, confirmed by a
+ *    committed message once stored (LOG-TENTATIVE); the client holds them in its Durable and
+ *    Submitted views only, never Authoritative, until then (VIEW-TENTATIVE).
  */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 /** The oldest client protocol a server still speaks (PROTOCOL_VERSION). */
 export const MIN_PROTOCOL_VERSION = 2;
 
@@ -197,6 +200,16 @@ export interface LogMessage {
   /** Position of the first entry; entries are consecutive. */
   readonly from: number;
   readonly entries: readonly WireEntry[];
+  /**
+   * Other clients' entries sent before the server stored them (protocol 4, LOG-TENTATIVE): not
+   * yet Authoritative. A committed message confirms them; a new connection forgets them.
+   */
+  readonly tentative?: true;
+}
+/** The log up to `pos` is stored: the tentative entries up to it are Authoritative (protocol 4, LOG-TENTATIVE). */
+export interface CommittedMessage {
+  readonly t: 'committed';
+  readonly pos: number;
 }
 export interface VisibleMessage {
   readonly t: 'visible';
@@ -245,6 +258,7 @@ export type ServerMessage =
   | PingMessage
   | WelcomeMessage
   | LogMessage
+  | CommittedMessage
   | VisibleMessage
   | StableMessage
   | MembersMessage

@@ -168,6 +168,13 @@ export interface RoomOutput {
   };
   /** Non-fatal problems, for logging. */
   warnings: string[];
+  /**
+   * Indices in `send` of log messages with other clients' entries for protocol-4 members: a host
+   * that stores `persist` before sending may send these ahead of the commit, marked `tentative`,
+   * and must then send the member a committed message once stored (LOG-TENTATIVE). A host that
+   * ignores this sends them as any log: after the commit, as stored.
+   */
+  tentative?: number[];
 }
 
 interface Session {
@@ -800,13 +807,23 @@ export class RoomEngine<S = unknown> {
     this.fanOut(appended, client);
   }
 
-  /** Send new entries to every connection: the submitter gets Notify-Auth (compact), everyone else Remote-Operation. */
+  /**
+   * Send new entries to every connection: the submitter gets Notify-Auth (compact), everyone else
+   * Remote-Operation. Another's entries to a protocol-4 client are listed in `tentative`: the host
+   * may send them before their commit (LOG-TENTATIVE); its own never (Authoritative is stored).
+   */
   private fanOut(appended: readonly LogEntry[], submitter: string): void {
+    const from = appended[0].pos;
+    let remote: WireEntry[] | undefined;
     for (const t of this.sessions.values()) {
       if (!t.client || t.status === 'new') continue;
-      const own = t.client === submitter;
-      const wire: WireEntry[] = appended.map((e) => (own ? ownEntry(e) : { k: 'op', e }));
-      this.send(t.conn, { t: 'log', from: appended[0].pos, entries: wire });
+      if (t.client === submitter) {
+        this.send(t.conn, { t: 'log', from, entries: appended.map(ownEntry) });
+        continue;
+      }
+      remote ??= appended.map((e) => ({ k: 'op', e }));
+      if (t.protocol >= 4) (this.out.tentative ??= []).push(this.out.send.length);
+      this.send(t.conn, { t: 'log', from, entries: remote });
     }
   }
 

@@ -26,7 +26,7 @@ export class ServerCodec {
   encode(m: ServerMessage): Uint8Array {
     switch (m.t) {
       case 'log': {
-        const t: unknown[] = [ServerFrame.Log, m.from];
+        const t: unknown[] = [m.tentative ? ServerFrame.LogTentative : ServerFrame.Log, m.from];
         for (const w of m.entries) {
           // Own: [seq], [seq, error] or, refused, [seq, error, 1]; an op is 4 elements or more.
           if (w.k === 'own') t.push(w.error === undefined ? [w.seq] : w.refused ? [w.seq, w.error, 1] : [w.seq, w.error]);
@@ -46,6 +46,8 @@ export class ServerCodec {
         return packr.pack([ServerFrame.Visible, m.seq]);
       case 'stable':
         return packr.pack([ServerFrame.Stable, m.pos]);
+      case 'committed':
+        return packr.pack([ServerFrame.Committed, m.pos]);
       default:
         return packr.pack([ServerFrame.Other, m]);
     }

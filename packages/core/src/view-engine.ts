@@ -11,7 +11,8 @@
  *   Stable        = log[1..stableLen]
  *   Visible       = log[1..visibleLen]     (stops before our first op not yet visible)
  *   Authoritative = log[1..authLen]
- *   Durable       = Authoritative + durableList   (our ops persisted locally, not yet ordered)
+ *   Durable       = Authoritative + tentList + durableList   (others' ops the server has not
+ *                   stored yet, LOG-TENTATIVE; our ops persisted locally, not yet ordered)
  *   Submitted     = Durable + submittedList       (our ops in memory only)
  *
  * Each view keeps a frozen snapshot. An own-progress message moves an op from one list to the
@@ -191,6 +192,16 @@ export class ViewEngine<S = unknown> {
   private progressDue = false;
   private durableList: OwnOp[] = [];
   private submittedList: OwnOp[] = [];
+  /**
+   * Other clients' entries the server sent before storing them (LOG-TENTATIVE), from authLen + 1:
+   * in Durable and Submitted, never Authoritative, until a committed message (VIEW-TENTATIVE).
+   * A welcome forgets them (the log it brings is the stored one).
+   */
+  private tentList: LogEntry[] = [];
+  /** The state after the tentative entries (log[1..authLen + tentList.length]); undefined when there are none. */
+  private tentState: S | undefined;
+  /** Set while promoting every tentative entry: the Authoritative state they end at, and how many (see materialize). */
+  private adoptTent: { state: S; n: number } | undefined;
 
   // --- own-op bookkeeping
   private lastSeq = 0;
@@ -333,8 +344,8 @@ export class ViewEngine<S = unknown> {
       stable: this.stableLen,
       visible: this.visibleLen,
       authoritative: this.authLen,
-      durable: this.authLen + this.durableList.length,
-      submitted: this.authLen + this.durableList.length + this.submittedList.length,
+      durable: this.authLen + this.tentList.length + this.durableList.length,
+      submitted: this.authLen + this.tentList.length + this.durableList.length + this.submittedList.length,
     };
   }
 
@@ -343,7 +354,12 @@ export class ViewEngine<S = unknown> {
     const p = this.positions();
     if (view === 'stable' || view === 'visible' || view === 'authoritative') return { upTo: p[view], tail: [] };
     const own = view === 'durable' ? this.durableList : [...this.durableList, ...this.submittedList];
-    return { upTo: this.authLen, tail: own.map((o) => o.id) };
+    return { upTo: this.authLen, tail: [...this.tentList.map((e) => `${e.client}:${e.seq}`), ...own.map((o) => o.id)] };
+  }
+
+  /** Other clients' entries held before the server stored them (LOG-TENTATIVE), for checks and inspection. */
+  tentativeEntries(): readonly LogEntry[] {
+    return this.tentList;
   }
 
   /** Entries between stable and authoritative the engine still holds (for checks and inspection). */
@@ -487,7 +503,7 @@ export class ViewEngine<S = unknown> {
     op.bytes = scan.bytes;
     if (after !== undefined) op.after = after;
     if (this.headDigest !== undefined || after !== undefined) op.digest = this.headDigest = scan.digest;
-    const position = this.authLen + this.durableList.length + this.submittedList.length + 1;
+    const position = this.authLen + this.tentList.length + this.durableList.length + this.submittedList.length + 1;
     const before = this.submittedState;
     this.submittedList.push(op);
     this.submittedState = applyOp(this.machine, this.submittedState, op, position).state;
@@ -539,7 +555,7 @@ export class ViewEngine<S = unknown> {
     if (n === 0) return;
     const moved = this.submittedList.splice(0, n);
     const t = this.now();
-    const first = this.authLen + this.durableList.length + 1;
+    const first = this.authLen + this.tentList.length + this.durableList.length + 1;
     this.durableList.push(...moved);
     const before = this.durableState;
     // If nothing stays memory-only the two logs are equal: share the snapshot.
@@ -660,6 +676,12 @@ export class ViewEngine<S = unknown> {
           this.out.warnings.push('log before welcome ignored');
           return;
         }
+        if (msg.tentative) return this.onTentative(msg.from, msg.entries);
+        // A server confirms every tentative entry (committed) before it sends a later log as stored.
+        if (this.tentList.length > 0) {
+          this.resync(`log at ${msg.from} while entries from ${this.authLen + 1} are still tentative`);
+          return;
+        }
         if (msg.from !== this.authLen + 1) {
           this.resync(`log gap: expected position ${this.authLen + 1}, got ${msg.from}`);
           return;
@@ -670,6 +692,9 @@ export class ViewEngine<S = unknown> {
         }
         return;
       }
+      case 'committed':
+        if (this.connState !== 'ready') return;
+        return this.promote(msg.pos);
       // Both only move entries between lists, which the step's end does once for all of them.
       case 'visible':
         if (msg.seq > this.visibleSeq) this.visibleSeq = msg.seq;
@@ -728,6 +753,12 @@ export class ViewEngine<S = unknown> {
       return this.resync(`stale server: its welcome's log ends at ${w.checkpoint.pos + w.entries.length}, before position ${this.heardLen} announced to us`);
     this.connState = 'ready';
     this.access = w.access ?? 'write';
+    // What was sent ahead of its commit on an earlier connection: the welcome brings the stored log.
+    if (this.tentList.length > 0) {
+      this.tentList = [];
+      this.tentState = undefined;
+      this.needRebase = true;
+    }
     if (w.author !== this.author) {
       this.author = w.author;
       // Our speculative ops ran with a guessed author: recompute them with the real one.
@@ -800,7 +831,8 @@ export class ViewEngine<S = unknown> {
     this.needRebase = true;
   }
 
-  private onEntry(w: WireEntry): void {
+  /** `promoted`: a tentative entry now stored; the speculative logs already hold it. */
+  private onEntry(w: WireEntry, promoted = false): void {
     const pos = this.authLen + 1;
     let entry: AuthItem;
     if (w.k === 'own') {
@@ -882,9 +914,49 @@ export class ViewEngine<S = unknown> {
       }
       // An own op moving from Durable to Authoritative changes no speculative log.
       if (!entry.own) this.needRebase = true;
-    } else {
+    } else if (!promoted) {
       this.needRebase = true;
     }
+  }
+
+  /**
+   * Other clients' entries sent before their commit (LOG-TENTATIVE): into Durable and Submitted
+   * at once (VIEW-TENTATIVE), Authoritative only once a committed message says they are stored.
+   */
+  private onTentative(from: number, entries: readonly WireEntry[]): void {
+    const at = this.authLen + this.tentList.length + 1;
+    if (from !== at) return this.resync(`tentative log gap: expected position ${at}, got ${from}`);
+    const added: LogEntry[] = [];
+    for (const w of entries) {
+      // Our own ops are announced only once stored (AUTH-STORED): never tentative.
+      if (w.k !== 'op' || w.e.client === this.clientId) return this.resync(`our own op came as tentative at ${at + added.length}`);
+      if (w.e.pos !== at + added.length) return this.resync(`tentative entry at ${w.e.pos} where ${at + added.length} was expected`);
+      added.push(w.e);
+    }
+    if (added.length === 0) return;
+    this.materialize();
+    this.tentState = applyOps(this.machine, this.tentState ?? this.authState, added, at);
+    for (const e of added) this.tentList.push(e);
+    this.needRebase = true;
+  }
+
+  /** The server stored the log up to `pos`: its tentative entries up to there become Authoritative. */
+  private promote(pos: number): void {
+    let n = 0;
+    while (n < this.tentList.length && this.tentList[n].pos <= pos) n++;
+    if (n === 0) return;
+    const moved = this.tentList.splice(0, n);
+    // Promoting all of them, with nothing else waiting to be applied: Authoritative ends where the
+    // tentative state does, and Durable and Submitted, which rest on it, keep their snapshots.
+    if (this.tentList.length === 0 && this.unapplied.length === 0 && this.tentState !== undefined) this.adoptTent = { state: this.tentState, n };
+    if (this.tentList.length === 0) this.tentState = undefined;
+    for (const e of moved) {
+      this.onEntry({ k: 'op', e }, true);
+      if (this.outOfStep()) return;
+    }
+    // A stable frontier or a Notify-Visible may have come before this (it covers them): the
+    // step's end moves Visible and Stable up to what is now Authoritative.
+    this.progressDue = true;
   }
 
   /**
@@ -896,6 +968,8 @@ export class ViewEngine<S = unknown> {
     const run = this.unapplied;
     const ackedEarly = this.ackedEarly;
     this.ackedEarly = false;
+    const adoptTent = this.adoptTent;
+    this.adoptTent = undefined;
     if (run.length === 0) return;
     this.unapplied = [];
     const diverged = (from: number) => (i: number, error: string) => {
@@ -911,7 +985,16 @@ export class ViewEngine<S = unknown> {
     // Submitted list, `ackedEarly`): then Durable, empty of our ops, becomes Authoritative too,
     // and Submitted keeps its log and its snapshot, which Authoritative adopts if no op is left.
     const adopt = !this.needRebase && this.durableList.length === 0 && run.every((e) => e.own !== undefined && e.error === undefined);
-    const adopted = !adopt ? undefined : !ackedEarly ? this.durableState : this.submittedList.length === 0 ? this.submittedState : undefined;
+    const adopted =
+      adoptTent !== undefined && adoptTent.n === run.length
+        ? adoptTent.state
+        : !adopt
+          ? undefined
+          : !ackedEarly
+            ? this.durableState
+            : this.submittedList.length === 0
+              ? this.submittedState
+              : undefined;
     let k = 0;
     while (k < run.length && run[k].pos <= this.visibleLen) k++;
     let state = this.authState;
@@ -1003,8 +1086,10 @@ export class ViewEngine<S = unknown> {
     const beforeS = this.submittedState;
     const nd = this.durableList.length;
     const ns = this.submittedList.length;
-    this.durableState = nd === 0 ? this.authState : this.fold(this.authState, this.durableList, this.authLen + 1);
-    this.submittedState = ns === 0 ? this.durableState : this.fold(this.durableState, this.submittedList, this.authLen + nd + 1);
+    const nt = this.tentList.length;
+    const base = nt === 0 ? this.authState : this.tentState!;
+    this.durableState = nd === 0 ? base : this.fold(base, this.durableList, this.authLen + nt + 1);
+    this.submittedState = ns === 0 ? this.durableState : this.fold(this.durableState, this.submittedList, this.authLen + nt + nd + 1);
     if (beforeD !== this.durableState) this.out.changed.add('durable');
     if (beforeS !== this.submittedState) this.out.changed.add('submitted');
     this.stats.rebases++;

@@ -19,7 +19,7 @@ import { encode as pack, decode as unpack } from './msgpack.ts';
 import type { ClientMessage, LogEntry, ServerMessage, WireEntry } from './protocol.ts';
 
 /** Frame types, server to client: the first element of every frame's tuple. */
-export const ServerFrame = { Other: 0, Log: 1, Visible: 2, Stable: 3 } as const;
+export const ServerFrame = { Other: 0, Log: 1, Visible: 2, Stable: 3, LogTentative: 4, Committed: 5 } as const;
 /** Frame types, client to server (numbered on their own: a frame is read by its direction). */
 export const ClientFrame = { Other: 0, Ops: 1, Ack: 2, OpsWithAck: 3 } as const;
 
@@ -77,7 +77,8 @@ export class ClientCodec {
         if (!m || typeof m !== 'object' || typeof m.t !== 'string') return bad('expected a message object');
         return m;
       }
-      case ServerFrame.Log: {
+      case ServerFrame.Log:
+      case ServerFrame.LogTentative: {
         const from = v[1];
         if (!isNat(from)) return bad('log: bad position');
         const entries: WireEntry[] = [];
@@ -108,8 +109,10 @@ export class ClientCodec {
             entries.push({ k: 'op', e });
           }
         }
-        return { t: 'log', from, entries };
+        return v[0] === ServerFrame.LogTentative ? { t: 'log', from, entries, tentative: true } : { t: 'log', from, entries };
       }
+      case ServerFrame.Committed:
+        return isNat(v[1]) ? { t: 'committed', pos: v[1] } : bad('committed: bad pos');
       case ServerFrame.Visible:
         return isNat(v[1]) ? { t: 'visible', seq: v[1] } : bad('visible: bad seq');
       case ServerFrame.Stable:

@@ -383,3 +383,91 @@ test('a stable frontier past an own op makes it visible, with no Notify-Visible;
   assert.equal(await h2.stable, h2);
   assert.equal(r.positions().visible, 3);
 });
+
+// spec: VIEW-TENTATIVE
+test('a tentative entry is in Durable and Submitted at once, Authoritative only once committed; acks wait for it; a welcome drops it; a stored log before its confirmation, or an own op sent as tentative, resyncs', () => {
+  const e = new ViewEngine(room, { clientId: 'me', now: () => 0 });
+  const note = (pos: number) => ({ pos, client: 'x', seq: pos, name: 'note', args: { text: `n${pos}` }, author: 'x' });
+  const welcome = { t: 'welcome' as const, v: PROTOCOL_VERSION, client: 'me', author: 'me', highWater: 0, visibleSeq: 0, rejected: [], members: ['me', 'x'] };
+  e.connected();
+  e.receive({ ...welcome, from: 1, entries: [note(1)], stable: 0 });
+  e.drain();
+  // Our own op, submitted before the tentative entry arrives, is folded after it.
+  e.submit('note', { text: 'mine' });
+  e.receive({
+    t: 'log',
+    from: 2,
+    entries: [
+      { k: 'op', e: note(2) },
+      { k: 'op', e: note(3) },
+    ],
+    tentative: true,
+  });
+  let out = e.drain();
+  assert.deepEqual(
+    e.getState('submitted').notes,
+    ['x@1: n1', 'x@2: n2', 'x@3: n3', 'me@4: mine'],
+    'the tentative entries, then our op at the position after them',
+  );
+  assert.deepEqual(e.getState('authoritative').notes, ['x@1: n1']);
+  assert.deepEqual(e.positions(), { stable: 0, visible: 1, authoritative: 1, durable: 3, submitted: 4 });
+  assert.deepEqual(
+    out.send.filter((m) => m.t === 'ack'),
+    [],
+    'tentative entries are not acked: only what is stored is',
+  );
+  assert.deepEqual(
+    e.tentativeEntries().map((x) => x.pos),
+    [2, 3],
+  );
+  // The commit of the first of them.
+  e.receive({ t: 'committed', pos: 2 });
+  out = e.drain();
+  assert.deepEqual(e.getState('authoritative').notes, ['x@1: n1', 'x@2: n2']);
+  assert.deepEqual(
+    out.send.filter((m) => m.t === 'ack').map((m) => (m as { pos: number }).pos),
+    [2],
+  );
+  assert.ok(!out.changed.has('submitted') && !out.changed.has('durable'), 'the speculative logs did not change: no new snapshot');
+  // The rest: with no own op durable, Durable rests on Authoritative again, one snapshot.
+  e.durable(1);
+  e.drain();
+  const durableBefore = e.getState('durable');
+  e.receive({ t: 'committed', pos: 3 });
+  out = e.drain();
+  assert.deepEqual(e.getState('authoritative').notes, ['x@1: n1', 'x@2: n2', 'x@3: n3']);
+  assert.equal(e.getState('durable'), durableBefore, 'Durable keeps its snapshot');
+  assert.deepEqual(e.tentativeEntries(), []);
+  // A welcome forgets tentative entries: the stored log it brings replaces them.
+  e.receive({ t: 'log', from: 4, entries: [{ k: 'own', seq: 1 }] });
+  e.receive({ t: 'log', from: 5, entries: [{ k: 'op', e: note(5) }], tentative: true });
+  e.drain();
+  assert.deepEqual(e.getState('submitted').notes.at(-1), 'x@5: n5');
+  e.disconnected();
+  assert.deepEqual(e.getState('submitted').notes.at(-1), 'x@5: n5', 'offline, it still shows them');
+  e.connected();
+  e.receive({ ...welcome, highWater: 1, visibleSeq: 1, from: 5, entries: [], stable: 4 });
+  e.drain();
+  assert.deepEqual(e.tentativeEntries(), []);
+  assert.deepEqual(e.getState('submitted').notes, ['x@1: n1', 'x@2: n2', 'x@3: n3', 'me@4: mine']);
+  // Out of step: a stored log while entries are tentative; our own op marked tentative.
+  e.receive({ t: 'log', from: 5, entries: [{ k: 'op', e: note(5) }], tentative: true });
+  e.receive({ t: 'log', from: 6, entries: [{ k: 'op', e: note(6) }] });
+  assert.match(e.drain().resync ?? '', /log at 6 while entries from 5 are still tentative/);
+  const f = new ViewEngine(room, { clientId: 'me', now: () => 0 });
+  f.connected();
+  f.receive({ ...welcome, from: 1, entries: [], stable: 0 });
+  f.receive({ t: 'log', from: 1, entries: [{ k: 'op', e: { ...note(1), client: 'me', author: 'me' } }], tentative: true });
+  assert.match(f.drain().resync ?? '', /our own op came as tentative at 1/);
+  // A stable frontier that covers tentative entries (a room whose members all hold them) moves
+  // Stable once they are confirmed, without another frontier.
+  const g = new ViewEngine(room, { clientId: 'me', now: () => 0 });
+  g.connected();
+  g.receive({ ...welcome, from: 1, entries: [note(1)], stable: 1 });
+  g.receive({ t: 'log', from: 2, entries: [{ k: 'op', e: note(2) }], tentative: true });
+  g.receive({ t: 'stable', pos: 2 });
+  assert.equal(g.positions().stable, 1, 'Stable stays within Authoritative');
+  g.receive({ t: 'committed', pos: 2 });
+  assert.deepEqual(g.positions(), { stable: 2, visible: 2, authoritative: 2, durable: 2, submitted: 2 });
+  assert.deepEqual(g.getState('stable').notes, ['x@1: n1', 'x@2: n2']);
+});

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { Packr } from 'msgpackr';
 import { decode, encode, MAX_DEPTH } from '../src/msgpack.ts';
+import { ServerFrame } from '../src/wire.ts';
 import { ClientCodec, HerculesError, ServerCodec, parseClientMessage, type ServerMessage } from '../src/index.ts';
 
 // Fixed seed as in the other property tests; FC_SEED and FC_RUNS (a multiplier) run more.
@@ -324,6 +325,7 @@ test('property: random and mutated bytes decode or throw malformed-frame; what d
   );
 });
 
+// spec: LOG-TENTATIVE
 test('ClientCodec reads ServerCodec frames and ServerCodec reads ClientCodec frames', () => {
   const sc = new ServerCodec(),
     cc = new ClientCodec();
@@ -381,10 +383,15 @@ test('ClientCodec reads ServerCodec frames and ServerCodec reads ClientCodec fra
     },
     { t: 'visible', seq: 3 },
     { t: 'stable', pos: 7 },
+    // LOG-TENTATIVE (protocol 4): a log ahead of its commit, and the commit's confirmation.
+    { t: 'log', from: 11, entries: [{ k: 'op', e: { pos: 11, client: 'c2', seq: 5, name: 'add', args: { n: 1 }, author: 'bob' } }], tentative: true },
+    { t: 'committed', pos: 11 },
     { t: 'members', members: ['c1'] },
     { t: 'ping' },
   ];
   for (const m of msgs) assert.deepStrictEqual(cc.decode(sc.encode(m)), m);
+  // Compact frames of their own, not the generic form.
+  assert.equal(new ServerCodec().encode({ t: 'committed', pos: 11 })[1], ServerFrame.Committed);
   const cc2 = new ClientCodec(),
     sc2 = new ServerCodec();
   assert.deepStrictEqual(

@@ -96,6 +96,25 @@ test('a member whose ack is outstanding past the timeout is deregistered; its op
   assert.deepEqual(ofType(to(back, 'ka'), 'members').at(-1)!.members, ['a', 'b']);
 });
 
+// spec: LOG-TENTATIVE
+test("the engine lists another client's log for a protocol-4 member as tentative, never the author's own nor a protocol-3 member's", () => {
+  const r = new RoomEngine(room);
+  join(r, 'ka', 'a');
+  r.open('kb', 0);
+  r.message('kb', { ...hello('b'), v: 3 }, 0);
+  join(r, 'kc', 'c');
+  const o = r.message('ka', { t: 'ops', ops: [note(1)] }, 1);
+  const listed = (o.tentative ?? []).map((i) => o.send[i]);
+  assert.deepEqual(
+    listed.map((x) => x.conn),
+    ['kc'],
+  );
+  assert.ok(listed.every((x) => x.msg.t === 'log' && x.msg.entries.every((w) => w.k === 'op')));
+  assert.ok(!o.sendFirst, 'the output still waits for its commit; the host decides what goes ahead');
+  // Bookkeeping lists nothing.
+  assert.equal(r.message('kc', { t: 'ack', pos: 1 }, 2).tentative, undefined);
+});
+
 // spec: VIS-BY-STABLE
 test('a stable frontier stands for the Notify-Visible it covers, for protocol-3 members only', () => {
   const r = new RoomEngine(room);

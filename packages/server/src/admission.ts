@@ -7,7 +7,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
-import { HerculesError, PROTOCOL_VERSION, parseClientMessage, type ErrorCode, type HelloMessage, type Machine } from '@hercules/core';
+import { HerculesError, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, parseClientMessage, type ErrorCode, type HelloMessage, type Machine } from '@hercules/core';
 import { AuthError, type Access, type AccessHook, type Authenticate, type Identity } from './auth.ts';
 
 /** What a connection request carries, whatever transport brought it: an HTTP upgrade request will do. */
@@ -129,7 +129,7 @@ export class Admission {
 }
 
 /**
- * Check a connection's first frame: it must be hello, in this server's protocol version, for a
+ * Check a connection's first frame: it must be hello, in a protocol version this server speaks, for a
  * machine this server has. Returns the hello and its machine, or a refusal.
  */
 export function checkHello(frame: unknown, machines: ReadonlyMap<string, Machine<any, any>>): { hello: HelloMessage; machine: Machine<any, any> } | Refusal {
@@ -141,11 +141,12 @@ export function checkHello(frame: unknown, machines: ReadonlyMap<string, Machine
   } catch (e) {
     return { code: e instanceof HerculesError ? e.code : 'malformed-frame', closeCode: 1008, message: (e as Error).message, fatal: true };
   }
-  if (hello.v !== PROTOCOL_VERSION)
+  // SEC-PROTOCOL-RANGE: every version from MIN_PROTOCOL_VERSION up, each client in its own.
+  if (hello.v < MIN_PROTOCOL_VERSION || hello.v > PROTOCOL_VERSION)
     return {
       code: 'protocol-version',
       closeCode: 4001,
-      message: `this server speaks protocol ${PROTOCOL_VERSION}, the client ${hello.v}; upgrade the older side`,
+      message: `this server speaks protocol ${MIN_PROTOCOL_VERSION} to ${PROTOCOL_VERSION}, the client ${hello.v}; upgrade the older side`,
       fatal: true,
     };
   const machine = machines.get(hello.machine.name);

@@ -114,6 +114,8 @@ interface Queued {
   needs: number;
   /** Called once the output went out (after its commit), or with the error if the room failed first. */
   done?: (error?: Error) => void;
+  /** Members sent this output's entries ahead of its commit (LOG-TENTATIVE), and the last position: told `committed` after it. */
+  early?: { conn: string; pos: number }[];
 }
 
 const STORAGE_FAILED = 'the server could not write to its storage; reconnect to resume (nothing you made durable is lost)';
@@ -147,6 +149,11 @@ export class RoomHost {
    * is a merged log whose entries array belongs to this outbox (see stageMessage).
    */
   private readonly outbox = new Map<string, { member: RoomMember; msgs: ServerMessage[]; ownEntries: WireEntry[] | undefined }>();
+  /**
+   * Messages queued (not yet sent) for each member. A tentative log goes ahead of its commit only
+   * to a member with none, so nothing it was promised earlier (a welcome, a log) comes after it.
+   */
+  private readonly queuedFor = new Map<string, number>();
 
   /** The checkpoint the store holds, and the newest one the engine made. */
   private storedCheckpoint: number;
@@ -296,6 +303,7 @@ export class RoomHost {
     const unsent = this.queue.slice(this.queueHead);
     this.queue = [];
     this.queueHead = 0;
+    this.queuedFor.clear();
     for (const q of unsent)
       q.done?.(
         q.needs <= this.confirmed ? undefined : new HerculesError('storage-failed', `room ${this.name} was unloaded before the write was confirmed; try again`),
@@ -341,8 +349,41 @@ export class RoomHost {
     // a welcome announce the migrated checkpoint before the migration is stored (AUTH-STORED).
     if (out.send.length === 0 && out.close.length === 0 && !done && p.appended.length === 0) return;
     // An output that appends or claims waits for the commit its writes go into.
-    this.queue.push({ out, at, made: this.clock.now(), needs: out.sendFirst ? 0 : this.issued + 1, ...(done ? { done } : {}) });
+    const needs = out.sendFirst ? 0 : this.issued + 1;
+    const early = needs > this.confirmed ? this.sendTentative(out) : undefined;
+    for (const { conn } of out.send) this.queuedFor.set(conn, (this.queuedFor.get(conn) ?? 0) + 1);
+    this.queue.push({ out, at, made: this.clock.now(), needs, ...(done ? { done } : {}), ...(early ? { early } : {}) });
     this.sendReady();
+  }
+
+  /**
+   * LOG-TENTATIVE: send the logs the engine listed as tentative (other clients' entries, to
+   * protocol-4 members) now, marked so, ahead of the commit they wait for, to each member that
+   * has nothing queued before them; the rest go after the commit as stored logs. Returns who got
+   * them early.
+   */
+  private sendTentative(out: RoomOutput): { conn: string; pos: number }[] | undefined {
+    if (!out.tentative?.length) return undefined;
+    const listed = new Set(out.tentative);
+    let early: { conn: string; pos: number }[] | undefined;
+    /** Members with a message of this output that stays queued, before the one at hand. */
+    let held: Set<string> | undefined;
+    let kept = 0;
+    for (let i = 0; i < out.send.length; i++) {
+      const item = out.send[i];
+      const { conn, msg } = item;
+      const m = listed.has(i) && msg.t === 'log' ? this.members_.get(conn) : undefined;
+      if (m && msg.t === 'log' && !held?.has(conn) && !this.queuedFor.get(conn) && !this.outbox.has(conn)) {
+        m.send({ t: 'log', from: msg.from, entries: msg.entries, tentative: true });
+        (early ??= []).push({ conn, pos: msg.from + msg.entries.length - 1 });
+        continue;
+      }
+      (held ??= new Set()).add(conn);
+      out.send[kept++] = item;
+    }
+    out.send.length = kept;
+    out.tentative = undefined; // (its indices were into the list before the filtering)
+    return early;
   }
 
   /**
@@ -442,17 +483,36 @@ export class RoomHost {
    * (LOG-COALESCE): a commit that confirms the ops of many input frames sends each member one
    * frame, not one per input frame, so the member decodes and rebases once.
    */
-  private deliver({ out, done }: Queued, direct: boolean): void {
+  private deliver({ out, done, early }: Queued, direct: boolean): void {
     done?.();
     /** Fatal errors the engine sent, by connection: the reason a close below is given. */
     let fatal: Map<string, ErrorCode> | undefined;
+    // Those sent the entries ahead of the commit hear that it is stored before anything else of
+    // it or after it (a stable frontier of this output may cover the entries). No message of
+    // this output to them is a log: the tentative one was their only one.
+    const confirm = early && new Map(early.map((x) => [x.conn, x.pos]));
+    const committed = (conn: string, m: RoomMember) => {
+      const pos = confirm!.get(conn)!;
+      confirm!.delete(conn);
+      if (direct) m.send({ t: 'committed', pos });
+      else this.stageMessage(m, { t: 'committed', pos });
+    };
     for (const { conn, msg } of out.send) {
+      const n = (this.queuedFor.get(conn) ?? 1) - 1;
+      if (n > 0) this.queuedFor.set(conn, n);
+      else this.queuedFor.delete(conn);
       const m = this.members_.get(conn);
       if (!m) continue;
+      if (confirm?.has(conn)) committed(conn, m);
       if (msg.t === 'error' && msg.fatal) (fatal ??= new Map()).set(conn, msg.code);
       if (direct) m.send(msg);
       else this.stageMessage(m, msg);
     }
+    if (confirm)
+      for (const conn of [...confirm.keys()]) {
+        const m = this.members_.get(conn);
+        if (m) committed(conn, m);
+      }
     for (const { conn, reason } of out.close) {
       const m = this.members_.get(conn);
       if (!m) continue;
@@ -562,6 +622,7 @@ export class RoomHost {
     const unsent = this.queue.slice(this.queueHead);
     this.queue = [];
     this.queueHead = 0;
+    this.queuedFor.clear();
     const lost = new HerculesError('storage-failed', why);
     for (const q of unsent) q.done?.(lost);
     this.stage = { entries: [], clients: {} };

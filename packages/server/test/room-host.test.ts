@@ -63,9 +63,9 @@ function member(id: string, onSend?: (m: ServerMessage) => void): FakeMember {
   return m;
 }
 
-const hello = (client: string, machine: Machine<any, any> = chat, have = 0) => ({
+const hello = (client: string, machine: Machine<any, any> = chat, have = 0, v = PROTOCOL_VERSION) => ({
   t: 'hello',
-  v: PROTOCOL_VERSION,
+  v,
   client,
   machine: { name: machine.name, version: machine.version },
   have,
@@ -78,9 +78,9 @@ async function hostOver(store: RoomStore, clock: ManualClock, extra: Partial<Con
 }
 
 /** Join `m` as client `client` and let its claim through, so it is welcomed. */
-async function welcomed(host: RoomHost, store: GatedStore, clock: ManualClock, m: FakeMember, client: string): Promise<void> {
+async function welcomed(host: RoomHost, store: GatedStore, clock: ManualClock, m: FakeMember, client: string, v = PROTOCOL_VERSION): Promise<void> {
   host.join(m);
-  host.receive(m.id, hello(client));
+  host.receive(m.id, hello(client, chat, 0, v));
   await endOfTask(clock);
   await store.pass();
   assert.ok(
@@ -155,12 +155,14 @@ test('the ops of many frames released by one commit reach each member as one log
   const a = member('a');
   const b = member('b');
   const c = member('c');
+  // Protocol 3: every log goes after its commit (a protocol-4 member gets others' ops ahead of
+  // it, LOG-TENTATIVE, and only what was held behind something is coalesced).
   for (const [m, id] of [
     [a, 'a'],
     [b, 'b'],
     [c, 'c'],
   ] as const)
-    await welcomed(host, store, clock, m, id);
+    await welcomed(host, store, clock, m, id, 3);
   const [fromA, fromB, fromC] = [a.got.length, b.got.length, c.got.length];
   // Three frames in one task: one commit holds them all.
   host.receive('a', say(1, 'one'));
@@ -204,6 +206,71 @@ test('the ops of many frames released by one commit reach each member as one log
   assert.ok(last.t === 'log' && last.entries.length === 1 && last.from === toC[0].from + 3);
 });
 
+// spec: LOG-TENTATIVE
+test("another client's ops reach a protocol-4 member ahead of their commit, marked tentative, confirmed once stored; never past what it is due before them; nothing of a failed commit is confirmed", async () => {
+  const store = new GatedStore();
+  const clock = new ManualClock();
+  const host = await hostOver(store, clock);
+  const a = member('a');
+  const b = member('b');
+  const old = member('old');
+  await welcomed(host, store, clock, a, 'a');
+  await welcomed(host, store, clock, b, 'b');
+  await welcomed(host, store, clock, old, 'old', 3);
+  const n = { a: a.got.length, b: b.got.length, old: old.got.length };
+  host.receive('a', say(1, 'one'));
+  await endOfTask(clock);
+  assert.equal(store.waiting, 1, 'the commit is in flight');
+  assert.deepEqual(
+    b.got.slice(n.b),
+    [{ t: 'log', from: 1, entries: [{ k: 'op', e: store.calls.at(-1)!.entries![0] }], tentative: true }],
+    'b has it before the commit',
+  );
+  assert.deepEqual(a.got.slice(n.a), [], 'the author hears only once it is stored (AUTH-STORED)');
+  assert.deepEqual(old.got.slice(n.old), [], 'a protocol-3 member gets nothing ahead of the commit');
+  await store.pass();
+  assert.deepEqual(
+    b.got.slice(n.b).map((m) => m.t),
+    ['log', 'committed'],
+  );
+  assert.deepEqual(b.got.at(-1), { t: 'committed', pos: 1 });
+  assert.ok(a.got.slice(n.a).some((m) => m.t === 'log' && m.entries[0].k === 'own'));
+  assert.deepEqual(
+    old.got.slice(n.old).map((m) => m.t + (m.t === 'log' && m.tentative ? ' tentative' : '')),
+    ['log'],
+  );
+  // b's own op is queued behind its commit (its Notify-Auth); a's next op, ordered after it, may
+  // not overtake that: it goes to b after the commit, as a stored log, with no committed of its own.
+  n.b = b.got.length;
+  host.receive('b', say(1, 'two'));
+  host.receive('a', say(2, 'three'));
+  await endOfTask(clock);
+  assert.deepEqual(b.got.slice(n.b), [], 'nothing ahead of its own Notify-Auth');
+  const toA = a.got.slice(n.a).filter((m) => m.t === 'log' && m.tentative);
+  assert.equal(toA.length, 1, "a is due nothing before b's op: it gets it ahead of the commit");
+  await store.pass();
+  const after = b.got.slice(n.b);
+  assert.ok(after.every((m) => m.t !== 'log' || !m.tentative) && !after.some((m) => m.t === 'committed'), JSON.stringify(after));
+  assert.deepEqual(
+    after.filter((m) => m.t === 'log').flatMap((m) => (m.t === 'log' ? m.entries.map((w) => `${w.k}@${m.from}`) : [])),
+    ['own@2', 'op@2'],
+    "its Notify-Auth, then a's op, as one stored log (LOG-COALESCE)",
+  );
+  // A commit that fails: what went ahead of it is never confirmed, and the members are closed.
+  n.b = b.got.length;
+  store.inner.failAppend({ stage: 'during' });
+  host.receive('a', say(3, 'lost'));
+  await endOfTask(clock);
+  assert.ok(
+    b.got.slice(n.b).some((m) => m.t === 'log' && m.tentative),
+    'sent ahead',
+  );
+  await store.pass();
+  assert.equal(host.state, 'failed');
+  assert.ok(!b.got.slice(n.b).some((m) => m.t === 'committed'), 'never confirmed');
+  assert.deepEqual(b.closed && [b.closed.code, b.closed.refused], [1011, 'storage-failed']);
+});
+
 // spec: SEC-CONTAINED
 test('a failed append poisons the room: nothing later of it is sent, members are told and closed, and the room reloads from the store', async () => {
   const store = new GatedStore();
@@ -213,8 +280,8 @@ test('a failed append poisons the room: nothing later of it is sent, members are
   const host = (await registry.acquire('r', chat)) as RoomHost;
   const a = member('a');
   const b = member('b');
-  await welcomed(host, store, clock, a, 'a');
-  await welcomed(host, store, clock, b, 'b');
+  await welcomed(host, store, clock, a, 'a', 3);
+  await welcomed(host, store, clock, b, 'b', 3);
   host.receive('a', say(1, 'stored'));
   await endOfTask(clock);
   await store.pass();

@@ -299,12 +299,58 @@ test("an ack riding in an ops frame reaches the room before the ops, through the
   await until(() => got.filter((m) => m.t === 'log').length === 2, 5000, 'Notify-Auth of seq 2');
 });
 
+// spec: SEC-PROTOCOL-RANGE, LOG-TENTATIVE
+test("through a real server: a protocol-3 client is served in its own version, with stored logs only; a protocol-4 one gets others' ops ahead of their commit, then committed; a protocol-1 one is refused", async (t) => {
+  const { dir, cleanup } = tempDir('protocols');
+  const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
+  const sockets: WebSocket[] = [];
+  t.after(async () => {
+    for (const ws of sockets) ws.terminate();
+    await srv.close();
+    cleanup();
+  });
+  const rawClient = async (client: string, v: number) => {
+    const ws = new WebSocket(`${srv.url}/?room=pv`);
+    sockets.push(ws);
+    const codec = new ClientCodec();
+    const got: ServerMessage[] = [];
+    ws.on('message', (d: Buffer) => got.push(codec.decode(d)));
+    await new Promise((r) => ws.on('open', r));
+    ws.send(codec.encode({ t: 'hello', v, client, machine: { name: 'chat', version: 1 }, have: 0 }));
+    await until(() => got.some((m) => m.t === 'welcome' || m.t === 'error'), 5000, `${client}'s answer`);
+    return { ws, codec, got };
+  };
+  const old = await rawClient('old', 3);
+  const now = await rawClient('now', PROTOCOL_VERSION);
+  const welcome = (got: ServerMessage[]) => got.find((m) => m.t === 'welcome') as { v: number } | undefined;
+  assert.equal(welcome(old.got)?.v, 3, 'the welcome speaks the client its own version');
+  assert.equal(welcome(now.got)?.v, PROTOCOL_VERSION);
+  const a = await connect({ url: srv.url, room: 'pv', machine: chat, clientId: 'a' });
+  t.after(() => a.close());
+  await online(a);
+  await a.ops.say({ text: 'hello' }).authoritative;
+  await until(() => now.got.some((m) => m.t === 'committed') && old.got.some((m) => m.t === 'log'), 5000, 'the op at both');
+  const shape = (got: ServerMessage[]) =>
+    got
+      .filter((m) => m.t === 'log' || m.t === 'committed')
+      .map((m) => (m.t === 'log' ? `log ${m.from}${m.tentative ? ' tentative' : ''}` : `committed ${m.pos}`));
+  assert.deepEqual(shape(now.got), ['log 1 tentative', 'committed 1']);
+  assert.deepEqual(shape(old.got), ['log 1']);
+  const tooOld = await rawClient('ancient', 1);
+  assert.match(
+    JSON.stringify(tooOld.got),
+    new RegExp(`protocol-version.*this server speaks protocol 2 to ${PROTOCOL_VERSION}, the client 1; upgrade the older side`),
+  );
+});
+
 // spec: VIS-BY-STABLE
 test("with two members, each op's visible delay is observed once, whether a Notify-Visible or a stable frontier said it", async (t) => {
   const { dir, cleanup } = tempDir('metrics-two');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
   const a = await connect({ url: srv.url, room: 'm2', machine: chat });
-  const b = await connect({ url: srv.url, room: 'm2', machine: chat });
+  // b steps through remote frames every 40 ms, so its ack comes after a's, and the stable frontier
+  // is what tells a (protocol 4 sends b the op ahead of its commit, and b would often ack first).
+  const b = await connect({ url: srv.url, room: 'm2', machine: chat, batching: { intervalMs: 40 } });
   t.after(async () => {
     await a.close();
     await b.close();

@@ -111,6 +111,8 @@ export interface LiveClient {
   readonly p: Positions;
   readonly views: Readonly<Record<ViewName, LedgerState>>;
   readonly pending: readonly OwnOp[];
+  /** Other clients' entries it holds before the server stored them (LOG-TENTATIVE). */
+  readonly tentative: readonly LogEntry[];
   /** Nothing this client shows changed since the last step: checks of its views alone would pass again. */
   readonly unchanged: boolean;
 }
@@ -234,6 +236,7 @@ export function observe(s: SimState, deep: boolean, memo: Map<ClientState, unkno
       stable: room.getState('stable'),
     };
     const pending = room.engine.pending();
+    const tentative = room.engine.tentativeEntries();
     const key = [
       views.submitted,
       views.durable,
@@ -246,11 +249,12 @@ export function observe(s: SimState, deep: boolean, memo: Map<ClientState, unkno
       p.durable,
       p.submitted,
       pending.length,
+      tentative.length,
     ];
     const last = memo.get(c);
     const unchanged = last !== undefined && key.length === last.length && key.every((x, i) => x === last[i]);
     memo.set(c, key);
-    live.push({ c, room, p, views, pending, unchanged });
+    live.push({ c, room, p, views, pending, tentative, unchanged });
   }
   const members = new Map<string, string>();
   if (s.serverUp) for (const [id, conn] of s.server.memberConnections()) members.set(id, conn);
@@ -467,11 +471,19 @@ export const CHECKERS: readonly Checker[] = [
   },
   {
     rule: 'AUTH-STORED',
-    description: 'the server announces an entry only once it is committed; no client holds an entry the disk does not',
+    description:
+      'the server announces an entry only once it is committed (a tentative log is no announcement); no client holds an entry the disk does not in its Authoritative view',
     create: (fail: Fail) => ({
       sent(s, conn, _client, msg) {
+        if (msg.t === 'log' && msg.tentative) return; // LOG-TENTATIVE
         const last =
-          msg.t === 'log' ? msg.from + msg.entries.length - 1 : msg.t === 'welcome' ? Math.max(msg.from - 1 + msg.entries.length, msg.checkpoint?.pos ?? 0) : 0;
+          msg.t === 'log'
+            ? msg.from + msg.entries.length - 1
+            : msg.t === 'committed'
+              ? msg.pos
+              : msg.t === 'welcome'
+                ? Math.max(msg.from - 1 + msg.entries.length, msg.checkpoint?.pos ?? 0)
+                : 0;
         if (last > s.global.length) fail(`the server sent ${conn} a ${msg.t} up to position ${last} while ${s.global.length} entries are committed`);
       },
       step(s, st) {
@@ -479,6 +491,44 @@ export const CHECKERS: readonly Checker[] = [
           if (p.authoritative > s.global.length) fail(`${c.id} authoritative at ${p.authoritative} beyond the committed log (${s.global.length})`);
       },
     }),
+  },
+  {
+    rule: 'LOG-TENTATIVE',
+    description:
+      "what a connection is sent ahead of its commit is confirmed to it only as the entries the log holds there; a tentative log never carries the receiver's own ops, and a connection is confirmed before any stored log after tentative entries",
+    create: (fail: Fail) => {
+      /** Per connection: the entries it was sent ahead of their commit and not yet confirmed, by position. */
+      const ahead = new Map<string, Map<number, string>>();
+      return {
+        sent(s, conn, client, msg) {
+          if (msg.t === 'log' && msg.tentative) {
+            let held = ahead.get(conn);
+            if (!held) ahead.set(conn, (held = new Map()));
+            for (const w of msg.entries) {
+              if (w.k !== 'op' || w.e.client === client) fail(`the server sent ${conn} its own op at ${msg.from} ahead of its commit`);
+              held.set(w.e.pos, idOf(w.e));
+            }
+            return;
+          }
+          const held = ahead.get(conn);
+          if (!held?.size) return;
+          if (msg.t === 'committed') {
+            // (AUTH-STORED checks that the log holds msg.pos already.) Two servers may each send
+            // ahead at a position, a stale one too (it fails, fenced, and closes its members): what
+            // counts is what each connection is told is stored.
+            for (const [pos, id] of held) {
+              if (pos > msg.pos) continue;
+              const e = s.global[pos - 1];
+              if (!e || idOf(e) !== id) fail(`the server confirmed to ${conn} ${id} at ${pos}, where the log holds ${e ? idOf(e) : 'nothing'}`);
+              held.delete(pos);
+            }
+            return;
+          }
+          if (msg.t === 'log')
+            fail(`the server sent ${conn} a stored log at ${msg.from} while its tentative entries from ${Math.min(...held.keys())} were not confirmed`);
+        },
+      };
+    },
   },
   {
     rule: 'VIEW-PREFIX',
@@ -522,11 +572,12 @@ export const CHECKERS: readonly Checker[] = [
   },
   {
     rule: 'VIEW-SPECULATIVE',
-    description: "Durable and Submitted equal a naive fold of Authoritative plus the client's own pending ops in seq order",
+    description:
+      "Durable and Submitted equal a naive fold of Authoritative, then the other clients' entries it holds tentatively (VIEW-TENTATIVE), then the client's own pending ops in seq order",
     create: (fail: Fail) => ({
       step(s, st) {
         if (!st.deep) return;
-        for (const { c, p, views, pending, unchanged } of st.live) {
+        for (const { c, p, views, pending, tentative, unchanged } of st.live) {
           if (unchanged) continue;
           const pend = pending.filter((o) => o.stage === 'durable' || o.stage === 'submitted');
           // (As the client's version shows Authoritative, and its machine folds its pending ops:
@@ -535,7 +586,12 @@ export const CHECKERS: readonly Checker[] = [
           if (state === undefined) fail(`${c.id} (v${c.version}) is at ${p.authoritative}, where the room runs a newer version`);
           const machine = ledgerAt(c.version);
           let pos = p.authoritative;
-          const durCount = p.durable - p.authoritative;
+          for (const e of tentative) {
+            if (e.pos !== pos + 1) fail(`${c.id} holds a tentative entry at ${e.pos} after position ${pos}`);
+            if (e.error === undefined) state = applyOp(machine, state, e, e.pos).state;
+            pos++;
+          }
+          const durCount = p.durable - pos;
           for (let i = 0; i < pend.length; i++) {
             if (i === durCount && !same(views.durable, state)) fail(`${c.id} durable view differs from the reference fold`);
             state = applyOp(machine, state, pend[i], ++pos).state;

@@ -1045,6 +1045,7 @@ export class Simulation implements SimState {
   sendDown(c: SimClient, conn: string, epoch: number, msg: ServerMessage, extraMs = 0): void {
     if (c.conn !== conn || c.epoch !== epoch) return;
     this.checks.sent(this, conn, c.id, msg);
+    if (msg.t === 'log' && msg.tentative) this.count('log-tentative');
     const frame = structuredClone(msg);
     const t = Math.max(c.link.down, this.now + this.latency() + extraMs, c.stalledUntil);
     c.link.down = t;

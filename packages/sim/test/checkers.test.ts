@@ -107,6 +107,15 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
     (sim, h) => h.sent!(sim, 'c0#1.1', 'c0', { t: 'log', from: sim.global.length + 1, entries: [{ k: 'own', seq: 1 }] } as ServerMessage),
     /sent c0#1\.1 a log up to position/,
   ],
+  'LOG-TENTATIVE': [
+    (sim, h) => {
+      // An entry sent ahead of its commit, then confirmed where the log holds another.
+      const e = sim.global[sim.global.length - 1];
+      h.sent!(sim, 'c9#1.1', 'c9', { t: 'log', from: e.pos, entries: [{ k: 'op', e: { ...e, seq: e.seq + 100 } }], tentative: true } as ServerMessage);
+      h.sent!(sim, 'c9#1.1', 'c9', { t: 'committed', pos: e.pos } as ServerMessage);
+    },
+    /confirmed to c9#1\.1 \S+ at \d+, where the log holds \S+/,
+  ],
   'VIEW-PREFIX': [
     (sim, h) =>
       h.step!(

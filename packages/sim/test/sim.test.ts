@@ -274,6 +274,46 @@ test('the checker catches a room host that announces a commit before the store c
   });
 });
 
+// spec: LOG-TENTATIVE
+test('the checker catches a room host that sends entries ahead of their commit and never confirms them', async () => {
+  await expectCaught(() => () => {}, ['LOG-TENTATIVE', 'LIVE-CONVERGE'], {
+    createHost(opts) {
+      const host = new RoomHost(opts);
+      const h = host as unknown as { deliver(q: { early?: unknown }, direct: boolean): void };
+      const deliver = h.deliver.bind(host);
+      h.deliver = (q, direct) => deliver({ ...q, early: undefined }, direct);
+      return host;
+    },
+  });
+});
+
+// spec: LOG-TENTATIVE
+test('the checker catches a room host that sends entries ahead of their commit past a message queued before them', async () => {
+  await expectCaught(() => () => {}, ['LOG-TENTATIVE', 'LOG-FIFO', 'LIVE-CONVERGE'], {
+    createHost(opts) {
+      const host = new RoomHost(opts);
+      (host as unknown as { queuedFor: Map<string, number> }).queuedFor.get = () => undefined;
+      return host;
+    },
+  });
+});
+
+// spec: VIEW-TENTATIVE
+test('the checker catches a client that takes a tentative entry for a stored one', async () => {
+  await expectCaught(() => {
+    const p = proto(ViewEngine);
+    const orig = p.onTentative as (from: number, entries: unknown[]) => void;
+    p.onTentative = function (this: { promote(pos: number): void; tentList: { pos: number }[] }, from: number, entries: unknown[]) {
+      orig.call(this, from, entries);
+      const last = this.tentList[this.tentList.length - 1];
+      if (last) this.promote(last.pos);
+    };
+    return () => {
+      p.onTentative = orig;
+    };
+  }, ['AUTH-STORED', 'VIEW-GLOBAL-PREFIX']);
+});
+
 // spec: PRESENCE-EPHEMERAL
 test('the checker catches a room that forgets a closed connection’s presence', async () => {
   await expectCaught(() => {
