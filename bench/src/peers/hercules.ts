@@ -38,7 +38,7 @@ const cell = (key: string) => {
 
 /**
  * One Hercules client behind the peer interface, for a machine: `set` submits the op that sets a
- * key, `diff` reports (key, value) for what changed between two Authoritative snapshots. Our own
+ * key, `diff` reports (key, value) for what changed between two Submitted snapshots. Our own
  * values are not reported (they are not deliveries); `acked` is the op becoming Authoritative.
  */
 async function peerClient<M extends Machine<any, any>>(
@@ -56,8 +56,10 @@ async function peerClient<M extends Machine<any, any>>(
   const report = (key: string, value: string) => {
     if (!own.has(value)) for (const fn of listeners) fn(key, value);
   };
-  let prev = room.getState('authoritative');
-  room.subscribe('authoritative', (s) => {
+  // Deliveries are read where an app renders them: the Submitted view (with protocol 4, another
+  // client's op reaches it before the server's commit, LOG-TENTATIVE; Authoritative once stored).
+  let prev = room.getState('submitted');
+  room.subscribe('submitted', (s) => {
     diff(prev, s, report);
     prev = s;
   });
