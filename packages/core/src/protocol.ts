@@ -205,6 +205,11 @@ export interface LogMessage {
    * yet Authoritative. A committed message confirms them; a new connection forgets them.
    */
   readonly tentative?: true;
+  /**
+   * With `tentative`: the log up to here is stored, as a committed message would say (the server
+   * folds a confirmation that would have gone alone into the next tentative log).
+   */
+  readonly committed?: number;
 }
 /** The log up to `pos` is stored: the tentative entries up to it are Authoritative (protocol 4, LOG-TENTATIVE). */
 export interface CommittedMessage {

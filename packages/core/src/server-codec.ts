@@ -26,7 +26,7 @@ export class ServerCodec {
   encode(m: ServerMessage): Uint8Array {
     switch (m.t) {
       case 'log': {
-        const t: unknown[] = [m.tentative ? ServerFrame.LogTentative : ServerFrame.Log, m.from];
+        const t: unknown[] = m.tentative ? [ServerFrame.LogTentative, m.from, m.committed ?? 0] : [ServerFrame.Log, m.from];
         for (const w of m.entries) {
           // Own: [seq], [seq, error] or, refused, [seq, error, 1]; an op is 4 elements or more.
           if (w.k === 'own') t.push(w.error === undefined ? [w.seq] : w.refused ? [w.seq, w.error, 1] : [w.seq, w.error]);

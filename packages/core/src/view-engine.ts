@@ -676,7 +676,11 @@ export class ViewEngine<S = unknown> {
           this.out.warnings.push('log before welcome ignored');
           return;
         }
-        if (msg.tentative) return this.onTentative(msg.from, msg.entries);
+        if (msg.tentative) {
+          if (msg.committed !== undefined) this.promote(msg.committed);
+          if (this.outOfStep()) return;
+          return this.onTentative(msg.from, msg.entries);
+        }
         // A server confirms every tentative entry (committed) before it sends a later log as stored.
         if (this.tentList.length > 0) {
           this.resync(`log at ${msg.from} while entries from ${this.authLen + 1} are still tentative`);

@@ -81,8 +81,12 @@ export class ClientCodec {
       case ServerFrame.LogTentative: {
         const from = v[1];
         if (!isNat(from)) return bad('log: bad position');
+        // Tentative: [4, from, stored up to (0: not said), entries...] (LOG-TENTATIVE).
+        const tentative = v[0] === ServerFrame.LogTentative;
+        const first = tentative ? 3 : 2;
+        if (tentative && !isNat(v[2])) return bad('log: bad committed position');
         const entries: WireEntry[] = [];
-        for (let i = 2; i < v.length; i++) {
+        for (let i = first; i < v.length; i++) {
           const t = v[i];
           if (!Array.isArray(t)) return bad('log: bad entry');
           if (t.length <= 3) {
@@ -102,14 +106,15 @@ export class ClientCodec {
             const author = t.length > 4 && t[4] !== null ? this.inRefs.get(t[4], 'author') : client;
             const e: LogEntry =
               t.length <= 5
-                ? { pos: from + i - 2, client, seq: t[1], name, args: t[3], author }
+                ? { pos: from + i - first, client, seq: t[1], name, args: t[3], author }
                 : t[6] === 1
-                  ? { pos: from + i - 2, client, seq: t[1], name, args: t[3], author, error: String(t[5]), refused: true }
-                  : { pos: from + i - 2, client, seq: t[1], name, args: t[3], author, error: String(t[5]) };
+                  ? { pos: from + i - first, client, seq: t[1], name, args: t[3], author, error: String(t[5]), refused: true }
+                  : { pos: from + i - first, client, seq: t[1], name, args: t[3], author, error: String(t[5]) };
             entries.push({ k: 'op', e });
           }
         }
-        return v[0] === ServerFrame.LogTentative ? { t: 'log', from, entries, tentative: true } : { t: 'log', from, entries };
+        if (!tentative) return { t: 'log', from, entries };
+        return v[2] === 0 ? { t: 'log', from, entries, tentative: true } : { t: 'log', from, entries, tentative: true, committed: v[2] as number };
       }
       case ServerFrame.Committed:
         return isNat(v[1]) ? { t: 'committed', pos: v[1] } : bad('committed: bad pos');

@@ -470,4 +470,13 @@ test('a tentative entry is in Durable and Submitted at once, Authoritative only 
   g.receive({ t: 'committed', pos: 2 });
   assert.deepEqual(g.positions(), { stable: 2, visible: 2, authoritative: 2, durable: 2, submitted: 2 });
   assert.deepEqual(g.getState('stable').notes, ['x@1: n1', 'x@2: n2']);
+  // A confirmation carried by the next tentative log: the earlier entries are promoted first.
+  g.receive({ t: 'log', from: 3, entries: [{ k: 'op', e: note(3) }], tentative: true });
+  g.receive({ t: 'log', from: 4, entries: [{ k: 'op', e: note(4) }], tentative: true, committed: 3 });
+  assert.equal(g.positions().authoritative, 3);
+  assert.deepEqual(
+    g.tentativeEntries().map((x) => x.pos),
+    [4],
+  );
+  assert.deepEqual(g.getState('submitted').notes.at(-1), 'x@4: n4');
 });

@@ -386,6 +386,13 @@ test('ClientCodec reads ServerCodec frames and ServerCodec reads ClientCodec fra
     // LOG-TENTATIVE (protocol 4): a log ahead of its commit, and the commit's confirmation.
     { t: 'log', from: 11, entries: [{ k: 'op', e: { pos: 11, client: 'c2', seq: 5, name: 'add', args: { n: 1 }, author: 'bob' } }], tentative: true },
     { t: 'committed', pos: 11 },
+    {
+      t: 'log',
+      from: 12,
+      entries: [{ k: 'op', e: { pos: 12, client: 'c2', seq: 6, name: 'add', args: null, author: 'bob', error: 'boom' } }],
+      tentative: true,
+      committed: 11,
+    },
     { t: 'members', members: ['c1'] },
     { t: 'ping' },
   ];

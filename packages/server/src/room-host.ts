@@ -154,6 +154,13 @@ export class RoomHost {
    * to a member with none, so nothing it was promised earlier (a welcome, a log) comes after it.
    */
   private readonly queuedFor = new Map<string, number>();
+  /**
+   * Confirmations (LOG-TENTATIVE) not sent yet, by member: held until the end of the event-loop
+   * turn, so a tentative log sent meanwhile carries it instead of a frame of its own (a busy room
+   * sends each member one frame per commit, not two). Anything else due to the member first sends it.
+   */
+  private readonly unconfirmed = new Map<string, number>();
+  private confirmTimer: TimerHandle | undefined;
 
   /** The checkpoint the store holds, and the newest one the engine made. */
   private storedCheckpoint: number;
@@ -304,6 +311,7 @@ export class RoomHost {
     this.queue = [];
     this.queueHead = 0;
     this.queuedFor.clear();
+    this.unconfirmed.clear();
     for (const q of unsent)
       q.done?.(
         q.needs <= this.confirmed ? undefined : new HerculesError('storage-failed', `room ${this.name} was unloaded before the write was confirmed; try again`),
@@ -374,7 +382,9 @@ export class RoomHost {
       const { conn, msg } = item;
       const m = listed.has(i) && msg.t === 'log' ? this.members_.get(conn) : undefined;
       if (m && msg.t === 'log' && !held?.has(conn) && !this.queuedFor.get(conn) && !this.outbox.has(conn)) {
-        m.send({ t: 'log', from: msg.from, entries: msg.entries, tentative: true });
+        const committed = this.unconfirmed.get(conn);
+        if (committed !== undefined) this.unconfirmed.delete(conn);
+        m.send({ t: 'log', from: msg.from, entries: msg.entries, tentative: true, ...(committed !== undefined ? { committed } : {}) });
         (early ??= []).push({ conn, pos: msg.from + msg.entries.length - 1 });
         continue;
       }
@@ -488,31 +498,23 @@ export class RoomHost {
     /** Fatal errors the engine sent, by connection: the reason a close below is given. */
     let fatal: Map<string, ErrorCode> | undefined;
     // Those sent the entries ahead of the commit hear that it is stored before anything else of
-    // it or after it (a stable frontier of this output may cover the entries). No message of
-    // this output to them is a log: the tentative one was their only one.
-    const confirm = early && new Map(early.map((x) => [x.conn, x.pos]));
-    const committed = (conn: string, m: RoomMember) => {
-      const pos = confirm!.get(conn)!;
-      confirm!.delete(conn);
-      if (direct) m.send({ t: 'committed', pos });
-      else this.stageMessage(m, { t: 'committed', pos });
-    };
+    // it or after it (a stable frontier of this output may cover the entries): held to the turn's
+    // end, or to a tentative log that carries it, unless something else is due to them first.
+    if (early) {
+      for (const { conn, pos } of early) if (this.members_.has(conn)) this.unconfirmed.set(conn, Math.max(pos, this.unconfirmed.get(conn) ?? 0));
+      this.confirmTimer ??= this.clock.setTimeout(() => this.sendConfirmations(), 0);
+    }
     for (const { conn, msg } of out.send) {
       const n = (this.queuedFor.get(conn) ?? 1) - 1;
       if (n > 0) this.queuedFor.set(conn, n);
       else this.queuedFor.delete(conn);
       const m = this.members_.get(conn);
       if (!m) continue;
-      if (confirm?.has(conn)) committed(conn, m);
+      this.confirmFirst(conn, m, direct);
       if (msg.t === 'error' && msg.fatal) (fatal ??= new Map()).set(conn, msg.code);
       if (direct) m.send(msg);
       else this.stageMessage(m, msg);
     }
-    if (confirm)
-      for (const conn of [...confirm.keys()]) {
-        const m = this.members_.get(conn);
-        if (m) committed(conn, m);
-      }
     for (const { conn, reason } of out.close) {
       const m = this.members_.get(conn);
       if (!m) continue;
@@ -523,6 +525,23 @@ export class RoomHost {
       const why = fatal?.get(conn);
       m.close(4000, why ?? reason, why);
     }
+  }
+
+  /** A member's held confirmation goes before anything else it is sent (`direct`, or staged in order). */
+  private confirmFirst(conn: string, m: RoomMember, direct: boolean): void {
+    const pos = this.unconfirmed.get(conn);
+    if (pos === undefined) return;
+    this.unconfirmed.delete(conn);
+    if (direct) m.send({ t: 'committed', pos });
+    else this.stageMessage(m, { t: 'committed', pos });
+  }
+
+  /** The turn is over: confirmations no tentative log carried go on their own. */
+  private sendConfirmations(): void {
+    this.confirmTimer = undefined;
+    if (this.state_ !== 'serving') return;
+    for (const [conn, pos] of this.unconfirmed) this.members_.get(conn)?.send({ t: 'committed', pos });
+    this.unconfirmed.clear();
   }
 
   private stageMessage(m: RoomMember, msg: ServerMessage): void {
@@ -623,6 +642,7 @@ export class RoomHost {
     this.queue = [];
     this.queueHead = 0;
     this.queuedFor.clear();
+    this.unconfirmed.clear();
     const lost = new HerculesError('storage-failed', why);
     for (const q of unsent) q.done?.(lost);
     this.stage = { entries: [], clients: {} };
@@ -643,6 +663,7 @@ export class RoomHost {
     this.commitQueued = false;
     if (this.commitTimer !== undefined) this.clock.clearTimeout(this.commitTimer);
     if (this.checkpointTimer !== undefined) this.clock.clearTimeout(this.checkpointTimer);
-    this.commitTimer = this.checkpointTimer = undefined;
+    if (this.confirmTimer !== undefined) this.clock.clearTimeout(this.confirmTimer);
+    this.commitTimer = this.checkpointTimer = this.confirmTimer = undefined;
   }
 }

@@ -231,7 +231,14 @@ test("another client's ops reach a protocol-4 member ahead of their commit, mark
   await store.pass();
   assert.deepEqual(
     b.got.slice(n.b).map((m) => m.t),
+    ['log'],
+    'the confirmation is held to the end of the turn, for a tentative log to carry',
+  );
+  clock.advance(0);
+  assert.deepEqual(
+    b.got.slice(n.b).map((m) => m.t),
     ['log', 'committed'],
+    'none came: it goes on its own',
   );
   assert.deepEqual(b.got.at(-1), { t: 'committed', pos: 1 });
   assert.ok(a.got.slice(n.a).some((m) => m.t === 'log' && m.entries[0].k === 'own'));
@@ -256,10 +263,28 @@ test("another client's ops reach a protocol-4 member ahead of their commit, mark
     ['own@2', 'op@2'],
     "its Notify-Auth, then a's op, as one stored log (LOG-COALESCE)",
   );
+  // A confirmation held at the end of a commit rides on the next tentative log, if one comes first.
+  n.b = b.got.length;
+  clock.advance(0);
+  host.receive('a', say(3, 'four'));
+  await endOfTask(clock);
+  await store.pass();
+  host.receive('a', say(4, 'five'));
+  await endOfTask(clock);
+  const carried = b.got.slice(n.b).filter((m) => m.t === 'log' || m.t === 'committed');
+  assert.deepEqual(
+    carried.map((m) =>
+      m.t === 'log' ? `log ${m.from}${m.tentative ? ' tentative' : ''}${m.committed ? ` committed ${m.committed}` : ''}` : `committed ${m.pos}`,
+    ),
+    ['log 4 tentative', 'log 5 tentative committed 4'],
+  );
+  await store.pass();
+  clock.advance(0);
+  assert.deepEqual(b.got.at(-1), { t: 'committed', pos: 5 });
   // A commit that fails: what went ahead of it is never confirmed, and the members are closed.
   n.b = b.got.length;
   store.inner.failAppend({ stage: 'during' });
-  host.receive('a', say(3, 'lost'));
+  host.receive('a', say(5, 'lost'));
   await endOfTask(clock);
   assert.ok(
     b.got.slice(n.b).some((m) => m.t === 'log' && m.tentative),

@@ -475,7 +475,12 @@ export const CHECKERS: readonly Checker[] = [
       'the server announces an entry only once it is committed (a tentative log is no announcement); no client holds an entry the disk does not in its Authoritative view',
     create: (fail: Fail) => ({
       sent(s, conn, _client, msg) {
-        if (msg.t === 'log' && msg.tentative) return; // LOG-TENTATIVE
+        if (msg.t === 'log' && msg.tentative) {
+          // LOG-TENTATIVE: not an announcement, but the confirmation it may carry is.
+          if (msg.committed !== undefined && msg.committed > s.global.length)
+            fail(`the server confirmed ${conn} the log up to ${msg.committed} while ${s.global.length} entries are committed`);
+          return;
+        }
         const last =
           msg.t === 'log'
             ? msg.from + msg.entries.length - 1
@@ -501,7 +506,21 @@ export const CHECKERS: readonly Checker[] = [
       const ahead = new Map<string, Map<number, string>>();
       return {
         sent(s, conn, client, msg) {
+          const confirm = (upTo: number) => {
+            const held = ahead.get(conn);
+            if (!held) return;
+            // (AUTH-STORED checks that the log holds upTo already.) Two servers may each send ahead
+            // at a position, a stale one too (it fails, fenced, and closes its members): what
+            // counts is what each connection is told is stored.
+            for (const [pos, id] of held) {
+              if (pos > upTo) continue;
+              const e = s.global[pos - 1];
+              if (!e || idOf(e) !== id) fail(`the server confirmed to ${conn} ${id} at ${pos}, where the log holds ${e ? idOf(e) : 'nothing'}`);
+              held.delete(pos);
+            }
+          };
           if (msg.t === 'log' && msg.tentative) {
+            if (msg.committed !== undefined) confirm(msg.committed);
             let held = ahead.get(conn);
             if (!held) ahead.set(conn, (held = new Map()));
             for (const w of msg.entries) {
@@ -512,18 +531,7 @@ export const CHECKERS: readonly Checker[] = [
           }
           const held = ahead.get(conn);
           if (!held?.size) return;
-          if (msg.t === 'committed') {
-            // (AUTH-STORED checks that the log holds msg.pos already.) Two servers may each send
-            // ahead at a position, a stale one too (it fails, fenced, and closes its members): what
-            // counts is what each connection is told is stored.
-            for (const [pos, id] of held) {
-              if (pos > msg.pos) continue;
-              const e = s.global[pos - 1];
-              if (!e || idOf(e) !== id) fail(`the server confirmed to ${conn} ${id} at ${pos}, where the log holds ${e ? idOf(e) : 'nothing'}`);
-              held.delete(pos);
-            }
-            return;
-          }
+          if (msg.t === 'committed') return confirm(msg.pos);
           if (msg.t === 'log')
             fail(`the server sent ${conn} a stored log at ${msg.from} while its tentative entries from ${Math.min(...held.keys())} were not confirmed`);
         },
