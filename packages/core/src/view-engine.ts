@@ -939,7 +939,12 @@ export class ViewEngine<S = unknown> {
     }
     if (added.length === 0) return;
     this.materialize();
-    this.tentState = applyOps(this.machine, this.tentState ?? this.authState, added, at);
+    this.tentState = applyOps(this.machine, this.tentState ?? this.authState, added, at, (i, error) => {
+      // As in materialize: their promotion adopts this state without applying them again.
+      const e = added[i];
+      this.stats.divergences++;
+      this.out.warnings.push(`op ${e.client}:${e.seq} (${e.name}) threw here but not on the server: ${error}. Ops must be deterministic.`);
+    });
     for (const e of added) this.tentList.push(e);
     this.needRebase = true;
   }

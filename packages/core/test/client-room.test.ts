@@ -479,4 +479,13 @@ test('a tentative entry is in Durable and Submitted at once, Authoritative only 
     [4],
   );
   assert.deepEqual(g.getState('submitted').notes.at(-1), 'x@4: n4');
+  // An op the server accepted that throws here (not deterministic) is reported when it arrives.
+  g.receive({
+    t: 'log',
+    from: 5,
+    entries: [{ k: 'op', e: { pos: 5, client: 'x', seq: 5, name: 'move', args: { id: 'nowhere', x: 0, y: 0 }, author: 'x' } }],
+    tentative: true,
+  });
+  assert.match(g.drain().warnings.join('\n'), /op x:5 \(move\) threw here but not on the server: no item nowhere/);
+  assert.equal(g.stats.divergences, 1);
 });
