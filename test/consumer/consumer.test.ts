@@ -412,7 +412,7 @@ test('the packages install from their tarballs and work in a fresh project', { t
     }
   });
 
-  await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 30 KiB gzipped', async () => {
+  await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 31 KiB gzipped', async () => {
     const result = await build({
       absWorkingDir: project,
       entryPoints: ['browser.mjs'],
@@ -465,8 +465,8 @@ test('the packages install from their tarballs and work in a fresh project', { t
     // The goal was at most 25 KiB gzipped; splitting the client into a transport, a driver and
     // a wrapping room (issue 12) cost about 1.5 KiB, sending ops under seq reservations (issue
     // 14) 1 KiB more, presence (issue 15) 0.5 KiB, and machine versions, migrations and typed
-    // presence (issue 16) 1.4 KiB, so the bound is 30 until that is won back (docs/benchmarks.md,
-    // "Browser bundle size", has the figures).
-    assert.ok(gz <= 30 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
+    // presence (issue 16) 1.4 KiB, and protocol 4's tentative sends (issue 14) 0.5 KiB, so the
+    // bound is 31 until that is won back (docs/benchmarks.md, "Browser bundle size", has the figures).
+    assert.ok(gz <= 31 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
   });
 });
