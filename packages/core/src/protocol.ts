@@ -34,6 +34,12 @@ export const PROTOCOL_VERSION = 4;
 /** The oldest client protocol a server still speaks (PROTOCOL_VERSION). */
 export const MIN_PROTOCOL_VERSION = 2;
 
+/** Why a server refuses a hello of protocol `v` (SEC-PROTOCOL-RANGE), or undefined if it speaks it. */
+export function protocolRefusal(v: number): string | undefined {
+  if (v >= MIN_PROTOCOL_VERSION && v <= PROTOCOL_VERSION) return undefined;
+  return `this server speaks protocol ${MIN_PROTOCOL_VERSION} to ${PROTOCOL_VERSION}, the client ${v}; upgrade the older side`;
+}
+
 /** An op as a client submits it. (client, seq) identifies it for exactly-once delivery. */
 export interface OpRecord {
   readonly client: string;

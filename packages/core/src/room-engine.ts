@@ -18,8 +18,7 @@ import { prepareRestore } from './room-migration.ts';
 import { GENESIS_DIGEST, domainCopy, sameArgs, scanOp } from './args.ts';
 import {
   MAX_PRESENCE_BYTES,
-  MIN_PROTOCOL_VERSION,
-  PROTOCOL_VERSION,
+  protocolRefusal,
   RECENT_DIGESTS,
   type PeerPresence,
   parseClientMessage,
@@ -473,13 +472,9 @@ export class RoomEngine<S = unknown> {
   }
 
   private onHello(s: Session, m: HelloMessage, now: number): void {
-    if (m.v < MIN_PROTOCOL_VERSION || m.v > PROTOCOL_VERSION) {
-      this.error(
-        s.conn,
-        'protocol-version',
-        `this server speaks protocol ${MIN_PROTOCOL_VERSION} to ${PROTOCOL_VERSION}, the client ${m.v}; upgrade the older side`,
-        true,
-      );
+    const refused = protocolRefusal(m.v);
+    if (refused !== undefined) {
+      this.error(s.conn, 'protocol-version', refused, true);
       return;
     }
     if (m.machine.name !== this.machine.name) {

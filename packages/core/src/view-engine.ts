@@ -939,14 +939,16 @@ export class ViewEngine<S = unknown> {
     }
     if (added.length === 0) return;
     this.materialize();
-    this.tentState = applyOps(this.machine, this.tentState ?? this.authState, added, at, (i, error) => {
-      // As in materialize: their promotion adopts this state without applying them again.
-      const e = added[i];
-      this.stats.divergences++;
-      this.out.warnings.push(`op ${e.client}:${e.seq} (${e.name}) threw here but not on the server: ${error}. Ops must be deterministic.`);
-    });
+    // Reported here: their promotion adopts this state without applying them again.
+    this.tentState = applyOps(this.machine, this.tentState ?? this.authState, added, at, (i, error) => this.diverged(added[i], error));
     for (const e of added) this.tentList.push(e);
     this.needRebase = true;
+  }
+
+  /** The server applied `e` without error; this replica did not. Ops must be deterministic. */
+  private diverged(e: LogEntry, error: string): void {
+    this.stats.divergences++;
+    this.out.warnings.push(`op ${e.client}:${e.seq} (${e.name}) threw here but not on the server: ${error}. Ops must be deterministic.`);
   }
 
   /** The server stored the log up to `pos`: its tentative entries up to there become Authoritative. */
@@ -981,12 +983,7 @@ export class ViewEngine<S = unknown> {
     this.adoptTent = undefined;
     if (run.length === 0) return;
     this.unapplied = [];
-    const diverged = (from: number) => (i: number, error: string) => {
-      // The server applied it without error; this replica did not. Ops must be deterministic.
-      const e = run[from + i];
-      this.stats.divergences++;
-      this.out.warnings.push(`op ${e.client}:${e.seq} (${e.name}) threw here but not on the server: ${error}. Ops must be deterministic.`);
-    };
+    const diverged = (from: number) => (i: number, error: string) => this.diverged(run[from + i], error);
     // Our ops became authoritative, accepted, and no other entry came between: Authoritative is
     // now exactly the Durable log, so its snapshot is the Durable one (ops are deterministic).
     // Adopting it saves re-running the ops and makes the two views one object again. Ops sent

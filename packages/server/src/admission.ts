@@ -7,7 +7,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
-import { HerculesError, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, parseClientMessage, type ErrorCode, type HelloMessage, type Machine } from '@hercules/core';
+import { HerculesError, parseClientMessage, protocolRefusal, type ErrorCode, type HelloMessage, type Machine } from '@hercules/core';
 import { AuthError, type Access, type AccessHook, type Authenticate, type Identity } from './auth.ts';
 
 /** What a connection request carries, whatever transport brought it: an HTTP upgrade request will do. */
@@ -141,14 +141,9 @@ export function checkHello(frame: unknown, machines: ReadonlyMap<string, Machine
   } catch (e) {
     return { code: e instanceof HerculesError ? e.code : 'malformed-frame', closeCode: 1008, message: (e as Error).message, fatal: true };
   }
-  // SEC-PROTOCOL-RANGE: every version from MIN_PROTOCOL_VERSION up, each client in its own.
-  if (hello.v < MIN_PROTOCOL_VERSION || hello.v > PROTOCOL_VERSION)
-    return {
-      code: 'protocol-version',
-      closeCode: 4001,
-      message: `this server speaks protocol ${MIN_PROTOCOL_VERSION} to ${PROTOCOL_VERSION}, the client ${hello.v}; upgrade the older side`,
-      fatal: true,
-    };
+  // SEC-PROTOCOL-RANGE: the room's own rule, at the door.
+  const refused = protocolRefusal(hello.v);
+  if (refused !== undefined) return { code: 'protocol-version', closeCode: 4001, message: refused, fatal: true };
   const machine = machines.get(hello.machine.name);
   if (machine && machine.version !== hello.machine.version) {
     // This server serves the newest version it has of each machine (docs/migrations.md).
