@@ -84,8 +84,8 @@ export class JetStreamShardLog implements ShardLog {
   private readonly timeoutMs: number;
   private readonly duplicateWindowMs: number;
   private readonly ensured = new Map<number, Promise<void>>();
-  /** Reads so far, and how many of them went on message by message (a consumer could not be set up); header-only reads, and how many of them read whole messages instead. */
-  readonly readStats = { reads: 0, byGet: 0, headerReads: 0, headerReadsWhole: 0 };
+  /** Reads so far, and how many of them went on message by message (a consumer could not be set up); header-only reads, and how many of them read whole messages instead; requests asked again after a "temporarily unavailable". */
+  readonly readStats = { reads: 0, byGet: 0, headerReads: 0, headerReadsWhole: 0, retriedUnavailable: 0 };
 
   private constructor(
     readonly nc: NatsConnection,
@@ -201,7 +201,7 @@ export class JetStreamShardLog implements ShardLog {
   /** The stream sequence of the subject's last message (undefined: it has none). */
   private async lastSeqOf(stream: string, subject: string): Promise<number | undefined> {
     try {
-      return (await this.jsm.streams.getMessage(stream, { last_by_subj: subject }))?.seq;
+      return (await this.whileUnavailable(() => this.jsm.streams.getMessage(stream, { last_by_subj: subject })))?.seq;
     } catch (e) {
       if (isNoMessage(e)) return undefined;
       throw e;
@@ -263,6 +263,23 @@ export class JetStreamShardLog implements ShardLog {
   }
 
   /**
+   * `request`, again while JetStream answers "temporarily unavailable" (503, err_code 10008: a
+   * stream peer down or a leader being elected), for up to four request timeouts.
+   */
+  private async whileUnavailable<T>(request: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.timeoutMs * 4;
+    for (let wait = 50; ; wait = Math.min(wait * 2, 1000)) {
+      try {
+        return await request();
+      } catch (e) {
+        if (!isUnavailable(e) || Date.now() + wait > deadline) throw e;
+        this.readStats.retriedUnavailable++;
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
+  }
+
+  /**
    * One message at a time from the stream leader (about 0.8 ms each on loopback), up to `last`,
    * a message of the subject known to exist: an answer past it, or none, means the server that
    * answered is behind, and the read fails rather than come back short.
@@ -273,7 +290,7 @@ export class JetStreamShardLog implements ShardLog {
       try {
         // STREAM.MSG.GET takes next_by_subj (nats-server >= 2.9); the client's type omits it.
         const next: NextMsgRequest = { seq, next_by_subj: subject };
-        m = await this.jsm.streams.getMessage(stream, next as unknown as MsgRequest);
+        m = await this.whileUnavailable(() => this.jsm.streams.getMessage(stream, next as unknown as MsgRequest));
       } catch (e) {
         if (!isNoMessage(e)) throw e;
       }
@@ -382,6 +399,10 @@ function isWrongLastSequence(e: unknown): boolean {
 
 function isNotFound(e: unknown): boolean {
   return apiCode(e) === 10059 || /stream not found/i.test(String((e as Error)?.message));
+}
+
+function isUnavailable(e: unknown): boolean {
+  return apiCode(e) === 10008 || /temporarily unavailable/i.test(String((e as Error)?.message));
 }
 
 function isNoMessage(e: unknown): boolean {

@@ -7,7 +7,7 @@
  * same ports and data: what the failover tests and the cluster soak do to it.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
@@ -75,26 +75,83 @@ export function natsServerVersion(binary = findNatsServer()): string {
   return /v?(\d+\.\d+\.\d+)/.exec(out)?.[1] ?? out.trim();
 }
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
+/**
+ * A free loopback port below the kernel's ephemeral range when there is room there: a port from
+ * that range can be taken meanwhile by any outgoing connection's local end, and a server started
+ * again (after kill) must find its own port free. `taken` holds ports already handed out.
+ */
+async function freePort(taken: Set<number>): Promise<number> {
+  const [low] = ephemeralRange();
+  for (let tries = 0; low > 11_000 && tries < 50; tries++) {
+    const port = 10_000 + Math.floor(Math.random() * (low - 10_000));
+    if (taken.has(port)) continue;
+    if (await canListen(port)) {
+      taken.add(port);
+      return port;
+    }
+  }
+  for (;;) {
+    const s = createServer();
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+    const port = (s.address() as { port: number }).port;
+    await new Promise((r) => s.close(r));
+    if (!taken.has(port)) {
+      taken.add(port);
+      return port;
+    }
+  }
 }
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+/** Linux's ephemeral port range; elsewhere the IANA default. */
+function ephemeralRange(): [number, number] {
+  try {
+    const [lo, hi] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (lo > 0 && hi >= lo) return [lo, hi];
+  } catch {
+    /* not Linux */
+  }
+  return [49152, 65535];
+}
+
+/** A server that exited before it listened: its log's last lines say why (a port in use, most often). */
+class NatsServerExitedError extends Error {}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Start an N-node cluster (default 3) and wait until JetStream is ready on it. */
+/**
+ * Start an N-node cluster (default 3) and wait until JetStream is ready on it. A server that
+ * exits before it listens (another process took a port between the check and its bind) makes
+ * the whole cluster start again on fresh ports, up to three times.
+ */
 export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<NatsCluster> {
   const n = opts.nodes ?? 3;
   if (!Number.isInteger(n) || n < 1) throw new Error(`nodes must be a positive integer, got ${n}`);
   const binary = findNatsServer(opts.binary);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(opts, n, binary);
+    } catch (e) {
+      if (!(e instanceof NatsServerExitedError) || attempt === 3) throw e;
+    }
+  }
+}
+
+async function startOnce(opts: NatsClusterOptions, n: number, binary: string): Promise<NatsCluster> {
   const owned = opts.dir === undefined;
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'hercules-nats-'));
   mkdirSync(dir, { recursive: true });
   const clusterName = opts.name ?? 'hercules-dev';
-  const ports = await Promise.all(Array.from({ length: n }, async () => ({ client: await freePort(), route: await freePort(), monitor: await freePort() })));
+  const taken = new Set<number>();
+  const ports: { client: number; route: number; monitor: number }[] = [];
+  for (let i = 0; i < n; i++) ports.push({ client: await freePort(taken), route: await freePort(taken), monitor: await freePort(taken) });
   const routes = ports.map((p) => `nats-route://127.0.0.1:${p.route}`).join(', ');
   const children = new Set<ChildProcess>();
   const servers = ports.map((p, i): NatsServerProcess => {
@@ -142,11 +199,19 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
         children.add(c);
         c.once('exit', () => children.delete(c));
         await waitFor(
-          () =>
-            server.monitor('varz').then(
-              () => true,
+          () => {
+            if (c.exitCode !== null || c.signalCode !== null) {
+              const log = opts.log === false ? '' : tail(join(dir, `${name}.log`), 3);
+              throw new NatsServerExitedError(
+                `${name} (nats-server -c ${conf}) exited (${c.exitCode ?? c.signalCode}) before it listened${log ? `: ${log}` : ''}`,
+              );
+            }
+            // Its own id: a monitor port answered by another process would not pass.
+            return server.monitor('varz').then(
+              (v) => v?.server_name === name && v?.port === p.client,
               () => false,
-            ),
+            );
+          },
           10_000,
           `${name} to listen`,
         );
@@ -206,6 +271,15 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
     throw e;
   }
   return cluster;
+}
+
+/** The last `lines` lines of a file, joined by ' | ' ('' if it cannot be read). */
+function tail(file: string, lines: number): string {
+  try {
+    return readFileSync(file, 'utf8').trim().split('\n').slice(-lines).join(' | ');
+  } catch {
+    return '';
+  }
 }
 
 async function waitFor(fn: () => Promise<boolean>, ms: number, what: string): Promise<void> {

@@ -5,6 +5,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { createServer } from 'node:net';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { JetStreamLeases, JetStreamShardLog, natsAtLeast, natsShortcomings } from '../src/jetstream-log.ts';
 import { startNatsCluster, type NatsCluster } from '../src/nats-dev.ts';
@@ -117,6 +118,49 @@ test('while a stream peer is down, reads still come back whole: message by messa
     console.log(`# reads while a peer was down: ${JSON.stringify(log.readStats)}`);
   } finally {
     await peer.start();
+    await cluster.ready();
+  }
+});
+
+test('a read asks again while JetStream answers "temporarily unavailable" (a peer down, a leader being elected); any other error fails it', async () => {
+  const log = await JetStreamShardLog.open(nc, { consumerSetupTimeoutMs: 1 });
+  await log.ensure(2);
+  for (let i = 0; i < 4; i++) await log.publish(2, log.subject(2, 'log.u'), enc(`u${i}`), { msgId: `u${i}` });
+  // The answer a stream leader gives while it cannot serve (what a CI run met mid-read).
+  const streams = (log as unknown as { jsm: { streams: { getMessage: (...a: unknown[]) => Promise<unknown> } } }).jsm.streams;
+  const real = streams.getMessage.bind(streams);
+  let unavailable = 3;
+  streams.getMessage = (...a) => {
+    if (unavailable-- > 0) return Promise.reject(Object.assign(new Error('JetStream system temporarily unavailable'), { code: 10008 }));
+    return real(...a);
+  };
+  try {
+    const got = await log.read(2, log.subject(2, 'log.u'));
+    assert.deepEqual(
+      got.map((m) => dec(m.data)),
+      ['u0', 'u1', 'u2', 'u3'],
+    );
+    assert.equal(log.readStats.retriedUnavailable, 3);
+    streams.getMessage = () => Promise.reject(Object.assign(new Error('insufficient resources'), { code: 10023 }));
+    await assert.rejects(log.read(2, log.subject(2, 'log.u')), /insufficient resources/);
+    assert.equal(log.readStats.retriedUnavailable, 3, 'another error is not asked again');
+  } finally {
+    streams.getMessage = real;
+  }
+});
+
+test('a server started again on a port another process took says so at once (its log line), not after a timeout', async () => {
+  const s = cluster.servers[2];
+  await s.kill();
+  const squatter = createServer();
+  await new Promise<void>((r) => squatter.listen(s.port, '127.0.0.1', r));
+  try {
+    const t0 = Date.now();
+    await assert.rejects(s.start(), /n3 .*exited \(1\) before it listened: .*address already in use/);
+    assert.ok(Date.now() - t0 < 9000, 'not the 10 s listen timeout');
+  } finally {
+    await new Promise((r) => squatter.close(r));
+    await s.start();
     await cluster.ready();
   }
 });
