@@ -311,3 +311,57 @@ test('a data file from before room listings gets a last-append time: unknown (0)
   assert.deepEqual([after.head, after.lastActivity], [3, now]);
   assert.equal(after.bytes, r.bytes + JSON.stringify([entry(3)]).length, 'bytes grows by the chunk written');
 });
+
+test('the WAL is synced off the event loop: SQLite commits without a sync (synchronous=NORMAL), and an append settles only once the store has synced the WAL', async (t) => {
+  const { dir, cleanup } = tempDir('store-wal-sync');
+  t.after(cleanup);
+  const store = new SqliteStore(dir);
+  t.after(() => store.close());
+  assert.equal(store.db.pragma('synchronous', { simple: true }), 1, 'NORMAL: the store syncs, not SQLite');
+  await store.open('r', INIT);
+  // Hold the sync: the append is written (a reader sees it) but does not settle until it is synced.
+  const internals = store as unknown as { syncWal: () => Promise<unknown> };
+  const realSync = internals.syncWal.bind(store);
+  let release!: () => void;
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  let syncs = 0;
+  internals.syncWal = () => {
+    syncs++;
+    return held.then(realSync);
+  };
+  let settled = false;
+  const appended = store.append('r', { after: 0, entries: range(1, 2), clients: {} }).then((a) => {
+    settled = true;
+    return a;
+  });
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(syncs, 1, 'one sync for the group commit');
+  assert.equal(settled, false, 'not acknowledged before the WAL is synced');
+  release();
+  assert.deepEqual(await appended, { rev: 1, head: 2 });
+});
+
+test('a failed sync of the WAL fails its appends and every later one with storage-failed, saying to restart', async (t) => {
+  const { dir, cleanup } = tempDir('store-wal-sync-fails');
+  t.after(cleanup);
+  const store = new SqliteStore(dir);
+  t.after(() => store.close());
+  await store.open('r', INIT);
+  const internals = store as unknown as { walFd: number };
+  const { closeSync } = await import('node:fs');
+  closeSync(internals.walFd);
+  internals.walFd = 2 ** 30; // no such descriptor: fsync fails (EBADF), as a failing disk would
+  const failed = await store.append('r', { after: 0, entries: range(1, 1), clients: {} }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  assert.ok(failed instanceof StorageError, 'rejected');
+  assert.match((failed as Error).message, /cannot sync the data file .* restart the server/);
+  const later = await store.append('r', { after: 1, entries: range(2, 2), clients: {} }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  assert.equal(later, failed, 'nothing more is acknowledged');
+});

@@ -1,8 +1,12 @@
 /**
  * Server storage: one SQLite file (better-sqlite3) holding every room's checkpoint, log suffix
  * and per-client records. Writes from many rooms are group-committed in one transaction with
- * `synchronous=FULL`, so when `commit` returns the batch survives a power cut; only then are
- * the ops announced Authoritative.
+ * the WAL synced to disk before any of its appends settles, so when an append resolves it survives
+ * a power cut; only then are the ops announced Authoritative. The sync runs off the event loop:
+ * SQLite writes the transaction with `synchronous=NORMAL` (no fsync) and the store then fsyncs
+ * the WAL file on libuv's thread pool, which is what `synchronous=FULL` adds in WAL mode ("an
+ * additional sync of the WAL after each commit"), without holding the event loop for it (a CPU
+ * profile of a busy server had half its busy time inside FULL's fsync; docs/benchmarks.md).
  *
  * The log is stored in chunks: the entries one output of a room appended, as one row (JSON
  * array) keyed by their first position. One row per op cost an INSERT and a B-tree entry per
@@ -26,7 +30,7 @@
  * `flushCheckpoint`, `forget`), not fenced, kept for tools and tests.
  */
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { closeSync, fsync, fsyncSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { HerculesError, SYSTEM_CLIENT, type LogEntry, type RoomDurableState, type ClientRecord } from '@hercules/core';
 import {
@@ -138,6 +142,18 @@ export class SqliteStore implements RoomStore {
   private queue: QueuedAppend[] = [];
   private flushScheduled = false;
   private closed = false;
+  /**
+   * The WAL file, opened to fsync it after each group commit (see the header). Undefined if it
+   * could not be opened: then SQLite syncs each commit itself (`synchronous=FULL`).
+   */
+  private walFd: number | undefined;
+  private syncsInFlight = 0;
+  /** Each batch settles after the ones before it: the chain of their syncs. */
+  private lastSync: Promise<unknown> = Promise.resolve();
+  /** A failed fsync: what was written may not be on disk, so nothing more is acknowledged. */
+  private syncFailed: StorageError | undefined;
+  /** close() synced the WAL itself: syncs still in flight then count as done. */
+  private syncedAtClose = false;
 
   private readonly retain: Pick<SqliteStoreOptions, 'retainFrom' | 'retainAtMost'>;
 
@@ -205,6 +221,7 @@ export class SqliteStore implements RoomStore {
       this.migrateRowPerOpLog();
       this.migrateRoomColumns();
       this.stmts = this.prepare();
+      this.syncOffTheEventLoop();
     } catch (e) {
       this.db.close();
       throw new StorageError(
@@ -212,6 +229,63 @@ export class SqliteStore implements RoomStore {
         e,
       );
     }
+  }
+
+  /**
+   * Open the WAL file (it exists: the schema was written through it) and let SQLite stop syncing
+   * on commit; the store syncs it (syncWal). If it cannot be opened, SQLite keeps syncing.
+   */
+  private syncOffTheEventLoop(): void {
+    try {
+      this.walFd = openSync(`${this.file}-wal`, 'r');
+    } catch {
+      return;
+    }
+    this.db.pragma('synchronous = NORMAL');
+  }
+
+  /**
+   * fsync the WAL on the thread pool; resolves (in call order) with undefined once everything
+   * written before the call is on disk, or with the error. Without a WAL descriptor, at once
+   * (SQLite synced the commit).
+   */
+  private syncWal(): Promise<StorageError | undefined> {
+    const fd = this.walFd;
+    if (fd === undefined || this.syncFailed) {
+      const settled = this.lastSync.then(() => this.syncFailed);
+      this.lastSync = settled;
+      return settled;
+    }
+    this.syncsInFlight++;
+    const synced = new Promise<StorageError | undefined>((resolve) =>
+      fsync(fd, (err) => {
+        if (--this.syncsInFlight === 0 && this.closed) this.closeWal();
+        if (err && !this.syncedAtClose)
+          this.syncFailed ??= new StorageError(
+            `cannot sync the data file ${this.file} to disk: ${err.message}. The last writes may not be on disk; restart the server (it resumes from what is on disk) and check the disk.`,
+            err,
+          );
+        resolve(err && !this.syncedAtClose ? this.syncFailed : undefined);
+      }),
+    );
+    const ordered = this.lastSync.then(() => synced);
+    this.lastSync = ordered;
+    return ordered;
+  }
+
+  /** The synchronous path (`commitPrepared`, close): sync the WAL on this thread. */
+  private syncWalNow(): void {
+    if (this.walFd !== undefined) fsyncSync(this.walFd);
+  }
+
+  private closeWal(): void {
+    if (this.walFd === undefined) return;
+    try {
+      closeSync(this.walFd);
+    } catch {
+      /* already gone with the process's files */
+    }
+    this.walFd = undefined;
   }
 
   /** A data file from before log chunks: each old row becomes a chunk of one entry. */
@@ -381,6 +455,7 @@ export class SqliteStore implements RoomStore {
     });
     try {
       run();
+      this.syncWalNow();
     } catch (e) {
       throw new StorageError(`storage write failed: ${(e as Error).message}`, e);
     }
@@ -475,6 +550,8 @@ export class SqliteStore implements RoomStore {
       if (e instanceof HerculesError) throw e;
       throw new StorageError(`room ${room}: cannot import it: ${(e as Error).message}. Check the disk is not full.`, e);
     }
+    const failed = await this.syncWal();
+    if (failed) throw failed;
   }
 
   async deleteRoom(room: string): Promise<boolean> {
@@ -485,17 +562,20 @@ export class SqliteStore implements RoomStore {
       this.db.prepare('DELETE FROM clients WHERE room = ?').run(room);
       return this.db.prepare('DELETE FROM rooms WHERE room = ?').run(room).changes > 0;
     });
+    let existed: boolean;
     try {
-      const existed = del();
+      existed = del();
       this.heads.delete(room);
       this.latest.delete(room);
       this.written.delete(room);
       this.checkpointBytes.delete(room);
       this.logBytesSince.delete(room);
-      return existed;
     } catch (e) {
       throw new StorageError(`room ${room}: cannot delete it: ${(e as Error).message}. Check the disk is not full.`, e);
     }
+    const failed = await this.syncWal();
+    if (failed) throw failed;
+    return existed;
   }
 
   async peek(room: string, after: number, max: number): Promise<RoomPeek | undefined> {
@@ -550,6 +630,7 @@ export class SqliteStore implements RoomStore {
 
   append(room: string, write: RoomAppend): Promise<Appended> {
     if (this.closed) return Promise.reject(closedError(`append to room ${String(room)}`));
+    if (this.syncFailed) return Promise.reject(this.syncFailed);
     let q: QueuedAppend;
     try {
       const checked = checkAppend(room, write);
@@ -590,6 +671,7 @@ export class SqliteStore implements RoomStore {
     } finally {
       this.forget(room);
     }
+    await this.syncWal(); // best effort, like the checkpoint: the log is on disk without it
   }
 
   async rooms(): Promise<string[]> {
@@ -709,8 +791,16 @@ export class SqliteStore implements RoomStore {
     } catch {
       /* a metrics hook must not fail the writes */
     }
+    // Nothing is acknowledged before it is on disk: the batch settles once the WAL is synced.
+    if (this.walFd === undefined)
+      this.settle(batch, results, undefined); // SQLite synced it
+    else void this.syncWal().then((failed) => this.settle(batch, results, failed));
+  }
+
+  /** Resolve a batch's appends (or reject them all if the sync failed), failed ones rejected with their error. */
+  private settle(batch: readonly QueuedAppend[], results: readonly (Appended | unknown)[], syncFailed: StorageError | undefined): void {
     for (let i = 0; i < batch.length; i++) {
-      const r = results[i],
+      const r = syncFailed ?? results[i],
         q = batch[i];
       if (!(r instanceof Error)) q.resolve(r as Appended);
       else
@@ -808,9 +898,18 @@ export class SqliteStore implements RoomStore {
       }
     }
     try {
+      // The appends still waiting for their sync are on disk after this one.
+      this.syncWalNow();
+      this.syncedAtClose = true;
+    } catch {
+      /* their own syncs report it */
+    }
+    try {
       this.db.close();
     } catch (e) {
       return Promise.reject(new StorageError(`cannot close ${this.file}: ${(e as Error).message}`, e));
+    } finally {
+      if (this.syncsInFlight === 0) this.closeWal();
     }
     return Promise.resolve();
   }
