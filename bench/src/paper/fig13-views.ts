@@ -122,6 +122,8 @@ const breakdown = {
   durableMedianMs: rows[0].medianMs,
   serverFrameToNotifyAuthMeanMs: +meanMs('hercules_authoritative_delay_seconds').toFixed(2),
   serverCommitMeanMs: +meanMs('hercules_commit_seconds').toFixed(2),
+  // The WAL's fsync after the write (off the event loop); NaN where the server has none (a memory store).
+  serverSyncMeanMs: +meanMs('hercules_commit_sync_seconds').toFixed(2),
   serverOrderedToNotifyVisibleMeanMs: +meanMs('hercules_visible_delay_seconds').toFixed(2),
 };
 console.log('breakdown:', JSON.stringify(breakdown));

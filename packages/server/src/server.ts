@@ -112,6 +112,7 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
             // Appends the database refused after their group's transaction failed: each room fails alone.
             if (c.failed > 0 && c.transactions > 1) metrics.outputFailures.inc({ stage: 'commit' }, c.failed);
           },
+          onSync: (s) => metrics.commitSyncSeconds.observe(s.seconds),
         })
       : undefined;
   const store: RoomStore = given ?? sqlite!;

@@ -249,6 +249,7 @@ test('/metrics and /healthz report what the server is doing', async (t) => {
     );
   assert.match(text, /hercules_connections 1/);
   assert.match(text, /hercules_commit_seconds_count [1-9]/);
+  assert.match(text, /hercules_commit_sync_seconds_count [1-9]/, "the WAL's fsync after a commit is timed too");
   assert.match(text, /hercules_authoritative_delay_seconds_count [1-9]/);
   // Each op's visible delay is observed exactly once, however many Notify-Visible cover it.
   assert.match(text, /hercules_visible_delay_seconds_count 2\n/);

@@ -346,7 +346,8 @@ test('the WAL is synced off the event loop: SQLite commits without a sync (synch
 test('a failed sync of the WAL fails its appends and every later one with storage-failed, saying to restart', async (t) => {
   const { dir, cleanup } = tempDir('store-wal-sync-fails');
   t.after(cleanup);
-  const store = new SqliteStore(dir);
+  const syncs: { seconds: number; failed: boolean }[] = [];
+  const store = new SqliteStore(dir, { onSync: (s) => syncs.push(s) });
   t.after(() => store.close());
   await store.open('r', INIT);
   const internals = store as unknown as { walFd: number };
@@ -364,4 +365,7 @@ test('a failed sync of the WAL fails its appends and every later one with storag
     (e: unknown) => e,
   );
   assert.equal(later, failed, 'nothing more is acknowledged');
+  assert.equal(syncs.length, 1, 'onSync heard the one sync tried');
+  assert.equal(syncs[0].failed, true);
+  assert.ok(syncs[0].seconds >= 0);
 });

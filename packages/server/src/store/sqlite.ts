@@ -94,6 +94,12 @@ export interface SqliteStoreOptions {
    */
   onCommit?: (c: { appends: number; failed: number; ops: number; transactions: number; seconds: number }) => void;
   /**
+   * Called after each fsync of the WAL that settles a group commit (off the event loop; see the
+   * header), for metrics: how long it took, and whether it failed. `onCommit` times the write
+   * alone; an append settles after both.
+   */
+  onSync?: (s: { seconds: number; failed: boolean }) => void;
+  /**
    * Keep a room's log entries from this position on even once a checkpoint covers them (their
    * readers, webhooks, have not had them yet), up to `retainAtMost` entries behind the checkpoint.
    * Default: entries a checkpoint covers are deleted with it.
@@ -120,6 +126,7 @@ export class SqliteStore implements RoomStore {
   private readonly checkpointEvery: number;
   private readonly now: () => number;
   private readonly onCommit: SqliteStoreOptions['onCommit'];
+  private readonly onSync: SqliteStoreOptions['onSync'];
   /** Per room: position of the checkpoint on disk, and the latest one not yet written. */
   private readonly written = new Map<string, number>();
   private readonly latest = new Map<string, { pos: number; state: unknown }>();
@@ -162,6 +169,7 @@ export class SqliteStore implements RoomStore {
     this.retain = { retainFrom: opts.retainFrom, retainAtMost: opts.retainAtMost };
     this.now = opts.now ?? Date.now;
     this.onCommit = opts.onCommit;
+    this.onSync = opts.onSync;
     try {
       mkdirSync(dataDir, { recursive: true });
       this.file = join(dataDir, 'hercules.sqlite');
@@ -257,9 +265,15 @@ export class SqliteStore implements RoomStore {
       return settled;
     }
     this.syncsInFlight++;
+    const t0 = performance.now();
     const synced = new Promise<StorageError | undefined>((resolve) =>
       fsync(fd, (err) => {
         if (--this.syncsInFlight === 0 && this.closed) this.closeWal();
+        try {
+          this.onSync?.({ seconds: (performance.now() - t0) / 1000, failed: err !== null });
+        } catch {
+          /* a metrics hook must not fail the writes */
+        }
         if (err && !this.syncedAtClose)
           this.syncFailed ??= new StorageError(
             `cannot sync the data file ${this.file} to disk: ${err.message}. The last writes may not be on disk; restart the server (it resumes from what is on disk) and check the disk.`,
