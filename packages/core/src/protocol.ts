@@ -29,8 +29,12 @@ import { HerculesError, type ErrorCode } from './errors.ts';
  * 4: other clients' ops may come before their commit, as a tentative log message, confirmed by a
  *    committed message once stored (LOG-TENTATIVE); the client holds them in its Durable and
  *    Submitted views only, never Authoritative, until then (VIEW-TENTATIVE).
+ * 5: a client acks the entries it holds, tentative ones too; the server keeps the stable frontier
+ *    and visibility within what it stored, so a stable frontier also confirms the tentative
+ *    entries up to it, and the server sends no committed message that the stable message it is
+ *    about to send covers (LOG-TENTATIVE).
  */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 /** The oldest client protocol a server still speaks (PROTOCOL_VERSION). */
 export const MIN_PROTOCOL_VERSION = 2;
 

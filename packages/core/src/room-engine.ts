@@ -155,7 +155,9 @@ export interface RoomOutput {
    * server re-derives them, and what it told clients stays true, because every announced fact
    * is about ops that were on disk before anyone heard of them. Sending first takes a disk write
    * off the path to Visible. False: persist first, then send (an op is Authoritative only once
-   * it is on disk).
+   * it is on disk). Either way outputs go out in the order they were made, each after every
+   * output before it: a member may ack entries sent ahead of their commit (LOG-TENTATIVE), and a
+   * stable frontier or visibility that counts them then goes out after that commit.
    */
   sendFirst: boolean;
   /** Persist before sending, unless `sendFirst`. */
@@ -168,7 +170,7 @@ export interface RoomOutput {
   /** Non-fatal problems, for logging. */
   warnings: string[];
   /**
-   * Indices in `send` of log messages with other clients' entries for protocol-4 members: a host
+   * Indices in `send` of log messages with other clients' entries for members of protocol 4 on: a host
    * that stores `persist` before sending may send these ahead of the commit, marked `tentative`,
    * and must then send the member a committed message once stored (LOG-TENTATIVE). A host that
    * ignores this sends them as any log: after the commit, as stored.
@@ -308,6 +310,10 @@ export class RoomEngine<S = unknown> {
 
   head(): number {
     return this.checkpointPos + this.suffix.length;
+  }
+  /** The protocol a connection's hello spoke (0: none yet, or no such connection). */
+  protocolOf(conn: ConnId): number {
+    return this.sessions.get(conn)?.protocol ?? 0;
   }
   stableFrontier(): number {
     return this.stable;
@@ -748,8 +754,10 @@ export class RoomEngine<S = unknown> {
       }
       const pos = this.head() + 1;
       // The argument domain and size (args.ts) before anything else: nothing outside them is
-      // ever applied, stored or fanned out. The same walk extends this client's digest chain.
-      const scan = scanOp(gap ? GENESIS_DIGEST : (rec.digest ?? 0), sent.name, sent.args);
+      // ever applied, stored or fanned out. The same walk extends this client's digest chain, which
+      // starts again at an op that declares a gap, as the client's does (ViewEngine.submit), even
+      // when the server holds every seq in it (the process before sent them and crashed unsaved).
+      const scan = scanOp(op.after !== undefined ? GENESIS_DIGEST : (rec.digest ?? 0), sent.name, sent.args);
       const tscan = translated && scanOp(0, op.name, op.args);
       const refusal =
         'problem' in scan
@@ -804,7 +812,7 @@ export class RoomEngine<S = unknown> {
 
   /**
    * Send new entries to every connection: the submitter gets Notify-Auth (compact), everyone else
-   * Remote-Operation. Another's entries to a protocol-4 client are listed in `tentative`: the host
+   * Remote-Operation. Another's entries to a client of protocol 4 on are listed in `tentative`: the host
    * may send them before their commit (LOG-TENTATIVE); its own never (Authoritative is stored).
    */
   private fanOut(appended: readonly LogEntry[], submitter: string): void {
@@ -927,6 +935,8 @@ export class RoomEngine<S = unknown> {
       } else if (s.ack < min2) min2 = s.ack;
     }
     // Stable: the prefix every member has received. With no members, all of it, vacuously.
+    // (A member may hold, and ack, entries sent ahead of their commit: LOG-TENTATIVE. What this
+    // announces goes out only after every entry ordered so far is stored, RoomOutput.sendFirst.)
     const candidate = min1 === Infinity ? this.head() : min1;
     for (const [client, q] of this.pendingVisible) {
       const bound = client === argmin ? min2 : min1;

@@ -468,7 +468,10 @@ export class ViewEngine<S = unknown> {
     if (this.ackDue && this.connState === 'ready') {
       // Piggybacked, never a frame of its own: it only sharpens the server's test for a copied store.
       const grew = this.durableSeq > this.durableSaid;
-      this.out.send.push(grew ? { t: 'ack', pos: this.authLen, durable: this.durableSeq } : { t: 'ack', pos: this.authLen });
+      // What we hold, tentative entries too (protocol 5): the server keeps the stable frontier and
+      // visibility within what it stored (AUTH-STORED).
+      const pos = this.authLen + this.tentList.length;
+      this.out.send.push(grew ? { t: 'ack', pos, durable: this.durableSeq } : { t: 'ack', pos });
       if (grew) this.durableSaid = this.durableSeq;
     }
     this.ackDue = false;
@@ -705,6 +708,11 @@ export class ViewEngine<S = unknown> {
         this.progressDue = true;
         return;
       case 'stable':
+        // A frontier is never past what the server stored: tentative entries up to it are (protocol 5).
+        if (this.tentList.length > 0 && this.connState === 'ready') {
+          this.promote(msg.pos);
+          if (this.outOfStep()) return;
+        }
         if (msg.pos > this.serverStable) this.serverStable = msg.pos;
         this.progressDue = true;
         return;
@@ -943,6 +951,7 @@ export class ViewEngine<S = unknown> {
     this.tentState = applyOps(this.machine, this.tentState ?? this.authState, added, at, (i, error) => this.diverged(added[i], error));
     for (const e of added) this.tentList.push(e);
     this.needRebase = true;
+    this.ackDue = true; // they count as held (protocol 5)
   }
 
   /** The server applied `e` without error; this replica did not. Ops must be deterministic. */
@@ -961,10 +970,13 @@ export class ViewEngine<S = unknown> {
     // tentative state does, and Durable and Submitted, which rest on it, keep their snapshots.
     if (this.tentList.length === 0 && this.unapplied.length === 0 && this.tentState !== undefined) this.adoptTent = { state: this.tentState, n };
     if (this.tentList.length === 0) this.tentState = undefined;
+    // They were acked when they came: promoting them changes nothing the server hears.
+    const ackDue = this.ackDue;
     for (const e of moved) {
       this.onEntry({ k: 'op', e }, true);
       if (this.outOfStep()) return;
     }
+    this.ackDue = ackDue;
     // A stable frontier or a Notify-Visible may have come before this (it covers them): the
     // step's end moves Visible and Stable up to what is now Authoritative.
     this.progressDue = true;

@@ -385,7 +385,7 @@ test('a stable frontier past an own op makes it visible, with no Notify-Visible;
 });
 
 // spec: VIEW-TENTATIVE
-test('a tentative entry is in Durable and Submitted at once, Authoritative only once committed; acks wait for it; a welcome drops it; a stored log before its confirmation, or an own op sent as tentative, resyncs', () => {
+test('a tentative entry is in Durable and Submitted at once, Authoritative only once committed; it is acked at once (protocol 5); a welcome drops it; a stored log before its confirmation, or an own op sent as tentative, resyncs', () => {
   const e = new ViewEngine(room, { clientId: 'me', now: () => 0 });
   const note = (pos: number) => ({ pos, client: 'x', seq: pos, name: 'note', args: { text: `n${pos}` }, author: 'x' });
   const welcome = { t: 'welcome' as const, v: PROTOCOL_VERSION, client: 'me', author: 'me', highWater: 0, visibleSeq: 0, rejected: [], members: ['me', 'x'] };
@@ -412,9 +412,9 @@ test('a tentative entry is in Durable and Submitted at once, Authoritative only 
   assert.deepEqual(e.getState('authoritative').notes, ['x@1: n1']);
   assert.deepEqual(e.positions(), { stable: 0, visible: 1, authoritative: 1, durable: 3, submitted: 4 });
   assert.deepEqual(
-    out.send.filter((m) => m.t === 'ack'),
-    [],
-    'tentative entries are not acked: only what is stored is',
+    out.send.filter((m) => m.t === 'ack').map((m) => (m as { pos: number }).pos),
+    [3],
+    'tentative entries are acked as held: the server keeps Stable and visibility within what it stored',
   );
   assert.deepEqual(
     e.tentativeEntries().map((x) => x.pos),
@@ -425,8 +425,9 @@ test('a tentative entry is in Durable and Submitted at once, Authoritative only 
   out = e.drain();
   assert.deepEqual(e.getState('authoritative').notes, ['x@1: n1', 'x@2: n2']);
   assert.deepEqual(
-    out.send.filter((m) => m.t === 'ack').map((m) => (m as { pos: number }).pos),
-    [2],
+    out.send.filter((m) => m.t === 'ack'),
+    [],
+    'acked when it came: its confirmation changes nothing the server hears',
   );
   assert.ok(!out.changed.has('submitted') && !out.changed.has('durable'), 'the speculative logs did not change: no new snapshot');
   // The rest: with no own op durable, Durable rests on Authoritative again, one snapshot.
@@ -459,33 +460,47 @@ test('a tentative entry is in Durable and Submitted at once, Authoritative only 
   f.receive({ ...welcome, from: 1, entries: [], stable: 0 });
   f.receive({ t: 'log', from: 1, entries: [{ k: 'op', e: { ...note(1), client: 'me', author: 'me' } }], tentative: true });
   assert.match(f.drain().resync ?? '', /our own op came as tentative at 1/);
-  // A stable frontier that covers tentative entries (a room whose members all hold them) moves
-  // Stable once they are confirmed, without another frontier.
+  // A stable frontier is never past what the server stored: it confirms the tentative entries up
+  // to it (protocol 5), and a committed message after it changes nothing.
   const g = new ViewEngine(room, { clientId: 'me', now: () => 0 });
   g.connected();
   g.receive({ ...welcome, from: 1, entries: [note(1)], stable: 1 });
-  g.receive({ t: 'log', from: 2, entries: [{ k: 'op', e: note(2) }], tentative: true });
+  g.receive({
+    t: 'log',
+    from: 2,
+    entries: [
+      { k: 'op', e: note(2) },
+      { k: 'op', e: note(3) },
+    ],
+    tentative: true,
+  });
   g.receive({ t: 'stable', pos: 2 });
-  assert.equal(g.positions().stable, 1, 'Stable stays within Authoritative');
-  g.receive({ t: 'committed', pos: 2 });
-  assert.deepEqual(g.positions(), { stable: 2, visible: 2, authoritative: 2, durable: 2, submitted: 2 });
+  assert.deepEqual(g.positions(), { stable: 2, visible: 2, authoritative: 2, durable: 3, submitted: 3 });
   assert.deepEqual(g.getState('stable').notes, ['x@1: n1', 'x@2: n2']);
-  // A confirmation carried by the next tentative log: the earlier entries are promoted first.
-  g.receive({ t: 'log', from: 3, entries: [{ k: 'op', e: note(3) }], tentative: true });
-  g.receive({ t: 'log', from: 4, entries: [{ k: 'op', e: note(4) }], tentative: true, committed: 3 });
-  assert.equal(g.positions().authoritative, 3);
   assert.deepEqual(
     g.tentativeEntries().map((x) => x.pos),
-    [4],
+    [3],
+    'the one past the frontier stays tentative',
   );
-  assert.deepEqual(g.getState('submitted').notes.at(-1), 'x@4: n4');
+  g.receive({ t: 'committed', pos: 2 });
+  g.receive({ t: 'committed', pos: 3 });
+  assert.deepEqual(g.positions(), { stable: 2, visible: 3, authoritative: 3, durable: 3, submitted: 3 });
+  // A confirmation carried by the next tentative log: the earlier entries are promoted first.
+  g.receive({ t: 'log', from: 4, entries: [{ k: 'op', e: note(4) }], tentative: true });
+  g.receive({ t: 'log', from: 5, entries: [{ k: 'op', e: note(5) }], tentative: true, committed: 4 });
+  assert.equal(g.positions().authoritative, 4);
+  assert.deepEqual(
+    g.tentativeEntries().map((x) => x.pos),
+    [5],
+  );
+  assert.deepEqual(g.getState('submitted').notes.at(-1), 'x@5: n5');
   // An op the server accepted that throws here (not deterministic) is reported when it arrives.
   g.receive({
     t: 'log',
-    from: 5,
-    entries: [{ k: 'op', e: { pos: 5, client: 'x', seq: 5, name: 'move', args: { id: 'nowhere', x: 0, y: 0 }, author: 'x' } }],
+    from: 6,
+    entries: [{ k: 'op', e: { pos: 6, client: 'x', seq: 6, name: 'move', args: { id: 'nowhere', x: 0, y: 0 }, author: 'x' } }],
     tentative: true,
   });
-  assert.match(g.drain().warnings.join('\n'), /op x:5 \(move\) threw here but not on the server: no item nowhere/);
+  assert.match(g.drain().warnings.join('\n'), /op x:6 \(move\) threw here but not on the server: no item nowhere/);
   assert.equal(g.stats.divergences, 1);
 });

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, RoomEngine, type RoomOutput, type ServerMessage } from '../src/index.ts';
+import { GENESIS_DIGEST, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, RoomEngine, scanOp, type RoomOutput, type ServerMessage } from '../src/index.ts';
 import { room } from './fixtures.ts';
 
 const hello = (client: string, have = 0) => ({ t: 'hello', v: PROTOCOL_VERSION, client, machine: { name: 'test-room', version: 1 }, have });
@@ -718,4 +718,23 @@ test('presence: a connection faster than presenceEveryMs is coalesced, the lates
   const gone = r.close('k1', 401);
   assert.deepEqual(ofType(to(gone, 'k2'), 'presence'), [{ t: 'presence', peers: [{ client: 'a', value: null }] }]);
   assert.throws(() => new RoomEngine(room, { presenceEveryMs: -1 }), /presenceEveryMs must be a non-negative number/);
+});
+
+// spec: LOG-ONE-HISTORY
+test('an op that declares a gap starts its client’s digest chain again, as the client does, even when the server holds every seq in the gap', () => {
+  const r = new RoomEngine(room);
+  join(r, 'k1', 'a');
+  // The process before sent 2 and 3 under its reservation and crashed before saving them: its
+  // restart declares a gap after 1 and starts a new chain; the server has 2 and 3 all the same.
+  r.message('k1', { t: 'ops', ops: [note(1), note(2), note(3)] }, 1);
+  r.message('k1', { t: 'ops', ops: [{ ...note(4), after: 1 }] }, 2);
+  const chain = scanOp(GENESIS_DIGEST, 'note', { text: 'n4' });
+  assert.ok('digest' in chain);
+  assert.equal(r.clientRecord('a')!.highWater, 4);
+  assert.equal(r.clientRecord('a')!.digest, chain.digest, 'the chain the client holds for op 4');
+  // The op after it extends that chain.
+  r.message('k1', { t: 'ops', ops: [note(5)] }, 3);
+  const next = scanOp(chain.digest, 'note', { text: 'n5' });
+  assert.ok('digest' in next);
+  assert.equal(r.clientRecord('a')!.digest, next.digest);
 });

@@ -10,7 +10,9 @@
  * out strictly in the order the engine made them; one that appends or claims (not
  * `RoomOutput.sendFirst`) waits until the store confirmed the append holding its writes, and so
  * does every output after it. Bookkeeping-only outputs (acks, stable frontiers) go out at once
- * when nothing waits before them.
+ * when nothing waits before them, and then every entry ordered before them is stored: so a
+ * stable frontier or a Notify-Visible that counts a member's ack of an entry it was sent ahead
+ * of its commit (LOG-TENTATIVE, protocol 5) never goes out before that commit.
  *
  * Poisoning. When an append fails (I/O error, a value the store cannot hold, fenced by another
  * writer), the room's memory may be ahead of its store: the host stops serving at once. No
@@ -181,18 +183,13 @@ export class RoomHost {
     this.events = opts.events ?? {};
     this.rev = opts.loaded.rev;
     this.storedCheckpoint = opts.loaded.durable.checkpoint.pos;
-    this.engine_ = opts.loaded.fresh
-      ? new RoomEngine(opts.machine, {
-          ackTimeoutMs: opts.ackTimeoutMs,
-          authorize: opts.authorize,
-          readersPresence: opts.readersPresence,
-          presenceEveryMs: opts.presenceEveryMs,
-        })
-      : new RoomEngine(
-          opts.machine,
-          { ackTimeoutMs: opts.ackTimeoutMs, authorize: opts.authorize, readersPresence: opts.readersPresence, presenceEveryMs: opts.presenceEveryMs },
-          opts.loaded.durable,
-        );
+    const roomOptions = {
+      ackTimeoutMs: opts.ackTimeoutMs,
+      authorize: opts.authorize,
+      readersPresence: opts.readersPresence,
+      presenceEveryMs: opts.presenceEveryMs,
+    };
+    this.engine_ = opts.loaded.fresh ? new RoomEngine(opts.machine, roomOptions) : new RoomEngine(opts.machine, roomOptions, opts.loaded.durable);
     this.emptySince = this.clock.now();
     // A room migrated as it loaded (REC-MIGRATE-ONCE) appends its migration entry now, before any
     // input, not with the first input's output: until then the host would say it is settled
@@ -510,7 +507,7 @@ export class RoomHost {
       else this.queuedFor.delete(conn);
       const m = this.members_.get(conn);
       if (!m) continue;
-      this.confirmFirst(conn, m, direct);
+      this.confirmFirst(conn, m, direct, msg);
       if (msg.t === 'error' && msg.fatal) (fatal ??= new Map()).set(conn, msg.code);
       if (direct) m.send(msg);
       else this.stageMessage(m, msg);
@@ -527,11 +524,16 @@ export class RoomHost {
     }
   }
 
-  /** A member's held confirmation goes before anything else it is sent (`direct`, or staged in order). */
-  private confirmFirst(conn: string, m: RoomMember, direct: boolean): void {
+  /**
+   * A member's held confirmation goes before anything else it is sent (`direct`, or staged in
+   * order). A stable frontier that covers it confirms it instead, to a protocol-5 member (a
+   * frontier is never past what is stored: RoomOptions.awaitStored).
+   */
+  private confirmFirst(conn: string, m: RoomMember, direct: boolean, next: ServerMessage): void {
     const pos = this.unconfirmed.get(conn);
     if (pos === undefined) return;
     this.unconfirmed.delete(conn);
+    if (next.t === 'stable' && next.pos >= pos && this.engine_.protocolOf(conn) >= 5) return;
     if (direct) m.send({ t: 'committed', pos });
     else this.stageMessage(m, { t: 'committed', pos });
   }

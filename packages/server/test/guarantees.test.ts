@@ -167,6 +167,8 @@ test('a client that sees a gap in the log reconnects and catches up instead of i
   await online(a);
   await online(b);
   await b.ops.put({ k: 'one', v: 1 }).visible;
+  // (Visible to b once a holds it, maybe before a heard it is stored: LOG-TENTATIVE, protocol 5.)
+  await until(() => a.getState('authoritative').v.one === 1, 5000, 'a holds it as stored');
   // A frame that skips positions, as a server bug or a lost frame would: the engine must not
   // sit on it while pings keep the link looking healthy.
   const gap = new ServerCodec().encode({ t: 'log', from: a.positions().authoritative + 5, entries: [] });

@@ -296,6 +296,65 @@ test("another client's ops reach a protocol-4 member ahead of their commit, mark
   assert.deepEqual(b.closed && [b.closed.code, b.closed.refused], [1011, 'storage-failed']);
 });
 
+// spec: LOG-TENTATIVE, AUTH-STORED
+test('protocol 5: members ack what they were sent ahead of its commit; what counts those acks goes out only after the commit, and a stable frontier that covers them confirms them instead of a committed message', async () => {
+  const store = new GatedStore();
+  const clock = new ManualClock();
+  const host = await hostOver(store, clock);
+  const a = member('a');
+  const b = member('b');
+  await welcomed(host, store, clock, a, 'a');
+  await welcomed(host, store, clock, b, 'b');
+  // An op of a: b acks it while its commit is in flight; a hears it is Authoritative, then Visible.
+  let n = { a: a.got.length, b: b.got.length };
+  host.receive('a', say(1, 'one'));
+  await endOfTask(clock);
+  assert.ok(b.got.slice(n.b).some((m) => m.t === 'log' && m.tentative));
+  host.receive('b', { t: 'ack', pos: 1 });
+  await endOfTask(clock);
+  assert.deepEqual(a.got.slice(n.a), [], "nothing to a before the commit: b's ack counts an entry not yet stored");
+  await store.pass();
+  assert.deepEqual(
+    a.got.slice(n.a).map((m) => m.t),
+    ['log', 'visible'],
+    'its Notify-Auth, then at once its Notify-Visible (b acked before the commit)',
+  );
+  clock.advance(0);
+  assert.deepEqual(b.got.at(-1), { t: 'committed', pos: 1 }, 'no stable frontier yet (a has not acked): b is confirmed on its own');
+  host.receive('a', { t: 'ack', pos: 1 });
+  await endOfTask(clock);
+  // An op of the server's API goes ahead to both members; both ack before its commit: the stable
+  // frontier that goes out after it confirms them, no committed message.
+  n = { a: a.got.length, b: b.got.length };
+  const done = host.submit('api', 'say', { text: 'from the backend' });
+  await endOfTask(clock);
+  for (const m of [a, b]) {
+    assert.ok(m.got.slice(n[m.id as 'a' | 'b']).some((x) => x.t === 'log' && x.tentative));
+    host.receive(m.id, { t: 'ack', pos: 2 });
+  }
+  await endOfTask(clock);
+  assert.ok(!a.got.slice(n.a).some((x) => x.t === 'stable'), 'no frontier before the commit');
+  await store.pass();
+  await done;
+  clock.advance(0);
+  for (const m of [a, b]) {
+    const after = m.got.slice(n[m.id as 'a' | 'b']).filter((x) => x.t !== 'log');
+    assert.deepEqual(after, [{ t: 'stable', pos: 2 }], `${m.id}: the frontier confirms it`);
+  }
+  // A protocol-4 member acks only what it is confirmed, and is confirmed by a committed message.
+  const old = member('old');
+  await welcomed(host, store, clock, old, 'old', 4);
+  const from = old.got.length;
+  host.receive('a', say(2, 'three'));
+  await endOfTask(clock);
+  await store.pass();
+  clock.advance(0);
+  assert.deepEqual(
+    old.got.slice(from).map((m) => m.t + (m.t === 'log' && m.tentative ? ' tentative' : '')),
+    ['log tentative', 'committed'],
+  );
+});
+
 // spec: SEC-CONTAINED
 test('a failed append poisons the room: nothing later of it is sent, members are told and closed, and the room reloads from the store', async () => {
   const store = new GatedStore();

@@ -86,7 +86,7 @@ export interface SimState {
   readonly presenceNow: ReadonlyMap<string, unknown>;
   /** The seq reservation each client's disk holds; absent: none (DUR-BEFORE-SEND). */
   readonly reserved: ReadonlyMap<string, number>;
-  /** Highest log position the client behind each connection has processed. */
+  /** Highest log position the client behind each connection holds: Authoritative, and the entries it was sent ahead of their commit (it acks them, protocol 5). */
   readonly processed: ReadonlyMap<string, number>;
   readonly clients: readonly ClientState[];
   /** Quiescent: healed, nothing in flight, everyone connected and settled. */
@@ -472,9 +472,9 @@ export const CHECKERS: readonly Checker[] = [
   {
     rule: 'AUTH-STORED',
     description:
-      'the server announces an entry only once it is committed (a tentative log is no announcement); no client holds an entry the disk does not in its Authoritative view',
+      'the server announces an entry only once it is committed (a tentative log is no announcement; a stable frontier or a Notify-Visible is one, though members ack what they were sent ahead); no client holds an entry the disk does not in its Authoritative view',
     create: (fail: Fail) => ({
-      sent(s, conn, _client, msg) {
+      sent(s, conn, client, msg) {
         if (msg.t === 'log' && msg.tentative) {
           // LOG-TENTATIVE: not an announcement, but the confirmation it may carry is.
           if (msg.committed !== undefined && msg.committed > s.global.length)
@@ -484,11 +484,13 @@ export const CHECKERS: readonly Checker[] = [
         const last =
           msg.t === 'log'
             ? msg.from + msg.entries.length - 1
-            : msg.t === 'committed'
+            : msg.t === 'committed' || msg.t === 'stable'
               ? msg.pos
-              : msg.t === 'welcome'
-                ? Math.max(msg.from - 1 + msg.entries.length, msg.checkpoint?.pos ?? 0)
-                : 0;
+              : msg.t === 'visible'
+                ? (s.posOf.get(`${client}:${msg.seq}`) ?? Number.POSITIVE_INFINITY)
+                : msg.t === 'welcome'
+                  ? Math.max(msg.from - 1 + msg.entries.length, msg.checkpoint?.pos ?? 0, msg.stable)
+                  : 0;
         if (last > s.global.length) fail(`the server sent ${conn} a ${msg.t} up to position ${last} while ${s.global.length} entries are committed`);
       },
       step(s, st) {
@@ -531,7 +533,8 @@ export const CHECKERS: readonly Checker[] = [
           }
           const held = ahead.get(conn);
           if (!held?.size) return;
-          if (msg.t === 'committed') return confirm(msg.pos);
+          // A stable frontier is never past what is stored: it confirms too (protocol 5, which every simulated client speaks).
+          if (msg.t === 'committed' || msg.t === 'stable') return confirm(msg.pos);
           if (msg.t === 'log')
             fail(`the server sent ${conn} a stored log at ${msg.from} while its tentative entries from ${Math.min(...held.keys())} were not confirmed`);
         },

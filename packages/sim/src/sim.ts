@@ -973,7 +973,7 @@ export class Simulation implements SimState {
     c.endpoint = ep;
     c.link = { up: 0, down: 0 };
     this.connOwner.set(conn, c);
-    this.processed.set(conn, c.room!.positions().authoritative);
+    this.processed.set(conn, c.room!.positions().authoritative + c.room!.engine.tentativeEntries().length);
     const epoch = c.epoch;
     // TCP/WebSocket open completes after one way; then the client says hello on the same link.
     const t = this.now + this.latency();
@@ -1027,8 +1027,11 @@ export class Simulation implements SimState {
     const frame = structuredClone(msg);
     const t = Math.max(c.link.up, this.now + this.latency());
     c.link.up = t;
+    const ackPos = msg.t === 'ack' ? msg.pos : msg.t === 'ops' ? msg.ack?.pos : undefined;
     const deliver = () => {
       if (!ep.alive() || c.epoch !== epoch) return;
+      // An ack of entries the server has not stored yet (sent ahead, LOG-TENTATIVE, protocol 5).
+      if (ackPos !== undefined && ackPos > this.global.length) this.count('ack-ahead-of-commit');
       ep.receive(conn, structuredClone(frame));
     };
     this.q.push(t, `up ${conn} ${msg.t}`, deliver);
@@ -1069,7 +1072,8 @@ export class Simulation implements SimState {
   /** After the client took an input (a frame, a timer): how far its connection has processed the log. */
   private afterClientInput(c: SimClient): void {
     if (!c.room || !c.conn) return;
-    const pos = c.room.positions().authoritative;
+    // What it holds, the entries sent ahead of their commit too: what it acks (protocol 5).
+    const pos = c.room.positions().authoritative + c.room.engine.tentativeEntries().length;
     const prev = this.processed.get(c.conn) ?? 0;
     if (pos > prev) this.processed.set(c.conn, pos);
   }
