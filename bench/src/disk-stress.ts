@@ -4,7 +4,7 @@
  * directory by default). Run it beside a benchmark to see what a slow or shared disk does to a
  * store that syncs (the server's SQLite commit); it prints its own sync times when it stops.
  *
- *   node --import tsx bench/src/disk-stress.ts [--mb 16] [--seconds 60] [--dir /tmp]
+ *   node --import tsx bench/src/disk-stress.ts [--mb 16] [--seconds 60] [--dir DIR]
  */
 import { closeSync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
