@@ -843,7 +843,7 @@ export class ViewEngine<S = unknown> {
     this.needRebase = true;
   }
 
-  /** `promoted`: a tentative entry now stored; the speculative logs already hold it. */
+  /** `promoted`: a tentative entry now stored; the speculative logs already hold it, and it was acked. */
   private onEntry(w: WireEntry, promoted = false): void {
     const pos = this.authLen + 1;
     let entry: AuthItem;
@@ -899,7 +899,8 @@ export class ViewEngine<S = unknown> {
     this.unapplied.push(entry); // applied at the step's end, with the entries around it (materialize)
     this.authLen = pos;
     if (pos > this.heardLen) this.heardLen = pos;
-    this.ackDue = true;
+    // A promoted entry was acked when it came (protocol 5): its promotion tells the server nothing.
+    if (!promoted) this.ackDue = true;
     const blocksVisible = entry.client === this.clientId && entry.seq > this.visibleSeq;
     if (this.authList.length === 0 && !blocksVisible) {
       this.settled.push(entry);
@@ -970,13 +971,10 @@ export class ViewEngine<S = unknown> {
     // tentative state does, and Durable and Submitted, which rest on it, keep their snapshots.
     if (this.tentList.length === 0 && this.unapplied.length === 0 && this.tentState !== undefined) this.adoptTent = { state: this.tentState, n };
     if (this.tentList.length === 0) this.tentState = undefined;
-    // They were acked when they came: promoting them changes nothing the server hears.
-    const ackDue = this.ackDue;
     for (const e of moved) {
       this.onEntry({ k: 'op', e }, true);
       if (this.outOfStep()) return;
     }
-    this.ackDue = ackDue;
     // A stable frontier or a Notify-Visible may have come before this (it covers them): the
     // step's end moves Visible and Stable up to what is now Authoritative.
     this.progressDue = true;

@@ -183,13 +183,11 @@ export class RoomHost {
     this.events = opts.events ?? {};
     this.rev = opts.loaded.rev;
     this.storedCheckpoint = opts.loaded.durable.checkpoint.pos;
-    const roomOptions = {
-      ackTimeoutMs: opts.ackTimeoutMs,
-      authorize: opts.authorize,
-      readersPresence: opts.readersPresence,
-      presenceEveryMs: opts.presenceEveryMs,
-    };
-    this.engine_ = opts.loaded.fresh ? new RoomEngine(opts.machine, roomOptions) : new RoomEngine(opts.machine, roomOptions, opts.loaded.durable);
+    this.engine_ = new RoomEngine(
+      opts.machine,
+      { ackTimeoutMs: opts.ackTimeoutMs, authorize: opts.authorize, readersPresence: opts.readersPresence, presenceEveryMs: opts.presenceEveryMs },
+      opts.loaded.fresh ? undefined : opts.loaded.durable,
+    );
     this.emptySince = this.clock.now();
     // A room migrated as it loaded (REC-MIGRATE-ONCE) appends its migration entry now, before any
     // input, not with the first input's output: until then the host would say it is settled
@@ -527,7 +525,7 @@ export class RoomHost {
   /**
    * A member's held confirmation goes before anything else it is sent (`direct`, or staged in
    * order). A stable frontier that covers it confirms it instead, to a protocol-5 member (a
-   * frontier is never past what is stored: RoomOptions.awaitStored).
+   * frontier goes out only after every entry ordered before it is stored: see the header).
    */
   private confirmFirst(conn: string, m: RoomMember, direct: boolean, next: ServerMessage): void {
     const pos = this.unconfirmed.get(conn);

@@ -268,6 +268,9 @@ export interface SimClient {
   reconnectScheduled: boolean;
 }
 
+/** How far a client holds the log: Authoritative, and the entries sent ahead of their commit (it acks them, protocol 5). */
+const held = (room: ClientRoom<Ledger>): number => room.positions().authoritative + room.engine.tentativeEntries().length;
+
 /** The one room every simulated client joins. */
 export const ROOM = 'sim';
 
@@ -973,7 +976,7 @@ export class Simulation implements SimState {
     c.endpoint = ep;
     c.link = { up: 0, down: 0 };
     this.connOwner.set(conn, c);
-    this.processed.set(conn, c.room!.positions().authoritative + c.room!.engine.tentativeEntries().length);
+    this.processed.set(conn, held(c.room!));
     const epoch = c.epoch;
     // TCP/WebSocket open completes after one way; then the client says hello on the same link.
     const t = this.now + this.latency();
@@ -1072,8 +1075,7 @@ export class Simulation implements SimState {
   /** After the client took an input (a frame, a timer): how far its connection has processed the log. */
   private afterClientInput(c: SimClient): void {
     if (!c.room || !c.conn) return;
-    // What it holds, the entries sent ahead of their commit too: what it acks (protocol 5).
-    const pos = c.room.positions().authoritative + c.room.engine.tentativeEntries().length;
+    const pos = held(c.room);
     const prev = this.processed.get(c.conn) ?? 0;
     if (pos > prev) this.processed.set(c.conn, pos);
   }
