@@ -115,7 +115,8 @@ const rows = (['durable', 'authoritative', 'visible'] as const).map((v) => {
 console.table(rows);
 // Where Authoritative's time goes: the network as emulated, the client's disk write (it sends
 // an op only once durable), the server from frame in to Notify-Auth out (its commit included).
-const meanMs = (name: string) => ((m1[`${name}_sum`] - m0[`${name}_sum`]) / (m1[`${name}_count`] - m0[`${name}_count`])) * 1000;
+const meanMs = (name: string, labels = '') =>
+  ((m1[`${name}_sum${labels}`] - m0[`${name}_sum${labels}`]) / (m1[`${name}_count${labels}`] - m0[`${name}_count${labels}`])) * 1000;
 const breakdown = {
   proxyRttMedianMs: +netRtt.toFixed(2),
   proxyRttProbes: rtts.length,
@@ -125,6 +126,11 @@ const breakdown = {
   // The WAL's fsync after the write (off the event loop); NaN where the server has none (a memory store).
   serverSyncMeanMs: +meanMs('hercules_commit_sync_seconds').toFixed(2),
   serverOrderedToNotifyVisibleMeanMs: +meanMs('hercules_visible_delay_seconds').toFixed(2),
+  // The server's op path by stage (hercules_op_path_seconds): every frame that appended, the
+  // reader's acks included, so these are means over more frames than the typist's ops.
+  serverOpPathMeanMs: Object.fromEntries(
+    ['queued', 'decode', 'engine', 'commit_wait', 'commit', 'send'].map((s) => [s, +meanMs('hercules_op_path_seconds', `{stage="${s}"}`).toFixed(3)]),
+  ),
 };
 console.log('breakdown:', JSON.stringify(breakdown));
 const auth = rows[1],

@@ -360,17 +360,27 @@ test('the checker catches a client that takes a tentative entry for a stored one
 
 // spec: PRESENCE-EPHEMERAL
 test('the checker catches a room that forgets a closed connection’s presence', async () => {
-  await expectCaught(() => {
-    const p = proto(RoomEngine);
-    const orig = p.drop as (s: { presence?: unknown }) => void;
-    p.drop = function (this: unknown, s: { presence?: unknown }) {
-      s.presence = undefined; // (so nobody is told it is gone)
-      orig.call(this, s);
-    };
-    return () => {
-      p.drop = orig;
-    };
-  }, ['PRESENCE-EPHEMERAL', 'LIVE-CONVERGE']);
+  // The bug shows only where a client that set presence crashes (a reconnecting one sets it
+  // again, over the stale one) and does not set it again before the end: about 3 % of the
+  // default seeds, so the first caught moved past 60 whenever the event order changed. With
+  // crashes more frequent (and no server restarts) about a quarter of seeds catch it.
+  const crashes = { rates: { submit: 0.05, disconnect: 0.0005, crash: 0.003, serverRestart: 0, slow: 0 }, upgradeAt: undefined };
+  await expectCaught(
+    () => {
+      const p = proto(RoomEngine);
+      const orig = p.drop as (s: { presence?: unknown }) => void;
+      p.drop = function (this: unknown, s: { presence?: unknown }) {
+        s.presence = undefined; // (so nobody is told it is gone)
+        orig.call(this, s);
+      };
+      return () => {
+        p.drop = orig;
+      };
+    },
+    ['PRESENCE-EPHEMERAL', 'LIVE-CONVERGE'],
+    {},
+    crashes,
+  );
 });
 
 // spec: LOG-ONE-HISTORY
