@@ -53,6 +53,8 @@ export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayPro
   /** Forward `from` to `to` with the delay; returns nothing, wires events. */
   const held = new Set<Socket>();
   const pipe = (from: Socket, to: Socket, muted: () => boolean) => {
+    /** This direction's chunks waiting in timers. */
+    let inTimers = 0;
     let lastRelease = 0;
     let wireFreeAt = 0;
     from.on('data', (chunk: Buffer) => {
@@ -65,8 +67,18 @@ export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayPro
       }
       lastRelease = at;
       const wait = at - now;
-      // Timers fire in order of their due time when due times are non-decreasing.
+      // Due now with nothing waiting before it (RTT 0): forwarded at once. A timer would hold it
+      // Node's least, a millisecond: 1.1 ms a direction measured, a 1-byte round trip through
+      // the proxy at "RTT 0" 2.40 ms against 0.23 forwarded at once (0.13 without the proxy).
+      if (wait <= 0 && inTimers === 0) {
+        if (!to.destroyed && !muted()) to.write(chunk);
+        return;
+      }
+      // Timers fire in order of their due time when due times are non-decreasing. (A timer may
+      // fire up to a millisecond early or late: libuv keeps time in whole milliseconds.)
+      inTimers++;
       setTimeout(() => {
+        inTimers--;
         if (!to.destroyed && !muted()) to.write(chunk);
       }, wait);
     });
