@@ -67,7 +67,8 @@ const pct = (xs: number[], q: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(q * s.length))];
 };
-const r1 = (x: number) => Math.round(x * 10) / 10;
+// Two decimals: at RTT 0 the systems differ by tenths of a millisecond.
+const r2 = (x: number) => Math.round(x * 100) / 100;
 
 interface Result {
   system: string;
@@ -142,10 +143,10 @@ async function latency(
     delivered: delivery.length,
     acked: a.acked ? ack.length : null,
     localMedianMs: +pct(local, 0.5).toFixed(3),
-    ackMedianMs: a.acked ? r1(pct(ack, 0.5)) : null,
-    ackP99Ms: a.acked ? r1(pct(ack, 0.99)) : null,
-    deliveryMedianMs: r1(pct(delivery, 0.5)),
-    deliveryP99Ms: r1(pct(delivery, 0.99)),
+    ackMedianMs: a.acked ? r2(pct(ack, 0.5)) : null,
+    ackP99Ms: a.acked ? r2(pct(ack, 0.99)) : null,
+    deliveryMedianMs: r2(pct(delivery, 0.5)),
+    deliveryP99Ms: r2(pct(delivery, 0.99)),
     ackPerRtt: a.acked ? +(pct(ack, 0.5) / RTT).toFixed(3) : null,
     deliveryPerRtt: +(pct(delivery, 0.5) / RTT).toFixed(3),
   };

@@ -96,6 +96,11 @@ function herculesServer(store: 'sqlite' | 'memory'): () => Promise<PeerServer> {
           .filter(([k]) => k.startsWith('hercules_frames_sent_by_type_total{'))
           .map(([k, n]) => `${/type="(\w+)"/.exec(k)?.[1]} ${n}`);
         if (byType.length) console.log(`server frames sent by type: ${byType.join(', ')}; frames received: ${m.hercules_frames_received_total ?? '?'}`);
+        // On SQLite: its group commits (store writes) and the WAL fsyncs that settle them.
+        if (m.hercules_commit_sync_seconds_count > 0)
+          console.log(
+            `server commits: ${m.hercules_commit_seconds_count}; WAL fsyncs: ${m.hercules_commit_sync_seconds_count ?? 0} (mean ${((m.hercules_commit_sync_seconds_sum / m.hercules_commit_sync_seconds_count) * 1000 || 0).toFixed(2)} ms)`,
+          );
         await s.close();
         if (profDir) printProfile(profDir);
       },

@@ -435,7 +435,9 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     if (this.failure) throw new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}`);
     const op = this.engine.submit(name, args);
     const h = this.handleFor(op);
-    this.pump();
+    // The op runs after the turn's send (the driver's flushSends drains the engine), or at the
+    // first read of Submitted; in 'sync' mode now, for the listeners this call notifies.
+    this.pump(this.notifyMode !== 'sync');
     return h;
   }
 
@@ -464,7 +466,9 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   /** The submitting turn ended: send what may go before it is durable (ViewEngine.flushSends). */
   flushSends(): void {
     this.engine.flushSends();
-    this.pump();
+    // The frame goes out first, then the ops it carries run (ViewEngine.submit).
+    this.pump(true);
+    if (this.engine.submittedWaiting()) this.pump();
   }
   /** Send our latest presence now (the driver paces these: RoomDriver.presenceDue). */
   flushPresence(): void {
@@ -576,8 +580,8 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     return h;
   }
 
-  private pump(): void {
-    const o = this.engine.drain();
+  private pump(deferSubmitted = false): void {
+    const o = this.engine.drain(deferSubmitted);
     const d = this.driver;
     if (o.persist.length) d?.persist(o.persist);
     for (const m of o.send) {

@@ -8,6 +8,7 @@ import {
   PROTOCOL_VERSION,
   VIEWS,
   ViewEngine,
+  defineMachine,
   type ClientMessage,
   type ViewName,
 } from '../src/index.ts';
@@ -351,6 +352,90 @@ test('a held ack rides on the ops a subscriber submits in the same turn: one fra
     { t: 'ops', ops: [{ seq: 1, name: 'note', args: { text: 'offline' } }] },
     { t: 'ack', pos: 1, durable: 1 },
   ]);
+});
+
+// spec: VIEW-SUBMIT-NOW
+test('a submitted op goes on the wire before it runs; a read of Submitted runs it at once; listeners hear of it after the send', async () => {
+  const events: string[] = [];
+  // (An op with a side effect, to see when it runs: never do this in an app.)
+  const counted = defineMachine({
+    name: 'counted',
+    version: 1,
+    initial: { n: 0 },
+    ops: {
+      inc(s, a: { by: number }) {
+        events.push(`run ${a.by}`);
+        s.n += a.by;
+      },
+    },
+  });
+  const turn = () => new Promise((res) => setImmediate(res));
+  const driverFor = (get: () => ClientRoom<typeof counted>) => {
+    let flushScheduled = false;
+    return {
+      send: (m: ClientMessage) => events.push(`send ${m.t}`),
+      persist() {
+        if (flushScheduled) return;
+        flushScheduled = true;
+        queueMicrotask(() => {
+          flushScheduled = false;
+          get().flushSends();
+        });
+      },
+    };
+  };
+  const welcome = {
+    t: 'welcome' as const,
+    v: PROTOCOL_VERSION,
+    client: 'me',
+    author: 'me',
+    highWater: 0,
+    visibleSeq: 0,
+    rejected: [],
+    members: ['me'],
+    from: 1,
+    entries: [],
+    stable: 0,
+  };
+  const r: ClientRoom<typeof counted> = new ClientRoom(
+    counted,
+    { clientId: 'me', now: () => 0 },
+    driverFor(() => r),
+  );
+  r.reserved(100);
+  r.connected();
+  r.receive(welcome);
+  r.subscribe('submitted', (s) => events.push(`notify ${s.n}`));
+  await turn();
+  events.length = 0;
+  r.ops.inc({ by: 1 });
+  r.ops.inc({ by: 2 });
+  assert.equal(events.length, 0, 'nothing has run or gone yet');
+  await turn();
+  assert.deepEqual(events, ['send ops', 'run 1', 'run 2', 'notify 3'], "the turn's ops go in one frame, then run, then the listeners hear");
+  // A read of Submitted right after the submit runs the op then: the view holds it at once.
+  events.length = 0;
+  r.ops.inc({ by: 4 });
+  assert.equal(r.getState('submitted').n, 7);
+  assert.deepEqual(events, ['run 4']);
+  await turn();
+  assert.deepEqual(events, ['run 4', 'send ops', 'notify 7'], 'run once');
+  // 'sync' mode notifies inside the call, so the op runs there.
+  events.length = 0;
+  const s: ClientRoom<typeof counted> = new ClientRoom(
+    counted,
+    { clientId: 'me', now: () => 0, notify: 'sync' },
+    driverFor(() => s),
+  );
+  s.reserved(100);
+  s.connected();
+  s.receive(welcome);
+  s.subscribe('submitted', (st) => events.push(`notify ${st.n}`));
+  events.length = 0;
+  s.ops.inc({ by: 5 });
+  assert.deepEqual(events, ['run 5', 'notify 5']);
+  await turn();
+  assert.deepEqual(events, ['run 5', 'notify 5', 'send ops']);
 });
 
 // spec: VIS-BY-STABLE
