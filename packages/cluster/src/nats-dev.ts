@@ -172,6 +172,7 @@ async function startOnce(opts: NatsClusterOptions, n: number, binary: string): P
       ].join('\n'),
     );
     let child: ChildProcess | undefined;
+    let stderrTail = '';
     const server: NatsServerProcess = {
       name,
       url: `nats://127.0.0.1:${p.client}`,
@@ -194,17 +195,28 @@ async function startOnce(opts: NatsClusterOptions, n: number, binary: string): P
       async start() {
         if (server.pid !== undefined) return;
         // Its own process group: a signal to the test runner's group (Ctrl-C, `timeout`) does not reach it; close() does.
-        const c = spawn(binary, ['-c', conf], { stdio: 'ignore', detached: true });
+        const c = spawn(binary, ['-c', conf], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
         child = c;
+        // What it says before its log file is open (a bad config, a missing binary's wrapper):
+        // the last of it, for the error if it exits before it listens. Read always, so a server
+        // that logs to stderr (log: false) never blocks on a full pipe.
+        stderrTail = '';
+        c.stderr?.setEncoding('utf8').on('data', (d: string) => {
+          stderrTail = (stderrTail + d).slice(-2000);
+        });
         children.add(c);
         c.once('exit', () => children.delete(c));
         await waitFor(
           () => {
             if (c.exitCode !== null || c.signalCode !== null) {
-              const log = opts.log === false ? '' : tail(join(dir, `${name}.log`), 3);
-              throw new NatsServerExitedError(
-                `${name} (nats-server -c ${conf}) exited (${c.exitCode ?? c.signalCode}) before it listened${log ? `: ${log}` : ''}`,
-              );
+              // (Its stderr may still be draining: the error waits for the pipe to close, a second at most.)
+              const drained = c.stderr && !c.stderr.closed ? Promise.race([new Promise((r) => c.stderr!.once('close', r)), sleep(1000)]) : Promise.resolve();
+              return drained.then(() => {
+                const log = (opts.log === false ? '' : tail(join(dir, `${name}.log`), 3)) || stderrTail.trim().split('\n').slice(-3).join(' | ');
+                throw new NatsServerExitedError(
+                  `${name} (nats-server -c ${conf}) exited (${c.exitCode ?? c.signalCode}) before it listened${log ? `: ${log}` : ''}`,
+                );
+              });
             }
             // Its own id: a monitor port answered by another process would not pass.
             return server.monitor('varz').then(

@@ -5,10 +5,13 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { JetStreamLeases, JetStreamShardLog, natsAtLeast, natsShortcomings } from '../src/jetstream-log.ts';
-import { startNatsCluster, type NatsCluster } from '../src/nats-dev.ts';
+import { findNatsServer, startNatsCluster, type NatsCluster } from '../src/nats-dev.ts';
 import { LeaseConflictError, WrongLastSequenceError } from '../src/shard-log.ts';
 
 let cluster: NatsCluster;
@@ -162,5 +165,58 @@ test('a server started again on a port another process took says so at once (its
     await new Promise((r) => squatter.close(r));
     await s.start();
     await cluster.ready();
+  }
+});
+
+/**
+ * A stand-in for nats-server that fails its first `failures` starts the way a server that lost a
+ * port race does (exits before it listens), then runs the real one; it counts its starts.
+ */
+function flakyBinary(failures: number): { binary: string; starts: () => number; remove: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'hercules-flaky-nats-'));
+  const count = join(dir, 'starts');
+  const binary = join(dir, 'nats-server');
+  writeFileSync(
+    binary,
+    [
+      '#!/bin/sh',
+      `echo x >> "${count}"`,
+      `if [ "$(wc -l < "${count}")" -le ${failures} ]; then echo "listen: address already in use (simulated)" >&2; exit 1; fi`,
+      `exec "${findNatsServer()}" "$@"`,
+      '',
+    ].join('\n'),
+  );
+  chmodSync(binary, 0o755);
+  return {
+    binary,
+    starts: () => (existsSync(count) ? readFileSync(count, 'utf8').split('\n').filter(Boolean).length : 0),
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+test('a cluster whose server exits before it listens starts again on fresh ports, up to three times, then says why', async () => {
+  const once = flakyBinary(1);
+  try {
+    const c = await startNatsCluster({ nodes: 1, binary: once.binary });
+    try {
+      assert.equal(once.starts(), 2, 'the first start failed, the second served');
+      const probe = await connect({ servers: c.urls });
+      await probe.flush();
+      await probe.close();
+    } finally {
+      await c.close();
+    }
+  } finally {
+    once.remove();
+  }
+  const always = flakyBinary(99);
+  try {
+    await assert.rejects(
+      startNatsCluster({ nodes: 1, binary: always.binary }),
+      /n1 .*exited \(1\) before it listened: listen: address already in use \(simulated\)/,
+    );
+    assert.equal(always.starts(), 3, 'three attempts, no more');
+  } finally {
+    always.remove();
   }
 });
