@@ -21,7 +21,7 @@
  * adjacent logs are equal their snapshots are the same object, so quiet views share identity.
  */
 import { HerculesError, isErrorCode, type ErrorCode } from './errors.ts';
-import { applyOp, applyOps, deepFreeze, migrateState, translateOp, type Machine, type OpInvocation } from './machine.ts';
+import { applyOps, deepFreeze, migrateState, translateOp, type Machine, type OpInvocation } from './machine.ts';
 import { GENESIS_DIGEST, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
 import {
   FRAME_BUDGET_BYTES,
@@ -167,8 +167,8 @@ export class ViewEngine<S = unknown> {
   /**
    * Ops submitted and not yet applied to the Submitted snapshot: `submit` leaves that to the
    * first read (a getState, the notification round after the turn's send, a step that rebases),
-   * so the op goes on the wire before the speculative run, not after it (141 µs at the median
-   * for one write into a small map on an idle client, docs/benchmarks.md).
+   * so the op goes on the wire before the speculative run, not after it (60.6 of submit's 124 µs
+   * at the median after 100 ms idle: bench/src/submit-idle.bench.ts).
    */
   private ownUnapplied = 0;
 
@@ -1150,7 +1150,7 @@ export class ViewEngine<S = unknown> {
     const from = list.length - k;
     const first = this.authLen + this.tentList.length + this.durableList.length + from + 1;
     const before = this.submittedState;
-    this.submittedState = k === 1 ? applyOp(this.machine, before, list[from], first).state : this.fold(before, list.slice(from), first);
+    this.submittedState = this.fold(before, from === 0 ? list : list.slice(from), first);
     if (this.submittedState !== before) this.out.changed.add('submitted');
     return this.submittedState;
   }

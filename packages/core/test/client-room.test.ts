@@ -474,20 +474,14 @@ test('a tentative entry is in Durable and Submitted at once, Authoritative only 
   const e = new ViewEngine(room, { clientId: 'me', now: () => 0 });
   const note = (pos: number) => ({ pos, client: 'x', seq: pos, name: 'note', args: { text: `n${pos}` }, author: 'x' });
   const welcome = { t: 'welcome' as const, v: PROTOCOL_VERSION, client: 'me', author: 'me', highWater: 0, visibleSeq: 0, rejected: [], members: ['me', 'x'] };
+  /** Others' entries at 2 and 3, sent ahead of their commit. */
+  const tentative23 = { t: 'log' as const, from: 2, entries: [2, 3].map((p) => ({ k: 'op' as const, e: note(p) })), tentative: true as const };
   e.connected();
   e.receive({ ...welcome, from: 1, entries: [note(1)], stable: 0 });
   e.drain();
   // Our own op, submitted before the tentative entry arrives, is folded after it.
   e.submit('note', { text: 'mine' });
-  e.receive({
-    t: 'log',
-    from: 2,
-    entries: [
-      { k: 'op', e: note(2) },
-      { k: 'op', e: note(3) },
-    ],
-    tentative: true,
-  });
+  e.receive(tentative23);
   let out = e.drain();
   assert.deepEqual(
     e.getState('submitted').notes,
@@ -550,15 +544,7 @@ test('a tentative entry is in Durable and Submitted at once, Authoritative only 
   const g = new ViewEngine(room, { clientId: 'me', now: () => 0 });
   g.connected();
   g.receive({ ...welcome, from: 1, entries: [note(1)], stable: 1 });
-  g.receive({
-    t: 'log',
-    from: 2,
-    entries: [
-      { k: 'op', e: note(2) },
-      { k: 'op', e: note(3) },
-    ],
-    tentative: true,
-  });
+  g.receive(tentative23);
   g.receive({ t: 'stable', pos: 2 });
   assert.deepEqual(g.positions(), { stable: 2, visible: 2, authoritative: 2, durable: 3, submitted: 3 });
   assert.deepEqual(g.getState('stable').notes, ['x@1: n1', 'x@2: n2']);

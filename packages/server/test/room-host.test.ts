@@ -89,6 +89,18 @@ async function welcomed(host: RoomHost, store: GatedStore, clock: ManualClock, m
   );
 }
 
+/** A host over a GatedStore with members a and b welcomed, in that order. */
+async function hostOfTwo() {
+  const store = new GatedStore();
+  const clock = new ManualClock();
+  const host = await hostOver(store, clock);
+  const a = member('a');
+  const b = member('b');
+  await welcomed(host, store, clock, a, 'a');
+  await welcomed(host, store, clock, b, 'b');
+  return { store, clock, host, a, b };
+}
+
 // spec: AUTH-STORED
 test('an op is announced only once the store confirmed its entry, and the welcome only once the claim is stored', async () => {
   const store = new GatedStore();
@@ -125,13 +137,7 @@ test('an op is announced only once the store confirmed its entry, and the welcom
 
 // spec: AUTH-STORED
 test('outputs go out in engine order: a bookkeeping output waits behind an op still being stored', async () => {
-  const store = new GatedStore();
-  const clock = new ManualClock();
-  const host = await hostOver(store, clock);
-  const a = member('a');
-  const b = member('b');
-  await welcomed(host, store, clock, a, 'a');
-  await welcomed(host, store, clock, b, 'b');
+  const { store, clock, host, a } = await hostOfTwo();
   host.receive('a', say(1, 'one'));
   await endOfTask(clock);
   await store.pass();
@@ -208,14 +214,8 @@ test('the ops of many frames released by one commit reach each member as one log
 
 // spec: LOG-TENTATIVE
 test("another client's ops reach a protocol-4 member ahead of their commit, marked tentative, confirmed once stored; never past what it is due before them; nothing of a failed commit is confirmed", async () => {
-  const store = new GatedStore();
-  const clock = new ManualClock();
-  const host = await hostOver(store, clock);
-  const a = member('a');
-  const b = member('b');
+  const { store, clock, host, a, b } = await hostOfTwo();
   const old = member('old');
-  await welcomed(host, store, clock, a, 'a');
-  await welcomed(host, store, clock, b, 'b');
   await welcomed(host, store, clock, old, 'old', 3);
   const n = { a: a.got.length, b: b.got.length, old: old.got.length };
   host.receive('a', say(1, 'one'));
@@ -298,13 +298,7 @@ test("another client's ops reach a protocol-4 member ahead of their commit, mark
 
 // spec: LOG-TENTATIVE, AUTH-STORED
 test('protocol 5: members ack what they were sent ahead of its commit; what counts those acks goes out only after the commit, and a stable frontier that covers them confirms them instead of a committed message', async () => {
-  const store = new GatedStore();
-  const clock = new ManualClock();
-  const host = await hostOver(store, clock);
-  const a = member('a');
-  const b = member('b');
-  await welcomed(host, store, clock, a, 'a');
-  await welcomed(host, store, clock, b, 'b');
+  const { store, clock, host, a, b } = await hostOfTwo();
   // An op of a: b acks it while its commit is in flight; a hears it is Authoritative, then Visible.
   let n = { a: a.got.length, b: b.got.length };
   host.receive('a', say(1, 'one'));
