@@ -79,6 +79,16 @@ export interface RoomOptions<S = unknown> {
    * it the latest value waits, replacing the one before, for the room's next input or tick.
    */
   presenceEveryMs?: number;
+  /**
+   * Order a frame's ops and fan them out before they run here (without an `authorize` hook,
+   * whose verdict reads the state): an input's output lists other members' copies (`tentative`)
+   * whose ops have not run yet, and `settle(out)` runs them, adding each thrown op's error to its
+   * entry and the records that changed to `out`. A host that sends the tentative logs first and
+   * then settles takes the op's run off the path to the other members (LOG-RUN-AFTER-SEND). The
+   * host must settle an output before it stores or sends anything else of it. Default false:
+   * every input's ops run before it returns.
+   */
+  settleLater?: boolean;
 }
 
 /**
@@ -222,6 +232,9 @@ export class RoomEngine<S = unknown> {
   private readonly authorize?: AuthorizeOp<S>;
   private readonly readersPresence: boolean;
   private readonly presenceEveryMs: number;
+  private readonly settleLater: boolean;
+  /** Frames ordered and fanned out whose ops have not run yet (RoomOptions.settleLater), oldest first. */
+  private unsettled: { appended: LogEntry[]; client: string; own?: WireEntry[] }[] = [];
   /** Sessions whose latest presence waits for a token (coalesced: only the latest goes). */
   private readonly presenceHeld = new Set<Session>();
 
@@ -265,6 +278,7 @@ export class RoomEngine<S = unknown> {
       throw new HerculesError('bad-argument', `presenceEveryMs must be a non-negative number of milliseconds, got ${String(every)}`);
     }
     this.presenceEveryMs = every;
+    this.settleLater = opts.settleLater === true;
     // A room stored under an older version is migrated now, before any input (REC-MIGRATE-ONCE).
     const prepared = restore && prepareRestore(machine, restore);
     if (prepared) restore = prepared.durable;
@@ -319,6 +333,7 @@ export class RoomEngine<S = unknown> {
     return this.stable;
   }
   headSnapshot(): S {
+    this.settle();
     return this.headState;
   }
   /** Members of the visibility set, sorted. */
@@ -346,6 +361,7 @@ export class RoomEngine<S = unknown> {
   }
   /** A consistent copy of what storage must hold; cheap (states are immutable). */
   durableState(): RoomDurableState {
+    this.settle();
     return {
       checkpoint: { pos: this.checkpointPos, state: this.checkpointState },
       suffix: this.suffix.map((i) => i.entry),
@@ -358,6 +374,7 @@ export class RoomEngine<S = unknown> {
 
   /** A connection opened; `principal` is who the transport authenticated (none: anonymous writer). */
   open(conn: ConnId, now: number, principal: Principal = {}): RoomOutput {
+    this.settle();
     if (this.sessions.has(conn)) {
       this.out.warnings.push(`connection ${conn} opened twice`);
     } else {
@@ -383,6 +400,7 @@ export class RoomEngine<S = unknown> {
 
   /** A frame from a connection. `frame` is untrusted: it is validated here. */
   message(conn: ConnId, frame: unknown, now: number): RoomOutput {
+    this.settle();
     const s = this.sessions.get(conn);
     if (!s) {
       this.out.warnings.push(`message from unknown connection ${conn}`);
@@ -407,6 +425,7 @@ export class RoomEngine<S = unknown> {
   }
 
   close(conn: ConnId, now: number): RoomOutput {
+    this.settle();
     const s = this.sessions.get(conn);
     if (s) this.drop(s);
     return this.finish(now);
@@ -414,6 +433,7 @@ export class RoomEngine<S = unknown> {
 
   /** Clock tick: ack timeouts (§4.6). Call it periodically, e.g. every ackTimeout / 4. */
   tick(now: number): RoomOutput {
+    this.settle();
     const headPos = this.head();
     for (const s of this.sessions.values()) {
       if (s.status !== 'member' || s.ack >= headPos) continue;
@@ -595,6 +615,7 @@ export class RoomEngine<S = unknown> {
    * `unknown-op` or `bad-argument` (nothing ordered) for an op that could never be ordered.
    */
   submitAsServer(author: string, name: string, args: unknown, key: string | undefined, now: number): { out: RoomOutput; result: ServerSubmitResult } {
+    this.settle();
     if (typeof author !== 'string' || author.length === 0 || author.length > 256)
       throw new HerculesError('bad-argument', 'submit: author must name who submits (a string of 1-256 characters)');
     if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 256))
@@ -701,7 +722,7 @@ export class RoomEngine<S = unknown> {
     const client = s.client!;
     const rec = this.clients.get(client)!;
     const appended: LogEntry[] = [];
-    const deferApply = this.authorize === undefined && ops.length > 1;
+    const deferApply = this.authorize === undefined && (this.settleLater || ops.length > 1);
     for (const sent of ops) {
       // An op written against an older version is translated here, where it is ordered: once
       // (docs/migrations.md). The digest chain stays over the op as sent, which the client holds.
@@ -775,7 +796,8 @@ export class RoomEngine<S = unknown> {
         }
       }
       // Without an authorize hook no verdict reads the state: the frame's ops are applied after
-      // this loop, in one draft (a large map is copied once per frame, not once per op).
+      // this loop, in one draft (a large map is copied once per frame, not once per op), or
+      // with settleLater after the output's tentative logs are sent (settle).
       const res =
         refusal !== undefined
           ? { state: this.headState, error: refusal }
@@ -804,10 +826,33 @@ export class RoomEngine<S = unknown> {
       this.stats.sequenced++;
     }
     if (appended.length === 0) return;
-    if (deferApply) this.applyAppended(appended, rec);
-    this.keepState(this.suffix[this.suffix.length - 1], this.headState);
+    const later = deferApply && this.settleLater;
+    if (deferApply && !later) this.applyAppended(appended, client);
     this.out.persist.appended.push(...appended);
-    this.fanOut(appended, client);
+    const own = this.fanOut(appended, client);
+    if (later) this.unsettled.push(own ? { appended, client, own } : { appended, client });
+    else this.keepState(this.suffix[this.suffix.length - 1], this.headState);
+  }
+
+  /**
+   * Run the ops ordered since the last settle (RoomOptions.settleLater), in order: each frame's
+   * in one draft, as an input would have. An op that throws gets its error in its entry, which
+   * the output's persist and queued sends hold (the same object), and in its author's record and
+   * Notify-Auth; records that changed go into `out` when given, else into the next output.
+   * Every input and read settles first, so a host that forgets loses nothing but the overlap.
+   */
+  settle(out?: RoomOutput): void {
+    if (this.unsettled.length === 0) return;
+    const frames = this.unsettled;
+    this.unsettled = [];
+    for (const { appended, client, own } of frames) {
+      if (this.applyAppended(appended, client) && own) for (let i = 0; i < own.length; i++) own[i] = ownEntry(appended[i]);
+      const last = appended[appended.length - 1].pos;
+      this.keepState(this.suffix[last - this.checkpointPos - 1], this.headState);
+    }
+    if (!out) return;
+    for (const c of this.dirtyClients) out.persist.clients[c] = copyRecord(this.clients.get(c)!);
+    this.dirtyClients.clear();
   }
 
   /**
@@ -815,38 +860,46 @@ export class RoomEngine<S = unknown> {
    * Remote-Operation. Another's entries to a client of protocol 4 on are listed in `tentative`: the host
    * may send them before their commit (LOG-TENTATIVE); its own never (Authoritative is stored).
    */
-  private fanOut(appended: readonly LogEntry[], submitter: string): void {
+  private fanOut(appended: readonly LogEntry[], submitter: string): WireEntry[] | undefined {
     const from = appended[0].pos;
     let remote: WireEntry[] | undefined;
+    let own: WireEntry[] | undefined;
     for (const t of this.sessions.values()) {
       if (!t.client || t.status === 'new') continue;
       if (t.client === submitter) {
-        this.send(t.conn, { t: 'log', from, entries: appended.map(ownEntry) });
+        own = appended.map(ownEntry);
+        this.send(t.conn, { t: 'log', from, entries: own });
         continue;
       }
       remote ??= appended.map((e) => ({ k: 'op', e }));
       if (t.protocol >= 4) (this.out.tentative ??= []).push(this.out.send.length);
       this.send(t.conn, { t: 'log', from, entries: remote });
     }
+    return own;
   }
 
   /**
    * Apply a frame's appended entries (refused ones carry their error and are skipped) to the
    * head state in one draft. An op that throws becomes a rejected entry in its place, as if it
-   * had been applied alone.
+   * had been applied alone: its error is set on the entry object itself, which the suffix, the
+   * output's persist and the queued logs to others hold. Whether one threw.
    */
-  private applyAppended(appended: LogEntry[], rec: ClientRecord): void {
+  private applyAppended(appended: LogEntry[], client: string): boolean {
     const first = appended[0].pos;
+    const rec = this.clients.get(client)!;
     let threw = false;
     this.headState = applyOps(this.machine, this.headState, appended, first, (i, error) => {
-      const e = { ...appended[i], error };
-      appended[i] = e;
-      this.suffix[e.pos - this.checkpointPos - 1].entry = e;
+      const e = appended[i] as { error?: string } & LogEntry;
+      e.error = error;
       this.stats.rejected++;
       (rec.rejected ??= []).push({ seq: e.seq, pos: e.pos, error });
       threw = true;
     });
-    if (threw) rec.rejected!.sort((a, b) => a.pos - b.pos);
+    if (threw) {
+      rec.rejected!.sort((a, b) => a.pos - b.pos);
+      this.dirtyClients.add(client);
+    }
+    return threw;
   }
 
   /** Whether an op under an already ordered seq is the op the log holds there, if still held. */
@@ -998,6 +1051,8 @@ export class RoomEngine<S = unknown> {
   private compact(): void {
     const n = this.stable - this.checkpointPos;
     if (n <= 0) return;
+    // A room without members is stable up to its head at once: its states come from running the ops.
+    this.settle();
     // The state at the frontier: kept (members ack what they received, the end of a step), or
     // the ops from the nearest kept state before it applied again (deterministic: same verdicts).
     let k = this.kept.length - 1;

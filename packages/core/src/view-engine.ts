@@ -972,8 +972,12 @@ export class ViewEngine<S = unknown> {
     }
     if (added.length === 0) return;
     this.materialize();
-    // Reported here: their promotion adopts this state without applying them again.
-    this.tentState = applyOps(this.machine, this.tentState ?? this.authState, added, at, (i, error) => this.diverged(added[i], error));
+    // The server sends them before it runs them (LOG-RUN-AFTER-SEND): an op that throws here is
+    // what its verdict will be (ops are deterministic), and this copy carries it, so the entry
+    // is skipped, not run again, wherever it is applied after its promotion.
+    this.tentState = applyOps(this.machine, this.tentState ?? this.authState, added, at, (i, error) => {
+      added[i] = { ...added[i], error };
+    });
     for (const e of added) this.tentList.push(e);
     this.needRebase = true;
     this.ackDue = true; // they count as held (protocol 5)

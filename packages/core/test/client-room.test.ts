@@ -469,7 +469,7 @@ test('a stable frontier past an own op makes it visible, with no Notify-Visible;
   assert.equal(r.positions().visible, 3);
 });
 
-// spec: VIEW-TENTATIVE
+// spec: VIEW-TENTATIVE, LOG-RUN-AFTER-SEND
 test('a tentative entry is in Durable and Submitted at once, Authoritative only once committed; it is acked at once (protocol 5); a welcome drops it; a stored log before its confirmation, or an own op sent as tentative, resyncs', () => {
   const e = new ViewEngine(room, { clientId: 'me', now: () => 0 });
   const note = (pos: number) => ({ pos, client: 'x', seq: pos, name: 'note', args: { text: `n${pos}` }, author: 'x' });
@@ -565,13 +565,27 @@ test('a tentative entry is in Durable and Submitted at once, Authoritative only 
     [5],
   );
   assert.deepEqual(g.getState('submitted').notes.at(-1), 'x@5: n5');
-  // An op the server accepted that throws here (not deterministic) is reported when it arrives.
-  g.receive({
-    t: 'log',
-    from: 6,
-    entries: [{ k: 'op', e: { pos: 6, client: 'x', seq: 6, name: 'move', args: { id: 'nowhere', x: 0, y: 0 }, author: 'x' } }],
-    tentative: true,
-  });
-  assert.match(g.drain().warnings.join('\n'), /op x:6 \(move\) threw here but not on the server: no item nowhere/);
+  // LOG-RUN-AFTER-SEND: the server sends a tentative entry before it runs the op, so one that
+  // throws here is that op's verdict, kept on this copy: no divergence, and once promoted it is
+  // skipped, not run again.
+  const throwing = { pos: 6, client: 'x', seq: 6, name: 'move', args: { id: 'nowhere', x: 0, y: 0 }, author: 'x' };
+  g.receive({ t: 'log', from: 6, entries: [{ k: 'op', e: throwing }], tentative: true });
+  const beforeCommit = g.getState('submitted');
+  assert.deepEqual(g.drain().warnings, []);
+  assert.deepEqual(
+    g.tentativeEntries().map((x) => [x.pos, x.error]),
+    [
+      [5, undefined],
+      [6, 'no item nowhere'],
+    ],
+  );
+  g.receive({ t: 'committed', pos: 6 });
+  assert.equal(g.positions().authoritative, 6);
+  assert.equal(g.getState('authoritative'), beforeCommit, 'the promoted entries adopt the tentative state');
+  assert.deepEqual(g.drain().warnings, []);
+  assert.equal(g.stats.divergences, 0);
+  // A stored entry the server accepted that throws here (not deterministic) is reported when it arrives.
+  g.receive({ t: 'log', from: 7, entries: [{ k: 'op', e: { ...throwing, pos: 7, seq: 7 } }] });
+  assert.match(g.drain().warnings.join('\n'), /op x:7 \(move\) threw here but not on the server: no item nowhere/);
   assert.equal(g.stats.divergences, 1);
 });

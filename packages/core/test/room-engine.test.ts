@@ -1,6 +1,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { GENESIS_DIGEST, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, RoomEngine, scanOp, type RoomOutput, type ServerMessage } from '../src/index.ts';
+import {
+  defineMachine,
+  GENESIS_DIGEST,
+  MIN_PROTOCOL_VERSION,
+  PROTOCOL_VERSION,
+  RoomEngine,
+  scanOp,
+  type RoomOutput,
+  type ServerMessage,
+} from '../src/index.ts';
 import { room } from './fixtures.ts';
 
 const hello = (client: string, have = 0) => ({ t: 'hello', v: PROTOCOL_VERSION, client, machine: { name: 'test-room', version: 1 }, have });
@@ -113,6 +122,78 @@ test("the engine lists another client's log for a protocol-4 member as tentative
   assert.ok(!o.sendFirst, 'the output still waits for its commit; the host decides what goes ahead');
   // Bookkeeping lists nothing.
   assert.equal(r.message('kc', { t: 'ack', pos: 1 }, 2).tentative, undefined);
+});
+
+// spec: LOG-RUN-AFTER-SEND, OP-VERDICT
+test('with settleLater an input orders and fans out its ops without running them; settle runs them and puts each verdict in the output', () => {
+  // The fixture's machine, its ops counting their runs.
+  let runs = 0;
+  const counting = defineMachine({
+    name: room.name,
+    version: room.version,
+    initial: room.initial,
+    ops: {
+      note(st, a: { text: string }, ctx) {
+        runs++;
+        st.notes.push(`${ctx.author}@${ctx.position}: ${a.text}`);
+      },
+      move(st, a: { id: string; x: number; y: number }) {
+        runs++;
+        if (!st.items[a.id]) throw new Error(`no item ${a.id}`);
+      },
+    },
+  });
+  const later = new RoomEngine(counting, { settleLater: true });
+  join(later, 'ka', 'a');
+  join(later, 'kb', 'b');
+  const bad = { seq: 2, name: 'move', args: { id: 'nope', x: 0, y: 0 } };
+  const o = later.message('ka', { t: 'ops', ops: [note(1), bad] }, 1);
+  assert.equal(runs, 0, 'nothing ran yet');
+  const toB = (o.tentative ?? []).map((i) => o.send[i]);
+  assert.deepEqual(
+    toB.map((x) => x.conn),
+    ['kb'],
+  );
+  assert.deepEqual(
+    o.persist.appended.map((e) => e.error),
+    [undefined, undefined],
+    'no verdict before the ops run',
+  );
+  later.settle(o);
+  assert.ok(runs > 0, 'settle ran them');
+  // The verdict lands in what the output holds: the stored entries, the log still queued for b
+  // (the same entry objects), a's Notify-Auth and a's record, as if the ops had run in the input.
+  assert.deepEqual(
+    o.persist.appended.map((e) => e.error),
+    [undefined, 'no item nope'],
+  );
+  const logB = toB[0].msg as Extract<ServerMessage, { t: 'log' }>;
+  assert.equal(logB.entries[1].k === 'op' && logB.entries[1].e.error, 'no item nope');
+  assert.deepEqual(ofType(to(o, 'ka'), 'log')[0].entries, [
+    { k: 'own', seq: 1 },
+    { k: 'own', seq: 2, error: 'no item nope' },
+  ]);
+  assert.deepEqual(o.persist.clients.a.rejected, [{ seq: 2, pos: 2, error: 'no item nope' }]);
+  // The same input on an engine that runs ops at once gives the same output.
+  const now = new RoomEngine(room);
+  join(now, 'ka', 'a');
+  join(now, 'kb', 'b');
+  const o2 = now.message('ka', { t: 'ops', ops: [note(1), bad] }, 1);
+  assert.deepEqual(structuredClone(o.send), structuredClone(o2.send));
+  assert.deepEqual(o.persist, o2.persist);
+  assert.deepEqual(later.headSnapshot(), now.headSnapshot());
+  // Not settled by the host: the next input (or read) runs them first, and its output carries
+  // the record.
+  const o3 = later.message('ka', { t: 'ops', ops: [{ ...bad, seq: 3 }] }, 2);
+  assert.equal(o3.persist.appended[0].error, undefined);
+  const o4 = later.message('kb', { t: 'ack', pos: 3 }, 3);
+  assert.equal(o3.persist.appended[0].error, 'no item nope');
+  assert.equal(o4.persist.appended.length, 0);
+  assert.deepEqual(
+    o4.persist.clients.a.rejected?.map((x) => x.seq),
+    [2, 3],
+  );
+  assert.equal(later.durableState().suffix.at(-1)?.error, 'no item nope');
 });
 
 // spec: VIS-BY-STABLE

@@ -97,22 +97,28 @@ export type RoomHostState = 'serving' | 'failed' | 'released';
 
 /**
  * Where an output's time went on the server, in ms of the host's clock: the engine call that made
- * it; then, for an output that waits for a commit, the wait for the commit to start (the other
- * inputs of the same task, or the commit window) and the commit itself; then sending (encoding
- * and writing each member's frame). Cheap: four clock reads per output.
+ * it, with the sends of its tentative logs; running its ops after those (`apply`,
+ * LOG-RUN-AFTER-SEND); then, for an output that waits for a commit, the wait for the commit to
+ * start (the other inputs of the same task, or the commit window) and the commit itself; then
+ * sending (encoding and writing each member's frame). Cheap: five clock reads per output.
  */
 export interface OutputPath {
   engine: number;
+  apply: number;
   commitWait?: number;
   commit?: number;
   send: number;
 }
 
-/** An output waiting to go out: `needs` is the commit it waits for (0: none); `made`, when the engine made it. */
+/**
+ * An output waiting to go out: `needs` is the commit it waits for (0: none); `made`, when its
+ * tentative logs were sent (the engine's part), `settled` when its ops had run.
+ */
 interface Queued {
   out: RoomOutput;
   at: number;
   made: number;
+  settled: number;
   needs: number;
   /** Called once the output went out (after its commit), or with the error if the room failed first. */
   done?: (error?: Error) => void;
@@ -185,7 +191,14 @@ export class RoomHost {
     this.storedCheckpoint = opts.loaded.durable.checkpoint.pos;
     this.engine_ = new RoomEngine(
       opts.machine,
-      { ackTimeoutMs: opts.ackTimeoutMs, authorize: opts.authorize, readersPresence: opts.readersPresence, presenceEveryMs: opts.presenceEveryMs },
+      // settleLater: enqueue sends the tentative logs, then runs the ops (LOG-RUN-AFTER-SEND).
+      {
+        ackTimeoutMs: opts.ackTimeoutMs,
+        authorize: opts.authorize,
+        readersPresence: opts.readersPresence,
+        presenceEveryMs: opts.presenceEveryMs,
+        settleLater: true,
+      },
       opts.loaded.fresh ? undefined : opts.loaded.durable,
     );
     this.emptySince = this.clock.now();
@@ -334,6 +347,20 @@ export class RoomHost {
       done?.(new HerculesError('storage-failed', `room ${this.name} stopped serving; try again`));
       return;
     }
+    // An output that appends or claims waits for the commit its writes go into.
+    const needs = out.sendFirst ? 0 : this.issued + 1;
+    // LOG-RUN-AFTER-SEND: the other members' copies of its ops leave first, then the ops run here
+    // (settle), before anything of the output is staged or queued: a thrown op's error is then
+    // in its entry, its author's Notify-Auth and record.
+    const early = needs > this.confirmed ? this.sendTentative(out) : undefined;
+    const made = this.clock.now();
+    try {
+      this.engine_.settle(out);
+    } catch (e) {
+      this.fail('settle', e, `the server failed in room ${this.name} (running ops); reconnect to resume (nothing you made durable is lost)`);
+      done?.(e as Error);
+      return;
+    }
     const p = out.persist;
     let writes = p.appended.length > 0;
     if (writes) for (const e of p.appended) this.stage.entries.push(e);
@@ -351,11 +378,8 @@ export class RoomHost {
     // first output, a join's): else a later bookkeeping output (sendFirst) would overtake it, and
     // a welcome announce the migrated checkpoint before the migration is stored (AUTH-STORED).
     if (out.send.length === 0 && out.close.length === 0 && !done && p.appended.length === 0) return;
-    // An output that appends or claims waits for the commit its writes go into.
-    const needs = out.sendFirst ? 0 : this.issued + 1;
-    const early = needs > this.confirmed ? this.sendTentative(out) : undefined;
     for (const { conn } of out.send) this.queuedFor.set(conn, (this.queuedFor.get(conn) ?? 0) + 1);
-    this.queue.push({ out, at, made: this.clock.now(), needs, ...(done ? { done } : {}), ...(early ? { early } : {}) });
+    this.queue.push({ out, at, made, settled: this.clock.now(), needs, ...(done ? { done } : {}), ...(early ? { early } : {}) });
     this.sendReady();
   }
 
@@ -459,11 +483,11 @@ export class RoomHost {
     }
     if (this.events.delivered) {
       const now = this.clock.now();
-      for (const { out, at, made, needs } of passed) {
+      for (const { out, at, made, settled, needs } of passed) {
         const c = needs > 0 ? this.commitTimes.get(needs) : undefined;
         const path: OutputPath = c
-          ? { engine: made - at, commitWait: c.asked - made, commit: c.done - c.asked, send: now - start }
-          : { engine: made - at, send: now - start };
+          ? { engine: made - at, apply: settled - made, commitWait: c.asked - settled, commit: c.done - c.asked, send: now - start }
+          : { engine: made - at, apply: settled - made, send: now - start };
         this.events.delivered(out, at, now, path);
       }
     }

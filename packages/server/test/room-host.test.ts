@@ -101,6 +101,54 @@ async function hostOfTwo() {
   return { store, clock, host, a, b };
 }
 
+// spec: LOG-RUN-AFTER-SEND, OP-VERDICT, AUTH-STORED
+test("an op runs on the server after its tentative log went to the other members; a thrown op's verdict is stored and told its author", async () => {
+  /** b's message count whenever the server runs an op. */
+  const seenByB: number[] = [];
+  let b: FakeMember | undefined;
+  const watched = defineMachine({
+    name: chat.name,
+    version: chat.version,
+    initial: chat.initial,
+    ops: {
+      say(s, a: { text: string }, ctx) {
+        seenByB.push(b!.got.length);
+        if (a.text.trim() === '') throw new Error('empty message');
+        s.messages.push({ id: `${ctx.client}:${ctx.seq}`, author: ctx.author, text: a.text });
+      },
+    },
+  });
+  const store = new GatedStore();
+  const clock = new ManualClock();
+  const host = await hostOver(store, clock, { machine: watched });
+  const a = member('a');
+  b = member('b');
+  await welcomed(host, store, clock, a, 'a');
+  await welcomed(host, store, clock, b, 'b');
+  const before = b.got.length;
+  host.receive('a', say(1, 'one'));
+  assert.deepEqual(seenByB, [before + 1], 'b had its tentative log when the op ran');
+  const sent = b.got.at(-1);
+  assert.equal(sent?.t === 'log' && sent.tentative, true, 'and it was the tentative log');
+  await endOfTask(clock);
+  await store.pass();
+  clock.advance(0);
+  const n = a.got.length;
+  host.receive('a', say(2, ' '));
+  await endOfTask(clock);
+  assert.equal(store.calls.at(-1)!.entries![0].error, 'empty message', 'the verdict is in the stored entry');
+  assert.deepEqual(store.calls.at(-1)!.clients?.a?.rejected, [{ seq: 2, pos: 2, error: 'empty message' }], "and in its author's record, in the same append");
+  await store.pass();
+  assert.deepEqual(
+    a.got.slice(n).find((m) => m.t === 'log'),
+    { t: 'log', from: 2, entries: [{ k: 'own', seq: 2, error: 'empty message' }] },
+  );
+  assert.deepEqual(
+    host.engine.headSnapshot().messages.map((m: { text: string }) => m.text),
+    ['one'],
+  );
+});
+
 // spec: AUTH-STORED
 test('an op is announced only once the store confirmed its entry, and the welcome only once the claim is stored', async () => {
   const store = new GatedStore();
