@@ -2,10 +2,13 @@
  * Where an op's time goes, A -> server -> B, at RTT 0 (issue 14): one writer A and one reader B
  * connected straight to a server process on loopback (SQLite on both sides, as shipped), A sets
  * a cell every 20 ms. Per op, from the clients (one process, one clock): A's store write
- * (submit -> Durable), A's Authoritative, and B seeing the value. From the server's /metrics
+ * (submit -> Durable), A's Authoritative, and B seeing the value: in its Submitted view (the
+ * delivery the peers' benchmark measures: another client's op shows there before its commit,
+ * LOG-TENTATIVE) and in its Authoritative view (once the server stored it). From the server's /metrics
  * (`hercules_op_path_seconds`, always on), the mean of each server stage over the same ops.
  * What is left of Authoritative after the server is A's store write (which the server's work
  * overlaps: ops go out while they are being persisted), the sockets both ways and the codecs.
+ * Also how late a 1 ms timer ran on A's thread over the run: how long A's work held it at a time.
  *
  *   NODE_OPTIONS="-C @hercules/source" NODE_ENV=production node --import tsx bench/src/runtime/breakdown.ts [--ops 400] [--memory] [--b-in-process]
  *
@@ -16,6 +19,7 @@
  * B's own share (decode, apply, notify) comes from its `receiveStats()` over the same ops.
  */
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { connect, memoryStorage } from '@hercules/client';
 import { sqliteStorage } from '@hercules/client-sqlite';
@@ -37,7 +41,9 @@ const dir = tempDir('breakdown');
 try {
   const storage = (name: string) => (values.memory ? memoryStorage() : sqliteStorage(join(dir, `${name}.sqlite`)));
   const a = await connect({ url: server.url, room: 'breakdown', machine: spreadsheet, storage: storage('a'), clientId: 'bd-a', sendAhead: true });
-  const seenAt = new Map<string, number>();
+  /** When B saw each value, per view. */
+  const seenAt = { submitted: new Map<string, number>(), authoritative: new Map<string, number>() };
+  type View = keyof typeof seenAt;
   /** One clock for both processes: ms since the epoch, sub-millisecond. */
   const clock = () => performance.timeOrigin + performance.now();
   let bStats: () => Promise<ReceiveStats>;
@@ -45,11 +51,12 @@ try {
   if (values['b-in-process']) {
     const b = await connect({ url: server.url, room: 'breakdown', machine: spreadsheet, storage: storage('b'), clientId: 'bd-b', sendAhead: true });
     await b.whenOnline({ timeoutMs: 30_000 });
-    b.subscribe('authoritative', (s) => {
-      const t = clock();
-      const v = s.cells[0][0];
-      if (!seenAt.has(v)) seenAt.set(v, t);
-    });
+    for (const view of ['submitted', 'authoritative'] as const)
+      b.subscribe(view, (s) => {
+        const t = clock();
+        const v = s.cells[0][0];
+        if (!seenAt[view].has(v)) seenAt[view].set(v, t);
+      });
     bStats = async () => b.receiveStats();
     closeB = () => b.close();
   } else {
@@ -60,8 +67,8 @@ try {
       prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [],
     );
     await child.ready;
-    child.proc.on('message', (m: { seen?: string; at?: number }) => {
-      if (m.seen !== undefined && !seenAt.has(m.seen)) seenAt.set(m.seen, m.at!);
+    child.proc.on('message', (m: { seen?: string; view?: View; at?: number }) => {
+      if (m.seen !== undefined && m.view && !seenAt[m.view].has(m.seen)) seenAt[m.view].set(m.seen, m.at!);
     });
     bStats = async () => (await child.call<{ stats: ReceiveStats }>({ cmd: 'stats' })).stats;
     closeB = async () => {
@@ -71,14 +78,19 @@ try {
   }
   await a.whenOnline({ timeoutMs: 30_000 });
   const run = async (n: number) => {
-    const rows: { durable: number; auth: number; delivery: number }[] = [];
+    const rows: { durable: number; auth: number; delivery: number; bAuth: number }[] = [];
     for (let i = 0; i < n; i++) {
       const text = `v${performance.now()}-${i}`;
       const t0 = clock();
       const h = a.ops.setCell({ row: 0, col: 0, text });
       await h.authoritative;
-      while (!seenAt.has(text)) await sleep(1);
-      rows.push({ durable: h.delays.durable!, auth: h.delays.authoritative!, delivery: seenAt.get(text)! - t0 });
+      while (!seenAt.submitted.has(text) || !seenAt.authoritative.has(text)) await sleep(1);
+      rows.push({
+        durable: h.delays.durable!,
+        auth: h.delays.authoritative!,
+        delivery: seenAt.submitted.get(text)! - t0,
+        bAuth: seenAt.authoritative.get(text)! - t0,
+      });
       await sleep(20);
     }
     return rows;
@@ -86,7 +98,11 @@ try {
   await run(50); // warm-up
   const before = await server.metrics();
   const [bBefore, aBefore] = [await bStats(), a.receiveStats()];
+  // How long A's thread was held at a time: what an app on it (rendering, input) waits for.
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  loop.enable();
   const rows = await run(OPS);
+  loop.disable();
   const [bAfter, aAfter] = [await bStats(), a.receiveStats()];
   const after = await server.metrics();
   const mean = (st: string) => {
@@ -94,8 +110,9 @@ try {
     const count = after[`hercules_op_path_seconds_count{stage="${st}"}`] - before[`hercules_op_path_seconds_count{stage="${st}"}`];
     return (sum / count) * 1000;
   };
-  const p50 = (k: 'durable' | 'auth' | 'delivery') => stats(rows.map((r) => r[k])).median;
-  const avg = (k: 'durable' | 'auth' | 'delivery') => rows.reduce((x, r) => x + r[k], 0) / rows.length;
+  type Col = 'durable' | 'auth' | 'delivery' | 'bAuth';
+  const p50 = (k: Col) => stats(rows.map((r) => r[k])).median;
+  const avg = (k: Col) => rows.reduce((x, r) => x + r[k], 0) / rows.length;
   const server_ = STAGES.reduce((x, st) => x + mean(st), 0);
   const table: Record<string, { 'mean ms': string; 'p50 ms'?: string }> = {};
   table["A's client store (submit -> Durable)"] = { 'mean ms': avg('durable').toFixed(3), 'p50 ms': p50('durable').toFixed(3) };
@@ -111,9 +128,11 @@ try {
   table['B: decode (per op)'] = { 'mean ms': perOp(bBefore, bAfter, 'decodeMs') };
   table['B: apply (view engine, per op)'] = { 'mean ms': perOp(bBefore, bAfter, 'applyMs') };
   table['B: notify (subscribers, per op)'] = { 'mean ms': perOp(bBefore, bAfter, 'notifyMs') };
-  table[`B: delivery (A submit -> B notified${values['b-in-process'] ? ", B in A's process" : ', B in its own process'})`] = {
-    'mean ms': avg('delivery').toFixed(3),
-    'p50 ms': p50('delivery').toFixed(3),
+  const where = values['b-in-process'] ? ", B in A's process" : ', B in its own process';
+  table[`B: delivery (A submit -> B's Submitted notified${where})`] = { 'mean ms': avg('delivery').toFixed(3), 'p50 ms': p50('delivery').toFixed(3) };
+  table[`B: Authoritative (A submit -> B's Authoritative notified, after the commit${where})`] = {
+    'mean ms': avg('bAuth').toFixed(3),
+    'p50 ms': p50('bAuth').toFixed(3),
   };
   table["A: its own frames' decode + apply + notify (per op)"] = {
     'mean ms': ((aAfter.decodeMs - aBefore.decodeMs + aAfter.applyMs - aBefore.applyMs + aAfter.notifyMs - aBefore.notifyMs) / OPS).toFixed(3),
@@ -123,6 +142,10 @@ try {
   );
   console.log(`${OPS} ops, one every 20 ms, RTT 0, client storage ${values.memory ? 'memory' : 'SQLite'}, NODE_ENV=${process.env.NODE_ENV ?? '(unset)'}`);
   console.table(table);
+  const ms = (ns: number) => (ns / 1e6).toFixed(2);
+  console.log(
+    `A's event loop delay over the run (a 1 ms timer's lateness): p50 ${ms(loop.percentile(50))}, p99 ${ms(loop.percentile(99))}, max ${ms(loop.max)} ms`,
+  );
   await a.close();
   await closeB();
 } finally {
