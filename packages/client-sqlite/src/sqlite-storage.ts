@@ -1,9 +1,10 @@
 /**
  * Node client storage in one SQLite file (better-sqlite3, WAL). Appends that arrive in the same
  * tick are committed in one transaction (group commit), and are durable once the WAL is synced
- * to disk: by an fsync on the thread pool, so the app's thread never waits for the disk (it
- * reads the server's answer meanwhile); SQLite syncs on commit itself (synchronous=FULL) only
- * if the WAL file cannot be opened. A package of its own
+ * to disk: by an fsync on the thread pool, so the app's thread does not wait for the disk on each
+ * commit (it reads the server's answer meanwhile; SQLite's checkpoints, once every few MB, still
+ * sync on it); SQLite syncs on commit itself (synchronous=FULL) only if the WAL file cannot be
+ * opened. A package of its own
  * (@hercules/client-sqlite) so browser apps never install or bundle the native better-sqlite3.
  *
  * One process owns a store at a time: the file is locked exclusively while open (the OS drops
