@@ -1,10 +1,6 @@
 /**
- * Node client storage in one SQLite file (better-sqlite3, WAL). Appends that arrive in the same
- * tick are committed in one transaction (group commit), and are durable once the WAL is synced
- * to disk: by an fsync on the thread pool, so the app's thread does not wait for the disk on each
- * commit (it reads the server's answer meanwhile; SQLite's checkpoints, once every few MB, still
- * sync on it); SQLite syncs on commit itself (synchronous=FULL) only if the WAL file cannot be
- * opened. A package of its own
+ * Node client storage in one SQLite file (better-sqlite3, WAL, synchronous=FULL). Appends that
+ * arrive in the same tick are committed in one transaction (group commit). A package of its own
  * (@hercules/client-sqlite) so browser apps never install or bundle the native better-sqlite3.
  *
  * One process owns a store at a time: the file is locked exclusively while open (the OS drops
@@ -13,7 +9,7 @@
  * (client, seq): the other's ops would be lost. So a second opener gets an error instead.
  */
 import Database from 'better-sqlite3';
-import { closeSync, fsync, mkdirSync, openSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { HerculesError, type BaseSnapshot, type OpRecord } from '@hercules/core';
 import type { ClientStorage, StoredClient } from '@hercules/client';
@@ -94,47 +90,6 @@ export function sqliteStorage(file: string): ClientStorage {
     if (setBase.run(base.pos, JSON.stringify(base.state), base.ownSeq, base.v ?? null, room, base.pos).changes > 0) delOps.run(room, base.ownSeq);
   });
 
-  // The WAL exists (the schema was written through it): this store syncs it, not SQLite. Every
-  // write, init and saveBase included, goes into the WAL in order, so a sync covers all before it.
-  let walFd: number | undefined;
-  try {
-    walFd = openSync(`${file}-wal`, 'r');
-    db.pragma('synchronous = NORMAL');
-  } catch {
-    walFd = undefined; // SQLite keeps syncing each commit (FULL)
-  }
-  /** Settles once every batch committed so far has settled: batches are confirmed in order. */
-  let lastSync: Promise<unknown> = Promise.resolve();
-  let syncsInFlight = 0;
-  /**
-   * A failed fsync: what it covered may be lost, and a later one that succeeds does not prove
-   * otherwise (the kernel may have dropped the pages), so no later write is confirmed either.
-   */
-  let syncFailed: Error | undefined;
-  const closeWal = () => {
-    if (walFd === undefined) return;
-    try {
-      closeSync(walFd);
-    } catch {
-      /* gone with the process's files */
-    }
-    walFd = undefined;
-  };
-  /** fsync the WAL on the thread pool; resolves with the error, if any. */
-  const syncWal = (fd: number) =>
-    new Promise<Error | null>((resolve) => {
-      syncsInFlight++;
-      fsync(fd, (err) => {
-        if (--syncsInFlight === 0 && closed) closeWal();
-        if (err)
-          syncFailed ??= new Error(
-            `cannot sync client storage ${file} to disk (${err.message}): ops are no longer made durable in this process. They stay Submitted (in memory); restart the app to persist them again, and check the disk`,
-            { cause: err },
-          );
-        resolve(err && syncFailed!);
-      });
-    });
-
   // Group commit: appends and reservations of one tick share a transaction (one fsync); a
   // reservation has no ops.
   let batch: { room: string; ops: readonly OpRecord[]; reserve?: number; done: () => void; fail: (e: unknown) => void }[] = [];
@@ -152,26 +107,13 @@ export function sqliteStorage(file: string): ClientStorage {
   const flush = () => {
     const items = batch;
     batch = [];
-    if (syncFailed) {
-      for (const it of items) it.fail(syncFailed);
-      return;
-    }
     try {
       writeBatch(items);
+      for (const it of items) it.done();
     } catch (e) {
       const err = new Error(`client storage write failed: ${(e as Error).message}. The ops stay Submitted (in memory) and will be retried.`, { cause: e });
       for (const it of items) it.fail(err);
-      return;
     }
-    const synced = walFd === undefined ? Promise.resolve(null) : syncWal(walFd);
-    const settled = lastSync.then(() => synced);
-    lastSync = settled;
-    void settled.then((err) => {
-      // A sync that failed before this one fails this batch too (syncFailed).
-      const e = err ?? syncFailed;
-      if (e) for (const it of items) it.fail(e);
-      else for (const it of items) it.done();
-    });
   };
   let closed = false;
   return {
@@ -215,9 +157,7 @@ export function sqliteStorage(file: string): ClientStorage {
       if (closed) return;
       if (batch.length) flush();
       closed = true;
-      await lastSync; // every append made is settled (on disk, or failed) before the file closes
       db.close();
-      if (syncsInFlight === 0) closeWal();
     },
   };
 }

@@ -1,6 +1,5 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
 import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
 import { memoryStorage, indexedDbStorage, connect, type ClientStorage } from '../src/index.ts';
@@ -174,47 +173,6 @@ test('IndexedDB: a restarted client shows its durable ops offline and delivers t
     ['queued offline', 'online'],
   );
   await on.close();
-});
-
-// spec: DUR-BEFORE-SEND
-test("a sqlite store confirms a group commit once its WAL's fsync, handed to the thread pool, completes, in order; a failed fsync fails its batch and every later one", async () => {
-  // The store calls node:fs's fsync; held here until the test completes it.
-  const fs = createRequire(import.meta.url)('node:fs') as typeof import('node:fs');
-  const real = fs.fsync;
-  const held: ((err: NodeJS.ErrnoException | null) => void)[] = [];
-  (fs as { fsync: unknown }).fsync = (_fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => held.push(cb);
-  syncBuiltinESMExports();
-  const turn = () => new Promise((r) => setImmediate(r));
-  try {
-    const s = sqliteStorage(join(dir, 'synced.sqlite'));
-    await s.init('room', 'c1');
-    const done: number[] = [];
-    const first = s.append('room', [op(1)]).then(() => done.push(1));
-    await turn();
-    const second = s.reserve!('room', 16).then(() => done.push(2));
-    await turn();
-    assert.equal(held.length, 2, 'one fsync per group commit');
-    assert.deepEqual(done, [], 'nothing confirmed before its fsync');
-    held[1](null);
-    await turn();
-    assert.deepEqual(done, [], 'a later sync done first waits for the one before');
-    held[0](null);
-    await Promise.all([first, second]);
-    assert.deepEqual(done, [1, 2]);
-    const third = s.append('room', [op(2)]);
-    await turn();
-    held[2](Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }));
-    await assert.rejects(third, /cannot sync client storage .*EIO: i\/o error.*restart the app/);
-    await assert.rejects(s.append('room', [op(3)]), /cannot sync client storage/, 'and no later write is confirmed');
-    await s.close();
-    const reopened = sqliteStorage(join(dir, 'synced.sqlite'));
-    const got = await reopened.load('room');
-    assert.equal(got!.reservedSeq, 16, 'what was written is there after a clean close');
-    await reopened.close();
-  } finally {
-    (fs as { fsync: unknown }).fsync = real;
-    syncBuiltinESMExports();
-  }
 });
 
 // spec: DUR-ONE-WRITER
