@@ -1,15 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  defineMachine,
-  GENESIS_DIGEST,
-  MIN_PROTOCOL_VERSION,
-  PROTOCOL_VERSION,
-  RoomEngine,
-  scanOp,
-  type RoomOutput,
-  type ServerMessage,
-} from '../src/index.ts';
+import { GENESIS_DIGEST, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, RoomEngine, scanOp, type RoomOutput, type ServerMessage } from '../src/index.ts';
+import { watchRuns } from '@hercules/test-utils';
 import { room } from './fixtures.ts';
 
 const hello = (client: string, have = 0) => ({ t: 'hello', v: PROTOCOL_VERSION, client, machine: { name: 'test-room', version: 1 }, have });
@@ -126,23 +118,8 @@ test("the engine lists another client's log for a protocol-4 member as tentative
 
 // spec: LOG-RUN-AFTER-SEND, OP-VERDICT
 test('with settleLater an input orders and fans out its ops without running them; settle runs them and puts each verdict in the output', () => {
-  // The fixture's machine, its ops counting their runs.
   let runs = 0;
-  const counting = defineMachine({
-    name: room.name,
-    version: room.version,
-    initial: room.initial,
-    ops: {
-      note(st, a: { text: string }, ctx) {
-        runs++;
-        st.notes.push(`${ctx.author}@${ctx.position}: ${a.text}`);
-      },
-      move(st, a: { id: string; x: number; y: number }) {
-        runs++;
-        if (!st.items[a.id]) throw new Error(`no item ${a.id}`);
-      },
-    },
-  });
+  const counting = watchRuns(room, () => runs++);
   const later = new RoomEngine(counting, { settleLater: true });
   join(later, 'ka', 'a');
   join(later, 'kb', 'b');

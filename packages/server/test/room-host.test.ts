@@ -9,6 +9,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { PROTOCOL_VERSION, defineMachine, type ErrorCode, type Machine, type ServerMessage } from '@hercules/core';
 import { ManualClock, MemoryStore, RoomHost, RoomRegistry, type Appended, type RoomAppend, type RoomMember, type RoomStore } from '../src/pipeline.ts';
 import { chat } from '../../../apps/machines.ts';
+import { watchRuns } from '@hercules/test-utils';
 
 /** A store whose appends wait for `pass()`; they then take effect in call order, as the contract says. */
 class GatedStore implements RoomStore {
@@ -106,18 +107,7 @@ test("an op runs on the server after its tentative log went to the other members
   /** b's message count whenever the server runs an op. */
   const seenByB: number[] = [];
   let b: FakeMember | undefined;
-  const watched = defineMachine({
-    name: chat.name,
-    version: chat.version,
-    initial: chat.initial,
-    ops: {
-      say(s, a: { text: string }, ctx) {
-        seenByB.push(b!.got.length);
-        if (a.text.trim() === '') throw new Error('empty message');
-        s.messages.push({ id: `${ctx.client}:${ctx.seq}`, author: ctx.author, text: a.text });
-      },
-    },
-  });
+  const watched = watchRuns(chat, () => seenByB.push(b!.got.length));
   const store = new GatedStore();
   const clock = new ManualClock();
   const host = await hostOver(store, clock, { machine: watched });

@@ -2,8 +2,8 @@
  * The helpers every test, the soak and the benchmarks share. A workspace package rather than a
  * file reached by relative path, so each importer names it the same way from anywhere in the
  * repository (bench/ included, which is outside the workspaces but resolves from the root
- * node_modules), and nothing needs building first. Node built-ins only (`serveProcess` runs the
- * built CLI).
+ * node_modules), and nothing needs building first. Node built-ins only, and core's types
+ * (`serveProcess` runs the built CLI).
  */
 import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,6 +11,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Machine } from '@hercules/core';
 
 /** A fresh directory under the OS temp dir, and a function that removes it. */
 export function tempDir(tag: string): { dir: string; cleanup: () => void } {
@@ -86,6 +87,23 @@ export async function serveProcess(
     50,
   );
   return { port, url: `ws://127.0.0.1:${port}`, proc, exited };
+}
+
+/**
+ * `machine` with each op calling `onRun(opName)` before it runs: to see when an engine runs ops
+ * (a side effect in an op, which an app must never have). Every other part is the machine's own.
+ */
+export function watchRuns<M extends Machine<any, any>>(machine: M, onRun: (op: string) => void): M {
+  const ops = Object.fromEntries(
+    Object.entries(machine.ops as Record<string, (...a: unknown[]) => void>).map(([name, fn]) => [
+      name,
+      (...a: unknown[]) => {
+        onRun(name);
+        fn(...a);
+      },
+    ]),
+  );
+  return { ...machine, ops };
 }
 
 export { FakeClock } from './fake-clock.ts';
