@@ -129,7 +129,10 @@ const breakdown = {
   // The server's op path by stage (hercules_op_path_seconds): every frame that appended, the
   // reader's acks included, so these are means over more frames than the typist's ops.
   serverOpPathMeanMs: Object.fromEntries(
-    ['queued', 'decode', 'engine', 'apply', 'commit_wait', 'commit', 'send'].map((s) => [s, +meanMs('hercules_op_path_seconds', `{stage="${s}"}`).toFixed(3)]),
+    ['queued', 'decode', 'engine', 'tentative', 'apply', 'commit_wait', 'commit', 'send'].map((s) => [
+      s,
+      +meanMs('hercules_op_path_seconds', `{stage="${s}"}`).toFixed(3),
+    ]),
   ),
 };
 console.log('breakdown:', JSON.stringify(breakdown));

@@ -32,7 +32,7 @@ const { values } = parseArgs({
   options: { ops: { type: 'string', default: '400' }, memory: { type: 'boolean', default: false }, 'b-in-process': { type: 'boolean', default: false } },
 });
 const OPS = Number(values.ops);
-const STAGES = ['queued', 'decode', 'engine', 'apply', 'commit_wait', 'commit', 'send'] as const;
+const STAGES = ['queued', 'decode', 'engine', 'tentative', 'apply', 'commit_wait', 'commit', 'send'] as const;
 
 // HERCULES_CPU_PROF_DIR: the server's and B's processes write CPU profiles to <dir>/server and <dir>/reader.
 const profDir = process.env.HERCULES_CPU_PROF_DIR;

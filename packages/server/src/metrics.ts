@@ -131,7 +131,7 @@ export function createMetrics() {
     }),
     opPath: new Histogram({
       name: 'hercules_op_path_seconds',
-      help: 'Where an ops frame spends its time on the server, by stage: queued (arrived, waiting for its turn), decode, engine (order, and send to other members ahead of the commit), apply (run the ops, after those sends), commit_wait (for its group commit to start), commit (the store write), send (encode and write to every member)',
+      help: 'Where an ops frame spends its time on the server, by stage: queued (arrived, waiting for its turn), decode, engine (order), tentative (send to other members ahead of the commit), apply (run the ops, after those sends), commit_wait (for its group commit to start), commit (the store write), send (encode and write to every member)',
       labelNames: ['stage'] as const,
       buckets: [0.00001, 0.00003, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 1],
       registers: [registry],

@@ -97,13 +97,14 @@ export type RoomHostState = 'serving' | 'failed' | 'released';
 
 /**
  * Where an output's time went on the server, in ms of the host's clock: the engine call that made
- * it, with the sends of its tentative logs; running its ops after those (`apply`,
+ * it; sending its tentative logs (LOG-TENTATIVE); running its ops after those (`apply`,
  * LOG-RUN-AFTER-SEND); then, for an output that waits for a commit, the wait for the commit to
  * start (the other inputs of the same task, or the commit window) and the commit itself; then
- * sending (encoding and writing each member's frame). Cheap: five clock reads per output.
+ * sending (encoding and writing each member's frame). Cheap: six clock reads per output.
  */
 export interface OutputPath {
   engine: number;
+  tentative: number;
   apply: number;
   commitWait?: number;
   commit?: number;
@@ -111,13 +112,14 @@ export interface OutputPath {
 }
 
 /**
- * An output waiting to go out: `needs` is the commit it waits for (0: none); `made`, when its
- * tentative logs were sent (the engine's part), `settled` when its ops had run.
+ * An output waiting to go out: `needs` is the commit it waits for (0: none); `made`, when the
+ * engine made it; `sent`, when its tentative logs were sent; `settled`, when its ops had run.
  */
 interface Queued {
   out: RoomOutput;
   at: number;
   made: number;
+  sent: number;
   settled: number;
   needs: number;
   /** Called once the output went out (after its commit), or with the error if the room failed first. */
@@ -342,6 +344,7 @@ export class RoomHost {
   }
 
   private enqueue(out: RoomOutput, at: number, done?: (error?: Error) => void): void {
+    const made = this.clock.now();
     if (this.events.warning) for (const w of out.warnings) this.events.warning(w);
     if (this.state_ !== 'serving') {
       done?.(new HerculesError('storage-failed', `room ${this.name} stopped serving; try again`));
@@ -353,7 +356,7 @@ export class RoomHost {
     // (settle), before anything of the output is staged or queued: a thrown op's error is then
     // in its entry, its author's Notify-Auth and record.
     const early = needs > this.confirmed ? this.sendTentative(out) : undefined;
-    const made = this.clock.now();
+    const sent = this.clock.now();
     try {
       this.engine_.settle(out);
     } catch (e) {
@@ -379,7 +382,7 @@ export class RoomHost {
     // a welcome announce the migrated checkpoint before the migration is stored (AUTH-STORED).
     if (out.send.length === 0 && out.close.length === 0 && !done && p.appended.length === 0) return;
     for (const { conn } of out.send) this.queuedFor.set(conn, (this.queuedFor.get(conn) ?? 0) + 1);
-    this.queue.push({ out, at, made, settled: this.clock.now(), needs, ...(done ? { done } : {}), ...(early ? { early } : {}) });
+    this.queue.push({ out, at, made, sent, settled: this.clock.now(), needs, ...(done ? { done } : {}), ...(early ? { early } : {}) });
     this.sendReady();
   }
 
@@ -483,11 +486,10 @@ export class RoomHost {
     }
     if (this.events.delivered) {
       const now = this.clock.now();
-      for (const { out, at, made, settled, needs } of passed) {
+      for (const { out, at, made, sent, settled, needs } of passed) {
         const c = needs > 0 ? this.commitTimes.get(needs) : undefined;
-        const path: OutputPath = c
-          ? { engine: made - at, apply: settled - made, commitWait: c.asked - settled, commit: c.done - c.asked, send: now - start }
-          : { engine: made - at, apply: settled - made, send: now - start };
+        const first = { engine: made - at, tentative: sent - made, apply: settled - sent };
+        const path: OutputPath = c ? { ...first, commitWait: c.asked - settled, commit: c.done - c.asked, send: now - start } : { ...first, send: now - start };
         this.events.delivered(out, at, now, path);
       }
     }

@@ -556,6 +556,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     const appended = out.persist.appended;
     if (appended.length) {
       metrics.opPath.observe({ stage: 'engine' }, path.engine / 1000);
+      metrics.opPath.observe({ stage: 'tentative' }, path.tentative / 1000);
       metrics.opPath.observe({ stage: 'apply' }, path.apply / 1000);
       if (path.commit !== undefined) {
         metrics.opPath.observe({ stage: 'commit_wait' }, path.commitWait! / 1000);

@@ -256,11 +256,14 @@ test('/metrics and /healthz report what the server is doing', async (t) => {
   // The op path by stage: each stage seen for every ops frame, and the stages after the frame's
   // turn add up to no more than its whole Authoritative delay on the server.
   const metric = (name: string) => Number(new RegExp(`^${name.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1]);
-  const stages = ['queued', 'decode', 'engine', 'apply', 'commit_wait', 'commit', 'send'];
+  const stages = ['queued', 'decode', 'engine', 'tentative', 'apply', 'commit_wait', 'commit', 'send'];
   const frames = metric('hercules_op_path_seconds_count{stage="decode"}');
   assert.ok(frames >= 1, `ops frames seen: ${frames}`);
   for (const st of stages) assert.equal(metric(`hercules_op_path_seconds_count{stage="${st}"}`), frames, `${st} observed once per ops frame`);
-  const after = ['engine', 'apply', 'commit_wait', 'commit', 'send'].reduce((sum, st) => sum + metric(`hercules_op_path_seconds_sum{stage="${st}"}`), 0);
+  const after = ['engine', 'tentative', 'apply', 'commit_wait', 'commit', 'send'].reduce(
+    (sum, st) => sum + metric(`hercules_op_path_seconds_sum{stage="${st}"}`),
+    0,
+  );
   assert.ok(
     after > 0 && after <= metric('hercules_authoritative_delay_seconds_sum') + 1e-9,
     `stages ${after} within ${metric('hercules_authoritative_delay_seconds_sum')}`,
