@@ -173,6 +173,26 @@ test('with settleLater an input orders and fans out its ops without running them
   assert.equal(later.durableState().suffix.at(-1)?.error, 'no item nope');
 });
 
+// spec: LOG-RUN-AFTER-SEND, STABLE-CHECKPOINT
+test('with settleLater, the ops of a room with no members (stable to its head at once) run before the checkpoint passes them', () => {
+  const run = (settleLater: boolean) => {
+    const r = new RoomEngine(room, { ackTimeoutMs: 2000, settleLater });
+    join(r, 'ka', 'a');
+    r.message('ka', { t: 'ops', ops: [note(1)] }, 0);
+    r.tick(2001); // a never acked: deregistered, and the room has no members
+    assert.deepEqual(r.members(), []);
+    const o = r.message('ka', { t: 'ops', ops: [note(2)] }, 2100);
+    r.settle(o);
+    return { r, o };
+  };
+  const later = run(true);
+  const now = run(false);
+  assert.equal(later.r.stableFrontier(), 2);
+  assert.deepEqual(later.o.persist.checkpoint, now.o.persist.checkpoint);
+  assert.deepEqual(later.o.persist.checkpoint?.state, { items: {}, notes: ['a@1: n1', 'a@2: n2'] });
+  assert.deepEqual(later.r.durableState(), now.r.durableState());
+});
+
 // spec: VIS-BY-STABLE
 test('a stable frontier stands for the Notify-Visible it covers, for protocol-3 members only', () => {
   const r = new RoomEngine(room);
