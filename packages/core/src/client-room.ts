@@ -216,9 +216,13 @@ class Handle implements OpHandle {
   get stable() {
     return this.s.promise;
   }
-  /** A fatal error: every promise not yet settled rejects with it. */
-  fail(err: Error): void {
-    this.d.reject(err);
+  /**
+   * A fatal error: every promise not yet settled rejects with it, but `durable` of an op whose
+   * store write is under way (HANDLE-DURABLE-AFTER-FATAL): the store's answer settles that one,
+   * unless `storeGaveUp` (the room closed with the op not stored).
+   */
+  fail(err: Error, storeGaveUp = false): void {
+    if (storeGaveUp || this.op.stage !== 'submitted') this.d.reject(err);
     this.a.reject(err);
     this.v.reject(err);
     this.s.reject(err);
@@ -444,6 +448,13 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   close(): void {
     this.closed = true;
     for (const end of [...this.waiters]) end(new HerculesError('closed', 'the room was closed while until() waited'));
+    // The driver finished its writes before this: an op still Submitted was not stored, and no
+    // answer will come for it in this process (HANDLE-DURABLE-AFTER-FATAL).
+    for (const [seq, h] of this.handles) {
+      if (h.stage !== 'submitted') continue;
+      h.fail(new HerculesError('closed', `the room was closed before this device's store confirmed op ${seq} (${h.name}); it is not durable here`), true);
+      this.handles.delete(seq);
+    }
     this.listeners.clear();
     this.memberListeners.clear();
     this.presenceListeners.clear();
@@ -607,14 +618,18 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
       if (d?.fatal?.(o.fatal.code, o.fatal.message) !== false) {
         // Nothing pending will progress on this client any more: say so to whoever awaits it.
         const err = (this.failure = new HerculesError(o.fatal.code, o.fatal.message));
-        for (const h of this.handles.values()) h.fail(err);
-        this.handles.clear();
+        for (const [seq, h] of this.handles) {
+          h.fail(err);
+          // Durable is a fact of the device, not of the connection: an op still being written
+          // keeps its handle until the store answers (HANDLE-DURABLE-AFTER-FATAL).
+          if (h.stage !== 'submitted') this.handles.delete(seq);
+        }
       }
     }
     for (const op of o.progressed) {
       const h = this.handleFor(op);
       h.settle();
-      if (op.stage === 'rejected') this.handles.delete(op.seq);
+      if (op.stage === 'rejected' || (this.failure && op.stage !== 'submitted')) this.handles.delete(op.seq);
     }
     if (o.progressed.length || o.changed.has('stable')) this.settleStable();
     if (o.presenceChanged) {

@@ -602,3 +602,83 @@ test('close() finishes the write under way, does not retry one that fails, and l
   assert.equal(b.store.appends.length, 0);
   assert.equal(clock.pending(), 0);
 });
+
+// spec: HANDLE-DURABLE-AFTER-FATAL
+test('a fatal error read while an op is being written rejects its other promises at once; its durable promise waits for the store', async () => {
+  const clock = new FakeClock();
+  const net = new Net(clock);
+  const a = client('a', clock, { seqBlock: 10 });
+  a.store.confirmReserve();
+  net.open(a);
+  net.flush();
+  const stored = a.room.ops.note({ text: 'stored after the error' });
+  const lost = a.room.ops.note({ text: 'its write fails' });
+  clock.settle();
+  assert.deepEqual(a.opsSent(), [1, 2], 'both went out ahead of their write');
+  assert.equal(a.store.appends.length, 1, 'and their write is under way');
+  const seen: string[] = [];
+  const watch = (name: string, p: Promise<unknown>) =>
+    p.then(
+      () => seen.push(`${name} resolved`),
+      (e: unknown) => seen.push(`${name} rejected ${(e as HerculesError).code}`),
+    );
+  for (const [name, h] of [
+    ['stored', stored],
+    ['lost', lost],
+  ] as const) {
+    watch(`${name}.durable`, h.durable);
+    watch(`${name}.authoritative`, h.authoritative);
+  }
+  // The server refuses the connection for good before the write completes (server.revoke, say).
+  a.driver.received({ t: 'error', code: 'revoked', message: 'access revoked', fatal: true });
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(seen.sort(), ['lost.authoritative rejected revoked', 'stored.authoritative rejected revoked'], 'durable is still open for both');
+  a.store.confirm(); // both ops are on the device now
+  await new Promise((r) => setImmediate(r));
+  assert.equal(stored.stage, 'durable');
+  assert.deepEqual(seen.sort(), [
+    'lost.authoritative rejected revoked',
+    'lost.durable resolved',
+    'stored.authoritative rejected revoked',
+    'stored.durable resolved',
+  ]);
+  assert.throws(
+    () => a.room.ops.note({ text: 'after' }),
+    (e: unknown) => e instanceof HerculesError && e.code === 'revoked',
+  );
+});
+
+// spec: HANDLE-DURABLE-AFTER-FATAL
+test('an op its store never confirmed has its durable promise rejected when the room closes, after a fatal error or not', async () => {
+  for (const fatal of [true, false]) {
+    const clock = new FakeClock();
+    const net = new Net(clock);
+    const a = client('a', clock, { seqBlock: 10 });
+    a.store.confirmReserve();
+    net.open(a);
+    net.flush();
+    const h = a.room.ops.note({ text: 'never stored' });
+    clock.settle();
+    if (fatal) a.driver.received({ t: 'error', code: 'revoked', message: 'access revoked', fatal: true });
+    const durable: { now: unknown } = { now: 'pending' };
+    h.durable.then(
+      () => {
+        durable.now = 'resolved';
+      },
+      (e: unknown) => {
+        durable.now = e;
+      },
+    );
+    const closing = a.driver.close();
+    a.store.confirm(new Error('disk full')); // the last write fails; a closing driver does not retry it
+    await closing;
+    await new Promise((r) => setImmediate(r));
+    assert.equal(durable.now, 'pending', `${fatal ? 'after a fatal error' : 'in a plain close'}: the driver's close alone settles nothing`);
+    a.room.close();
+    await new Promise((r) => setImmediate(r));
+    const after: unknown = durable.now;
+    assert.ok(after instanceof HerculesError && after.code === 'closed', String(after));
+    assert.match(after.message, /closed before this device's store confirmed op 1 \(note\); it is not durable here/);
+    await assert.rejects(h.authoritative, (e: unknown) => e instanceof HerculesError && e.code === (fatal ? 'revoked' : 'closed'));
+  }
+});

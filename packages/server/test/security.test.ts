@@ -399,7 +399,7 @@ test('an open connection closes when its JWT expires; a client whose token is a 
   );
 });
 
-// spec: SEC-ACCESS
+// spec: SEC-ACCESS, HANDLE-DURABLE-AFTER-FATAL
 test('server.revoke closes a user’s connections (one room, or all) with the fatal revoked; others go on; the ops its store holds go out when it comes back', async (t) => {
   const { sqliteStorage } = await import('@hercules/client-sqlite');
   const { dir, cleanup } = tempDir('revoke-client');
@@ -427,6 +427,7 @@ test('server.revoke closes a user’s connections (one room, or all) with the fa
   const b = await open('bob', 'r1', 'bob-1');
   await a1.ops.say({ text: 'before' }).visible;
   // An op submitted in the same turn as the revocation: saved on alice's device, never ordered.
+  // Its durable promise resolves even if the fatal frame is read before the store confirms.
   const pending = a1.ops.say({ text: 'in flight' });
   assert.equal(srv.revoke({ user: 'alice', room: 'r1', reason: 'left the team' }), 1);
   await until(() => a1.status() === 'failed', 5000, 'alice in r1 stopped');
