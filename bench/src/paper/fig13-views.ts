@@ -60,12 +60,13 @@ const type = async (ms: number, keep: OpHandle[] | undefined) => {
   while (performance.now() < end) {
     const w = words[i % words.length];
     for (let n = 1; n <= w.length && performance.now() < end; n++) {
+      const at = performance.now();
       const h = a.ops.setCell({ row: i % 12, col: 1, text: w.slice(0, n) });
       if (keep) {
         keep.push(h);
         await sleep(50);
         await probeDisk();
-        await sleep(50);
+        await sleep(Math.max(0, at + 100 - performance.now())); // the ops stay 100 ms apart
       } else await sleep(100);
     }
     i++;
