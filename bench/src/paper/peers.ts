@@ -93,13 +93,13 @@ interface Result {
   loadedDeliveryMedianMs: number;
   loadedDeliveryP99Ms: number;
 }
+/** What the throughput part measures. */
+type ThroughputResult = Pick<
+  Result,
+  'throughputEditsPerS' | 'serverCpuCores' | 'serverCpuUsPerEdit' | 'serverSysUsPerEdit' | 'loadedDeliveryMedianMs' | 'loadedDeliveryP99Ms'
+>;
 
-async function latency(
-  sys: PeerSystem,
-  port: number,
-): Promise<
-  Omit<Result, 'throughputEditsPerS' | 'serverCpuCores' | 'serverCpuUsPerEdit' | 'serverSysUsPerEdit' | 'loadedDeliveryMedianMs' | 'loadedDeliveryP99Ms'>
-> {
+async function latency(sys: PeerSystem, port: number): Promise<Omit<Result, keyof ThroughputResult>> {
   const proxy = await startDelayProxyProcess({ target: { port }, rttMs: RTT });
   const doc = `lat-${Date.now().toString(36)}`;
   const a = await sys.connect('127.0.0.1', proxy.port, doc, 'A');
@@ -158,18 +158,7 @@ async function latency(
   };
 }
 
-async function throughput(
-  sys: PeerSystem,
-  port: number,
-  pid: number,
-): Promise<{
-  throughputEditsPerS: number;
-  serverCpuCores: number;
-  serverCpuUsPerEdit: number;
-  serverSysUsPerEdit: number;
-  loadedDeliveryMedianMs: number;
-  loadedDeliveryP99Ms: number;
-}> {
+async function throughput(sys: PeerSystem, port: number, pid: number): Promise<ThroughputResult> {
   const proxy = await startDelayProxyProcess({ target: { port }, rttMs: 0 });
   const doc = `tp-${Date.now().toString(36)}`;
   const observer = await sys.connect('127.0.0.1', proxy.port, doc, 'O');
