@@ -84,28 +84,25 @@ async function startRttProbe(): Promise<(until: Promise<unknown>) => Promise<num
   const p = await startDelayProxyProcess({ target: { port: (echo.address() as { port: number }).port }, rttMs: RTT });
   const sock = tcpConnect({ port: p.port, host: '127.0.0.1', noDelay: true });
   await new Promise((r) => sock.once('connect', r));
-  return (until) =>
-    probeRtt(until, sock, async () => {
-      await p.close();
-      echo.close();
+  // Pings until `until` settles, then closes the probe.
+  return async (until) => {
+    let done = false;
+    void until.then(() => {
+      done = true;
     });
-}
-async function probeRtt(until: Promise<unknown>, sock: ReturnType<typeof tcpConnect>, close: () => Promise<void>): Promise<number[]> {
-  let done = false;
-  void until.then(() => {
-    done = true;
-  });
-  const rtts: number[] = [];
-  while (!done) {
-    const t = performance.now();
-    sock.write('x');
-    await new Promise((r) => sock.once('data', r));
-    rtts.push(performance.now() - t);
-    await sleep(50);
-  }
-  sock.destroy();
-  await close();
-  return rtts;
+    const rtts: number[] = [];
+    while (!done) {
+      const t = performance.now();
+      sock.write('x');
+      await new Promise((r) => sock.once('data', r));
+      rtts.push(performance.now() - t);
+      await sleep(50);
+    }
+    sock.destroy();
+    await p.close();
+    echo.close();
+    return rtts;
+  };
 }
 
 const runProbe = await startRttProbe();
