@@ -175,6 +175,7 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
   received(msg: ServerMessage): void {
     if (this.#stopped || !this.#link) return;
     this.room.receive(msg);
+    this.#baseIfOwnSettled();
     this.#armBatch();
   }
 
@@ -391,6 +392,15 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
     });
   }
 
+  /**
+   * Our ops reached Stable without changing its snapshot (rejected ones): a base must still take
+   * them out of the store, or a restart restores them and asks the server for verdicts it may
+   * have forgotten (OP-VERDICT-KEPT).
+   */
+  #baseIfOwnSettled(): void {
+    if (this.room.engine.stableOwnUnsaved()) this.#scheduleBase();
+  }
+
   #saveBase(): void {
     if (this.#baseWriting || this.#stopped) return;
     const base = this.room.baseToSave();
@@ -408,6 +418,8 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
         );
         return;
       }
+      // The server may forget the rejections of the ops it holds (SettledMessage).
+      if (!this.#stopped) this.room.baseSaved(base.ownSeq);
       // Stable moved on while this was written: keep up.
       if (this.room.baseToSave().pos > this.#basePos) this.#scheduleBase();
     });
@@ -427,6 +439,7 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
       this.#cancelBatch = undefined;
       this.#batchAt = Infinity;
       this.room.tick();
+      this.#baseIfOwnSettled();
       this.#armBatch();
     });
   }

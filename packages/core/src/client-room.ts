@@ -486,6 +486,11 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.engine.flushPresence();
     this.pump();
   }
+  /** The store saved a base holding our ops up to `ownSeq` (ViewEngine.baseSaved). */
+  baseSaved(ownSeq: number): void {
+    this.engine.baseSaved(ownSeq);
+    this.pump();
+  }
   /** The store holds a reservation of our seqs up to `seq` (ViewEngine.reserved). */
   reserved(seq: number): void {
     this.engine.reserved(seq);

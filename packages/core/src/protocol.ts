@@ -33,8 +33,11 @@ import { HerculesError, type ErrorCode } from './errors.ts';
  *    and visibility within what it stored, so a stable frontier also confirms the tentative
  *    entries up to it, and the server sends no committed message that the stable message it is
  *    about to send covers (LOG-TENTATIVE).
+ * 6: a client says when its store holds the outcome of its own ops (`settled`), and the server
+ *    keeps a rejection until then, not only until the client acks past it: a client restarted
+ *    from its store learns the verdict of every op it restores (OP-VERDICT-KEPT).
  */
-export const PROTOCOL_VERSION = 5;
+export const PROTOCOL_VERSION = 6;
 /** The oldest client protocol a server still speaks (PROTOCOL_VERSION). */
 export const MIN_PROTOCOL_VERSION = 2;
 
@@ -160,7 +163,16 @@ export interface PresenceSetMessage {
 export interface RegisterMessage {
   readonly t: 'register';
 }
-export type ClientMessage = HelloMessage | OpsMessage | AckMessage | RegisterMessage | PresenceSetMessage;
+/**
+ * Protocol 6: the client's store holds a base covering its own ops up to `seq` (BaseSnapshot.ownSeq),
+ * so a restart of the client never restores them and the room may forget their rejections. Sent
+ * only when the room may still keep a rejection of one of them (OP-VERDICT-KEPT).
+ */
+export interface SettledMessage {
+  readonly t: 'settled';
+  readonly seq: number;
+}
+export type ClientMessage = HelloMessage | OpsMessage | AckMessage | RegisterMessage | PresenceSetMessage | SettledMessage;
 
 /** One connection's presence as others see it: null once it cleared it or left. */
 export interface PeerPresence<P = unknown> {
@@ -383,6 +395,9 @@ export function parseClientMessage(v: unknown): ClientMessage {
       return { t: 'ack', ...parseAck(v, 'ack') };
     case 'register':
       return { t: 'register' };
+    case 'settled':
+      if (!isNat(v.seq)) bad('settled.seq must be a non-negative integer (a seq)');
+      return { t: 'settled', seq: v.seq };
     case 'presence':
       if (!('value' in v)) bad('presence.value is required (null clears it)');
       return { t: 'presence', value: v.value };

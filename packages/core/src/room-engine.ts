@@ -464,6 +464,8 @@ export class RoomEngine<S = unknown> {
         return this.onOps(s, msg.ops, now);
       case 'ack':
         return this.onAck(s, s.client, msg);
+      case 'settled':
+        return this.onSettled(s.client, msg.seq);
       case 'presence':
         return this.onPresence(s, msg.value, now);
       case 'register':
@@ -490,11 +492,22 @@ export class RoomEngine<S = unknown> {
     // with the record's next change, so an ack never costs a write of its own.
     const durable = Math.min(durableSeq ?? 0, rec.highWater);
     if (durable > (rec.durable ?? 0)) rec.durable = durable;
-    if (rec.rejected && rec.rejected.length && rec.rejected[0].pos <= s.ack) {
+    // Protocol 6 keeps a rejection until the client's store holds it (onSettled): an ack says the
+    // client received the entry, not that a restart of it will know (OP-VERDICT-KEPT).
+    if (s.protocol < 6 && rec.rejected && rec.rejected.length && rec.rejected[0].pos <= s.ack) {
       rec.rejected = rec.rejected.filter((r) => r.pos > s.ack);
       if (rec.rejected.length === 0) delete rec.rejected;
       this.dirtyClients.add(client);
     }
+  }
+
+  /** The client's store holds the outcome of its ops up to `seq` (SettledMessage): forget their rejections. */
+  private onSettled(client: string, seq: number): void {
+    const rec = this.clients.get(client)!;
+    if (!rec.rejected || !rec.rejected.some((r) => r.seq <= seq)) return;
+    rec.rejected = rec.rejected.filter((r) => r.seq > seq);
+    if (rec.rejected.length === 0) delete rec.rejected;
+    this.dirtyClients.add(client);
   }
 
   private onHello(s: Session, m: HelloMessage, now: number): void {

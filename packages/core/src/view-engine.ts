@@ -218,6 +218,13 @@ export class ViewEngine<S = unknown> {
   private serverStable = 0;
   /** Highest seq of our ops inside the Stable view (they leave client storage with a base). */
   private stableOwnSeq = 0;
+  /** Our ops up to here are inside a base the store holds (restored, or baseSaved): a restart never restores them. */
+  private settledSeq = 0;
+  /**
+   * Seqs of our rejected ops whose rejection the server may still keep: it forgets them once we
+   * say a saved base holds them (SettledMessage, OP-VERDICT-KEPT). Rejections are rare: a short list.
+   */
+  private unsettledRejections = new Set<number>();
   /** Our op digest chain at lastSeq; undefined when a restored store kept none. */
   private headDigest: number | undefined = GENESIS_DIGEST;
   /** The seq of our last op that exists (persisted, or submitted in this process); below lastSeq after a restart from a reservation. */
@@ -295,7 +302,7 @@ export class ViewEngine<S = unknown> {
     this.stableLen = this.visibleLen = this.authLen = this.serverStable = pos0;
     if (restore) {
       this.lastSeq = restore.lastSeq;
-      this.stableOwnSeq = base?.ownSeq ?? 0;
+      this.stableOwnSeq = this.settledSeq = base?.ownSeq ?? 0;
       this.headDigest = restore.lastDigest ?? (restore.lastSeq === 0 ? GENESIS_DIGEST : undefined);
       const t = this.now();
       for (const r of restore.durable) {
@@ -491,6 +498,7 @@ export class ViewEngine<S = unknown> {
       if (grew) this.durableSaid = this.durableSeq;
     }
     this.ackDue = false;
+    if (this.unsettledRejections.size > 0 && this.connState === 'ready') this.saySettled();
     const o = this.out;
     this.out = ViewEngine.emptyOutput();
     return o;
@@ -559,6 +567,39 @@ export class ViewEngine<S = unknown> {
     if (!this.sendDue) return;
     this.sendDue = false;
     this.sendPending();
+  }
+
+  /**
+   * Our ops reached the Stable view that no saved base holds yet. A rejected op changes no
+   * snapshot, so the driver asks this too, not only whether Stable changed (OP-VERDICT-KEPT).
+   */
+  stableOwnUnsaved(): boolean {
+    return this.stableOwnSeq > this.settledSeq;
+  }
+
+  /**
+   * The store saved a base holding our ops up to `ownSeq` (BaseSnapshot.ownSeq): their outcome
+   * survives a restart, so the server may forget their rejections (OP-VERDICT-KEPT).
+   */
+  baseSaved(ownSeq: number): void {
+    if (ownSeq > this.settledSeq) this.settledSeq = ownSeq;
+  }
+
+  /** Tell the server which of the rejections it keeps for us our store now holds (protocol 6). */
+  private saySettled(): void {
+    const settled = this.settledSeq;
+    let said = false;
+    for (const seq of this.unsettledRejections) {
+      if (seq > settled) continue;
+      this.unsettledRejections.delete(seq);
+      said = true;
+    }
+    if (said) this.out.send.push({ t: 'settled', seq: settled });
+  }
+
+  /** The server rejected our op `seq` and keeps the rejection until we say it is settled. */
+  private noteRejection(seq: number): void {
+    this.unsettledRejections.add(seq);
   }
 
   /** Ops submitted that have not run yet (`ownUnapplied`): the next drain or read runs them. */
@@ -802,6 +843,7 @@ export class ViewEngine<S = unknown> {
       this.needRebase = true;
     }
     this.welcomeRejected = new Map((w.rejected ?? []).map((r) => [r.seq, r]));
+    for (const r of w.rejected ?? []) this.noteRejection(r.seq);
     if (w.checkpoint) {
       // Snapshots handed to the app are immutable, including ones that came off the wire.
       this.resetTo(w.checkpoint.pos, deepFreeze(w.checkpoint.state as S));
@@ -934,6 +976,7 @@ export class ViewEngine<S = unknown> {
     }
     if (entry.client === this.clientId) {
       if (entry.seq > this.highWater) this.highWater = entry.seq;
+      if (entry.error !== undefined) this.noteRejection(entry.seq);
       if (entry.own) {
         if (this.heldHead() === entry.own) this.shiftHeld();
         const t = this.now();

@@ -586,6 +586,51 @@ test('the base is saved baseEveryMs after Stable moves, one write at a time, and
   assert.equal(a.store.bases[0].base.pos, 2);
 });
 
+// spec: OP-VERDICT-KEPT
+test('a rejected op that reaches Stable is saved into a base though no snapshot changed; then the client says so and the server forgets the rejection', () => {
+  const clock = new FakeClock();
+  const net = new Net(clock);
+  const a = client('a', clock, { baseEveryMs: 500 });
+  net.open(a);
+  net.flush();
+  const h = a.room.ops.move({ id: 'nope', x: 0, y: 0 }); // no such item: it throws where ordered
+  clock.settle();
+  a.store.confirm();
+  net.flush();
+  clock.advance(10);
+  net.flush();
+  assert.equal(h.stage, 'rejected');
+  assert.equal(a.room.positions().stable, 1, 'alone in the room, the rejected entry is stable once acked');
+  assert.deepEqual(
+    net.server.clientRecord('a')!.rejected?.map((r) => r.seq),
+    [1],
+    'acked, but not yet in the store: the server keeps the verdict',
+  );
+  clock.advance(500);
+  assert.equal(a.store.bases.length, 1, 'a base, though Stable kept its snapshot');
+  assert.equal(a.store.bases[0].base.ownSeq, 1, 'it holds the rejected op: a restart will not restore it');
+  assert.equal(
+    a.sent.some((m) => m.t === 'settled'),
+    false,
+    'nothing said before the store confirms',
+  );
+  a.store.bases.shift()!.done();
+  net.flush();
+  assert.deepEqual(
+    a.sent.filter((m) => m.t === 'settled'),
+    [{ t: 'settled', seq: 1 }],
+  );
+  assert.equal(net.server.clientRecord('a')!.rejected, undefined, 'forgotten once the store holds it');
+  a.room.ops.note({ text: 'fine' });
+  clock.settle();
+  a.store.confirm();
+  net.flush();
+  clock.advance(600);
+  a.store.bases.shift()?.done();
+  net.flush();
+  assert.equal(a.sent.filter((m) => m.t === 'settled').length, 1, 'no settled message without a rejection to forget');
+});
+
 test('close() finishes the write under way, does not retry one that fails, and leaves no timer behind', async () => {
   const clock = new FakeClock();
   const a = client('a', clock, { batching: { intervalMs: 30 } });

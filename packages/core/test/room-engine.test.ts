@@ -373,6 +373,33 @@ test('high-water marks and verdicts survive compaction and a restart', () => {
   assert.equal(restarted.message('k2', { t: 'ops', ops: [note(1), note(2)] }, 1).persist.appended.length, 0, 'no duplicates after restart');
 });
 
+// spec: OP-VERDICT-KEPT
+test('a rejection is kept past the ack until the client says its store holds it (protocol 6); an older client forgets it at the ack', () => {
+  const reject = { seq: 2, name: 'move', args: { id: 'nope', x: 0, y: 0 } };
+  const welcomeAfter = (r: RoomEngine<any>, conn: string, v: number) => {
+    r.open(conn, 9);
+    return ofType(to(r.message(conn, { ...hello('a', 2), v }, 9), conn), 'welcome')[0];
+  };
+  for (const v of [6, 5]) {
+    const r = new RoomEngine(room);
+    r.open('ka', 0);
+    r.message('ka', { ...hello('a'), v }, 0);
+    r.message('ka', { t: 'ops', ops: [note(1), reject] }, 1);
+    r.message('ka', { t: 'ack', pos: 2 }, 2); // received and applied: not yet in the store's base
+    assert.equal(r.suffixLength(), 0, 'the entry is compacted into the checkpoint');
+    r.close('ka', 3);
+    const kept = v >= 6 ? [{ seq: 2, error: 'no item nope' }] : [];
+    assert.deepEqual(welcomeAfter(r, 'kb', v).rejected, kept, `protocol ${v}`);
+    if (v < 6) continue;
+    const o = r.message('kb', { t: 'settled', seq: 1 }, 10);
+    assert.equal(o.persist.clients.a, undefined, 'settled below the rejection: nothing to forget');
+    const forgot = r.message('kb', { t: 'settled', seq: 2 }, 11);
+    assert.equal(forgot.persist.clients.a.rejected, undefined, 'the record is written without it');
+    r.close('kb', 12);
+    assert.deepEqual(welcomeAfter(r, 'kc', v).rejected, [], 'forgotten once the store holds it');
+  }
+});
+
 // spec: STABLE-CHECKPOINT, REC-RESTORE
 // A store may keep a checkpoint older than its stable position (the cluster's writes them
 // lazily): the restored engine compacts to the frontier, as it was before it was stored.

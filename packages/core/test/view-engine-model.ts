@@ -279,6 +279,8 @@ export class Harness {
   visSeq = 0;
   stableRecv = 0;
   base = 0;
+  /** The highest own seq inside the restored base (BaseSnapshot.ownSeq); this model saves no other. */
+  baseOwnSeq = 0;
   refHighWater = 0;
   /** The author the engine knows for its own ops: the client id until a welcome names one. */
   refAuthor = ME;
@@ -349,6 +351,7 @@ export class Harness {
     // These records carry no digests (as a store from before digests): the engine keeps none.
     this.digests = L === 0;
     this.base = this.recvLen = this.stableRecv = B;
+    this.baseOwnSeq = p;
     this.trace.push(
       `restore lastSeq=${L} durable=[${durable.map((d) => d.seq)}] base=${spec.base === null ? 'none' : B} serverLog=[${this.log.map(token)}] stable=${this.srvStable} visibleSeq=${this.srvVisibleSeq} checkpoint=${this.srvCheckpoint}`,
     );
@@ -872,6 +875,11 @@ export class Harness {
           assert.ok(this.deregistered > 0, `register sent without a deregister${where()}`);
           this.deregistered--;
           if (a.t === 'disconnect') assert.ok(!this.opts.strictDisconnect, `disconnected() emitted a register frame for a closed transport${where()}`);
+          break;
+        case 'settled':
+          // This model saves no base: the only one the store holds is the restored one (OP-VERDICT-KEPT).
+          assert.equal(this.conn, 'ready');
+          assert.ok(m.seq > 0 && m.seq === this.baseOwnSeq, `settled ${m.seq}, but the store's base holds our ops up to ${this.baseOwnSeq}${where()}`);
           break;
         case 'presence':
           assert.fail('presence sent, though this conversation never set it');

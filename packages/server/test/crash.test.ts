@@ -227,3 +227,43 @@ test('SIGKILL a client just after its ops became visible: restarted offline, its
     await offline.close();
   }
 });
+
+// spec: OP-VERDICT-KEPT
+for (const end of ['SIGKILL', 'close'] as const) {
+  test(`a rejected op stays rejected in every later process of its client (${end}), after the room compacted its entry`, async (t) => {
+    const { dir, cleanup } = tempDir('crash-verdict');
+    t.after(cleanup);
+    const port = await freePort();
+    const url = `ws://127.0.0.1:${port}`;
+    const srv = server(port, `${dir}/data`, ['--checkpoint-every', '1']);
+    t.after(() => srv.p.kill('SIGKILL'));
+    await serverUp(port);
+    const file = `${dir}/client.sqlite`;
+    // Five blank messages, each rejected by the machine. Killed at once (before its base, 2 s
+    // later), or closed cleanly (a close saves no base): the store still holds them.
+    const c1 = client(url, 'verdict', file, 'blank', 5, 0, end === 'close' ? 0 : 999);
+    t.after(() => c1.p.kill('SIGKILL'));
+    await until(() => c1.events.filter((e) => e.ev === 'rejected').length === 5, 20_000, 'five verdicts');
+    if (end === 'SIGKILL') c1.p.kill('SIGKILL');
+    assert.equal(await c1.exited, end === 'close' ? 0 : null);
+    assert.equal(c1.events.filter((e) => e.ev === 'auth').length, 0);
+    // Another client's ops move the stable frontier past them: the checkpoint swallows their entries.
+    const other = client(url, 'verdict', `${dir}/other.sqlite`, 'o', 3, 0, 3);
+    t.after(() => other.p.kill('SIGKILL'));
+    assert.equal(await other.exited, 0);
+    for (const run of [2, 3]) {
+      const again = client(url, 'verdict', file, `again${run}`, 0, 0, 3);
+      t.after(() => again.p.kill('SIGKILL'));
+      assert.equal(await again.exited, 0, `process ${run} finished: ${again.stderr.slice(-3).join('|')}`);
+      const recovered: number[] = again.events.find((e) => e.ev === 'started').recovered;
+      const rejected = again.events.filter((e) => e.ev === 'rejected').map((e) => e.seq);
+      assert.deepEqual(
+        again.events.filter((e) => e.ev === 'auth'),
+        [],
+        `process ${run}: no restored op reported Authoritative`,
+      );
+      assert.deepEqual(rejected, recovered, `process ${run}: every op it restored settled rejected`);
+      if (run === 2) assert.deepEqual(recovered, [1, 2, 3, 4, 5], 'the store held all five');
+    }
+  });
+}

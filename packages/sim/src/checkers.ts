@@ -49,6 +49,8 @@ export interface ClientState {
   readonly room?: Room;
   /** Handles of the ops of an older version its disk held when this process started. */
   readonly carried: readonly OpHandle[];
+  /** Handles of the ops its disk held when this process started (ClientRoom.pending() then). */
+  readonly restored: readonly OpHandle[];
   /** Handles of the ops this client process submitted. */
   readonly handles: readonly OpHandle[];
 }
@@ -466,6 +468,30 @@ export const CHECKERS: readonly Checker[] = [
             if ((h.stage === 'rejected') !== (g.error !== undefined)) fail(`${h.id} is ${h.stage} but the global log says ${g.error ?? 'accepted'}`);
           }
         }
+      },
+    }),
+  },
+  {
+    rule: 'OP-VERDICT-KEPT',
+    description:
+      "a handle a client process restores from its store settles as the global log's verdict on its op, however many restarts ago the op was ordered",
+    create: (fail: Fail) => ({
+      step(s, st) {
+        for (const { c } of st.live) {
+          for (const h of c.restored) {
+            if (h.stage !== 'authoritative' && h.stage !== 'visible' && h.stage !== 'rejected') continue;
+            const g = s.global.find((e) => e.client === c.id && e.seq === h.seq);
+            if (!g) fail(`${h.id}, restored from the store, is ${h.stage} but the global log does not hold it`);
+            if ((h.stage === 'rejected') !== (g.error !== undefined))
+              fail(`${h.id}, restored from the store, is ${h.stage} but the global log says ${g.error ?? 'accepted'} (at ${g.pos})`);
+          }
+        }
+      },
+      end(s, timedOutMs) {
+        if (timedOutMs !== undefined) return;
+        for (const c of s.clients)
+          for (const h of c.restored)
+            if (h.stage !== 'visible' && h.stage !== 'rejected') fail(`after quiescence ${h.id}, restored from the store, is still ${h.stage}`);
       },
     }),
   },

@@ -250,6 +250,8 @@ export interface SimClient {
   offlineUntil: number;
   /** Handles of the ops of an older version its disk held when this process started (REC-MIGRATE-OPS). */
   carried: OpHandle[];
+  /** Handles of the ops its disk held when this process started (OP-VERDICT-KEPT). */
+  restored: OpHandle[];
   room?: ClientRoom<Ledger>;
   /** The real client driver (as in connect()), on the simulated clock and disk. */
   driver?: ClientDriver<Ledger>;
@@ -682,6 +684,7 @@ export class Simulation implements SimState {
         tooOld: false,
         offlineUntil: 0,
         carried: [],
+        restored: [],
         disk: { lastSeq: 0, ops: [] },
         writing: 0,
         epoch: 0,
@@ -795,7 +798,8 @@ export class Simulation implements SimState {
         ...(disk.base ? { base: disk.base } : {}),
       }),
     });
-    c.carried = room.pending().filter((h) => disk.ops.some((o) => o.seq === h.seq && o.v !== undefined && o.v < c.version));
+    c.restored = room.pending();
+    c.carried = c.restored.filter((h) => disk.ops.some((o) => o.seq === h.seq && o.v !== undefined && o.v < c.version));
     this.checks.clientStarted(this, c, room);
     const inc = c.incarnation;
     /** Work of a dead process never happens: its timers and its disk writes die with it. */

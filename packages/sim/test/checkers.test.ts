@@ -103,6 +103,19 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
     },
     /differs from the reference: accepted vs boom/,
   ],
+  'OP-VERDICT-KEPT': [
+    (sim, h) => {
+      // A handle restored from the store reports visible an op the log holds rejected.
+      const e = lastOf(sim, aClient(sim).id);
+      const global = sim.global.map((g) => (g === e ? { ...g, error: 'boom' } : g));
+      const restored = { id: `${e.client}:${e.seq}`, seq: e.seq, stage: 'visible', position: e.pos } as unknown as OpHandle;
+      h.step!(
+        over<SimState>(sim, { global }),
+        stepWith(sim, (l) => ({ ...l, c: over(l.c, { id: e.client, restored: [restored] }) })),
+      );
+    },
+    /restored from the store, is visible but the global log says boom/,
+  ],
   'AUTH-STORED': [
     (sim, h) => h.sent!(sim, 'c0#1.1', 'c0', { t: 'log', from: sim.global.length + 1, entries: [{ k: 'own', seq: 1 }] } as ServerMessage),
     /sent c0#1\.1 a log up to position/,
