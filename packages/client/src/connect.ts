@@ -35,7 +35,11 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   batching?: Batching;
   /** Reconnect backoff: first delay and cap, ms. Defaults 100 and 5000. */
   backoff?: { minMs?: number; maxMs?: number };
-  /** Reconnect if no frame arrives for this long (server pings every 5 s). Default 15000 ms. */
+  /**
+   * Give the connection up if no frame arrives for this long (the server pings every 5 s): the
+   * status says `offline` and a reconnect starts at once, without waiting for a dead socket to
+   * close. So `online` means a frame arrived within this long. Default 15000 ms.
+   */
   watchdogMs?: number;
   /**
    * Give up on one connection attempt that has not been welcomed by the server within this
