@@ -65,7 +65,8 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   onStatus?: (status: ConnectionStatus, detail?: string) => void;
   /**
    * Errors and warnings: the server unreachable (code 'unreachable'), a fatal refusal, a store
-   * that failed to write. Without it, the first one is printed once with console.warn.
+   * that failed to write ('storage-failed': once per run of failures, until a write succeeds).
+   * Without it, the first one is printed once with console.warn.
    */
   onError?: (error: Error) => void;
   /** Notify listeners in a microtask (default) or synchronously. */
