@@ -35,7 +35,11 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   batching?: Batching;
   /** Reconnect backoff: first delay and cap, ms. Defaults 100 and 5000. */
   backoff?: { minMs?: number; maxMs?: number };
-  /** Reconnect if no frame arrives for this long (server pings every 5 s). Default 15000 ms. */
+  /**
+   * Give the connection up if no frame arrives for this long (the server pings every 5 s): the
+   * status says `offline` and a reconnect starts at once, without waiting for a dead socket to
+   * close. So `online` means a frame arrived within this long. Default 15000 ms.
+   */
   watchdogMs?: number;
   /**
    * Give up on one connection attempt that has not been welcomed by the server within this
@@ -61,7 +65,8 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   onStatus?: (status: ConnectionStatus, detail?: string) => void;
   /**
    * Errors and warnings: the server unreachable (code 'unreachable'), a fatal refusal, a store
-   * that failed to write. Without it, the first one is printed once with console.warn.
+   * that failed to write ('storage-failed': once per run of failures, until a write succeeds).
+   * Without it, the first one is printed once with console.warn.
    */
   onError?: (error: Error) => void;
   /** Notify listeners in a microtask (default) or synchronously. */

@@ -51,6 +51,8 @@ export type WebSocketLike = {
   readyState: number;
   send(data: Uint8Array): void;
   close(code?: number, reason?: string): void;
+  /** Drop the connection at once, without a closing handshake (the `ws` package's; browsers have none). */
+  terminate?(): void;
   onopen: ((ev: unknown) => void) | null;
   onclose: ((ev: { code: number; reason: string }) => void) | null;
   onerror: ((ev: unknown) => void) | null;
@@ -68,7 +70,10 @@ export interface WebSocketTransportOptions {
   random?: () => number;
   /** Defaults 100 and 5000 ms. */
   backoff?: { minMs?: number; maxMs?: number };
-  /** Default 15000 ms. */
+  /**
+   * Give the connection up once no frame has arrived for this long (the server pings every
+   * 5 s; pongs do not count). Default 15000 ms.
+   */
   watchdogMs?: number;
   /** Default 10000 ms. */
   connectTimeoutMs?: number;
@@ -76,6 +81,15 @@ export interface WebSocketTransportOptions {
 
 /** WebSocket close codes of our own (4000-4999 are the application's). */
 const CLOSE = { watchdog: 4100, badFrame: 4101, restart: 4102, connectTimeout: 4103 } as const;
+
+/** One connection attempt: its socket and what is known about it. */
+interface Attempt {
+  readonly sock: WebSocketLike;
+  readonly url: string;
+  welcomed: boolean;
+  /** Why the socket failed, when it said (Node's ws does; browsers do not). */
+  socketError: string | undefined;
+}
 
 export class WebSocketTransport implements ClientTransport {
   readonly #opts: WebSocketTransportOptions;
@@ -86,7 +100,8 @@ export class WebSocketTransport implements ClientTransport {
   readonly #watchdogMs: number;
   readonly #connectTimeoutMs: number;
   #events: TransportEvents | undefined;
-  #ws: WebSocketLike | undefined;
+  /** The connection in use; a socket let go of is no longer it, even while it closes. */
+  #live: Attempt | undefined;
   #codec = new ClientCodec();
   #decodeMs = 0;
   #state: ConnectionStatus = 'connecting';
@@ -116,7 +131,7 @@ export class WebSocketTransport implements ClientTransport {
   }
 
   send(msg: ClientMessage): void {
-    const ws = this.#ws;
+    const ws = this.#live?.sock;
     if (!ws || ws.readyState !== 1) return;
     try {
       ws.send(this.#codec.encode(msg));
@@ -128,7 +143,7 @@ export class WebSocketTransport implements ClientTransport {
   restart(reason: string, opts?: { patient?: boolean }): void {
     if (opts?.patient) this.#attempt = 16;
     // A close reason is at most 123 bytes of UTF-8, or close() throws: keep it short and ASCII.
-    this.#ws?.close(CLOSE.restart, reason.replace(/[^\x20-\x7e]/g, '?').slice(0, 120));
+    this.#live?.sock.close(CLOSE.restart, reason.replace(/[^\x20-\x7e]/g, '?').slice(0, 120));
   }
 
   stop(how: 'closed' | 'failed', detail?: string): void {
@@ -139,15 +154,15 @@ export class WebSocketTransport implements ClientTransport {
     this.#cancelReconnect = this.#cancelConnectTimeout = undefined;
     if (how === 'failed') {
       this.#setStatus('failed', detail);
-      this.#ws?.close(1000, 'fatal');
+      this.#live?.sock.close(1000, 'fatal');
       return;
     }
-    const ws = this.#ws;
-    this.#ws = undefined;
+    const live = this.#live;
+    this.#live = undefined;
     this.#cancelWatchdog?.();
     this.#cancelWatchdog = undefined;
-    if (ws) this.#events?.lost();
-    ws?.close(1000, 'client closed');
+    if (live) this.#events?.lost();
+    live?.sock.close(1000, 'client closed');
     this.#setStatus('closed');
   }
 
@@ -191,14 +206,38 @@ export class WebSocketTransport implements ClientTransport {
   }
 
   #watch(ms: number): void {
-    const ws = this.#ws;
+    const live = this.#live;
     this.#cancelWatchdog = this.#clock.after(ms, () => {
       this.#cancelWatchdog = undefined;
-      if (this.#ws !== ws || !ws) return;
+      if (this.#live !== live || !live) return;
       const quiet = this.#clock.now() - this.#lastFrameAt;
-      if (quiet >= this.#watchdogMs) ws.close(CLOSE.watchdog, 'no frame from the server; reconnecting');
+      if (quiet >= this.#watchdogMs) this.#letGo(live, CLOSE.watchdog, `no frame from the server for ${Math.round(quiet)} ms; reconnecting`);
       else this.#watch(this.#watchdogMs - quiet);
     });
+  }
+
+  /**
+   * Give a connection up now, without waiting for it to close. A link that went quiet (a proxy
+   * that stopped forwarding, a frozen server) can never complete a closing handshake: the `ws`
+   * package waits 30 s for one (a client was measured offline 32 s after its link went silent,
+   * with a 2 s watchdog), a browser as long as its TCP stack takes. So the socket stops being
+   * this transport's at once (offline, `lost`, a reconnect on its way) and is closed in the
+   * background: terminated where the WebSocket can be (`ws`), else closed and no longer heard.
+   */
+  #letGo(a: Attempt, code: number, reason: string): void {
+    if (this.#live !== a) return;
+    this.#lost(a, { code, reason });
+    const sock = a.sock;
+    sock.onopen = sock.onmessage = sock.onclose = null;
+    // Not null: `ws` emits 'error' for a socket closed while connecting, and an EventEmitter's
+    // 'error' with no listener throws.
+    sock.onerror = () => {};
+    try {
+      if (typeof sock.terminate === 'function') sock.terminate();
+      else sock.close(code, reason.slice(0, 120));
+    } catch {
+      /* it is no longer ours; the reconnect does not depend on it */
+    }
   }
 
   /** Which of several URLs the next connection attempt uses. */
@@ -229,80 +268,88 @@ export class WebSocketTransport implements ClientTransport {
       this.#events?.error(new Error(`cannot open ${url}: ${errorMessage(e)}`));
       return this.#retry();
     }
-    this.#ws = sock;
+    const a: Attempt = { sock, url, welcomed: false, socketError: undefined };
+    this.#live = a;
     sock.binaryType = 'arraybuffer';
     this.#codec = new ClientCodec();
-    let welcomed = false;
-    let socketError: string | undefined;
     this.#cancelConnectTimeout?.();
     this.#cancelConnectTimeout = this.#clock.after(this.#connectTimeoutMs, () => {
       this.#cancelConnectTimeout = undefined;
-      if (this.#ws !== sock || welcomed) return;
-      socketError = `no welcome from ${url} within ${this.#connectTimeoutMs} ms`;
-      sock.close(CLOSE.connectTimeout, 'connect timeout');
+      if (this.#live !== a || a.welcomed) return;
+      a.socketError = `no welcome from ${url} within ${this.#connectTimeoutMs} ms`;
       // A socket stuck before open may never fire close: let go of it and retry now.
-      if (this.#ws === sock) sock.onclose?.({ code: CLOSE.connectTimeout, reason: 'connect timeout' });
+      this.#letGo(a, CLOSE.connectTimeout, 'connect timeout');
     });
+    this.#listen(a);
+  }
+
+  #listen(a: Attempt): void {
+    const sock = a.sock;
     sock.onopen = () => {
-      if (this.#ws !== sock) return;
+      if (this.#live !== a) return;
       this.#armWatchdog();
       this.#events?.opened();
     };
-    sock.onmessage = (ev) => {
-      if (this.#ws !== sock) return;
-      this.#armWatchdog();
-      const data = ev.data instanceof ArrayBuffer ? new Uint8Array(ev.data) : (ev.data as Uint8Array);
-      let msg: ServerMessage;
-      const t0 = performance.now();
-      try {
-        msg = this.#codec.decode(data);
-        this.#decodeMs += performance.now() - t0;
-      } catch (e) {
-        this.#events?.error(new Error(`bad frame from the server: ${errorMessage(e)}; reconnecting`));
-        sock.close(CLOSE.badFrame, 'bad frame');
-        return;
-      }
-      if (msg.t === 'ping') return;
-      this.#events?.message(msg);
-      // The room may have stopped on this very frame (a fatal verdict in the welcome).
-      if (msg.t === 'welcome' && !this.#stopped && this.#ws === sock) {
-        this.#attempt = 0;
-        welcomed = true;
-        this.#failure = undefined;
-        this.#failureReported = false;
-        this.#cancelConnectTimeout?.();
-        this.#cancelConnectTimeout = undefined;
-        this.#setStatus('online');
-      }
-    };
+    sock.onmessage = (ev) => this.#received(a, ev.data);
     sock.onerror = (ev) => {
       // onclose follows; keep the reason (Node's ws gives one; browsers give none).
       const err = ev as { error?: { code?: string; message?: string }; message?: string } | undefined;
-      socketError = describeFailure(url, err?.error?.code, err?.error?.message ?? err?.message);
+      a.socketError = describeFailure(a.url, err?.error?.code, err?.error?.message ?? err?.message);
     };
-    sock.onclose = (ev) => {
-      if (this.#ws !== sock) return;
-      this.#ws = undefined;
-      this.#cancelWatchdog?.();
+    sock.onclose = (ev) => this.#lost(a, ev);
+  }
+
+  #received(a: Attempt, data: unknown): void {
+    if (this.#live !== a) return;
+    this.#armWatchdog();
+    const bytes = data instanceof ArrayBuffer ? new Uint8Array(data) : (data as Uint8Array);
+    let msg: ServerMessage;
+    const t0 = performance.now();
+    try {
+      msg = this.#codec.decode(bytes);
+      this.#decodeMs += performance.now() - t0;
+    } catch (e) {
+      this.#events?.error(new Error(`bad frame from the server: ${errorMessage(e)}; reconnecting`));
+      a.sock.close(CLOSE.badFrame, 'bad frame');
+      return;
+    }
+    if (msg.t === 'ping') return;
+    this.#events?.message(msg);
+    // The room may have stopped on this very frame (a fatal verdict in the welcome).
+    if (msg.t === 'welcome' && !this.#stopped && this.#live === a) {
+      this.#attempt = 0;
+      a.welcomed = true;
+      this.#failure = undefined;
+      this.#failureReported = false;
       this.#cancelConnectTimeout?.();
-      this.#cancelWatchdog = this.#cancelConnectTimeout = undefined;
-      this.#events?.lost();
-      if (this.#stopped) return;
-      // With several servers, the next attempt goes to the next one (this one died, or moved the room).
-      this.#urlIndex++;
-      // Not welcomed and no reason from the server (which names its refusals, e.g. room full):
-      // the server could not be reached.
-      const unreachable = !welcomed && (socketError !== undefined || !ev.reason);
-      if (unreachable)
-        this.#attemptFailed(
-          new HerculesError(
-            'unreachable',
-            socketError ?? `cannot connect to ${url}: the connection closed before the server welcomed this client (code ${ev.code}); retrying`,
-          ),
-        );
-      this.#setStatus('offline', unreachable ? this.#failure?.message : ev.reason || `closed (${ev.code})`);
-      this.#retry();
-    };
+      this.#cancelConnectTimeout = undefined;
+      this.#setStatus('online');
+    }
+  }
+
+  /** The connection in use closed, or was let go of: offline, and a reconnect unless stopped. */
+  #lost(a: Attempt, ev: { code: number; reason: string }): void {
+    if (this.#live !== a) return;
+    this.#live = undefined;
+    this.#cancelWatchdog?.();
+    this.#cancelConnectTimeout?.();
+    this.#cancelWatchdog = this.#cancelConnectTimeout = undefined;
+    this.#events?.lost();
+    if (this.#stopped) return;
+    // With several servers, the next attempt goes to the next one (this one died, or moved the room).
+    this.#urlIndex++;
+    // Not welcomed and no reason from the server (which names its refusals, e.g. room full):
+    // the server could not be reached.
+    const unreachable = !a.welcomed && (a.socketError !== undefined || !ev.reason);
+    if (unreachable)
+      this.#attemptFailed(
+        new HerculesError(
+          'unreachable',
+          a.socketError ?? `cannot connect to ${a.url}: the connection closed before the server welcomed this client (code ${ev.code}); retrying`,
+        ),
+      );
+    this.#setStatus('offline', unreachable ? this.#failure?.message : ev.reason || `closed (${ev.code})`);
+    this.#retry();
   }
 
   #retry(): void {

@@ -2,10 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
+import { HerculesError } from '@hercules/core';
 import { memoryStorage, indexedDbStorage, connect, type ClientStorage } from '../src/index.ts';
 import { sqliteStorage } from '@hercules/client-sqlite';
 import { createServer } from '@hercules/server';
-import { tempDir } from '@hercules/test-utils';
+import { tempDir, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 
 const op = (seq: number) => ({ client: 'c1', seq, name: 'say', args: { text: `m${seq}` }, digest: 1000 + seq });
@@ -117,6 +118,7 @@ for (const reserving of [false, true]) {
     };
     const errors: string[] = [];
     const r = await connect({ url: srv.url, room: 'flaky', machine: chat, storage: flaky, sendAhead: reserving, onError: (e) => errors.push(e.message) });
+    t.after(() => r.close());
     const h1 = r.ops.say({ text: 'one' });
     const h2 = r.ops.say({ text: 'two' });
     if (reserving) {
@@ -141,10 +143,55 @@ for (const reserving of [false, true]) {
       r.getState('visible').messages.map((m) => m.text),
       ['one', 'two'],
     );
-    assert.ok(errors.length >= 3);
+    assert.ok(failures >= 3);
+    assert.equal(errors.length, 1, `one report for the run of failed writes: ${errors.join(' | ')}`);
     await r.close();
   });
 }
+
+// spec: DUR-BEFORE-SEND, LOG-EXACTLY-ONCE
+test('a full client disk: one report for the whole run of failures, however many ops, and every op arrives once there is space again', async (t) => {
+  const srv = await createServer({ port: 0, dataDir: join(dir, 'srv-full'), machines: [chat], log: 'silent' });
+  t.after(() => srv.close());
+  const inner = memoryStorage();
+  let full = false;
+  let failed = 0;
+  const noSpace = () => {
+    failed++;
+    return Promise.reject(new Error('ENOSPC: no space left on device'));
+  };
+  const disk: ClientStorage = {
+    load: (r) => inner.load(r),
+    init: (r, c) => inner.init(r, c),
+    close: () => inner.close(),
+    durability: 'memory',
+    append: (r, ops) => (full ? noSpace() : inner.append(r, ops)),
+    reserve: (r, seq) => (full ? noSpace() : inner.reserve!(r, seq)),
+    saveBase: (r, b) => (full ? noSpace() : inner.saveBase(r, b)),
+  };
+  const errors: Error[] = [];
+  const r = await connect({ url: srv.url, room: 'full', machine: chat, storage: disk, onError: (e) => errors.push(e) });
+  t.after(() => r.close());
+  await r.whenOnline({ timeoutMs: 10_000 });
+  full = true;
+  // 1,000 ops in 100 turns: past half of the first block (1,000 seqs, reserved before the disk
+  // filled), every op needs the next reservation, which the old driver asked for again, and
+  // reported failing, on each of them.
+  const handles = [];
+  for (let turn = 0; turn < 100; turn++) {
+    for (let i = 0; i < 10; i++) handles.push(r.ops.say({ text: `m${turn * 10 + i}` }));
+    await new Promise((res) => setTimeout(res, 2));
+  }
+  await until(() => failed >= 4, 10_000, 'the store to fail a few retries');
+  assert.equal(errors.length, 1, `one report: ${errors.length} (${errors[1]?.message})`);
+  assert.ok(errors[0] instanceof HerculesError && errors[0].code === 'storage-failed' && /ENOSPC/.test(errors[0].message), errors[0].message);
+  full = false;
+  // The retries back off to at most 5 s.
+  await Promise.all(handles.map((h) => h.durable));
+  await Promise.all(handles.map((h) => h.visible));
+  assert.equal(r.getState('authoritative').messages.length, 1000, 'each op once');
+  assert.equal(errors.length, 1, 'nothing more to report');
+});
 
 // spec: DUR-SURVIVES-RESTART, LOG-EXACTLY-ONCE
 test('IndexedDB: a restarted client shows its durable ops offline and delivers them once', async (t) => {

@@ -62,12 +62,33 @@ function fakeSockets(clock: FakeClock) {
       this.onclose?.({ code: 1006, reason: '' });
     }
   }
-  return { all, FakeSocket };
+  /** A socket on a dead link (in a browser): close() starts a closing handshake that never ends. */
+  class DeadLinkSocket extends FakeSocket {
+    override close(code?: number, reason?: string): void {
+      this.closedWith ??= { code, reason };
+      this.readyState = 2;
+    }
+  }
+  /** The same in Node's `ws`, which can also drop the socket at once. */
+  class TerminableSocket extends DeadLinkSocket {
+    terminated = false;
+    terminate(): void {
+      this.terminated = true;
+      this.readyState = 3;
+      clock.defer(() => this.onclose?.({ code: 1006, reason: '' }));
+    }
+  }
+  return { all, FakeSocket, DeadLinkSocket, TerminableSocket };
 }
 
-function setup(opts: { url?: string | string[]; connectTimeoutMs?: number; watchdogMs?: number; backoff?: { minMs?: number; maxMs?: number } } = {}) {
+function setup(
+  opts: { url?: string | string[]; connectTimeoutMs?: number; watchdogMs?: number; backoff?: { minMs?: number; maxMs?: number } } = {},
+  socket: 'fake' | 'dead-link' | 'terminable' = 'fake',
+) {
   const clock = new FakeClock();
-  const { all, FakeSocket } = fakeSockets(clock);
+  const sockets = fakeSockets(clock);
+  const all = sockets.all;
+  const FakeSocket = { fake: sockets.FakeSocket, 'dead-link': sockets.DeadLinkSocket, terminable: sockets.TerminableSocket }[socket];
   const log: string[] = [];
   const statuses: ConnectionStatus[] = [];
   const errors: Error[] = [];
@@ -171,6 +192,52 @@ test('the watchdog closes a link that has gone quiet for watchdogMs; any frame, 
   clock.advance(100);
   assert.equal(s.closedWith?.code, 4100);
   assert.deepEqual(log, ['opened', 'message welcome', 'lost']);
+  assert.equal(transport.status(), 'offline');
+});
+
+// spec: LIVE-DEAD-LINK
+test('on a dead link whose close never completes (a browser), the watchdog lets the socket go at once: offline, lost, a new attempt; the old one is no longer heard', async () => {
+  const { clock, all, log, transport, statuses } = setup({ watchdogMs: 1000, backoff: { minMs: 100, maxMs: 100 } }, 'dead-link');
+  await turn();
+  const s = all[0];
+  s.open();
+  s.deliver(WELCOME);
+  clock.advance(1000);
+  assert.equal(closeCode(s), 4100, 'asked to close, in the background');
+  assert.equal(transport.status(), 'offline', 'not online while the closing handshake waits');
+  assert.deepEqual(log, ['opened', 'message welcome', 'lost']);
+  assert.equal(s.onmessage, null, 'its handlers are detached');
+  clock.advance(50); // full jitter: half of 100
+  await turn();
+  assert.equal(all.length, 2, 'reconnecting without waiting for the old socket');
+  assert.deepEqual(statuses, ['online', 'offline', 'connecting']);
+  all[1].open();
+  all[1].deliver(WELCOME);
+  s.onclose?.({ code: 1006, reason: '' }); // the old one closes at last: nothing happens
+  assert.equal(transport.status(), 'online');
+  assert.deepEqual(log, ['opened', 'message welcome', 'lost', 'opened', 'message welcome']);
+});
+
+// spec: LIVE-DEAD-LINK
+test("with Node's ws, the watchdog and the connect timeout terminate the socket rather than wait for a closing handshake", async () => {
+  const { clock, all, transport } = setup({ watchdogMs: 1000, connectTimeoutMs: 500, backoff: { minMs: 100, maxMs: 1000 } }, 'terminable');
+  await turn();
+  const s = all[0] as unknown as { terminated: boolean } & (typeof all)[number];
+  s.open();
+  s.deliver(WELCOME);
+  clock.advance(1000);
+  assert.equal(s.terminated, true);
+  assert.equal(closeCode(s), undefined, 'no closing handshake begun');
+  assert.equal(transport.status(), 'offline');
+  clock.advance(50);
+  await turn();
+  const t = all[1] as unknown as { terminated: boolean } & (typeof all)[number];
+  t.open(); // never welcomed
+  s.deliver(WELCOME); // the old socket, were it heard, would claim online
+  assert.equal(transport.status(), 'connecting');
+  assert.equal(t.terminated, false);
+  clock.advance(500);
+  assert.equal(t.terminated, true, 'the connect timeout terminates too');
   assert.equal(transport.status(), 'offline');
 });
 

@@ -5,11 +5,10 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer as createNetServer, Socket } from 'node:net';
 import { connect, type ConnectedRoom } from '@hercules/client';
 import { ClientCodec, PROTOCOL_VERSION } from '@hercules/core';
 import { WebSocket } from 'ws';
-import { freePort, until } from '@hercules/test-utils';
+import { faultProxy, freePort, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 import { auditRoomOnNats, createClusterNode, type ClusterNode } from '../src/node.ts';
 import { startNatsCluster, type NatsCluster } from '../src/nats-dev.ts';
@@ -98,49 +97,12 @@ test('when the owner node goes away, its rooms move: a client with both URLs res
   }
 });
 
-/** A TCP proxy to 127.0.0.1:`port`: `cut` resets its links and refuses new ones (a partition), `heal` lets them through again. */
-async function cuttableProxy(port: number): Promise<{ url: string; cut(): void; heal(): void; close(): Promise<void> }> {
-  const links = new Set<Socket>();
-  let cut = false;
-  const server = createNetServer((client) => {
-    if (cut) return client.destroy();
-    const upstream = new Socket();
-    upstream.connect(port, '127.0.0.1');
-    links.add(client);
-    links.add(upstream);
-    const end = () => {
-      client.destroy();
-      upstream.destroy();
-      links.delete(client);
-      links.delete(upstream);
-    };
-    for (const s of [client, upstream]) {
-      s.on('error', end);
-      s.on('close', end);
-    }
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  return {
-    url: `nats://127.0.0.1:${(server.address() as { port: number }).port}`,
-    cut() {
-      cut = true;
-      for (const s of links) s.destroy();
-    },
-    heal() {
-      cut = false;
-    },
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  };
-}
-
 // spec: CLUSTER-ONE-SEQUENCER, CLUSTER-CHAIN
 test('the owner cut off from NATS: another node takes the room after its lease, the client resumes there exactly once; healed, the old owner gives the shard up and wrote nothing that counts', async () => {
-  const proxies = await Promise.all(cluster.servers.map((s) => cuttableProxy(s.port)));
+  const proxies = await Promise.all(cluster.servers.map((s) => faultProxy(s.port)));
   const prefix = `n${++prefixes}`;
   const common = { port: 0, machines: [chat], prefix, shards: 4, leaseMs: 1000, log: 'warn' as const };
-  const a = await createClusterNode({ ...common, nats: proxies.map((p) => p.url), nodeId: 'cut' });
+  const a = await createClusterNode({ ...common, nats: proxies.map((p) => `nats://127.0.0.1:${p.port}`), nodeId: 'cut' });
   const b = await createClusterNode({ ...common, nats: cluster.urls, nodeId: 'whole' });
   try {
     const x = await connect({ url: [a.url, b.url], room: 'rp', machine: chat, onError: () => {}, backoff: { minMs: 50, maxMs: 300 } });

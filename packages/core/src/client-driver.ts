@@ -75,9 +75,15 @@ export interface ClientDriverOptions {
    * 60 Hz input); the first change after a quiet spell goes at once.
    */
   presenceEveryMs?: number;
-  /** Backoff between attempts of a failed write: first delay and cap. Defaults 50 and 5000 ms. */
+  /**
+   * Backoff between attempts of a failed write or seq reservation: first delay and cap.
+   * Defaults 50 and 5000 ms.
+   */
   retry?: { minMs?: number; maxMs?: number };
-  /** Failed writes (each is retried) and the room's warnings. */
+  /**
+   * The room's warnings, and the store's failures: once per run of failures (the first, then
+   * none until a write succeeds; each failed write is retried meanwhile).
+   */
   report?(error: Error): void;
   /** The connection is out of step with the server: drop it and connect again. */
   resync?(reason: string): void;
@@ -117,7 +123,12 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
   #reserveAsked: number;
   #reserveConfirmed: number;
   #reserving = false;
+  #reserveFailures = 0;
+  #cancelReserveRetry: (() => void) | undefined;
   #sendScheduled = false;
+
+  /** A store call failed and none has succeeded since: its failures are not reported again. */
+  #storeFailing = false;
 
   // --- presence pacing
   readonly #presenceEveryMs: number;
@@ -204,7 +215,8 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
     if (this.#stopped) return;
     this.#stopping = true;
     this.#cancelRetry?.();
-    this.#cancelRetry = undefined;
+    this.#cancelReserveRetry?.();
+    this.#cancelRetry = this.#cancelReserveRetry = undefined;
     if (this.#writing === undefined) this.write();
     await this.flushed();
     // Every op we sent is persisted: give back the rest of the block, so the next start
@@ -306,22 +318,20 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
     if (error !== undefined) {
       // Nothing was written: the ops stay Submitted and go first in the next attempt, so order holds.
       this.queue = [...ops, ...this.queue];
-      const delay = Math.min(this.#retryMaxMs, this.#retryMinMs * 2 ** Math.min(this.#failures, 16));
-      this.#failures++;
-      const last = this.#stopping ? 'not retried: the room is closing' : `retrying in ${delay} ms`;
-      this.#opts.report?.(
-        new HerculesError(
-          'storage-failed',
-          `the client store could not persist ops ${ops[0].seq}..${ops[ops.length - 1].seq}: ${errorMessage(error)}; ${last}`,
-          {
-            cause: error,
-          },
-        ),
+      const delay = this.#backoff(this.#failures++);
+      const last = this.#stopping ? 'not retried: the room is closing' : `retrying in ${delay} ms, then with backoff`;
+      const failure = new HerculesError(
+        'storage-failed',
+        `the client store could not persist ops ${ops[0].seq}..${ops[ops.length - 1].seq}: ${errorMessage(error)}; ${last}`,
+        { cause: error },
       );
       if (this.#stopping) {
+        // Ops that will never be written get a report of their own, failure run or not.
+        this.#opts.report?.(failure);
         this.#settleFlushWaiters(true);
         return;
       }
+      this.#storeFailed(failure);
       this.#cancelRetry = this.#clock.after(delay, () => {
         this.#cancelRetry = undefined;
         this.write();
@@ -329,11 +339,34 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
       return;
     }
     this.#failures = 0;
+    this.#storeWorked();
     const seq = ops[ops.length - 1].seq;
     if (seq > this.#confirmedSeq) this.#confirmedSeq = seq;
     if (!this.#stopped) this.room.durable(seq);
     this.#settleFlushWaiters(false);
     if (this.queue.length > 0) this.write();
+  }
+
+  /** The wait before attempt `failures + 1` of a failed store call (the `retry` options). */
+  #backoff(failures: number): number {
+    return Math.min(this.#retryMaxMs, this.#retryMinMs * 2 ** Math.min(failures, 16));
+  }
+
+  /**
+   * A store call failed: reported if it is the first of a run. A full disk fails every call, and
+   * the app needs to hear it once, not once per op (issue 40 counted 491-2,187 reports in 5-15 s
+   * when each op retried a failed reservation). The run ends when a call succeeds; the ops'
+   * durable promises and positions().durable say so.
+   */
+  #storeFailed(error: HerculesError): void {
+    if (this.#storeFailing) return;
+    this.#storeFailing = true;
+    this.#opts.report?.(error);
+  }
+
+  /** A store call succeeded: a failure after it starts a new run, which is reported. */
+  #storeWorked(): void {
+    this.#storeFailing = false;
   }
 
   #settleFlushWaiters(all: boolean): void {
@@ -348,10 +381,13 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
 
   // ================================================================ reservations
 
-  /** Reserve the next block once half of the last one is used (never twice at once). */
+  /**
+   * Reserve the next block once half of the last one is used (never twice at once). A failed
+   * reservation is retried after a backoff, as a failed write is, not by the next op.
+   */
   #reserve(): void {
     const store = this.#store;
-    if (store.reserve === undefined || this.#reserving || this.#stopping) return;
+    if (store.reserve === undefined || this.#reserving || this.#cancelReserveRetry !== undefined || this.#stopping) return;
     const top = Math.max(this.#queuedSeq, this.room.engine.persistedShape().lastSeq);
     if (this.#reserveAsked - top >= this.#seqBlock / 2) return;
     const through = top + this.#seqBlock;
@@ -361,19 +397,25 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
       this.#reserving = false;
       if (this.#stopped) return;
       if (error !== undefined) {
-        // Nothing reserved: ops past the last reservation go out once durable; the next op asks again.
+        // Nothing reserved: ops past the last reservation go out once durable until a retry works.
         this.#reserveAsked = this.#reserveConfirmed;
-        this.#opts.report?.(
+        const delay = this.#backoff(this.#reserveFailures++);
+        this.#storeFailed(
           new HerculesError(
             'storage-failed',
-            `the client store could not reserve seqs through ${through}: ${errorMessage(error)}; ops are sent once durable until it can`,
-            {
-              cause: error,
-            },
+            `the client store could not reserve seqs through ${through}: ${errorMessage(error)}; ops are sent once durable until it can (retrying in ${delay} ms, then with backoff)`,
+            { cause: error },
           ),
         );
+        if (this.#stopping) return;
+        this.#cancelReserveRetry = this.#clock.after(delay, () => {
+          this.#cancelReserveRetry = undefined;
+          this.#reserve();
+        });
         return;
       }
+      this.#reserveFailures = 0;
+      this.#storeWorked();
       if (through > this.#reserveConfirmed) {
         this.#reserveConfirmed = through;
         this.room.reserved(through);
@@ -413,11 +455,12 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
       if (error !== undefined) {
         // The ops inside stay in the store (safe, only larger); the next change of Stable tries again.
         this.#basePos = before;
-        this.#opts.report?.(
+        this.#storeFailed(
           new HerculesError('storage-failed', `the client store could not save the base at position ${base.pos}: ${errorMessage(error)}`, { cause: error }),
         );
         return;
       }
+      this.#storeWorked();
       // The server may forget the rejections of the ops it holds (SettledMessage).
       if (!this.#stopped) this.room.baseSaved(base.ownSeq);
       // Stable moved on while this was written: keep up.

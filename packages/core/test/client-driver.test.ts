@@ -464,7 +464,7 @@ test('one write at a time, in seq order: ops of one turn go in one write, later 
 });
 
 // spec: DUR-BEFORE-SEND
-test('a failed write keeps its ops Submitted and unsent, is reported, and is retried with backoff ahead of later ops', () => {
+test('a failed write keeps its ops Submitted and unsent, is reported once, and is retried with backoff ahead of later ops', () => {
   const clock = new FakeClock();
   const net = new Net(clock);
   const a = client('a', clock);
@@ -478,7 +478,7 @@ test('a failed write keeps its ops Submitted and unsent, is reported, and is ret
   assert.equal(a.errors.length, 1);
   const e = a.errors[0] as HerculesError;
   assert.ok(e instanceof HerculesError && e.code === 'storage-failed', String(e));
-  assert.match(e.message, /could not persist ops 1\.\.1: ENOSPC.*retrying in 50 ms/);
+  assert.match(e.message, /could not persist ops 1\.\.1: ENOSPC.*retrying in 50 ms, then with backoff/);
   const h2 = a.room.ops.note({ text: 'two' });
   clock.advance(49);
   assert.equal(a.store.appends.length, 0, 'no write before the backoff, not even of the newer op');
@@ -489,14 +489,72 @@ test('a failed write keeps its ops Submitted and unsent, is reported, and is ret
     'the failed ops first, the newer one behind them',
   );
   a.store.confirm(new Error('EIO'));
-  assert.match(a.errors[1].message, /retrying in 100 ms/, 'the backoff doubles');
-  clock.advance(100);
+  assert.equal(a.errors.length, 1, 'one report for the run of failures');
+  clock.advance(99);
+  assert.equal(a.store.appends.length, 0, 'the backoff doubles');
+  clock.advance(1);
   a.store.confirm();
   assert.equal(h1.stage, 'durable');
   assert.equal(h2.stage, 'durable');
   assert.deepEqual(a.opsSent(), [1, 2]);
   net.flush();
   assert.deepEqual(net.server.headSnapshot().notes, ['a@1: one', 'a@2: two']);
+});
+
+// spec: DUR-BEFORE-SEND
+test('on a full disk a failed reservation is retried with backoff, not by each op, and the app hears of the run of failures once', () => {
+  const clock = new FakeClock();
+  const net = new Net(clock);
+  const a = client('a', clock, { seqBlock: 10 });
+  net.open(a);
+  net.flush();
+  const full = new Error('ENOSPC: no space left on device');
+  const tries: string[] = [];
+  /** The disk is full: every store call under way fails, noted with the time it was made. */
+  const failAll = () => {
+    for (; a.store.reserves.length > 0; a.store.confirmReserve(full)) tries.push(`reserve@${clock.t}`);
+    for (; a.store.appends.length > 0; a.store.confirm(full)) tries.push(`append@${clock.t}`);
+  };
+  const handles = [];
+  for (let t = 0; t < 1000; t++) {
+    if (t % 10 === 0) handles.push(a.room.ops.note({ text: `n${t}` }));
+    clock.advance(1);
+    failAll();
+  }
+  assert.equal(handles.length, 100);
+  assert.deepEqual(
+    tries.filter((x) => x.startsWith('reserve')),
+    ['reserve@1', 'reserve@51', 'reserve@151', 'reserve@351', 'reserve@751'],
+    'the reservation is retried 50, 100, 200, 400 ms after each failure (retry: min 50 ms, doubling)',
+  );
+  assert.deepEqual(
+    tries.filter((x) => x.startsWith('append')),
+    ['append@1', 'append@51', 'append@151', 'append@351', 'append@751'],
+    'and so is the write',
+  );
+  assert.equal(a.errors.length, 1, `one report for 100 ops on a full disk: ${a.errors.map((e) => e.message).join(' | ')}`);
+  assert.match(a.errors[0].message, /could not reserve seqs through 10: ENOSPC.*retrying in 50 ms, then with backoff/);
+  assert.deepEqual(a.opsSent(), [], 'nothing reserved, nothing durable: nothing sent');
+  // Space again: the next retries (800 ms on) work, and every op goes, once.
+  clock.advance(550);
+  assert.deepEqual([a.store.reserves.length, a.store.appends.length], [0, 0]);
+  clock.advance(1);
+  assert.deepEqual([a.store.reserves.length, a.store.appends.length], [1, 1], 'both retries, at 1551');
+  a.store.confirmReserve();
+  assert.equal(a.store.confirm().length, 100);
+  net.flush();
+  assert.ok(
+    handles.every((h) => h.stage === 'visible'),
+    'every op durable, sent and ordered',
+  );
+  assert.equal(net.server.headSnapshot().notes.length, 100);
+  assert.equal(a.errors.length, 1, 'recovery is not an error: the durable promises say it');
+  // A failure after a success starts a new run, which is reported.
+  a.room.ops.note({ text: 'later' });
+  clock.settle();
+  a.store.confirm(new Error('EIO'));
+  assert.equal(a.errors.length, 2);
+  assert.match(a.errors[1].message, /could not persist ops 101\.\.101: EIO/);
 });
 
 // spec: DUR-DELIVERED, LOG-EXACTLY-ONCE
