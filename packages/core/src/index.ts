@@ -45,3 +45,5 @@ export { ClientDriver } from './client-driver.ts';
 export type { Clock, DriverStore, DriverLink, ClientDriverOptions } from './client-driver.ts';
 export { ClientCodec } from './wire.ts';
 export { ServerCodec } from './server-codec.ts';
+export { measureFrame, MAX_FRAME_UNITS } from './frame-size.ts';
+export type { FrameSize } from './frame-size.ts';
