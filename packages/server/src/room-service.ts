@@ -22,6 +22,7 @@ import {
   ServerCodec,
   machineAt,
   measureFrame,
+  type PeerPresence,
   type AuthorizeOp,
   type ClientRecord,
   type ErrorCode,
@@ -121,6 +122,18 @@ const SMALL_FRAME_HEAP = 256 << 10;
  * p99 1.0 s; charged in full, p50 3.8 ms, p99 845 ms (the first burst), bench/src/flood.
  */
 const HEAP_PER_CHARGED_BYTE = 1;
+/**
+ * Presence costs a connection (and its user) as much of the op budget as an op: its work on the
+ * server (decode, the domain scan, the schema, one fan-out to each member, coalesced past
+ * presenceEveryMs) is at most an op's, which is also ordered and stored. An honest client sends
+ * at most 62 a second (16 ms pacing), 6% of the default op rate.
+ */
+const PRESENCE_OP_COST = 1;
+/**
+ * Presence for a connection whose unsent output is over this waits in a map of the latest value
+ * per peer (the latest wins: a slow reader never needs older ones), sent when its output drains.
+ */
+const PRESENCE_BACKLOG_BYTES = 64 << 10;
 /** Bookkeeping a queued frame costs even when it is empty, counted against maxQueuedBytes. */
 const FRAME_OVERHEAD_BYTES = 256;
 /**
@@ -375,6 +388,8 @@ interface Session {
    * its ops so far; `held`, its heap, is counted in the server's decoding budget until it is done).
    */
   inbox: ({ data: Uint8Array; isBinary: boolean; at: number; heap: number } | { ops: unknown[]; done: number; held: number; ack?: unknown })[];
+  /** Presence waiting for this connection's output to drain, the latest per peer (PRESENCE_BACKLOG_BYTES). */
+  presenceHeld?: Map<string, PeerPresence>;
   /** Bytes of the raw frames in `inbox` (each at least FRAME_OVERHEAD_BYTES). */
   queuedBytes: number;
   /** The connection is paused because input of it waits: its silence is ours. */
@@ -624,6 +639,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   function send(c: Session, msg: ServerMessage): void {
     if (c.closed) return;
+    if (msg.t === 'presence' && (c.presenceHeld || c.conn.bufferedAmount > PRESENCE_BACKLOG_BYTES)) return holdPresence(c, msg.peers);
     let buf: Uint8Array;
     try {
       buf = c.codec.encode(msg);
@@ -659,6 +675,28 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     metrics.bytesOut.inc(buf.length);
   }
 
+  /**
+   * Presence for a connection that is behind on its output waits here, the latest value per peer
+   * (a slow reader needs no older one), so it holds at most one value per client of the room;
+   * a reader so slow that more clients came and went than the room holds is a slow consumer.
+   */
+  function holdPresence(c: Session, peers: readonly PeerPresence[]): void {
+    const held = (c.presenceHeld ??= new Map());
+    for (const p of peers) {
+      held.delete(p.client); // re-inserted last: the held peers go out in the order they changed
+      held.set(p.client, p);
+    }
+    if (held.size > 2 * limits.maxClientsPerRoom) slowConsumer(c, c.conn.bufferedAmount, `presence of ${held.size} clients held for it`);
+  }
+
+  /** Its output drained: the presence held for it goes out in one frame. */
+  function releaseHeldPresence(c: Session): void {
+    const held = c.presenceHeld;
+    if (!held || c.closed || c.conn.bufferedAmount > PRESENCE_BACKLOG_BYTES) return;
+    c.presenceHeld = undefined;
+    send(c, { t: 'presence', peers: [...held.values()] });
+  }
+
   function slowConsumer(c: Session, backlog: number, why: string): void {
     if (c.closed) return;
     metrics.slowConsumers.inc();
@@ -684,6 +722,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     for (const f of c.inbox) if ('held' in f) decoding -= f.held;
     c.inbox.length = 0;
     c.queuedBytes = 0;
+    c.presenceHeld = undefined;
     work.delete(c.roomName, c);
   }
 
@@ -738,7 +777,10 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       decoding += held;
       // An ack the frame carries (VIS-ACK-WITH-OPS) goes to the room with its first run of ops.
       c.inbox.unshift({ ops: frame.ops, done: 0, held, ack: (frame as { ack?: unknown }).ack });
-    } else c.host.receive(c.id, frame);
+    } else {
+      if ((frame as { t?: unknown } | null)?.t === 'presence') chargeOps(c, PRESENCE_OP_COST);
+      c.host.receive(c.id, frame);
+    }
   }
 
   /** Take `n` from the connection's op bucket and its user's (they may go negative: the next frame waits). */
@@ -1212,6 +1254,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       }
       let queued = 0;
       for (const c of sessions.values()) {
+        releaseHeldPresence(c);
         buffered += c.conn.bufferedAmount;
         queued += c.queuedBytes;
       }
