@@ -20,7 +20,7 @@ export { keyedMap } from './keyed-map.ts';
 export type { KeyedMap, KeyedMapNode, KeyedMapLeaf, KeyedMapBranch } from './keyed-map.ts';
 export { prepareRestore, storedRoomVersion, cannotRun } from './room-migration.ts';
 export type { PreparedRestore } from './room-migration.ts';
-export { findNonJson, domainCopy, scanOp, sameArgs, GENESIS_DIGEST, MAX_ARG_DEPTH } from './args.ts';
+export { findNonJson, domainCopy, domainBytes, scanOp, sameArgs, GENESIS_DIGEST, MAX_ARG_DEPTH } from './args.ts';
 export type { Machine, MachineSpec, MigrateFrom, OpTranslation, OpContext, OpFn, OpArgs, OpsOf, PresenceOf, StateOf, Json, OpInvocation } from './machine.ts';
 export * from './protocol.ts';
 export { ERROR_CODES, HerculesError, OpRejectedError, errorMessage, isErrorCode } from './errors.ts';
