@@ -47,6 +47,7 @@ function emptyMaps(n: number): Uint8Array {
   return b;
 }
 
+// spec: SEC-LIMITS
 test('an honest ops frame counts no more than its ops as scanOp counts them, plus the envelope', () => {
   const json = fc.jsonValue({ maxDepth: 6 }).filter((v) => !('problem' in scanOp(0, 'x', v)));
   const op = fc.record({ name: fc.constantFrom('say', 'move', 'a', 'a-rather-long-op-name'), args: json });
@@ -63,6 +64,7 @@ test('an honest ops frame counts no more than its ops as scanOp counts them, plu
   );
 });
 
+// spec: SEC-LIMITS
 test('the largest frames an honest client sends pass the bound', () => {
   // Two ops at MAX_OP_BYTES of empty arrays (5 units each), the costliest shape per byte.
   const big = (seq: number): Op => ({ seq, name: 'load', args: Array.from({ length: Math.floor((MAX_OP_BYTES - 40) / 5) }, () => []) });
@@ -77,6 +79,7 @@ test('the largest frames an honest client sends pass the bound', () => {
   assert.ok(m.units <= MAX_FRAME_UNITS, `${m.units} units`);
 });
 
+// spec: SEC-LIMITS
 test('a frame that would decode past the bound is refused before it is decoded: 1 MiB of empty maps', () => {
   const args = emptyMaps(1_000_000);
   const frame = new Uint8Array(11 + args.length);
@@ -90,6 +93,7 @@ test('a frame that would decode past the bound is refused before it is decoded: 
   assert.ok(small.heap >= 10_000 * 61, 'at least the measured 61 bytes an empty map');
 });
 
+// spec: SEC-LIMITS
 test('nesting deeper than MAX_DEPTH is refused; bytes that are not one MessagePack value are malformed, as msgpackr finds them', () => {
   const deep = (n: number) => Uint8Array.from([...Array(n).fill(0x91), 0xc0]);
   assert.ok(measureFrame(deep(MAX_DEPTH)).units > 0);

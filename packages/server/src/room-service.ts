@@ -62,7 +62,10 @@ export interface Limits {
   userOpsPerSecond: number;
   /** Bucket size of the per-user limit. Default 10,000. */
   userOpsBurst: number;
-  /** Sustained bytes per second of frames per connection (token bucket). Default 1 MiB. */
+  /**
+   * Sustained bytes per second of frames per connection (token bucket), a frame counting its
+   * bytes or the heap it decodes to, whichever is more. Default 1 MiB.
+   */
   bytesPerSecond: number;
   /** Bucket size: bytes a connection may send in a burst. Default 8 MiB. */
   bytesBurst: number;
