@@ -2,7 +2,7 @@
  * The decoded size of a client frame, read from its MessagePack bytes before anything is decoded
  * (issue 40): a frame under the byte limit can still decode to a huge value (1 MiB of empty maps
  * is a million objects, about 61 MiB of heap), so the server measures each frame first, refuses
- * one over MAX_FRAME_UNITS or MAX_DEPTH without decoding it, and charges the rest to the input
+ * one over MAX_FRAME_UNITS without decoding it, and charges the rest to the input
  * budget by the heap they will take. One pass over the bytes, skipping strings by their length;
  * it allocates nothing (chosen over a bounded decoder: bench/src/flood/decode-bound.bench.ts).
  *
@@ -11,7 +11,6 @@
  * UTF-8 bytes, a number 9, nil, a boolean or undefined 1, a bin or an extension 5 plus its bytes.
  */
 import { HerculesError } from './errors.ts';
-import { MAX_DEPTH } from './msgpack.ts';
 import { FRAME_BUDGET_BYTES, MAX_OPS_PER_FRAME } from './protocol.ts';
 
 /**
@@ -43,13 +42,21 @@ export interface FrameSize {
   heap: number;
 }
 
+/**
+ * Deeper than this, msgpackr runs out of stack (it recurses: a few thousand levels) and the frame
+ * is malformed either way; the measure says so first.
+ */
+export const MAX_MEASURED_DEPTH = 1 << 16;
+
 /** Items still to read of each open array or map (a map's count is its keys and values). */
-const left = new Int32Array(MAX_DEPTH + 2);
+const left = new Int32Array(MAX_MEASURED_DEPTH + 2);
 
 /**
  * Measure the one MessagePack value in `data` without decoding it. Throws HerculesError
- * `too-large` as soon as it passes `maxUnits` or nests deeper than MAX_DEPTH, and
- * `malformed-frame` if the bytes are not one MessagePack value (truncated, trailing bytes, 0xc1).
+ * `too-large` as soon as it passes `maxUnits`, and `malformed-frame` if the bytes are not one
+ * MessagePack value (truncated, trailing bytes, 0xc1) or nest deeper than MAX_MEASURED_DEPTH.
+ * Depth is not bounded here otherwise: a level costs a byte and 5 units, and arguments nested
+ * deeper than MAX_ARG_DEPTH are refused as ops, with their reason, as before.
  */
 export function measureFrame(data: Uint8Array, maxUnits = MAX_FRAME_UNITS): FrameSize {
   const end = data.length;
@@ -116,7 +123,7 @@ export function measureFrame(data: Uint8Array, maxUnits = MAX_FRAME_UNITS): Fram
     opened++;
     if (units > maxUnits) return tooLarge(maxUnits);
     if (n > 0) {
-      if (++depth > MAX_DEPTH) throw new HerculesError('too-large', `frame too large: nested deeper than ${MAX_DEPTH} levels`);
+      if (++depth > MAX_MEASURED_DEPTH) return malformed(`nested deeper than ${MAX_MEASURED_DEPTH} levels`);
       // Every item takes a byte at least: a claimed length the frame cannot hold is refused here.
       if (n > end - pos) return malformed('truncated');
       left[depth] = n;

@@ -19,7 +19,7 @@ import {
   scanOp,
   type OpsMessage,
 } from '../src/index.ts';
-import { MAX_DEPTH } from '../src/msgpack.ts';
+import { MAX_MEASURED_DEPTH } from '../src/frame-size.ts';
 
 const SEED = Number(process.env.FC_SEED ?? 42);
 const RUNS = Number(process.env.FC_RUNS ?? 1);
@@ -94,11 +94,12 @@ test('a frame that would decode past the bound is refused before it is decoded: 
 });
 
 // spec: SEC-LIMITS
-test('nesting deeper than MAX_DEPTH is refused; bytes that are not one MessagePack value are malformed, as msgpackr finds them', () => {
-  const deep = (n: number) => Uint8Array.from([...Array(n).fill(0x91), 0xc0]);
-  assert.ok(measureFrame(deep(MAX_DEPTH)).units > 0);
-  assert.doesNotThrow(() => packr.unpack(deep(MAX_DEPTH)));
-  refused(deep(MAX_DEPTH + 1), 'too-large');
+test('nesting is measured, not refused, up to where msgpackr runs out of stack; bytes that are not one MessagePack value are malformed, as msgpackr finds them', () => {
+  const deep = (n: number) => new Uint8Array(n + 1).fill(0x91).fill(0xc0, n);
+  assert.equal(measureFrame(deep(3000)).units, 3000 * 5 + 1, 'deep arguments are refused as ops, with their reason (OP-ARG-DOMAIN)');
+  assert.doesNotThrow(() => packr.unpack(deep(3000)));
+  refused(deep(MAX_MEASURED_DEPTH + 1), 'malformed-frame');
+  assert.throws(() => packr.unpack(deep(MAX_MEASURED_DEPTH)), 'msgpackr fails long before that depth');
   for (const bad of [[], [0x92, 0x01], [0x91, 0x01, 0x02], [0xdd, 0xff, 0xff, 0xff, 0xff], [0xda, 0x00, 0x09, 0x41], [0xc1]]) {
     const b = Uint8Array.from(bad);
     refused(b, 'malformed-frame');

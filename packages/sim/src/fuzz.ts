@@ -485,12 +485,12 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     if (!a.conn) return;
     // A presence flood: values back to back, as fast as a socket takes them.
     const flood = rng.chance(0.02) ? rng.int(1, 40) : 0;
-    for (let i = 0; i < flood && a.conn; i++) {
+    for (let i = 0; i < flood && a.conn && stats.frames < count; i++) {
       stats.presence++;
       handle(a, clientFrame({ t: 'presence', value: presenceValue() }));
     }
     overBound = false;
-    if (a.conn) handle(a, attackFrame(a));
+    if (a.conn && stats.frames < count) handle(a, attackFrame(a));
     overBound = false;
   };
   /** One hostile frame, as the server takes it: measured, decoded, checked, handed to the room. */
