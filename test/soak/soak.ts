@@ -22,7 +22,12 @@
  * 5 x the median outside it + 300 ms, both measured in this run, leaving out ops in flight across
  * a server restart; measured 114-184 ms against 10-38 ms here, where the flood, the server and
  * the clients share two cores; a server that read a waiting connection one frame a turn kept
- * them 280-1,200 ms, growing through the flood). SOAK_DEBUG=1 prints the
+ * them 280-1,200 ms, growing through the flood). With them (issue 40; `--amplifiers A`, default 2,
+ * and `--presence-flooders P`, default 2): connections sending decode-amplifying frames (empty
+ * maps a byte each, over and under the server's decoded-size bound) and presence values of 4,000
+ * characters as fast as their sockets take them, half of them never reading; checked as well:
+ * their frames over the bound are refused as too-large (SEC-LIMITS), within the same memory
+ * allowance (per connection) and the same honest median. SOAK_DEBUG=1 prints the
  * honest delays per 5 s and the flood's progress.
  *
  * The upgrade (embedded mode): at 65% of the chaos the server is SIGKILLed and, after 3-5 s in
@@ -70,6 +75,8 @@ try {
       rooms: { type: 'string', default: '4' },
       procs: { type: 'string', default: '4' },
       flooders: { type: 'string' },
+      amplifiers: { type: 'string' },
+      'presence-flooders': { type: 'string' },
       cluster: { type: 'boolean', default: false },
       seed: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -81,7 +88,7 @@ try {
 }
 if (args.help) {
   console.log(
-    'npm run soak -- [--cluster] [--minutes N, default 2] [--rooms R, default 4] [--procs P client processes, default 4] [--flooders F, default 2; 0 with --cluster] [--seed S]',
+    'npm run soak -- [--cluster] [--minutes N, default 2] [--rooms R, default 4] [--procs P client processes, default 4] [--flooders F, default 2; 0 with --cluster] [--amplifiers A, default 2; 0 with --cluster] [--presence-flooders P, default 2; 0 with --cluster] [--seed S]',
   );
   process.exit(0);
 }
@@ -89,9 +96,12 @@ const cluster = args.cluster === true;
 const minutes = Number(args.minutes),
   nRooms = Number(args.rooms),
   nProcs = Number(args.procs),
-  nFlooders = Number(args.flooders ?? (cluster ? 0 : 2));
-if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1) || !(Number.isInteger(nFlooders) && nFlooders >= 0)) {
-  console.error('soak: --minutes, --rooms and --procs must be positive numbers, --flooders a whole number');
+  nFlooders = Number(args.flooders ?? (cluster ? 0 : 2)),
+  nAmplifiers = Number(args.amplifiers ?? (cluster ? 0 : 2)),
+  nPresence = Number(args['presence-flooders'] ?? (cluster ? 0 : 2));
+const whole = (n: number) => Number.isInteger(n) && n >= 0;
+if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1) || ![nFlooders, nAmplifiers, nPresence].every(whole)) {
+  console.error('soak: --minutes, --rooms and --procs must be positive numbers, --flooders, --amplifiers and --presence-flooders whole numbers');
   process.exit(2);
 }
 // Chaos timing is random (real processes are not deterministic anyway); the seed is printed.
@@ -425,7 +435,7 @@ const runningClones = new Set<Promise<void>>();
 /** The limits the server runs with (the CLI's defaults; docs/security.md): what its input may hold. */
 const MAX_FRAME_BYTES = 1 << 20,
   MAX_QUEUED_BYTES = 2 * MAX_FRAME_BYTES + (64 << 10),
-  MAX_DECODING_BYTES = 8 << 20;
+  MAX_DECODING_BYTES = 32 << 20;
 /**
  * RSS the flood may add while it runs, per flooding connection and in all. The V8 heap grows
  * ahead of its collections: bench/src/flood with 2 flooders and the soak's honest load peaked
@@ -434,11 +444,32 @@ const MAX_FRAME_BYTES = 1 << 20,
  */
 const FLOOD_MB_PER_CONNECTION = 150,
   FLOOD_MB_BASE = 64;
-const flood = { startedAt: NaN, stoppedAt: NaN, sent: 0, verdicts: 0, refused: 0, connects: 0, errors: {} as Record<string, number> };
+/**
+ * The same for issue 40's connections: an amplifier holds at most one frame of ~4.7 MB decoded
+ * (the decoding budget bounds them together) and a refused frame of 1 MB in its socket reader; a
+ * presence flooder, its queue and one value. Before the fix, 8 amplifiers took the server from
+ * 144 to 2,243 MB (bench/src/flood).
+ */
+const AMPLIFIER_MB = 60,
+  PRESENCE_FLOODER_MB = 20;
+const flood = {
+  startedAt: NaN,
+  stoppedAt: NaN,
+  sent: 0,
+  verdicts: 0,
+  refused: 0,
+  connects: 0,
+  amplified: 0,
+  presence: 0,
+  errors: {} as Record<string, number>,
+  closes: {} as Record<string, number>,
+};
+const flooding = nFlooders + nAmplifiers + nPresence > 0;
 let flooder: ChildProcess | undefined;
 function startFlood(): void {
   flood.startedAt = performance.now();
-  flooder = spawn(process.execPath, ['--import', 'tsx', join(here, 'flood-proc.ts'), url, String(nFlooders), `flood-${seed}`], {
+  const argv = [url, String(nFlooders), `flood-${seed}`, String(nAmplifiers), String(nPresence)];
+  flooder = spawn(process.execPath, ['--import', 'tsx', join(here, 'flood-proc.ts'), ...argv], {
     cwd: root,
     stdio: ['pipe', 'pipe', 'inherit'],
   });
@@ -447,13 +478,16 @@ function startFlood(): void {
     try {
       const m = JSON.parse(line);
       if (process.env.SOAK_DEBUG && m.t === 'flood') log(line);
-      if (m.t === 'flood') Object.assign(flood, { sent: m.sent, verdicts: m.verdicts, refused: m.refused, connects: m.connects, errors: m.errors });
+      if (m.t === 'flood') {
+        const { sent, verdicts, refused, connects, amplified, presence, errors, closes } = m;
+        Object.assign(flood, { sent, verdicts, refused, connects, amplified, presence, errors, closes });
+      }
     } catch {
       /* not ours */
     }
   });
   flooder.on('exit', () => children.delete(flooder!));
-  log(`flood: ${nFlooders} connections sending frames of 10,000 chat ops`);
+  log(`flood: ${nFlooders} connections sending frames of 10,000 chat ops, ${nAmplifiers} decode-amplifying frames, ${nPresence} presence values`);
 }
 async function stopFlood(): Promise<void> {
   const f = flooder;
@@ -642,7 +676,7 @@ const upgradeAt = chaosStart + minutes * 60_000 * 0.65;
 const floodFrom = chaosStart + minutes * 60_000 * 0.25,
   floodTo = chaosStart + minutes * 60_000 * 0.6;
 while (performance.now() < end) {
-  if (nFlooders > 0 && !flooder && Number.isNaN(flood.startedAt) && performance.now() >= floodFrom) startFlood();
+  if (flooding && !flooder && Number.isNaN(flood.startedAt) && performance.now() >= floodFrom) startFlood();
   if (flooder && performance.now() >= floodTo) await stopFlood();
   if (!cluster && !upgrade.done && performance.now() >= upgradeAt) await upgradeServer(slots[0]);
   await new Promise((r) => setTimeout(r, 500 + rand() * 2500));
@@ -881,13 +915,13 @@ if (upgraded) {
 } else if (!cluster) upgradeProblems.push(['REC-MIGRATE-ONCE', 'the upgrade did not happen']);
 // The flood: its memory, the server's input against its bound, the honest clients' delay.
 const floodProblems: [rule: string, what: string][] = [];
-if (nFlooders > 0) {
+if (flooding) {
   const during = (ms: number) => ms >= flood.startedAt && ms <= flood.stoppedAt;
   const before = rss.filter((x) => t0 + x.t * 1000 < flood.startedAt).map((x) => x.mb);
   const inFlood = rss.filter((x) => during(t0 + x.t * 1000)).map((x) => x.mb);
   const base = Math.max(...before),
     floodPeak = Math.max(...inFlood);
-  const allowed = base + nFlooders * FLOOD_MB_PER_CONNECTION + FLOOD_MB_BASE;
+  const allowed = base + nFlooders * FLOOD_MB_PER_CONNECTION + nAmplifiers * AMPLIFIER_MB + nPresence * PRESENCE_FLOODER_MB + FLOOD_MB_BASE;
   const median = (xs: number[]) => pct(xs, 0.5);
   const steady = honest.filter((o) => !outages.some((x) => o.at <= x.to && o.at + o.a >= x.from));
   const aFlood = steady.filter((o) => during(o.at)).map((o) => o.a),
@@ -908,7 +942,7 @@ if (nFlooders > 0) {
       );
   }
   console.log(
-    `flood: ${nFlooders} connections for ${((flood.stoppedAt - flood.startedAt) / 1000).toFixed(0)} s; ${flood.sent} ops sent, ${flood.verdicts} answered (${flood.refused} refused), ${flood.connects} connections made; errors: ${JSON.stringify(flood.errors)}`,
+    `flood: ${nFlooders} + ${nAmplifiers} + ${nPresence} connections for ${((flood.stoppedAt - flood.startedAt) / 1000).toFixed(0)} s; ${flood.sent} ops sent, ${flood.verdicts} answered (${flood.refused} refused), ${flood.amplified} amplifying frames, ${flood.presence} presence values, ${flood.connects} connections made; errors: ${JSON.stringify(flood.errors)}; closes: ${JSON.stringify(flood.closes)}`,
   );
   console.log(
     `flood: server RSS before ${base.toFixed(0)} MB, peak during ${floodPeak.toFixed(0)} MB (allowed ${allowed.toFixed(0)}); input gauges over ${inputPeak.samples} samples: queued peak ${inputPeak.queued} bytes (${inputPeak.connections} connections, at most ${MAX_QUEUED_BYTES} each), decoding peak ${inputPeak.decoding} bytes (budget ${MAX_DECODING_BYTES})`,
@@ -917,7 +951,12 @@ if (nFlooders > 0) {
     `flood: honest ops' delay to Authoritative, median during the flood ${median(aFlood).toFixed(1)} ms (${aFlood.length} ops), outside it ${median(aCalm).toFixed(1)} ms (${aCalm.length} ops), leaving out ${honest.length - steady.length} ops in flight across a server restart; fair if during <= 5 x outside + 300 ms = ${fairLimit.toFixed(0)} ms`,
   );
   // A flood that was never answered, or a run without samples, checked nothing.
-  if (flood.verdicts < 10_000) floodProblems.push(['SEC-MEMORY', `the flood was not exercised: ${flood.verdicts} of its ops answered (want at least 10,000)`]);
+  if (nFlooders > 0 && flood.verdicts < 10_000)
+    floodProblems.push(['SEC-MEMORY', `the flood was not exercised: ${flood.verdicts} of its ops answered (want at least 10,000)`]);
+  // Issue 40: the amplifiers' frames over the bound are refused before decoding (too-large, 1009).
+  if (nAmplifiers > 0 && !(flood.errors['too-large'] > 0))
+    floodProblems.push(['SEC-LIMITS', `no amplifying frame was refused as too-large (${flood.amplified} sent; errors ${JSON.stringify(flood.errors)})`]);
+  if (nPresence > 0 && flood.presence < 1000) floodProblems.push(['SEC-FAIR', `the presence flood was not exercised: ${flood.presence} values sent`]);
   if (!(inFlood.length >= 3 && before.length >= 1))
     floodProblems.push(['SEC-MEMORY', `too few memory samples around the flood (${before.length} before, ${inFlood.length} during)`]);
   else if (floodPeak > allowed)

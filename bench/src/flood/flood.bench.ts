@@ -1,7 +1,7 @@
 /**
  * Memory and fairness under a flood inside the limits (issue 17, item 4).
  *
- *   node -C @hercules/source --import tsx bench/src/flood/flood.bench.ts [--flooders 4] [--shape small|large]
+ *   node -C @hercules/source --import tsx bench/src/flood/flood.bench.ts [--flooders 4] [--shape small|large|amplify|amplify-small|presence|presence-deaf]
  *        [--flood-s 20] [--after-s 30] [--same-room] [--limits '{"opsPerSecond":1000}'] [--honest 1x1] [--every-ms 100]
  *
  * A server process (its own memory), a flooder process (N raw connections, each in its own room
@@ -110,7 +110,7 @@ const tickers = honest.map((h, i) =>
 
 await sleep(QUIET_S * 1000);
 phase = 'flood';
-let flooded = { sent: 0, verdicts: 0, closes: 0 };
+let flooded = { sent: 0, verdicts: 0, closes: 0, closeCodes: {} };
 const flooder = fork(join(here, 'flooder-proc.ts'), [url, String(FLOODERS), SHAPE, 'flood', values['same-room'] ? 'same' : 'own'], { execArgv });
 flooder.on('message', (m: typeof flooded) => {
   flooded = m;
@@ -138,7 +138,7 @@ console.log(
   `flood: ${FLOODERS} connections${values['same-room'] ? ' in one room' : ', each in its own room'}, shape ${SHAPE}, ${FLOOD_S} s, then ${AFTER_S} s idle; limits ${values.limits ?? 'default'}; honest: ${HONEST_ROOMS} rooms x ${PER_ROOM} clients, an op each every ${EVERY_MS} ms`,
 );
 console.log(
-  `  flooders: ${flooded.sent} ops sent, ${flooded.verdicts} ordered (${(flooded.verdicts / FLOOD_S).toFixed(0)}/s), ${flooded.closes} connections closed by the server`,
+  `  flooders: ${flooded.sent} ops sent, ${flooded.verdicts} ordered (${(flooded.verdicts / FLOOD_S).toFixed(0)}/s), ${flooded.closes} connections closed by the server ${JSON.stringify(flooded.closeCodes)}`,
 );
 console.log(
   `  server RSS: ${MB(before.rss)} before, peak ${MB(peakRss)} (at ${peakAt.toFixed(1)} s), ${MB(atFloodEnd.rss)} when the flood stopped, ${MB(end.rss)} at the end`,

@@ -158,7 +158,9 @@ function mixString(s: string): void {
     const ch = s.charCodeAt(i);
     a = Math.imul(a ^ ch, 2654435761);
     b = Math.imul(b ^ ch, 1597334677);
-    n += ch < 0x80 ? 1 : ch < 0x800 ? 2 : 3; // a surrogate pair counts 3 + 3: at least its 4
+    // UTF-8's bytes exactly: a surrogate pair (one code point, 4 bytes) counts 2 + 2; a lone
+    // surrogate is outside the domain (wellFormed).
+    n += ch < 0x80 ? 1 : ch < 0x800 || (ch & 0xf800) === 0xd800 ? 2 : 3;
   }
   h1 = a;
   h2 = b;
@@ -215,6 +217,19 @@ function walk(v: unknown, depth: number): boolean {
     default:
       return false;
   }
+}
+
+/**
+ * A value's size as the argument domain counts it, with no op around it (the presence bound,
+ * MAX_PRESENCE_BYTES): a string (an object's key too) its UTF-8 bytes + 5, a number 9, an array
+ * or object 5 plus what it holds, null or a boolean 1. An upper bound of its MessagePack size
+ * (which writes a short string's header in 1 byte and a small integer in 1). Or why the value is
+ * outside the domain.
+ */
+export function domainBytes(v: unknown): number | { problem: string } {
+  const scan = scanOp(0, '', v);
+  // scanOp's bytes also count the op's name ('': a string of 0 bytes, 5) and 8 for the op.
+  return 'problem' in scan ? scan : scan.bytes - 13;
 }
 
 /** Whether two ops' arguments are the same JSON data (for the rare comparisons of a resend). */

@@ -328,8 +328,17 @@ export const MAX_OP_NAME = 128;
  */
 export const RECENT_DIGESTS = 16;
 
-/** The largest presence value a connection may set (its size as scanOp measures it). */
+/**
+ * The largest presence value a connection may set, in bytes as the argument domain counts them
+ * (domainBytes, args.ts: a string its UTF-8 bytes + 5, a number 9, an array or object 5, null or a
+ * boolean 1): a string alone of up to 4,091 ASCII characters.
+ */
 export const MAX_PRESENCE_BYTES = 4096;
+
+/** Why a presence value of `bytes` (domainBytes) is refused: the same words from the client and the server. */
+export function presenceTooLarge(bytes: number): string {
+  return `${bytes} bytes as the argument domain counts them (a string's UTF-8 bytes + 5, a number 9, an array or object 5, null or a boolean 1), over the ${MAX_PRESENCE_BYTES} allowed`;
+}
 
 /** The most seqs a hello may ask the server to verify (HelloMessage.verify). */
 export const MAX_VERIFY = 64;

@@ -15,9 +15,10 @@
 import { HerculesError, errorMessage, unreachable, type ErrorCode } from './errors.ts';
 import { SYSTEM_CLIENT, applyOp, applyOps, deepFreeze, translateOp, type Machine } from './machine.ts';
 import { prepareRestore } from './room-migration.ts';
-import { GENESIS_DIGEST, domainCopy, sameArgs, scanOp } from './args.ts';
+import { GENESIS_DIGEST, domainBytes, domainCopy, sameArgs, scanOp } from './args.ts';
 import {
   MAX_PRESENCE_BYTES,
+  presenceTooLarge,
   protocolRefusal,
   RECENT_DIGESTS,
   type PeerPresence,
@@ -689,9 +690,9 @@ export class RoomEngine<S = unknown> {
       this.error(s.conn, 'forbidden', 'read-only access; this room does not let readers set presence', false);
       return;
     }
-    const scan = scanOp(0, 'presence', value);
-    if ('problem' in scan || scan.bytes > MAX_PRESENCE_BYTES) {
-      const why = 'problem' in scan ? scan.problem : `${scan.bytes} bytes, over the ${MAX_PRESENCE_BYTES} allowed`;
+    const size = domainBytes(value);
+    if (typeof size !== 'number' || size > MAX_PRESENCE_BYTES) {
+      const why = typeof size !== 'number' ? size.problem : presenceTooLarge(size);
       this.error(s.conn, 'too-large', `presence not set: ${why}; keep presence small (cursor, selection, name)`, false);
       return;
     }

@@ -22,12 +22,13 @@
  */
 import { HerculesError, isErrorCode, type ErrorCode } from './errors.ts';
 import { applyOps, deepFreeze, migrateState, translateOp, type Machine, type OpInvocation } from './machine.ts';
-import { GENESIS_DIGEST, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
+import { GENESIS_DIGEST, domainBytes, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
 import {
   FRAME_BUDGET_BYTES,
   MAX_OPS_PER_FRAME,
   MAX_OP_BYTES,
   MAX_PRESENCE_BYTES,
+  presenceTooLarge,
   MAX_VERIFY,
   PROTOCOL_VERSION,
   RECENT_DIGESTS,
@@ -442,13 +443,10 @@ export class ViewEngine<S = unknown> {
    */
   setPresence(value: unknown): void {
     if (value !== undefined && value !== null) {
-      const scan = scanOp(0, 'presence', value);
-      if ('problem' in scan) throw new HerculesError('bad-argument', `presence: ${scan.problem}`);
-      if (scan.bytes > MAX_PRESENCE_BYTES)
-        throw new HerculesError(
-          'too-large',
-          `presence is ${scan.bytes} bytes, over the ${MAX_PRESENCE_BYTES} allowed; keep it small (cursor, selection, name)`,
-        );
+      const size = domainBytes(value);
+      if (typeof size !== 'number') throw new HerculesError('bad-argument', `presence: ${size.problem}`);
+      if (size > MAX_PRESENCE_BYTES)
+        throw new HerculesError('too-large', `presence not set: ${presenceTooLarge(size)}; keep it small (cursor, selection, name)`);
       const invalid = this.machine.validatePresence(value);
       if (invalid !== undefined) throw new HerculesError('bad-argument', `${invalid}; room.presence.set takes what the machine's presence schema allows`);
       value = deepFreeze(domainCopy('presence', value));

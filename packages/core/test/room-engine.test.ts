@@ -1,6 +1,18 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { GENESIS_DIGEST, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, RoomEngine, scanOp, type RoomOutput, type ServerMessage } from '../src/index.ts';
+import {
+  GENESIS_DIGEST,
+  MAX_PRESENCE_BYTES,
+  MIN_PROTOCOL_VERSION,
+  PROTOCOL_VERSION,
+  RoomEngine,
+  ViewEngine,
+  domainBytes,
+  scanOp,
+  type HerculesError,
+  type RoomOutput,
+  type ServerMessage,
+} from '../src/index.ts';
 import { watchRuns } from '@hercules/test-utils';
 import { room } from './fixtures.ts';
 
@@ -776,6 +788,34 @@ test('presence: sent at once to the others, never persisted; a joiner gets every
   assert.deepEqual(ofType(to(gone, 'k3'), 'presence'), [{ t: 'presence', peers: [{ client: 'a', value: null }] }]);
   const w2 = ofType(to(join(r, 'k4', 'd'), 'k4'), 'welcome')[0];
   assert.equal(w2.presence, undefined, 'no one left with presence');
+});
+
+// spec: PRESENCE-EPHEMERAL
+test('presence: the 4 KiB bound counts the value alone, strings by their UTF-8 bytes + 5, the same on client and server', () => {
+  // Issue 40: ~4,075 ASCII characters were refused where the docs said 4 KiB (the op name
+  // "presence" and an op's 8 bytes were counted too), and a character outside the BMP counted 6.
+  const r = new RoomEngine(room);
+  join(r, 'k1', 'a');
+  join(r, 'k2', 'b');
+  const client = new ViewEngine(room, { clientId: 'me', now: () => 0 });
+  const fits = ['x'.repeat(4091), 'é'.repeat(2045), '😀'.repeat(1022), { text: 'y'.repeat(4077) }]; // 4096, 4095, 4093, 5 + 9 + 4082
+  for (const value of fits) {
+    assert.equal((domainBytes(value) as number) <= MAX_PRESENCE_BYTES, true, JSON.stringify(value).slice(0, 20));
+    assert.deepEqual(ofType(to(r.message('k1', { t: 'presence', value }, 1), 'k1'), 'error'), [], 'the room takes it');
+    assert.doesNotThrow(() => client.setPresence(value), 'the client takes it');
+  }
+  for (const value of ['x'.repeat(4092), { text: 'y'.repeat(4078) }]) {
+    const errs = ofType(to(r.message('k1', { t: 'presence', value }, 1), 'k1'), 'error');
+    assert.deepEqual(
+      errs.map((e) => e.code),
+      ['too-large'],
+    );
+    assert.match(errs[0].message, /4097 bytes as the argument domain counts them \(a string's UTF-8 bytes \+ 5/);
+    assert.throws(
+      () => client.setPresence(value),
+      (e: HerculesError) => e.code === 'too-large' && /4097 bytes as the argument domain/.test(e.message),
+    );
+  }
 });
 
 // spec: PRESENCE-EPHEMERAL

@@ -21,6 +21,8 @@ import {
   HerculesError,
   ServerCodec,
   machineAt,
+  measureFrame,
+  type PeerPresence,
   type AuthorizeOp,
   type ClientRecord,
   type ErrorCode,
@@ -60,7 +62,10 @@ export interface Limits {
   userOpsPerSecond: number;
   /** Bucket size of the per-user limit. Default 10,000. */
   userOpsBurst: number;
-  /** Sustained bytes per second of frames per connection (token bucket). Default 1 MiB. */
+  /**
+   * Sustained bytes per second of frames per connection (token bucket), a frame counting its
+   * bytes or the heap it decodes to, whichever is more. Default 1 MiB.
+   */
   bytesPerSecond: number;
   /** Bucket size: bytes a connection may send in a burst. Default 8 MiB. */
   bytesBurst: number;
@@ -72,9 +77,10 @@ export interface Limits {
    */
   maxQueuedBytes: number;
   /**
-   * Bytes of frames over 64 KiB decoded and being handled, over the whole server: a frame
-   * decodes to up to about 64 times its size, so this bounds that memory for all connections
-   * together; large frames past it wait, undecoded, for their turn. Default 8 MiB.
+   * Heap of the large frames decoded and being handled, over the whole server, as measureFrame
+   * estimates it from their bytes before decoding (a frame can decode to 64 times its size): this
+   * bounds that memory for all connections together; a frame whose estimate is over 256 KiB
+   * waits, undecoded, for its turn past it. Default 32 MiB.
    */
   maxDecodingBytes: number;
   /** Connections per room. Default 256. */
@@ -98,7 +104,7 @@ const DEFAULT_LIMITS: Omit<Limits, 'maxQueuedBytes'> = {
   userOpsBurst: 10_000,
   bytesPerSecond: 1 << 20,
   bytesBurst: 8 << 20,
-  maxDecodingBytes: 8 << 20,
+  maxDecodingBytes: 32 << 20,
   maxClientsPerRoom: 256,
   maxConnections: 10_000,
   maxSendBufferBytes: 16 << 20,
@@ -107,8 +113,30 @@ const DEFAULT_LIMITS: Omit<Limits, 'maxQueuedBytes'> = {
 
 /** What one socket read can still deliver after the server pauses a connection. */
 const READ_CHUNK_BYTES = 64 << 10;
-/** Frames up to this size are decoded without waiting for the server's decoding budget. */
-const SMALL_FRAME_BYTES = 64 << 10;
+/** Frames whose decoded heap (measureFrame's estimate) is up to this are decoded without waiting for the server's decoding budget. */
+const SMALL_FRAME_HEAP = 256 << 10;
+/**
+ * A frame is charged to its connection's byte bucket by its bytes on the wire or by the heap it
+ * decodes to (measureFrame's estimate), whichever is more: the budget counts what decoding
+ * costs. Ordinary ops decode to 1-3 times their bytes (10,000 chat ops: 0.74 MB, 2.0 MB
+ * estimated; large string arguments about 1x), so the op rate binds long before this does;
+ * 65 KB of empty maps (issue 40), 4.7 MB decoded, is charged 4.7 MB. Measured with a quarter of
+ * the heap instead, 64 such connections kept an honest client in another room at p50 373 ms,
+ * p99 1.0 s; charged in full, p50 3.8 ms, p99 845 ms (the first burst), bench/src/flood.
+ */
+const HEAP_PER_CHARGED_BYTE = 1;
+/**
+ * Presence costs a connection (and its user) as much of the op budget as an op: its work on the
+ * server (decode, the domain scan, the schema, one fan-out to each member, coalesced past
+ * presenceEveryMs) is at most an op's, which is also ordered and stored. An honest client sends
+ * at most 62 a second (16 ms pacing), 6% of the default op rate.
+ */
+const PRESENCE_OP_COST = 1;
+/**
+ * Presence for a connection whose unsent output is over this waits in a map of the latest value
+ * per peer (the latest wins: a slow reader never needs older ones), sent when its output drains.
+ */
+const PRESENCE_BACKLOG_BYTES = 64 << 10;
 /** Bookkeeping a queued frame costs even when it is empty, counted against maxQueuedBytes. */
 const FRAME_OVERHEAD_BYTES = 256;
 /**
@@ -358,11 +386,13 @@ interface Session {
   /** The bucket of its user, shared with the user's other connections (Limits.userOpsPerSecond). */
   userBucket?: UserBucket;
   /**
-   * Frames not handled yet, oldest first: raw frames, and at the front possibly an ops frame
-   * decoded and handled in part (`done` of its ops so far; `raw`, its size, is counted in the
-   * server's decoding budget until it is done).
+   * Frames not handled yet, oldest first: raw frames (`heap`: measureFrame's estimate of their
+   * decoded size), and at the front possibly an ops frame decoded and handled in part (`done` of
+   * its ops so far; `held`, its heap, is counted in the server's decoding budget until it is done).
    */
-  inbox: ({ data: Uint8Array; isBinary: boolean; at: number } | { ops: unknown[]; done: number; raw: number; ack?: unknown })[];
+  inbox: ({ data: Uint8Array; isBinary: boolean; at: number; heap: number } | { ops: unknown[]; done: number; held: number; ack?: unknown })[];
+  /** Presence waiting for this connection's output to drain, the latest per peer (PRESENCE_BACKLOG_BYTES). */
+  presenceHeld?: Map<string, PeerPresence>;
   /** Bytes of the raw frames in `inbox` (each at least FRAME_OVERHEAD_BYTES). */
   queuedBytes: number;
   /** The connection is paused because input of it waits: its silence is ours. */
@@ -612,6 +642,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   function send(c: Session, msg: ServerMessage): void {
     if (c.closed) return;
+    if (msg.t === 'presence' && (c.presenceHeld || c.conn.bufferedAmount > PRESENCE_BACKLOG_BYTES)) return holdPresence(c, msg.peers);
     let buf: Uint8Array;
     try {
       buf = c.codec.encode(msg);
@@ -647,6 +678,28 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     metrics.bytesOut.inc(buf.length);
   }
 
+  /**
+   * Presence for a connection that is behind on its output waits here, the latest value per peer
+   * (a slow reader needs no older one), so it holds at most one value per client of the room;
+   * a reader so slow that more clients came and went than the room holds is a slow consumer.
+   */
+  function holdPresence(c: Session, peers: readonly PeerPresence[]): void {
+    const held = (c.presenceHeld ??= new Map());
+    for (const p of peers) {
+      held.delete(p.client); // re-inserted last: the held peers go out in the order they changed
+      held.set(p.client, p);
+    }
+    if (held.size > 2 * limits.maxClientsPerRoom) slowConsumer(c, c.conn.bufferedAmount, `presence of ${held.size} clients held for it`);
+  }
+
+  /** Its output drained: the presence held for it goes out in one frame. */
+  function releaseHeldPresence(c: Session): void {
+    const held = c.presenceHeld;
+    if (!held || c.closed || c.conn.bufferedAmount > PRESENCE_BACKLOG_BYTES) return;
+    c.presenceHeld = undefined;
+    send(c, { t: 'presence', peers: [...held.values()] });
+  }
+
   function slowConsumer(c: Session, backlog: number, why: string): void {
     if (c.closed) return;
     metrics.slowConsumers.inc();
@@ -669,9 +722,10 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     if (c.waitTimer) clock.clearTimeout(c.waitTimer);
     if (c.expiryTimer) clock.clearTimeout(c.expiryTimer);
     c.helloTimer = c.waitTimer = c.expiryTimer = undefined;
-    for (const f of c.inbox) if ('raw' in f) decoding -= f.raw;
+    for (const f of c.inbox) if ('held' in f) decoding -= f.held;
     c.inbox.length = 0;
     c.queuedBytes = 0;
+    c.presenceHeld = undefined;
     work.delete(c.roomName, c);
   }
 
@@ -696,8 +750,11 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   // ------------------------------------------------------------ frames
 
-  /** `queuedMs`: how long the frame waited for its turn since it arrived (for opPath). */
-  function onFrame(c: Session, data: Uint8Array, isBinary: boolean, budgeted: boolean, queuedMs: number): void {
+  /**
+   * `held`: the heap counted in the decoding budget while the frame's ops are handled (0: a small
+   * frame); `queuedMs`: how long the frame waited for its turn since it arrived (for opPath).
+   */
+  function onFrame(c: Session, data: Uint8Array, isBinary: boolean, held: number, queuedMs: number): void {
     metrics.framesIn.inc();
     metrics.bytesIn.inc(data.length);
     if (!isBinary) {
@@ -719,13 +776,31 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       metrics.opPath.observe({ stage: 'queued' }, queuedMs / 1000);
       metrics.opPath.observe({ stage: 'decode' }, (clock.now() - decodeStart) / 1000);
       // Charged in full now; handled in runs over the next turns (see turn()).
-      c.tokens -= frame.ops.length;
-      if (c.userBucket) c.userBucket.tokens -= frame.ops.length;
-      const raw = budgeted ? data.length : 0;
-      decoding += raw;
+      chargeOps(c, frame.ops.length);
+      decoding += held;
       // An ack the frame carries (VIS-ACK-WITH-OPS) goes to the room with its first run of ops.
-      c.inbox.unshift({ ops: frame.ops, done: 0, raw, ack: (frame as { ack?: unknown }).ack });
-    } else c.host.receive(c.id, frame);
+      c.inbox.unshift({ ops: frame.ops, done: 0, held, ack: (frame as { ack?: unknown }).ack });
+    } else {
+      if ((frame as { t?: unknown } | null)?.t === 'presence') chargeOps(c, PRESENCE_OP_COST);
+      c.host.receive(c.id, frame);
+    }
+  }
+
+  /** Take `n` from the connection's op bucket and its user's (they may go negative: the next frame waits). */
+  function chargeOps(c: Session, n: number): void {
+    c.tokens -= n;
+    if (c.userBucket) c.userBucket.tokens -= n;
+  }
+
+  /**
+   * A frame measureFrame refused before decoding it: over the decoded-size bound, `too-large`
+   * with 1009 (as a frame over maxFrameBytes), or not one MessagePack value, `malformed-frame`
+   * with 1007 (as a frame that fails to decode). Fatal: the client library never sends either.
+   */
+  function refuseFrame(c: Session, e: unknown): void {
+    const tooLarge = e instanceof HerculesError && e.code === 'too-large';
+    if (!tooLarge) metrics.malformed.inc();
+    cut(c, tooLarge ? 'too-large' : 'malformed-frame', tooLarge ? 1009 : 1007, errText(e), true);
   }
 
   /** The first frame must be hello: it names the machine, which picks (or creates) the room. Its input waits meanwhile. */
@@ -830,15 +905,17 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       try {
         if ('data' in next) {
           if (c.tokens < 1 || c.byteTokens < 1 || (u && u.tokens < 1)) return waitForTokens(c);
-          // The server-wide decoding budget, for large frames: they wait for others to be
-          // handled first (one is always allowed, so a frame larger than the budget still goes
-          // through). Small frames never wait for it, so a room that sends little is not held
-          // up behind rooms that send much; each connection has at most one frame decoded.
-          if (next.data.length > SMALL_FRAME_BYTES && decoding > 0 && decoding + next.data.length > limits.maxDecodingBytes) break;
+          // The server-wide decoding budget, for large frames (by the heap they decode to):
+          // they wait for others to be handled first (one is always allowed, so a frame larger
+          // than the budget still goes through). Small frames never wait for it, so a room that
+          // sends little is not held up behind rooms that send much; each connection has at
+          // most one frame decoded.
+          const large = next.heap > SMALL_FRAME_HEAP;
+          if (large && decoding > 0 && decoding + next.heap > limits.maxDecodingBytes) break;
           c.inbox.shift();
           c.queuedBytes -= Math.max(next.data.length, FRAME_OVERHEAD_BYTES);
-          c.byteTokens -= next.data.length;
-          onFrame(c, next.data, next.isBinary, next.data.length > SMALL_FRAME_BYTES, now - next.at);
+          c.byteTokens -= Math.max(next.data.length, next.heap / HEAP_PER_CHARGED_BYTE);
+          onFrame(c, next.data, next.isBinary, large ? next.heap : 0, now - next.at);
         } else {
           const host = c.host!; // ops frames are queued only after hello
           const stats = roomStats.get(host.name);
@@ -849,7 +926,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           next.done += n;
           if (next.done === next.ops.length) {
             c.inbox.shift();
-            decoding -= next.raw;
+            decoding -= next.held;
           }
           host.receive(c.id, ack === undefined ? { t: 'ops', ops } : { t: 'ops', ops, ack });
           if (stats) stats.costPerOp = Math.max(1e-4, 0.7 * stats.costPerOp + (0.3 * (clock.now() - now)) / n);
@@ -1098,7 +1175,17 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
             );
             return;
           }
-          c.inbox.push({ data, isBinary, at: clock.now() });
+          // Its decoded size, from its bytes: a frame over the bound is refused before it is decoded.
+          let heap = 0;
+          if (isBinary) {
+            try {
+              heap = measureFrame(data).heap;
+            } catch (e) {
+              refuseFrame(c, e);
+              return;
+            }
+          }
+          c.inbox.push({ data, isBinary, at: clock.now(), heap });
           c.queuedBytes += size;
           ready(c);
         }),
@@ -1170,6 +1257,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       }
       let queued = 0;
       for (const c of sessions.values()) {
+        releaseHeldPresence(c);
         buffered += c.conn.bufferedAmount;
         queued += c.queuedBytes;
       }

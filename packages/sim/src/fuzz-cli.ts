@@ -38,7 +38,7 @@ const seeds =
 const t0 = performance.now();
 let frames = 0,
   failed = 0;
-const total = { malformedBytes: 0, invalidMessages: 0, validMessages: 0, refusedOps: 0, honestOps: 0 };
+const total = { malformedBytes: 0, tooLarge: 0, presence: 0, invalidMessages: 0, validMessages: 0, refusedOps: 0, honestOps: 0 };
 for (const seed of seeds) {
   try {
     const s = runFuzz(seed, count);
@@ -53,7 +53,7 @@ for (const seed of seeds) {
 }
 const s = (performance.now() - t0) / 1000;
 console.log(
-  `fuzz: ${seeds.length} seed(s), ${frames} hostile frames in ${s.toFixed(1)} s (${Math.round(frames / s)} frames/s): ${total.malformedBytes} undecodable, ${total.invalidMessages} decoded but invalid, ${total.validMessages} valid messages (${total.refusedOps} ops refused before ordering); ${total.honestOps} honest ops, all checked`,
+  `fuzz: ${seeds.length} seed(s), ${frames} hostile frames in ${s.toFixed(1)} s (${Math.round(frames / s)} frames/s): ${total.malformedBytes} undecodable, ${total.tooLarge} refused as too large before decoding, ${total.presence} presence values in floods, ${total.invalidMessages} decoded but invalid, ${total.validMessages} valid messages (${total.refusedOps} ops refused before ordering); ${total.honestOps} honest ops, all checked`,
 );
 console.log(failed ? `fuzz: ${failed} seed(s) FAILED` : 'fuzz: no crash, no broken invariant, every malformed frame answered');
 process.exit(failed ? 1 : 0);

@@ -5,6 +5,12 @@
  * command that replays it.
  *
  * Checked at every frame:
+ *   - SEC-LIMITS: every frame is measured before it is decoded, as the server does (measureFrame):
+ *     the measure throws only too-large or malformed-frame, refuses every amplifying frame over
+ *     MAX_FRAME_UNITS (1 in 40 attacks: an op of up to 300,000 empty maps or arrays, a byte each)
+ *     and never an honest client's frame, and what a frame decodes to never counts more than it
+ *     measured; presence floods (bursts of 1 to 40 values, 3,000-5,000 characters or random)
+ *     reach the others only within MAX_PRESENCE_BYTES
  *   - SEC-MALFORMED: decoding either yields a value or throws HerculesError('malformed-frame');
  *     the engine never throws; a frame that is not a valid ClientMessage gets an error reply,
  *     to its sender only
@@ -29,10 +35,14 @@ import {
   ClientCodec,
   ClientRoom,
   HerculesError,
+  MAX_FRAME_UNITS,
+  MAX_PRESENCE_BYTES,
   PROTOCOL_VERSION,
   RoomEngine,
   ServerCodec,
   defineMachine,
+  domainBytes,
+  measureFrame,
   parseClientMessage,
   type ClientMessage,
   type OpHandle,
@@ -93,6 +103,10 @@ export interface FuzzStats {
   refusedOps: number;
   honestOps: number;
   reconnects: number;
+  /** Frames measureFrame refused as too large before they were decoded. */
+  tooLarge: number;
+  /** Presence frames the attackers sent (floods among them). */
+  presence: number;
 }
 
 export class FuzzFailure extends Error {
@@ -151,7 +165,17 @@ interface Honest {
 export function runFuzz(seed: number, count: number): FuzzStats {
   const rng = new Rng(seed);
   let now = 0;
-  const stats: FuzzStats = { frames: 0, malformedBytes: 0, invalidMessages: 0, validMessages: 0, refusedOps: 0, honestOps: 0, reconnects: 0 };
+  const stats: FuzzStats = {
+    frames: 0,
+    malformedBytes: 0,
+    invalidMessages: 0,
+    validMessages: 0,
+    refusedOps: 0,
+    honestOps: 0,
+    reconnects: 0,
+    tooLarge: 0,
+    presence: 0,
+  };
   const fail = (rule: string, what: string): never => {
     throw new FuzzFailure(
       `fuzz seed ${seed} failed after ${stats.frames} frames: [${rule}] ${what}\n  replay: npm run fuzz -- --seed ${seed} --count ${count}`,
@@ -204,6 +228,12 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     for (const { conn, msg } of out.send) {
       const who = byConn.get(conn);
       if (!who) continue;
+      if (msg.t === 'presence')
+        for (const p of msg.peers) {
+          const size = p.value === null ? 1 : domainBytes(p.value);
+          if (typeof size !== 'number' || size > MAX_PRESENCE_BYTES)
+            fail('SEC-LIMITS', `presence of ${p.client} (${exactPrint(p.value).slice(0, 60)}) went out past the bound: ${JSON.stringify(size)}`);
+        }
       if (msg.t === 'error') {
         if ('room' in who) fail('LIVE-HONEST', `honest client ${who.id} received error ${msg.code}: ${msg.message}`);
         if (conn !== from) fail('SEC-MALFORMED', `error ${msg.code} went to ${conn}, not to the sender ${from}`);
@@ -409,7 +439,27 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     }
     return packr.pack([0, m]);
   };
+  /** An ops frame [1, seq, 'add', args] whose args are `n` empty maps or arrays, a byte each on the wire (issue 40's frame). */
+  const amplifyingFrame = (seq: number, n: number): Uint8Array => {
+    const f = new Uint8Array(8 + 5 + n).fill(rng.chance(0.5) ? 0x80 : 0x90);
+    f.set([0x94, 0x01, 0xcc, seq & 0x7f, 0xa3, 0x61, 0x64, 0x64, 0xdd]);
+    new DataView(f.buffer).setUint32(9, n);
+    return f;
+  };
+  const presenceValue = () =>
+    rng.chance(0.6)
+      ? `${'p'.repeat(rng.int(3000, 5000))}`
+      : rng.chance(0.5)
+        ? { cursor: [rng.int(0, 99), rng.int(0, 99)], pad: 'q'.repeat(rng.int(0, 4100)) }
+        : randomValue();
+  /** The frame being handled is an amplifying one over the bound: measureFrame must refuse it. */
+  let overBound = false;
   const attackFrame = (a: Attacker): Uint8Array => {
+    if (rng.chance(1 / 40)) {
+      const n = rng.chance(0.3) ? rng.int(262_000, 300_000) : rng.int(1, 20_000);
+      overBound = 5 * n > MAX_FRAME_UNITS;
+      return amplifyingFrame(rng.int(1, 100), n);
+    }
     switch (rng.int(0, 9)) {
       case 0:
         return Uint8Array.from({ length: rng.int(0, 48) }, () => rng.int(0, 255));
@@ -433,21 +483,44 @@ export function runFuzz(seed: number, count: number): FuzzStats {
   const attack = (a: Attacker) => {
     if (!a.conn) connectAttacker(a);
     if (!a.conn) return;
-    const bytes = attackFrame(a);
+    // A presence flood: values back to back, as fast as a socket takes them.
+    const flood = rng.chance(0.02) ? rng.int(1, 40) : 0;
+    for (let i = 0; i < flood && a.conn && stats.frames < count; i++) {
+      stats.presence++;
+      handle(a, clientFrame({ t: 'presence', value: presenceValue() }));
+    }
+    overBound = false;
+    if (a.conn && stats.frames < count) handle(a, attackFrame(a));
+    overBound = false;
+  };
+  /** One hostile frame, as the server takes it: measured, decoded, checked, handed to the room. */
+  const handle = (a: Attacker, bytes: Uint8Array) => {
     stats.frames++;
     let value: unknown;
+    let measured: number;
+    try {
+      measured = measureFrame(bytes).units;
+    } catch (e) {
+      if (!(e instanceof HerculesError) || (e.code !== 'malformed-frame' && e.code !== 'too-large'))
+        fail('SEC-LIMITS', `measureFrame threw ${String(e)} instead of too-large or malformed-frame`);
+      if ((e as HerculesError).code === 'too-large') stats.tooLarge++;
+      else stats.malformedBytes++;
+      return dropAttacker(a);
+    }
+    if (measured > MAX_FRAME_UNITS) fail('SEC-LIMITS', `a frame of ${measured} units passed the bound of ${MAX_FRAME_UNITS}`);
+    if (overBound) fail('SEC-LIMITS', 'an amplifying frame over the bound was not refused before decoding');
     try {
       value = a.codec.decode(bytes);
     } catch (e) {
       if (!(e instanceof HerculesError) || e.code !== 'malformed-frame') fail('SEC-MALFORMED', `decoder threw ${String(e)} instead of a malformed-frame error`);
       // The server answers with an error frame and closes; the attacker comes back.
       stats.malformedBytes++;
-      const conn = a.conn;
-      byConn.delete(conn);
-      a.conn = '';
-      route(engine.close(conn, now));
-      return;
+      return dropAttacker(a);
     }
+    // The raw value msgpackr makes of the frame (the codec then reshapes its tuples).
+    const decoded = unitsOf(packr.unpack(bytes));
+    if (decoded > measured)
+      fail('SEC-LIMITS', `a frame measured ${measured} units and decoded to ${decoded}: ${Buffer.from(bytes).toString('hex').slice(0, 80)}`);
     let valid = true;
     try {
       parseClientMessage(value);
@@ -465,10 +538,21 @@ export function runFuzz(seed: number, count: number): FuzzStats {
     for (const e of out.persist.appended) if (e.refused) stats.refusedOps++;
     route(out, a.conn, !valid);
   };
+  const dropAttacker = (a: Attacker) => {
+    const conn = a.conn;
+    byConn.delete(conn);
+    a.conn = '';
+    route(engine.close(conn, now));
+  };
   const deliver = (h: Honest, all: boolean) => {
     const nUp = all ? h.up.length : rng.int(0, h.up.length);
     for (const bytes of h.up.splice(0, nUp)) {
       if (!h.conn) break;
+      try {
+        measureFrame(bytes);
+      } catch (e) {
+        fail('SEC-LIMITS', `an honest client's frame was refused: ${String(e)}`);
+      }
       route(engine.message(h.conn, h.sc.decode(bytes), now));
     }
     const nDown = all ? h.down.length : rng.int(0, h.down.length);
@@ -580,4 +664,23 @@ export function runFuzz(seed: number, count: number): FuzzStats {
   if (exactPrint(late.getState('authoritative')) !== exactPrint(head))
     fail('REC-CATCHUP', `a client that joined late holds a different state: ${exactPrint(late.getState('authoritative')).slice(0, 300)}`);
   return stats;
+}
+
+/**
+ * A decoded value's size in measureFrame's units, strings by their UTF-16 length (at most their
+ * UTF-8 bytes, whatever msgpackr made of bytes that are not UTF-8), keys by 1: never more than
+ * the frame measured, or the measure could be fooled.
+ */
+function unitsOf(v: unknown): number {
+  if (v === null || v === undefined || typeof v === 'boolean') return 1;
+  if (typeof v === 'number') return 9;
+  if (typeof v === 'string') return 5 + v.length;
+  if (v instanceof Uint8Array) return 5 + v.length;
+  if (typeof v !== 'object') return 9;
+  if (Array.isArray(v)) return v.reduce((n: number, x) => n + unitsOf(x), 5);
+  let n = 5;
+  // A key counts 1, the least any value measures: msgpackr makes a string of a key that was not
+  // one (false, a number, an array), which may be longer than its bytes were.
+  for (const x of Object.values(v)) n += 1 + unitsOf(x);
+  return n;
 }
