@@ -8,7 +8,7 @@ import { createServer as createHttpServer, type IncomingMessage, type Server as 
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { HerculesError, PROTOCOL_VERSION } from '@hercules/core';
-import { type Connection, createRoomService, type RoomOptions, type RoomService, wsConnection, type WsSocket } from '@hercules/server';
+import { acceptClock, type Connection, createRoomService, type RoomOptions, type RoomService, wsConnection, type WsSocket } from '@hercules/server';
 import { systemClock } from '@hercules/server/pipeline';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { type WebSocket, WebSocketServer } from 'ws';
@@ -201,7 +201,7 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
 
   async function serve(req: IncomingMessage, ws: WebSocket): Promise<void> {
     const remote = req.socket.remoteAddress ?? '?';
-    const request = { url: req.url, headers: req.headers, socket: { remoteAddress: remote } };
+    const request = { url: req.url, headers: req.headers, socket: { remoteAddress: remote }, acceptedAt: acceptClock() };
     const early: Uint8Array[] = [];
     let gone = false;
     const hold = (data: Buffer) => early.push(data);

@@ -3,7 +3,7 @@
  * node O owns is served by O's room service through a `Connection` that carries its frames over
  * NATS. Frames are the client's own (the wire protocol is unchanged); E only forwards bytes.
  *
- *   <p>.relay.<O>.open   request  {id, edge, url, headers, remote} -> {ok} | {ok: false, owner?, message}
+ *   <p>.relay.<O>.open   request  {id, edge, url, headers, remote, acceptedAt} -> {ok} | {ok: false, owner?, message}
  *   <p>.relay.<O>.in     E -> O   a client frame, headers Hc-Id and Hc-N (per connection, from 0)
  *   <p>.relay.<E>.out    O -> E   a frame for the client, same headers
  *   (either way)                  a close: headers Hc-Id, Hc-Close (code), Hc-Reason
@@ -150,7 +150,16 @@ export class Relay {
     const id = `${this.nodeId}/${++this.seq}`;
     const edge: Edge = { id, owner, socket, nOut: 0, nIn: 0, closed: false };
     this.edges.set(id, edge);
-    const body = { id, edge: this.nodeId, room, url: request.url, headers: request.headers, remote: request.socket?.remoteAddress ?? '?' };
+    const body = {
+      id,
+      edge: this.nodeId,
+      room,
+      url: request.url,
+      headers: request.headers,
+      remote: request.socket?.remoteAddress ?? '?',
+      // When the edge accepted the socket: the owner orders two connections of one client id by it.
+      ...(request.acceptedAt !== undefined ? { acceptedAt: request.acceptedAt } : {}),
+    };
     let reply: { ok: boolean; owner?: string; message?: string };
     try {
       const m = await this.nc.request(`${this.p}.relay.${owner}.open`, JSON.stringify(body), { timeout: 2 * this.beatMs });
@@ -209,7 +218,7 @@ export class Relay {
   // ---------------------------------------------------------------- the owner side
 
   private async onOpen(m: Msg): Promise<void> {
-    let body: { id: string; edge: string; room: string; url?: string; headers: ConnectionRequest['headers']; remote: string };
+    let body: { id: string; edge: string; room: string; url?: string; headers: ConnectionRequest['headers']; remote: string; acceptedAt?: unknown };
     try {
       body = m.json();
     } catch {
@@ -241,7 +250,14 @@ export class Relay {
     };
     let verdict: { ok: true } | { ok: false; owner?: string; message: string };
     try {
-      verdict = await this.opts.accept(conn, { url: body.url, headers: body.headers ?? {}, socket: { remoteAddress: body.remote } }, body.room);
+      const acceptedAt = typeof body.acceptedAt === 'number' && Number.isSafeInteger(body.acceptedAt) && body.acceptedAt >= 0 ? body.acceptedAt : undefined;
+      const request = {
+        url: body.url,
+        headers: body.headers ?? {},
+        socket: { remoteAddress: body.remote },
+        ...(acceptedAt !== undefined ? { acceptedAt } : {}),
+      };
+      verdict = await this.opts.accept(conn, request, body.room);
     } catch (e) {
       verdict = { ok: false, message: `the owner failed to accept the relay: ${(e as Error).message}` };
     }

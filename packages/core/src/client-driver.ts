@@ -55,9 +55,8 @@ export interface ClientDriverOptions {
   clock: Clock;
   /**
    * The wall clock, ms since the epoch (default Date.now): each hello says when its connection
-   * was opened, so the server can tell this client's newer connection from an older one whose
-   * hello arrives late. It must not go back across restarts of the client, as a monotonic clock
-   * starting at each process start would.
+   * was opened (HelloMessage.at). A room behind the room service orders connections by when a
+   * server accepted them instead; a bare RoomEngine (the simulator's) reads this.
    */
   wallClock?: () => number;
   /** Save a base at most this often after the Stable view moves (0: at the next turn). Default 2000 ms. */

@@ -116,10 +116,12 @@ export interface HelloMessage {
   /** The client holds the global log up to this position (0: nothing but the initial state). */
   readonly have: number;
   /**
-   * When the client opened this connection, by its wall clock (ms since the epoch). A client id
-   * lives on one connection: a newer one replaces the one the room holds, and an older one that
-   * arrives after it is refused (its hello was held up on the way, e.g. while a cluster node
-   * waited to route it, and the client has moved on). Without it, the hello that arrives last wins.
+   * When this connection was opened (ms since the epoch). A client id lives on one connection: a
+   * newer one replaces the one the room holds, and an older one that arrives after it is refused
+   * (its hello was held up on the way, e.g. while a cluster node waited to route it, and the
+   * client has moved on). Without it, the hello that arrives last wins. The room service replaces
+   * what the client says with when a server accepted the connection (ConnectionRequest.acceptedAt):
+   * a client's clock may be wrong or go back.
    */
   readonly at?: number;
   /**

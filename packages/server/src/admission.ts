@@ -16,6 +16,22 @@ export interface ConnectionRequest {
   readonly url?: string;
   readonly headers: IncomingMessage['headers'];
   readonly socket?: { readonly remoteAddress?: string };
+  /**
+   * When a server accepted the connection, by `acceptClock()` of the server that accepted it
+   * (a relayed connection's edge node). Of two connections of one client id, the one accepted
+   * later is the newer (LIVE-HONEST): the client's own clock is not trusted for that, since it
+   * may be wrong or go back. Absent: the serving node's acceptClock() when it gets the request.
+   */
+  readonly acceptedAt?: number;
+}
+
+/**
+ * A server's clock for ordering connections (ConnectionRequest.acceptedAt): ms since the epoch,
+ * from the process's start time plus a monotonic clock, so it never goes back within a process
+ * (the wall clock may, when NTP steps it) and nodes of a cluster agree on it as their clocks do.
+ */
+export function acceptClock(): number {
+  return Math.floor(performance.timeOrigin + performance.now());
 }
 
 export interface Refusal {

@@ -4,6 +4,7 @@ export type { ServerOptions, HerculesServer, Limits } from './server.ts';
 export { createRoomService, ROOMS_PAGE_DEFAULT, ROOMS_PAGE_MAX } from './room-service.ts';
 export type { RoomFile, RoomOptions, RoomService, RoomServiceOptions, RoomSummary, RoomsPage, RoomsQuery, ServerRoom } from './room-service.ts';
 export type { ConnectionRequest, Refusal } from './admission.ts';
+export { acceptClock } from './admission.ts';
 export { wsConnection } from './ws-connection.ts';
 export type { WsSocket } from './ws-connection.ts';
 export { AuthError, jwtAuthenticator, tokenFromRequest } from './auth.ts';

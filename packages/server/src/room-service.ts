@@ -35,7 +35,18 @@ import {
 import { createMetrics, type Metrics } from './metrics.ts';
 import { FairQueue } from './fair-queue.ts';
 import { jwtAuthenticator, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';
-import { Admission, checkHello, isRefusal, ROOM_NAME, roomFull, roomOf, type Admitted, type ConnectionRequest, type Refusal } from './admission.ts';
+import {
+  acceptClock,
+  Admission,
+  checkHello,
+  isRefusal,
+  ROOM_NAME,
+  roomFull,
+  roomOf,
+  type Admitted,
+  type ConnectionRequest,
+  type Refusal,
+} from './admission.ts';
 import { systemClock, type Clock, type TimerHandle } from './clock.ts';
 import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
@@ -363,6 +374,8 @@ interface UserBucket {
 interface Session {
   id: string;
   conn: Connection;
+  /** When a server accepted it (ConnectionRequest.acceptedAt): its hello's `at`, whatever the client said. */
+  acceptedAt: number;
   codec: ServerCodec;
   roomName: string;
   host?: RoomHost;
@@ -824,7 +837,9 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           c.clientId = checked.hello.client;
           c.member = memberOf(c);
           host.join(c.member, { ...(c.identity ? { user: c.identity.user } : {}), access: c.access, ...readerPresence(c) });
-          host.receive(c.id, frame);
+          // Which of two connections of this client id is newer is the server's to say: a client
+          // whose clock went back an hour was refused `replaced` until its dead connection went.
+          host.receive(c.id, { ...checked.hello, at: c.acceptedAt });
           ready(c);
         }),
       (e) =>
@@ -1112,7 +1127,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     if (--b.connections === 0 && userBuckets.get(user) === b) userBuckets.delete(user);
   }
 
-  function start(raw: Connection, admitted: Admitted): void {
+  function start(raw: Connection, admitted: Admitted, acceptedAt: number): void {
     if (closing) {
       raw.close(1001, 'server shutting down');
       return;
@@ -1121,6 +1136,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     const c: Session = {
       id: `k${++nextConn}`,
       conn,
+      acceptedAt,
       codec: new ServerCodec(),
       roomName: admitted.room,
       joining: false,
@@ -1214,12 +1230,13 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           wss.handleUpgrade(req, socket, head, (ws) => guard('upgrade', () => fn(ws)));
         });
       const remote = req.socket.remoteAddress ?? '?';
+      const acceptedAt = acceptClock();
       if (closing) return accept((ws) => ws.close(1001, 'server shutting down'));
       // Refusals that need no hook are answered at once; admission repeats the cheap checks.
       const room = roomOf(req);
       if (typeof room !== 'string') return accept((ws) => refuse(wsConnection(ws, remote), room));
       admission.admit(req).then(
-        (r) => accept((ws) => (isRefusal(r) ? refuse(wsConnection(ws, remote), r) : start(wsConnection(ws, remote), r))),
+        (r) => accept((ws) => (isRefusal(r) ? refuse(wsConnection(ws, remote), r) : start(wsConnection(ws, remote), r, acceptedAt))),
         (e) => log.error({ err: (e as Error).stack }, 'admitting a connection failed'),
       );
     });
@@ -1230,9 +1247,10 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       conn.close(1001, 'server shutting down');
       return;
     }
+    const acceptedAt = request.acceptedAt ?? acceptClock();
     const r = await admission.admit(request);
     if (isRefusal(r)) refuse(conn, r);
-    else start(conn, r);
+    else start(conn, r, acceptedAt);
   }
 
   // ------------------------------------------------------------ timers

@@ -295,3 +295,33 @@ test("a clone connecting under a live client's id is refused; the original, repl
   await original.ops.put({ k: 'o3', v: 3 }).visible;
   assert.deepEqual(Object.keys(original.getState('authoritative').v).sort(), ['o0', 'o1', 'o2', 'o3']);
 });
+
+// spec: LIVE-HONEST
+test('a client whose clock went back an hour takes its id over from its dead connection at once: the server, not the hello, says which is newer', async (t) => {
+  const { srv } = await server(t, 'clock-back');
+  const { rawConnection } = await import('./helpers.ts');
+  const hello = (at: number): ClientMessage => ({
+    t: 'hello',
+    v: PROTOCOL_VERSION,
+    client: 'skewed',
+    machine: { name: box.name, version: box.version },
+    have: 0,
+    at,
+  });
+  // The first connection, opened by a good clock; the server does not know it is dead yet.
+  const before = await rawConnection(srv.url, 'k');
+  t.after(() => before.ws.terminate());
+  before.send(hello(Date.now()));
+  await until(() => before.welcomed(), 5000, 'first welcome');
+  // The client's clock went back an hour, and it connects again.
+  const after = await rawConnection(srv.url, 'k');
+  t.after(() => after.ws.terminate());
+  after.send(hello(Date.now() - 3_600_000));
+  await until(() => after.welcomed() || after.msgs.some((m) => m.t === 'error'), 5000, 'an answer');
+  assert.deepEqual(
+    after.msgs.filter((m) => m.t === 'error'),
+    [],
+    'the new connection is not refused',
+  );
+  await until(() => before.msgs.some((m) => m.t === 'error' && m.code === 'replaced'), 5000, 'the old one told it was replaced');
+});
