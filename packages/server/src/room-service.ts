@@ -105,6 +105,19 @@ export interface Limits {
   maxSendBufferBytes: number;
   /** A connection that has not sent a complete first frame (hello) by then is closed, ms. Default 10,000. */
   helloTimeoutMs: number;
+  /**
+   * A connection whose first request (a WebSocket upgrade) is not in by then is closed
+   * (`upgrade-timeout`), ms: whether it sent nothing or part of its headers. Default 10,000, as
+   * the hello timeout: the next step of the same handshake. Applied by the HTTP server of
+   * createServer and of a cluster node (upgrade-bound.ts); `handleUpgrade` on your own server
+   * sees a connection only after this.
+   */
+  upgradeTimeoutMs: number;
+  /**
+   * Connections whose first request is not in yet, at most; past this the oldest of them is
+   * closed (`server-full`). Default 1,000.
+   */
+  maxPendingConnections: number;
 }
 
 const DEFAULT_LIMITS: Omit<Limits, 'maxQueuedBytes'> = {
@@ -120,6 +133,11 @@ const DEFAULT_LIMITS: Omit<Limits, 'maxQueuedBytes'> = {
   maxConnections: 10_000,
   maxSendBufferBytes: 16 << 20,
   helloTimeoutMs: 10_000,
+  upgradeTimeoutMs: 10_000,
+  // An honest connection is pending for about a round trip (milliseconds behind a proxy): 1,000
+  // at once is 100 new connections a second each holding the whole 10 s, and caps the file
+  // descriptors that connections without a request hold beside maxConnections.
+  maxPendingConnections: 1000,
 };
 
 /** What one socket read can still deliver after the server pauses a connection. */

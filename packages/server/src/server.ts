@@ -12,6 +12,7 @@ import type { RoomStore } from './store/room-store.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { adminHttp, checkAdminOptions, type AdminOptions } from './admin-http.ts';
 import { checkWebhooks, Webhooks, type WebhookOptions } from './webhooks.ts';
+import { boundConnections, boundedHttpOptions, countPendingCloses } from './upgrade-bound.ts';
 import {
   createRoomService,
   machineMap,
@@ -92,7 +93,7 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
   }
   // Options are checked before the data directory is touched.
   const machines = [...machineMap('createServer', opts.machines).values()];
-  resolveLimits('createServer', opts);
+  const limits = resolveLimits('createServer', opts);
   checkAdminOptions('createServer', opts.admin);
   checkWebhooks('createServer', opts.webhooks);
   const metrics = createMetrics();
@@ -148,7 +149,7 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
   }
   const admin = opts.admin ? adminHttp(opts.admin, service) : undefined;
 
-  const http: HttpServer = createHttpServer((req, res) => {
+  const http: HttpServer = createHttpServer(boundedHttpOptions(limits), (req, res) => {
     handleHttp(req, res).catch((e) => {
       log.error({ err: e instanceof Error ? e.stack : String(e), path: req.url }, 'HTTP handler failed');
       try {
@@ -184,6 +185,12 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
     res.end('not found: WebSocket clients connect to /?room=NAME; see also /healthz and /metrics\n');
   }
   http.on('upgrade', (req, socket, head) => service.handleUpgrade(req, socket, head));
+  // From accept to the upgrade request: the service sees a connection only after it.
+  const pending = boundConnections(
+    http,
+    limits,
+    countPendingCloses(metrics, () => log),
+  );
 
   try {
     await new Promise<void>((resolve, reject) => {
@@ -227,7 +234,9 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
       closed ??= (async () => {
         await service.close();
         await webhooks?.close();
-        await new Promise<void>((r) => http.close(() => r()));
+        const httpClosed = new Promise<void>((r) => http.close(() => r()));
+        pending.close();
+        await httpClosed;
         await closeOwnStore();
         log.info('hercules server closed');
       })();
