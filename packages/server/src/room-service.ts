@@ -51,6 +51,7 @@ import { systemClock, type Clock, type TimerHandle } from './clock.ts';
 import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
 import { RoomRegistry } from './room-registry.ts';
+import { roomFileProblem } from './room-file.ts';
 import type { OutputPath, RoomHost, RoomMember } from './room-host.ts';
 import { FencedError, StorageError, compareRoomNames, type RoomStore, type StoredRoomInfo } from './store/room-store.ts';
 
@@ -1373,8 +1374,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       const { after } = query;
       if (after !== undefined && typeof after !== 'string') throw new HerculesError('bad-argument', 'rooms: after must be a room name (a string)');
       const limit = query.limit ?? ROOMS_PAGE_DEFAULT;
-      if (!Number.isSafeInteger(limit) || limit < 1)
-        throw new HerculesError('bad-argument', `rooms: limit must be an integer >= 1, got ${String(query.limit)}`);
+      if (!Number.isInteger(limit) || limit < 1) throw new HerculesError('bad-argument', `rooms: limit must be an integer >= 1, got ${String(query.limit)}`);
       const max = Math.min(limit, ROOMS_PAGE_MAX);
       const isAfter = (n: string) => after === undefined || compareRoomNames(n, after) > 0;
       // The store's page, one more than asked to know whether another follows; the loaded rooms
@@ -1436,6 +1436,9 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           'bad-argument',
           `importRoom ${name}: the export's machine ${file.machine?.name}@${file.machine?.version} is not one this server serves (${[...machines.values()].map((m) => `${m.name}@${m.version}`).join(', ')})`,
         );
+      // The same domain as live ops, checked before anything is stored (room-file.ts).
+      const problem = roomFileProblem(file);
+      if (problem) throw new HerculesError('bad-argument', `importRoom ${name}: ${problem}`);
       if (registry.get(name)) throw new HerculesError('bad-argument', `import room ${name}: it exists; delete it first or import under another name`);
       await opts.store.importRoom(name, {
         meta: { machine: file.machine.name, version: file.machine.version },
