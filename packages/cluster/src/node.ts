@@ -17,6 +17,7 @@ import {
   createMetrics,
   createRoomService,
   resolveLimits,
+  StoreHealth,
   type RoomOptions,
   type RoomService,
   wsConnection,
@@ -174,7 +175,9 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
       shardLost: (k) => observer?.shardLost?.(k),
     },
   });
-  service = createRoomService({ ...opts, store, metrics, caller: 'createClusterNode' });
+  // Whether the store commits, for /healthz: the service's appends go through it (store-health.ts).
+  const health = new StoreHealth();
+  service = createRoomService({ ...opts, store: health.watch(store), metrics, caller: 'createClusterNode' });
   const svc = service;
   observer = registerClusterMetrics(svc.metrics.registry, {
     owned: () => store.owned(),
@@ -288,11 +291,15 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
     if (!ready) return;
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') {
-      const ok = !nc!.isClosed() && !leaseNc!.isClosed();
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
+      const commits = health.report();
+      const reason =
+        nc!.isClosed() || leaseNc!.isClosed() ? 'the connection to NATS is closed' : commits.ok ? undefined : `the room store cannot commit: ${commits.error}`;
+      res.writeHead(reason ? 503 : 200, { 'content-type': 'application/json' });
       res.end(
         JSON.stringify({
-          ok,
+          ok: !reason,
+          ...(reason ? { reason } : {}),
+          store: commits,
           node: nodeId,
           shards: store.owned(),
           rooms: svc.loadedRooms().length,

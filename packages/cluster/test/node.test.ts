@@ -9,6 +9,7 @@ import { connect, type ConnectedRoom } from '@hercules/client';
 import { ClientCodec, PROTOCOL_VERSION } from '@hercules/core';
 import { Socket } from 'node:net';
 import { WebSocket } from 'ws';
+import { StorageError } from '@hercules/server';
 import { faultProxy, freePort, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 import { auditRoomOnNats, createClusterNode, type ClusterNode } from '../src/node.ts';
@@ -246,6 +247,39 @@ test('a node closes connections that never finish their upgrade request within l
     x.close();
   } finally {
     for (const c of [...silent, ...half]) c.s.destroy();
+    await a.close();
+  }
+});
+
+test("a node's /healthz reports a store that cannot commit: 503 and the reason while its appends fail, 200 once one succeeds", async () => {
+  const [a] = await nodes(1);
+  const health = async () => {
+    const res = await fetch(`${a.url.replace('ws:', 'http:')}/healthz`);
+    return { status: res.status, body: (await res.json()) as { ok: boolean; reason?: string; store: { failures: number } } };
+  };
+  const x = await connect({ url: a.url, room: 'h1', machine: chat, backoff: { minMs: 50, maxMs: 200 }, onError: () => {} });
+  try {
+    await until(() => x.status() === 'online', 10_000, 'x online');
+    await x.ops.say({ text: 'one' }).authoritative;
+    assert.deepEqual([(await health()).status, (await health()).body.ok], [200, true]);
+    // Every append fails, as when JetStream has no leader: the room fails, its client retries and fails again.
+    const real = a.store.append;
+    a.store.append = () => Promise.reject(new StorageError('injected: JetStream has no leader for the shard'));
+    const two = x.ops.say({ text: 'two' });
+    try {
+      await until(async () => (await health()).status === 503, 10_000, '503');
+      const down = await health();
+      assert.equal(down.body.ok, false);
+      assert.match(down.body.reason ?? '', /^the room store cannot commit: injected: JetStream has no leader/);
+      assert.ok(down.body.store.failures >= 1);
+    } finally {
+      a.store.append = real;
+    }
+    await two.authoritative;
+    await until(async () => (await health()).status === 200, 10_000, 'healthy again');
+    assert.deepEqual(texts(x), ['one', 'two']);
+  } finally {
+    x.close();
     await a.close();
   }
 });

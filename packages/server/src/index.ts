@@ -5,6 +5,8 @@ export { createRoomService, resolveLimits, ROOMS_PAGE_DEFAULT, ROOMS_PAGE_MAX } 
 export { createMetrics, type Metrics } from './metrics.ts';
 export { boundConnections, boundedHttpOptions, countPendingCloses } from './upgrade-bound.ts';
 export type { UpgradeBound, PendingCloseReason, PendingEvents } from './upgrade-bound.ts';
+export { StoreHealth, STALE_MS } from './store-health.ts';
+export type { StoreHealthReport } from './store-health.ts';
 export type { RoomFile, RoomOptions, RoomService, RoomServiceOptions, RoomSummary, RoomsPage, RoomsQuery, ServerRoom } from './room-service.ts';
 export type { ConnectionRequest, Refusal } from './admission.ts';
 export { acceptClock } from './admission.ts';
