@@ -17,7 +17,7 @@
  *
  * `roomFileProblem` names the first field that breaks one of these, by its path in the file.
  */
-import { findNonJson, MAX_OP_NAME, MAX_SERVER_KEYS, RECENT_DIGESTS, scanOp, type LogEntry } from '@hercules/core';
+import { findNonJson, MAX_OP_NAME, MAX_SERVER_KEYS, RECENT_DIGESTS, scanOp, type ClientRecord, type LogEntry } from '@hercules/core';
 import type { RoomFile } from './room-service.ts';
 
 /**
@@ -39,8 +39,31 @@ export const MAX_STATE_DEPTH = 500;
 /** A client id's length bound, as in the protocol's hello. */
 const MAX_CLIENT_ID = 128;
 
-const ENTRY_FIELDS = new Set(['pos', 'client', 'seq', 'name', 'args', 'author', 'error', 'refused', 'after', 'v', 'digest']);
-const RECORD_FIELDS = new Set(['highWater', 'visibleSeq', 'rejected', 'owner', 'digest', 'recent', 'durable', 'keys']);
+/** Every field of a T, no more (a field added to LogEntry or ClientRecord fails the build here until it is checked below). */
+const fieldsOf = <T>(all: Record<keyof T, true>): Set<string> => new Set(Object.keys(all));
+const ENTRY_FIELDS = fieldsOf<LogEntry>({
+  pos: true,
+  client: true,
+  seq: true,
+  name: true,
+  args: true,
+  author: true,
+  error: true,
+  refused: true,
+  after: true,
+  v: true,
+  digest: true,
+});
+const RECORD_FIELDS = fieldsOf<ClientRecord>({
+  highWater: true,
+  visibleSeq: true,
+  rejected: true,
+  owner: true,
+  digest: true,
+  recent: true,
+  durable: true,
+  keys: true,
+});
 
 /** Thrown inside the checks with the first problem found; caught by roomFileProblem. */
 class Problem extends Error {}
