@@ -27,7 +27,12 @@
  * maps a byte each, over and under the server's decoded-size bound) and presence values of 4,000
  * characters as fast as their sockets take them, half of them never reading; checked as well:
  * their frames over the bound are refused as too-large (SEC-LIMITS), within the same memory
- * allowance (per connection) and the same honest median. SOAK_DEBUG=1 prints the
+ * allowance (per connection) and the same honest median. And (`--half-open H`, default 40) TCP
+ * connections straight to the server that never finish an upgrade request, half of them sending
+ * half its headers, held from this process: checked, the server (run with --upgrade-timeout
+ * 3000) closes each within 3 s + 3 s (those not crossing a server restart), some of them with
+ * its 408 (the timeout fired, not only server kills), and holds at most
+ * limits.maxPendingConnections such (SEC-LIMITS). SOAK_DEBUG=1 prints the
  * honest delays per 5 s and the flood's progress.
  *
  * The upgrade (embedded mode): at 65% of the chaos the server is SIGKILLed and, after 3-5 s in
@@ -55,7 +60,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import Database from 'better-sqlite3';
 import { copyFileSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
-import { createServer as createNetServer, type Server, type Socket } from 'node:net';
+import { createServer as createNetServer, connect as netConnect, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -77,6 +82,7 @@ try {
       flooders: { type: 'string' },
       amplifiers: { type: 'string' },
       'presence-flooders': { type: 'string' },
+      'half-open': { type: 'string' },
       cluster: { type: 'boolean', default: false },
       seed: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -88,7 +94,7 @@ try {
 }
 if (args.help) {
   console.log(
-    'npm run soak -- [--cluster] [--minutes N, default 2] [--rooms R, default 4] [--procs P client processes, default 4] [--flooders F, default 2; 0 with --cluster] [--amplifiers A, default 2; 0 with --cluster] [--presence-flooders P, default 2; 0 with --cluster] [--seed S]',
+    'npm run soak -- [--cluster] [--minutes N, default 2] [--rooms R, default 4] [--procs P client processes, default 4] [--flooders F, default 2; 0 with --cluster] [--amplifiers A, default 2; 0 with --cluster] [--presence-flooders P, default 2; 0 with --cluster] [--half-open H, default 40; 0 with --cluster] [--seed S]',
   );
   process.exit(0);
 }
@@ -98,10 +104,20 @@ const minutes = Number(args.minutes),
   nProcs = Number(args.procs),
   nFlooders = Number(args.flooders ?? (cluster ? 0 : 2)),
   nAmplifiers = Number(args.amplifiers ?? (cluster ? 0 : 2)),
-  nPresence = Number(args['presence-flooders'] ?? (cluster ? 0 : 2));
+  nPresence = Number(args['presence-flooders'] ?? (cluster ? 0 : 2)),
+  nHalfOpen = Number(args['half-open'] ?? (cluster ? 0 : 40));
+/**
+ * The server's upgrade timeout here (--upgrade-timeout; the default is 10 s): shorter than the
+ * time between server kills (one every ~10 s on average), so the half-open connections live
+ * long enough for it to close them. The slack: how much later the server may close one, its
+ * timer firing on an event loop the flood keeps busy (honest ops' median delay during it is
+ * 50-180 ms here).
+ */
+const UPGRADE_TIMEOUT_MS = 3000,
+  UPGRADE_SLACK_MS = 3000;
 const whole = (n: number) => Number.isInteger(n) && n >= 0;
-if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1) || ![nFlooders, nAmplifiers, nPresence].every(whole)) {
-  console.error('soak: --minutes, --rooms and --procs must be positive numbers, --flooders, --amplifiers and --presence-flooders whole numbers');
+if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1) || ![nFlooders, nAmplifiers, nPresence, nHalfOpen].every(whole)) {
+  console.error('soak: --minutes, --rooms and --procs must be positive numbers, --flooders, --amplifiers, --presence-flooders and --half-open whole numbers');
   process.exit(2);
 }
 // Chaos timing is random (real processes are not deterministic anyway); the seed is printed.
@@ -160,6 +176,8 @@ function startServer(slot: ServerSlot): void {
       '1000',
       '--heartbeat',
       '1000',
+      '--upgrade-timeout',
+      String(UPGRADE_TIMEOUT_MS),
       '--log-level',
       cluster ? 'info' : 'warn',
     ],
@@ -435,7 +453,8 @@ const runningClones = new Set<Promise<void>>();
 /** The limits the server runs with (the CLI's defaults; docs/security.md): what its input may hold. */
 const MAX_FRAME_BYTES = 1 << 20,
   MAX_QUEUED_BYTES = 2 * MAX_FRAME_BYTES + (64 << 10),
-  MAX_DECODING_BYTES = 32 << 20;
+  MAX_DECODING_BYTES = 32 << 20,
+  MAX_PENDING_CONNECTIONS = 1000;
 /**
  * RSS the flood may add while it runs, per flooding connection and in all. The V8 heap grows
  * ahead of its collections: bench/src/flood with 2 flooders and the soak's honest load peaked
@@ -464,7 +483,7 @@ const flood = {
   errors: {} as Record<string, number>,
   closes: {} as Record<string, number>,
 };
-const flooding = nFlooders + nAmplifiers + nPresence > 0;
+const flooding = nFlooders + nAmplifiers + nPresence + nHalfOpen > 0;
 let flooder: ChildProcess | undefined;
 function startFlood(): void {
   flood.startedAt = performance.now();
@@ -487,21 +506,61 @@ function startFlood(): void {
     }
   });
   flooder.on('exit', () => children.delete(flooder!));
-  log(`flood: ${nFlooders} connections sending frames of 10,000 chat ops, ${nAmplifiers} decode-amplifying frames, ${nPresence} presence values`);
+  for (let k = 0; k < nHalfOpen; k++) holdHalfOpen(k);
+  log(
+    `flood: ${nFlooders} connections sending frames of 10,000 chat ops, ${nAmplifiers} decode-amplifying frames, ${nPresence} presence values, ${nHalfOpen} never finishing an upgrade request`,
+  );
 }
 async function stopFlood(): Promise<void> {
   const f = flooder;
   if (!f) return;
   flooder = undefined;
   flood.stoppedAt = performance.now();
+  for (const { at } of halfOpen.since.values()) halfOpen.lives.push({ from: at, to: performance.now() });
+  for (const socket of halfOpen.since.keys()) socket.destroy();
   const exited = new Promise((r) => f.once('exit', r));
   f.stdin!.write('stop\n');
   await Promise.race([exited, new Promise((r) => setTimeout(r, 3000))]);
   f.kill('SIGKILL');
   log(`flood over: ${flood.sent} ops sent, ${flood.verdicts} ordered or refused (${flood.refused} refused), ${flood.connects} connections`);
 }
+/**
+ * Connections that never finish an upgrade request (issue 40), straight to the server (the
+ * proxy's own sockets would hide its closes), held from this process, whose event loop is idle
+ * enough to time them (the flooder's, busy encoding frames, made them look seconds older).
+ * Every other one sends half of an upgrade request's headers, the rest nothing; each comes back
+ * 200 ms after it is closed, until the flood stops. `lives`: from connect to close (or to the
+ * flood's end), checked against the bound where they cross no server outage (after a restart
+ * the server loads the flood's large rooms, its event loop held for seconds: measured, every
+ * timer 1.5-4.7 s late); `timedOut`: closes with the server's 408 (its upgrade timeout, not a kill).
+ */
+const halfOpen = { connects: 0, closed: 0, timedOut: 0, lives: [] as { from: number; to: number }[], since: new Map<Socket, { at: number }>() };
+function holdHalfOpen(k: number): void {
+  if (!flooder) return;
+  const socket = netConnect(slots[0].port, '127.0.0.1');
+  let answer = '';
+  socket.on('error', () => {});
+  socket.on('data', (d) => {
+    answer += d.toString();
+  });
+  socket.on('connect', () => {
+    halfOpen.since.set(socket, { at: performance.now() });
+    halfOpen.connects++;
+    if (k % 2 === 1) socket.write(`GET /?room=half-${k} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n`);
+  });
+  socket.on('close', () => {
+    const since = halfOpen.since.get(socket);
+    if (since && flooder) {
+      halfOpen.closed++;
+      if (answer.startsWith('HTTP/1.1 408 ')) halfOpen.timedOut++;
+      halfOpen.lives.push({ from: since.at, to: performance.now() });
+    }
+    halfOpen.since.delete(socket);
+    setTimeout(() => holdHalfOpen(k), 200);
+  });
+}
 /** What the server's gauges said, and every time they broke the documented bound of its input. */
-const inputPeak = { queued: 0, decoding: 0, connections: 0, samples: 0 };
+const inputPeak = { queued: 0, decoding: 0, connections: 0, pending: 0, samples: 0 };
 const inputOverBound: string[] = [];
 async function sampleInput(): Promise<void> {
   let text: string;
@@ -520,6 +579,10 @@ async function sampleInput(): Promise<void> {
   inputPeak.queued = Math.max(inputPeak.queued, queued);
   inputPeak.decoding = Math.max(inputPeak.decoding, decoding);
   inputPeak.connections = Math.max(inputPeak.connections, connections);
+  const pending = gauge('hercules_connections_pending');
+  if (Number.isFinite(pending)) inputPeak.pending = Math.max(inputPeak.pending, pending);
+  if (pending > MAX_PENDING_CONNECTIONS)
+    inputOverBound.push(`${pending} connections without a complete request (at most ${MAX_PENDING_CONNECTIONS}, limits.maxPendingConnections)`);
   if (queued > connections * MAX_QUEUED_BYTES)
     inputOverBound.push(`${queued} bytes of input queued over ${connections} connections (at most ${MAX_QUEUED_BYTES} each)`);
   if (decoding > MAX_DECODING_BYTES) inputOverBound.push(`${decoding} bytes of large frames decoding at once (budget ${MAX_DECODING_BYTES})`);
@@ -944,6 +1007,14 @@ if (flooding) {
   console.log(
     `flood: ${nFlooders} + ${nAmplifiers} + ${nPresence} connections for ${((flood.stoppedAt - flood.startedAt) / 1000).toFixed(0)} s; ${flood.sent} ops sent, ${flood.verdicts} answered (${flood.refused} refused), ${flood.amplified} amplifying frames, ${flood.presence} presence values, ${flood.connects} connections made; errors: ${JSON.stringify(flood.errors)}; closes: ${JSON.stringify(flood.closes)}`,
   );
+  // The half-open connections' lives that crossed no server outage, and the oldest of them.
+  const steadyLives = halfOpen.lives.filter((l) => !outages.some((o) => l.from < o.to && l.to > o.from));
+  const oldestMs = Math.max(0, ...steadyLives.map((l) => l.to - l.from)),
+    oldestAnyMs = Math.max(0, ...halfOpen.lives.map((l) => l.to - l.from));
+  if (nHalfOpen > 0)
+    console.log(
+      `flood: ${nHalfOpen} connections never finishing an upgrade request: ${halfOpen.connects} made, ${halfOpen.closed} closed by the server (${halfOpen.timedOut} with 408 at the upgrade timeout), the oldest ${(oldestMs / 1000).toFixed(1)} s old of ${steadyLives.length} away from server restarts (bound ${UPGRADE_TIMEOUT_MS / 1000} s + ${UPGRADE_SLACK_MS / 1000} s slack), ${(oldestAnyMs / 1000).toFixed(1)} s of all ${halfOpen.lives.length}; pending peak ${inputPeak.pending} (at most ${MAX_PENDING_CONNECTIONS})`,
+    );
   console.log(
     `flood: server RSS before ${base.toFixed(0)} MB, peak during ${floodPeak.toFixed(0)} MB (allowed ${allowed.toFixed(0)}); input gauges over ${inputPeak.samples} samples: queued peak ${inputPeak.queued} bytes (${inputPeak.connections} connections, at most ${MAX_QUEUED_BYTES} each), decoding peak ${inputPeak.decoding} bytes (budget ${MAX_DECODING_BYTES})`,
   );
@@ -957,6 +1028,18 @@ if (flooding) {
   if (nAmplifiers > 0 && !(flood.errors['too-large'] > 0))
     floodProblems.push(['SEC-LIMITS', `no amplifying frame was refused as too-large (${flood.amplified} sent; errors ${JSON.stringify(flood.errors)})`]);
   if (nPresence > 0 && flood.presence < 1000) floodProblems.push(['SEC-FAIR', `the presence flood was not exercised: ${flood.presence} values sent`]);
+  // Issue 40: a connection without a complete request is closed at the upgrade timeout, whatever
+  // else the server is doing (a kill closes some sooner; the 408s say the timeout itself fired).
+  if (nHalfOpen > 1 && !(halfOpen.timedOut > 0))
+    floodProblems.push([
+      'SEC-LIMITS',
+      `no connection that never finished an upgrade request was closed at the upgrade timeout (no 408; ${halfOpen.connects} made, ${halfOpen.closed} closed)`,
+    ]);
+  if (oldestMs > UPGRADE_TIMEOUT_MS + UPGRADE_SLACK_MS)
+    floodProblems.push([
+      'SEC-LIMITS',
+      `a connection that never finished an upgrade request stayed open ${(oldestMs / 1000).toFixed(1)} s, away from any server restart (the bound is ${UPGRADE_TIMEOUT_MS / 1000} s)`,
+    ]);
   if (!(inFlood.length >= 3 && before.length >= 1))
     floodProblems.push(['SEC-MEMORY', `too few memory samples around the flood (${before.length} before, ${inFlood.length} during)`]);
   else if (floodPeak > allowed)

@@ -8,7 +8,21 @@ import { createServer as createHttpServer, type IncomingMessage, type Server as 
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { HerculesError, PROTOCOL_VERSION } from '@hercules/core';
-import { acceptClock, type Connection, createRoomService, type RoomOptions, type RoomService, wsConnection, type WsSocket } from '@hercules/server';
+import {
+  acceptClock,
+  boundConnections,
+  boundedHttpOptions,
+  type Connection,
+  countPendingCloses,
+  createMetrics,
+  createRoomService,
+  resolveLimits,
+  StoreHealth,
+  type RoomOptions,
+  type RoomService,
+  wsConnection,
+  type WsSocket,
+} from '@hercules/server';
 import { systemClock } from '@hercules/server/pipeline';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { type WebSocket, WebSocketServer } from 'ws';
@@ -58,10 +72,14 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
   if (!/^[A-Za-z0-9_-]+$/.test(prefix))
     throw new HerculesError('bad-argument', `createClusterNode: prefix must be letters, digits, _ or -, got ${JSON.stringify(prefix)}`);
   const replicas = opts.replicas ?? 3;
+  const limits = resolveLimits('createClusterNode', opts);
+  // Made before the service (which counts into them), for what the HTTP server counts before it exists.
+  const metrics = createMetrics();
+  let service: RoomService | undefined;
   // Listening comes first (the node's id defaults to its address); until the node is ready,
   // requests are answered 503 and upgrades refused, so nothing waits on a half-built node.
   let ready = false;
-  const http: HttpServer = createHttpServer((_req, res) => {
+  const http: HttpServer = createHttpServer(boundedHttpOptions(limits), (_req, res) => {
     if (ready) return;
     res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
     res.end(JSON.stringify({ ok: false, starting: true }));
@@ -71,6 +89,17 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
     socket.end('HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\n\r\n');
   };
   http.on('upgrade', refuseUpgrade);
+  // From accept to the upgrade request, as the embedded server (upgrade-bound.ts).
+  const pending = boundConnections(
+    http,
+    limits,
+    countPendingCloses(metrics, () => service?.log),
+  );
+  const closeHttp = () => {
+    const closed = new Promise<void>((r) => http.close(() => r()));
+    pending.close();
+    return closed;
+  };
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
     http.listen(opts.port ?? 8787, opts.host ?? '127.0.0.1', () => resolve());
@@ -88,7 +117,7 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
     leaseNc = await connect({ servers: opts.nats, name: `hercules-${nodeId}-leases`, ...link });
   } catch (e) {
     await nc?.close();
-    await new Promise<void>((r) => http.close(() => r()));
+    await closeHttp();
     throw new HerculesError(
       'storage-failed',
       `cannot reach NATS at ${opts.nats.join(', ')}: ${(e as Error).message}. Check the servers run and the URLs are right.`,
@@ -106,7 +135,7 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
         if (performance.now() > deadline) {
           await nc!.close().catch(() => {});
           await leaseNc!.close().catch(() => {});
-          await new Promise<void>((r) => http.close(() => r()));
+          await closeHttp();
           throw new HerculesError(
             'storage-failed',
             `NATS at ${opts.nats.join(', ')} did not ${what} within 60 s: ${(e as Error).message}. Check JetStream is enabled and has a leader.`,
@@ -123,7 +152,6 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
   const leases = await settingUp('set up the lease bucket', () =>
     JetStreamLeases.open(leaseNc!, { bucket: `${prefix}_owners`, ttlMs: opts.leaseMs ?? 2000, replicas }),
   );
-  let service: RoomService | undefined;
   // The store is made before the service that owns the metrics registry: its events go through this.
   let observer: ClusterStoreObserver | undefined;
   const store = new ClusterStore({
@@ -147,7 +175,9 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
       shardLost: (k) => observer?.shardLost?.(k),
     },
   });
-  service = createRoomService({ ...opts, store, caller: 'createClusterNode' });
+  // Whether the store commits, for /healthz: the service's appends go through it (store-health.ts).
+  const health = new StoreHealth();
+  service = createRoomService({ ...opts, store: health.watch(store), metrics, caller: 'createClusterNode' });
   const svc = service;
   observer = registerClusterMetrics(svc.metrics.registry, {
     owned: () => store.owned(),
@@ -261,11 +291,15 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
     if (!ready) return;
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') {
-      const ok = !nc!.isClosed() && !leaseNc!.isClosed();
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
+      const commits = health.report();
+      const reason =
+        nc!.isClosed() || leaseNc!.isClosed() ? 'the connection to NATS is closed' : commits.ok ? undefined : `the room store cannot commit: ${commits.error}`;
+      res.writeHead(reason ? 503 : 200, { 'content-type': 'application/json' });
       res.end(
         JSON.stringify({
-          ok,
+          ok: !reason,
+          ...(reason ? { reason } : {}),
+          store: commits,
           node: nodeId,
           shards: store.owned(),
           rooms: svc.loadedRooms().length,
@@ -318,7 +352,7 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
         relay.close();
         await svc.close();
         wss.close();
-        await new Promise<void>((r) => http.close(() => r()));
+        await closeHttp();
         await store.close();
         await nc!.close();
         await leaseNc!.close();

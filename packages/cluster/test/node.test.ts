@@ -7,7 +7,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type ConnectedRoom } from '@hercules/client';
 import { ClientCodec, PROTOCOL_VERSION } from '@hercules/core';
+import { Socket } from 'node:net';
 import { WebSocket } from 'ws';
+import { StorageError } from '@hercules/server';
 import { faultProxy, freePort, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 import { auditRoomOnNats, createClusterNode, type ClusterNode } from '../src/node.ts';
@@ -215,5 +217,69 @@ test('a node started while JetStream has no quorum waits (answering 503) and ser
     assert.equal(health.ok, true);
   } finally {
     await up.close();
+  }
+});
+
+// spec: SEC-LIMITS
+test('a node closes connections that never finish their upgrade request within limits.upgradeTimeoutMs, counted as the embedded server counts them', async () => {
+  const [a] = await nodes(1, { limits: { upgradeTimeoutMs: 300 } });
+  const open = (bytes: string) => {
+    const s = new Socket();
+    let closed = false;
+    s.on('error', () => {});
+    s.on('close', () => {
+      closed = true;
+    });
+    s.resume(); // read what the node sends, so its end is seen
+    s.connect(a.port, '127.0.0.1', () => bytes && s.write(bytes));
+    return { s, closed: () => closed };
+  };
+  const silent = Array.from({ length: 10 }, () => open(''));
+  const half = Array.from({ length: 10 }, () => open('GET /?room=r HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n'));
+  try {
+    await until(() => [...silent, ...half].every((c) => c.closed()), 10_000, 'every unfinished connection closed');
+    const refused = (await a.service.metrics.refusedConnections.get()).values.find((v) => v.labels.reason === 'upgrade-timeout');
+    assert.equal(refused?.value, 20);
+    assert.equal((await a.service.metrics.pendingConnections.get()).values[0].value, 0);
+    // A client that finishes its upgrade is served as before.
+    const x = await connect({ url: a.url, room: 'r1', machine: chat, onError: () => {} });
+    await until(() => x.status() === 'online', 10_000, 'x online');
+    x.close();
+  } finally {
+    for (const c of [...silent, ...half]) c.s.destroy();
+    await a.close();
+  }
+});
+
+test("a node's /healthz reports a store that cannot commit: 503 and the reason while its appends fail, 200 once one succeeds", async () => {
+  const [a] = await nodes(1);
+  const health = async () => {
+    const res = await fetch(`${a.url.replace('ws:', 'http:')}/healthz`);
+    return { status: res.status, body: (await res.json()) as { ok: boolean; reason?: string; store: { failures: number } } };
+  };
+  const x = await connect({ url: a.url, room: 'h1', machine: chat, backoff: { minMs: 50, maxMs: 200 }, onError: () => {} });
+  try {
+    await until(() => x.status() === 'online', 10_000, 'x online');
+    await x.ops.say({ text: 'one' }).authoritative;
+    assert.deepEqual([(await health()).status, (await health()).body.ok], [200, true]);
+    // Every append fails, as when JetStream has no leader: the room fails, its client retries and fails again.
+    const real = a.store.append;
+    a.store.append = () => Promise.reject(new StorageError('injected: JetStream has no leader for the shard'));
+    const two = x.ops.say({ text: 'two' });
+    try {
+      await until(async () => (await health()).status === 503, 10_000, '503');
+      const down = await health();
+      assert.equal(down.body.ok, false);
+      assert.match(down.body.reason ?? '', /^the room store cannot commit: injected: JetStream has no leader/);
+      assert.ok(down.body.store.failures >= 1);
+    } finally {
+      a.store.append = real;
+    }
+    await two.authoritative;
+    await until(async () => (await health()).status === 200, 10_000, 'healthy again');
+    assert.deepEqual(texts(x), ['one', 'two']);
+  } finally {
+    x.close();
+    await a.close();
   }
 });

@@ -27,20 +27,23 @@ export const wellFormed: (s: string) => boolean =
     ? (s) => (s as string & { isWellFormed(): boolean }).isWellFormed()
     : (s) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
 
-/** Why `v` is outside the domain (naming the first offending path), or undefined if it is in. */
-export function findNonJson(v: unknown, path: string, depth = 0): string | undefined {
+/**
+ * Why `v` is outside the domain (naming the first offending path), or undefined if it is in.
+ * `maxDepth`: the deepest nesting allowed (a room's state may nest deeper than op arguments).
+ */
+export function findNonJson(v: unknown, path: string, depth = 0, maxDepth = MAX_ARG_DEPTH): string | undefined {
   if (v === null || typeof v === 'boolean') return undefined;
   if (typeof v === 'string') return wellFormed(v) ? undefined : `${path} is a string with a lone surrogate (not valid Unicode)`;
   if (typeof v === 'number') {
     if (!Number.isFinite(v)) return `${path} is ${v}`;
     return Object.is(v, -0) ? `${path} is -0 (JSON has no -0; use 0)` : undefined;
   }
-  if (depth >= MAX_ARG_DEPTH) return `${path} is nested deeper than ${MAX_ARG_DEPTH} levels`;
+  if (depth >= maxDepth) return `${path} is nested deeper than ${maxDepth} levels`;
   if (Array.isArray(v)) {
     if (Object.getPrototypeOf(v) !== Array.prototype) return `${path} is an array subclass`;
     for (let i = 0; i < v.length; i++) {
       if (!(i in v)) return `${path}[${i}] is a hole in a sparse array`;
-      const p = findNonJson(v[i], `${path}[${i}]`, depth + 1);
+      const p = findNonJson(v[i], `${path}[${i}]`, depth + 1, maxDepth);
       if (p) return p;
     }
     return undefined;
@@ -52,7 +55,7 @@ export function findNonJson(v: unknown, path: string, depth = 0): string | undef
     for (const k of Object.keys(v)) {
       if (k === '__proto__') return `${path} has a "__proto__" key`;
       if (!wellFormed(k)) return `${path} has a key with a lone surrogate (not valid Unicode)`;
-      const p = findNonJson((v as Record<string, unknown>)[k], `${path}.${k}`, depth + 1);
+      const p = findNonJson((v as Record<string, unknown>)[k], `${path}.${k}`, depth + 1, maxDepth);
       if (p) return p;
     }
     return undefined;

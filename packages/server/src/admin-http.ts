@@ -16,6 +16,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HerculesError, isErrorCode } from '@hercules/core';
 import { ROOMS_PAGE_MAX, type RoomService } from './room-service.ts';
+import { MAX_IMPORT_BYTES } from './room-file.ts';
 
 export interface AdminOptions {
   /** The admin credential: a random string of at least 32 characters, kept out of clients. */
@@ -31,9 +32,6 @@ export function checkAdminOptions(caller: string, admin: AdminOptions | undefine
   if (!admin || typeof admin.token !== 'string' || admin.token.length < 32)
     throw new HerculesError('bad-argument', `${caller}: admin.token must be a string of at least 32 characters (e.g. openssl rand -hex 32)`);
 }
-
-/** Largest room export an import takes (PUT /admin/rooms/:room). */
-const MAX_IMPORT_BYTES = 64 << 20;
 
 type Service = Pick<RoomService, 'revoke' | 'room' | 'rooms' | 'importRoom'>;
 /** Answers a request (the body is read by the route that needs one); `room`: the path's `{room}`. */
@@ -65,9 +63,10 @@ const ROUTES: { method: string; path: string; handle: Handle }[] = [
       const q = new URL(req.url ?? '/', 'http://admin').searchParams;
       const after = q.get('after') || undefined;
       const limit = q.get('limit');
-      if (limit !== null && !/^[1-9][0-9]{0,8}$/.test(limit))
+      if (limit !== null && !/^[1-9][0-9]*$/.test(limit))
         return reply(res, 400, { error: 'bad-argument', message: `limit must be an integer >= 1 (at most ${ROOMS_PAGE_MAX} are listed), got ${limit}` });
-      reply(res, 200, await service.rooms({ after, ...(limit !== null ? { limit: Number(limit) } : {}) }));
+      // A larger limit is taken as the maximum (docs/admin-api.md), however many digits it has.
+      reply(res, 200, await service.rooms({ after, ...(limit !== null ? { limit: Math.min(Number(limit), ROOMS_PAGE_MAX) } : {}) }));
     },
   },
   {
@@ -170,8 +169,11 @@ function answerError(res: ServerResponse, e: unknown): void {
 }
 
 function reply(res: ServerResponse, status: number, body: unknown): void {
+  // Serialised before the status is set: a body JSON cannot write (a state nested deeper than its
+  // stack) is the server's 500, never a 200 with an error text.
+  const json = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-  res.end(`${JSON.stringify(body)}\n`);
+  res.end(`${json}\n`);
 }
 
 /** The request's JSON body, or undefined after answering 400/413 itself. */

@@ -70,6 +70,8 @@ Limits (defaults in docs/security.md):
   --max-connections <n>    connections per server (default 10000)
   --max-clients-per-room <n>  connections per room (default 256)
   --hello-timeout <ms>     close a connection that has not said hello within this (default 10000)
+  --upgrade-timeout <ms>   close a connection whose upgrade request is not in within this of connecting (default 10000)
+  --max-pending-connections <n>  connections without a complete request at once; past it the oldest is closed (default 1000)
   -v, --version            the version
   -h, --help               this text
 `;
@@ -175,6 +177,8 @@ export async function main(argv: string[]): Promise<void> {
         'max-connections': { type: 'string' },
         'max-clients-per-room': { type: 'string' },
         'hello-timeout': { type: 'string' },
+        'upgrade-timeout': { type: 'string' },
+        'max-pending-connections': { type: 'string' },
         nats: { type: 'string' },
         'node-id': { type: 'string' },
         shards: { type: 'string' },
@@ -263,6 +267,10 @@ export async function main(argv: string[]): Promise<void> {
     limits.maxClientsPerRoom = num('max-clients-per-room', values['max-clients-per-room'], 0) || fail('--max-clients-per-room must be positive');
   if (values['hello-timeout'] !== undefined)
     limits.helloTimeoutMs = num('hello-timeout', values['hello-timeout'], 0) || fail('--hello-timeout must be positive');
+  if (values['upgrade-timeout'] !== undefined)
+    limits.upgradeTimeoutMs = num('upgrade-timeout', values['upgrade-timeout'], 0) || fail('--upgrade-timeout must be positive');
+  if (values['max-pending-connections'] !== undefined)
+    limits.maxPendingConnections = num('max-pending-connections', values['max-pending-connections'], 0) || fail('--max-pending-connections must be positive');
   const common = {
     ...(jwt ? { jwt } : {}),
     limits,

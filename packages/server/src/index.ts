@@ -1,7 +1,12 @@
 export { createServer } from './server.ts';
 export { webhookSignature, type WebhookOptions } from './webhooks.ts';
 export type { ServerOptions, HerculesServer, Limits } from './server.ts';
-export { createRoomService, ROOMS_PAGE_DEFAULT, ROOMS_PAGE_MAX } from './room-service.ts';
+export { createRoomService, resolveLimits, ROOMS_PAGE_DEFAULT, ROOMS_PAGE_MAX } from './room-service.ts';
+export { createMetrics, type Metrics } from './metrics.ts';
+export { boundConnections, boundedHttpOptions, countPendingCloses } from './upgrade-bound.ts';
+export type { UpgradeBound, PendingCloseReason, PendingEvents } from './upgrade-bound.ts';
+export { StoreHealth, STALE_MS } from './store-health.ts';
+export type { StoreHealthReport } from './store-health.ts';
 export type { RoomFile, RoomOptions, RoomService, RoomServiceOptions, RoomSummary, RoomsPage, RoomsQuery, ServerRoom } from './room-service.ts';
 export type { ConnectionRequest, Refusal } from './admission.ts';
 export { acceptClock } from './admission.ts';

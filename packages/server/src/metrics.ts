@@ -4,9 +4,10 @@ import type { ErrorCode } from '@hercules/core';
 
 /**
  * Connections closed without an error frame, because they cannot be told: their link is dead or
- * clogged. Every other close is counted under the error code it was sent (docs/errors.md).
+ * clogged, or they never became a WebSocket. Every other close is counted under the error code
+ * it was sent (docs/errors.md).
  */
-export const SILENT_CLOSE_REASONS = ['slow-consumer', 'heartbeat-timeout'] as const;
+export const SILENT_CLOSE_REASONS = ['slow-consumer', 'heartbeat-timeout', 'upgrade-timeout'] as const;
 /** The `reason` label of hercules_connections_refused_total: a closed set, like the codes. */
 export type RefusalReason = ErrorCode | (typeof SILENT_CLOSE_REASONS)[number];
 /** A counter whose only label is a RefusalReason, so no call site can count under a free-form string. */
@@ -50,7 +51,7 @@ export function createMetrics() {
     malformed: new Counter({ name: 'hercules_frames_malformed_total', help: 'Frames refused as malformed', registers: [registry] }),
     refusedConnections: new Counter({
       name: 'hercules_connections_refused_total',
-      help: 'Connections refused or closed for a reason, by reason: the error code sent to the client (unauthenticated, forbidden, bad-room, room-full, machine-mismatch, client-too-old, server-too-old, protocol-version, malformed-frame, not-ready, hello-timeout, rate-limited, server-full, encode-failed, storage-failed, internal, and the fatal errors a room gives: seq-gap, replaced, client-id-conflict), or slow-consumer and heartbeat-timeout (not told); see docs/errors.md',
+      help: 'Connections refused or closed for a reason, by reason: the error code sent to the client (unauthenticated, forbidden, bad-room, room-full, machine-mismatch, client-too-old, server-too-old, protocol-version, malformed-frame, not-ready, hello-timeout, rate-limited, server-full, encode-failed, storage-failed, internal, and the fatal errors a room gives: seq-gap, replaced, client-id-conflict), or slow-consumer, heartbeat-timeout and upgrade-timeout (not told); see docs/errors.md',
       labelNames: ['reason'] as const,
       registers: [registry],
     }) as ReasonCounter,
@@ -84,6 +85,11 @@ export function createMetrics() {
     storageErrors: new Counter({ name: 'hercules_storage_errors_total', help: 'Failed storage commits', registers: [registry] }),
     rooms: new Gauge({ name: 'hercules_rooms_loaded', help: 'Rooms held in memory', registers: [registry] }),
     connections: new Gauge({ name: 'hercules_connections', help: 'Open client connections', registers: [registry] }),
+    pendingConnections: new Gauge({
+      name: 'hercules_connections_pending',
+      help: 'TCP connections accepted whose first request (a WebSocket upgrade) is not in yet (bounded by limits.upgradeTimeoutMs and limits.maxPendingConnections)',
+      registers: [registry],
+    }),
     members: new Gauge({ name: 'hercules_visibility_members', help: 'Members of visibility sets, over all rooms', registers: [registry] }),
     unstable: new Gauge({ name: 'hercules_unstable_ops', help: 'Ops after the stable frontier held in memory, over all rooms', registers: [registry] }),
     sendBuffer: new Gauge({ name: 'hercules_send_buffer_bytes', help: 'Bytes queued in WebSocket send buffers', registers: [registry] }),

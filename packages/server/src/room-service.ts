@@ -51,6 +51,7 @@ import { systemClock, type Clock, type TimerHandle } from './clock.ts';
 import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
 import { RoomRegistry } from './room-registry.ts';
+import { roomFileProblem } from './room-file.ts';
 import type { OutputPath, RoomHost, RoomMember } from './room-host.ts';
 import { FencedError, StorageError, compareRoomNames, type RoomStore, type StoredRoomInfo } from './store/room-store.ts';
 
@@ -105,6 +106,19 @@ export interface Limits {
   maxSendBufferBytes: number;
   /** A connection that has not sent a complete first frame (hello) by then is closed, ms. Default 10,000. */
   helloTimeoutMs: number;
+  /**
+   * A connection whose first request (a WebSocket upgrade) is not in by then is closed
+   * (`upgrade-timeout`), ms: whether it sent nothing or part of its headers. Default 10,000, as
+   * the hello timeout: the next step of the same handshake. Applied by the HTTP server of
+   * createServer and of a cluster node (upgrade-bound.ts); `handleUpgrade` on your own server
+   * sees a connection only after this.
+   */
+  upgradeTimeoutMs: number;
+  /**
+   * Connections whose first request is not in yet, at most; past this the oldest of them is
+   * closed (`server-full`). Default 1,000.
+   */
+  maxPendingConnections: number;
 }
 
 const DEFAULT_LIMITS: Omit<Limits, 'maxQueuedBytes'> = {
@@ -120,6 +134,11 @@ const DEFAULT_LIMITS: Omit<Limits, 'maxQueuedBytes'> = {
   maxConnections: 10_000,
   maxSendBufferBytes: 16 << 20,
   helloTimeoutMs: 10_000,
+  upgradeTimeoutMs: 10_000,
+  // An honest connection is pending for about a round trip (milliseconds behind a proxy): 1,000
+  // at once is 100 new connections a second each holding the whole 10 s, and caps the file
+  // descriptors that connections without a request hold beside maxConnections.
+  maxPendingConnections: 1000,
 };
 
 /** What one socket read can still deliver after the server pauses a connection. */
@@ -1355,8 +1374,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       const { after } = query;
       if (after !== undefined && typeof after !== 'string') throw new HerculesError('bad-argument', 'rooms: after must be a room name (a string)');
       const limit = query.limit ?? ROOMS_PAGE_DEFAULT;
-      if (!Number.isSafeInteger(limit) || limit < 1)
-        throw new HerculesError('bad-argument', `rooms: limit must be an integer >= 1, got ${String(query.limit)}`);
+      if (!Number.isInteger(limit) || limit < 1) throw new HerculesError('bad-argument', `rooms: limit must be an integer >= 1, got ${String(query.limit)}`);
       const max = Math.min(limit, ROOMS_PAGE_MAX);
       const isAfter = (n: string) => after === undefined || compareRoomNames(n, after) > 0;
       // The store's page, one more than asked to know whether another follows; the loaded rooms
@@ -1418,6 +1436,9 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           'bad-argument',
           `importRoom ${name}: the export's machine ${file.machine?.name}@${file.machine?.version} is not one this server serves (${[...machines.values()].map((m) => `${m.name}@${m.version}`).join(', ')})`,
         );
+      // The same domain as live ops, checked before anything is stored (room-file.ts).
+      const problem = roomFileProblem(file);
+      if (problem) throw new HerculesError('bad-argument', `importRoom ${name}: ${problem}`);
       if (registry.get(name)) throw new HerculesError('bad-argument', `import room ${name}: it exists; delete it first or import under another name`);
       await opts.store.importRoom(name, {
         meta: { machine: file.machine.name, version: file.machine.version },

@@ -12,6 +12,8 @@ import type { RoomStore } from './store/room-store.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { adminHttp, checkAdminOptions, type AdminOptions } from './admin-http.ts';
 import { checkWebhooks, Webhooks, type WebhookOptions } from './webhooks.ts';
+import { boundConnections, boundedHttpOptions, countPendingCloses } from './upgrade-bound.ts';
+import { StoreHealth } from './store-health.ts';
 import {
   createRoomService,
   machineMap,
@@ -92,7 +94,7 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
   }
   // Options are checked before the data directory is touched.
   const machines = [...machineMap('createServer', opts.machines).values()];
-  resolveLimits('createServer', opts);
+  const limits = resolveLimits('createServer', opts);
   checkAdminOptions('createServer', opts.admin);
   checkWebhooks('createServer', opts.webhooks);
   const metrics = createMetrics();
@@ -120,6 +122,8 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
   const closeOwnStore = async () => {
     await sqlite?.close();
   };
+  // Whether the store commits, for /healthz: the service's appends go through it.
+  const health = new StoreHealth();
   let service: ReturnType<typeof createRoomService>;
   try {
     // Webhooks hear of each commit (an O(1) note; the requests go from their own worker).
@@ -130,7 +134,7 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
             opts.onCommit?.(room, entries);
           }
         : undefined;
-    service = createRoomService({ ...opts, ...(onCommit ? { onCommit } : {}), machines, store, metrics, caller: 'createServer' });
+    service = createRoomService({ ...opts, ...(onCommit ? { onCommit } : {}), machines, store: health.watch(store), metrics, caller: 'createServer' });
   } catch (e) {
     await closeOwnStore();
     throw e;
@@ -148,7 +152,7 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
   }
   const admin = opts.admin ? adminHttp(opts.admin, service) : undefined;
 
-  const http: HttpServer = createHttpServer((req, res) => {
+  const http: HttpServer = createHttpServer(boundedHttpOptions(limits), (req, res) => {
     handleHttp(req, res).catch((e) => {
       log.error({ err: e instanceof Error ? e.stack : String(e), path: req.url }, 'HTTP handler failed');
       try {
@@ -162,15 +166,26 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
   async function handleHttp(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') {
-      // The SQLite file answers a query (a given store's health is its own business).
-      let ok = true;
+      // The SQLite file answers a query, and the store's commits are not failing (store-health.ts).
+      let readable = true;
       try {
         sqlite?.roomCount();
       } catch {
-        ok = false;
+        readable = false;
       }
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ ok, rooms: service.loadedRooms().length, connections: service.connectionCount(), protocol: PROTOCOL_VERSION }));
+      const commits = health.report();
+      const reason = !readable ? 'the SQLite file does not answer a query' : commits.ok ? undefined : `the room store cannot commit: ${commits.error}`;
+      res.writeHead(reason ? 503 : 200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          ok: !reason,
+          ...(reason ? { reason } : {}),
+          rooms: service.loadedRooms().length,
+          connections: service.connectionCount(),
+          protocol: PROTOCOL_VERSION,
+          store: commits,
+        }),
+      );
       return;
     }
     if (path === '/metrics') {
@@ -184,6 +199,12 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
     res.end('not found: WebSocket clients connect to /?room=NAME; see also /healthz and /metrics\n');
   }
   http.on('upgrade', (req, socket, head) => service.handleUpgrade(req, socket, head));
+  // From accept to the upgrade request: the service sees a connection only after it.
+  const pending = boundConnections(
+    http,
+    limits,
+    countPendingCloses(metrics, () => log),
+  );
 
   try {
     await new Promise<void>((resolve, reject) => {
@@ -227,7 +248,9 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
       closed ??= (async () => {
         await service.close();
         await webhooks?.close();
-        await new Promise<void>((r) => http.close(() => r()));
+        const httpClosed = new Promise<void>((r) => http.close(() => r()));
+        pending.close();
+        await httpClosed;
         await closeOwnStore();
         log.info('hercules server closed');
       })();

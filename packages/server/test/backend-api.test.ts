@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { connect } from '@hercules/client';
 import { HerculesError, defineMachine, type LogEntry } from '@hercules/core';
 import { readFileSync } from 'node:fs';
-import { createServer, ROOMS_PAGE_MAX, type RoomSummary, type ServerOptions } from '../src/index.ts';
+import { createServer, ROOMS_PAGE_MAX, type RoomFile, type RoomSummary, type ServerOptions } from '../src/index.ts';
+import { MAX_STATE_DEPTH } from '../src/room-file.ts';
 import { ADMIN_ROUTES } from '../src/admin-http.ts';
 import { chat, spreadsheet } from '../../../apps/machines.ts';
 import { online, rawConnection, tempDir, until } from './helpers.ts';
@@ -220,7 +221,10 @@ test('export a room from one server, import it into another: its clients resume 
   assert.match(String((await refused(exported, 'moved'))[1]), /it exists/);
   assert.match(String((await refused({ hello: 1 }))[1]), /not a room export/);
   assert.match(String((await refused({ ...exported, machine: { name: 'chat', version: 9 } }))[1]), /is not one this server serves/);
-  assert.match(String((await refused({ ...exported, entries: exported.entries.slice(1) }))[1]), /must be the log entry at position/);
+  assert.match(
+    String((await refused({ ...exported, entries: exported.entries.slice(1) }))[1]),
+    /entries\[0\]\.pos must be 1 \(the log follows the checkpoint without a gap\), got 2/,
+  );
   assert.deepEqual(
     (await b.rooms()).rooms.map((r) => r.name),
     ['moved'],
@@ -232,6 +236,104 @@ test('export a room from one server, import it into another: its clients resume 
   assert.deepEqual(await b.rooms(), { rooms: [] });
   assert.equal(await b.room('moved').delete(), false);
   await assert.rejects(b.room('moved').export(), isCode('bad-room'));
+});
+
+/** An array nested `n` deep around 0. */
+const nested = (n: number): unknown => {
+  let v: unknown = 0;
+  for (let i = 0; i < n; i++) v = [v];
+  return v;
+};
+
+// spec: SEC-IMPORT
+test('an import is checked against the domain of live ops: a hostile file is refused with 400 naming the field, over HTTP and in process, and leaves nothing', async (t) => {
+  const srv = await server(t, { admin: { token: ADMIN } });
+  const auth = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' };
+  await srv.room('src', 'chat').submit('say', { text: 'hi' }, { author: 'a' });
+  const file = await srv.room('src').export();
+  await srv.room('src').delete();
+  const hostile: [string, RoomFile, RegExp][] = [
+    [
+      'state nested 3,000 deep',
+      { ...file, checkpoint: { pos: 0, state: { messages: [], deep: nested(3000) } } },
+      /^checkpoint\.state\.deep\[0\]×\d+ is nested deeper than 500 levels/,
+    ],
+    [
+      'arguments nested 3,000 deep',
+      { ...file, entries: [{ ...file.entries[0], args: { text: 'x', deep: nested(3000) } }] },
+      /^entries\[0\]\.args\.deep\[0\]×255 is nested deeper than 256 levels/,
+    ],
+    [
+      'arguments over 256 KiB',
+      { ...file, entries: [{ ...file.entries[0], args: { text: 'x'.repeat(300_000) } }] },
+      /^entries\[0\]\.args: arguments of about \d+ bytes exceed/,
+    ],
+    [
+      'highWater 1e300',
+      { ...file, clients: { '~server': { highWater: 1e300, visibleSeq: 0 } } },
+      /^clients\["~server"\]\.highWater must be an integer from 0 to 9007199254740991, got 1e\+300/,
+    ],
+    [
+      'a seq past its highWater',
+      { ...file, entries: [{ ...file.entries[0], seq: 7 }] },
+      /^entries\[0\]\.seq must be at most the highWater of client "~server" \(1\), got 7/,
+    ],
+    ['a position of 1.5', { ...file, checkpoint: { pos: 1.5, state: file.checkpoint.state } }, /^checkpoint\.pos must be an integer/],
+    [
+      'a digest of -1',
+      { ...file, clients: { '~server': { highWater: 1, visibleSeq: 0, digest: -1 } } },
+      /^clients\["~server"\]\.digest must be an integer from 0/,
+    ],
+    ['a field the engine never writes', { ...file, entries: [{ ...file.entries[0], extra: nested(300) } as never] }, /^entries\[0\] has a field "extra"/],
+  ];
+  for (const [what, body, why] of hostile) {
+    const res = await fetch(`${srv.url.replace('ws://', 'http://')}/admin/rooms/imported`, { method: 'PUT', headers: auth, body: JSON.stringify(body) });
+    const answer = (await res.json()) as { error: string; message: string };
+    assert.equal(res.status, 400, `${what}: ${answer.message}`);
+    assert.equal(answer.error, 'bad-argument', what);
+    assert.match(answer.message.replace('importRoom imported: ', ''), why, what);
+    // In process (the backend API), the same check and the same message.
+    await assert.rejects(
+      srv.importRoom('imported', body),
+      (e) => isCode('bad-argument')(e) && why.test((e as Error).message.replace('importRoom imported: ', '')),
+      what,
+    );
+    assert.deepEqual(await srv.rooms(), { rooms: [] }, `${what}: nothing stored`);
+  }
+  // In process, values JSON cannot carry are refused too.
+  await assert.rejects(srv.importRoom('imported', { ...file, checkpoint: { pos: 0, state: { n: Number.NaN } } }), /checkpoint\.state\.n is NaN/);
+  await assert.rejects(
+    srv.importRoom('imported', { ...file, entries: [{ ...file.entries[0], args: { text: new Date(0) } }] }),
+    /entries\[0\]\.args\.text is a Date/,
+  );
+  assert.deepEqual(await srv.rooms(), { rooms: [] });
+  // At the bound: a state 500 deep imports, a client gets its welcome, the state endpoint answers.
+  const edge = { ...file, checkpoint: { pos: 0, state: { messages: [], deep: nested(MAX_STATE_DEPTH - 2) } } };
+  await srv.importRoom('edge', edge);
+  const c = await connect({ url: srv.url, room: 'edge', machine: chat, clientId: 'c1' });
+  t.after(() => c.close());
+  await online(c);
+  assert.deepEqual((c.getState('authoritative') as unknown as { deep: unknown }).deep, nested(MAX_STATE_DEPTH - 2));
+  const state = await fetch(`${srv.url.replace('ws://', 'http://')}/admin/rooms/edge/state`, { headers: auth });
+  assert.equal(state.status, 200);
+});
+
+test('admin HTTP: a body JSON cannot write is a 500, not a 200 with an error text', async (t) => {
+  const tower = defineMachine({
+    name: 'tower',
+    version: 1,
+    initial: { v: 0 as unknown },
+    ops: {
+      build(s, a: { n: number }) {
+        s.v = nested(a.n);
+      },
+    },
+  });
+  const srv = await server(t, { admin: { token: ADMIN }, machines: [tower] });
+  // 3,000 levels: the op runs (6,000 would throw in the engine), JSON.stringify cannot write it.
+  assert.equal((await srv.room('t', 'tower').submit('build', { n: 3000 }, { author: 'a' })).error, undefined);
+  const res = await fetch(`${srv.url.replace('ws://', 'http://')}/admin/rooms/t/state`, { headers: { authorization: `Bearer ${ADMIN}` } });
+  assert.equal(res.status, 500);
 });
 
 test('admin HTTP lists rooms not in memory (unloaded when idle, and after a restart) with machine, version, size and last activity, in pages', async (t) => {
@@ -283,6 +385,10 @@ test('admin HTTP lists rooms not in memory (unloaded when idle, and after a rest
   const inProcess = await srv.rooms();
   assert.deepEqual(inProcess, { rooms: all });
   assert.deepEqual((await srv.rooms({ limit: ROOMS_PAGE_MAX + 5 })).rooms.length, 25);
+  // Over HTTP too, however many digits (docs/admin-api.md: larger limits are taken as 1,000).
+  for (const huge of ['1001', '1000000000', '1'.padEnd(400, '0')])
+    assert.equal((await list(srv.url, `?limit=${huge}`)).rooms.length, 25, `limit=${huge.slice(0, 12)}`);
+  assert.equal((await srv.rooms({ limit: 1e21 })).rooms.length, 25);
   assert.equal((await fetch(`${srv.url.replace('ws://', 'http://')}/admin/rooms?limit=0`, { headers: auth })).status, 400);
   assert.equal((await fetch(`${srv.url.replace('ws://', 'http://')}/admin/rooms?limit=ten`, { headers: auth })).status, 400);
   // A loaded room among unloaded ones: its members and live figures, its store figures too.

@@ -68,6 +68,72 @@ test('connections that never say hello are closed after the hello timeout, count
   ok.ws.close();
 });
 
+/** A raw TCP connection to the server that sends `bytes` (nothing, or part of a request) and reads what comes back. */
+function tcp(port: number, bytes = '') {
+  const socket = netConnect(port, '127.0.0.1');
+  let received = '';
+  let closed = false;
+  socket.on('error', () => {});
+  socket.on('data', (d) => {
+    received += d.toString();
+  });
+  socket.on('close', () => {
+    closed = true;
+  });
+  if (bytes) socket.write(bytes);
+  return { socket, received: () => received, closed: () => closed };
+}
+const HALF_UPGRADE = 'GET /?room=r HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n';
+
+// spec: SEC-LIMITS
+test('connections that never finish their upgrade request are closed at the upgrade timeout, counted and logged: silent ones and half-sent headers', async (t) => {
+  const srv = await server(t, 'upgrade-timeout', { limits: { upgradeTimeoutMs: 300, helloTimeoutMs: 60_000 }, heartbeatMs: 60_000 });
+  const silent = Array.from({ length: 30 }, () => tcp(srv.port));
+  const half = Array.from({ length: 20 }, () => tcp(srv.port, HALF_UPGRADE));
+  // A client that completes its upgrade (and then says nothing) is the hello timeout's, not this bound's.
+  const upgraded = await rawConnection(srv.url, 'r');
+  t.after(() => {
+    for (const c of [...silent, ...half]) c.socket.destroy(); // before the server's close, which waits for them
+  });
+  await until(() => [...silent, ...half].every((c) => c.closed()), 10_000, 'every unfinished connection closed');
+  assert.equal(await value(srv, 'refusedConnections', { reason: 'upgrade-timeout' }), 50);
+  assert.equal(srv.lines.filter((l) => l.reason === 'upgrade-timeout').length, 50, 'each is logged with its reason');
+  for (const c of half) assert.match(c.received(), /^HTTP\/1\.1 408 /, 'a peer that sent part of a request is told');
+  for (const c of silent) assert.equal(c.received(), '', 'a peer that sent nothing is not');
+  assert.equal(await value(srv, 'pendingConnections'), 0);
+  assert.equal(upgraded.closed(), undefined, 'an upgraded connection is not closed by this bound');
+  // Plain HTTP requests are not cut either: their first request ends the wait.
+  assert.equal((await fetch(`http://127.0.0.1:${srv.port}/healthz`)).status, 200);
+  upgraded.ws.close();
+});
+
+// spec: SEC-LIMITS
+test('past maxPendingConnections the oldest connection without a request is closed (server-full); upgrades go on', async (t) => {
+  const srv = await server(t, 'pending-cap', { limits: { upgradeTimeoutMs: 60_000, maxPendingConnections: 5 }, heartbeatMs: 60_000 });
+  const conns: ReturnType<typeof tcp>[] = [];
+  t.after(() => {
+    for (const c of conns) c.socket.destroy();
+  });
+  for (let i = 0; i < 5; i++) {
+    conns.push(tcp(srv.port, i === 0 ? HALF_UPGRADE : ''));
+    await until(async () => (await value(srv, 'pendingConnections')) === i + 1, 5000, `connection ${i} pending`);
+  }
+  for (let i = 0; i < 3; i++) conns.push(tcp(srv.port));
+  await until(() => conns.filter((c) => c.closed()).length === 3, 5000, 'three closed');
+  assert.deepEqual(
+    conns.map((c) => c.closed()),
+    [true, true, true, false, false, false, false, false],
+    'the oldest three',
+  );
+  assert.match(conns[0].received(), /^HTTP\/1\.1 503 /);
+  assert.equal(await value(srv, 'refusedConnections', { reason: 'server-full' }), 3);
+  assert.equal(await value(srv, 'pendingConnections'), 5);
+  const ok = await rawConnection(srv.url, 'r');
+  ok.hello('talker', chat);
+  await until(() => ok.welcomed(), 5000, 'a WebSocket client still gets in');
+  ok.ws.close();
+});
+
 // spec: SEC-LIMITS
 test('every refused or cut connection is counted and logged with its reason', async (t) => {
   const srv = await server(t, 'reasons', {
@@ -166,15 +232,19 @@ test('every refused or cut connection is counted and logged with its reason', as
   first.ws.close();
 });
 
-test('the CLI takes --hello-timeout', async (t) => {
+test('the CLI takes --hello-timeout and --upgrade-timeout', async (t) => {
   const { dir, cleanup } = tempDir('cli-hello');
   const { spawn } = await import('node:child_process');
   const { createInterface } = await import('node:readline');
   const bin = new URL('../bin/hercules.js', import.meta.url).pathname;
   const machines = new URL('../../../apps/machines.ts', import.meta.url).pathname;
-  const p = spawn(process.execPath, [bin, 'serve', '--machines', machines, '--port', '0', '--data-dir', dir, '--hello-timeout', '200'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const p = spawn(
+    process.execPath,
+    [bin, 'serve', '--machines', machines, '--port', '0', '--data-dir', dir, '--hello-timeout', '200', '--upgrade-timeout', '200'],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   t.after(() => {
     p.kill('SIGKILL');
     cleanup();
@@ -195,4 +265,9 @@ test('the CLI takes --hello-timeout', async (t) => {
   await until(() => silent.closed(), 5000, 'closed');
   assert.equal(silent.closed()!.code, 4010);
   await until(() => logged.some((l) => l.reason === 'hello-timeout'), 5000, 'logged');
+  const port = Number(new URL(url.replace('ws:', 'http:')).port);
+  const idle = tcp(port);
+  t.after(() => idle.socket.destroy());
+  await until(() => idle.closed(), 5000, 'a connection without a request closed');
+  await until(() => logged.some((l) => l.reason === 'upgrade-timeout'), 5000, 'logged');
 });

@@ -391,18 +391,36 @@ test('a full disk on the server: a clear error, nothing corrupted, nothing lost 
   });
   await online(a);
   await a.ops.say({ text: 'before' }).visible;
+  const health = async () => {
+    const res = await fetch(`${srv.url.replace('ws', 'http')}/healthz`);
+    return { status: res.status, body: (await res.json()) as { ok: boolean; reason?: string; store: { ok: boolean; failures: number; error?: string } } };
+  };
+  assert.deepEqual([(await health()).status, (await health()).body.ok], [200, true]);
   // SQLite's page cap makes the next writes fail with SQLITE_FULL, like a full disk.
   const pages = srv.store.db.pragma('page_count', { simple: true }) as number;
   srv.store.db.pragma(`max_page_count = ${pages}`);
   const big = 'x'.repeat(1500);
   const hs = Array.from({ length: 30 }, (_, i) => a.ops.say({ text: `${i} ${big}` }));
-  await until(() => errors.some((e) => /storage write failed|could not write to its storage/.test(e)), 10_000, 'storage error');
-  assert.ok(
-    hs.every((h) => h.stage === 'durable'),
-    'nothing was announced authoritative',
-  );
-  srv.store.db.pragma('max_page_count = 1073741823');
+  try {
+    await until(() => errors.some((e) => /storage write failed|could not write to its storage/.test(e)), 10_000, 'storage error');
+    assert.ok(
+      hs.every((h) => h.stage === 'durable'),
+      'nothing was announced authoritative',
+    );
+    // A monitor sees it: 503, the reason, the store's last error (the client keeps retrying, and failing).
+    const full = await health();
+    assert.equal(full.status, 503, JSON.stringify(full.body));
+    assert.equal(full.body.ok, false);
+    assert.match(full.body.reason ?? '', /^the room store cannot commit: .*(full|SQLITE_FULL)/i);
+    assert.ok(full.body.store.failures >= 1 && full.body.store.ok === false, JSON.stringify(full.body.store));
+  } catch (e) {
+    await a.close(); // so that the server's close does not wait on a client retrying against a full disk
+    throw e;
+  } finally {
+    srv.store.db.pragma('max_page_count = 1073741823');
+  }
   await Promise.all(hs.map((h) => h.visible));
+  assert.deepEqual([(await health()).status, (await health()).body.store.failures], [200, 0], 'healthy again once a commit succeeds');
   const texts = a.getState('visible').messages.map((m) => m.text.split(' ')[0]);
   assert.deepEqual(texts, ['before', ...Array.from({ length: 30 }, (_, i) => String(i))], 'each op exactly once, in order');
   assert.equal(srv.store.db.pragma('integrity_check', { simple: true }), 'ok');

@@ -50,6 +50,7 @@ import {
   scanOp,
 } from '@hercules/core';
 import { Rng } from './rng.ts';
+import { hostileValue } from './hostile.ts';
 
 const small = (v: unknown): boolean =>
   typeof v === 'object' && v !== null && Number.isInteger((v as { k?: unknown }).k) && Math.abs((v as { k: number }).k) < 1000;
@@ -291,42 +292,7 @@ export function runFuzz(seed: number, count: number): FuzzStats {
 
   // ---------------------------------------------------------------- frame generation
   const clientIds = ['h1', 'h2', 'h3', 'x1', 'x2', 'b1', 'r1', '', 'a'.repeat(200)];
-  /** Arrays nested `n` deep (deeper than the argument domain allows past 256). */
-  const nested = (n: number): unknown => {
-    let v: unknown = rng.int(0, 9);
-    for (let i = 0; i < n; i++) v = [v];
-    return v;
-  };
-  const randomValue = (depth = 0): unknown => {
-    switch (rng.int(0, depth > 2 ? 5 : 8)) {
-      case 0:
-        return null;
-      case 1:
-        return rng.chance(0.5);
-      case 2:
-        return rng.pick([0, -0, -1, 1, 2 ** 31, 2 ** 53, -(2 ** 53), 1.5, -1.5e-300, NaN, Infinity, -Infinity, rng.int(0, 100000)]);
-      case 3:
-        return rng.pick(['', 'hello', 'ops', 'ack', 'add', 'note', 'x'.repeat(rng.int(0, 300)), '\u0000', '__proto__', 'constructor', 'a\uD800', '\uDC00z']);
-      case 4:
-        return rng.pick([rng.int(-5, 5), new Date(rng.int(0, 1e12)), Uint8Array.from([rng.int(0, 255), 7])]);
-      case 5:
-        return rng.chance(0.8) ? undefined : nested(rng.pick([100, 300, 600]));
-      case 6:
-        return Array.from({ length: rng.int(0, 6) }, () => randomValue(depth + 1));
-      default: {
-        const o: Record<string, unknown> = {};
-        // defineProperty: a "__proto__" key is sent as a key, not taken as this object's prototype.
-        for (let i = rng.int(0, 5); i > 0; i--)
-          Object.defineProperty(o, rng.pick(['t', 'v', 'ops', 'seq', 'name', 'args', 'k', 'pos', 'client', 'machine', 'have', '__proto__', 'text']), {
-            value: randomValue(depth + 1),
-            enumerable: true,
-            writable: true,
-            configurable: true,
-          });
-        return o;
-      }
-    }
-  };
+  const randomValue = (depth = 0): unknown => hostileValue(rng, depth);
   const validMessage = (a: Attacker): ClientMessage | Record<string, unknown> => {
     switch (rng.int(0, 6)) {
       case 0:
