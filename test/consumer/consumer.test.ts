@@ -370,6 +370,19 @@ test('the packages install from their tarballs and work in a fresh project', { t
     assert.equal(bad.stderr, 'hercules: unknown option --prot (hercules --help lists every option)\n');
   });
 
+  await t.test('(a) a CommonJS module require()s the ESM-only packages (Node 20.19 and later; the engines field says so)', () => {
+    const names = packed.map((p) => p.name);
+    const script = `for (const n of ${JSON.stringify(names)}) { const m = require(n); if (Object.keys(m).length === 0) throw new Error(n + ' has no exports'); }\nconsole.log('required');\n`;
+    writeFileSync(join(project, 'required.cjs'), script);
+    const r = run(process.execPath, ['required.cjs'], project, 30_000, outsideEnv());
+    ok(r, 'node required.cjs');
+    assert.equal(r.stdout.trim(), 'required');
+    for (const p of packed) {
+      const engines = (JSON.parse(readFileSync(join(project, 'node_modules', p.name, 'package.json'), 'utf8')) as { engines?: { node?: string } }).engines;
+      assert.equal(engines?.node, '>=20.19', `${p.name} says it needs a Node whose require() loads ES modules`);
+    }
+  });
+
   await t.test('(b) tsc --strict typechecks the typed op stubs, and refuses a wrong call', () => {
     const r = run(process.execPath, [tsc, '-p', 'tsconfig.json'], project, 60_000);
     ok(r, 'tsc');
