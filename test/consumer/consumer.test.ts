@@ -7,16 +7,21 @@
  *   (b) `tsc --strict` typechecks a .ts file using the typed op stubs, and fails on a wrong call;
  *   (c) a browser bundle of a small client builds with esbuild, without better-sqlite3 or ws;
  *   (e) a machine holding a keyedMap (from the installed @hercules/core) runs through an
- *       in-process server and two clients.
+ *       in-process server and two clients;
+ *   (f) the UI bindings, each against an in-process server and two clients: a React app
+ *       rendered to a string, a Vue composable in an effect scope and a server render, a
+ *       Svelte store and a component compiled by Svelte; typechecked and built with esbuild,
+ *       first with the newest majors (React 19, Vue 3.5, Svelte 5), then again with the oldest
+ *       the packages support (React 18, Vue 3.3, Svelte 4) installed over them.
  * The files written here are the README's "Use Hercules in your app" section.
  *
- *   npm run test:consumer          (part of npm test; about a minute, most of it compiling
- *                                   better-sqlite3 in the fresh project)
+ *   npm run test:consumer          (part of npm test; about a minute and a half, most of it
+ *                                   compiling better-sqlite3 in the fresh project)
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,7 +31,10 @@ import { build } from 'esbuild';
 import { startNatsCluster } from '../../packages/cluster/src/nats-dev.ts';
 
 const root = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
-const PACKAGES = ['core', 'client', 'client-sqlite', 'server', 'react', 'cluster'];
+const PACKAGES = ['core', 'client', 'client-sqlite', 'server', 'react', 'cluster', 'vue', 'svelte'];
+/** The UI frameworks of the first install, the newest majors; (f) then installs the oldest the bindings support. */
+const NEWEST_UI = ['react@19', 'react-dom@19', '@types/react@19', '@types/react-dom@19', 'vue@3', 'svelte@5'];
+const OLDEST_UI = ['react@18', 'react-dom@18', '@types/react@18', '@types/react-dom@18', 'vue@3.3', 'svelte@4'];
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 const KEEP = process.env.HERCULES_KEEP_CONSUMER === '1'; // leave the project for a look
 
@@ -54,6 +62,21 @@ function run(cmd: string, args: string[], cwd: string, timeoutMs: number, env = 
   // npx may warn about the user's own npm configuration first; what is under test comes after.
   const stderr = (r.stderr ?? '').replace(/^npm warn .*\n/gm, '');
   return { status: r.status, signal: r.signal, out: `${r.stdout ?? ''}${r.stderr ?? ''}`, stdout: r.stdout ?? '', stderr, ms, error: r.error };
+}
+
+/** `run` without blocking: two of them use both cores. */
+function runAsync(cmd: string, args: string[], cwd: string, timeoutMs: number, env = outsideEnv()): Promise<ReturnType<typeof run>> {
+  const started = performance.now();
+  return new Promise((done) => {
+    const child = spawn(cmd, args, { cwd, env, timeout: timeoutMs });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('close', (status, signal) =>
+      done({ status, signal, out: `${stdout}${stderr}`, stdout, stderr, ms: Math.round(performance.now() - started), error: undefined }),
+    );
+  });
 }
 
 function ok(r: ReturnType<typeof run>, what: string) {
@@ -111,6 +134,58 @@ async function stopServer(proc: ChildProcess): Promise<void> {
   }, 5000);
   await exited;
   clearTimeout(timer);
+}
+
+/** What each UI app (test/consumer/ui) prints: the framework's version and what it rendered. */
+interface UiOutput {
+  version: string;
+  html: string;
+  seen?: number[];
+  subscribedAfterRender?: number;
+}
+
+/**
+ * Typecheck the UI apps against the installed frameworks' types, build them with esbuild (the
+ * packages left external, so Node loads the installed ones) and run each: its printed line.
+ */
+async function runUiApps(ui: string): Promise<Record<'react' | 'vue' | 'svelte', UiOutput>> {
+  // Two programs (React's and Vue's types each declare the global JSX namespace), side by side.
+  const configs = ['tsconfig.react.json', 'tsconfig.json'];
+  const checked = await Promise.all(configs.map((config) => runAsync(process.execPath, [tsc, '-p', config], ui, 90_000)));
+  for (const [i, r] of checked.entries()) ok(r, `tsc -p ${configs[i]} of the UI apps`);
+  const apps = ['react', 'vue', 'svelte'] as const;
+  await build({
+    absWorkingDir: ui,
+    entryPoints: ['react-app.tsx', 'vue-app.ts', 'svelte-app.ts'],
+    bundle: true,
+    packages: 'external',
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    jsx: 'automatic',
+    outdir: 'out',
+    logLevel: 'silent',
+  });
+  const outputs = apps.map((app) => {
+    const r = run(process.execPath, [join('out', `${app}-app.js`)], ui, 30_000, outsideEnv());
+    ok(r, `node ${app}-app`);
+    return [app, JSON.parse(r.stdout.trim().split('\n').at(-1)!) as UiOutput] as const;
+  });
+  return Object.fromEntries(outputs) as Record<(typeof apps)[number], UiOutput>;
+}
+
+/** Each app showed the room's state, with the framework major asked for. */
+function checkUiApps(out: Record<'react' | 'vue' | 'svelte', UiOutput>, majors: { react: number; vue: string; svelte: number }) {
+  assert.equal(Number(out.react.version.split('.')[0]), majors.react, `React ${out.react.version}`);
+  assert.match(out.react.html, /<p>count 2 by a,b, 2 members<\/p>/, "useView and useMembers return the room's state");
+  assert.match(out.react.html, /data-testid="pos-visible">2</, 'the inspector renders');
+  assert.ok(out.vue.version.startsWith(`${majors.vue}.`), `Vue ${out.vue.version}`);
+  assert.deepEqual(out.vue.seen, [0, 1, 2, 2], 'the ref followed the room until its scope stopped');
+  assert.equal(out.vue.html, '<p>by a,b,b</p>');
+  assert.equal(out.vue.subscribedAfterRender, 0, 'the server render left no subscription');
+  assert.equal(Number(out.svelte.version.split('.')[0]), majors.svelte, `Svelte ${out.svelte.version}`);
+  assert.deepEqual(out.svelte.seen, [0, 1, 2], 'the store gave each change until unsubscribed');
+  assert.match(out.svelte.html, /<p>count 3 by a,b,b<\/p>/);
 }
 
 // The consumer project's files. The README's "Use Hercules in your app" shows these.
@@ -290,7 +365,7 @@ test('the packages install from their tarballs and work in a fresh project', { t
   const typesNode = (JSON.parse(readFileSync(join(root, 'node_modules/@types/node/package.json'), 'utf8')) as { version: string }).version;
   const install = run(
     'npm',
-    ['install', '--no-audit', '--no-fund', ...packed.map((p) => join(packs, p.filename)), `@types/node@${typesNode}`],
+    ['install', '--no-audit', '--no-fund', ...packed.map((p) => join(packs, p.filename)), `@types/node@${typesNode}`, ...NEWEST_UI],
     project,
     180_000,
   );
@@ -368,6 +443,19 @@ test('the packages install from their tarballs and work in a fresh project', { t
     const bad = run('npx', ['hercules', 'serve', '--machines', './machines.mjs', '--prot', '1'], project, 30_000);
     assert.equal(bad.status, 2, bad.out);
     assert.equal(bad.stderr, 'hercules: unknown option --prot (hercules --help lists every option)\n');
+  });
+
+  await t.test('(a) a CommonJS module require()s the ESM-only packages (Node 20.19 and later; the engines field says so)', () => {
+    const names = packed.map((p) => p.name);
+    const script = `for (const n of ${JSON.stringify(names)}) { const m = require(n); if (Object.keys(m).length === 0) throw new Error(n + ' has no exports'); }\nconsole.log('required');\n`;
+    writeFileSync(join(project, 'required.cjs'), script);
+    const r = run(process.execPath, ['required.cjs'], project, 30_000, outsideEnv());
+    ok(r, 'node required.cjs');
+    assert.equal(r.stdout.trim(), 'required');
+    for (const p of packed) {
+      const engines = (JSON.parse(readFileSync(join(project, 'node_modules', p.name, 'package.json'), 'utf8')) as { engines?: { node?: string } }).engines;
+      assert.equal(engines?.node, '>=20.19', `${p.name} says it needs a Node whose require() loads ES modules`);
+    }
   });
 
   await t.test('(b) tsc --strict typechecks the typed op stubs, and refuses a wrong call', () => {
@@ -468,5 +556,22 @@ test('the packages install from their tarballs and work in a fresh project', { t
     // presence (issue 16) 1.4 KiB, and protocol 4's tentative sends (issue 14) 0.5 KiB, so the
     // bound is 31 until that is won back (docs/benchmarks.md, "Browser bundle size", has the figures).
     assert.ok(gz <= 31 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
+  });
+
+  await t.test('(f) a React app, a Vue composable and a Svelte component show the room, with the newest majors and then the oldest supported', async () => {
+    const ui = join(project, 'ui');
+    cpSync(join(root, 'test', 'consumer', 'ui'), ui, { recursive: true });
+    mkdirSync(join(ui, 'out'));
+    const started = performance.now();
+    checkUiApps(await runUiApps(ui), { react: 19, vue: '3.5', svelte: 5 });
+    const newest = performance.now();
+    // npm refuses (ERESOLVE) a framework outside a binding's peer range: this install is the check of the ranges.
+    ok(run('npm', ['install', '--no-audit', '--no-fund', ...OLDEST_UI], project, 120_000), `npm install ${OLDEST_UI.join(' ')}`);
+    const installed = performance.now();
+    checkUiApps(await runUiApps(ui), { react: 18, vue: '3.3', svelte: 4 });
+    const ms = (a: number, b: number) => Math.round(b - a);
+    log(
+      `UI apps: newest majors ${ms(started, newest)} ms, install of the oldest ${ms(newest, installed)} ms, oldest majors ${ms(installed, performance.now())} ms`,
+    );
   });
 });

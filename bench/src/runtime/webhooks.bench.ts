@@ -10,7 +10,7 @@
 import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { connect, memoryStorage } from '@hercules/client';
-import { createServer } from '@hercules/server';
+import { createServer, newWebhookSecret } from '@hercules/server';
 import { chat } from '../../../apps/machines.ts';
 import { removeTemp, sleep, tempDir } from './common.ts';
 
@@ -59,7 +59,7 @@ async function run(withHook: boolean): Promise<{ p50: number; p99: number; burst
     dataDir: dir,
     machines: [chat],
     log: 'silent',
-    ...(withHook ? { webhooks: [{ url: hookUrl, secret: 'a-bench-secret-of-at-least-32-characters' }] } : {}),
+    ...(withHook ? { webhooks: [{ url: hookUrl, secret: newWebhookSecret() }] } : {}),
   });
   const c = await connect({ url: srv.url, room: 'bench', machine: chat, clientId: 'bench', storage: memoryStorage() });
   while (c.status() !== 'online') await sleep(5);

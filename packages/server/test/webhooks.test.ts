@@ -1,24 +1,44 @@
 /**
- * Webhooks (issue 16, part 3): each room's commits POSTed at least once, in order, signed,
- * retried with backoff, resumed after a restart from the position the receiver last accepted.
- * A real receiver (node:http) in this process, real clients on real sockets.
+ * Webhooks (issue 16, part 3; issue 41, item 2): each room's commits POSTed at least once, in
+ * order, signed in the Standard Webhooks format (verified here with that project's own library,
+ * `standardwebhooks`), retried with backoff, resumed after a restart from the position the
+ * receiver last accepted. A real receiver (node:http) in this process, real clients on real sockets.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer as createHttpServer, type IncomingMessage } from 'node:http';
+import { createServer as createHttpServer, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { connect } from '@hercules/client';
 import { HerculesError, type LogEntry } from '@hercules/core';
-import { createServer, webhookSignature, type WebhookOptions } from '../src/index.ts';
+import { createServer, newWebhookSecret, webhookSignature, type WebhookOptions } from '../src/index.ts';
 import { chat } from '../../../apps/machines.ts';
 import { online, tempDir, until } from './helpers.ts';
 
-const SECRET = 'a-webhook-secret-of-at-least-32-characters';
+const SECRET = newWebhookSecret();
+const LEGACY_SECRET = 'a-webhook-secret-of-at-least-32-characters';
 
 interface Delivery {
   id: string;
   body: { room: string; from: number; to: number; entries: LogEntry[]; gap?: { from: number; to: number } };
-  signed: boolean;
+  raw: string;
+  headers: Record<string, string>;
+}
+
+/** The request's headers as the standardwebhooks library takes them (one string each). */
+function flat(headers: IncomingHttpHeaders): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, String(v)]));
+}
+
+/** True if `secret`'s receiver, verifying with the standardwebhooks library, accepts `d` now. */
+function verifies(secret: string, d: Pick<Delivery, 'raw' | 'headers'>): boolean {
+  try {
+    new Webhook(secret).verify(d.raw, d.headers);
+    return true;
+  } catch (e) {
+    if (e instanceof WebhookVerificationError) return false;
+    throw e;
+  }
 }
 
 /** A receiver that answers `status()` (500 while failing) and records what it accepted and saw. */
@@ -33,12 +53,8 @@ async function receiver(t: { after: (fn: () => unknown) => void }) {
   };
   const http = createHttpServer(async (req, res) => {
     const raw = await read(req);
-    const ts = String(req.headers['x-hercules-timestamp']);
-    const d: Delivery = {
-      id: String(req.headers['x-hercules-delivery']),
-      body: JSON.parse(raw),
-      signed: req.headers['x-hercules-signature'] === webhookSignature(SECRET, ts, raw),
-    };
+    const headers = flat(req.headers);
+    const d: Delivery = { id: headers['webhook-id'] ?? headers['x-hercules-delivery'], body: JSON.parse(raw), raw, headers };
     seen.push(d);
     if (status === 200) accepted.push(d);
     res.writeHead(status).end();
@@ -77,8 +93,8 @@ test('webhooks: commits arrive in order, signed, batched; a failing receiver get
   await until(() => rx.positions().length === 5, 5000, 'five delivered');
   assert.deepEqual(rx.positions(), [1, 2, 3, 4, 5]);
   assert.ok(
-    rx.accepted.every((d) => d.signed),
-    'every request is signed with the secret',
+    rx.accepted.every((d) => verifies(SECRET, d)),
+    'every request verifies with the standardwebhooks library and the secret',
   );
   const first = rx.accepted[0];
   assert.deepEqual(first.body.entries.map((e) => [e.client, e.seq, e.name, (e.args as { text: string }).text])[0], ['w1', 1, 'say', 'm1']);
@@ -133,10 +149,75 @@ test('webhooks: only the rooms asked for; bad options are refused at start', asy
   assert.equal(rx.accepted[0].body.room, 'wanted');
   const bad = (webhooks: WebhookOptions[]) => createServer({ port: 0, dataDir: dir.dir, machines: [chat], log: 'silent', webhooks });
   await assert.rejects(bad([{ url: 'ftp://x', secret: SECRET }]), (e: unknown) => e instanceof HerculesError && /url must be an http\(s\) URL/.test(e.message));
-  await assert.rejects(
-    bad([{ url: rx.url, secret: 'short' }]),
-    (e: unknown) => e instanceof HerculesError && /secret must be a string of at least 32/.test(e.message),
-  );
+  const refused = (webhooks: WebhookOptions[], message: RegExp) =>
+    assert.rejects(bad(webhooks), (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument' && message.test(e.message));
+  // The old scheme's secret under the default scheme: refused with the way out named.
+  await refused([{ url: rx.url, secret: LEGACY_SECRET }], /secret must be whsec_ followed by the base64 of 24 to 64 random bytes.*signature: 'legacy'/);
+  await refused([{ url: rx.url, secret: `whsec_${Buffer.alloc(16).toString('base64')}` }], /secret must be whsec_/);
+  await refused([{ url: rx.url, secret: `whsec_${Buffer.alloc(65).toString('base64')}` }], /secret must be whsec_/);
+  await refused([{ url: rx.url, secret: 'whsec_not base64!' }], /secret must be whsec_/);
+  await refused([{ url: rx.url, secret: [] }], /secret must be a whsec_ secret or a non-empty list/);
+  await refused([{ url: rx.url, secret: 'short', signature: 'legacy' }], /secret must be a string of at least 32/);
+  await refused([{ url: rx.url, secret: [LEGACY_SECRET], signature: 'legacy' }], /signature: 'legacy' takes one secret/);
+  await refused([{ url: rx.url, secret: SECRET, signature: 'hmac' as 'standard' }], /signature must be 'standard' or 'legacy'/);
+});
+
+test('webhooks: Standard Webhooks signatures verify with the standardwebhooks library; a tampered body, a stale or altered timestamp and a wrong secret are refused; a list of secrets signs with each', async (t) => {
+  const dir = tempDir('webhooks-standard');
+  t.after(dir.cleanup);
+  const rx = await receiver(t);
+  const old = newWebhookSecret();
+  // Rotation: the new secret first, the old one still signing until every receiver has the new.
+  const srv = await createServer({ port: 0, dataDir: dir.dir, machines: [chat], log: 'silent', webhooks: [{ url: rx.url, secret: [SECRET, old] }] });
+  t.after(() => srv.close());
+  const sentAt = Date.now();
+  // A room name with a dot: the id must hold none (the signed text joins id, timestamp and body with dots).
+  await srv.room('team.alpha', 'chat').submit('say', { text: 'for the hook' }, { author: 'x' });
+  await until(() => rx.accepted.length === 1, 5000, 'one delivery');
+  await srv.close();
+  const d = rx.accepted[0];
+  assert.equal(d.id, 'team%2Ealpha:1-1');
+  assert.equal(d.body.room, 'team.alpha');
+  assert.ok(Math.abs(Number(d.headers['webhook-timestamp']) - sentAt / 1000) < 5, `webhook-timestamp in seconds: ${d.headers['webhook-timestamp']}`);
+  assert.match(d.headers['webhook-signature'], /^v1,[A-Za-z0-9+/]{43}= v1,[A-Za-z0-9+/]{43}=$/, 'one v1 signature per secret');
+  assert.ok(!Object.keys(d.headers).some((h) => h.startsWith('x-hercules-')), 'no legacy headers');
+
+  assert.ok(verifies(SECRET, d), 'the new secret verifies');
+  assert.ok(verifies(old, d), 'the old secret verifies');
+  assert.ok(!verifies(newWebhookSecret(), d), 'another secret does not');
+  assert.ok(!verifies(SECRET, { ...d, raw: d.raw.replace('for the hook', 'for the hooK') }), 'a tampered body is refused');
+  assert.ok(!verifies(SECRET, { ...d, headers: { ...d.headers, 'webhook-id': 'team%2Ealpha:1-2' } }), 'an altered id is refused');
+  // A replay made fresh by a new timestamp header is refused: the signature covers the timestamp.
+  const fresh = String(Math.floor(Date.now() / 1000) + 1);
+  assert.ok(!verifies(SECRET, { ...d, headers: { ...d.headers, 'webhook-timestamp': fresh } }), 'an altered timestamp is refused');
+  // The same delivery received 6 minutes later is stale (the library's tolerance is 5), 4 later is not.
+  const now = Date.now();
+  const later = t.mock.method(Date, 'now', () => now + 6 * 60_000);
+  assert.throws(() => new Webhook(SECRET).verify(d.raw, d.headers), /timestamp too old/);
+  later.mock.mockImplementation(() => now + 4 * 60_000);
+  assert.ok(verifies(SECRET, d), 'four minutes later it still verifies');
+  later.mock.restore();
+});
+
+test("webhooks: signature: 'legacy' (deprecated) keeps the old x-hercules-* headers", async (t) => {
+  const dir = tempDir('webhooks-legacy');
+  t.after(dir.cleanup);
+  const rx = await receiver(t);
+  const srv = await createServer({
+    port: 0,
+    dataDir: dir.dir,
+    machines: [chat],
+    log: 'silent',
+    webhooks: [{ url: rx.url, secret: LEGACY_SECRET, signature: 'legacy' }],
+  });
+  t.after(() => srv.close());
+  await srv.room('old.scheme', 'chat').submit('say', { text: 'legacy' }, { author: 'x' });
+  await until(() => rx.accepted.length === 1, 5000, 'one delivery');
+  const d = rx.accepted[0];
+  assert.equal(d.id, 'old.scheme:1-1');
+  assert.equal(d.headers['x-hercules-signature'], webhookSignature(LEGACY_SECRET, d.headers['x-hercules-timestamp'], d.raw));
+  assert.ok(Math.abs(Number(d.headers['x-hercules-timestamp']) - Date.now()) < 10_000, 'x-hercules-timestamp in ms');
+  assert.ok(!('webhook-signature' in d.headers), 'no Standard Webhooks headers');
 });
 
 test('the store keeps what webhooks have not had past a checkpoint, up to retainAtMost; past that a reader sees the gap', async (t) => {

@@ -1,0 +1,1 @@
+export { viewStore, opStageStore, othersStore, presenceStore, membersStore, positionsStore, statusStore } from './stores.ts';

@@ -1,0 +1,1 @@
+export { useView, useOps, useOpStage, useMembers, usePositions, useStatus, useOthers, usePresence } from './composables.ts';
