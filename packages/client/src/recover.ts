@@ -25,6 +25,7 @@ export interface PendingStore {
   ops: number;
 }
 
+/** A store drained; `ops` 0: it held nothing outside its base (a closed tab's, all sent), and was only cleaned up. */
 export interface RecoveredStore extends PendingStore {
   /** The store was deleted (false: it holds another room's ops, and is left for that room's client). */
   removed: boolean;
@@ -65,7 +66,8 @@ export async function findPending<M extends Machine<any, any>>(opts: { stores: S
 
 /**
  * Drain every store of the room that no live client holds: send its ops under its own client
- * id, wait until the server has confirmed each, then delete it. Resolves with what it drained.
+ * id, wait until the server has confirmed each, then delete it (a store of the room with no ops
+ * outside its base is deleted at once). Resolves with what it drained.
  * A store that fails (the server refuses that client, say) is reported to onError, released
  * with its ops, and the others are still drained.
  */

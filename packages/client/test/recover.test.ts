@@ -5,12 +5,15 @@
  * ones in Chromium.
  */
 import { test } from 'node:test';
-import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import assert from 'node:assert/strict';
 import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
 import { createServer } from '@hercules/server';
 import { tempDir, until } from '@hercules/test-utils';
 import { connect, findPending, indexedDbDirectory, indexedDbStorage, recoverPending, type RecoveredStore } from '../src/index.ts';
+import { existsSync, readdirSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { sqliteDirectory, sqliteStorage } from '@hercules/client-sqlite';
 import { chat } from '../../../apps/machines.ts';
 import { fakeLocks } from './fake-locks.ts';
 
@@ -161,8 +164,15 @@ test('a recovery stopped before the server answered keeps the store and its ops 
   const recovered: RecoveredStore[] = [];
   const next = await connect({ url: srv.url, room: 'r', machine: chat, storage: b.store('tab-c'), onRecovered: (r) => recovered.push(r) });
   t.after(() => next.close());
-  await until(() => recovered.length === 1, 10_000);
-  assert.deepEqual(recovered, [{ store: 'tab-a', clientId: id, ops: 1, removed: true }]);
+  await until(() => recovered.length === 2, 10_000);
+  assert.deepEqual(
+    recovered.map((r) => [r.store, r.clientId, r.ops, r.removed]),
+    [
+      ['tab-a', id, 1, true],
+      ['tab-q', quiet.clientId, 0, true],
+    ],
+    "tab-a drained; the closed quiet tab's store held nothing the server lacks, and is deleted too",
+  );
   // Closing a room while its recovery still waits for the server stops it cleanly.
   await strand(b, 'tab-d', ['y']);
   const offline = await connect({
@@ -177,4 +187,53 @@ test('a recovery stopped before the server answered keeps the store and its ops 
   await offline.close();
   assert.equal(b.env.locks.held.size, 1, 'only the open room’s own store is held');
   assert.ok((await b.names()).includes('tab-d'));
+});
+
+// spec: DUR-NOT-STRANDED, LOG-EXACTLY-ONCE
+test('Node: sqliteDirectory drains the store file of a worker that stopped for good; a file in use and a foreign database are left as they are', async (t) => {
+  const srv = await server(t, 'd');
+  const stores = join(dir, 'workers');
+  const worker = async (file: string, text: string) => {
+    const w = await connect({
+      url: OFFLINE,
+      room: 'r',
+      machine: chat,
+      storage: sqliteStorage(join(stores, file)),
+      backoff: { minMs: 5000, maxMs: 5000 },
+      onError: () => {},
+    });
+    await w.ops.say({ text }).durable;
+    return w;
+  };
+  const gone = await worker('w1.sqlite', 'from w1');
+  await gone.close();
+  const live = await worker('w2.sqlite', 'from w2');
+  const foreign = new Database(join(stores, 'notes.db'));
+  foreign.exec('CREATE TABLE notes (t TEXT)');
+  foreign.close();
+  const directory = sqliteDirectory(stores);
+  assert.deepEqual(
+    (await findPending({ stores: directory, machine: chat, room: 'r' })).map((p) => [p.store, p.clientId, p.ops]),
+    [['w1.sqlite', gone.clientId, 1]],
+  );
+  const got = await recoverPending({ url: srv.url, room: 'r', machine: chat, stores: directory });
+  assert.deepEqual(got, [{ store: 'w1.sqlite', clientId: gone.clientId, ops: 1, removed: true }]);
+  assert.ok(!existsSync(join(stores, 'w1.sqlite')));
+  assert.deepEqual(
+    readdirSync(stores)
+      .filter((f) => !f.startsWith('w2.'))
+      .sort(),
+    ['notes.db'],
+  );
+  const notes = new Database(join(stores, 'notes.db'), { readonly: true });
+  assert.deepEqual(notes.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all(), [{ name: 'notes' }], 'the foreign database got no tables');
+  notes.close();
+  await live.close();
+  const fresh = await connect({ url: srv.url, room: 'r', machine: chat });
+  t.after(() => fresh.close());
+  await fresh.whenOnline({ timeoutMs: 5000 });
+  assert.deepEqual(
+    fresh.getState('authoritative').messages.map((m) => `${m.author}:${m.text}`),
+    [`${gone.clientId}:from w1`],
+  );
 });

@@ -4,7 +4,9 @@
  * client: its id is kept in sessionStorage, so a reload is the same client (and its durable ops
  * survive it), while a second tab is another user. A duplicated tab inherits the sessionStorage,
  * and with it the id; its store is then held by the original tab (store-in-use), so it takes a
- * new id.
+ * new id. A tab closed while offline leaves its store behind with ops the server never had: the
+ * next page of the room finds it and sends them under that tab's id (connect's `recover`, on by
+ * default), then deletes it.
  */
 import { connect, indexedDbStorage, type ConnectedRoom } from '@hercules/client';
 import type { Machine } from '@hercules/core';
