@@ -467,6 +467,13 @@ test("chat: a tab closed while offline keeps its messages; the app opened again 
   }
   const idA = await A.page.evaluate(() => (window as any).hercules.clientId as string);
   const storeA = await A.page.evaluate(() => `hercules-${sessionStorage.getItem('hercules-tab')}`);
+  // Another tab, still open and offline, with a message of its own: its store is held (Web Lock), so no one drains it.
+  const L = await tab('L', true);
+  await until(L, 'status offline', () => document.querySelector('[data-testid=connection]')?.getAttribute('data-status') === 'offline');
+  const live = `live tab ${tag}`;
+  await say(L, live);
+  await until(L, `${live} durable`, stageIs, [live, ['durable']] as [string, string[]]);
+  const storeL = await L.page.evaluate(() => `hercules-${sessionStorage.getItem('hercules-tab')}`);
   await A.page.close(); // a closed tab: its sessionStorage, and with it its id and store name, are gone
 
   // The app opened again, in a new page: a new tab id and store; the closed tab's store is found and drained.
@@ -492,13 +499,19 @@ test("chat: a tab closed while offline keeps its messages; the app opened again 
     texts.map((m) => [idA, m]),
     "sent once each, under the closed tab's client id",
   );
+  assert.ok(await N.page.evaluate(async (name) => (await indexedDB.databases()).some((d) => d.name === name), storeL), "the open tab's store is not touched");
+  assert.deepEqual(
+    await L.page.evaluate(() => (window as any).hercules.getState('durable').messages.map((m: any) => m.text)),
+    [live],
+    'and the open tab still has its message',
+  );
   // Another user (another browser) sees the same.
   const B = await openClient('chat', room, 'B');
   t.after(() => closeAll(B));
   await until(B, 'online', () => (window as any).hercules?.status() === 'online');
   for (const m of texts) await until(B, `${m} on B`, shows, [m, 1] as [string, number]);
   assert.deepEqual(await messagesText(B), texts);
-  assert.deepEqual([...A.errors, ...N.errors, ...B.errors], []);
+  assert.deepEqual([...A.errors, ...L.errors, ...N.errors, ...B.errors], []);
 });
 
 // ---------------------------------------------------------------------- interior design
