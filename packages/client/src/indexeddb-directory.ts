@@ -12,6 +12,12 @@ export interface IndexedDbEnv {
   indexedDB: IDBFactory;
   IDBKeyRange: typeof IDBKeyRange;
   locks: StoreLocks;
+  /**
+   * Which database names to look at (default: all). A store does not record who was signed in
+   * when it was written, so an app whose users share a browser names stores per user and
+   * recovers only the signed-in user's.
+   */
+  match: (name: string) => boolean;
 }
 
 /** The claimer holds the lock already: the store it opens must not ask for it again. */
@@ -64,7 +70,7 @@ export function indexedDbDirectory(env?: Partial<IndexedDbEnv>): StoreDirectory 
     async list() {
       // Firefox before 126 has no databases(): nothing can be found there.
       if (typeof idb.databases !== 'function') return [];
-      return (await idb.databases()).flatMap((d) => (d.name ? [d.name] : []));
+      return (await idb.databases()).flatMap((d) => (d.name && (!env?.match || env.match(d.name)) ? [d.name] : []));
     },
     async claim(name): Promise<ClaimedStore | undefined> {
       const unlock = await lockIfFree(locks, storeLockName(name));

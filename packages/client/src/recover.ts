@@ -86,7 +86,11 @@ export async function recoverPending<M extends Machine<any, any>>(opts: RecoverO
       opts.onRecovered?.(r);
     } catch (e) {
       await claimed?.release().catch(() => {});
-      if (!opts.signal?.aborted) report(new HerculesError('storage-failed', `recovering the ops of store "${name}" failed: ${(e as Error)?.message ?? e}`));
+      if (opts.signal?.aborted) continue;
+      // A refusal keeps its code: e.g. the server refuses the store's client to another user
+      // signed in now (its ops stay in the store until their own user comes back).
+      const code = e instanceof HerculesError ? e.code : 'storage-failed';
+      report(new HerculesError(code, `recovering the ops of store "${name}" failed, it keeps them: ${(e as Error)?.message ?? e}`));
     }
   }
   return recovered;
@@ -116,7 +120,9 @@ async function othersHoldNothing(storage: ClaimedStore['storage'], key: string):
 async function sendAll<M extends Machine<any, any>>(claimed: ClaimedStore, opts: RecoverOptions<M>): Promise<void> {
   const { stores: _stores, signal, exceptClientId: _except, onRecovered: _onRecovered, ...connectOpts } = opts;
   // The claim outlives the room: deleting the store happens while it is still held.
-  const room = await connect({ ...connectOpts, storage: { ...claimed.storage, close: async () => {} }, recover: false });
+  // Its warnings (the server unreachable, say) are the caller's own room's too; a refusal for
+  // good ends the drain and is reported once, by recoverPending.
+  const room = await connect({ ...connectOpts, storage: { ...claimed.storage, close: async () => {} }, recover: false, onError: () => {} });
   try {
     await confirmed(room, signal);
     await room.flushed();

@@ -88,6 +88,11 @@ test('the next client of the room sends a closed tab’s stranded ops under the 
     'the closed tab’s store is found; the live one is held',
   );
 
+  assert.deepEqual(
+    await findPending({ stores: indexedDbDirectory({ ...b.env, match: (n) => n.startsWith('user2-') }), machine: chat, room: 'r' }),
+    [],
+    'match narrows the look',
+  );
   const recovered: RecoveredStore[] = [];
   const next = await connect({ url: srv.url, room: 'r', machine: chat, storage: b.store('tab-c'), onRecovered: (r) => recovered.push(r) });
   t.after(() => next.close());
@@ -235,5 +240,41 @@ test('Node: sqliteDirectory drains the store file of a worker that stopped for g
   assert.deepEqual(
     fresh.getState('authoritative').messages.map((m) => `${m.author}:${m.text}`),
     [`${gone.clientId}:from w1`],
+  );
+});
+
+// spec: DUR-NOT-STRANDED
+test("a store whose client belongs to another user is refused to the signed-in one: reported with the server's code, and kept", async (t) => {
+  const srv = await createServer({
+    port: 0,
+    dataDir: join(dir, 'e'),
+    machines: [chat],
+    log: 'silent',
+    authenticate: (req) => ({ user: new URL(req.url ?? '/', 'http://x').searchParams.get('token') ?? 'nobody' }),
+  });
+  t.after(() => srv.close());
+  const b = browser();
+  // Ada's tab was online once (the server knows its client as hers), then typed offline and was closed.
+  const ada = await connect({ url: srv.url, room: 'r', machine: chat, token: 'ada', storage: b.store('tab-a'), recover: false });
+  await ada.whenOnline({ timeoutMs: 5000 });
+  await ada.close();
+  await strand(b, 'tab-a', ['from ada']);
+  const errors: Error[] = [];
+  const got = await recoverPending({ url: srv.url, room: 'r', machine: chat, token: 'bob', stores: indexedDbDirectory(b.env), onError: (e) => errors.push(e) });
+  assert.deepEqual(got, []);
+  assert.deepEqual(
+    errors.map((e) => (e as { code?: string }).code),
+    ['forbidden'],
+  );
+  assert.match(errors[0].message, /store "tab-a" failed, it keeps them: .*belongs to another user/);
+  assert.deepEqual(
+    (await findPending({ stores: indexedDbDirectory(b.env), machine: chat, room: 'r' })).map((p) => p.ops),
+    [1],
+  );
+  const back = await recoverPending({ url: srv.url, room: 'r', machine: chat, token: 'ada', stores: indexedDbDirectory(b.env) });
+  assert.deepEqual(
+    back.map((r) => [r.store, r.ops, r.removed]),
+    [['tab-a', 1, true]],
+    'Ada herself drains it',
   );
 });
