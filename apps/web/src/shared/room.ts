@@ -37,7 +37,18 @@ export type BadRoomName = { bad: string };
 export async function openRoom<M extends Machine<any, any>>(machine: M, room: string): Promise<ConnectedRoom<M>> {
   const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}`;
   const open = (tab: string) =>
-    connect({ url, room, machine, storage: indexedDbStorage(`hercules-${tab}`), clientId: tab, onError: (e) => console.warn('[hercules]', e.message) });
+    connect({
+      url,
+      room,
+      machine,
+      storage: indexedDbStorage(`hercules-${tab}`),
+      clientId: tab,
+      onError: (e) => console.warn('[hercules]', e.message),
+      onRecovered: (r) =>
+        console.info(
+          `[hercules] store ${r.store} of a closed tab: ${r.ops} op(s) of client ${r.clientId} confirmed by the server; store deleted: ${r.removed}`,
+        ),
+    });
   let tab = sessionStorage.getItem('hercules-tab');
   if (!tab) sessionStorage.setItem('hercules-tab', (tab = crypto.randomUUID()));
   let r: ConnectedRoom<M>;
