@@ -439,6 +439,81 @@ test("chat: a duplicated tab (same sessionStorage, so same client id) becomes it
   assert.deepEqual([...A.errors, ...D.errors], []);
 });
 
+// spec: DUR-NOT-STRANDED, LOG-EXACTLY-ONCE
+test("chat: a tab closed while offline keeps its messages; the app opened again in a new page sends them, once, under the closed tab's id", {
+  skip,
+  timeout: TEST_TIMEOUT,
+}, async (t) => {
+  const room = uniqueRoom('chat-stranded');
+  const ctx = await browser!.newContext();
+  t.after(() => ctx.close().catch(() => {}));
+  await ctx.addInitScript(recorder);
+  const tab = async (tag: string, offline: boolean): Promise<Client> => {
+    const page = await ctx.newPage();
+    const c: Client = { tag, ctx, page, errors: [] };
+    page.on('pageerror', (e) => c.errors.push(`${tag}: ${e.message}`));
+    // Offline: every WebSocket of the page is refused, as when the network is down.
+    if (offline) await page.routeWebSocket(/.*/, (ws) => void ws.close());
+    await page.goto(`${base}/chat?room=${room}`);
+    return c;
+  };
+  const A = await tab('A', true);
+  await until(A, 'status offline', () => document.querySelector('[data-testid=connection]')?.getAttribute('data-status') === 'offline');
+  const tag = Math.random().toString(36).slice(2, 8);
+  const texts = [`stranded 1 ${tag}`, `stranded 2 ${tag}`];
+  for (const m of texts) {
+    await say(A, m);
+    await until(A, `${m} saved (durable) while offline`, stageIs, [m, ['durable']] as [string, string[]]);
+  }
+  const idA = await A.page.evaluate(() => (window as any).hercules.clientId as string);
+  const storeA = await A.page.evaluate(() => `hercules-${sessionStorage.getItem('hercules-tab')}`);
+  // Another tab, still open and offline, with a message of its own: its store is held (Web Lock), so no one drains it.
+  const L = await tab('L', true);
+  await until(L, 'status offline', () => document.querySelector('[data-testid=connection]')?.getAttribute('data-status') === 'offline');
+  const live = `live tab ${tag}`;
+  await say(L, live);
+  await until(L, `${live} durable`, stageIs, [live, ['durable']] as [string, string[]]);
+  const storeL = await L.page.evaluate(() => `hercules-${sessionStorage.getItem('hercules-tab')}`);
+  await A.page.close(); // a closed tab: its sessionStorage, and with it its id and store name, are gone
+
+  // The app opened again, in a new page: a new tab id and store; the closed tab's store is found and drained.
+  const N = await tab('N', false);
+  await until(N, 'online', () => (window as any).hercules?.status() === 'online');
+  assert.notEqual(await N.page.evaluate(() => (window as any).hercules.clientId), idA, 'the new page is another client');
+  for (const m of texts) await until(N, `${m} arrived`, shows, [m, 1] as [string, number]);
+  await until(
+    N,
+    "the closed tab's store deleted",
+    (name: string) => {
+      const w = window as any;
+      void indexedDB.databases().then((ds) => (w.__dbs = ds.map((d) => d.name)));
+      return Array.isArray(w.__dbs) && !w.__dbs.includes(name);
+    },
+    storeA,
+  );
+  // A round trip and more for any late duplicate, then each message once, by A's id, in A's order.
+  await new Promise((r) => setTimeout(r, 3 * RTT));
+  const got = await N.page.evaluate(() => (window as any).hercules.getState('authoritative').messages.map((m: any) => [m.author, m.text]));
+  assert.deepEqual(
+    got,
+    texts.map((m) => [idA, m]),
+    "sent once each, under the closed tab's client id",
+  );
+  assert.ok(await N.page.evaluate(async (name) => (await indexedDB.databases()).some((d) => d.name === name), storeL), "the open tab's store is not touched");
+  assert.deepEqual(
+    await L.page.evaluate(() => (window as any).hercules.getState('durable').messages.map((m: any) => m.text)),
+    [live],
+    'and the open tab still has its message',
+  );
+  // Another user (another browser) sees the same.
+  const B = await openClient('chat', room, 'B');
+  t.after(() => closeAll(B));
+  await until(B, 'online', () => (window as any).hercules?.status() === 'online');
+  for (const m of texts) await until(B, `${m} on B`, shows, [m, 1] as [string, number]);
+  assert.deepEqual(await messagesText(B), texts);
+  assert.deepEqual([...A.errors, ...L.errors, ...N.errors, ...B.errors], []);
+});
+
 // ---------------------------------------------------------------------- interior design
 
 // spec: VIS-DELIVERED

@@ -1,1 +1,2 @@
 export { sqliteStorage } from './sqlite-storage.ts';
+export { sqliteDirectory } from './sqlite-directory.ts';

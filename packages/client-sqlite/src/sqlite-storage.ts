@@ -17,11 +17,12 @@ import type { ClientStorage, StoredClient } from '@hercules/client';
 /** How long opening waits for another holder of the store's lock (one that is dying, say). */
 const LOCK_WAIT_MS = 1000;
 
-export function sqliteStorage(file: string): ClientStorage {
+/** `lockWaitMs`: how long to wait for another holder of the file (default 1000; 0: fail at once). */
+export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): ClientStorage & { rooms(): Promise<string[]> } {
   let db: Database.Database;
   try {
     mkdirSync(dirname(file), { recursive: true });
-    db = new Database(file, { timeout: LOCK_WAIT_MS });
+    db = new Database(file, { timeout: opts?.lockWaitMs ?? LOCK_WAIT_MS });
   } catch (e) {
     throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
   }
@@ -78,6 +79,7 @@ export function sqliteStorage(file: string): ClientStorage {
       base_v: number | null;
     }
   >('SELECT client_id, last_seq, last_digest, reserved_seq, base_pos, base, base_own_seq, base_v FROM client WHERE room = ?');
+  const getRooms = db.prepare<[], { room: string }>('SELECT room FROM client');
   const getOps = db.prepare<[string], { op: string }>('SELECT op FROM ops WHERE room = ? ORDER BY seq');
   const insClient = db.prepare('INSERT OR IGNORE INTO client (room, client_id, last_seq) VALUES (?, ?, 0)');
   const insOp = db.prepare('INSERT OR REPLACE INTO ops (room, seq, op) VALUES (?, ?, ?)');
@@ -118,6 +120,9 @@ export function sqliteStorage(file: string): ClientStorage {
   let closed = false;
   return {
     durability: 'power-loss',
+    async rooms() {
+      return getRooms.all().map((r) => r.room);
+    },
     async load(room): Promise<StoredClient | undefined> {
       const c = getClient.get(room);
       if (!c) return undefined;

@@ -5,8 +5,9 @@
  * reconnecting WebSocketTransport; the room returned wraps them (room.ts).
  */
 import { ClientDriver, ClientRoom, HerculesError, machineVersions, type Batching, type Clock, type Machine } from '@hercules/core';
+import { recoverPending, type RecoveredStore } from './recover.ts';
 import { ConnectedClientRoom, type ConnectedRoom } from './room.ts';
-import { memoryStorage, type ClientStorage, type StoredClient } from './storage.ts';
+import { memoryStorage, type ClientStorage, type StoreDirectory, type StoredClient } from './storage.ts';
 import { WebSocketTransport, type ClientTransport, type ConnectionStatus, type WebSocketLike } from './transport.ts';
 
 export type { ConnectedRoom } from './room.ts';
@@ -76,6 +77,16 @@ export interface ConnectOptions<M extends Machine<any, any>> {
    * `backoff`, `watchdogMs` and `connectTimeoutMs` are then the given transport's business.
    */
   transport?: ClientTransport;
+  /**
+   * Find the other stores of this room that no live client holds (a tab closed while offline
+   * left one) and send their ops, each under the client id that wrote them, then delete them
+   * (recover.ts, DUR-NOT-STRANDED). Runs in the background, on connections of its own, until
+   * done or this room closes. Default: on where the storage offers a `directory()` (IndexedDB
+   * with Web Locks) and no `transport` was given; false: off; a StoreDirectory: look there.
+   */
+  recover?: boolean | StoreDirectory;
+  /** Called as each stranded store is drained. */
+  onRecovered?: (r: RecoveredStore) => void;
 }
 
 /** The host's clock and timers. */
@@ -230,7 +241,8 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       report(error);
     },
   });
-  room = new ConnectedClientRoom({ name: opts.room, inner, driver, transport, storage });
+  const roomStorage = startRecovery(opts, storage, clientId, report);
+  room = new ConnectedClientRoom({ name: opts.room, inner, driver, transport, storage: roomStorage });
   if (opts.onStatus) room.onStatus(opts.onStatus);
   const link = { send: (msg: Parameters<ClientTransport['send']>[0]) => transport.send(msg) };
   const connected = room;
@@ -242,4 +254,29 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     error: report,
   });
   return room;
+}
+
+/**
+ * Drain stranded stores in the background (recover.ts) and return the storage the room closes:
+ * closing it stops the recovery first (the store being drained keeps what it holds).
+ */
+function startRecovery<M extends Machine<any, any>>(
+  opts: ConnectOptions<M>,
+  storage: ClientStorage,
+  clientId: string,
+  report: (e: Error) => void,
+): ClientStorage {
+  const stores = typeof opts.recover === 'object' ? opts.recover : opts.recover === false || opts.transport ? undefined : storage.directory?.();
+  if (!stores) return storage;
+  const stop = new AbortController();
+  const { storage: _storage, clientId: _clientId, recover: _recover, transport: _transport, onStatus: _onStatus, ...rest } = opts;
+  const running = recoverPending({ ...rest, stores, signal: stop.signal, exceptClientId: clientId, onError: report }).catch(report);
+  return {
+    ...storage,
+    close: async () => {
+      stop.abort();
+      await running;
+      await storage.close();
+    },
+  };
 }

@@ -12,6 +12,7 @@
  * is missing the store opens unlocked.
  */
 import { HerculesError, type OpRecord } from '@hercules/core';
+import { indexedDbDirectory } from './indexeddb-directory.ts';
 import type { ClientStorage, StoredClient } from './storage.ts';
 
 interface ClientRow {
@@ -43,8 +44,11 @@ const done = (tx: IDBTransaction) =>
 
 /** The part of the Web Locks API the store uses. */
 export interface StoreLocks {
-  request(name: string, options: { signal: AbortSignal }, callback: (lock: unknown) => Promise<void> | void): Promise<unknown>;
+  request(name: string, options: { signal?: AbortSignal; ifAvailable?: boolean }, callback: (lock: unknown) => Promise<void> | void): Promise<unknown>;
 }
+
+/** The Web Lock that keeps an IndexedDB store to one tab (DUR-ONE-WRITER). */
+export const storeLockName = (dbName: string) => `hercules-store:${dbName}`;
 
 /**
  * How long opening waits for the store's lock. A reload's new page can start before the old
@@ -71,7 +75,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
     : new Promise<void>((res, rej) => {
         const timer = setTimeout(() => giveUp.abort(Object.assign(new Error('lock wait timed out'), { name: 'TimeoutError' })), LOCK_WAIT_MS);
         locks
-          .request(`hercules-store:${dbName}`, { signal: giveUp.signal }, () => {
+          .request(storeLockName(dbName), { signal: giveUp.signal }, () => {
             clearTimeout(timer);
             if (closed) {
               rej(closedWhileWaiting());
@@ -163,6 +167,12 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
   };
   return {
     durability: 'power-loss',
+    async rooms() {
+      const db = await opened;
+      return (await req(tx(db, ['client'], 'readonly').objectStore('client').getAllKeys())) as string[];
+    },
+    // Without Web Locks a store in use cannot be told from a stranded one: no recovery then.
+    ...(locks ? { directory: () => indexedDbDirectory({ indexedDB: idb, IDBKeyRange: KeyRange, locks }) } : {}),
     async load(room): Promise<StoredClient | undefined> {
       const db = await opened;
       const t = tx(db, ['client', 'ops'], 'readonly');

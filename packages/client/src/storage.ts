@@ -48,6 +48,36 @@ export interface ClientStorage {
   close(): Promise<void>;
   /** What a durable write survives, for docs and the inspector. */
   readonly durability: 'memory' | 'process-crash' | 'power-loss';
+  /** The rooms (store keys) this store holds a client for. Optional: recovery needs it to delete a store. */
+  rooms?(): Promise<string[]>;
+  /**
+   * The other stores of this kind on this device (IndexedDB: the origin's databases), where a
+   * closed tab or an earlier version may have left ops the server never confirmed. With it,
+   * connect() drains them (recover.ts). Optional.
+   */
+  directory?(): StoreDirectory;
+}
+
+/**
+ * The stores of one kind on a device, for recovering ops stranded in a store no client opens
+ * any more (a tab closed while offline, with a per-tab store). A store in use by a live client
+ * is never claimed: the same lock that keeps it to one writer (DUR-ONE-WRITER) says it is in use.
+ */
+export interface StoreDirectory {
+  /** Names of the stores that exist now (some may be in use, or not be client stores at all). */
+  list(): Promise<string[]>;
+  /** Open the store for this caller alone, or undefined if a live client holds it or it is no client store. */
+  claim(name: string): Promise<ClaimedStore | undefined>;
+}
+
+export interface ClaimedStore {
+  readonly name: string;
+  /** Open and held by the claimer until release or remove; `close` on it is release. */
+  readonly storage: ClientStorage & { rooms(): Promise<string[]> };
+  /** Close it and let others claim it again. */
+  release(): Promise<void>;
+  /** Delete it, still holding it, then let go: for a store that holds nothing the server lacks. */
+  remove(): Promise<void>;
 }
 
 /** Keeps everything in memory: survives reconnects, not restarts. For tests and ephemeral clients. */

@@ -8,6 +8,7 @@ import { sqliteStorage } from '@hercules/client-sqlite';
 import { createServer } from '@hercules/server';
 import { tempDir, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
+import { fakeLocks } from './fake-locks.ts';
 
 const op = (seq: number) => ({ client: 'c1', seq, name: 'say', args: { text: `m${seq}` }, digest: 1000 + seq });
 const { dir, cleanup } = tempDir('storage');
@@ -259,44 +260,6 @@ test('a sqlite store belongs to one process at a time: a second opener gets a cl
   );
   await after.close();
 });
-
-/**
- * The Web Locks semantics the store relies on, for Node, which has no navigator.locks (the
- * browser test runs the real one): a request waits for the lock until its signal aborts, and
- * holds it until the callback's promise settles.
- */
-function fakeLocks() {
-  const held = new Set<string>();
-  const waiting = new Map<string, (() => void)[]>();
-  return {
-    held,
-    async request(name: string, o: { signal: AbortSignal }, cb: (lock: unknown) => Promise<void> | void) {
-      while (held.has(name)) {
-        await new Promise<void>((wake, fail) => {
-          const q = waiting.get(name) ?? [];
-          waiting.set(name, q);
-          const go = () => {
-            o.signal.removeEventListener('abort', stop);
-            wake();
-          };
-          const stop = () => {
-            q.splice(q.indexOf(go), 1);
-            fail(o.signal.reason);
-          };
-          q.push(go);
-          o.signal.addEventListener('abort', stop, { once: true });
-        });
-      }
-      held.add(name);
-      try {
-        return await cb({ name });
-      } finally {
-        held.delete(name);
-        waiting.get(name)?.shift()?.();
-      }
-    },
-  };
-}
 
 // spec: DUR-ONE-WRITER
 test('an IndexedDB store belongs to one tab at a time: a second opener gets store-in-use; closing the first frees it', async () => {

@@ -4,7 +4,9 @@
  * client: its id is kept in sessionStorage, so a reload is the same client (and its durable ops
  * survive it), while a second tab is another user. A duplicated tab inherits the sessionStorage,
  * and with it the id; its store is then held by the original tab (store-in-use), so it takes a
- * new id.
+ * new id. A tab closed while offline leaves its store behind with ops the server never had: the
+ * next page of the room finds it and sends them under that tab's id (connect's `recover`, on by
+ * default), then deletes it.
  */
 import { connect, indexedDbStorage, type ConnectedRoom } from '@hercules/client';
 import type { Machine } from '@hercules/core';
@@ -35,7 +37,18 @@ export type BadRoomName = { bad: string };
 export async function openRoom<M extends Machine<any, any>>(machine: M, room: string): Promise<ConnectedRoom<M>> {
   const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}`;
   const open = (tab: string) =>
-    connect({ url, room, machine, storage: indexedDbStorage(`hercules-${tab}`), clientId: tab, onError: (e) => console.warn('[hercules]', e.message) });
+    connect({
+      url,
+      room,
+      machine,
+      storage: indexedDbStorage(`hercules-${tab}`),
+      clientId: tab,
+      onError: (e) => console.warn('[hercules]', e.message),
+      onRecovered: (r) =>
+        console.info(
+          `[hercules] store ${r.store} of a closed tab: ${r.ops} op(s) of client ${r.clientId} confirmed by the server; store deleted: ${r.removed}`,
+        ),
+    });
   let tab = sessionStorage.getItem('hercules-tab');
   if (!tab) sessionStorage.setItem('hercules-tab', (tab = crypto.randomUUID()));
   let r: ConnectedRoom<M>;
