@@ -31,7 +31,7 @@ import { build } from 'esbuild';
 import { startNatsCluster } from '../../packages/cluster/src/nats-dev.ts';
 
 const root = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
-const PACKAGES = ['core', 'client', 'client-sqlite', 'server', 'react', 'cluster', 'vue', 'svelte'];
+const PACKAGES = ['core', 'admin-client', 'client', 'client-sqlite', 'server', 'react', 'cluster', 'vue', 'svelte'];
 /** The UI frameworks of the first install, the newest majors; (f) then installs the oldest the bindings support. */
 const NEWEST_UI = ['react@19', 'react-dom@19', '@types/react@19', '@types/react-dom@19', 'vue@3', 'svelte@5'];
 const OLDEST_UI = ['react@18', 'react-dom@18', '@types/react@18', '@types/react-dom@18', 'vue@3.3', 'svelte@4'];
