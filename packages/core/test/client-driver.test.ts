@@ -746,10 +746,7 @@ test('a fatal error read while an op is being written rejects its other promises
   // (for the next connect() to send), its server stages failed at once.
   const after = a.room.ops.note({ text: 'after' });
   await assert.rejects(after.authoritative, (e: unknown) => e instanceof HerculesError && e.code === 'revoked' && /kept on this device/.test(e.message));
-  assert.deepEqual(
-    (a.room.getState('submitted') as { notes: string[] }).notes.slice(-1),
-    ['a@3: after'],
-  );
+  assert.deepEqual((a.room.getState('submitted') as { notes: string[] }).notes.slice(-1), ['a@3: after']);
   clock.settle();
   assert.deepEqual(
     a.store.confirm().map((o) => o.seq),
