@@ -478,11 +478,13 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   submit(name: string, args?: unknown): OpHandle {
     if (this.closed) throw new HerculesError('bad-argument', 'this room is closed; connect again to submit ops');
+    // A store whose history the server does not share can deliver nothing, now or later.
+    if (this.failure?.code === 'client-id-conflict') throw new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}`);
     const op = this.engine.submit(name, args);
     const h = this.handleFor(op);
-    // After a fatal refusal the op is still kept (OP-KEPT-AFTER-FATAL): it runs in Submitted and
-    // goes to the store like any other, and the next connect() on that store sends it; only
-    // its server stages fail, at once, since this room will not send it.
+    // After any other fatal refusal the op is still kept (OP-KEPT-AFTER-FATAL): it runs in
+    // Submitted and goes to the store like any other, and the next connect() on that store sends
+    // it; only its server stages fail, at once, since this room will not send it.
     if (this.failure)
       h.fail(new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}; the op is kept on this device for the next connect()`));
     // The op runs after the turn's send (the driver's flushSends drains the engine), or at the
