@@ -889,6 +889,7 @@ test('a bad ?room= shows what is wrong and a link to a valid room, not a blank p
   const cases: [string, string, string][] = [
     ['', 'is empty', 'demo-chat'],
     ['my room!', '“my room!” is not a valid room name', 'my-room'],
+    ['ünïcode', '“ünïcode” is not a valid room name', 'unicode'],
     ['x'.repeat(129), 'is not a valid room name', 'x'.repeat(128)],
   ];
   for (const [bad, says, fix] of cases) {

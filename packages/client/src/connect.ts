@@ -4,7 +4,7 @@
  * @hercules/core, the same the simulator runs) on the real clock and the given store, and a
  * reconnecting WebSocketTransport; the room returned wraps them (room.ts).
  */
-import { ClientDriver, ClientRoom, HerculesError, machineVersions, type Batching, type Clock, type Machine } from '@hercules/core';
+import { ClientDriver, ClientRoom, HerculesError, machineVersions, type Batching, type Clock, type Machine, type OpHandle } from '@hercules/core';
 import { recoverPending, type RecoveredStore } from './recover.ts';
 import { ConnectedClientRoom, type ConnectedRoom } from './room.ts';
 import { memoryStorage, type ClientStorage, type StoreDirectory, type StoredClient } from './storage.ts';
@@ -76,6 +76,12 @@ export interface ConnectOptions<M extends Machine<any, any>> {
    * Another transport than the WebSocket one (tests, an in-process link); `WebSocket`, `token`,
    * `backoff`, `watchdogMs` and `connectTimeoutMs` are then the given transport's business.
    */
+  /**
+   * Each op of this client the server rejected, including ops saved in an earlier session that
+   * no handle of this one stands for (room.onRejected; OP-REJECTED-TOLD). Registered before the
+   * first connection, so none is missed.
+   */
+  onRejected?: (op: OpHandle) => void;
   transport?: ClientTransport;
   /**
    * Find the other stores of this room that no live client holds (a tab closed while offline
@@ -244,6 +250,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
   const roomStorage = startRecovery(opts, storage, clientId, report);
   room = new ConnectedClientRoom({ name: opts.room, inner, driver, transport, storage: roomStorage });
   if (opts.onStatus) room.onStatus(opts.onStatus);
+  if (opts.onRejected) room.onRejected(opts.onRejected);
   const link = { send: (msg: Parameters<ClientTransport['send']>[0]) => transport.send(msg) };
   const connected = room;
   transport.start({

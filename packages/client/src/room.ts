@@ -112,6 +112,9 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   positions(): ViewPositions {
     return this.#inner.positions();
   }
+  onRejected(listener: (op: OpHandle) => void): () => void {
+    return this.#inner.onRejected(listener);
+  }
   onProgress(listener: (positions: ViewPositions) => void): () => void {
     return this.#inner.onProgress(listener);
   }

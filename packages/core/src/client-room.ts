@@ -119,6 +119,12 @@ export interface AppRoom<M extends Machine<any, any>> {
    * reset by a welcome), or one of our ops moved to another stage. For inspectors and meters.
    */
   onProgress(listener: (positions: ViewPositions) => void): () => void;
+  /**
+   * Calls `listener` with each op of ours the server rejected (it threw at its place, or was
+   * refused), including ops of an earlier session that no caller holds a handle of: an op saved
+   * offline and refused after a migration, say. Without a listener those are reported as warnings.
+   */
+  onRejected(listener: (op: OpHandle) => void): () => void;
   /** Deliver pending notifications now (for 'microtask' mode callers that cannot wait). */
   flushNotifications(): void;
 }
@@ -172,6 +178,8 @@ class Handle implements OpHandle {
   readonly v = deferred();
   readonly s = deferred();
   stableAt: number | undefined;
+  /** Made for an op of an earlier session (restored from the store): nobody here holds it. */
+  restored = false;
   constructor(readonly op: OwnOp) {}
   get id() {
     return this.op.id;
@@ -285,6 +293,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     },
   };
   private readonly progressListeners = new Set<(positions: ViewPositions) => void>();
+  private readonly rejectedListeners = new Set<(op: OpHandle) => void>();
   /** The positions last returned (kept by identity while equal) and last told to progress listeners. */
   private lastPositions: ViewPositions | undefined;
   private progressNotified: ViewPositions | undefined;
@@ -323,7 +332,11 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.driver = driver;
     this.notifyMode = opts.notify ?? 'microtask';
     for (const v of VIEWS) this.notified.set(v, this.engine.getState(v));
-    for (const op of this.engine.pending()) this.handles.set(op.seq, new Handle(op));
+    for (const op of this.engine.pending()) {
+      const h = new Handle(op);
+      h.restored = true;
+      this.handles.set(op.seq, h);
+    }
     const stubs: Record<string, (args?: unknown) => OpHandle> = {};
     for (const name of machine.opNames) stubs[name] = (args?: unknown) => this.submit(name, args);
     this.ops = Object.freeze(stubs) as OpStubs<M>;
@@ -415,6 +428,35 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     return (this.lastPositions = Object.freeze(p));
   }
 
+  onRejected(listener: (op: OpHandle) => void): () => void {
+    if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onRejected(listener): listener must be a function');
+    this.rejectedListeners.add(listener);
+    return () => {
+      this.rejectedListeners.delete(listener);
+    };
+  }
+
+  /**
+   * An op of ours was rejected (OP-REJECTED-TOLD): the listeners hear of it; with none, an op of
+   * an earlier session (sent offline, refused after a migration, say), which no caller holds a
+   * handle of, is reported as a warning rather than dropped without a word.
+   */
+  private tellRejected(h: Handle): void {
+    const d = this.driver;
+    if (this.rejectedListeners.size === 0) {
+      if (h.restored)
+        d?.warn?.(`op ${h.seq} (${h.name}), kept from before this session, was rejected: ${h.error ?? 'refused'} [pass onRejected to hear of each]`);
+      return;
+    }
+    for (const fn of [...this.rejectedListeners]) {
+      try {
+        fn(h);
+      } catch (e) {
+        d?.warn?.(`an onRejected listener threw: ${errorMessage(e)}`);
+      }
+    }
+  }
+
   onProgress(listener: (positions: ViewPositions) => void): () => void {
     if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onProgress(listener): listener must be a function');
     if (this.progressListeners.size === 0) this.progressNotified = this.positions();
@@ -436,9 +478,15 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   submit(name: string, args?: unknown): OpHandle {
     if (this.closed) throw new HerculesError('bad-argument', 'this room is closed; connect again to submit ops');
-    if (this.failure) throw new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}`);
+    // A store whose history the server does not share can deliver nothing, now or later.
+    if (this.failure?.code === 'client-id-conflict') throw new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}`);
     const op = this.engine.submit(name, args);
     const h = this.handleFor(op);
+    // After any other fatal refusal the op is still kept (OP-KEPT-AFTER-FATAL): it runs in
+    // Submitted and goes to the store like any other, and the next connect() on that store sends
+    // it; only its server stages fail, at once, since this room will not send it.
+    if (this.failure)
+      h.fail(new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}; the op is kept on this device for the next connect()`));
     // The op runs after the turn's send (the driver's flushSends drains the engine), or at the
     // first read of Submitted; in 'sync' mode now, for the listeners this call notifies.
     this.pump(this.notifyMode !== 'sync');
@@ -459,6 +507,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.memberListeners.clear();
     this.presenceListeners.clear();
     this.progressListeners.clear();
+    this.rejectedListeners.clear();
   }
 
   // ---------------------------------------------------------------- driver API
@@ -634,6 +683,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     for (const op of o.progressed) {
       const h = this.handleFor(op);
       h.settle();
+      if (op.stage === 'rejected') this.tellRejected(h);
       if (op.stage === 'rejected' || (this.failure && op.stage !== 'submitted')) this.handles.delete(op.seq);
     }
     if (o.progressed.length || o.changed.has('stable')) this.settleStable();

@@ -8,6 +8,7 @@
  */
 import { create, current as mutativeCurrent, isDraft } from 'mutative';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
+import { runningOp, watchOps } from './determinism-guard.ts';
 import { HerculesError, errorMessage } from './errors.ts';
 import { findNonJson } from './args.ts';
 
@@ -430,9 +431,12 @@ export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, posi
   }
   const ctx: OpContext = { author: op.author, client: op.client, seq: op.seq, position };
   try {
-    const next = produce(state, (draft) => {
-      fn(draft, run.args, ctx);
-    });
+    runningOp(machine.name, run.name);
+    const next = watchOps(() =>
+      produce(state, (draft) => {
+        fn(draft, run.args, ctx);
+      }),
+    );
     return { state: next };
   } catch (e) {
     return { state, error: errorMessage(e) };
@@ -472,6 +476,17 @@ export function applyOps<S>(
     if (res.error !== undefined) onThrow?.(0, res.error);
     return res.state;
   }
+  return watchOps(() => applyInDrafts(machine, state, ops, firstPosition, onThrow));
+}
+
+/** applyOps's general case: the ops in one draft, redone around each one that throws. */
+function applyInDrafts<S>(
+  machine: Machine<S>,
+  state: S,
+  ops: readonly (OpInvocation & { readonly error?: string })[],
+  firstPosition: number,
+  onThrow?: (index: number, error: string) => void,
+): S {
   let s = state;
   let from = 0;
   while (from < ops.length) {
@@ -513,6 +528,7 @@ function runOne<S>(machine: Machine<S>, draft: S, op: OpInvocation & { readonly 
   const fn = machine.ops[run.name];
   if (typeof fn !== 'function' || !Object.hasOwn(machine.ops, run.name)) return `unknown op "${run.name}" for machine ${machine.name}@${machine.version}`;
   try {
+    runningOp(machine.name, run.name);
     fn(draft, run.args, { author: op.author, client: op.client, seq: op.seq, position });
     return undefined;
   } catch (e) {

@@ -94,6 +94,29 @@ test('useOpStage follows an op through its stages', async () => {
   });
 });
 
+test("<Inspector> counts the room's ops by itself, from their submit on: no trackOp needed", async () => {
+  const { Inspector } = await import('../src/index.ts');
+  const { recentOps } = await import('../src/inspector.tsx');
+  const room = new ClientRoom(machine, { clientId: 'c', now: () => 0, notify: 'sync' });
+  const before = room.ops.incA(); // submitted before the inspector opened: still pending, so counted
+  const root = createRoot(document.createElement('div') as unknown as Element);
+  await act(async () => {
+    root.render(<Inspector room={room as never} />);
+  });
+  const handles: unknown[] = [before];
+  await act(async () => {
+    handles.push(room.ops.incA(), room.ops.incB());
+  });
+  assert.deepEqual(recentOps(room), handles);
+  await act(async () => {
+    room.durable(3);
+  });
+  assert.equal(recentOps(room).length, 3, 'a handle is counted once, however often it moves');
+  await act(async () => {
+    root.unmount();
+  });
+});
+
 test('usePositions re-renders as the room makes progress, and not otherwise', async () => {
   const room = new ClientRoom(machine, { clientId: 'c', now: () => 0, notify: 'sync' });
   const seen: { durable: number; submitted: number }[] = [];

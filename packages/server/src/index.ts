@@ -1,4 +1,5 @@
 export { createServer } from './server.ts';
+export { staticFiles, type HttpHandler } from './static-files.ts';
 export { newWebhookSecret, standardWebhookSignature, webhookSignature, type WebhookOptions } from './webhooks.ts';
 export type { ServerOptions, HerculesServer, Limits } from './server.ts';
 export { createRoomService, resolveLimits, ROOMS_PAGE_DEFAULT, ROOMS_PAGE_MAX } from './room-service.ts';
