@@ -108,7 +108,7 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   submit(name: string, args?: unknown): OpHandle {
     return this.#inner.submit(name, args);
   }
-  text(path: TextPath): TextHandle {
+  text(path: TextPath): TextHandle<OpHandle> {
     return this.#inner.text(path);
   }
   receiveStats(): ReceiveStats {

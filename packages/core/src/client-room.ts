@@ -126,7 +126,7 @@ export interface AppRoom<M extends Machine<any, any>> {
    * The collaborative text at `path` of the state (a `createText()` field; the machine spreads
    * `textOps()` into its ops): indexes in the Submitted view become anchors at submit.
    */
-  text(path: TextPath): TextHandle;
+  text(path: TextPath): TextHandle<OpHandle>;
 }
 
 /**
@@ -440,7 +440,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     return this.engine.pending().map((op) => this.handleFor(op));
   }
 
-  text(path: TextPath): TextHandle {
+  text(path: TextPath): TextHandle<OpHandle> {
     return textHandle(this, path);
   }
 

@@ -183,7 +183,7 @@ function placeInsert(chunks: readonly TextChunk[], L: TextAnchor | null, R: Text
     const rHere = R !== null && run.c === R[0] && R[1] >= run.k + loc.off && R[1] < run.k + size;
     if (rHere && R[1] === run.k + loc.off) break;
     // Inside a run, a character's left origin is the one before it: L, or one passed.
-    const mine = loc.off > 0 || (L === null ? run.l === null : run.l !== null && (sameId(run.l, [L[0], L[1]]) || inPieces(passed, run.l)));
+    const mine = loc.off > 0 || (run.l === null ? L === null : (L !== null && sameId(run.l, [L[0], L[1]])) || inPieces(passed, run.l));
     if (!mine) break;
     const end = rHere ? R[1] - run.k : size;
     passed.push([run.c, run.k + loc.off, run.k + end]);
@@ -378,36 +378,51 @@ export function deleteArgs(t: Text, path: TextPath, index: number, length: numbe
   return { p: path, d };
 }
 
-/** What `room.text(path)` returns. */
-export interface TextHandle {
-  insert(index: number, text: string): void;
-  delete(index: number, length: number): void;
+/** What `room.text(path)` returns; `H` is what submitting an op returns (an OpHandle on a room). */
+export interface TextHandle<H = unknown> {
+  /** Insert `text` at `index` of the Submitted view; the op's handle (undefined for an empty text). */
+  insert(index: number, text: string): H | undefined;
+  /** Delete `length` characters from `index` of the Submitted view; the op's handle (undefined for none). */
+  delete(index: number, length: number): H | undefined;
   /** The text in a view (default: Submitted). */
-  toString(view?: 'submitted' | 'durable' | 'authoritative' | 'visible' | 'stable'): string;
+  toString(view?: TextView): string;
   /** The visible length in a view (default: Submitted). */
-  length(view?: 'submitted' | 'durable' | 'authoritative' | 'visible' | 'stable'): number;
+  length(view?: TextView): number;
 }
 
+export type TextView = 'submitted' | 'durable' | 'authoritative' | 'visible' | 'stable';
+
 /** What a text handle needs of a room. */
-export interface TextRoom {
+export interface TextRoom<H> {
   readonly clientId: string;
-  getState(view?: 'submitted' | 'durable' | 'authoritative' | 'visible' | 'stable'): unknown;
-  submit(name: string, args?: unknown): unknown;
+  getState(view?: TextView): unknown;
+  submit(name: string, args?: unknown): H;
 }
 
 /** A handle on the text at `path` of `room`'s state: indexes in the Submitted view become anchors. */
-export function textHandle(room: TextRoom, path: TextPath): TextHandle {
-  const at = (view: Parameters<TextHandle['toString']>[0] = 'submitted') => textAt(room.getState(view), path);
+export function textHandle<H>(room: TextRoom<H>, path: TextPath): TextHandle<H> {
+  const at = (view: TextView = 'submitted') => textAt(room.getState(view), path);
   return {
     insert(index, s) {
-      if (typeof s === 'string' && s.length === 0) return;
-      room.submit(TEXT_INSERT, insertArgs(at(), path, room.clientId, index, s));
+      const args = insertArgs(at(), path, room.clientId, index, s);
+      return s.length > 0 ? room.submit(TEXT_INSERT, args) : undefined;
     },
     delete(index, length) {
       const args = deleteArgs(at(), path, index, length);
-      if (args.d.length > 0) room.submit(TEXT_DELETE, args);
+      return args.d.length > 0 ? room.submit(TEXT_DELETE, args) : undefined;
     },
     toString: (view) => textToString(at(view)),
     length: (view) => at(view).len,
   };
+}
+
+/** The visible index of the character `[c, k]` in `t`, or -1 if it is deleted or not there (O(length in runs)). */
+export function textIndexOf(t: Text, c: string, k: number): number {
+  let i = 0;
+  for (const ch of t.chunks)
+    for (const r of ch.runs) {
+      if (hasId(r, c, k)) return r.t !== undefined ? i + k - r.k : -1;
+      if (r.t !== undefined) i += r.t.length;
+    }
+  return -1;
 }

@@ -54,6 +54,28 @@ function checkShape(t: Text): string {
   return textToString(t);
 }
 
+/**
+ * The left-origin tree holds: everything between a character and its left origin was typed
+ * after that origin (its own left origin is the origin or one of those between).
+ */
+function checkTree(t: Text): void {
+  const ids: string[] = [];
+  const left: (string | null)[] = [];
+  for (const ch of t.chunks)
+    for (const r of ch.runs)
+      for (let i = 0; i < (r.t !== undefined ? r.t.length : r.d!); i++) {
+        ids.push(`${r.c}:${r.k + i}`);
+        left.push(i > 0 ? `${r.c}:${r.k + i - 1}` : r.l && `${r.l[0]}:${r.l[1]}`);
+      }
+  const at = new Map(ids.map((id, i) => [id, i]));
+  for (let i = 0; i < ids.length; i++) {
+    const j = left[i] === null ? -1 : at.get(left[i]!)!;
+    assert.ok(j < i, `${ids[i]}'s left origin comes after it`);
+    for (let m = j + 1; m < i; m++)
+      assert.ok((left[m] === null ? -1 : at.get(left[m]!)!) >= j, `${ids[m]} lies between ${ids[i]} and its left origin: interleaved`);
+  }
+}
+
 /** A stand-in for the engine: applies ops in a total order, each a client's. */
 function run(state: S, client: string, name: string, args: unknown, position: number): S {
   const r = applyOp(machine, state, { client, seq: position, name, args, author: client }, position);
@@ -100,6 +122,7 @@ test('bad input is a bad-argument error and the op has no effect', () => {
   assert.ok(applyOp(machine, s1, inv({ p: 'doc', l: null, r: null, k: 1, t: 'c' }), 2).error);
 });
 
+// spec: TEXT-INTACT
 test('sequential random edits match a string (one replica, many chunks)', () => {
   fc.assert(
     fc.property(
@@ -165,6 +188,7 @@ const actionArb = fc.record({
   word: fc.string({ minLength: 1, maxLength: 3 }),
 });
 
+// spec: TEXT-CONVERGE, TEXT-INTACT
 test('concurrent edits from several clients converge with nothing lost or duplicated (TEXT-CONVERGE, TEXT-INTACT)', () => {
   fc.assert(
     fc.property(fc.array(actionArb, { minLength: 10, maxLength: 80 }), (actions) => {
@@ -198,6 +222,7 @@ test('concurrent edits from several clients converge with nothing lost or duplic
       for (const c of clients) orderAll(c, log);
       const final = fold(log, log.length).doc;
       const text = checkShape(final);
+      checkTree(final);
       // Every replica that has seen the whole log shows the same text, whatever it had seen before.
       for (const c of clients) assert.equal(textToString(viewOf({ ...c, seen: log.length, mine: [] }, log).doc), text);
       // Every inserted character is held exactly once (checkShape), as itself.
@@ -214,6 +239,19 @@ test('concurrent edits from several clients converge with nothing lost or duplic
   );
 });
 
+// spec: TEXT-NO-INTERLEAVE
+test('an insert at the start goes after all that was typed after the start, however it was split (TEXT-NO-INTERLEAVE)', () => {
+  // a and b typed at the start, X typed between them; Q typed at the start by one who saw none of it.
+  let s = machine.initial;
+  const base = s.doc;
+  s = run(s, 'a', 'textInsert', insertArgs(s.doc, 'doc', 'a', 0, 'ab'), 1);
+  s = run(s, 'a', 'textInsert', insertArgs(s.doc, 'doc', 'a', 1, 'X'), 2);
+  s = run(s, 'b', 'textInsert', insertArgs(base, 'doc', 'b', 0, 'Q'), 3);
+  assert.equal(textToString(s.doc), 'aXbQhello');
+  checkTree(s.doc);
+});
+
+// spec: TEXT-NO-INTERLEAVE
 test('concurrent typing at one place never interleaves, forwards or backwards (TEXT-NO-INTERLEAVE)', () => {
   fc.assert(
     fc.property(
