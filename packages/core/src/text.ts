@@ -27,7 +27,7 @@
  * chunk list (pointers), not the text: see docs/benchmarks.md (collaborative text).
  */
 import { HerculesError } from './errors.ts';
-import { keyedMap } from './keyed-map.ts';
+import { isKeyedMap, keyedMapGet } from './keyed-map.ts';
 import { current } from './machine.ts';
 
 /** A character's id: the client that inserted it and its clock. */
@@ -110,7 +110,7 @@ export function textAt(root: unknown, path: TextPath, call = 'text'): Text {
   for (const key of keys) {
     if (typeof key !== 'string' && typeof key !== 'number') throw bad(`${call}: path keys are strings or numbers`);
     if (v === null || typeof v !== 'object') throw bad(`${call}: nothing at ${JSON.stringify(keys)}`);
-    v = keyedMap.is(v) ? keyedMap.get(v, String(key)) : Object.hasOwn(v, key) ? (v as Record<string | number, unknown>)[key] : undefined;
+    v = isKeyedMap(v) ? keyedMapGet(v, String(key)) : Object.hasOwn(v, key) ? (v as Record<string | number, unknown>)[key] : undefined;
   }
   if (!isText(v)) throw bad(`${call}: ${JSON.stringify(keys)} is not a text (make one with createText())`);
   return v;
@@ -238,7 +238,8 @@ function chunksOf(runs: TextRun[]): TextChunk[] {
 function store(t: Text, chunks: readonly TextChunk[], ci: number, runs: TextRun[]): void {
   const next = Array.from(chunks);
   next.splice(ci, 1, ...chunksOf(runs));
-  (t as { chunks: readonly TextChunk[] }).chunks = next;
+  // Frozen, so neither Mutative's finalize nor the engine's freeze walks the chunk list again.
+  (t as { chunks: readonly TextChunk[] }).chunks = Object.freeze(next);
 }
 
 // ---------------------------------------------------------------- ops
