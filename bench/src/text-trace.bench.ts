@@ -180,7 +180,9 @@ if (paperEnd) {
   for (let r = 0; r < 2 + 7; r++) {
     const e = keystrokes(createText(), 2000, lcg(r + 1));
     const b = keystrokes(paperEnd, 2000, lcg(r + 1));
-    if (r >= 2) empty.push(e), big.push(b);
+    if (r < 2) continue;
+    empty.push(e);
+    big.push(b);
   }
   const me = median(empty);
   const mb = median(big);
