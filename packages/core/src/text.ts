@@ -4,7 +4,7 @@
  *
  * Every character has an id `[client, clock]`: the client that inserted it (the op's ctx.client,
  * which no client can forge) and a clock the client picks, above every clock it used before in
- * this text (`next[client]`). Ids are in the op's arguments, so an op means the same on every
+ * this text. Ids are in the op's arguments, so an op means the same on every
  * replica and in every view, even when one of the author's earlier ops was refused.
  *
  * An insert names its left origin L (the character before the caret, or null: the start) and
@@ -18,8 +18,10 @@
  *
  * Deleted characters stay as tombstones (their text dropped) so later ops can still anchor on them.
  *
- * Layout: `{ $text: 1, len, next, chunks }`; `len` is the visible length, `next[client]` the
- * lowest clock the client may use next; `chunks` is a list of `{ v, f, runs }` (`v` visible and
+ * Layout: `{ $text: 1, len, clients, next, chunks }`; `len` is the visible length; `clients`
+ * the ids of the clients that inserted, in the order of their first insert (a run names its
+ * client by its index there: a client id, a UUID, is stored once, not thrice per run), `next[i]`
+ * the lowest clock client `i` may use next; `chunks` is a list of `{ v, f, runs }` (`v` visible and
  * `f` total characters of the chunk), and a run is `{ c, k, t | d, l, r }`: characters
  * `[c, k]`, `[c, k+1]`, ... typed one after another by one client, either visible (`t`, their
  * text) or deleted (`d`, their count), with the first one's left origin `l` and the run's right
@@ -31,10 +33,11 @@ import { isKeyedMap, keyedMapGet } from './keyed-map.ts';
 import { current } from './machine.ts';
 
 /** A character's id: the client that inserted it and its clock. */
-export type TextId = readonly [client: string, clock: number];
+export type TextId = readonly [client: number, clock: number];
 
 export interface TextRun {
-  readonly c: string;
+  /** The client's index in `Text.clients`. */
+  readonly c: number;
   readonly k: number;
   /** The visible characters (absent on a deleted run). */
   readonly t?: string;
@@ -54,7 +57,8 @@ export interface TextChunk {
 export interface Text {
   readonly $text: 1;
   readonly len: number;
-  readonly next: { readonly [client: string]: number };
+  readonly clients: readonly string[];
+  readonly next: readonly number[];
   readonly chunks: readonly TextChunk[];
 }
 
@@ -89,8 +93,9 @@ const bad = (msg: string) => new HerculesError('bad-argument', msg);
 /** A new text holding `s` (for `initial`, or to assign inside an op). */
 export function createText(s = ''): Text {
   if (typeof s !== 'string') throw bad(`createText: expected a string, got ${typeof s}`);
-  const runs: TextRun[] = s.length > 0 ? [{ c: '', k: 0, t: s, l: null, r: null }] : [];
-  return { $text: 1, len: s.length, next: {}, chunks: [{ v: s.length, f: s.length, runs }] };
+  const runs: TextRun[] = s.length > 0 ? [{ c: 0, k: 0, t: s, l: null, r: null }] : [];
+  // Client 0, '', holds the initial text.
+  return { $text: 1, len: s.length, clients: [''], next: [s.length], chunks: [{ v: s.length, f: s.length, runs }] };
 }
 
 export function isText(v: unknown): v is Text {
@@ -99,7 +104,7 @@ export function isText(v: unknown): v is Text {
 }
 
 const runSize = (r: TextRun): number => (r.t !== undefined ? r.t.length : r.d!);
-const hasId = (r: TextRun, c: string, k: number): boolean => r.c === c && k >= r.k && k < r.k + runSize(r);
+const hasId = (r: TextRun, c: number, k: number): boolean => r.c === c && k >= r.k && k < r.k + runSize(r);
 const sameId = (a: TextId | null, b: TextId | null): boolean => (a === null ? b === null : b !== null && a[0] === b[0] && a[1] === b[1]);
 
 /** The text at `path` in `root` (a state or an op's draft). */
@@ -138,7 +143,7 @@ interface Loc {
 }
 
 /** Where the character `[c, k]` is, searching forward from the chunk holding total index `hint`. */
-function locate(chunks: readonly TextChunk[], c: string, k: number, hint: number): Loc {
+function locate(chunks: readonly TextChunk[], c: number, k: number, hint: number): Loc {
   let start = 0;
   for (let base = 0; start < chunks.length - 1 && base + chunks[start].f <= hint; start++) base += chunks[start].f;
   for (let n = 0; n < chunks.length; n++) {
@@ -146,7 +151,7 @@ function locate(chunks: readonly TextChunk[], c: string, k: number, hint: number
     const runs = chunks[ci].runs;
     for (let ri = 0; ri < runs.length; ri++) if (hasId(runs[ri], c, k)) return { ci, ri, off: k - runs[ri].k };
   }
-  throw bad(`text: no character ${c}:${k} (its insert was refused or belongs to another text)`);
+  throw bad(`text: no character ${k} of client #${c} (its insert was refused or belongs to another text)`);
 }
 
 /** The place right after `loc`'s character (the start of the next run when it is a run's last). */
@@ -167,14 +172,14 @@ function normal(chunks: readonly TextChunk[], loc: Loc): Loc {
 }
 
 /** Skipped pieces of runs: [client, first clock, end clock). */
-type Piece = [string, number, number];
+type Piece = [number, number, number];
 const inPieces = (ps: readonly Piece[], id: TextId): boolean => ps.some(([c, a, b]) => c === id[0] && id[1] >= a && id[1] < b);
 
 /**
  * Where an insert between L and R goes (see the module comment): past the items between them
  * whose left origin is L or an item already passed; at the first other one, or at R.
  */
-function placeInsert(chunks: readonly TextChunk[], L: TextAnchor | null, R: TextAnchor | null): Loc {
+function placeInsert(chunks: readonly TextChunk[], L: Anchor | null, R: Anchor | null): Loc {
   let loc = L === null ? normal(chunks, { ci: 0, ri: 0, off: 0 }) : after(chunks, locate(chunks, L[0], L[1], L[2]));
   const passed: Piece[] = [];
   while (loc.ci < chunks.length) {
@@ -244,21 +249,38 @@ function store(t: Text, chunks: readonly TextChunk[], ci: number, runs: TextRun[
 
 // ---------------------------------------------------------------- ops
 
-function checkAnchor(a: unknown, what: string): TextAnchor | null {
+/** An anchor with its client as an index in `clients`. */
+type Anchor = readonly [client: number, clock: number, hint: number];
+
+function checkAnchor(clients: readonly string[], a: unknown, what: string): Anchor | null {
   if (a === null) return null;
   if (!Array.isArray(a) || typeof a[0] !== 'string' || !Number.isSafeInteger(a[1]) || !Number.isSafeInteger(a[2]))
     throw bad(`${TEXT_INSERT}: ${what} must be null or [client, clock, hint]`);
-  return a as unknown as TextAnchor;
+  return [clientIndex(clients, a[0]), a[1], a[2]];
+}
+
+function clientIndex(clients: readonly string[], c: string): number {
+  const i = clients.indexOf(c);
+  if (i < 0) throw bad(`text: no character of client ${c} (its insert was refused or belongs to another text)`);
+  return i;
 }
 
 /** The insert op: `a.t` as the characters `[ctx.client, a.k]`, ... between the anchors. */
 export function textInsert(state: unknown, a: TextInsertArgs, ctx: { readonly client: string }): void {
   if (a === null || typeof a !== 'object' || typeof a.t !== 'string' || a.t.length === 0 || !Number.isSafeInteger(a.k))
     throw bad(`${TEXT_INSERT}: expected { p, l, r, k, t } with a non-empty string t`);
-  const L = checkAnchor(a.l, 'l');
-  const R = checkAnchor(a.r, 'r');
   const t = textAt(state, a.p, TEXT_INSERT);
-  const next = t.next[ctx.client] ?? 0;
+  const clients = current(t.clients);
+  const L = checkAnchor(clients, a.l, 'l');
+  const R = checkAnchor(clients, a.r, 'r');
+  let me = clients.indexOf(ctx.client);
+  const w = t as unknown as { len: number; clients: string[]; next: number[] };
+  if (me < 0) {
+    me = clients.length;
+    w.clients.push(ctx.client);
+    w.next.push(0);
+  }
+  const next = t.next[me];
   if (a.k < next) throw bad(`${TEXT_INSERT}: clock ${a.k} was used already (next is ${next})`);
   const chunks = current(t.chunks);
   const at = placeInsert(chunks, L, R);
@@ -266,7 +288,7 @@ export function textInsert(state: unknown, a: TextInsertArgs, ctx: { readonly cl
   const ci = at.off === 0 && at.ri === 0 && at.ci > 0 ? at.ci - 1 : at.ci;
   const old = chunks[ci].runs;
   const ri = ci === at.ci ? at.ri : old.length;
-  const run: TextRun = { c: ctx.client, k: a.k, t: a.t, l: L === null ? null : [L[0], L[1]], r: R === null ? null : [R[0], R[1]] };
+  const run: TextRun = { c: me, k: a.k, t: a.t, l: L === null ? null : [L[0], L[1]], r: R === null ? null : [R[0], R[1]] };
   const runs: TextRun[] = old.slice(0, ri);
   if (at.off > 0) push(runs, piece(old[ri], 0, at.off));
   push(runs, run);
@@ -274,13 +296,12 @@ export function textInsert(state: unknown, a: TextInsertArgs, ctx: { readonly cl
   else if (ri < old.length) runs.push(old[ri]);
   for (let i = ri + 1; i < old.length; i++) runs.push(old[i]);
   store(t, chunks, ci, runs);
-  const w = t as { len: number; next: Record<string, number> };
   w.len += a.t.length;
-  w.next[ctx.client] = a.k + a.t.length;
+  w.next[me] = a.k + a.t.length;
 }
 
 /** Delete up to `n` characters from `[c, k]` within one run: how many it covered (deleted or not). */
-function deleteIn(t: Text, c: string, k: number, n: number, hint: number): number {
+function deleteIn(t: Text, c: number, k: number, n: number, hint: number): number {
   const chunks = current(t.chunks);
   const at = locate(chunks, c, k, hint);
   const old = chunks[at.ci].runs;
@@ -305,7 +326,8 @@ export function textDelete(state: unknown, a: TextDeleteArgs): void {
   for (const range of a.d) {
     if (!Array.isArray(range) || typeof range[0] !== 'string' || !range.slice(1, 4).every(Number.isSafeInteger) || range[2] < 1)
       throw bad(`${TEXT_DELETE}: a range is [client, clock, count >= 1, hint]`);
-    const [c, k, n, hint] = range;
+    const [client, k, n, hint] = range;
+    const c = clientIndex(current(t.clients), client);
     for (let done = 0; done < n; ) done += deleteIn(t, c, k + done, n - done, hint + done);
   }
 }
@@ -341,7 +363,7 @@ function visibleAt(t: Text, i: number): { loc: Loc; full: number } {
 function anchorAt(t: Text, loc: Loc, full: number): TextAnchor | null {
   if (loc.ci >= t.chunks.length) return null;
   const r = t.chunks[loc.ci].runs[loc.ri];
-  return [r.c, r.k + loc.off, full];
+  return [t.clients[r.c], r.k + loc.off, full];
 }
 
 function checkRange(t: Text, index: number, length: number, call: string): void {
@@ -353,7 +375,8 @@ function checkRange(t: Text, index: number, length: number, call: string): void 
 export function insertArgs(t: Text, path: TextPath, client: string, index: number, s: string): TextInsertArgs {
   checkRange(t, index, 0, 'text.insert');
   if (typeof s !== 'string') throw bad(`text.insert: expected a string, got ${typeof s}`);
-  const k = t.next[client] ?? 0;
+  const i = t.clients.indexOf(client);
+  const k = i < 0 ? 0 : t.next[i];
   if (index === 0) return { p: path, l: null, r: anchorAt(t, normal(t.chunks, { ci: 0, ri: 0, off: 0 }), 0), k, t: s };
   const { loc, full } = visibleAt(t, index - 1);
   return { p: path, l: anchorAt(t, loc, full), r: anchorAt(t, after(t.chunks, loc), full + 1), k, t: s };
@@ -370,7 +393,7 @@ export function deleteArgs(t: Text, path: TextPath, index: number, length: numbe
     const n = runSize(r) - loc.off;
     if (r.t !== undefined) {
       const m = Math.min(n, left);
-      d.push([r.c, r.k + loc.off, m, full]);
+      d.push([t.clients[r.c], r.k + loc.off, m, full]);
       left -= m;
     }
     full += n;
@@ -418,7 +441,8 @@ export function textHandle<H>(room: TextRoom<H>, path: TextPath): TextHandle<H> 
 }
 
 /** The visible index of the character `[c, k]` in `t`, or -1 if it is deleted or not there (O(length in runs)). */
-export function textIndexOf(t: Text, c: string, k: number): number {
+export function textIndexOf(t: Text, client: string, k: number): number {
+  const c = t.clients.indexOf(client);
   let i = 0;
   for (const ch of t.chunks)
     for (const r of ch.runs) {

@@ -231,7 +231,7 @@ test('concurrent edits from several clients converge with nothing lost or duplic
         for (const r of ch.runs) {
           const n = r.t !== undefined ? r.t.length : r.d!;
           held += n;
-          if (r.t !== undefined) for (let i = 0; i < n; i++) if (r.c !== '') assert.equal(r.t[i], inserted.get(`${r.c}:${r.k + i}`));
+          if (r.t !== undefined) for (let i = 0; i < n; i++) if (r.c !== 0) assert.equal(r.t[i], inserted.get(`${final.clients[r.c]}:${r.k + i}`));
         }
       assert.equal(held, inserted.size + 'hello'.length);
     }),

@@ -1186,7 +1186,8 @@ export class Simulation implements SimState {
       const at = after >= 0 ? after + 1 : r.int(0, doc.len);
       const word = `${c.id.slice(1)}${'abcdefgh'.slice(0, r.int(1, 3))}`;
       h = text.insert(at, word);
-      this.typed.set(c.id, (doc.next[c.id] ?? 0) + word.length - 1);
+      const mine = doc.clients.indexOf(c.id);
+      this.typed.set(c.id, (mine < 0 ? 0 : doc.next[mine]) + word.length - 1);
       this.count('text-insert');
     }
     if (!h) return;

@@ -16,8 +16,8 @@ function flatten(t: Text): { ids: string[]; left: (string | null)[]; chars: (str
     for (const r of ch.runs) {
       const n = r.t !== undefined ? r.t.length : r.d!;
       for (let i = 0; i < n; i++) {
-        ids.push(`${r.c}:${r.k + i}`);
-        left.push(i > 0 ? `${r.c}:${r.k + i - 1}` : r.l === null ? null : `${r.l[0]}:${r.l[1]}`);
+        ids.push(`${t.clients[r.c]}:${r.k + i}`);
+        left.push(i > 0 ? `${t.clients[r.c]}:${r.k + i - 1}` : r.l === null ? null : `${t.clients[r.l[0]]}:${r.l[1]}`);
         chars.push(r.t !== undefined ? r.t[i] : null);
       }
     }

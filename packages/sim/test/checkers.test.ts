@@ -289,11 +289,11 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
     (sim, h) => {
       const n = sim.global.length;
       const runs = [
-        { c: 'p', k: 0, t: 'a', l: null, r: null },
-        { c: 'q', k: 0, t: 'd', l: null, r: null },
-        { c: 'p', k: 1, t: 'b', l: ['p', 0], r: null },
+        { c: 1, k: 0, t: 'a', l: null, r: null },
+        { c: 2, k: 0, t: 'd', l: null, r: null },
+        { c: 1, k: 1, t: 'b', l: [1, 0], r: null },
       ];
-      const doc = { ...createText(), len: 3, chunks: [{ v: 3, f: 3, runs }] };
+      const doc = { ...createText(), len: 3, clients: ['', 'p', 'q'], next: [0, 2, 1], chunks: [{ v: 3, f: 3, runs }] };
       const e: LogEntry = { pos: n + 1, client: 'c0', seq: 99999, name: 'inc', args: { key: 'a', by: 1 }, author: 'c0' };
       h.step!(over<SimState>(sim, { global: [...sim.global, e], oracle: [...sim.oracle, { ...sim.oracle[n], doc }] }), stepWith(sim));
     },
