@@ -17,6 +17,7 @@ import {
   type Text,
 } from '../src/index.ts';
 import { decode, encode } from '../src/msgpack.ts';
+import { Loopback } from './harness.ts';
 
 const machine = defineMachine({
   name: 'text-test',
@@ -287,4 +288,37 @@ test('concurrent typing at one place never interleaves, forwards or backwards (T
     ),
     { numRuns: 300 },
   );
+});
+
+// spec: TEXT-CONVERGE
+test('room.text: two clients type at one place while apart; both end with the same text, each word whole', async () => {
+  const notes = defineMachine({
+    name: 'text-room-test',
+    version: 1,
+    initial: { notes: { n1: createText('[]') } as Record<string, Text> },
+    ops: { ...textOps() },
+  });
+  const net = new Loopback(notes);
+  const a = net.client('alice');
+  const b = net.client('bob');
+  net.connect('alice');
+  net.connect('bob');
+  await net.settle();
+  const ta = a.text(['notes', 'n1']);
+  const tb = b.text(['notes', 'n1']);
+  // Neither hears of the other's typing until the end: each types its word inside the brackets.
+  for (const ch of 'hello') ta.insert(ta.length() - 1, ch);
+  for (const ch of 'world') tb.insert(tb.length() - 1, ch);
+  assert.equal(ta.toString(), '[hello]');
+  assert.equal(tb.toString(), '[world]');
+  assert.equal(ta.toString('authoritative'), '[]');
+  await net.settle();
+  const text = ta.toString('authoritative');
+  assert.equal(tb.toString('authoritative'), text);
+  assert.equal(ta.toString(), text);
+  assert.ok(text === '[helloworld]' || text === '[worldhello]', text);
+  tb.delete(1, 5);
+  await net.settle();
+  assert.equal(ta.toString('visible'), tb.toString('visible'));
+  assert.equal(ta.toString('visible').length, 7);
 });
