@@ -15,6 +15,8 @@ import {
   type OpStubs,
   type ReceiveStats,
   type StateOf,
+  type TextHandle,
+  type TextPath,
   type ViewName,
   type ViewPositions,
 } from '@hercules/core';
@@ -105,6 +107,9 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   }
   submit(name: string, args?: unknown): OpHandle {
     return this.#inner.submit(name, args);
+  }
+  text(path: TextPath): TextHandle<OpHandle> {
+    return this.#inner.text(path);
   }
   receiveStats(): ReceiveStats {
     return { ...this.#inner.receiveStats(), decodeMs: this.#transport.decodeMs?.() ?? 0 };

@@ -3,6 +3,7 @@
  * Wraps a ViewEngine and hands its outputs to a driver (client-driver.ts). Still no I/O of its
  * own: the driver, and the transport under it, decide how messages and writes travel.
  */
+import { textHandle, type TextHandle, type TextPath } from './text.ts';
 import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
 import type { Machine, OpArgs, OpsOf, PresenceOf, StateOf } from './machine.ts';
 import type { AckMessage, ClientMessage, OpRecord, PeerPresence, ServerMessage } from './protocol.ts';
@@ -127,6 +128,11 @@ export interface AppRoom<M extends Machine<any, any>> {
   onRejected(listener: (op: OpHandle) => void): () => void;
   /** Deliver pending notifications now (for 'microtask' mode callers that cannot wait). */
   flushNotifications(): void;
+  /**
+   * The collaborative text at `path` of the state (a `createText()` field; the machine spreads
+   * `textOps()` into its ops): indexes in the Submitted view become anchors at submit.
+   */
+  text(path: TextPath): TextHandle<OpHandle>;
 }
 
 /**
@@ -474,6 +480,10 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   /** Handles of our ops not yet visible (including ones recovered after a restart). */
   pending(): OpHandle[] {
     return this.engine.pending().map((op) => this.handleFor(op));
+  }
+
+  text(path: TextPath): TextHandle<OpHandle> {
+    return textHandle(this, path);
   }
 
   submit(name: string, args?: unknown): OpHandle {
