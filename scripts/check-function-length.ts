@@ -44,7 +44,7 @@ export const EXCEPTIONS: Exception[] = [
   {
     file: 'packages/cluster/src/node.ts',
     name: 'createClusterNode',
-    lines: 296,
+    lines: 293,
     reason: 'the second front door (its own HTTP server); goes away with the room locator (issue 36, item 2)',
   },
   { file: 'packages/server/src/cli.ts', name: 'main', lines: 189, reason: 'flag parsing, store choice and server start in one function; not yet split' },
@@ -63,7 +63,7 @@ export const EXCEPTIONS: Exception[] = [
   {
     file: 'packages/client-sqlite/src/sqlite-storage.ts',
     name: 'sqliteStorage',
-    lines: 144,
+    lines: 142,
     reason: 'one closure over the prepared statements; not yet split',
   },
   {

@@ -17,13 +17,27 @@ import type { ClientStorage, StoredClient } from '@hercules/client';
 /** How long opening waits for another holder of the store's lock (one that is dying, say). */
 const LOCK_WAIT_MS = 1000;
 
+/** The store could not be opened: what failed, then what to check. */
+function cannotOpen(file: string, e: unknown, check: string): HerculesError {
+  return new HerculesError('storage-failed', `cannot open client storage ${file}: ${(e as Error).message}. Check ${check} and the disk is not full.`, {
+    cause: e,
+  });
+}
+
+/** A batch of writes failed; the client driver reports it (once per run of failures) and retries. */
+function writeFailed(e: unknown): HerculesError {
+  return new HerculesError('storage-failed', `client storage write failed: ${(e as Error).message}. The ops stay Submitted (in memory) and will be retried.`, {
+    cause: e,
+  });
+}
+
 export function sqliteStorage(file: string): ClientStorage {
   let db: Database.Database;
   try {
     mkdirSync(dirname(file), { recursive: true });
     db = new Database(file, { timeout: LOCK_WAIT_MS });
   } catch (e) {
-    throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
+    throw cannotOpen(file, e, 'the directory is writable');
   }
   try {
     // Exclusive locking before WAL: the lock is taken now and held until close (and the WAL
@@ -39,9 +53,7 @@ export function sqliteStorage(file: string): ClientStorage {
         `client storage ${file} is in use by another process. A store belongs to one client process at a time: close the other one, or give this one its own file.`,
       );
     }
-    throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the file is a Hercules client store and the disk is not full.`, {
-      cause: e,
-    });
+    throw cannotOpen(file, e, 'the file is a Hercules client store');
   }
   try {
     db.pragma('synchronous = FULL');
@@ -63,7 +75,7 @@ export function sqliteStorage(file: string): ClientStorage {
     if (!cols.has('base_v')) db.exec('ALTER TABLE client ADD COLUMN base_v INTEGER');
   } catch (e) {
     db.close();
-    throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
+    throw cannotOpen(file, e, 'the directory is writable');
   }
   const getClient = db.prepare<
     [string],
@@ -111,7 +123,7 @@ export function sqliteStorage(file: string): ClientStorage {
       writeBatch(items);
       for (const it of items) it.done();
     } catch (e) {
-      const err = new Error(`client storage write failed: ${(e as Error).message}. The ops stay Submitted (in memory) and will be retried.`, { cause: e });
+      const err = writeFailed(e);
       for (const it of items) it.fail(err);
     }
   };
@@ -137,14 +149,14 @@ export function sqliteStorage(file: string): ClientStorage {
       insClient.run(room, clientId);
     },
     append(room, ops) {
-      if (closed) return Promise.reject(new Error('client storage is closed'));
+      if (closed) return Promise.reject(new HerculesError('closed', 'client storage is closed; open it again to write'));
       return new Promise<void>((done, fail) => {
         if (batch.length === 0) setImmediate(flush);
         batch.push({ room, ops, done, fail });
       });
     },
     reserve(room, throughSeq) {
-      if (closed) return Promise.reject(new Error('client storage is closed'));
+      if (closed) return Promise.reject(new HerculesError('closed', 'client storage is closed; open it again to write'));
       return new Promise<void>((done, fail) => {
         if (batch.length === 0) setImmediate(flush);
         batch.push({ room, ops: [], reserve: throughSeq, done, fail });

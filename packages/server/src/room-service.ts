@@ -181,8 +181,12 @@ const ROUND_MS = 8;
 /** Ops given to the engine at once, at most: a run this long is cheap to order, store and send. */
 const MAX_CHUNK_OPS = 1000;
 
-/** The options of a room service that `createServer` passes through as they are (its own add the HTTP server and the store). */
-export interface RoomOptions {
+/**
+ * The options of a room service that `createServer` passes through as they are (its own add the
+ * HTTP server and the store). Named apart from core's `RoomOptions` (a room engine's options),
+ * which it was once called too.
+ */
+export interface ServiceOptions {
   /** The state machines rooms may run, by name. */
   machines: Record<string, Machine<any, any>> | Machine<any, any>[];
   /** Remove a visibility-set member whose ack is outstanding this long. Default 2000 ms. */
@@ -236,7 +240,7 @@ export interface RoomOptions {
   log?: string | Logger;
 }
 
-export interface RoomServiceOptions extends RoomOptions {
+export interface RoomServiceOptions extends ServiceOptions {
   /** Where rooms are stored. The service does not close it (its owner does, after `close`). */
   store: RoomStore;
   /** Metrics to count into (default: a registry of its own). */
