@@ -28,11 +28,11 @@ import {
   type ErrorCode,
   type LogEntry,
   type Machine,
-  type RoomOutput,
   type ServerMessage,
   type ServerSubmitResult,
 } from '@hercules/core';
 import { createMetrics, type Metrics } from './metrics.ts';
+import { ServiceMetrics } from './service-metrics.ts';
 import { FairQueue } from './fair-queue.ts';
 import { jwtAuthenticator, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';
 import {
@@ -52,8 +52,8 @@ import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
 import { RoomRegistry } from './room-registry.ts';
 import { roomFileProblem } from './room-file.ts';
-import type { OutputPath, RoomHost, RoomMember } from './room-host.ts';
-import { FencedError, StorageError, compareRoomNames, type RoomStore, type StoredRoomInfo } from './store/room-store.ts';
+import type { RoomHost, RoomMember } from './room-host.ts';
+import { compareRoomNames, type RoomStore, type StoredRoomInfo } from './store/room-store.ts';
 
 /**
  * What one client, one room and the whole server may cost. A demanding client gets slowed down,
@@ -439,14 +439,6 @@ interface Session {
   expiryTimer?: TimerHandle;
 }
 
-/** Per room, for metrics: when each client's ops were ordered, and when the stable frontier last moved. */
-interface RoomStats {
-  orderedAt: Map<string, { seq: number; pos: number; t: number }[]>;
-  lastStableAt: number;
-  /** Recent engine time per op (ms, moving average): sizes this room's runs of ops to a turn. */
-  costPerOp: number;
-}
-
 /** Validate the limits: defaults filled in, unknown or non-positive ones refused. */
 export function resolveLimits(caller: string, opts: { limits?: Partial<Limits>; maxFrameBytes?: number }): Limits {
   const given = { ...DEFAULT_LIMITS, ...(opts.maxFrameBytes !== undefined ? { maxFrameBytes: opts.maxFrameBytes } : {}), ...(opts.limits ?? {}) };
@@ -517,7 +509,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
   const metrics = opts.metrics ?? createMetrics();
   const clock = opts.clock ?? systemClock;
   const sessions = new Map<string, Session>();
-  const roomStats = new Map<string, RoomStats>();
+  const stats = new ServiceMetrics(metrics, clock, (conn) => sessions.get(conn)?.clientId);
   let nextConn = 0;
   let closing = false;
 
@@ -568,27 +560,24 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     idleUnloadMs: opts.idleUnloadMs,
     events: {
       loaded(host, loaded) {
-        roomStats.set(host.name, { orderedAt: new Map(), lastStableAt: clock.now(), costPerOp: 0.01 });
+        stats.roomLoaded(host.name);
         metrics.rooms.set(registry.size);
         const e = host.engine;
         log.info({ room: host.name, machine: host.machine.name, head: e.head(), stable: e.stableFrontier() }, loaded.fresh ? 'room created' : 'room loaded');
       },
       unloaded(name) {
-        roomStats.delete(name);
+        stats.roomGone(name);
         metrics.rooms.set(registry.size);
         log.debug({ room: name }, 'room unloaded (idle)');
       },
       failed(host, stage, e, why) {
-        roomStats.delete(host.name);
+        stats.roomGone(host.name);
         metrics.rooms.set(registry.size);
         if (stage === 'evicted') {
           log.info({ room: host.name, why }, `room ${host.name} stopped: ${why}`);
           return;
         }
-        if (e instanceof StorageError && e.kind === 'value') metrics.outputFailures.inc({ stage: 'serialize' });
-        else if (e instanceof FencedError) metrics.outputFailures.inc({ stage: 'fenced' });
-        else if (e instanceof StorageError) metrics.storageErrors.inc();
-        else metrics.outputFailures.inc({ stage });
+        stats.roomFailed(stage, e);
         log.error(
           { room: host.name, stage, err: e instanceof Error ? e.stack : String(e), why },
           `room ${host.name} failed in ${stage}; dropping it from memory so it reloads from its store (other rooms are not affected)`,
@@ -597,7 +586,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       warning(host, m) {
         log.warn({ room: host.name }, m);
       },
-      delivered: observeDelivered,
+      delivered: (host, out, at, now, path) => stats.delivered(host.name, out, at, now, path),
       committedEntries(host, entries) {
         // A hook that throws is logged; the room and the other hooks go on.
         const call = (fn: () => void) => {
@@ -615,64 +604,6 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       },
     },
   });
-
-  /** Metrics of an output that went out. */
-  function observeDelivered(host: RoomHost, out: RoomOutput, at: number, now: number, path: OutputPath): void {
-    const stats = roomStats.get(host.name);
-    const appended = out.persist.appended;
-    if (appended.length) {
-      metrics.opPath.observe({ stage: 'engine' }, path.engine / 1000);
-      metrics.opPath.observe({ stage: 'tentative' }, path.tentative / 1000);
-      metrics.opPath.observe({ stage: 'apply' }, path.apply / 1000);
-      if (path.commit !== undefined) {
-        metrics.opPath.observe({ stage: 'commit_wait' }, path.commitWait! / 1000);
-        metrics.opPath.observe({ stage: 'commit' }, path.commit / 1000);
-      }
-      metrics.opPath.observe({ stage: 'send' }, path.send / 1000);
-      metrics.opsSequenced.inc(appended.length);
-      let rejected = 0,
-        refused = 0;
-      for (const e of appended) {
-        if (e.error !== undefined) rejected++;
-        if (e.refused) refused++;
-      }
-      if (rejected) metrics.opsRejected.inc(rejected);
-      if (refused) metrics.opsRefused.inc(refused);
-      if (stats)
-        for (const e of appended) {
-          let q = stats.orderedAt.get(e.client);
-          if (!q) stats.orderedAt.set(e.client, (q = []));
-          q.push({ seq: e.seq, pos: e.pos, t: now });
-        }
-    }
-    if (out.persist.checkpoint && stats) {
-      metrics.stableDelay.observe((now - stats.lastStableAt) / 1000);
-      stats.lastStableAt = now;
-    }
-    for (const { conn, msg } of out.send) {
-      if (msg.t === 'log' && msg.entries.some((w) => w.k === 'own')) metrics.authoritativeDelay.observe((now - at) / 1000);
-      else if ((msg.t === 'visible' || msg.t === 'stable') && stats) {
-        // A stable frontier makes the receiver's own ops up to it visible (VIS-BY-STABLE).
-        const client = sessions.get(conn)?.clientId;
-        if (client !== undefined)
-          dropVisibleDelays(stats, client, (o) => {
-            if (msg.t === 'visible' ? o.seq > msg.seq : o.pos > msg.pos) return false;
-            metrics.visibleDelay.observe((now - o.t) / 1000);
-            return true;
-          });
-      }
-    }
-  }
-
-  /** Drop the leading entries of a client's visible-delay queue while `take` says so. */
-  function dropVisibleDelays(stats: RoomStats, client: string, take: (o: { seq: number; pos: number; t: number }) => boolean): void {
-    const q = stats.orderedAt.get(client);
-    if (!q) return;
-    let n = 0;
-    while (n < q.length && take(q[n])) n++;
-    if (n === q.length) stats.orderedAt.delete(client);
-    else if (n > 0) q.splice(0, n);
-  }
 
   // ------------------------------------------------------------ sending
 
@@ -956,8 +887,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           onFrame(c, next.data, next.isBinary, large ? next.heap : 0, now - next.at);
         } else {
           const host = c.host!; // ops frames are queued only after hello
-          const stats = roomStats.get(host.name);
-          const cost = stats?.costPerOp ?? 0.01;
+          const room = stats.room(host.name);
+          const cost = room?.costPerOp ?? 0.01;
           const n = Math.min(next.ops.length - next.done, Math.max(1, Math.min(MAX_CHUNK_OPS, Math.floor((sliceMs - (now - start)) / cost))));
           const ops = n === next.ops.length ? next.ops : next.ops.slice(next.done, next.done + n);
           const ack = next.done === 0 ? next.ack : undefined;
@@ -967,7 +898,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
             decoding -= next.held;
           }
           host.receive(c.id, ack === undefined ? { t: 'ops', ops } : { t: 'ops', ops, ack });
-          if (stats) stats.costPerOp = Math.max(1e-4, 0.7 * stats.costPerOp + (0.3 * (clock.now() - now)) / n);
+          if (room) room.costPerOp = Math.max(1e-4, 0.7 * room.costPerOp + (0.3 * (clock.now() - now)) / n);
         }
       } catch (e) {
         // Never let one bad frame or bug take the process or the room's other clients down.
@@ -1306,11 +1237,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       metrics.inputDecoding.set(decoding);
       metrics.inputWaiting.set(work.size);
       metrics.pendingOutputs.set(waiting);
-      // Visible-delay bookkeeping of ops whose client never came back: drop after 5 minutes.
-      const cutoff = now - 300_000;
-      for (const stats of roomStats.values()) {
-        for (const client of [...stats.orderedAt.keys()]) dropVisibleDelays(stats, client, (o) => o.t < cutoff);
-      }
+      stats.dropStale(now);
       metrics.rooms.set(registry.size);
       metrics.members.set(members);
       metrics.unstable.set(unstable);
