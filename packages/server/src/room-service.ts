@@ -34,17 +34,7 @@ import { ServiceMetrics } from './service-metrics.ts';
 import { BackendApi, type RoomFile, type RoomsPage, type RoomsQuery, type ServerRoom } from './backend-api.ts';
 import { FairQueue } from './fair-queue.ts';
 import { jwtAuthenticator, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';
-import {
-  acceptClock,
-  Admission,
-  checkHello,
-  isRefusal,
-  roomFull,
-  roomOf,
-  type Admitted,
-  type ConnectionRequest,
-  type Refusal,
-} from './admission.ts';
+import { acceptClock, Admission, checkHello, isRefusal, roomFull, roomOf, type Admitted, type ConnectionRequest, type Refusal } from './admission.ts';
 import { systemClock, type Clock, type TimerHandle } from './clock.ts';
 import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
