@@ -151,13 +151,35 @@ export async function openStore(storage: ClientStorage, machine: Machine<any, an
   return { key, stored: undefined };
 }
 
-export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<M>): Promise<ConnectedRoom<M>> {
+/** connect()'s arguments, refused at once with what is wrong (bad-argument). */
+function checkConnectOptions<M extends Machine<any, any>>(opts: ConnectOptions<M>): void {
   const urls = typeof opts?.url === 'string' ? [opts.url] : Array.isArray(opts?.url) ? (opts.url as unknown[]) : [];
   if (!opts || urls.length === 0 || !urls.every((u) => typeof u === 'string' && /^wss?:\/\//.test(u)))
     throw new HerculesError('bad-argument', `connect: url must be ws:// or wss:// (or a non-empty list of them), got ${JSON.stringify(opts?.url)}`);
   if (typeof opts.room !== 'string' || !ROOM_NAME.test(opts.room))
     throw new HerculesError('bad-argument', `connect: room must be 1-128 of A-Z a-z 0-9 . _ ~ -, got ${JSON.stringify(opts.room)}`);
   if (!opts.machine || !(opts.machine.opNames instanceof Set)) throw new HerculesError('bad-argument', 'connect: machine must come from defineMachine');
+}
+
+/** Errors and warnings go to onError; without one, the first is printed once. */
+function reporter(room: string, onError: ((e: Error) => void) | undefined): (e: Error) => void {
+  let warned = false;
+  return (e) => {
+    if (onError) {
+      try {
+        onError(e);
+      } catch {
+        /* the app's handler failing is not ours to crash on */
+      }
+    } else if (!warned) {
+      warned = true;
+      console.warn(`hercules (room ${room}): ${e.message} [pass onError to connect() to handle these; further ones are not printed]`);
+    }
+  };
+}
+
+export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<M>): Promise<ConnectedRoom<M>> {
+  checkConnectOptions(opts);
   const storage = opts.storage ?? memoryStorage();
   const WebSocketImpl = opts.transport ? undefined : await resolveWebSocket(opts.WebSocket);
   const { key, stored: found } = await openStore(storage, opts.machine, opts.room);
@@ -167,20 +189,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     await storage.init(key, clientId);
     stored = { clientId, lastSeq: 0, durable: [] };
   }
-  let warned = false;
-  /** Errors and warnings go to onError; without one, the first is printed once. */
-  const report = (e: Error) => {
-    if (opts.onError) {
-      try {
-        opts.onError(e);
-      } catch {
-        /* the app's handler failing is not ours to crash on */
-      }
-    } else if (!warned) {
-      warned = true;
-      console.warn(`hercules (room ${opts.room}): ${e.message} [pass onError to connect() to handle these; further ones are not printed]`);
-    }
-  };
+  const report = reporter(opts.room, opts.onError);
 
   const transport =
     opts.transport ??

@@ -8,7 +8,9 @@ export { boundConnections, boundedHttpOptions, countPendingCloses } from './upgr
 export type { UpgradeBound, PendingCloseReason, PendingEvents } from './upgrade-bound.ts';
 export { StoreHealth, STALE_MS } from './store-health.ts';
 export type { StoreHealthReport } from './store-health.ts';
-export type { RoomFile, RoomOptions, RoomService, RoomServiceOptions, RoomSummary, RoomsPage, RoomsQuery, ServerRoom } from './room-service.ts';
+export type { RoomFile, ServiceOptions, RoomService, RoomServiceOptions, RoomSummary, RoomsPage, RoomsQuery, ServerRoom } from './room-service.ts';
+/** @deprecated Renamed `ServiceOptions` (core's `RoomOptions` are a room engine's); this alias goes in the next major. */
+export type { ServiceOptions as RoomOptions } from './room-service.ts';
 export type { ConnectionRequest, Refusal } from './admission.ts';
 export { acceptClock } from './admission.ts';
 export { wsConnection } from './ws-connection.ts';
