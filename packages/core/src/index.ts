@@ -42,6 +42,7 @@ export type {
   ServerSubmitResult,
 } from './room-engine.ts';
 export { ClientRoom } from './client-room.ts';
+export type { MemberPosition } from './receipts.ts';
 export type { OpHandle, OpStubs, RoomDriver, ClientRoomOptions, Listener, AppRoom, ViewPositions, RoomPresence, ReceiveStats } from './client-room.ts';
 export { ClientDriver } from './client-driver.ts';
 export type { Clock, DriverStore, DriverLink, ClientDriverOptions } from './client-driver.ts';
