@@ -443,7 +443,9 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     const fn = () => listener(); // one subscription per call, even of the same function
     if (this.receipts.add(fn)) this.askReceipts(true);
     return () => {
-      if (this.receipts.remove(fn)) this.askReceipts(false);
+      if (!this.receipts.remove(fn)) return;
+      this.receipts.reset(); // no longer kept up to date: say nothing rather than something stale
+      this.askReceipts(false);
     };
   }
 
@@ -573,10 +575,11 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   receive(msg: ServerMessage): void {
     const t0 = this.now();
-    if (this.receiveReceipts(msg, true)) return;
-    this.engine.receive(msg);
-    this.pump();
-    this.receiveReceipts(msg, false);
+    if (!this.receiveReceipts(msg, true)) {
+      this.engine.receive(msg);
+      this.pump();
+      this.receiveReceipts(msg, false);
+    }
     this.recv.frames++;
     this.recv.applyMs += this.now() - t0;
   }
