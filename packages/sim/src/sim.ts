@@ -593,6 +593,8 @@ class SingleServer implements ServerSide {
 export interface SimOptions {
   /** The rules to check (default all); tests run a subset or wrapped ones. */
   checkers?: readonly Checker[];
+  /** Delivery receipts on (true) or off (false) for every client process; default: drawn per seed. */
+  receipts?: boolean;
   /** How the server makes its room host (tests plant a faulty one). */
   createHost?: RoomRegistryOptions['createHost'];
   /** Run the room on a cluster of nodes over a replicated log (configFor's `cluster`). */
@@ -609,6 +611,8 @@ export class Simulation implements SimState {
   private readonly presenceRng: Rng;
   /** Whether clients set presence in this run (drawn from presenceRng). */
   readonly presenceOn: boolean;
+  /** Whether every client process listens to delivery receipts in this run (RECEIPT-*; its own draw, so other draws stay as they were). */
+  readonly receiptsOn: boolean;
   /** Each live client's presence as it last set it (PRESENCE-EPHEMERAL); a crash clears it. */
   presenceNow = new Map<string, unknown>();
   private presenceN = 0;
@@ -675,6 +679,7 @@ export class Simulation implements SimState {
     this.rng = new Rng(seed);
     this.presenceRng = new Rng(seed ^ 0x9e5e);
     this.presenceOn = this.presenceRng.chance(0.5);
+    this.receiptsOn = opts.receipts ?? new Rng(seed ^ 0x4ec1).chance(0.5);
     this.apiRng = new Rng(seed ^ 0xa91);
     this.apiOn = this.apiRng.chance(0.5);
     this.upgradeRng = new Rng(seed ^ 0x0b9a3);
@@ -806,6 +811,7 @@ export class Simulation implements SimState {
         ...(disk.base ? { base: disk.base } : {}),
       }),
     });
+    if (this.receiptsOn) room.onReceipts(() => {});
     c.restored = room.pending();
     c.carried = c.restored.filter((h) => disk.ops.some((o) => o.seq === h.seq && o.v !== undefined && o.v < c.version));
     this.checks.clientStarted(this, c, room);
@@ -1064,6 +1070,7 @@ export class Simulation implements SimState {
     if (c.conn !== conn || c.epoch !== epoch) return;
     this.checks.sent(this, conn, c.id, msg);
     if (msg.t === 'log' && msg.tentative) this.count('log-tentative');
+    if (msg.t === 'acks') this.count('acks-sent');
     const frame = structuredClone(msg);
     const t = Math.max(c.link.down, this.now + this.latency() + extraMs, c.stalledUntil);
     c.link.down = t;
