@@ -431,8 +431,12 @@ test('ClientCodec reads ServerCodec frames and ServerCodec reads ClientCodec fra
   assert.equal(new ServerCodec().encode({ t: 'committed', pos: 11 })[1], ServerFrame.Committed);
   const acks = new ServerCodec().encode({ t: 'acks', acks: [{ client: 'ab', pos: 5 }] });
   assert.equal(acks[1], ServerFrame.Acks);
-  assert.equal(acks.length, 6, "fixarray 1, type 1, \"ab\" as fixstr 3, 5 as fixint 1: one ack of a new client is 6 bytes");
-  assert.deepStrictEqual(new ClientCodec().decode(sc.encode({ t: 'receipts', on: true } as never)), { t: 'receipts', on: true }, 'an unknown type goes generic');
+  assert.equal(acks.length, 6, 'fixarray 1, type 1, "ab" as fixstr 3, 5 as fixint 1: one ack of a new client is 6 bytes');
+  assert.deepStrictEqual(
+    new ClientCodec().decode(sc.encode({ t: 'receipts', on: true } as never)),
+    { t: 'receipts', on: true },
+    'an unknown type goes generic',
+  );
   const cc2 = new ClientCodec(),
     sc2 = new ServerCodec();
   assert.deepStrictEqual(

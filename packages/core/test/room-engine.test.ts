@@ -888,12 +888,23 @@ test('an op that declares a gap starts its client’s digest chain again, as the
 // spec: RECEIPT-TRUE, RECEIPT-LIVE
 test('delivery receipts: only a connection that asked gets acks, every member once asked, then what moved, one message a turn', () => {
   const r = new RoomEngine(room);
-  for (const [k, c] of [['ka', 'a'], ['kb', 'b'], ['kc', 'c']]) {
+  for (const [k, c] of [
+    ['ka', 'a'],
+    ['kb', 'b'],
+    ['kc', 'c'],
+  ]) {
     join(r, k, c);
     r.message(k, { t: 'ack', pos: 0 }, 0);
   }
   const ops = r.message('ka', { t: 'ops', ops: [note(1), note(2)] }, 1);
-  assert.deepEqual(ofType(ops.send.map((s) => s.msg), 'acks'), [], 'no one asked: no acks');
+  assert.deepEqual(
+    ofType(
+      ops.send.map((s) => s.msg),
+      'acks',
+    ),
+    [],
+    'no one asked: no acks',
+  );
   assert.equal(ofType(to(r.message('kb', { t: 'ack', pos: 2 }, 2), 'ka'), 'acks').length, 0, 'not asked yet');
   // Asking: every other member's position at once (b holds 2, c nothing yet).
   const asked = r.message('ka', { t: 'receipts', on: true }, 3);

@@ -67,7 +67,10 @@ export const RECEIPT_CHECKERS: readonly Checker[] = [
             if (h.position === undefined || h.stage === 'rejected') continue;
             const seen = new Set(c.room.seenBy(h));
             const missing = others.filter((m) => !seen.has(m));
-            if (missing.length) fail(`after quiescence ${c.id} does not report ${missing.join(', ')} as holding ${h.id} (position ${h.position}); members: ${members.join(', ')}`);
+            if (missing.length)
+              fail(
+                `after quiescence ${c.id} does not report ${missing.join(', ')} as holding ${h.id} (position ${h.position}); members: ${members.join(', ')}`,
+              );
           }
         }
       },

@@ -245,7 +245,11 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
   ],
   // Receipts on, but a quiet room's clients report no one: mid-run, with no listener, none do.
   'RECEIPT-LIVE': [
-    (sim, h) => h.end!(over<SimState>(sim, { receiptsOn: true, clients: sim.clients.map((c) => over(c, { room: c.room && over(c.room, { seenBy: () => [] }) })) }), undefined),
+    (sim, h) =>
+      h.end!(
+        over<SimState>(sim, { receiptsOn: true, clients: sim.clients.map((c) => over(c, { room: c.room && over(c.room, { seenBy: () => [] }) })) }),
+        undefined,
+      ),
     /after quiescence \S+ does not report \S+.* as holding \S+ \(position \d+\)/,
   ],
   'PRESENCE-EPHEMERAL': [

@@ -1,1 +1,1 @@
-export { viewStore, opStageStore, othersStore, presenceStore, membersStore, positionsStore, statusStore } from './stores.ts';
+export { viewStore, opStageStore, othersStore, presenceStore, membersStore, positionsStore, statusStore, seenByStore, memberPositionsStore } from './stores.ts';
