@@ -811,10 +811,9 @@ export class Simulation implements SimState {
         ...(disk.base ? { base: disk.base } : {}),
       }),
     });
-    if (this.receiptsOn) room.onReceipts(() => {});
     c.restored = room.pending();
     c.carried = c.restored.filter((h) => disk.ops.some((o) => o.seq === h.seq && o.v !== undefined && o.v < c.version));
-    this.checks.clientStarted(this, c, room);
+    this.clientStarted(c, room);
     const inc = c.incarnation;
     /** Work of a dead process never happens: its timers and its disk writes die with it. */
     const alive = () => c.alive && c.incarnation === inc;
@@ -1089,6 +1088,12 @@ export class Simulation implements SimState {
     this.q.push(t, `closed ${conn}`, () => {
       if (c.epoch === epoch && c.conn === conn) this.breakLink(c, false);
     });
+  }
+
+  /** A client process's room is made, before it hears from anyone: it listens to receipts if the run has them, and the checkers look. */
+  private clientStarted(c: SimClient, room: ClientRoom<Ledger>): void {
+    if (this.receiptsOn) room.onReceipts(() => {});
+    this.checks.clientStarted(this, c, room);
   }
 
   /** After the client took an input (a frame, a timer): how far its connection has processed the log. */
