@@ -1344,6 +1344,12 @@ export class Simulation implements SimState {
     return want.every(([id, v]) => shown.some((p) => p.client === id && isDeepStrictEqual(p.value, v)));
   }
 
+  /** Receipts on: the client has heard every other member's ack of the whole log (a cluster's run ends at finished(), not when the queue drains). */
+  receiptsSettled(c: SimClient): boolean {
+    const at = new Map(c.room!.memberPositions().map((p) => [p.client, p.pos]));
+    return this.server.members().every((m) => m === c.id || at.get(m) === this.global.length);
+  }
+
   finished(): boolean {
     if (!this.healing || !this.serverUp || !this.serverSettled) return false;
     for (const c of this.clients) {
@@ -1351,6 +1357,7 @@ export class Simulation implements SimState {
       const room = c.room!;
       if (room.connection() !== 'ready' || c.writing > 0 || room.nextDeadline() !== Infinity) return false;
       if (this.presenceOn && !this.presenceSettled(c)) return false;
+      if (this.receiptsOn && !this.receiptsSettled(c)) return false;
       const p = room.positions();
       if (p.submitted !== p.stable || p.authoritative !== this.global.length) return false;
     }
@@ -1362,7 +1369,7 @@ export class Simulation implements SimState {
       this.clients
         .map(
           (c) =>
-            `${c.id}:${c.alive ? c.room!.connection() : 'dead'} ${JSON.stringify(c.room?.positions())}${this.presenceOn && c.alive && !this.presenceSettled(c) ? ' presence unsettled' : ''}`,
+            `${c.id}:${c.alive ? c.room!.connection() : 'dead'} ${JSON.stringify(c.room?.positions())}${this.presenceOn && c.alive && !this.presenceSettled(c) ? ' presence unsettled' : ''}${this.receiptsOn && c.alive && this.serverUp && !this.receiptsSettled(c) ? ' receipts unsettled' : ''}`,
         )
         .join('; ') +
       (this.serverUp
