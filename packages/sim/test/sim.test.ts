@@ -251,7 +251,10 @@ test('the checker catches a client driver that drops the ops of a failed write i
     };
     // Or the dropped ops leave a hole in the seqs the client sends, which the room refuses
     // (seq-gap, fatal for an honest client): which shows first depends on the seed's timing.
-  }, ['DUR-BEFORE-SEND', 'DUR-DELIVERED', 'LIVE-HONEST']);
+    // Receipts off: the runs as they were before receipts changed the timing of half the seeds
+    // (with them, seed 1..60's first failure is a dropped op left Submitted when the run ends,
+    // LIVE-CONVERGE: the same bug, told by the generic rule).
+  }, ['DUR-BEFORE-SEND', 'DUR-DELIVERED', 'LIVE-HONEST'], { receipts: false });
 });
 
 // spec: AUTH-STORED
