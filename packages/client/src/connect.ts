@@ -4,7 +4,7 @@
  * @hercules/core, the same the simulator runs) on the real clock and the given store, and a
  * reconnecting WebSocketTransport; the room returned wraps them (room.ts).
  */
-import { ClientDriver, ClientRoom, HerculesError, machineVersions, type Batching, type Clock, type Machine } from '@hercules/core';
+import { ClientDriver, ClientRoom, HerculesError, machineVersions, type Batching, type Clock, type Machine, type UndoOptions } from '@hercules/core';
 import { ConnectedClientRoom, type ConnectedRoom } from './room.ts';
 import { memoryStorage, type ClientStorage, type StoredClient } from './storage.ts';
 import { WebSocketTransport, type ClientTransport, type ConnectionStatus, type WebSocketLike } from './transport.ts';
@@ -71,6 +71,8 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   onError?: (error: Error) => void;
   /** Notify listeners in a microtask (default) or synchronously. */
   notify?: 'microtask' | 'sync';
+  /** Undo tracking (docs/undo.md): on by default ({ captureMs: 500 }); false turns it off. */
+  undo?: UndoOptions | false;
   /**
    * Another transport than the WebSocket one (tests, an in-process link); `WebSocket`, `token`,
    * `backoff`, `watchdogMs` and `connectTimeoutMs` are then the given transport's business.
@@ -184,6 +186,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     now: systemClock.now,
     batching: opts.batching,
     notify: opts.notify,
+    undo: opts.undo,
     restore: {
       lastSeq: stored.lastSeq,
       durable: stored.durable,

@@ -15,6 +15,7 @@ import {
   type OpStubs,
   type ReceiveStats,
   type StateOf,
+  type UndoStatus,
   type ViewName,
   type ViewPositions,
 } from '@hercules/core';
@@ -117,6 +118,27 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   }
   flushNotifications(): void {
     this.#inner.flushNotifications();
+  }
+  undo(): OpHandle | undefined {
+    return this.#inner.undo();
+  }
+  redo(): OpHandle | undefined {
+    return this.#inner.redo();
+  }
+  canUndo(): boolean {
+    return this.#inner.canUndo();
+  }
+  canRedo(): boolean {
+    return this.#inner.canRedo();
+  }
+  onUndoChange(listener: (status: UndoStatus) => void): () => void {
+    return this.#inner.onUndoChange(listener);
+  }
+  undoGroup<T>(fn: () => T): T {
+    return this.#inner.undoGroup(fn);
+  }
+  stopCapturing(): void {
+    this.#inner.stopCapturing();
   }
 
   // ---------------------------------------------------------------- the connection

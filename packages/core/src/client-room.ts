@@ -6,6 +6,8 @@
 import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
 import type { Machine, OpArgs, OpsOf, PresenceOf, StateOf } from './machine.ts';
 import type { AckMessage, ClientMessage, OpRecord, PeerPresence, ServerMessage } from './protocol.ts';
+import { UNDO_OP } from './undo.ts';
+import { UndoStack, type UndoOptions, type UndoStatus } from './undo-stack.ts';
 import { VIEWS, ViewEngine, type BaseSnapshot, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
 
 /** What the room needs from the world: a way to send frames and to persist ops. */
@@ -121,6 +123,21 @@ export interface AppRoom<M extends Machine<any, any>> {
   onProgress(listener: (positions: ViewPositions) => void): () => void;
   /** Deliver pending notifications now (for 'microtask' mode callers that cannot wait). */
   flushNotifications(): void;
+  /**
+   * Take back this client's last undo step (docs/undo.md): one ordered op that restores each
+   * path it wrote where the value is still what it wrote (UNDO-OWN). Undefined if there is none.
+   */
+  undo(): OpHandle | undefined;
+  /** Redo the last step undone (UNDO-REDO); undefined if there is none. */
+  redo(): OpHandle | undefined;
+  canUndo(): boolean;
+  canRedo(): boolean;
+  /** Calls `listener` when canUndo() or canRedo() changes. */
+  onUndoChange(listener: (status: UndoStatus) => void): () => void;
+  /** Run `fn`; the ops it submits are one undo step. */
+  undoGroup<T>(fn: () => T): T;
+  /** The next op starts a new undo step, however soon it comes (ends a typing run). */
+  stopCapturing(): void;
 }
 
 /**
@@ -149,6 +166,8 @@ export interface ClientRoomOptions {
   restore?: ClientRestore;
   /** 'microtask' (default) coalesces notifications of one tick; 'sync' notifies after each input. */
   notify?: 'microtask' | 'sync';
+  /** Undo tracking (docs/undo.md): on by default; false turns it off (undo() then does nothing). */
+  undo?: UndoOptions | false;
 }
 
 interface Deferred {
@@ -302,6 +321,9 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   private closed = false;
   /** The fatal error that stopped this room, if any. */
   private failure: HerculesError | undefined;
+  private readonly history: UndoStack<StateOf<M>> | undefined;
+  private readonly undoListeners = new Set<(status: UndoStatus) => void>();
+  private undoSaid: UndoStatus = { canUndo: false, canRedo: false };
 
   constructor(
     readonly machine: M,
@@ -327,6 +349,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     const stubs: Record<string, (args?: unknown) => OpHandle> = {};
     for (const name of machine.opNames) stubs[name] = (args?: unknown) => this.submit(name, args);
     this.ops = Object.freeze(stubs) as OpStubs<M>;
+    if (opts.undo !== false) this.history = new UndoStack(machine, opts.undo ?? {}, now);
   }
 
   attach(driver: RoomDriver): void {
@@ -435,6 +458,72 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   }
 
   submit(name: string, args?: unknown): OpHandle {
+    if (name === UNDO_OP) throw new HerculesError('unknown-op', `${UNDO_OP} is the engine's own op: call room.undo() or room.redo()`);
+    if (!this.history) return this.submitOp(name, args);
+    // What the op changed, for undo: the Submitted view just before and just after it (the op
+    // runs now rather than at the next read or drain). Costs: docs/benchmarks.md, "Undo".
+    const before = this.engine.getState('submitted');
+    const h = this.submitOp(name, args);
+    this.history.record(h.seq, name, h.op.args, before, this.engine.getState('submitted'));
+    this.undoChanged();
+    return h;
+  }
+
+  undo(): OpHandle | undefined {
+    return this.submitUndo(this.history?.takeUndo());
+  }
+
+  redo(): OpHandle | undefined {
+    return this.submitUndo(this.history?.takeRedo());
+  }
+
+  canUndo(): boolean {
+    return this.history?.status().canUndo ?? false;
+  }
+
+  canRedo(): boolean {
+    return this.history?.status().canRedo ?? false;
+  }
+
+  onUndoChange(listener: (status: UndoStatus) => void): () => void {
+    if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onUndoChange(listener): listener must be a function');
+    this.undoListeners.add(listener);
+    return () => {
+      this.undoListeners.delete(listener);
+    };
+  }
+
+  undoGroup<T>(fn: () => T): T {
+    if (typeof fn !== 'function') throw new HerculesError('bad-argument', 'undoGroup(fn): fn must be a function');
+    return this.history ? this.history.group(fn) : fn();
+  }
+
+  stopCapturing(): void {
+    this.history?.stopCapturing();
+  }
+
+  private submitUndo(args: unknown): OpHandle | undefined {
+    if (args === undefined) return undefined;
+    const h = this.submitOp(UNDO_OP, args);
+    this.undoChanged();
+    return h;
+  }
+
+  /** Tell undo listeners if canUndo or canRedo changed. */
+  private undoChanged(): void {
+    const now = this.history?.status();
+    if (!now || (now.canUndo === this.undoSaid.canUndo && now.canRedo === this.undoSaid.canRedo)) return;
+    this.undoSaid = now;
+    for (const fn of [...this.undoListeners]) {
+      try {
+        fn(now);
+      } catch (e) {
+        this.driver?.warn?.(`an undo listener threw: ${errorMessage(e)}`);
+      }
+    }
+  }
+
+  private submitOp(name: string, args?: unknown): Handle {
     if (this.closed) throw new HerculesError('bad-argument', 'this room is closed; connect again to submit ops');
     if (this.failure) throw new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}`);
     const op = this.engine.submit(name, args);
@@ -459,6 +548,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.memberListeners.clear();
     this.presenceListeners.clear();
     this.progressListeners.clear();
+    this.undoListeners.clear();
   }
 
   // ---------------------------------------------------------------- driver API
@@ -631,11 +721,17 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
         }
       }
     }
+    let undoRejected = false;
     for (const op of o.progressed) {
       const h = this.handleFor(op);
       h.settle();
+      if (op.stage === 'rejected' && this.history) {
+        this.history.rejected(op.seq);
+        undoRejected = true;
+      }
       if (op.stage === 'rejected' || (this.failure && op.stage !== 'submitted')) this.handles.delete(op.seq);
     }
+    if (undoRejected) this.undoChanged();
     if (o.progressed.length || o.changed.has('stable')) this.settleStable();
     if (o.presenceChanged) {
       this.othersCache = undefined;

@@ -21,7 +21,7 @@
  * adjacent logs are equal their snapshots are the same object, so quiet views share identity.
  */
 import { HerculesError, isErrorCode, type ErrorCode } from './errors.ts';
-import { applyOps, deepFreeze, migrateState, translateOp, type Machine, type OpInvocation } from './machine.ts';
+import { applyOps, deepFreeze, hasOp, migrateState, translateOp, type Machine, type OpInvocation } from './machine.ts';
 import { GENESIS_DIGEST, domainBytes, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
 import {
   FRAME_BUDGET_BYTES,
@@ -509,7 +509,7 @@ export class ViewEngine<S = unknown> {
    * the first read of that view or the next drain (see `ownUnapplied`).
    */
   submit(name: string, args: unknown): OwnOp {
-    if (!this.machine.opNames.has(name)) {
+    if (!hasOp(this.machine, name)) {
       throw new HerculesError('unknown-op', `unknown op "${name}" for machine ${this.machine.name}; known ops: ${[...this.machine.opNames].join(', ')}`);
     }
     if (this.access === 'read') {

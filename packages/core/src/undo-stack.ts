@@ -1,0 +1,179 @@
+/**
+ * A client's undo and redo stacks (docs/undo.md). Pure bookkeeping: the room tells it what each
+ * of its ops changed and which were rejected; it says what an undo or a redo op must carry.
+ */
+import type { Machine } from './machine.ts';
+import { diffState, restoreActions, type Change, type UndoAction, type UndoArgs } from './undo.ts';
+
+export interface UndoOptions {
+  /**
+   * Ops within this many ms of the step's last op join it, as Yjs's captureTimeout does, so a
+   * burst of typing is one step. Default 500 (Yjs's). 0: only ops of one turn or one
+   * undoGroup() form a step.
+   */
+  captureMs?: number;
+  /** Steps kept; the oldest goes first. Default 500. */
+  maxSteps?: number;
+}
+
+/** What one op did: the paths it changed, or its declared inverse (MachineSpec.inverses). */
+type Item = { seqs: number[]; changes: Change[] } | { seqs: number[]; undo: UndoAction; redo: UndoAction };
+
+interface Step {
+  items: Item[];
+  /** When its last op was recorded (the room's clock). */
+  lastAt: number;
+}
+
+export interface UndoStatus {
+  readonly canUndo: boolean;
+  readonly canRedo: boolean;
+}
+
+export class UndoStack<S> {
+  private readonly undos: Step[] = [];
+  private readonly redos: Step[] = [];
+  /** The top undo step may still take ops (none of undo, redo or stopCapturing since). */
+  private open = false;
+  private turnOpen = false;
+  private groupDepth = 0;
+  private readonly captureMs: number;
+  private readonly maxSteps: number;
+
+  constructor(
+    private readonly machine: Machine<S, any, any>,
+    opts: UndoOptions,
+    private readonly now: () => number,
+  ) {
+    this.captureMs = opts.captureMs ?? 500;
+    this.maxSteps = opts.maxSteps ?? 500;
+  }
+
+  status(): UndoStatus {
+    return { canUndo: this.undos.length > 0, canRedo: this.redos.length > 0 };
+  }
+
+  /**
+   * Our op `seq` took the Submitted view from `before` to `after`. Returns whether it was
+   * recorded (an op that changed nothing, or a state that is not an object, is not).
+   */
+  record(seq: number, name: string, args: unknown, before: S, after: S): boolean {
+    const item = this.itemFor(seq, name, args, before, after);
+    if (!item) return false;
+    const t = this.now();
+    const top = this.undos[this.undos.length - 1];
+    const joins = top !== undefined && this.open && (this.groupDepth > 0 || this.turnOpen || t - top.lastAt < this.captureMs);
+    if (joins) {
+      if (!mergeTyping(top.items, item)) top.items.push(item);
+      top.lastAt = t;
+    } else {
+      this.undos.push({ items: [item], lastAt: t });
+      if (this.undos.length > this.maxSteps) this.undos.shift();
+    }
+    this.redos.length = 0;
+    this.open = true;
+    if (!this.turnOpen) {
+      this.turnOpen = true;
+      queueMicrotask(() => {
+        this.turnOpen = false;
+      });
+    }
+    return true;
+  }
+
+  private itemFor(seq: number, name: string, args: unknown, before: S, after: S): Item | undefined {
+    const inverse = this.machine.inverses?.[name];
+    if (inverse) {
+      const inv = inverse(args, before);
+      return {
+        seqs: [seq],
+        undo: { op: inv.name, ...(inv.args !== undefined ? { args: inv.args } : {}) },
+        redo: { op: name, ...(args !== undefined ? { args } : {}) },
+      };
+    }
+    const changes: Change[] = [];
+    if (!diffState(before, after, changes) || changes.length === 0) return undefined;
+    return { seqs: [seq], changes };
+  }
+
+  /** Run `fn`; the ops it submits are one step (nested groups join the outer one). */
+  group<T>(fn: () => T): T {
+    if (this.groupDepth === 0) this.stopCapturing();
+    this.groupDepth++;
+    try {
+      return fn();
+    } finally {
+      this.groupDepth--;
+      if (this.groupDepth === 0) this.stopCapturing();
+    }
+  }
+
+  /** The next op starts a new step, however soon it comes. */
+  stopCapturing(): void {
+    this.open = false;
+  }
+
+  /** Take the top undo step: the arguments of the op that undoes it (undefined: none). */
+  takeUndo(): UndoArgs | undefined {
+    const step = this.undos.pop();
+    if (!step) return undefined;
+    this.redos.push(step);
+    this.open = false;
+    return { do: actionsOf(step, false), of: step.items[0].seqs[0] };
+  }
+
+  /** Take the top redo step: the arguments of the op that redoes it (undefined: none). */
+  takeRedo(): UndoArgs | undefined {
+    const step = this.redos.pop();
+    if (!step) return undefined;
+    this.undos.push(step);
+    this.open = false;
+    return { do: actionsOf(step, true), of: step.items[0].seqs[0], redo: true };
+  }
+
+  /** Our op `seq` was rejected: it did nothing, so there is nothing of it to undo. */
+  rejected(seq: number): void {
+    for (const stack of [this.undos, this.redos]) {
+      for (let s = stack.length - 1; s >= 0; s--) {
+        const items = stack[s].items;
+        for (let i = items.length - 1; i >= 0; i--) {
+          const at = items[i].seqs.indexOf(seq);
+          if (at < 0) continue;
+          items[i].seqs.splice(at, 1);
+          if (items[i].seqs.length === 0) items.splice(i, 1);
+        }
+        if (items.length === 0) stack.splice(s, 1);
+      }
+    }
+  }
+}
+
+/** The actions of an undo (newest item first) or a redo (oldest first) of `step`. */
+function actionsOf(step: Step, redo: boolean): UndoAction[] {
+  const out: UndoAction[] = [];
+  const n = step.items.length;
+  for (let i = 0; i < n; i++) {
+    const item = step.items[redo ? i : n - 1 - i];
+    if ('changes' in item) out.push(...restoreActions(item.changes, redo));
+    else out.push(redo ? item.redo : item.undo);
+  }
+  return out;
+}
+
+/**
+ * Typing: an op that writes exactly the paths the previous item wrote, starting from the values
+ * it left, extends that item (its before stays, its after becomes the new one) rather than adding
+ * one, so an undo of 100 keystrokes carries one value per path, not 100.
+ */
+function mergeTyping(items: Item[], item: Item): boolean {
+  const last = items[items.length - 1];
+  if (!last || !('changes' in last) || !('changes' in item) || last.changes.length !== item.changes.length) return false;
+  for (let i = 0; i < item.changes.length; i++) {
+    const a = last.changes[i];
+    const b = item.changes[i];
+    if (a.after !== b.before || a.path.length !== b.path.length || a.path.some((k, j) => k !== b.path[j])) return false;
+  }
+  last.changes = last.changes.map((c, i) => ({ path: c.path, before: c.before, after: item.changes[i].after }));
+  last.seqs.push(...item.seqs);
+  return true;
+}
