@@ -339,6 +339,11 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
         now,
         cpuNow: opts.cpuNow ?? (() => performance.now()),
         batching: opts.batching,
+        onOwnRun: (before, after, ops) => {
+          if (!this.history) return;
+          this.history.ran(before, after, ops);
+          this.undoChanged();
+        },
       },
       opts.restore,
     );
@@ -459,22 +464,33 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   submit(name: string, args?: unknown): OpHandle {
     if (name === UNDO_OP) throw new HerculesError('unknown-op', `${UNDO_OP} is the engine's own op: call room.undo() or room.redo()`);
-    if (!this.history) return this.submitOp(name, args);
-    // What the op changed, for undo: the Submitted view just before and just after it (the op
-    // runs now rather than at the next read or drain). Costs: docs/benchmarks.md, "Undo".
-    const before = this.engine.getState('submitted');
-    const h = this.submitOp(name, args);
-    this.history.record(h.seq, name, h.op.args, before, this.engine.getState('submitted'));
+    const history = this.history;
+    if (!history) return this.submitOp(name, args);
+    // Ops run in runs (ViewEngine.onOwnRun): those of another step, and the ops before one with a
+    // declared inverse (computed from the state just before it), run first, so a run is one
+    // step's. That runs them before their send; it only happens when steps meet in one turn.
+    const inverse = this.machine.inverses?.[name] !== undefined;
+    if ((inverse || !history.joins()) && this.engine.submittedWaiting()) this.engine.getState('submitted');
+    const seq = this.engine.nextSeq();
+    history.submitted(seq);
+    let h: Handle;
+    try {
+      h = this.submitOp(name, args);
+    } catch (e) {
+      history.rejected(seq);
+      throw e;
+    }
+    if (inverse) this.engine.getState('submitted');
     this.undoChanged();
     return h;
   }
 
   undo(): OpHandle | undefined {
-    return this.submitUndo(this.history?.takeUndo());
+    return this.submitUndo(false);
   }
 
   redo(): OpHandle | undefined {
-    return this.submitUndo(this.history?.takeRedo());
+    return this.submitUndo(true);
   }
 
   canUndo(): boolean {
@@ -502,7 +518,11 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.history?.stopCapturing();
   }
 
-  private submitUndo(args: unknown): OpHandle | undefined {
+  private submitUndo(redo: boolean): OpHandle | undefined {
+    if (!this.history) return undefined;
+    // Our ops run now, so every step holds what it changed (and the undo runs in a run of its own).
+    if (this.engine.submittedWaiting()) this.engine.getState('submitted');
+    const args = redo ? this.history.takeRedo() : this.history.takeUndo();
     if (args === undefined) return undefined;
     const h = this.submitOp(UNDO_OP, args);
     this.undoChanged();

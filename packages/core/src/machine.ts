@@ -86,11 +86,14 @@ export interface MachineSpec<S, Ops extends Record<string, OpFn<S>>, P = unknown
    * wrote would be wrong (a counter others also move), the op that takes it back, computed on
    * the client from the op's arguments and the state just before it ran. Redo runs the op again.
    */
-  inverses?: NoInfer<{ [K in keyof Ops]?: (args: OpArgs<Ops[K]>, before: S) => OpCall<Ops> }>;
+  inverses?: NoInfer<{ [K in keyof Ops]?: (args: OpArgs<Ops[K]>, before: S) => OpCall }>;
 }
 
-/** An op by name with its arguments: what a declared inverse returns. */
-export type OpCall<Ops> = { [K in keyof Ops & string]: { readonly name: K; readonly args?: OpArgs<Ops[K]> } }[keyof Ops & string];
+/** An op by name with its arguments: what a declared inverse returns (checked when it runs). */
+export interface OpCall {
+  readonly name: string;
+  readonly args?: unknown;
+}
 
 export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<string, OpFn<S>>, P = any> {
   readonly name: string;

@@ -16,12 +16,14 @@ export interface UndoOptions {
   maxSteps?: number;
 }
 
-/** What one op did: the paths it changed, or its declared inverse (MachineSpec.inverses). */
+/** What a run of our ops did: the paths they changed, or one op's declared inverse. */
 type Item = { seqs: number[]; changes: Change[] } | { seqs: number[]; undo: UndoAction; redo: UndoAction };
 
 interface Step {
   items: Item[];
-  /** When its last op was recorded (the room's clock). */
+  /** Ops of the step submitted but not run yet: their item comes when they run. */
+  pending: number[];
+  /** When its last op was submitted (the room's clock). */
   lastAt: number;
 }
 
@@ -30,6 +32,11 @@ export interface UndoStatus {
   readonly canRedo: boolean;
 }
 
+/**
+ * Ops join steps when submitted (by time: one turn, one group, the merge window), and their
+ * changes are recorded when they run on Submitted (ViewEngineOptions.onOwnRun), after they were
+ * sent: the bookkeeping adds no op run and no delay before the send.
+ */
 export class UndoStack<S> {
   private readonly undos: Step[] = [];
   private readonly redos: Step[] = [];
@@ -53,21 +60,21 @@ export class UndoStack<S> {
     return { canUndo: this.undos.length > 0, canRedo: this.redos.length > 0 };
   }
 
-  /**
-   * Our op `seq` took the Submitted view from `before` to `after`. Returns whether it was
-   * recorded (an op that changed nothing, or a state that is not an object, is not).
-   */
-  record(seq: number, name: string, args: unknown, before: S, after: S): boolean {
-    const item = this.itemFor(seq, name, args, before, after);
-    if (!item) return false;
-    const t = this.now();
+  /** Whether an op submitted now joins the top step (else it starts a new one). */
+  joins(): boolean {
     const top = this.undos[this.undos.length - 1];
-    const joins = top !== undefined && this.open && (this.groupDepth > 0 || this.turnOpen || t - top.lastAt < this.captureMs);
-    if (joins) {
-      if (!mergeTyping(top.items, item)) top.items.push(item);
+    return top !== undefined && this.open && (this.groupDepth > 0 || this.turnOpen || this.now() - top.lastAt < this.captureMs);
+  }
+
+  /** Our op `seq` was submitted: it belongs to the top step, or to a new one. New ops end redo. */
+  submitted(seq: number): void {
+    const t = this.now();
+    if (this.joins()) {
+      const top = this.undos[this.undos.length - 1];
+      top.pending.push(seq);
       top.lastAt = t;
     } else {
-      this.undos.push({ items: [item], lastAt: t });
+      this.undos.push({ items: [], pending: [seq], lastAt: t });
       if (this.undos.length > this.maxSteps) this.undos.shift();
     }
     this.redos.length = 0;
@@ -78,22 +85,37 @@ export class UndoStack<S> {
         this.turnOpen = false;
       });
     }
-    return true;
   }
 
-  private itemFor(seq: number, name: string, args: unknown, before: S, after: S): Item | undefined {
-    const inverse = this.machine.inverses?.[name];
+  /** Ops of ours ran on Submitted, from `before` to `after` (ViewEngineOptions.onOwnRun). */
+  ran(before: S, after: S, ops: readonly { readonly seq: number; readonly name: string; readonly args: unknown }[]): void {
+    const step = this.undos.find((s) => s.pending.includes(ops[ops.length - 1].seq));
+    if (!step) return; // not ours to track (an undo or a redo op, or ops restored from storage)
+    const seqs = ops.map((o) => o.seq);
+    step.pending = step.pending.filter((q) => !seqs.includes(q));
+    const inverse = ops.length === 1 ? this.machine.inverses?.[ops[0].name] : undefined;
     if (inverse) {
-      const inv = inverse(args, before);
-      return {
-        seqs: [seq],
+      const op = ops[0];
+      const inv = inverse(op.args, before);
+      step.items.push({
+        seqs,
         undo: { op: inv.name, ...(inv.args !== undefined ? { args: inv.args } : {}) },
-        redo: { op: name, ...(args !== undefined ? { args } : {}) },
-      };
+        redo: { op: op.name, ...(op.args !== undefined ? { args: op.args } : {}) },
+      });
+    } else {
+      const changes: Change[] = [];
+      if (diffState(before, after, changes) && changes.length > 0) {
+        const item = { seqs, changes };
+        if (!mergeTyping(step.items, item)) step.items.push(item);
+      }
     }
-    const changes: Change[] = [];
-    if (!diffState(before, after, changes) || changes.length === 0) return undefined;
-    return { seqs: [seq], changes };
+    this.dropEmpty();
+  }
+
+  /** Steps whose ops all ran and changed nothing are no steps. */
+  private dropEmpty(): void {
+    for (const stack of [this.undos, this.redos])
+      for (let i = stack.length - 1; i >= 0; i--) if (stack[i].items.length === 0 && stack[i].pending.length === 0) stack.splice(i, 1);
   }
 
   /** Run `fn`; the ops it submits are one step (nested groups join the outer one). */
@@ -113,7 +135,7 @@ export class UndoStack<S> {
     this.open = false;
   }
 
-  /** Take the top undo step: the arguments of the op that undoes it (undefined: none). */
+  /** Take the top undo step (its ops have all run): the arguments of the op that undoes it. */
   takeUndo(): UndoArgs | undefined {
     const step = this.undos.pop();
     if (!step) return undefined;
@@ -134,17 +156,17 @@ export class UndoStack<S> {
   /** Our op `seq` was rejected: it did nothing, so there is nothing of it to undo. */
   rejected(seq: number): void {
     for (const stack of [this.undos, this.redos]) {
-      for (let s = stack.length - 1; s >= 0; s--) {
-        const items = stack[s].items;
-        for (let i = items.length - 1; i >= 0; i--) {
-          const at = items[i].seqs.indexOf(seq);
+      for (const step of stack) {
+        step.pending = step.pending.filter((q) => q !== seq);
+        for (let i = step.items.length - 1; i >= 0; i--) {
+          const at = step.items[i].seqs.indexOf(seq);
           if (at < 0) continue;
-          items[i].seqs.splice(at, 1);
-          if (items[i].seqs.length === 0) items.splice(i, 1);
+          step.items[i].seqs.splice(at, 1);
+          if (step.items[i].seqs.length === 0) step.items.splice(i, 1);
         }
-        if (items.length === 0) stack.splice(s, 1);
       }
     }
+    this.dropEmpty();
   }
 }
 

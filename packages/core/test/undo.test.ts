@@ -132,7 +132,7 @@ test('ops of one turn are one step; a new turn after captureMs is another; the m
 test('an op the server rejects leaves no undo step; undo works offline and on unconfirmed ops', async () => {
   const net = new Loopback(cells);
   const a = net.client('a');
-  a.ops.fail();
+  a.ops.fail(undefined);
   assert.equal(a.canUndo(), false, 'an op that threw changed nothing');
   a.ops.set({ key: 'x', value: 'off' });
   a.stopCapturing();
