@@ -185,6 +185,7 @@ test('the server checks an undo like any op: malformed arguments are refused, ap
   );
 });
 
+// spec: UNDO-STEP
 test('undo tracking can be turned off', () => {
   const a = new ClientRoom(cells, { clientId: 'a', undo: false });
   a.ops.set({ key: 'x', value: '1' });
@@ -192,6 +193,7 @@ test('undo tracking can be turned off', () => {
   assert.equal(a.undo(), undefined);
 });
 
+// spec: UNDO-STEP
 test('onUndoChange hears canUndo and canRedo change', () => {
   const a = new ClientRoom(cells, { clientId: 'a' });
   const heard: string[] = [];
@@ -252,6 +254,7 @@ test('property: for ops on disjoint paths, undo then redo gives the state before
   );
 });
 
+// spec: UNDO-CONVERGE
 test('applyOp runs an undo with no room around it (a replica replaying the log)', () => {
   const s0 = cells.initial;
   const r = applyOp(cells, s0, { client: 'a', seq: 2, name: UNDO_OP, args: { do: [{ path: ['cells', 'x'], to: 'v' }], of: 1 }, author: 'a' }, 1);
