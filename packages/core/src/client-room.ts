@@ -4,7 +4,7 @@
  * own: the driver, and the transport under it, decide how messages and writes travel.
  */
 import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
-import type { Machine, OpArgs, OpsOf, PresenceOf, StateOf } from './machine.ts';
+import type { Machine, OpArgs, OpsOf, Patch, PresenceOf, StateOf } from './machine.ts';
 import type { AckMessage, ClientMessage, OpRecord, PeerPresence, ServerMessage } from './protocol.ts';
 import { UNDO_OP } from './undo.ts';
 import { UndoStack, type UndoOptions, type UndoStatus } from './undo-stack.ts';
@@ -339,11 +339,14 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
         now,
         cpuNow: opts.cpuNow ?? (() => performance.now()),
         batching: opts.batching,
-        onOwnRun: (before, after, ops) => {
-          if (!this.history) return;
-          this.history.ran(before, after, ops);
-          this.undoChanged();
-        },
+        ...(opts.undo === false
+          ? {}
+          : {
+              onOwnRun: (before: StateOf<M>, after: StateOf<M>, ops: readonly OwnOp[], patches: readonly Patch[]) => {
+                this.history!.ran(before, after, ops, patches);
+                this.undoChanged();
+              },
+            }),
       },
       opts.restore,
     );
@@ -494,11 +497,11 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   }
 
   canUndo(): boolean {
-    return this.history?.status().canUndo ?? false;
+    return this.history?.canUndo() ?? false;
   }
 
   canRedo(): boolean {
-    return this.history?.status().canRedo ?? false;
+    return this.history?.canRedo() ?? false;
   }
 
   onUndoChange(listener: (status: UndoStatus) => void): () => void {
@@ -531,8 +534,9 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   /** Tell undo listeners if canUndo or canRedo changed. */
   private undoChanged(): void {
-    const now = this.history?.status();
-    if (!now || (now.canUndo === this.undoSaid.canUndo && now.canRedo === this.undoSaid.canRedo)) return;
+    const h = this.history;
+    if (!h || (h.canUndo() === this.undoSaid.canUndo && h.canRedo() === this.undoSaid.canRedo)) return;
+    const now = h.status();
     this.undoSaid = now;
     for (const fn of [...this.undoListeners]) {
       try {

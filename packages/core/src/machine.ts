@@ -387,10 +387,14 @@ const FREEZE_ALL = (() => {
   }
 })();
 
-/** Run `recipe` on a draft of `state`; the result shares what was not written and is frozen. */
-function produce<S>(state: S, recipe: (draft: S) => void): S {
+/**
+ * Run `recipe` on a draft of `state`; the result shares what was not written and is frozen.
+ * `patchesOut` collects the paths it wrote (undo bookkeeping: the patches are made anyway).
+ */
+function produce<S>(state: S, recipe: (draft: S) => void, patchesOut?: Patch[]): S {
   const [next, patches] = create(state as object, recipe as (draft: object) => void, PATCHES) as unknown as [S, readonly Patch[]];
   if (next !== state) freezeChanged(next, patches, FREEZE_ALL);
+  if (patchesOut) for (const p of patches) patchesOut.push(p);
   return next;
 }
 
@@ -451,7 +455,7 @@ export function current<T>(draftPart: T): T {
  * with the error message. The same decision is reached on every replica because ops are
  * deterministic functions of (state, args, ctx).
  */
-export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, position: number): ApplyResult<S> {
+export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, position: number, patchesOut?: Patch[]): ApplyResult<S> {
   if (isMigrationEntry(op)) return applyMigration(machine, state, op.args);
   const run = opToRun(machine, op);
   if ('refuse' in run) return { state, error: run.refuse };
@@ -459,9 +463,13 @@ export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, posi
   if (!fn) return { state, error: `unknown op "${run.name}" for machine ${machine.name}@${machine.version}` };
   const ctx: OpContext = { author: op.author, client: op.client, seq: op.seq, position };
   try {
-    const next = produce(state, (draft) => {
-      fn(draft, run.args, ctx);
-    });
+    const next = produce(
+      state,
+      (draft) => {
+        fn(draft, run.args, ctx);
+      },
+      patchesOut,
+    );
     return { state: next };
   } catch (e) {
     return { state, error: errorMessage(e) };
@@ -481,6 +489,7 @@ export function applyOps<S>(
   ops: readonly (OpInvocation & { readonly error?: string })[],
   firstPosition: number,
   onThrow?: (index: number, error: string) => void,
+  patchesOut?: Patch[],
 ): S {
   if (ops.length === 0) return state;
   if (ops.length > 1 && ops.some(isMigrationEntry)) {
@@ -488,7 +497,7 @@ export function applyOps<S>(
     let s = state;
     ops.forEach((op, i) => {
       if (op.error !== undefined) return;
-      const res = applyOp(machine, s, op, firstPosition + i);
+      const res = applyOp(machine, s, op, firstPosition + i, patchesOut);
       if (res.error !== undefined) onThrow?.(i, res.error);
       s = res.state;
     });
@@ -497,7 +506,7 @@ export function applyOps<S>(
   if (ops.length === 1) {
     const op = ops[0];
     if (op.error !== undefined) return state;
-    const res = applyOp(machine, state, op, firstPosition);
+    const res = applyOp(machine, state, op, firstPosition, patchesOut);
     if (res.error !== undefined) onThrow?.(0, res.error);
     return res.state;
   }
@@ -508,25 +517,33 @@ export function applyOps<S>(
     let failure = '';
     const start = from;
     try {
-      return produce(s, (draft) => {
-        for (let i = start; i < ops.length; i++) {
-          const error = runOne(machine, draft, ops[i], firstPosition + i);
-          if (error !== undefined) {
-            failedAt = i;
-            failure = error;
-            throw FALLBACK;
+      return produce(
+        s,
+        (draft) => {
+          for (let i = start; i < ops.length; i++) {
+            const error = runOne(machine, draft, ops[i], firstPosition + i);
+            if (error !== undefined) {
+              failedAt = i;
+              failure = error;
+              throw FALLBACK;
+            }
           }
-        }
-      });
+        },
+        patchesOut,
+      );
     } catch (e) {
       if (failedAt < 0) throw e; // not an op's doing (e.g. Mutative itself): let it surface
       onThrow?.(failedAt, failure);
       if (failedAt > start) {
         const end = failedAt;
         // Deterministic ops: the prefix succeeds again exactly as before.
-        s = produce(s, (draft) => {
-          for (let i = start; i < end; i++) runOne(machine, draft, ops[i], firstPosition + i);
-        });
+        s = produce(
+          s,
+          (draft) => {
+            for (let i = start; i < end; i++) runOne(machine, draft, ops[i], firstPosition + i);
+          },
+          patchesOut,
+        );
       }
       from = failedAt + 1;
     }

@@ -2,8 +2,8 @@
  * A client's undo and redo stacks (docs/undo.md). Pure bookkeeping: the room tells it what each
  * of its ops changed and which were rejected; it says what an undo or a redo op must carry.
  */
-import type { Machine } from './machine.ts';
-import { diffState, restoreActions, type Change, type UndoAction, type UndoArgs } from './undo.ts';
+import type { Machine, Patch } from './machine.ts';
+import { changesFromPatches, restoreActions, type Change, type UndoAction, type UndoArgs } from './undo.ts';
 
 export interface UndoOptions {
   /**
@@ -57,7 +57,15 @@ export class UndoStack<S> {
   }
 
   status(): UndoStatus {
-    return { canUndo: this.undos.length > 0, canRedo: this.redos.length > 0 };
+    return { canUndo: this.canUndo(), canRedo: this.canRedo() };
+  }
+
+  canUndo(): boolean {
+    return this.undos.length > 0;
+  }
+
+  canRedo(): boolean {
+    return this.redos.length > 0;
   }
 
   /** Whether an op submitted now joins the top step (else it starts a new one). */
@@ -75,7 +83,8 @@ export class UndoStack<S> {
       top.lastAt = t;
     } else {
       this.undos.push({ items: [], pending: [seq], lastAt: t });
-      if (this.undos.length > this.maxSteps) this.undos.shift();
+      // Trimmed in batches: shifting a 500-step array on every op costs more than the op's record.
+      if (this.undos.length > this.maxSteps + 64) this.undos.splice(0, this.undos.length - this.maxSteps);
     }
     this.redos.length = 0;
     this.open = true;
@@ -88,11 +97,15 @@ export class UndoStack<S> {
   }
 
   /** Ops of ours ran on Submitted, from `before` to `after` (ViewEngineOptions.onOwnRun). */
-  ran(before: S, after: S, ops: readonly { readonly seq: number; readonly name: string; readonly args: unknown }[]): void {
-    const step = this.undos.find((s) => s.pending.includes(ops[ops.length - 1].seq));
-    if (!step) return; // not ours to track (an undo or a redo op, or ops restored from storage)
-    const seqs = ops.map((o) => o.seq);
-    step.pending = step.pending.filter((q) => !seqs.includes(q));
+  ran(before: S, after: S, ops: readonly { readonly seq: number; readonly name: string; readonly args: unknown }[], patches: readonly Patch[]): void {
+    const last = ops[ops.length - 1].seq;
+    // The step is the top one but where steps met in one turn (then the room ran them apart).
+    let at = this.undos.length - 1;
+    while (at >= 0 && !this.undos[at].pending.includes(last)) at--;
+    if (at < 0) return; // not ours to track (an undo or a redo op, or ops restored from storage)
+    const step = this.undos[at];
+    const seqs = ops.length === 1 ? [last] : ops.map((o) => o.seq);
+    step.pending = step.pending.length === 1 && step.pending[0] === last ? [] : step.pending.filter((q) => !seqs.includes(q));
     const inverse = ops.length === 1 ? this.machine.inverses?.[ops[0].name] : undefined;
     if (inverse) {
       const op = ops[0];
@@ -103,13 +116,14 @@ export class UndoStack<S> {
         redo: { op: op.name, ...(op.args !== undefined ? { args: op.args } : {}) },
       });
     } else {
-      const changes: Change[] = [];
-      if (diffState(before, after, changes) && changes.length > 0) {
+      const changes = changesFromPatches(before, after, patches);
+      if (changes !== undefined && changes.length > 0) {
         const item = { seqs, changes };
         if (!mergeTyping(step.items, item)) step.items.push(item);
       }
     }
-    this.dropEmpty();
+    // A step whose ops all ran and changed nothing is no step.
+    if (step.items.length === 0 && step.pending.length === 0) this.undos.splice(at, 1);
   }
 
   /** Steps whose ops all ran and changed nothing are no steps. */
@@ -137,6 +151,7 @@ export class UndoStack<S> {
 
   /** Take the top undo step (its ops have all run): the arguments of the op that undoes it. */
   takeUndo(): UndoArgs | undefined {
+    if (this.undos.length > this.maxSteps) this.undos.splice(0, this.undos.length - this.maxSteps);
     const step = this.undos.pop();
     if (!step) return undefined;
     this.redos.push(step);

@@ -65,6 +65,73 @@ export function diffState(before: unknown, after: unknown, out: Change[], path: 
   return true;
 }
 
+/**
+ * What ops changed from `before` to `after`, from the paths their application wrote (Mutative's
+ * patches, made anyway to freeze the result): as diffState would find, without walking the keys
+ * of a large container the ops copied (1,000 keys: 106 -> 220 µs per submit by walking; issue 39,
+ * docs/benchmarks.md "Undo"). A path is cut where it enters an array (compared whole); a path
+ * under another is dropped; a path whose value did not change (written, then restored) too.
+ * Undefined if the root is not an object.
+ */
+export function changesFromPatches(before: unknown, after: unknown, patches: readonly { readonly path: readonly (string | number)[] }[]): Change[] | undefined {
+  if (!isObject(before) || !isObject(after)) return before === after ? [] : undefined;
+  const out: Change[] = [];
+  if (patches.length === 1) {
+    // The common case (one op writing one path): no sorting, no set.
+    const path = cutPath(before, after, patches[0].path);
+    if (path) addChange(out, before, after, path);
+    return out;
+  }
+  const cut: (readonly string[])[] = [];
+  for (const p of patches) {
+    const path = cutPath(before, after, p.path);
+    if (path) cut.push(path);
+  }
+  cut.sort((x, y) => x.length - y.length);
+  const seen = new Set<string>();
+  for (const path of cut) {
+    let key = '';
+    let under = false;
+    for (let i = 0; i < path.length && !under; i++) {
+      key = i === 0 ? path[0] : `${key}\u0000${path[i]}`;
+      under = i < path.length - 1 && seen.has(key);
+    }
+    if (under || seen.has(key)) continue;
+    seen.add(key);
+    addChange(out, before, after, path);
+  }
+  return out;
+}
+
+/** `path` up to where it enters an array or leaves the objects (undefined: nothing left). */
+function cutPath(before: unknown, after: unknown, path: readonly (string | number)[]): string[] | undefined {
+  let o: unknown = after;
+  let b: unknown = before;
+  let i = 0;
+  for (; i < path.length; i++) {
+    if ((!isObject(o) && !isObject(b)) || Array.isArray(o) || Array.isArray(b)) break;
+    const k = String(path[i]);
+    o = isObject(o) && Object.hasOwn(o, k) ? o[k] : undefined;
+    b = isObject(b) && Object.hasOwn(b, k) ? b[k] : undefined;
+  }
+  if (i === 0) return undefined;
+  const out = new Array<string>(i);
+  for (let j = 0; j < i; j++) out[j] = String(path[j]);
+  return out;
+}
+
+function addChange(out: Change[], before: unknown, after: unknown, path: readonly string[]): void {
+  const b = valueAt(before, path);
+  const a = valueAt(after, path);
+  if (a !== b) out.push({ path, before: b, after: a });
+}
+
+function valueAt(root: unknown, path: readonly string[]): unknown {
+  let o = root;
+  for (const k of path) o = isObject(o) && Object.hasOwn(o, k) ? o[k] : undefined;
+  return o;
+}
+
 /** The actions that take back `changes` (newest first), or redo them (oldest first). */
 export function restoreActions(changes: readonly Change[], redo: boolean): UndoAction[] {
   const out: UndoAction[] = [];

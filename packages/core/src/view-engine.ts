@@ -21,7 +21,7 @@
  * adjacent logs are equal their snapshots are the same object, so quiet views share identity.
  */
 import { HerculesError, isErrorCode, type ErrorCode } from './errors.ts';
-import { applyOps, deepFreeze, hasOp, migrateState, translateOp, type Machine, type OpInvocation } from './machine.ts';
+import { applyOps, deepFreeze, hasOp, migrateState, translateOp, type Machine, type OpInvocation, type Patch } from './machine.ts';
 import { GENESIS_DIGEST, domainBytes, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
 import {
   FRAME_BUDGET_BYTES,
@@ -91,7 +91,7 @@ export interface ViewEngineOptions<S = unknown> {
    * Told each time ops of ours submitted since the last run run on Submitted: the snapshot
    * before and after them, with nothing else in between (undo bookkeeping: undo-stack.ts).
    */
-  onOwnRun?: (before: S, after: S, ops: readonly OwnOp[]) => void;
+  onOwnRun?: (before: S, after: S, ops: readonly OwnOp[], patches: readonly Patch[]) => void;
 }
 
 /** What a restarted client recovers from its own storage. */
@@ -161,7 +161,7 @@ export class ViewEngine<S = unknown> {
   private access: 'read' | 'write' = 'write';
   private readonly now: () => number;
   private readonly cpuNow: () => number;
-  private readonly onOwnRun: ((before: S, after: S, ops: readonly OwnOp[]) => void) | undefined;
+  private readonly onOwnRun: ((before: S, after: S, ops: readonly OwnOp[], patches: readonly Patch[]) => void) | undefined;
   private batching: Batching;
 
   // --- the five snapshots
@@ -1210,9 +1210,10 @@ export class ViewEngine<S = unknown> {
     const first = this.authLen + this.tentList.length + this.durableList.length + from + 1;
     const before = this.submittedState;
     const ops = from === 0 ? list : list.slice(from);
-    this.submittedState = this.fold(before, ops, first);
+    const patches: Patch[] | undefined = this.onOwnRun ? [] : undefined;
+    this.submittedState = applyOps(this.machine, before, ops, first, undefined, patches);
     if (this.submittedState !== before) this.out.changed.add('submitted');
-    this.onOwnRun?.(before, this.submittedState, ops);
+    if (patches) this.onOwnRun!(before, this.submittedState, ops, patches);
     return this.submittedState;
   }
 
