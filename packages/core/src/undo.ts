@@ -10,13 +10,17 @@ import { HerculesError } from './errors.ts';
 /** The name of the built-in undo/redo op. `~` names are reserved: no machine op may take one. */
 export const UNDO_OP = '~undo';
 
+/** A path into the state: object keys (strings) and, inside arrays, indices (numbers). */
+export type StatePath = readonly (string | number)[];
+
 /**
  * One action of an undo op. A restore: if the value at `path` is `from` (absent: no such key), make
- * it `to` (absent: delete the key), else leave it. Or a machine's declared inverse: run op `op`
- * with `args` (MachineSpec.inverses).
+ * it `to` (absent: delete the key), else leave it; `n` holds the length of each array the path
+ * passes through, which must still be the same (an insert or a delete moved the elements: leave
+ * it). Or a machine's declared inverse: run op `op` with `args` (MachineSpec.inverses).
  */
 export type UndoAction =
-  | { readonly path: readonly string[]; readonly from?: unknown; readonly to?: unknown }
+  | { readonly path: StatePath; readonly from?: unknown; readonly to?: unknown; readonly n?: readonly number[] }
   | { readonly op: string; readonly args?: unknown };
 
 /** The arguments of an UNDO_OP. `of`: the seq of the first op of the step it takes back (or redoes). */
@@ -26,42 +30,65 @@ export interface UndoArgs {
   readonly redo?: true;
 }
 
-/** What one of our ops changed: a path, its value before and after (undefined: absent). */
+/**
+ * What one of our ops changed: a path, its value before and after (undefined: absent), and the
+ * lengths of the arrays on the path (`lens`, when it passes through any).
+ */
 export interface Change {
-  readonly path: readonly string[];
+  readonly path: StatePath;
   readonly before: unknown;
   readonly after: unknown;
+  readonly lens?: readonly number[];
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+/** Two arrays whose elements can be compared one by one: same length (an edit in place). */
+const sameLengthArrays = (a: unknown, b: unknown): a is unknown[] => Array.isArray(a) && Array.isArray(b) && a.length === b.length;
+
+function change(path: StatePath, before: unknown, after: unknown, lens: readonly number[]): Change {
+  return lens.length > 0 ? { path: [...path], before, after, lens: [...lens] } : { path: [...path], before, after };
+}
 
 /**
- * What changed from `before` to `after`, as paths of object keys. Snapshots share untouched
- * subtrees, so a subtree whose reference did not change is skipped without a look inside: the
- * walk costs the keys of the containers the op copied. Arrays and other values are compared
- * whole (an index is not a stable name for an element while others insert and delete), so a
- * change inside an array is recorded as the array before and after. Returns false if the root
- * itself is not an object (nothing can be restored into it).
+ * What changed from `before` to `after`, as paths. Snapshots share untouched subtrees, so a
+ * subtree whose reference did not change is skipped without a look inside: the walk costs the
+ * keys of the containers the ops copied. An array is entered only if its length did not change
+ * (elements edited in place); one that grew or shrank is recorded whole, before and after, since
+ * an index is no stable name for an element while others insert and delete. Returns false if
+ * the root itself is not an object (nothing can be restored into it).
  */
-export function diffState(before: unknown, after: unknown, out: Change[], path: string[] = []): boolean {
+export function diffState(before: unknown, after: unknown, out: Change[], path: (string | number)[] = [], lens: number[] = []): boolean {
   if (before === after) return true;
-  if (!isObject(before) || !isObject(after)) {
-    if (path.length === 0) return false;
-    out.push({ path: [...path], before, after });
+  if (isObject(before) && isObject(after)) {
+    for (const k in after) {
+      const b = before[k];
+      const a = after[k];
+      if (a === b && (b !== undefined || Object.hasOwn(before, k))) continue;
+      path.push(k);
+      diffState(Object.hasOwn(before, k) ? b : undefined, a, out, path, lens);
+      path.pop();
+    }
+    for (const k in before) {
+      if (Object.hasOwn(after, k)) continue;
+      path.push(k);
+      out.push(change(path, before[k], undefined, lens));
+      path.pop();
+    }
     return true;
   }
-  for (const k in after) {
-    const b = before[k];
-    const a = after[k];
-    if (a === b && (b !== undefined || Object.hasOwn(before, k))) continue;
-    path.push(k);
-    diffState(Object.hasOwn(before, k) ? b : undefined, a, out, path);
-    path.pop();
+  if (path.length === 0) return false;
+  if (sameLengthArrays(before, after)) {
+    lens.push(before.length);
+    for (let i = 0; i < before.length; i++) {
+      if (before[i] === (after as unknown[])[i]) continue;
+      path.push(i);
+      diffState(before[i], (after as unknown[])[i], out, path, lens);
+      path.pop();
+    }
+    lens.pop();
+    return true;
   }
-  for (const k in before) {
-    if (Object.hasOwn(after, k)) continue;
-    out.push({ path: [...path, k], before: before[k], after: undefined });
-  }
+  out.push(change(path, before, after, lens));
   return true;
 }
 
@@ -69,66 +96,78 @@ export function diffState(before: unknown, after: unknown, out: Change[], path: 
  * What ops changed from `before` to `after`, from the paths their application wrote (Mutative's
  * patches, made anyway to freeze the result): as diffState would find, without walking the keys
  * of a large container the ops copied (1,000 keys: 106 -> 220 µs per submit by walking; issue 39,
- * docs/benchmarks.md "Undo"). A path is cut where it enters an array (compared whole); a path
- * under another is dropped; a path whose value did not change (written, then restored) too.
- * Undefined if the root is not an object.
+ * docs/benchmarks.md "Undo"). A path is cut where diffState would stop (a value that is not a
+ * container on both sides, an array whose length changed); a path under another is dropped; a
+ * path whose value did not change (written, then restored) too. Undefined if the root is not
+ * an object.
  */
-export function changesFromPatches(before: unknown, after: unknown, patches: readonly { readonly path: readonly (string | number)[] }[]): Change[] | undefined {
+export function changesFromPatches(before: unknown, after: unknown, patches: readonly { readonly path: StatePath }[]): Change[] | undefined {
   if (!isObject(before) || !isObject(after)) return before === after ? [] : undefined;
   const out: Change[] = [];
   if (patches.length === 1) {
     // The common case (one op writing one path): no sorting, no set.
-    const path = cutPath(before, after, patches[0].path);
-    if (path) addChange(out, before, after, path);
+    const c = cutPath(before, after, patches[0].path);
+    if (c) addChange(out, before, after, c);
     return out;
   }
-  const cut: (readonly string[])[] = [];
+  const cut: Cut[] = [];
   for (const p of patches) {
-    const path = cutPath(before, after, p.path);
-    if (path) cut.push(path);
+    const c = cutPath(before, after, p.path);
+    if (c) cut.push(c);
   }
-  cut.sort((x, y) => x.length - y.length);
+  cut.sort((x, y) => x.path.length - y.path.length);
   const seen = new Set<string>();
-  for (const path of cut) {
+  for (const c of cut) {
     let key = '';
     let under = false;
-    for (let i = 0; i < path.length && !under; i++) {
-      key = i === 0 ? path[0] : `${key}\u0000${path[i]}`;
-      under = i < path.length - 1 && seen.has(key);
+    for (let i = 0; i < c.path.length && !under; i++) {
+      key = i === 0 ? String(c.path[0]) : `${key}\u0000${c.path[i]}`;
+      under = i < c.path.length - 1 && seen.has(key);
     }
     if (under || seen.has(key)) continue;
     seen.add(key);
-    addChange(out, before, after, path);
+    addChange(out, before, after, c);
   }
   return out;
 }
 
-/** `path` up to where it enters an array or leaves the objects (undefined: nothing left). */
-function cutPath(before: unknown, after: unknown, path: readonly (string | number)[]): string[] | undefined {
+interface Cut {
+  path: (string | number)[];
+  lens: number[];
+}
+
+/** `path` up to where diffState would stop, with the lengths of the arrays it enters. */
+function cutPath(before: unknown, after: unknown, path: StatePath): Cut | undefined {
   let o: unknown = after;
   let b: unknown = before;
-  let i = 0;
-  for (; i < path.length; i++) {
-    if ((!isObject(o) && !isObject(b)) || Array.isArray(o) || Array.isArray(b)) break;
-    const k = String(path[i]);
-    o = isObject(o) && Object.hasOwn(o, k) ? o[k] : undefined;
-    b = isObject(b) && Object.hasOwn(b, k) ? b[k] : undefined;
+  const out: (string | number)[] = [];
+  const lens: number[] = [];
+  for (let i = 0; i < path.length; i++) {
+    if (isObject(o) && isObject(b)) {
+      const k = String(path[i]);
+      out.push(k);
+      o = Object.hasOwn(o, k) ? o[k] : undefined;
+      b = Object.hasOwn(b, k) ? b[k] : undefined;
+    } else if (sameLengthArrays(o, b) && Number.isInteger(path[i]) && (path[i] as number) < o.length) {
+      const k = path[i] as number;
+      lens.push(o.length);
+      out.push(k);
+      o = o[k];
+      b = (b as unknown[])[k];
+    } else break;
   }
-  if (i === 0) return undefined;
-  const out = new Array<string>(i);
-  for (let j = 0; j < i; j++) out[j] = String(path[j]);
-  return out;
+  return out.length === 0 ? undefined : { path: out, lens };
 }
 
-function addChange(out: Change[], before: unknown, after: unknown, path: readonly string[]): void {
-  const b = valueAt(before, path);
-  const a = valueAt(after, path);
-  if (a !== b) out.push({ path, before: b, after: a });
+function addChange(out: Change[], before: unknown, after: unknown, c: Cut): void {
+  const b = valueAt(before, c.path);
+  const a = valueAt(after, c.path);
+  if (a !== b) out.push(c.lens.length > 0 ? { path: c.path, before: b, after: a, lens: c.lens } : { path: c.path, before: b, after: a });
 }
 
-function valueAt(root: unknown, path: readonly string[]): unknown {
+function valueAt(root: unknown, path: StatePath): unknown {
   let o = root;
-  for (const k of path) o = isObject(o) && Object.hasOwn(o, k) ? o[k] : undefined;
+  for (const k of path) o = o !== null && typeof o === 'object' && Object.hasOwn(o, k) ? (o as Record<string | number, unknown>)[k] : undefined;
   return o;
 }
 
@@ -140,7 +179,7 @@ export function restoreActions(changes: readonly Change[], redo: boolean): UndoA
     const c = changes[redo ? i : n - 1 - i];
     const from = redo ? c.before : c.after;
     const to = redo ? c.after : c.before;
-    out.push({ path: c.path, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) });
+    out.push({ path: c.path, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}), ...(c.lens ? { n: c.lens } : {}) });
   }
   return out;
 }
@@ -162,6 +201,7 @@ export function sameJson(a: unknown, b: unknown): boolean {
 }
 
 const MAX_PATH = 64;
+const isIndex = (k: unknown): k is number => Number.isSafeInteger(k) && (k as number) >= 0;
 
 /**
  * Why `args` are not an UNDO_OP's arguments, or undefined. `checkOp` judges a declared inverse
@@ -181,8 +221,10 @@ export function undoArgsProblem(args: unknown, checkOp: (name: string, args: unk
       continue;
     }
     const path = a.path;
-    if (!Array.isArray(path) || path.length === 0 || path.length > MAX_PATH || !path.every((k) => typeof k === 'string'))
-      return `${UNDO_OP}: do[${i}].path must be 1-${MAX_PATH} object keys (strings)`;
+    if (!Array.isArray(path) || path.length === 0 || path.length > MAX_PATH || !path.every((k) => typeof k === 'string' || isIndex(k)))
+      return `${UNDO_OP}: do[${i}].path must be 1-${MAX_PATH} object keys (strings) and array indices`;
+    if (a.n !== undefined && (!Array.isArray(a.n) || a.n.length > MAX_PATH || !a.n.every(isIndex)))
+      return `${UNDO_OP}: do[${i}].n must be the lengths of the arrays on the path`;
   }
   return undefined;
 }
@@ -194,21 +236,52 @@ export function undoArgsProblem(args: unknown, checkOp: (name: string, args: unk
  */
 export function applyUndo(draft: unknown, args: UndoArgs, runOp: (name: string, args: unknown) => void): void {
   for (const a of args.do) {
-    if ('op' in a) {
-      runOp(a.op, a.args);
-      continue;
-    }
-    let o: unknown = draft;
-    const last = a.path.length - 1;
-    for (let i = 0; i < last && isObject(o); i++) o = Object.hasOwn(o, a.path[i]) ? o[a.path[i]] : undefined;
-    if (!isObject(o)) continue;
-    const key = a.path[last];
-    const here = Object.hasOwn(o, key);
-    const wasFrom = 'from' in a ? here && sameJson(o[key], a.from) : !here;
-    if (!wasFrom) continue;
-    if ('to' in a) o[key] = a.to;
-    else delete o[key];
+    if ('op' in a) runOp(a.op, a.args);
+    else restore(draft, a);
   }
+}
+
+/** One restore (UndoAction): only where the path still leads where it did and holds `from`. */
+function restore(draft: unknown, a: { readonly path: StatePath; readonly from?: unknown; readonly to?: unknown; readonly n?: readonly number[] }): void {
+  const n = a.n ?? [];
+  let arrays = 0;
+  /** The container's child at `key`, or undefined where the path no longer leads (moved elements). */
+  const enter = (o: unknown, key: string | number): { ok: boolean; here: boolean; value?: unknown } => {
+    if (isObject(o) && typeof key === 'string') return Object.hasOwn(o, key) ? { ok: true, here: true, value: o[key] } : { ok: true, here: false };
+    if (Array.isArray(o) && typeof key === 'number' && o.length === n[arrays++] && key < o.length) return { ok: true, here: true, value: o[key] };
+    return { ok: false, here: false };
+  };
+  let o: unknown = draft;
+  const last = a.path.length - 1;
+  for (let i = 0; i < last; i++) {
+    const c = enter(o, a.path[i]);
+    if (!c.ok || !c.here) return;
+    o = c.value;
+  }
+  const key = a.path[last];
+  const c = enter(o, key);
+  if (!c.ok) return;
+  const wasFrom = 'from' in a ? c.here && sameJson(c.value, a.from) : !c.here;
+  if (!wasFrom) return;
+  // A copy: the arguments are frozen, and a later op of the same draft may write inside the value
+  // (a draft hands out a value assigned in it as it is, not as a draft).
+  const to = 'to' in a ? thawed(a.to) : undefined;
+  if (Array.isArray(o)) {
+    if ('to' in a) o[key as number] = to; // (an element is never deleted: lengths do not change here)
+    return;
+  }
+  const rec = o as Record<string, unknown>;
+  if ('to' in a) rec[key as string] = to;
+  else delete rec[key as string];
+}
+
+/** A mutable copy of JSON data (primitives as they are). */
+function thawed(v: unknown): unknown {
+  if (v === null || typeof v !== 'object') return v;
+  if (Array.isArray(v)) return v.map(thawed);
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(v)) out[k] = thawed((v as Record<string, unknown>)[k]);
+  return out;
 }
 
 /** The reason a reserved name may not be a machine's op. */

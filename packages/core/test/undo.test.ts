@@ -268,3 +268,57 @@ test('applyOp runs an undo with no room around it (a replica replaying the log)'
   );
   assert.equal(skipped.state.cells.x, 'v', 'the value is no longer ours: left alone');
 });
+
+// spec: UNDO-OWN
+test('an element edited in place is undone by index; an array others grew or shrank since is left alone', async () => {
+  const grid = defineMachine({
+    name: 'undo-grid',
+    version: 1,
+    initial: {
+      rows: [
+        ['a', 'b'],
+        ['c', 'd'],
+      ],
+    },
+    ops: {
+      cell(s, a: { row: number; col: number; text: string }) {
+        s.rows[a.row][a.col] = a.text;
+      },
+      addRow(s) {
+        s.rows.unshift(['new', 'new']);
+      },
+    },
+  });
+  const net = new Loopback(grid);
+  const a = net.client('a');
+  const b = net.client('b');
+  net.connect('a');
+  net.connect('b');
+  await net.settle();
+  a.ops.cell({ row: 0, col: 0, text: 'A' });
+  await net.settle();
+  b.ops.cell({ row: 1, col: 1, text: 'B' });
+  await net.settle();
+  a.undo();
+  await net.settle();
+  assert.deepEqual(
+    b.getState('authoritative').rows,
+    [
+      ['a', 'b'],
+      ['c', 'B'],
+    ],
+    "a's cell back, b's kept",
+  );
+  a.redo();
+  await net.settle();
+  b.ops.addRow();
+  await net.settle();
+  a.undo(); // rows moved: index 0 is no longer a's cell
+  await net.settle();
+  assert.deepEqual(b.getState('authoritative').rows, [
+    ['new', 'new'],
+    ['A', 'b'],
+    ['c', 'B'],
+  ]);
+  assert.deepEqual(a.getState('authoritative'), b.getState('authoritative'));
+});

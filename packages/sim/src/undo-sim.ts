@@ -34,19 +34,37 @@ import { Rng } from './rng.ts';
 interface Cells {
   cells: Record<string, string>;
   doc: { title: string };
+  /** Rows of cells: edited in place (undo by index, guarded by the lengths) or grown by a row. */
+  grid: string[][];
 }
 
 /** Values name their writer, so a checker can tell whose write a path holds. */
 export const undoMachine = defineMachine({
   name: 'sim-undo',
   version: 1,
-  initial: { cells: {}, doc: { title: '' } } as Cells,
+  // No two cells start equal, and a new row's cells are new values: a cell's value names its writer.
+  initial: {
+    cells: {},
+    doc: { title: '' },
+    grid: [
+      ['g00', 'g01', 'g02'],
+      ['g10', 'g11', 'g12'],
+    ],
+  } as Cells,
   ops: {
     set(s, a: { key: string; value: string }) {
       s.cells[a.key] = a.value;
     },
     title(s, a: { value: string }) {
       s.doc.title = a.value;
+    },
+    cell(s, a: { row: number; col: number; value: string }) {
+      if (a.row >= s.grid.length) throw new Error(`no row ${a.row}`);
+      s.grid[a.row][a.col] = a.value;
+    },
+    row(s, a: { value: string }) {
+      if (s.grid.length >= 5) throw new Error('the grid is full');
+      s.grid.push([a.value, `${a.value}/1`, `${a.value}/2`]);
     },
     /** Throws unless the cell holds `expect`: may succeed speculatively and be rejected in order. */
     swap(s, a: { key: string; expect: string; value: string }) {
@@ -172,7 +190,9 @@ export class UndoSim {
         room.ops.set({ key: this.rng.pick(KEYS), value: value() });
         room.ops.title({ value: value() });
       });
-    } else if (k < 0.35) room.ops.title({ value: value() });
+    } else if (k < 0.3) room.ops.title({ value: value() });
+    else if (k < 0.38) room.ops.cell({ row: this.rng.int(0, 4), col: this.rng.int(0, 2), value: value() });
+    else if (k < 0.4) room.ops.row({ value: value() });
     else if (k < 0.5) {
       const key = this.rng.pick(KEYS);
       room.ops.swap({ key, expect: room.getState().cells[key] ?? '', value: value() });
@@ -333,7 +353,7 @@ function plantDown(msg: ServerMessage): ServerMessage {
   return { ...msg, entries };
 }
 
-function valueAt(s: unknown, path: readonly string[]): unknown {
+function valueAt(s: unknown, path: readonly (string | number)[]): unknown {
   let o = s;
   for (const k of path) o = o !== null && typeof o === 'object' && Object.hasOwn(o, k) ? (o as Record<string, unknown>)[k] : undefined;
   return o;
@@ -376,7 +396,7 @@ export class UndoChecker {
     }
     if (!u) return;
     for (const [p, before] of u.before) {
-      if (this.changedAt.get(p) !== u.pos) continue; // someone (or we) wrote it since
+      if (this.changedSince(p, u.pos)) continue; // someone (or we) wrote it since
       const now = valueAt(next, p.split('/'));
       if (!sameJson(now, before))
         throw new UndoViolation(
@@ -384,6 +404,15 @@ export class UndoChecker {
           `${e.client}:${e.seq} (redo at ${e.pos}) left ${p} at ${JSON.stringify(now)}; its undo at ${u.pos} took away ${JSON.stringify(before)} and nobody wrote it since`,
         );
     }
+  }
+
+  /** Whether `path`, a path above it or one below it changed after `pos`. */
+  private changedSince(path: string, pos: number): boolean {
+    for (const [p, at] of this.changedAt) {
+      if (at <= pos) continue;
+      if (p === path || path.startsWith(`${p}/`) || p.startsWith(`${path}/`)) return true;
+    }
+    return false;
   }
 
   /**
