@@ -473,9 +473,10 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     // declared inverse (computed from the state just before it), run first, so a run is one
     // step's. That runs them before their send; it only happens when steps meet in one turn.
     const inverse = this.machine.inverses?.[name] !== undefined;
-    if ((inverse || !history.joins()) && this.engine.submittedWaiting()) this.engine.getState('submitted');
+    const joins = history.joins();
+    if ((inverse || !joins) && this.engine.submittedWaiting()) this.engine.getState('submitted');
     const seq = this.engine.nextSeq();
-    history.submitted(seq);
+    history.submitted(seq, joins);
     let h: Handle;
     try {
       h = this.submitOp(name, args);

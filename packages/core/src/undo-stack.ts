@@ -17,12 +17,16 @@ export interface UndoOptions {
 }
 
 /** What a run of our ops did: the paths they changed, or one op's declared inverse. */
-type Item = { seqs: number[]; changes: Change[] } | { seqs: number[]; undo: UndoAction; redo: UndoAction };
+/** Its ops are seqs `first` to `last` (consecutive: a step's ops are), `left` of them not rejected. */
+type Item = { first: number; last: number; left: number } & ({ changes: Change[] } | { undo: UndoAction; redo: UndoAction });
 
 interface Step {
   items: Item[];
+  /** Its ops: seqs `first` to `last` (an undo op, which is not in a step, ends the step). */
+  first: number;
+  last: number;
   /** Ops of the step submitted but not run yet: their item comes when they run. */
-  pending: number[];
+  waiting: number;
   /** When its last op was submitted (the room's clock). */
   lastAt: number;
 }
@@ -74,15 +78,16 @@ export class UndoStack<S> {
     return top !== undefined && this.open && (this.groupDepth > 0 || this.turnOpen || this.now() - top.lastAt < this.captureMs);
   }
 
-  /** Our op `seq` was submitted: it belongs to the top step, or to a new one. New ops end redo. */
-  submitted(seq: number): void {
+  /** Our op `seq` was submitted: it joins the top step (`joins()`), or starts one. New ops end redo. */
+  submitted(seq: number, joins: boolean): void {
     const t = this.now();
-    if (this.joins()) {
+    if (joins) {
       const top = this.undos[this.undos.length - 1];
-      top.pending.push(seq);
+      top.last = seq;
+      top.waiting++;
       top.lastAt = t;
     } else {
-      this.undos.push({ items: [], pending: [seq], lastAt: t });
+      this.undos.push({ items: [], first: seq, last: seq, waiting: 1, lastAt: t });
       // Trimmed in batches: shifting a 500-step array on every op costs more than the op's record.
       if (this.undos.length > this.maxSteps + 64) this.undos.splice(0, this.undos.length - this.maxSteps);
     }
@@ -101,35 +106,38 @@ export class UndoStack<S> {
     const last = ops[ops.length - 1].seq;
     // The step is the top one but where steps met in one turn (then the room ran them apart).
     let at = this.undos.length - 1;
-    while (at >= 0 && !this.undos[at].pending.includes(last)) at--;
+    while (at >= 0 && !(this.undos[at].first <= last && last <= this.undos[at].last)) at--;
     if (at < 0) return; // not ours to track (an undo or a redo op, or ops restored from storage)
     const step = this.undos[at];
-    const seqs = ops.length === 1 ? [last] : ops.map((o) => o.seq);
-    step.pending = step.pending.length === 1 && step.pending[0] === last ? [] : step.pending.filter((q) => !seqs.includes(q));
+    const first = ops[0].seq;
+    const left = ops.length;
+    step.waiting = step.waiting > left ? step.waiting - left : 0;
     const inverse = ops.length === 1 ? this.machine.inverses?.[ops[0].name] : undefined;
     if (inverse) {
       const op = ops[0];
       const inv = inverse(op.args, before);
       step.items.push({
-        seqs,
+        first,
+        last,
+        left,
         undo: { op: inv.name, ...(inv.args !== undefined ? { args: inv.args } : {}) },
         redo: { op: op.name, ...(op.args !== undefined ? { args: op.args } : {}) },
       });
     } else {
       const changes = changesFromPatches(before, after, patches);
       if (changes !== undefined && changes.length > 0) {
-        const item = { seqs, changes };
+        const item: Item = { first, last, left, changes };
         if (!mergeTyping(step.items, item)) step.items.push(item);
       }
     }
     // A step whose ops all ran and changed nothing is no step.
-    if (step.items.length === 0 && step.pending.length === 0) this.undos.splice(at, 1);
+    if (step.items.length === 0 && step.waiting === 0) this.undos.splice(at, 1);
   }
 
   /** Steps whose ops all ran and changed nothing are no steps. */
   private dropEmpty(): void {
     for (const stack of [this.undos, this.redos])
-      for (let i = stack.length - 1; i >= 0; i--) if (stack[i].items.length === 0 && stack[i].pending.length === 0) stack.splice(i, 1);
+      for (let i = stack.length - 1; i >= 0; i--) if (stack[i].items.length === 0 && stack[i].waiting === 0) stack.splice(i, 1);
   }
 
   /** Run `fn`; the ops it submits are one step (nested groups join the outer one). */
@@ -156,7 +164,7 @@ export class UndoStack<S> {
     if (!step) return undefined;
     this.redos.push(step);
     this.open = false;
-    return { do: actionsOf(step, false), of: step.items[0].seqs[0] };
+    return { do: actionsOf(step, false), of: step.items[0].first };
   }
 
   /** Take the top redo step: the arguments of the op that redoes it (undefined: none). */
@@ -165,20 +173,17 @@ export class UndoStack<S> {
     if (!step) return undefined;
     this.undos.push(step);
     this.open = false;
-    return { do: actionsOf(step, true), of: step.items[0].seqs[0], redo: true };
+    return { do: actionsOf(step, true), of: step.items[0].first, redo: true };
   }
 
   /** Our op `seq` was rejected: it did nothing, so there is nothing of it to undo. */
   rejected(seq: number): void {
     for (const stack of [this.undos, this.redos]) {
       for (const step of stack) {
-        step.pending = step.pending.filter((q) => q !== seq);
-        for (let i = step.items.length - 1; i >= 0; i--) {
-          const at = step.items[i].seqs.indexOf(seq);
-          if (at < 0) continue;
-          step.items[i].seqs.splice(at, 1);
-          if (step.items[i].seqs.length === 0) step.items.splice(i, 1);
-        }
+        if (seq < step.first || seq > step.last) continue;
+        const at = step.items.findIndex((it) => it.first <= seq && seq <= it.last);
+        if (at < 0) step.waiting = Math.max(0, step.waiting - 1);
+        else if (--step.items[at].left === 0) step.items.splice(at, 1);
       }
     }
     this.dropEmpty();
@@ -211,6 +216,7 @@ function mergeTyping(items: Item[], item: Item): boolean {
     if (a.after !== b.before || a.path.length !== b.path.length || a.path.some((k, j) => k !== b.path[j])) return false;
   }
   last.changes = last.changes.map((c, i) => ({ path: c.path, before: c.before, after: item.changes[i].after }));
-  last.seqs.push(...item.seqs);
+  last.last = item.last;
+  last.left += item.left;
   return true;
 }

