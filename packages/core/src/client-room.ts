@@ -481,7 +481,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     try {
       h = this.submitOp(name, args);
     } catch (e) {
-      history.rejected(seq);
+      history.abandon(seq);
       throw e;
     }
     if (inverse) this.engine.getState('submitted');

@@ -43,7 +43,9 @@ export interface UndoStatus {
  */
 export class UndoStack<S> {
   private readonly undos: Step[] = [];
-  private readonly redos: Step[] = [];
+  private redos: Step[] = [];
+  /** The redo stack the last submitted op emptied, until the next one (abandon puts it back). */
+  private emptied: Step[] = [];
   /** The top undo step may still take ops (none of undo, redo or stopCapturing since). */
   private open = false;
   private turnOpen = false;
@@ -91,7 +93,8 @@ export class UndoStack<S> {
       // Trimmed in batches: shifting a 500-step array on every op costs more than the op's record.
       if (this.undos.length > this.maxSteps + 64) this.undos.splice(0, this.undos.length - this.maxSteps);
     }
-    this.redos.length = 0;
+    this.emptied = this.redos;
+    if (this.redos.length > 0) this.redos = [];
     this.open = true;
     if (!this.turnOpen) {
       this.turnOpen = true;
@@ -174,6 +177,13 @@ export class UndoStack<S> {
     this.undos.push(step);
     this.open = false;
     return { do: actionsOf(step, true), of: step.items[0].first, redo: true };
+  }
+
+  /** The submit of `seq` threw (nothing was submitted): as if it had not come. */
+  abandon(seq: number): void {
+    this.rejected(seq);
+    if (this.emptied.length > 0 && this.redos.length === 0) this.redos = this.emptied;
+    this.emptied = [];
   }
 
   /** Our op `seq` was rejected: it did nothing, so there is nothing of it to undo. */

@@ -186,6 +186,21 @@ test('the server checks an undo like any op: malformed arguments are refused, ap
 });
 
 // spec: UNDO-STEP
+test('a submit that throws leaves the stacks as they were', () => {
+  const a = new ClientRoom(cells, { clientId: 'a' });
+  a.ops.set({ key: 'x', value: '1' });
+  a.undo();
+  assert.throws(
+    () => a.ops.set({ key: 'x', value: undefined as unknown as string }),
+    (e: unknown) => e instanceof HerculesError && e.code === 'bad-argument',
+  );
+  assert.equal(a.canRedo(), true, 'the redo stack is kept');
+  assert.equal(a.canUndo(), false, 'no step for the op that was not submitted');
+  a.redo();
+  assert.equal(a.getState().cells.x, '1');
+});
+
+// spec: UNDO-STEP
 test('undo tracking can be turned off', () => {
   const a = new ClientRoom(cells, { clientId: 'a', undo: false });
   a.ops.set({ key: 'x', value: '1' });
