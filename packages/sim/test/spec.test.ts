@@ -19,6 +19,7 @@ const TOOLS = [
   'packages/sim/src/text-checkers.ts',
   'packages/sim/src/fuzz.ts',
   'packages/sim/src/import-fuzz.ts',
+  'packages/sim/src/undo-sim.ts',
   'test/soak/soak.ts',
 ];
 
