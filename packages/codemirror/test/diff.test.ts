@@ -21,7 +21,7 @@ function run(s: S, client: string, name: string, args: unknown): S {
 const ins = (s: S, client: string, i: number, t: string) => run(s, client, TEXT_INSERT, insertArgs(s.doc, 'doc', client, i, t));
 const del = (s: S, client: string, i: number, n: number) => run(s, client, TEXT_DELETE, deleteArgs(s.doc, 'doc', i, n));
 
-test('textDiff tells equal characters apart: an "a" typed at the end of "aaa" is an insert at 3, not at 0', () => {
+test('textDiff tells equal characters apart: an "a" typed at the start of "aaa" is an insert at 0, where comparing strings says 3', () => {
   const s0 = machine.initial;
   const s1 = ins(s0, 'bob', 3, 'a');
   assert.deepEqual(textDiff(s0.doc, s1.doc), [{ from: 3, to: 3, insert: 'a' }]);

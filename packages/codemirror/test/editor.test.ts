@@ -1,0 +1,168 @@
+/**
+ * @hercules/codemirror with real editors (CodeMirror in happy-dom) on rooms connected to a real
+ * server: typing converges, nothing echoes, the selection stays on its characters, the others'
+ * carets are drawn with their names, and the text not yet Authoritative is marked.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Window } from 'happy-dom';
+
+// A DOM for CodeMirror's view, before it loads.
+const win = new Window();
+const g = globalThis as Record<string, unknown>;
+for (const name of ['window', 'document', 'navigator', 'MutationObserver', 'requestAnimationFrame', 'cancelAnimationFrame', 'getComputedStyle'] as const)
+  if (g[name] === undefined || name === 'window' || name === 'document' || name === 'navigator')
+    Object.defineProperty(globalThis, name, { value: name === 'window' ? win : (win as unknown as Record<string, unknown>)[name], configurable: true, writable: true });
+for (const name of ['Node', 'Element', 'HTMLElement', 'Text', 'Range', 'Selection', 'DocumentFragment', 'Event', 'KeyboardEvent', 'MouseEvent'] as const)
+  g[name] ??= (win as unknown as Record<string, unknown>)[name];
+
+const { Compartment, EditorState } = await import('@codemirror/state');
+const { EditorView } = await import('@codemirror/view');
+const { createText, defineMachine, textOps } = await import('@hercules/core');
+const { connect } = await import('@hercules/client');
+const { createServer } = await import('@hercules/server');
+const { tempDir, until } = await import('@hercules/test-utils');
+const { hercules, viewMarks } = await import('../src/index.ts');
+
+const notes = defineMachine({ name: 'cm-notes', version: 1, initial: { doc: createText('hello world') }, ops: { ...textOps() } });
+
+async function setup(t: { after: (fn: () => unknown) => void }) {
+  const { dir, cleanup } = tempDir('codemirror');
+  const srv = await createServer({ port: 0, dataDir: dir, machines: [notes], log: 'silent' });
+  t.after(async () => {
+    await srv.close();
+    cleanup();
+  });
+  const room = async () => {
+    const r = await connect({ url: srv.url, room: 'doc', machine: notes, onError: () => {} });
+    t.after(() => r.close());
+    await r.whenOnline({ timeoutMs: 5000 });
+    return r;
+  };
+  return { room };
+}
+
+type Room = Awaited<ReturnType<Awaited<ReturnType<typeof setup>>['room']>>;
+
+/** An editor on `room`'s text; `submits` counts the ops it sent. */
+function editor(room: Room, name: string, extra: unknown[] = []) {
+  let submits = 0;
+  const text = room.text.bind(room);
+  room.text = (path) => {
+    const h = text(path);
+    return {
+      ...h,
+      insert: (i, s) => (submits++, h.insert(i, s)),
+      delete: (i, n) => (submits++, h.delete(i, n)),
+    };
+  };
+  const parent = document.createElement('div');
+  document.body.append(parent);
+  const state = EditorState.create({ doc: room.text('doc').toString(), extensions: [hercules({ room, path: 'doc', cursors: { name, color: '#e67e22' } }), ...(extra as [])] });
+  const view = new EditorView({ state, parent });
+  return { view, submits: () => submits };
+}
+
+/** A user's edit: a transaction as typing makes it. */
+function type(view: InstanceType<typeof EditorView>, from: number, to: number, insert: string) {
+  view.dispatch({ changes: { from, to, insert }, selection: { anchor: from + insert.length }, userEvent: 'input.type' });
+}
+
+test('two editors typing at once through a server converge; each local change is one op, remote ones are not sent back', async (t) => {
+  const { room } = await setup(t);
+  const [ra, rb] = [await room(), await room()];
+  const a = editor(ra, 'Ada');
+  const b = editor(rb, 'Bob');
+  // Both type at several places before either hears of the other: Ada at the start and over
+  // the first letters of "hello", Bob at the end and over the last letters of "world".
+  let ws = 0;
+  const logBefore = ra.positions().authoritative;
+  for (let i = 0; i < 20; i++) {
+    type(a.view, 0, 0, 'a');
+    type(b.view, b.view.state.doc.length, b.view.state.doc.length, 'b');
+    if (i % 5 === 0) type(a.view, i + 1 + ws, i + 2 + ws++, 'W');
+    const end = b.view.state.doc.length - (i + 1);
+    if (i % 7 === 0) type(b.view, end - 1, end, '');
+    if (i % 3 === 0) await new Promise((r) => setTimeout(r, 1));
+  }
+  await ra.flushed();
+  await rb.flushed();
+  await until(() => ra.text('doc').toString('visible') === rb.text('doc').toString('visible') && a.view.state.doc.toString() === b.view.state.doc.toString(), 10_000, 'the editors to agree');
+  const text = a.view.state.doc.toString();
+  assert.equal(text, `${'a'.repeat(20)}WWWWo wo${'b'.repeat(20)}`);
+  assert.equal(text, ra.text('doc').toString('authoritative'));
+  assert.equal(text, rb.text('doc').toString());
+  // One op per local change (a replacement is a delete and an insert), none for the other's.
+  assert.equal(a.submits(), 20 + 4 * 2);
+  assert.equal(b.submits(), 20 + 3);
+  assert.equal(ra.positions().authoritative - logBefore, 28 + 23, 'the log holds those ops and no others');
+  a.view.destroy();
+  b.view.destroy();
+});
+
+test('a remote insert before the caret moves it along; one right at it leaves it after the same character', async (t) => {
+  const { room } = await setup(t);
+  const [ra, rb] = [await room(), await room()];
+  const a = editor(ra, 'Ada');
+  const b = editor(rb, 'Bob');
+  // Bob's caret after "hello".
+  b.view.dispatch({ selection: { anchor: 5 } });
+  type(a.view, 0, 0, '>> ');
+  await until(() => b.view.state.doc.toString() === '>> hello world', 5000, 'the insert to reach Bob');
+  assert.equal(b.view.state.selection.main.head, 8, 'still after "hello"');
+  type(a.view, 3, 3, 'a');
+  type(a.view, 4, 4, 'a');
+  await until(() => b.view.state.doc.toString() === '>> aahello world', 5000, 'the second insert');
+  assert.equal(b.view.state.selection.main.head, 10);
+  // A selection over "world" stays over it when text is typed inside "hello".
+  b.view.dispatch({ selection: { anchor: 11, head: 16 } });
+  type(a.view, 7, 7, 'XYZ');
+  await until(() => b.view.state.doc.toString() === '>> aaheXYZllo world', 5000, 'the third insert');
+  const sel = b.view.state.selection.main;
+  assert.equal(b.view.state.sliceDoc(sel.from, sel.to), 'world');
+  a.view.destroy();
+  b.view.destroy();
+});
+
+test("the others' carets are drawn with their names and stay on their character when text is typed before them", async (t) => {
+  const { room } = await setup(t);
+  const [ra, rb] = [await room(), await room()];
+  const a = editor(ra, 'Ada');
+  const b = editor(rb, 'Bob');
+  // Only a focused editor shares its caret: Ada's editor has the focus.
+  a.view.focus();
+  type(a.view, 5, 5, '!');
+  await until(() => b.view.contentDOM.querySelector('.cm-hercules-caret-name')?.textContent === 'Ada', 5000, "Ada's caret in Bob's editor");
+  const caretAt = () => b.view.posAtDOM(b.view.contentDOM.querySelector('.cm-hercules-caret')!);
+  assert.equal(b.view.state.sliceDoc(0, caretAt()), 'hello!');
+  // Bob types before Ada's caret: Ada's presence is not resent, her caret stays after "!".
+  b.view.dispatch({ changes: { from: 0, insert: 'Oh, ' }, userEvent: 'input.type' });
+  await until(() => b.view.contentDOM.querySelector('.cm-hercules-caret') !== null, 5000, 'the caret redrawn');
+  assert.equal(b.view.state.sliceDoc(0, caretAt()), 'Oh, hello!');
+  assert.equal(b.view.contentDOM.querySelectorAll('.cm-hercules-caret').length, 1, "only Ada's caret (one's own is not drawn)");
+  a.view.destroy();
+  b.view.destroy();
+});
+
+test('the text not yet Authoritative is underlined until the server orders it; the app toggles the marks', async (t) => {
+  const { room } = await setup(t);
+  const ra = await room();
+  const marks = new Compartment();
+  const a = editor(ra, 'Ada', [marks.of(viewMarks({ authoritative: true, visible: true }))]);
+  type(a.view, 11, 11, ' again');
+  const marked = (cls: string) => [...a.view.contentDOM.querySelectorAll(`.${cls}`)].map((e) => e.textContent).join('');
+  // Submitted, not yet ordered: nothing has reached the server yet.
+  assert.equal(marked('cm-hercules-unauthoritative'), ' again');
+  assert.equal(marked('cm-hercules-invisible'), ' again');
+  await until(() => marked('cm-hercules-unauthoritative') === '' && marked('cm-hercules-invisible') === '', 5000, 'the marks to clear');
+  assert.equal(ra.text('doc').toString('visible'), 'hello world again');
+  ra.presence.set(null);
+  // Toggled off: typing marks nothing.
+  a.view.dispatch({ effects: marks.reconfigure(viewMarks({})) });
+  type(a.view, 0, 0, '> ');
+  assert.equal(marked('cm-hercules-unauthoritative'), '');
+  a.view.dispatch({ effects: marks.reconfigure(viewMarks({ authoritative: true })) });
+  const now = marked('cm-hercules-unauthoritative');
+  assert.ok(now === '> ' || now === '', `toggled on: the part not yet ordered, if any (${JSON.stringify(now)})`);
+  a.view.destroy();
+});
