@@ -49,7 +49,7 @@ test('textDiff on random edits by three clients: its changes turn the old text i
   const edit = fc.record({ client: fc.constantFrom('a', 'b', 'c'), at: fc.nat(), del: fc.nat({ max: 4 }), text: fc.string({ maxLength: 3 }) });
   fc.assert(
     fc.property(fc.array(edit, { maxLength: 12 }), fc.array(edit, { minLength: 1, maxLength: 12 }), (first, then) => {
-      const apply = (s: S, e: fc.infer<typeof edit>) => {
+      const apply = (s: S, e: { client: string; at: number; del: number; text: string }) => {
         const at = e.at % (s.doc.len + 1);
         const n = Math.min(e.del, s.doc.len - at);
         if (n > 0) s = del(s, e.client, at, n);

@@ -12,7 +12,11 @@ const win = new Window();
 const g = globalThis as Record<string, unknown>;
 for (const name of ['window', 'document', 'navigator', 'MutationObserver', 'requestAnimationFrame', 'cancelAnimationFrame', 'getComputedStyle'] as const)
   if (g[name] === undefined || name === 'window' || name === 'document' || name === 'navigator')
-    Object.defineProperty(globalThis, name, { value: name === 'window' ? win : (win as unknown as Record<string, unknown>)[name], configurable: true, writable: true });
+    Object.defineProperty(globalThis, name, {
+      value: name === 'window' ? win : (win as unknown as Record<string, unknown>)[name],
+      configurable: true,
+      writable: true,
+    });
 for (const name of ['Node', 'Element', 'HTMLElement', 'Text', 'Range', 'Selection', 'DocumentFragment', 'Event', 'KeyboardEvent', 'MouseEvent'] as const)
   g[name] ??= (win as unknown as Record<string, unknown>)[name];
 
@@ -52,13 +56,22 @@ function editor(room: Room, name: string, extra: unknown[] = []) {
     const h = text(path);
     return {
       ...h,
-      insert: (i, s) => (submits++, h.insert(i, s)),
-      delete: (i, n) => (submits++, h.delete(i, n)),
+      insert: (i, s) => {
+        submits++;
+        return h.insert(i, s);
+      },
+      delete: (i, n) => {
+        submits++;
+        return h.delete(i, n);
+      },
     };
   };
   const parent = document.createElement('div');
   document.body.append(parent);
-  const state = EditorState.create({ doc: room.text('doc').toString(), extensions: [hercules({ room, path: 'doc', cursors: { name, color: '#e67e22' } }), ...(extra as [])] });
+  const state = EditorState.create({
+    doc: room.text('doc').toString(),
+    extensions: [hercules({ room, path: 'doc', cursors: { name, color: '#e67e22' } }), ...(extra as [])],
+  });
   const view = new EditorView({ state, parent });
   return { view, submits: () => submits };
 }
@@ -87,7 +100,11 @@ test('two editors typing at once through a server converge; each local change is
   }
   await ra.flushed();
   await rb.flushed();
-  await until(() => ra.text('doc').toString('visible') === rb.text('doc').toString('visible') && a.view.state.doc.toString() === b.view.state.doc.toString(), 10_000, 'the editors to agree');
+  await until(
+    () => ra.text('doc').toString('visible') === rb.text('doc').toString('visible') && a.view.state.doc.toString() === b.view.state.doc.toString(),
+    10_000,
+    'the editors to agree',
+  );
   const text = a.view.state.doc.toString();
   assert.equal(text, `${'a'.repeat(20)}WWWWo wo${'b'.repeat(20)}`);
   assert.equal(text, ra.text('doc').toString('authoritative'));
@@ -150,7 +167,7 @@ test('the text not yet Authoritative is underlined until the server orders it; t
   const marks = new Compartment();
   const a = editor(ra, 'Ada', [marks.of(viewMarks({ authoritative: true, visible: true }))]);
   type(a.view, 11, 11, ' again');
-  const marked = (cls: string) => [...a.view.contentDOM.querySelectorAll(`.${cls}`)].map((e) => e.textContent).join('');
+  const marked = (cls: string) => Array.from(a.view.contentDOM.querySelectorAll(`.${cls}`), (e) => e.textContent).join('');
   // Submitted, not yet ordered: nothing has reached the server yet.
   assert.equal(marked('cm-hercules-unauthoritative'), ' again');
   assert.equal(marked('cm-hercules-invisible'), ' again');
