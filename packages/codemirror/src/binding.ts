@@ -61,6 +61,7 @@ class Binding implements PluginValue {
   readonly #offs: (() => void)[] = [];
   #pushing = false;
   #updating = false;
+  #cursorSent = false;
 
   constructor(
     readonly view: EditorView,
@@ -165,6 +166,7 @@ class Binding implements PluginValue {
     const key = this.opts.presenceKey ?? 'cursor';
     const cursor = { path: pathKey(this.opts.path), anchor: placeAt(t, anchor), head: placeAt(t, head), name: mine.name, color: mine.color };
     this.opts.room.presence.update({ [key]: JSON.parse(JSON.stringify(cursor)) });
+    this.#cursorSent = true;
   }
 
   #build(): DecorationSet {
@@ -181,6 +183,8 @@ class Binding implements PluginValue {
 
   destroy(): void {
     for (const off of this.#offs.splice(0)) off();
+    // Our caret leaves the others' editors with this one.
+    if (this.opts.cursors !== false && this.#cursorSent) this.opts.room.presence.update({ [this.opts.presenceKey ?? 'cursor']: null });
   }
 }
 

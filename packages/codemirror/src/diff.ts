@@ -14,21 +14,55 @@ export interface TextChange {
   insert: string;
 }
 
-/** One character of a snapshot: its id as `client:clock` and its text ('' once deleted). */
-interface Item {
-  id: string;
-  ch: string;
+/** A piece of a run: `n` characters `[client, k]`, `[client, k+1]`, ...; `t` their text, '' once deleted. */
+interface Seg {
+  c: string;
+  k: number;
+  n: number;
+  t: string;
 }
 
-function items(t: Text, from: number, to: number): Item[] {
-  const out: Item[] = [];
+function segments(t: Text, from: number, to: number): Seg[] {
+  const out: Seg[] = [];
   for (let ci = from; ci < to; ci++)
-    for (const r of t.chunks[ci].runs) {
-      const client = t.clients[r.c];
-      const n = r.t !== undefined ? r.t.length : r.d!;
-      for (let i = 0; i < n; i++) out.push({ id: `${client}:${r.k + i}`, ch: r.t !== undefined ? r.t[i] : '' });
-    }
+    for (const r of t.chunks[ci].runs) out.push({ c: t.clients[r.c], k: r.k, n: r.t !== undefined ? r.t.length : r.d!, t: r.t ?? '' });
   return out;
+}
+
+/** Each client's clocks the segments hold, as sorted, merged [from, to) intervals. */
+function held(segs: readonly Seg[]): Map<string, [number, number][]> {
+  const by = new Map<string, [number, number][]>();
+  for (const s of segs) {
+    const list = by.get(s.c) ?? [];
+    list.push([s.k, s.k + s.n]);
+    by.set(s.c, list);
+  }
+  for (const [c, list] of by) {
+    list.sort((x, y) => x[0] - y[0]);
+    const merged: [number, number][] = [];
+    for (const iv of list) {
+      const last = merged[merged.length - 1];
+      if (last !== undefined && last[1] >= iv[0]) last[1] = Math.max(last[1], iv[1]);
+      else merged.push(iv);
+    }
+    by.set(c, merged);
+  }
+  return by;
+}
+
+/** Whether `[c, k]` is held, and for how many clocks from k (at most `max`) that stays so. */
+function span(by: Map<string, [number, number][]>, c: string, k: number, max: number): { inside: boolean; n: number } {
+  const list = by.get(c) ?? [];
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (list[mid][1] <= k) lo = mid + 1;
+    else hi = mid;
+  }
+  const iv = list[lo];
+  if (iv !== undefined && iv[0] <= k) return { inside: true, n: Math.min(max, iv[1] - k) };
+  return { inside: false, n: Math.min(max, iv === undefined ? max : iv[0] - k) };
 }
 
 /** How many chunks `a` and `b` share at the start, and then at the end (not overlapping). */
@@ -41,49 +75,65 @@ function shared(a: Text, b: Text): { head: number; tail: number } {
   return { head, tail };
 }
 
+/** Changes in ascending order, each joined to the one before when they touch. */
+class Changes {
+  readonly list: TextChange[] = [];
+  add(from: number, to: number, insert: string): void {
+    const last = this.list[this.list.length - 1];
+    if (last !== undefined && last.to === from) {
+      last.to = to;
+      last.insert += insert;
+    } else this.list.push({ from, to, insert });
+  }
+}
+
 /**
  * The changes that turn `a` into `b`, in `a`'s visible coordinates, ascending and apart; null
  * when the two do not hold their common characters in one order (then a caller falls back to
  * `stringDiff`). Characters only in `a` (an insert of ours the server refused) count as deleted.
+ * It walks pieces of runs, not characters: one character at a time took 90 to 200 ms for one
+ * insert into a 100k-character text made by createText (one run in one chunk); by pieces, 1 to
+ * 14 µs (2026-11-28, load 7).
  */
 export function textDiff(a: Text, b: Text): TextChange[] | null {
   if (a === b) return [];
   const { head, tail } = shared(a, b);
   let pos = 0;
   for (let ci = 0; ci < head; ci++) pos += a.chunks[ci].v;
-  const xs = items(a, head, a.chunks.length - tail);
-  const ys = items(b, head, b.chunks.length - tail);
-  const inA = new Set(xs.map((x) => x.id));
-  const inB = new Set(ys.map((y) => y.id));
-  const out: TextChange[] = [];
-  const add = (from: number, to: number, insert: string) => {
-    const last = out[out.length - 1];
-    if (last !== undefined && last.to === from) {
-      last.to = to;
-      last.insert += insert;
-    } else out.push({ from, to, insert });
-  };
+  const xs = segments(a, head, a.chunks.length - tail);
+  const ys = segments(b, head, b.chunks.length - tail);
+  const inA = held(xs);
+  const inB = held(ys);
+  const out = new Changes();
+  // The next segment of each side, and how far into it the walk is.
   let i = 0;
+  let xo = 0;
   let j = 0;
+  let yo = 0;
   while (i < xs.length || j < ys.length) {
     const x = xs[i];
     const y = ys[j];
-    if (x !== undefined && !inB.has(x.id)) {
-      if (x.ch !== '') add(pos, ++pos, '');
-      i++;
-    } else if (y !== undefined && !inA.has(y.id)) {
-      if (y.ch !== '') add(pos, pos, y.ch);
-      j++;
+    const xin = x === undefined ? undefined : span(inB, x.c, x.k + xo, x.n - xo);
+    if (x !== undefined && !xin!.inside) {
+      if (x.t !== '') out.add(pos, (pos += xin!.n), '');
+      xo += xin!.n;
+    } else if (y !== undefined && !span(inA, y.c, y.k + yo, y.n - yo).inside) {
+      const m = span(inA, y.c, y.k + yo, y.n - yo).n;
+      if (y.t !== '') out.add(pos, pos, y.t.slice(yo, yo + m));
+      yo += m;
     } else {
-      if (x === undefined || y === undefined || x.id !== y.id) return null;
-      if (x.ch !== '' && y.ch === '') add(pos, pos + 1, '');
-      else if (x.ch === '' && y.ch !== '') add(pos, pos, y.ch);
-      if (x.ch !== '') pos++;
-      i++;
-      j++;
+      if (x === undefined || y === undefined || x.c !== y.c || x.k + xo !== y.k + yo) return null;
+      const m = Math.min(x.n - xo, y.n - yo);
+      if (x.t !== '' && y.t === '') out.add(pos, pos + m, '');
+      else if (x.t === '' && y.t !== '') out.add(pos, pos, y.t.slice(yo, yo + m));
+      if (x.t !== '') pos += m;
+      xo += m;
+      yo += m;
     }
+    if (x !== undefined && xo === x.n) [i, xo] = [i + 1, 0];
+    if (y !== undefined && yo === y.n) [j, yo] = [j + 1, 0];
   }
-  return out;
+  return out.list;
 }
 
 /** One change from the common prefix and suffix of two strings: the fallback. */

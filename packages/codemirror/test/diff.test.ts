@@ -61,6 +61,10 @@ test('textDiff on random edits by three clients: its changes turn the old text i
       assert.notEqual(d, null);
       assert.equal(applyChanges(textToString(a.doc), d!), textToString(b.doc));
       assert.equal(applyChanges(textToString(a.doc), changesBetween(a.doc, b.doc)), textToString(b.doc));
+      // Backwards, as when ops of ours are refused: characters only in the old text are deleted.
+      const back = textDiff(b.doc, a.doc);
+      assert.notEqual(back, null);
+      assert.equal(applyChanges(textToString(b.doc), back!), textToString(a.doc));
       // The ranges b has and a lacks hold exactly the inserted characters.
       const added = newRanges(a.doc, b.doc).reduce((n, r) => n + r.to - r.from, 0);
       const inserted = d!.reduce((n, c) => n + c.insert.length, 0);

@@ -157,7 +157,9 @@ test("the others' carets are drawn with their names and stay on their character 
   await until(() => b.view.contentDOM.querySelector('.cm-hercules-caret') !== null, 5000, 'the caret redrawn');
   assert.equal(b.view.state.sliceDoc(0, caretAt()), 'Oh, hello!');
   assert.equal(b.view.contentDOM.querySelectorAll('.cm-hercules-caret').length, 1, "only Ada's caret (one's own is not drawn)");
+  // Ada's editor goes: her caret leaves Bob's.
   a.view.destroy();
+  await until(() => b.view.contentDOM.querySelector('.cm-hercules-caret') === null, 5000, "Ada's caret to go");
   b.view.destroy();
 });
 
