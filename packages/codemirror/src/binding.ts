@@ -127,12 +127,14 @@ class Binding implements PluginValue {
   #push(tr: Transaction): void {
     let changes = tr.changes;
     const now = this.#submitted();
-    // The Submitted view moved since we mirrored it (its notification has not reached us yet):
-    // the local changes are mapped through the room's, and the document is brought level after.
-    const stale = this.#mirror !== null && now !== this.#mirror;
+    // The Submitted view moved since we mirrored it (its notification has not reached us yet),
+    // or the document was never level with it: the local changes are mapped through the room's,
+    // and the document is brought level after.
+    const stale = now !== this.#mirror;
     if (stale) {
-      const theirs = ChangeSet.of(asSpec(changesBetween(this.#mirror!, now)), this.#mirror!.len);
-      changes = changes.map(theirs);
+      const before = tr.startState.doc;
+      const theirs = this.#mirror === null ? stringDiff(before.toString(), textToString(now)) : changesBetween(this.#mirror, now);
+      changes = changes.map(ChangeSet.of(asSpec(theirs), before.length));
     }
     this.#pushing = true;
     try {

@@ -185,3 +185,36 @@ test('the text not yet Authoritative is underlined until the server orders it; t
   assert.ok(now === '> ' || now === '', `toggled on: the part not yet ordered, if any (${JSON.stringify(now)})`);
   a.view.destroy();
 });
+
+test("a local edit made before the room's notification reaches the binding is mapped through the room's change", async (t) => {
+  const { room } = await setup(t);
+  const [ra, rb] = [await room(), await room()];
+  // Bob's binding hears of the Submitted view 300 ms late: a window in which he types.
+  const subscribe = rb.subscribe.bind(rb);
+  rb.subscribe = (view, fn, opts) => subscribe(view, view === 'submitted' ? (s, v) => setTimeout(() => fn(s, v), 300) : fn, opts);
+  const a = editor(ra, 'Ada');
+  const b = editor(rb, 'Bob');
+  type(a.view, 0, 0, 'X');
+  await until(() => rb.text('doc').toString() === 'Xhello world', 5000, "Ada's insert in Bob's room");
+  assert.equal(b.view.state.doc.toString(), 'hello world', 'not yet in his editor');
+  // At the end of what he sees; index 11 of the room's text would be before the "d".
+  type(b.view, 11, 11, '!');
+  assert.equal(rb.text('doc').toString(), 'Xhello world!');
+  await until(() => b.view.state.doc.toString() === 'Xhello world!', 5000, "Bob's editor brought level");
+  await until(() => a.view.state.doc.toString() === 'Xhello world!', 5000, "Bob's edit in Ada's editor");
+  a.view.destroy();
+  b.view.destroy();
+});
+
+test('an editor started with another document is given the text, and edits made before that land in the text', async (t) => {
+  const { room } = await setup(t);
+  const ra = await room();
+  const parent = document.createElement('div');
+  document.body.append(parent);
+  const view = new EditorView({ parent, state: EditorState.create({ doc: 'stale', extensions: [hercules({ room: ra, path: 'doc' })] }) });
+  // Typed at the end of "stale" before the binding replaced it: mapped to the end of the text.
+  type(view, 5, 5, '?');
+  assert.equal(ra.text('doc').toString(), 'hello world?');
+  await until(() => view.state.doc.toString() === 'hello world?', 5000, 'the document replaced by the text');
+  view.destroy();
+});
