@@ -30,9 +30,9 @@ const { hercules, viewMarks } = await import('../src/index.ts');
 
 const notes = defineMachine({ name: 'cm-notes', version: 1, initial: { doc: createText('hello world') }, ops: { ...textOps() } });
 
-async function setup(t: { after: (fn: () => unknown) => void }) {
+async function setup(t: { after: (fn: () => unknown) => void }, extra: Partial<Parameters<typeof createServer>[0]> = {}) {
   const { dir, cleanup } = tempDir('codemirror');
-  const srv = await createServer({ port: 0, dataDir: dir, machines: [notes], log: 'silent' });
+  const srv = await createServer({ port: 0, dataDir: dir, machines: [notes], log: 'silent', ...extra });
   t.after(async () => {
     await srv.close();
     cleanup();
@@ -157,6 +157,11 @@ test("the others' carets are drawn with their names and stay on their character 
   await until(() => b.view.contentDOM.querySelector('.cm-hercules-caret') !== null, 5000, 'the caret redrawn');
   assert.equal(b.view.state.sliceDoc(0, caretAt()), 'Oh, hello!');
   assert.equal(b.view.contentDOM.querySelectorAll('.cm-hercules-caret').length, 1, "only Ada's caret (one's own is not drawn)");
+  // Her selection over "hello" (once Bob's words reached her) is drawn over it.
+  await until(() => a.view.state.doc.toString() === 'Oh, hello! world', 5000, "Bob's words in Ada's editor");
+  a.view.dispatch({ selection: { anchor: 4, head: 9 } });
+  const selected = () => Array.from(b.view.contentDOM.querySelectorAll('.cm-hercules-selection'), (e) => e.textContent).join('');
+  await until(() => selected() === 'hello', 5000, "Ada's selection in Bob's editor");
   // Ada's editor goes: her caret leaves Bob's.
   a.view.destroy();
   await until(() => b.view.contentDOM.querySelector('.cm-hercules-caret') === null, 5000, "Ada's caret to go");
@@ -217,4 +222,23 @@ test('an editor started with another document is given the text, and edits made 
   assert.equal(ra.text('doc').toString(), 'hello world?');
   await until(() => view.state.doc.toString() === 'hello world?', 5000, 'the document replaced by the text');
   view.destroy();
+});
+
+test('an insert the server refuses leaves the editor, and the text after it stays', async (t) => {
+  // The authorize hook refuses any insert holding a "#".
+  const { room } = await setup(t, { authorize: (op) => !(op.name === 'textInsert' && String((op.args as { t?: unknown }).t).includes('#')) });
+  const ra = await room();
+  const rejected: string[] = [];
+  ra.onRejected((op) => rejected.push(op.name));
+  const a = editor(ra, 'Ada');
+  a.view.dispatch({ selection: { anchor: 11 } });
+  type(a.view, 5, 5, '#');
+  assert.equal(a.view.state.doc.toString(), 'hello# world');
+  assert.equal(a.view.state.selection.main.head, 6);
+  await until(() => a.view.state.doc.toString() === 'hello world', 5000, 'the refused "#" to leave the editor');
+  assert.deepEqual(rejected, ['textInsert']);
+  assert.equal(a.view.state.selection.main.head, 5, 'the caret after "hello", where the "#" was');
+  type(a.view, 11, 11, '!');
+  await until(() => ra.text('doc').toString('authoritative') === 'hello world!', 5000, 'a later insert ordered');
+  a.view.destroy();
 });
