@@ -61,7 +61,8 @@ class Binding implements PluginValue {
   readonly #offs: (() => void)[] = [];
   #pushing = false;
   #updating = false;
-  #cursorSent = false;
+  /** The cursor we last put in presence (JSON), if any. */
+  #cursorSent: string | undefined;
 
   constructor(
     readonly view: EditorView,
@@ -167,8 +168,12 @@ class Binding implements PluginValue {
     const mine = this.opts.cursors || {};
     const key = this.opts.presenceKey ?? 'cursor';
     const cursor = { path: pathKey(this.opts.path), anchor: placeAt(t, anchor), head: placeAt(t, head), name: mine.name, color: mine.color };
-    this.opts.room.presence.update({ [key]: JSON.parse(JSON.stringify(cursor)) });
-    this.#cursorSent = true;
+    // A remote edit maps our selection but leaves it on the same characters: nothing to resend
+    // (else every keystroke in the room would make every other member send its presence).
+    const json = JSON.stringify(cursor);
+    if (json === this.#cursorSent) return;
+    this.opts.room.presence.update({ [key]: JSON.parse(json) });
+    this.#cursorSent = json;
   }
 
   #build(): DecorationSet {
@@ -186,7 +191,7 @@ class Binding implements PluginValue {
   destroy(): void {
     for (const off of this.#offs.splice(0)) off();
     // Our caret leaves the others' editors with this one.
-    if (this.opts.cursors !== false && this.#cursorSent) this.opts.room.presence.update({ [this.opts.presenceKey ?? 'cursor']: null });
+    if (this.opts.cursors !== false && this.#cursorSent !== undefined) this.opts.room.presence.update({ [this.opts.presenceKey ?? 'cursor']: null });
   }
 }
 

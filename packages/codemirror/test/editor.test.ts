@@ -153,12 +153,20 @@ test("the others' carets are drawn with their names and stay on their character 
   const caretAt = () => b.view.posAtDOM(b.view.contentDOM.querySelector('.cm-hercules-caret')!);
   assert.equal(b.view.state.sliceDoc(0, caretAt()), 'hello!');
   // Bob types before Ada's caret: Ada's presence is not resent, her caret stays after "!".
+  let adaSent = 0;
+  const presence = ra.presence;
+  const update = presence.update.bind(presence);
+  presence.update = (partial) => {
+    adaSent++;
+    update(partial);
+  };
   b.view.dispatch({ changes: { from: 0, insert: 'Oh, ' }, userEvent: 'input.type' });
+  await until(() => a.view.state.doc.toString() === 'Oh, hello! world', 5000, "Bob's words in Ada's editor");
   await until(() => b.view.contentDOM.querySelector('.cm-hercules-caret') !== null, 5000, 'the caret redrawn');
   assert.equal(b.view.state.sliceDoc(0, caretAt()), 'Oh, hello!');
+  assert.equal(adaSent, 0, "a remote edit moved Ada's caret on her screen, not off its character: nothing resent");
   assert.equal(b.view.contentDOM.querySelectorAll('.cm-hercules-caret').length, 1, "only Ada's caret (one's own is not drawn)");
-  // Her selection over "hello" (once Bob's words reached her) is drawn over it.
-  await until(() => a.view.state.doc.toString() === 'Oh, hello! world', 5000, "Bob's words in Ada's editor");
+  // Her selection over "hello" is drawn over it.
   a.view.dispatch({ selection: { anchor: 4, head: 9 } });
   const selected = () => Array.from(b.view.contentDOM.querySelectorAll('.cm-hercules-selection'), (e) => e.textContent).join('');
   await until(() => selected() === 'hello', 5000, "Ada's selection in Bob's editor");
