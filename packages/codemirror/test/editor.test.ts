@@ -188,7 +188,6 @@ test('the text not yet Authoritative is underlined until the server orders it; t
   assert.equal(marked('cm-hercules-invisible'), ' again');
   await until(() => marked('cm-hercules-unauthoritative') === '' && marked('cm-hercules-invisible') === '', 5000, 'the marks to clear');
   assert.equal(ra.text('doc').toString('visible'), 'hello world again');
-  ra.presence.set(null);
   // Toggled off: typing marks nothing.
   a.view.dispatch({ effects: marks.reconfigure(viewMarks({})) });
   type(a.view, 0, 0, '> ');
