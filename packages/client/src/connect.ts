@@ -4,7 +4,17 @@
  * @hercules/core, the same the simulator runs) on the real clock and the given store, and a
  * reconnecting WebSocketTransport; the room returned wraps them (room.ts).
  */
-import { ClientDriver, ClientRoom, HerculesError, machineVersions, type Batching, type Clock, type Machine, type OpHandle } from '@hercules/core';
+import {
+  ClientDriver,
+  ClientRoom,
+  HerculesError,
+  machineVersions,
+  type Batching,
+  type Clock,
+  type Machine,
+  type OpHandle,
+  type UndoOptions,
+} from '@hercules/core';
 import { recoverPending, type RecoveredStore } from './recover.ts';
 import { ConnectedClientRoom, type ConnectedRoom } from './room.ts';
 import { memoryStorage, type ClientStorage, type StoreDirectory, type StoredClient } from './storage.ts';
@@ -72,6 +82,8 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   onError?: (error: Error) => void;
   /** Notify listeners in a microtask (default) or synchronously. */
   notify?: 'microtask' | 'sync';
+  /** Undo tracking (docs/undo.md): on by default ({ captureMs: 500 }); false turns it off. */
+  undo?: UndoOptions | false;
   /**
    * Another transport than the WebSocket one (tests, an in-process link); `WebSocket`, `token`,
    * `backoff`, `watchdogMs` and `connectTimeoutMs` are then the given transport's business.
@@ -210,6 +222,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     now: systemClock.now,
     batching: opts.batching,
     notify: opts.notify,
+    undo: opts.undo,
     restore: {
       lastSeq: stored.lastSeq,
       durable: stored.durable,

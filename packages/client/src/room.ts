@@ -18,6 +18,7 @@ import {
   type StateOf,
   type TextHandle,
   type TextPath,
+  type UndoStatus,
   type ViewName,
   type ViewPositions,
 } from '@hercules/core';
@@ -135,6 +136,27 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   }
   flushNotifications(): void {
     this.#inner.flushNotifications();
+  }
+  undo(): OpHandle | undefined {
+    return this.#inner.undo();
+  }
+  redo(): OpHandle | undefined {
+    return this.#inner.redo();
+  }
+  canUndo(): boolean {
+    return this.#inner.canUndo();
+  }
+  canRedo(): boolean {
+    return this.#inner.canRedo();
+  }
+  onUndoChange(listener: (status: UndoStatus) => void): () => void {
+    return this.#inner.onUndoChange(listener);
+  }
+  undoGroup<T>(fn: () => T): T {
+    return this.#inner.undoGroup(fn);
+  }
+  stopCapturing(): void {
+    this.#inner.stopCapturing();
   }
 
   // ---------------------------------------------------------------- the connection

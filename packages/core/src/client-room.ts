@@ -5,9 +5,11 @@
  */
 import { textHandle, type TextHandle, type TextPath } from './text.ts';
 import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
-import type { Machine, OpArgs, OpsOf, PresenceOf, StateOf } from './machine.ts';
+import type { Machine, OpArgs, OpsOf, Patch, PresenceOf, StateOf } from './machine.ts';
 import type { AckMessage, ClientMessage, OpRecord, PeerPresence, ServerMessage } from './protocol.ts';
 import { ReceiptBook, type MemberPosition } from './receipts.ts';
+import { UNDO_OP } from './undo.ts';
+import { UndoStack, type UndoOptions, type UndoStatus } from './undo-stack.ts';
 import { VIEWS, ViewEngine, type BaseSnapshot, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
 
 /** What the room needs from the world: a way to send frames and to persist ops. */
@@ -144,6 +146,21 @@ export interface AppRoom<M extends Machine<any, any>> {
    * `textOps()` into its ops): indexes in the Submitted view become anchors at submit.
    */
   text(path: TextPath): TextHandle<OpHandle>;
+  /**
+   * Take back this client's last undo step (docs/undo.md): one ordered op that restores each
+   * path it wrote where the value is still what it wrote (UNDO-OWN). Undefined if there is none.
+   */
+  undo(): OpHandle | undefined;
+  /** Redo the last step undone (UNDO-REDO); undefined if there is none. */
+  redo(): OpHandle | undefined;
+  canUndo(): boolean;
+  canRedo(): boolean;
+  /** Calls `listener` when canUndo() or canRedo() changes. */
+  onUndoChange(listener: (status: UndoStatus) => void): () => void;
+  /** Run `fn`; the ops it submits are one undo step. */
+  undoGroup<T>(fn: () => T): T;
+  /** The next op starts a new undo step, however soon it comes (ends a typing run). */
+  stopCapturing(): void;
 }
 
 /**
@@ -172,6 +189,8 @@ export interface ClientRoomOptions {
   restore?: ClientRestore;
   /** 'microtask' (default) coalesces notifications of one tick; 'sync' notifies after each input. */
   notify?: 'microtask' | 'sync';
+  /** Undo tracking (docs/undo.md): on by default; false turns it off (undo() then does nothing). */
+  undo?: UndoOptions | false;
 }
 
 interface Deferred {
@@ -329,6 +348,9 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   private closed = false;
   /** The fatal error that stopped this room, if any. */
   private failure: HerculesError | undefined;
+  private readonly history: UndoStack<StateOf<M>> | undefined;
+  private readonly undoListeners = new Set<(status: UndoStatus) => void>();
+  private undoSaid: UndoStatus = { canUndo: false, canRedo: false };
 
   constructor(
     readonly machine: M,
@@ -344,6 +366,14 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
         now,
         cpuNow: opts.cpuNow ?? (() => performance.now()),
         batching: opts.batching,
+        ...(opts.undo === false
+          ? {}
+          : {
+              onOwnRun: (before: StateOf<M>, after: StateOf<M>, ops: readonly OwnOp[], patches: readonly Patch[]) => {
+                this.history!.ran(before, after, ops, patches);
+                this.undoChanged();
+              },
+            }),
       },
       opts.restore,
     );
@@ -358,6 +388,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     const stubs: Record<string, (args?: unknown) => OpHandle> = {};
     for (const name of machine.opNames) stubs[name] = (args?: unknown) => this.submit(name, args);
     this.ops = Object.freeze(stubs) as OpStubs<M>;
+    if (opts.undo !== false) this.history = new UndoStack(machine, opts.undo ?? {}, now);
   }
 
   attach(driver: RoomDriver): void {
@@ -538,6 +569,89 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   }
 
   submit(name: string, args?: unknown): OpHandle {
+    if (name === UNDO_OP) throw new HerculesError('unknown-op', `${UNDO_OP} is the engine's own op: call room.undo() or room.redo()`);
+    const history = this.history;
+    if (!history) return this.submitOp(name, args);
+    // Ops run in runs (ViewEngine.onOwnRun): those of another step, and the ops before one with a
+    // declared inverse (computed from the state just before it), run first, so a run is one
+    // step's. That runs them before their send; it only happens when steps meet in one turn.
+    const inverse = this.machine.inverses?.[name] !== undefined;
+    const joins = history.joins();
+    if ((inverse || !joins) && this.engine.submittedWaiting()) this.engine.getState('submitted');
+    const seq = this.engine.nextSeq();
+    history.submitted(seq, joins);
+    let h: Handle;
+    try {
+      h = this.submitOp(name, args);
+    } catch (e) {
+      history.abandon(seq);
+      throw e;
+    }
+    if (inverse) this.engine.getState('submitted');
+    this.undoChanged();
+    return h;
+  }
+
+  undo(): OpHandle | undefined {
+    return this.submitUndo(false);
+  }
+
+  redo(): OpHandle | undefined {
+    return this.submitUndo(true);
+  }
+
+  canUndo(): boolean {
+    return this.history?.canUndo() ?? false;
+  }
+
+  canRedo(): boolean {
+    return this.history?.canRedo() ?? false;
+  }
+
+  onUndoChange(listener: (status: UndoStatus) => void): () => void {
+    if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onUndoChange(listener): listener must be a function');
+    this.undoListeners.add(listener);
+    return () => {
+      this.undoListeners.delete(listener);
+    };
+  }
+
+  undoGroup<T>(fn: () => T): T {
+    if (typeof fn !== 'function') throw new HerculesError('bad-argument', 'undoGroup(fn): fn must be a function');
+    return this.history ? this.history.group(fn) : fn();
+  }
+
+  stopCapturing(): void {
+    this.history?.stopCapturing();
+  }
+
+  private submitUndo(redo: boolean): OpHandle | undefined {
+    if (!this.history) return undefined;
+    // Our ops run now, so every step holds what it changed (and the undo runs in a run of its own).
+    if (this.engine.submittedWaiting()) this.engine.getState('submitted');
+    const args = redo ? this.history.takeRedo() : this.history.takeUndo();
+    if (args === undefined) return undefined;
+    const h = this.submitOp(UNDO_OP, args);
+    this.undoChanged();
+    return h;
+  }
+
+  /** Tell undo listeners if canUndo or canRedo changed. */
+  private undoChanged(): void {
+    const h = this.history;
+    if (!h || (h.canUndo() === this.undoSaid.canUndo && h.canRedo() === this.undoSaid.canRedo)) return;
+    const now = h.status();
+    this.undoSaid = now;
+    for (const fn of [...this.undoListeners]) {
+      try {
+        fn(now);
+      } catch (e) {
+        this.driver?.warn?.(`an undo listener threw: ${errorMessage(e)}`);
+      }
+    }
+  }
+
+  private submitOp(name: string, args?: unknown): Handle {
     if (this.closed) throw new HerculesError('bad-argument', 'this room is closed; connect again to submit ops');
     // A store whose history the server does not share can deliver nothing, now or later.
     if (this.failure?.code === 'client-id-conflict') throw new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}`);
@@ -569,6 +683,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.presenceListeners.clear();
     this.progressListeners.clear();
     this.rejectedListeners.clear();
+    this.undoListeners.clear();
   }
 
   // ---------------------------------------------------------------- driver API
@@ -744,12 +859,18 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
         }
       }
     }
+    let undoRejected = false;
     for (const op of o.progressed) {
       const h = this.handleFor(op);
       h.settle();
       if (op.stage === 'rejected') this.tellRejected(h);
+      if (op.stage === 'rejected' && this.history) {
+        this.history.rejected(op.seq);
+        undoRejected = true;
+      }
       if (op.stage === 'rejected' || (this.failure && op.stage !== 'submitted')) this.handles.delete(op.seq);
     }
+    if (undoRejected) this.undoChanged();
     if (o.progressed.length || o.changed.has('stable')) this.settleStable();
     if (o.presenceChanged) {
       this.othersCache = undefined;

@@ -10,7 +10,7 @@ Object.assign(globalThis, { window: win, document: win.document, navigator: win.
 const { act } = await import('react');
 const { createRoot } = await import('react-dom/client');
 const { ClientRoom, defineMachine } = await import('@hercules/core');
-const { useView, useOpStage, usePositions, useSeenBy, useMemberPositions } = await import('../src/index.ts');
+const { useView, useOpStage, usePositions, useSeenBy, useMemberPositions, useUndo } = await import('../src/index.ts');
 const { PROTOCOL_VERSION } = await import('@hercules/core');
 
 const machine = defineMachine({
@@ -272,4 +272,32 @@ test('useSeenBy and useMemberPositions: the room asks for receipts while mounted
   assert.deepEqual(seen.at(-1), ['grace'], 'a member that left is no longer counted');
   await act(async () => root.unmount());
   assert.deepEqual(sent.filter((m) => m.t === 'receipts').at(-1), { t: 'receipts', on: false }, 'unmounting stops them');
+});
+
+test('useUndo re-renders as canUndo and canRedo change; undo and redo act on the room', async () => {
+  const room = new ClientRoom(machine, { clientId: 'c', now: () => 0, notify: 'sync' });
+  const seen: string[] = [];
+  let api!: ReturnType<typeof useUndo>;
+  function U() {
+    api = useUndo(room);
+    seen.push(`${api.canUndo}/${api.canRedo}`);
+    return null;
+  }
+  const root = createRoot(document.createElement('div') as unknown as Element);
+  await act(async () => {
+    root.render(<U />);
+  });
+  await act(async () => {
+    room.ops.incA();
+  });
+  await act(async () => {
+    api.undo();
+  });
+  assert.equal(room.getState().a.n, 0);
+  await act(async () => {
+    api.redo();
+  });
+  assert.equal(room.getState().a.n, 1);
+  assert.deepEqual(seen, ['false/false', 'true/false', 'false/true', 'true/false']);
+  await act(async () => root.unmount());
 });

@@ -22,6 +22,7 @@ import {
   presenceStore,
   seenByStore,
   statusStore,
+  undoStore,
   viewStore,
 } from '../src/index.ts';
 
@@ -211,4 +212,19 @@ test('seenByStore and memberPositionsStore: receipts asked for while subscribed,
   seen.stop();
   positions.stop();
   assert.deepEqual(sent.filter((m) => m.t === 'receipts').at(-1), { t: 'receipts', on: false });
+});
+
+test('undoStore: given again only when canUndo or canRedo changes', () => {
+  const room = new ClientRoom(machine, { clientId: 'c', now: () => 0, notify: 'sync' });
+  const r = record(undoStore(room));
+  room.ops.incA();
+  room.ops.incB(); // the same step: nothing changes
+  room.undo();
+  room.redo();
+  r.stop();
+  room.undo();
+  assert.deepEqual(
+    r.values.map((v) => `${v.canUndo}/${v.canRedo}`),
+    ['false/false', 'true/false', 'false/true', 'true/false'],
+  );
 });
