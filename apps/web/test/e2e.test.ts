@@ -326,6 +326,25 @@ test("chat: A sees its message marked not-yet-visible, B receives it, then A's m
   t.diagnostic(`screenshot ${shot.held ? 'shows' : 'MAY NOT show'} the non-visible mark (${shot.ms} ms)`);
 });
 
+// spec: RECEIPT-LIVE
+test('chat: "seen by" under A\'s latest message names B by the name B shows, once B holds it; B, which wrote nothing, shows none', {
+  skip,
+  timeout: TEST_TIMEOUT,
+}, async (t) => {
+  const room = uniqueRoom('chat-seen');
+  const A = await openClient('chat', room, 'A', { name: 'Ada' });
+  const B = await openClient('chat', room, 'B', { name: 'Grace' });
+  t.after(() => closeAll(A, B));
+  await ready(A, B);
+  const text = `seen? ${Math.random().toString(36).slice(2, 8)}`;
+  await say(A, text);
+  await until(B, 'the message from A', shows, [text, 1] as [string, number]);
+  const seenBy = (want: string) => document.querySelector('[data-testid=seen-by]')?.textContent === want;
+  await until(A, '"seen by Grace" under its message', seenBy, 'seen by Grace');
+  assert.equal(await B.page.$('[data-testid=seen-by]'), null);
+  assert.deepEqual([...A.errors, ...B.errors], []);
+});
+
 // spec: VIS-DROP-DEAD
 test("chat: closing B removes it from A's visibility set", { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const room = uniqueRoom('chat-leave');

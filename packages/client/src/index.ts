@@ -11,4 +11,4 @@ export type { PendingStore, RecoveredStore, RecoverOptions } from './recover.ts'
 export type { StoreLocks } from './indexeddb-storage.ts';
 export type { ClientStorage, StoredClient, StoreDirectory, ClaimedStore } from './storage.ts';
 export { VIEWS } from '@hercules/core';
-export type { OpHandle, ViewName, Stage, AppRoom, ViewPositions, Clock } from '@hercules/core';
+export type { OpHandle, ViewName, Stage, AppRoom, ViewPositions, Clock, MemberPosition } from '@hercules/core';

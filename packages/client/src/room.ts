@@ -11,6 +11,7 @@ import {
   type ClientRoom,
   type Listener,
   type Machine,
+  type MemberPosition,
   type OpHandle,
   type OpStubs,
   type ReceiveStats,
@@ -93,6 +94,15 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   }
   onMembers(listener: (members: readonly string[]) => void): () => void {
     return this.#inner.onMembers(listener);
+  }
+  onReceipts(listener: () => void): () => void {
+    return this.#inner.onReceipts(listener);
+  }
+  seenBy(op: OpHandle): readonly string[] {
+    return this.#inner.seenBy(op);
+  }
+  memberPositions(): readonly MemberPosition[] {
+    return this.#inner.memberPositions();
   }
   get presence() {
     return this.#inner.presence;

@@ -7,6 +7,7 @@ import { textHandle, type TextHandle, type TextPath } from './text.ts';
 import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
 import type { Machine, OpArgs, OpsOf, Patch, PresenceOf, StateOf } from './machine.ts';
 import type { AckMessage, ClientMessage, OpRecord, PeerPresence, ServerMessage } from './protocol.ts';
+import { ReceiptBook, type MemberPosition } from './receipts.ts';
 import { UNDO_OP } from './undo.ts';
 import { UndoStack, type UndoOptions, type UndoStatus } from './undo-stack.ts';
 import { VIEWS, ViewEngine, type BaseSnapshot, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
@@ -110,6 +111,16 @@ export interface AppRoom<M extends Machine<any, any>> {
   until(view: ViewName, predicate: (state: StateOf<M>) => boolean, opts?: { timeoutMs?: number }): Promise<StateOf<M>>;
   onMembers(listener: (members: readonly string[]) => void): () => void;
   members(): readonly string[];
+  /**
+   * Delivery receipts (protocol 7): calls `listener` whenever what `seenBy` or `memberPositions`
+   * answer may have changed. While at least one listens, the server sends this client the other
+   * members' acked positions; with none, it sends nothing.
+   */
+  onReceipts(listener: () => void): () => void;
+  /** The other members that hold our op `op` now (they acked its position), sorted; [] until it is ordered or while no one listens. */
+  seenBy(op: OpHandle): readonly string[];
+  /** Each other member's acked position and how far behind the log as we know it that is (while someone listens to onReceipts). */
+  memberPositions(): readonly MemberPosition[];
   /** Presence: apart from the log and every view. */
   readonly presence: RoomPresence<PresenceOf<M>>;
   access(): 'read' | 'write';
@@ -292,6 +303,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   private readonly handles = new Map<number, Handle>();
   private readonly listeners = new Map<ViewName, Set<Listener<StateOf<M>>>>();
   private readonly memberListeners = new Set<(members: readonly string[]) => void>();
+  private readonly receipts = new ReceiptBook();
   private readonly presenceListeners = new Set<(others: readonly PeerPresence<PresenceOf<M>>[]) => void>();
   private othersCache: readonly PeerPresence<PresenceOf<M>>[] | undefined;
 
@@ -455,6 +467,45 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   members(): readonly string[] {
     return this.engine.members();
+  }
+
+  onReceipts(listener: () => void): () => void {
+    if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onReceipts(listener): listener must be a function');
+    const fn = () => listener(); // one subscription per call, even of the same function
+    if (this.receipts.add(fn)) this.askReceipts(true);
+    return () => {
+      if (!this.receipts.remove(fn)) return;
+      this.receipts.reset(); // no longer kept up to date: say nothing rather than something stale
+      this.askReceipts(false);
+    };
+  }
+
+  seenBy(op: OpHandle): readonly string[] {
+    return this.receipts.seenBy(op.position, this.engine.members(), this.clientId);
+  }
+
+  memberPositions(): readonly MemberPosition[] {
+    return this.receipts.positions(this.engine.members(), this.clientId, this.engine.positions().authoritative);
+  }
+
+  /** Ask the server for receipts on this connection, or to stop; a welcome asks again (receiveReceipts). */
+  private askReceipts(on: boolean): void {
+    if (this.closed || this.engine.connection() !== 'ready') return;
+    this.driver?.send({ t: 'receipts', on });
+  }
+
+  /** Receipts' part of a server message: true if it was the acks message, which is nothing else's. */
+  private receiveReceipts(msg: ServerMessage, before: boolean): boolean {
+    if (msg.t === 'acks') {
+      this.receipts.apply(msg);
+      this.receipts.notify((m) => this.driver?.warn?.(m));
+      return true;
+    }
+    if (msg.t === 'welcome' && !before && this.receipts.wanted()) {
+      this.receipts.reset();
+      this.askReceipts(true);
+    }
+    return false;
   }
 
   positions(): ViewPositions {
@@ -639,8 +690,11 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   receive(msg: ServerMessage): void {
     const t0 = this.now();
-    this.engine.receive(msg);
-    this.pump();
+    if (!this.receiveReceipts(msg, true)) {
+      this.engine.receive(msg);
+      this.pump();
+      this.receiveReceipts(msg, false);
+    }
     this.recv.frames++;
     this.recv.applyMs += this.now() - t0;
   }
@@ -830,6 +884,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
       }
     }
     if (this.engine.presencePending()) d?.presenceDue?.();
+    if ((o.membersChanged || o.progressed.length) && this.receipts.wanted()) this.receipts.notify((m) => d?.warn?.(m));
     if (o.membersChanged) {
       const m = this.engine.members();
       for (const fn of [...this.memberListeners]) {

@@ -57,6 +57,7 @@ export type {
   ServerSubmitResult,
 } from './room-engine.ts';
 export { ClientRoom } from './client-room.ts';
+export type { MemberPosition } from './receipts.ts';
 export { UNDO_OP, diffState, sameJson } from './undo.ts';
 export type { UndoAction, UndoArgs, Change } from './undo.ts';
 export type { UndoOptions, UndoStatus } from './undo-stack.ts';

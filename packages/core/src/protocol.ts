@@ -14,6 +14,7 @@
  *   Deregister                 ServerMessage 'deregister'
  *   catch-up (§4.6)            ServerMessage 'welcome'
  *   (new) stable frontier      ServerMessage 'stable'
+ *   (new) delivery receipts    ClientMessage 'receipts' asks, ServerMessage 'acks' answers (protocol 7)
  */
 import { HerculesError, type ErrorCode } from './errors.ts';
 
@@ -36,8 +37,11 @@ import { HerculesError, type ErrorCode } from './errors.ts';
  * 6: a client says when its store holds the outcome of its own ops (`settled`), and the server
  *    keeps a rejection until then, not only until the client acks past it: a client restarted
  *    from its store learns the verdict of every op it restores (OP-VERDICT-KEPT).
+ * 7: delivery receipts: a client may ask (`receipts`) for the other members' acked positions, and
+ *    the server then sends them (`acks`), only what changed, at most one message per engine turn
+ *    (RECEIPT-TRUE, RECEIPT-LIVE). A server sends none to a client that did not ask.
  */
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 /** The oldest client protocol a server still speaks (PROTOCOL_VERSION). */
 export const MIN_PROTOCOL_VERSION = 2;
 
@@ -174,7 +178,16 @@ export interface SettledMessage {
   readonly t: 'settled';
   readonly seq: number;
 }
-export type ClientMessage = HelloMessage | OpsMessage | AckMessage | RegisterMessage | PresenceSetMessage | SettledMessage;
+/**
+ * Protocol 7: turn delivery receipts on or off for this connection. On: the server answers with
+ * every other member's acked position, then sends what changes (AcksMessage). Off by default and
+ * after every reconnect, so a room whose clients never ask pays nothing.
+ */
+export interface ReceiptsMessage {
+  readonly t: 'receipts';
+  readonly on: boolean;
+}
+export type ClientMessage = HelloMessage | OpsMessage | AckMessage | RegisterMessage | PresenceSetMessage | SettledMessage | ReceiptsMessage;
 
 /** One connection's presence as others see it: null once it cleared it or left. */
 export interface PeerPresence<P = unknown> {
@@ -279,6 +292,16 @@ export interface PresenceMessage {
   readonly t: 'presence';
   readonly peers: readonly PeerPresence[];
 }
+/**
+ * Protocol 7, only to a connection that asked (ReceiptsMessage): other members' acked positions,
+ * each the highest log position that member acked (it holds every entry up to it). After the ask,
+ * every member's; then only those that moved or joined, coalesced per engine turn. A member that
+ * left is dropped by the members message, not here.
+ */
+export interface AcksMessage {
+  readonly t: 'acks';
+  readonly acks: readonly { readonly client: string; readonly pos: number }[];
+}
 /** Heartbeat: lets a client (even a browser, which cannot see WebSocket pings) notice a dead link. */
 export interface PingMessage {
   readonly t: 'ping';
@@ -293,7 +316,8 @@ export type ServerMessage =
   | MembersMessage
   | DeregisterMessage
   | ErrorMessage
-  | PresenceMessage;
+  | PresenceMessage
+  | AcksMessage;
 
 /** Until protocol 2, a refused op was marked only by this prefix on its error. */
 const LEGACY_REFUSED = 'refused: ';
@@ -409,6 +433,9 @@ export function parseClientMessage(v: unknown): ClientMessage {
     case 'settled':
       if (!isNat(v.seq)) bad('settled.seq must be a non-negative integer (a seq)');
       return { t: 'settled', seq: v.seq };
+    case 'receipts':
+      if (typeof v.on !== 'boolean') bad('receipts.on must be a boolean');
+      return { t: 'receipts', on: v.on };
     case 'presence':
       if (!('value' in v)) bad('presence.value is required (null clears it)');
       return { t: 'presence', value: v.value };

@@ -211,6 +211,8 @@ interface Session {
   /** Presence updates it may forward now (a token bucket: RoomOptions.presenceEveryMs), and when counted. */
   presenceTokens?: number;
   presenceCountedAt?: number;
+  /** Delivery receipts (protocol 7): off, on, or on and owed every member's position (ReceiptsMessage). */
+  receipts?: 'on' | 'full';
 }
 
 interface SuffixItem {
@@ -257,6 +259,10 @@ export class RoomEngine<S = unknown> {
   private out: RoomOutput = emptyOutput();
   private dirtyClients = new Set<string>();
   private membersChanged = false;
+  /** Members whose acked position moved (or that joined) in this turn: the acks owed to subscribers. */
+  private acksMoved = new Set<Session>();
+  /** Connections that asked for delivery receipts (protocol 7); none: receipts cost nothing. */
+  private receiptSubscribers = new Set<Session>();
   /** A client record was created or claimed in this step: it must be on disk before the welcome. */
   private claimed = false;
 
@@ -469,6 +475,8 @@ export class RoomEngine<S = unknown> {
         return this.onSettled(s.client, msg.seq);
       case 'presence':
         return this.onPresence(s, msg.value, now);
+      case 'receipts':
+        return this.onReceipts(s, msg.on);
       case 'register':
         if (s.status === 'out') {
           s.status = 'joining';
@@ -487,7 +495,10 @@ export class RoomEngine<S = unknown> {
       this.error(s.conn, 'malformed-frame', `ack for position ${pos} but the log ends at ${head}`, false);
       return;
     }
-    if (pos > s.ack) s.ack = pos;
+    if (pos > s.ack) {
+      s.ack = pos;
+      if (this.receiptSubscribers.size && s.status === 'member') this.acksMoved.add(s);
+    }
     const rec = this.clients.get(client)!;
     // Only claims about ordered ops count (a gap's `after` is one). Kept in memory and written
     // with the record's next change, so an ack never costs a write of its own.
@@ -500,6 +511,40 @@ export class RoomEngine<S = unknown> {
       if (rec.rejected.length === 0) delete rec.rejected;
       this.dirtyClients.add(client);
     }
+  }
+
+  /** Delivery receipts on or off for this connection (protocol 7): on owes it every member's position. */
+  private onReceipts(s: Session, on: boolean): void {
+    if (s.protocol < 7) {
+      this.error(s.conn, 'malformed-frame', `receipts need protocol 7; this connection spoke ${s.protocol}`, false);
+      return;
+    }
+    if (on) {
+      s.receipts = 'full';
+      this.receiptSubscribers.add(s);
+    } else {
+      s.receipts = undefined;
+      this.receiptSubscribers.delete(s);
+    }
+  }
+
+  /**
+   * Tell each receipt subscriber the members' acked positions that moved in this turn (all of
+   * them to one that just asked), its own left out: one message per subscriber per turn at most.
+   */
+  private sendAcks(): void {
+    for (const t of this.receiptSubscribers) {
+      if (t.status === 'new') continue;
+      const acks: { client: string; pos: number }[] = [];
+      if (t.receipts === 'full') {
+        for (const m of this.sessions.values()) if (m !== t && m.status === 'member' && m.client) acks.push({ client: m.client, pos: m.ack });
+        t.receipts = 'on';
+      } else {
+        for (const m of this.acksMoved) if (m !== t && m.status === 'member' && m.client) acks.push({ client: m.client, pos: m.ack });
+      }
+      if (acks.length) this.send(t.conn, { t: 'acks', acks });
+    }
+    this.acksMoved.clear();
   }
 
   /** The client's store holds the outcome of its ops up to `seq` (SettledMessage): forget their rejections. */
@@ -962,6 +1007,8 @@ export class RoomEngine<S = unknown> {
   private drop(s: Session): void {
     if (s.status === 'member') this.membersChanged = true;
     this.sessions.delete(s.conn);
+    this.receiptSubscribers.delete(s);
+    this.acksMoved.delete(s);
     const held = this.presenceHeld.delete(s);
     if (s.presence !== undefined || held) {
       s.presence = undefined;
@@ -987,6 +1034,7 @@ export class RoomEngine<S = unknown> {
         s.status = 'member';
         s.memberSince = now;
         this.membersChanged = true;
+        if (this.receiptSubscribers.size) this.acksMoved.add(s);
       }
     }
     // Visibility: an op is visible once every *other* member acked it (§4.3 step 7).
@@ -1034,6 +1082,8 @@ export class RoomEngine<S = unknown> {
       const members = this.members();
       for (const s of this.sessions.values()) if (s.client && s.status !== 'new') this.send(s.conn, { t: 'members', members });
     }
+    if (this.receiptSubscribers.size) this.sendAcks();
+    else this.acksMoved.clear();
     for (const c of this.dirtyClients) this.out.persist.clients[c] = copyRecord(this.clients.get(c)!);
     this.dirtyClients.clear();
     const o = this.out;

@@ -48,6 +48,11 @@ export class ServerCodec {
         return packr.pack([ServerFrame.Stable, m.pos]);
       case 'committed':
         return packr.pack([ServerFrame.Committed, m.pos]);
+      case 'acks': {
+        const t: unknown[] = [ServerFrame.Acks];
+        for (const a of m.acks) t.push(this.out.ref(a.client), a.pos);
+        return packr.pack(t);
+      }
       default:
         return packr.pack([ServerFrame.Other, m]);
     }

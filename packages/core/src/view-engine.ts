@@ -805,6 +805,7 @@ export class ViewEngine<S = unknown> {
         }
         return;
       case 'ping':
+      case 'acks': // delivery receipts: the room's (ClientRoom.receive), never queued here
         return;
       case 'presence':
         return this.onPresence(msg.peers);

@@ -19,7 +19,7 @@ import { encode as pack, decode as unpack } from './msgpack.ts';
 import type { ClientMessage, LogEntry, ServerMessage, WireEntry } from './protocol.ts';
 
 /** Frame types, server to client: the first element of every frame's tuple. */
-export const ServerFrame = { Other: 0, Log: 1, Visible: 2, Stable: 3, LogTentative: 4, Committed: 5 } as const;
+export const ServerFrame = { Other: 0, Log: 1, Visible: 2, Stable: 3, LogTentative: 4, Committed: 5, Acks: 6 } as const;
 /** Frame types, client to server (numbered on their own: a frame is read by its direction). */
 export const ClientFrame = { Other: 0, Ops: 1, Ack: 2, OpsWithAck: 3 } as const;
 
@@ -122,9 +122,24 @@ export class ClientCodec {
         return isNat(v[1]) ? { t: 'visible', seq: v[1] } : bad('visible: bad seq');
       case ServerFrame.Stable:
         return isNat(v[1]) ? { t: 'stable', pos: v[1] } : bad('stable: bad pos');
+      case ServerFrame.Acks:
+        return this.acks(v);
       default:
         return bad(`unknown frame type ${String(v[0])}`);
     }
+  }
+
+  /** [6, client, pos, client, pos, ...]: client ids interned as in log frames (protocol 7). */
+  private acks(v: unknown[]): ServerMessage {
+    if (v.length % 2 !== 1) return bad('acks: expected client/position pairs');
+    const acks: { client: string; pos: number }[] = [];
+    for (let i = 1; i < v.length; i += 2) {
+      const client = this.inRefs.get(v[i], 'client');
+      const pos = v[i + 1];
+      if (!isNat(pos)) return bad('acks: bad position');
+      acks.push({ client, pos });
+    }
+    return { t: 'acks', acks };
   }
 }
 

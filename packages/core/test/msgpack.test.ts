@@ -326,6 +326,27 @@ test('property: random and mutated bytes decode or throw malformed-frame; what d
 });
 
 // spec: LOG-TENTATIVE
+test('malformed acks frames: a missing position, a bad position or an unknown client reference is malformed-frame', () => {
+  const bad = (v: unknown[]) =>
+    assert.throws(
+      () => new ClientCodec().decode(encode(v)),
+      (e: unknown) => e instanceof HerculesError && e.code === 'malformed-frame',
+    );
+  bad([ServerFrame.Acks]);
+  bad([ServerFrame.Acks, 'c1']);
+  bad([ServerFrame.Acks, 'c1', -1]);
+  bad([ServerFrame.Acks, 'c1', 1.5]);
+  bad([ServerFrame.Acks, 0, 1]);
+  bad([ServerFrame.Acks, 'c1', 1, 'c2']);
+  assert.deepStrictEqual(new ClientCodec().decode(encode([ServerFrame.Acks, 'c1', 1, 0, 2])), {
+    t: 'acks',
+    acks: [
+      { client: 'c1', pos: 1 },
+      { client: 'c1', pos: 2 },
+    ],
+  });
+});
+
 test('ClientCodec reads ServerCodec frames and ServerCodec reads ClientCodec frames', () => {
   const sc = new ServerCodec(),
     cc = new ClientCodec();
@@ -394,11 +415,28 @@ test('ClientCodec reads ServerCodec frames and ServerCodec reads ClientCodec fra
       committed: 11,
     },
     { t: 'members', members: ['c1'] },
+    // Delivery receipts (protocol 7): client ids interned with the log's (c2 is a reference by now).
+    {
+      t: 'acks',
+      acks: [
+        { client: 'c2', pos: 12 },
+        { client: 'c3', pos: 0 },
+      ],
+    },
+    { t: 'acks', acks: [{ client: 'c3', pos: 2 ** 40 }] },
     { t: 'ping' },
   ];
   for (const m of msgs) assert.deepStrictEqual(cc.decode(sc.encode(m)), m);
   // Compact frames of their own, not the generic form.
   assert.equal(new ServerCodec().encode({ t: 'committed', pos: 11 })[1], ServerFrame.Committed);
+  const acks = new ServerCodec().encode({ t: 'acks', acks: [{ client: 'ab', pos: 5 }] });
+  assert.equal(acks[1], ServerFrame.Acks);
+  assert.equal(acks.length, 6, 'fixarray 1, type 1, "ab" as fixstr 3, 5 as fixint 1: one ack of a new client is 6 bytes');
+  assert.deepStrictEqual(
+    new ClientCodec().decode(sc.encode({ t: 'receipts', on: true } as never)),
+    { t: 'receipts', on: true },
+    'an unknown type goes generic',
+  );
   const cc2 = new ClientCodec(),
     sc2 = new ServerCodec();
   assert.deepStrictEqual(

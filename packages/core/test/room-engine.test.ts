@@ -8,6 +8,7 @@ import {
   RoomEngine,
   ViewEngine,
   domainBytes,
+  parseClientMessage,
   scanOp,
   type HerculesError,
   type RoomOutput,
@@ -882,4 +883,68 @@ test('an op that declares a gap starts its client’s digest chain again, as the
   const next = scanOp(chain.digest, 'note', { text: 'n5' });
   assert.ok('digest' in next);
   assert.equal(r.clientRecord('a')!.digest, next.digest);
+});
+
+// spec: RECEIPT-TRUE, RECEIPT-LIVE
+test('delivery receipts: only a connection that asked gets acks, every member once asked, then what moved, one message a turn', () => {
+  const r = new RoomEngine(room);
+  for (const [k, c] of [
+    ['ka', 'a'],
+    ['kb', 'b'],
+    ['kc', 'c'],
+  ]) {
+    join(r, k, c);
+    r.message(k, { t: 'ack', pos: 0 }, 0);
+  }
+  const ops = r.message('ka', { t: 'ops', ops: [note(1), note(2)] }, 1);
+  assert.deepEqual(
+    ofType(
+      ops.send.map((s) => s.msg),
+      'acks',
+    ),
+    [],
+    'no one asked: no acks',
+  );
+  assert.equal(ofType(to(r.message('kb', { t: 'ack', pos: 2 }, 2), 'ka'), 'acks').length, 0, 'not asked yet');
+  // Asking: every other member's position at once (b holds 2, c nothing yet).
+  const asked = r.message('ka', { t: 'receipts', on: true }, 3);
+  assert.deepEqual(ofType(to(asked, 'ka'), 'acks'), [
+    {
+      t: 'acks',
+      acks: [
+        { client: 'b', pos: 2 },
+        { client: 'c', pos: 0 },
+      ],
+    },
+  ]);
+  assert.equal(asked.persist.appended.length + Object.keys(asked.persist.clients).length, 0, 'asking writes nothing');
+  // c acks: a hears it; b (which did not ask) hears nothing; nothing is written for it.
+  const acked = r.message('kc', { t: 'ack', pos: 1 }, 4);
+  assert.deepEqual(ofType(to(acked, 'ka'), 'acks'), [{ t: 'acks', acks: [{ client: 'c', pos: 1 }] }]);
+  assert.deepEqual(ofType(to(acked, 'kb'), 'acks'), []);
+  assert.deepEqual(acked.persist.appended, []);
+  // An ack that does not move (or is the asker's own) sends nothing.
+  assert.deepEqual(ofType(to(r.message('kc', { t: 'ack', pos: 1 }, 5), 'ka'), 'acks'), []);
+  assert.deepEqual(ofType(to(r.message('ka', { t: 'ack', pos: 2 }, 5), 'ka'), 'acks'), []);
+  // An ack with ops: one turn, one acks message.
+  const withOps = r.message('kc', { t: 'ops', ops: [note(1)], ack: { pos: 2 } }, 6);
+  assert.deepEqual(ofType(to(withOps, 'ka'), 'acks'), [{ t: 'acks', acks: [{ client: 'c', pos: 2 }] }]);
+  // A new member is told when it joins; off stops them.
+  join(r, 'kd', 'd');
+  const joined = r.message('kd', { t: 'ack', pos: 3 }, 7);
+  assert.deepEqual(ofType(to(joined, 'ka'), 'acks'), [{ t: 'acks', acks: [{ client: 'd', pos: 3 }] }]);
+  r.message('ka', { t: 'receipts', on: false }, 8);
+  assert.deepEqual(ofType(to(r.message('kb', { t: 'ack', pos: 3 }, 9), 'ka'), 'acks'), []);
+});
+
+test('delivery receipts need protocol 7: an older connection that asks gets a clear, non-fatal error', () => {
+  const r = new RoomEngine(room);
+  r.open('ka', 0);
+  r.message('ka', { ...hello('a'), v: 6 }, 0);
+  const o = r.message('ka', { t: 'receipts', on: true }, 1);
+  const err = ofType(to(o, 'ka'), 'error')[0];
+  assert.equal(err.code, 'malformed-frame');
+  assert.equal(err.fatal, false);
+  assert.match(err.message, /receipts need protocol 7/);
+  assert.throws(() => parseClientMessage({ t: 'receipts', on: 'yes' }), /receipts\.on must be a boolean/);
 });

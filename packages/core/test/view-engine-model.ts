@@ -884,6 +884,9 @@ export class Harness {
         case 'presence':
           assert.fail('presence sent, though this conversation never set it');
           break;
+        case 'receipts':
+          assert.fail('receipts asked for, though the view engine never asks (ClientRoom.onReceipts does)');
+          break;
         default:
           unreachable(m, 'client message');
       }

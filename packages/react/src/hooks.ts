@@ -4,7 +4,7 @@
  * it reads changed.
  */
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from 'react';
-import type { AppRoom, Machine, OpHandle, PeerPresence, PresenceOf, Stage, StateOf, ViewName, ViewPositions } from '@hercules/core';
+import type { AppRoom, Machine, MemberPosition, OpHandle, PeerPresence, PresenceOf, Stage, StateOf, ViewName, ViewPositions } from '@hercules/core';
 
 type AnyRoom = AppRoom<Machine<any, any>> & { status?: () => string; onStatus?: (fn: (s: any) => void) => () => void };
 
@@ -108,6 +108,38 @@ export function useMembers(room: AppRoom<Machine<any, any>>): readonly string[] 
     () => room.members(),
     () => room.members(),
   );
+}
+
+const sameList = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+const samePositions = (a: readonly MemberPosition[], b: readonly MemberPosition[]) =>
+  a.length === b.length && a.every((x, i) => x.client === b[i].client && x.pos === b[i].pos && x.behind === b[i].behind);
+
+/**
+ * Delivery receipts: the other members that hold our op `op` now (`room.seenBy`), live. While a
+ * component uses it, the room listens to receipts (`room.onReceipts`), so the server sends them.
+ */
+export function useSeenBy(room: AppRoom<Machine<any, any>>, op: OpHandle | undefined): readonly string[] {
+  const subscribe = useCallback((fn: () => void) => room.onReceipts(fn), [room]);
+  const snapshot = useCallback(() => (op ? room.seenBy(op) : NONE), [room, op]);
+  return useSelected(subscribe, snapshot, (s) => s, sameList);
+}
+const NONE: readonly string[] = Object.freeze([]);
+
+/** Each other member's acked position and how far behind it is (`room.memberPositions()`), live. */
+export function useMemberPositions(room: AppRoom<Machine<any, any>>): readonly MemberPosition[] {
+  const subscribe = useCallback(
+    (fn: () => void) => {
+      const offReceipts = room.onReceipts(fn);
+      const offProgress = room.onProgress(fn); // `behind` grows with the log as well
+      return () => {
+        offReceipts();
+        offProgress();
+      };
+    },
+    [room],
+  );
+  const snapshot = useCallback(() => room.memberPositions(), [room]);
+  return useSelected(subscribe, snapshot, (s) => s, samePositions);
 }
 
 /** The length of each view's log (`room.positions()`), re-rendering as the room makes progress. */

@@ -10,7 +10,8 @@ Object.assign(globalThis, { window: win, document: win.document, navigator: win.
 const { act } = await import('react');
 const { createRoot } = await import('react-dom/client');
 const { ClientRoom, defineMachine } = await import('@hercules/core');
-const { useView, useOpStage, usePositions, useUndo } = await import('../src/index.ts');
+const { useView, useOpStage, usePositions, useSeenBy, useMemberPositions, useUndo } = await import('../src/index.ts');
+const { PROTOCOL_VERSION } = await import('@hercules/core');
 
 const machine = defineMachine({
   name: 'hooks',
@@ -211,6 +212,66 @@ test('useOthers re-renders only when the selected part of the others’ presence
   await act(async () => {
     root.unmount();
   });
+});
+
+test('useSeenBy and useMemberPositions: the room asks for receipts while mounted, re-renders as acks and members change, and stops asking on unmount', async () => {
+  const sent: { t: string; on?: boolean }[] = [];
+  const room = new ClientRoom(machine, { clientId: 'me', now: () => 0, notify: 'sync' }, { send: (m) => sent.push(m as never), persist() {} });
+  room.connected();
+  const welcome = {
+    t: 'welcome' as const,
+    v: PROTOCOL_VERSION,
+    client: 'me',
+    author: 'me',
+    highWater: 0,
+    visibleSeq: 0,
+    rejected: [],
+    stable: 0,
+    from: 1,
+    entries: [],
+  };
+  room.receive({ ...welcome, members: ['ada', 'grace', 'me'] });
+  const op = room.ops.incA();
+  room.durable(1);
+  room.flushSends();
+  room.receive({ t: 'log', from: 1, entries: [{ k: 'own', seq: 1 }] });
+  assert.equal(op.position, 1);
+  const seen: string[][] = [];
+  const behind: number[][] = [];
+  function Receipt() {
+    seen.push([...useSeenBy(room, op)]);
+    behind.push(useMemberPositions(room).map((p) => p.behind));
+    return null;
+  }
+  const el = document.createElement('div');
+  const root = createRoot(el as unknown as Element);
+  await act(async () => root.render(<Receipt />));
+  assert.deepEqual(
+    sent.filter((m) => m.t === 'receipts'),
+    [{ t: 'receipts', on: true }],
+    'mounting asks once, for both hooks',
+  );
+  assert.deepEqual(seen.at(-1), []);
+  await act(async () =>
+    room.receive({
+      t: 'acks',
+      acks: [
+        { client: 'ada', pos: 1 },
+        { client: 'grace', pos: 0 },
+      ],
+    }),
+  );
+  assert.deepEqual(seen.at(-1), ['ada']);
+  assert.deepEqual(behind.at(-1), [0, 1]);
+  const renders = seen.length;
+  await act(async () => room.receive({ t: 'acks', acks: [{ client: 'ada', pos: 1 }] }));
+  assert.equal(seen.length, renders, 'the same answer does not re-render');
+  await act(async () => room.receive({ t: 'acks', acks: [{ client: 'grace', pos: 1 }] }));
+  assert.deepEqual(seen.at(-1), ['ada', 'grace']);
+  await act(async () => room.receive({ t: 'members', members: ['grace', 'me'] }));
+  assert.deepEqual(seen.at(-1), ['grace'], 'a member that left is no longer counted');
+  await act(async () => root.unmount());
+  assert.deepEqual(sent.filter((m) => m.t === 'receipts').at(-1), { t: 'receipts', on: false }, 'unmounting stops them');
 });
 
 test('useUndo re-renders as canUndo and canRedo change; undo and redo act on the room', async () => {

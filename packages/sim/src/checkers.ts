@@ -34,6 +34,7 @@ import {
 } from '@hercules/core';
 import type { LoadedRoom } from '@hercules/server/pipeline';
 import { ledgerAt, type AnyLedgerState, type Ledger } from './machine.ts';
+import { RECEIPT_CHECKERS } from './receipt-checkers.ts';
 import { TEXT_CHECKERS } from './text-checkers.ts';
 
 /** A state of either version of the machine (machine.ts): what checkers compare is mostly its `log`. */
@@ -87,6 +88,8 @@ export interface SimState {
   /** Whether clients set presence in this run, and what each live one last set (PRESENCE-EPHEMERAL). */
   readonly presenceOn: boolean;
   readonly presenceNow: ReadonlyMap<string, unknown>;
+  /** Whether every client process listens to delivery receipts from its start in this run (RECEIPT-*). */
+  readonly receiptsOn: boolean;
   /** The seq reservation each client's disk holds; absent: none (DUR-BEFORE-SEND). */
   readonly reserved: ReadonlyMap<string, number>;
   /** Highest log position the client behind each connection holds: Authoritative, and the entries it was sent ahead of their commit (it acks them, protocol 5). */
@@ -1006,6 +1009,7 @@ export const CHECKERS: readonly Checker[] = [
   },
   // The collaborative text's (issue 38): text-checkers.ts.
   ...TEXT_CHECKERS,
+  ...RECEIPT_CHECKERS,
 ];
 
 type HookName = keyof Hooks;

@@ -593,6 +593,8 @@ class SingleServer implements ServerSide {
 export interface SimOptions {
   /** The rules to check (default all); tests run a subset or wrapped ones. */
   checkers?: readonly Checker[];
+  /** Delivery receipts on (true) or off (false) for every client process; default: drawn per seed. */
+  receipts?: boolean;
   /** How the server makes its room host (tests plant a faulty one). */
   createHost?: RoomRegistryOptions['createHost'];
   /** Run the room on a cluster of nodes over a replicated log (configFor's `cluster`). */
@@ -609,6 +611,8 @@ export class Simulation implements SimState {
   private readonly presenceRng: Rng;
   /** Whether clients set presence in this run (drawn from presenceRng). */
   readonly presenceOn: boolean;
+  /** Whether every client process listens to delivery receipts in this run (RECEIPT-*; its own draw, so other draws stay as they were). */
+  readonly receiptsOn: boolean;
   /** Each live client's presence as it last set it (PRESENCE-EPHEMERAL); a crash clears it. */
   presenceNow = new Map<string, unknown>();
   private presenceN = 0;
@@ -675,6 +679,7 @@ export class Simulation implements SimState {
     this.rng = new Rng(seed);
     this.presenceRng = new Rng(seed ^ 0x9e5e);
     this.presenceOn = this.presenceRng.chance(0.5);
+    this.receiptsOn = opts.receipts ?? new Rng(seed ^ 0x4ec1).chance(0.5);
     this.apiRng = new Rng(seed ^ 0xa91);
     this.apiOn = this.apiRng.chance(0.5);
     this.upgradeRng = new Rng(seed ^ 0x0b9a3);
@@ -808,7 +813,7 @@ export class Simulation implements SimState {
     });
     c.restored = room.pending();
     c.carried = c.restored.filter((h) => disk.ops.some((o) => o.seq === h.seq && o.v !== undefined && o.v < c.version));
-    this.checks.clientStarted(this, c, room);
+    this.clientStarted(c, room);
     const inc = c.incarnation;
     /** Work of a dead process never happens: its timers and its disk writes die with it. */
     const alive = () => c.alive && c.incarnation === inc;
@@ -1064,6 +1069,7 @@ export class Simulation implements SimState {
     if (c.conn !== conn || c.epoch !== epoch) return;
     this.checks.sent(this, conn, c.id, msg);
     if (msg.t === 'log' && msg.tentative) this.count('log-tentative');
+    if (msg.t === 'acks') this.count('acks-sent');
     const frame = structuredClone(msg);
     const t = Math.max(c.link.down, this.now + this.latency() + extraMs, c.stalledUntil);
     c.link.down = t;
@@ -1082,6 +1088,12 @@ export class Simulation implements SimState {
     this.q.push(t, `closed ${conn}`, () => {
       if (c.epoch === epoch && c.conn === conn) this.breakLink(c, false);
     });
+  }
+
+  /** A client process's room is made, before it hears from anyone: it listens to receipts if the run has them, and the checkers look. */
+  private clientStarted(c: SimClient, room: ClientRoom<Ledger>): void {
+    if (this.receiptsOn) room.onReceipts(() => {});
+    this.checks.clientStarted(this, c, room);
   }
 
   /** After the client took an input (a frame, a timer): how far its connection has processed the log. */
@@ -1332,6 +1344,12 @@ export class Simulation implements SimState {
     return want.every(([id, v]) => shown.some((p) => p.client === id && isDeepStrictEqual(p.value, v)));
   }
 
+  /** Receipts on: the client has heard every other member's ack of the whole log (a cluster's run ends at finished(), not when the queue drains). */
+  receiptsSettled(c: SimClient): boolean {
+    const at = new Map(c.room!.memberPositions().map((p) => [p.client, p.pos]));
+    return this.server.members().every((m) => m === c.id || at.get(m) === this.global.length);
+  }
+
   finished(): boolean {
     if (!this.healing || !this.serverUp || !this.serverSettled) return false;
     for (const c of this.clients) {
@@ -1339,6 +1357,7 @@ export class Simulation implements SimState {
       const room = c.room!;
       if (room.connection() !== 'ready' || c.writing > 0 || room.nextDeadline() !== Infinity) return false;
       if (this.presenceOn && !this.presenceSettled(c)) return false;
+      if (this.receiptsOn && !this.receiptsSettled(c)) return false;
       const p = room.positions();
       if (p.submitted !== p.stable || p.authoritative !== this.global.length) return false;
     }
@@ -1350,7 +1369,7 @@ export class Simulation implements SimState {
       this.clients
         .map(
           (c) =>
-            `${c.id}:${c.alive ? c.room!.connection() : 'dead'} ${JSON.stringify(c.room?.positions())}${this.presenceOn && c.alive && !this.presenceSettled(c) ? ' presence unsettled' : ''}`,
+            `${c.id}:${c.alive ? c.room!.connection() : 'dead'} ${JSON.stringify(c.room?.positions())}${this.presenceOn && c.alive && !this.presenceSettled(c) ? ' presence unsettled' : ''}${this.receiptsOn && c.alive && this.serverUp && !this.receiptsSettled(c) ? ' receipts unsettled' : ''}`,
         )
         .join('; ') +
       (this.serverUp

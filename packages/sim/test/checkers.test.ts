@@ -234,6 +234,24 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
     (sim, h) => h.apiAnswered!(sim, 'planted', { key: 'a', by: 1, note: 'api:planted' }, { result: { seq: 1, position: 1, duplicate: false } }),
     /key planted was answered ~server:1 at 1; the committed log has c\d+:\d+ by \S+ there/,
   ],
+  // A room that reports a member holding our op with no ack from it (the checker saw none on the wire).
+  'RECEIPT-TRUE': [
+    (sim, h) => {
+      const l = stepWith(sim).live.find((x) => x.c.handles.some((o) => o.position !== undefined))!;
+      const room = over(l.room, { seenBy: () => ['c-never-acked'], memberPositions: () => [] });
+      h.step!(sim, { ...stepWith(sim), live: [{ ...l, room, unchanged: false }] });
+    },
+    /reports c-never-acked as holding \S+ \(position \d+\), but c-never-acked acked only up to 0/,
+  ],
+  // Receipts on, but a quiet room's clients report no one: mid-run, with no listener, none do.
+  'RECEIPT-LIVE': [
+    (sim, h) =>
+      h.end!(
+        over<SimState>(sim, { receiptsOn: true, clients: sim.clients.map((c) => over(c, { room: c.room && over(c.room, { seenBy: () => [] }) })) }),
+        undefined,
+      ),
+    /after quiescence \S+ does not report \S+.* as holding \S+ \(position \d+\)/,
+  ],
   'PRESENCE-EPHEMERAL': [
     (sim, h) => {
       const e = lastOf(sim, aClient(sim).id);

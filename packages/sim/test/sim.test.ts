@@ -239,19 +239,26 @@ test('the checker catches a client driver that lets ops go out under a reservati
 
 // spec: DUR-BEFORE-SEND
 test('the checker catches a client driver that drops the ops of a failed write instead of retrying them', async () => {
-  await expectCaught(() => {
-    const p = proto(ClientDriver);
-    const orig = p.written as (ops: unknown[], error: unknown, ...rest: unknown[]) => void;
-    p.written = function (this: unknown, ops: unknown[], error: unknown, ...rest: unknown[]) {
-      orig.call(this, ops, error, ...rest);
-      if (error !== undefined) (this as { queue: unknown[] }).queue.splice(0, ops.length);
-    };
-    return () => {
-      p.written = orig;
-    };
-    // Or the dropped ops leave a hole in the seqs the client sends, which the room refuses
-    // (seq-gap, fatal for an honest client): which shows first depends on the seed's timing.
-  }, ['DUR-BEFORE-SEND', 'DUR-DELIVERED', 'LIVE-HONEST']);
+  await expectCaught(
+    () => {
+      const p = proto(ClientDriver);
+      const orig = p.written as (ops: unknown[], error: unknown, ...rest: unknown[]) => void;
+      p.written = function (this: unknown, ops: unknown[], error: unknown, ...rest: unknown[]) {
+        orig.call(this, ops, error, ...rest);
+        if (error !== undefined) (this as { queue: unknown[] }).queue.splice(0, ops.length);
+      };
+      return () => {
+        p.written = orig;
+      };
+      // Or the dropped ops leave a hole in the seqs the client sends, which the room refuses
+      // (seq-gap, fatal for an honest client): which shows first depends on the seed's timing.
+      // Receipts off: the runs as they were before receipts changed the timing of half the seeds
+      // (with them, seed 1..60's first failure is a dropped op left Submitted when the run ends,
+      // LIVE-CONVERGE: the same bug, told by the generic rule).
+    },
+    ['DUR-BEFORE-SEND', 'DUR-DELIVERED', 'LIVE-HONEST'],
+    { receipts: false },
+  );
 });
 
 // spec: AUTH-STORED

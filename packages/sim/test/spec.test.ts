@@ -17,6 +17,7 @@ const ID = '[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+';
 const TOOLS = [
   'packages/sim/src/checkers.ts',
   'packages/sim/src/text-checkers.ts',
+  'packages/sim/src/receipt-checkers.ts',
   'packages/sim/src/fuzz.ts',
   'packages/sim/src/import-fuzz.ts',
   'packages/sim/src/undo-sim.ts',

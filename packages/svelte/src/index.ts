@@ -1,1 +1,12 @@
-export { viewStore, opStageStore, othersStore, presenceStore, membersStore, positionsStore, statusStore, undoStore } from './stores.ts';
+export {
+  viewStore,
+  opStageStore,
+  othersStore,
+  presenceStore,
+  membersStore,
+  positionsStore,
+  statusStore,
+  seenByStore,
+  memberPositionsStore,
+  undoStore,
+} from './stores.ts';

@@ -14,7 +14,7 @@
  * store is set only when it changed, so a `$store` re-renders only for the part it reads.
  */
 import { readable, writable, type Readable, type Writable } from 'svelte/store';
-import type { AppRoom, Machine, OpHandle, PeerPresence, PresenceOf, Stage, StateOf, ViewName, ViewPositions } from '@hercules/core';
+import type { AppRoom, Machine, MemberPosition, OpHandle, PeerPresence, PresenceOf, Stage, StateOf, ViewName, ViewPositions } from '@hercules/core';
 
 type AnyRoom = AppRoom<Machine<any, any>> & { status?: () => string; onStatus?: (fn: (s: any) => void) => () => void };
 
@@ -89,6 +89,35 @@ export function membersStore(room: AppRoom<Machine<any, any>>): Readable<readonl
   return tracked(
     () => room.members(),
     (update) => room.onMembers(update),
+  );
+}
+
+const sameList = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+const samePositions = (a: readonly MemberPosition[], b: readonly MemberPosition[]) =>
+  a.length === b.length && a.every((x, i) => x.client === b[i].client && x.pos === b[i].pos && x.behind === b[i].behind);
+
+/** Delivery receipts: the other members that hold our op `op` now (`room.seenBy`); the room listens to receipts while subscribed. */
+export function seenByStore(room: AppRoom<Machine<any, any>>, op: OpHandle): Readable<readonly string[]> {
+  return tracked(
+    () => room.seenBy(op),
+    (update) => room.onReceipts(update),
+    sameList,
+  );
+}
+
+/** Each other member's acked position and how far behind it is (`room.memberPositions()`). */
+export function memberPositionsStore(room: AppRoom<Machine<any, any>>): Readable<readonly MemberPosition[]> {
+  return tracked(
+    () => room.memberPositions(),
+    (update) => {
+      const offReceipts = room.onReceipts(update);
+      const offProgress = room.onProgress(update); // `behind` grows with the log as well
+      return () => {
+        offReceipts();
+        offProgress();
+      };
+    },
+    samePositions,
   );
 }
 

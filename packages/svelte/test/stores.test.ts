@@ -13,7 +13,18 @@ import { derived, get, type Readable } from 'svelte/store';
 import { compile } from 'svelte/compiler';
 import { render } from 'svelte/server';
 import { ClientRoom, PROTOCOL_VERSION, defineMachine } from '@hercules/core';
-import { membersStore, opStageStore, othersStore, positionsStore, presenceStore, statusStore, undoStore, viewStore } from '../src/index.ts';
+import {
+  memberPositionsStore,
+  membersStore,
+  opStageStore,
+  othersStore,
+  positionsStore,
+  presenceStore,
+  seenByStore,
+  statusStore,
+  undoStore,
+  viewStore,
+} from '../src/index.ts';
 
 const machine = defineMachine({
   name: 'stores',
@@ -164,6 +175,43 @@ test('opStageStore, positionsStore, membersStore, othersStore, presenceStore and
   seenStatus.stop();
   assert.equal(listeners.size, 0);
   for (const s of [stage, positions, members, names, seenMine]) s.stop();
+});
+
+test('seenByStore and memberPositionsStore: receipts asked for while subscribed, values as acks and members change, stopped after', () => {
+  const sent: { t: string; on?: boolean }[] = [];
+  const room = new ClientRoom(machine, { clientId: 'me', now: () => 0, notify: 'sync' }, { send: (m) => sent.push(m as never), persist() {} });
+  room.connected();
+  room.receive({
+    t: 'welcome',
+    v: PROTOCOL_VERSION,
+    client: 'me',
+    author: 'me',
+    highWater: 0,
+    visibleSeq: 0,
+    rejected: [],
+    stable: 0,
+    from: 1,
+    entries: [],
+    members: ['ada', 'me'],
+  });
+  const op = room.ops.incA();
+  room.durable(1);
+  room.flushSends();
+  room.receive({ t: 'log', from: 1, entries: [{ k: 'own', seq: 1 }] });
+  const seen = record(seenByStore(room, op));
+  const positions = record(memberPositionsStore(room));
+  assert.deepEqual(
+    sent.filter((m) => m.t === 'receipts'),
+    [{ t: 'receipts', on: true }],
+  );
+  room.receive({ t: 'acks', acks: [{ client: 'ada', pos: 1 }] });
+  assert.deepEqual(seen.values, [[], ['ada']]);
+  assert.deepEqual(positions.values.at(-1), [{ client: 'ada', pos: 1, behind: 0 }]);
+  room.receive({ t: 'members', members: ['me'] });
+  assert.deepEqual(seen.values.at(-1), []);
+  seen.stop();
+  positions.stop();
+  assert.deepEqual(sent.filter((m) => m.t === 'receipts').at(-1), { t: 'receipts', on: false });
 });
 
 test('undoStore: given again only when canUndo or canRedo changes', () => {

@@ -22,7 +22,7 @@ import {
   type ShallowRef,
   type WritableComputedRef,
 } from 'vue';
-import type { AppRoom, Machine, OpHandle, PeerPresence, PresenceOf, Stage, StateOf, ViewName, ViewPositions } from '@hercules/core';
+import type { AppRoom, Machine, MemberPosition, OpHandle, PeerPresence, PresenceOf, Stage, StateOf, ViewName, ViewPositions } from '@hercules/core';
 
 type AnyRoom = AppRoom<Machine<any, any>> & { status?: () => string; onStatus?: (fn: (s: any) => void) => () => void };
 type Inputs<A extends readonly unknown[]> = { [K in keyof A]: MaybeRefOrGetter<A[K]> };
@@ -140,6 +140,40 @@ export function useMembers(room: MaybeRefOrGetter<AppRoom<Machine<any, any>>>): 
     [room],
     (r) => r.members(),
     (update, r) => r.onMembers(update),
+  );
+}
+
+const sameList = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+const samePositions = (a: readonly MemberPosition[], b: readonly MemberPosition[]) =>
+  a.length === b.length && a.every((x, i) => x.client === b[i].client && x.pos === b[i].pos && x.behind === b[i].behind);
+
+/** Delivery receipts: the other members that hold our op `op` now (`room.seenBy`); the room listens to receipts while the scope lives. */
+export function useSeenBy(
+  room: MaybeRefOrGetter<AppRoom<Machine<any, any>>>,
+  op: MaybeRefOrGetter<OpHandle | undefined>,
+): Readonly<ShallowRef<readonly string[]>> {
+  return tracked<[AppRoom<Machine<any, any>>, OpHandle | undefined], readonly string[]>(
+    [room, op],
+    (r, o) => (o ? r.seenBy(o) : []),
+    (update, r) => r.onReceipts(update),
+    sameList,
+  );
+}
+
+/** Each other member's acked position and how far behind it is (`room.memberPositions()`). */
+export function useMemberPositions(room: MaybeRefOrGetter<AppRoom<Machine<any, any>>>): Readonly<ShallowRef<readonly MemberPosition[]>> {
+  return tracked<[AppRoom<Machine<any, any>>], readonly MemberPosition[]>(
+    [room],
+    (r) => r.memberPositions(),
+    (update, r) => {
+      const offReceipts = r.onReceipts(update);
+      const offProgress = r.onProgress(update); // `behind` grows with the log as well
+      return () => {
+        offReceipts();
+        offProgress();
+      };
+    },
+    samePositions,
   );
 }
 

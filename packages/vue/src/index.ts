@@ -1,1 +1,13 @@
-export { useView, useOps, useOpStage, useMembers, usePositions, useStatus, useOthers, usePresence, useUndo } from './composables.ts';
+export {
+  useView,
+  useOps,
+  useOpStage,
+  useMembers,
+  usePositions,
+  useStatus,
+  useOthers,
+  usePresence,
+  useSeenBy,
+  useMemberPositions,
+  useUndo,
+} from './composables.ts';

@@ -15,7 +15,9 @@ for (const name of ['Node', 'Element', 'HTMLElement', 'SVGElement', 'Text', 'Com
 const { createApp, createSSRApp, effectScope, h, isReadonly, nextTick, ref, shallowRef, watch } = await import('vue');
 const { renderToString } = await import('vue/server-renderer');
 const { ClientRoom, PROTOCOL_VERSION, defineMachine } = await import('@hercules/core');
-const { useMembers, useOpStage, useOthers, usePositions, usePresence, useStatus, useUndo, useView } = await import('../src/index.ts');
+const { useMembers, useMemberPositions, useOpStage, useOthers, usePositions, usePresence, useSeenBy, useStatus, useUndo, useView } = await import(
+  '../src/index.ts'
+);
 
 const machine = defineMachine({
   name: 'composables',
@@ -186,6 +188,43 @@ test('useOpStage, usePositions, useMembers, useOthers, usePresence and useStatus
   assert.equal(s.value, 'online');
   statusScope.stop();
   assert.equal(listeners.size, 0);
+});
+
+test('useSeenBy and useMemberPositions: receipts asked for while the scope lives, refs follow acks and members, stopped when it ends', () => {
+  const sent: { t: string; on?: boolean }[] = [];
+  const room = new ClientRoom(machine, { clientId: 'me', now: () => 0, notify: 'sync' }, { send: (m) => sent.push(m as never), persist() {} });
+  room.connected();
+  room.receive({
+    t: 'welcome',
+    v: PROTOCOL_VERSION,
+    client: 'me',
+    author: 'me',
+    highWater: 0,
+    visibleSeq: 0,
+    rejected: [],
+    stable: 0,
+    from: 1,
+    entries: [],
+    members: ['ada', 'me'],
+  });
+  const op = room.ops.incA();
+  room.durable(1);
+  room.flushSends();
+  room.receive({ t: 'log', from: 1, entries: [{ k: 'own', seq: 1 }] });
+  const scope = effectScope();
+  const refs = scope.run(() => ({ seen: useSeenBy(room, op), positions: useMemberPositions(room) }))!;
+  assert.deepEqual(
+    sent.filter((m) => m.t === 'receipts'),
+    [{ t: 'receipts', on: true }],
+  );
+  assert.deepEqual(refs.seen.value, []);
+  room.receive({ t: 'acks', acks: [{ client: 'ada', pos: 1 }] });
+  assert.deepEqual(refs.seen.value, ['ada']);
+  assert.deepEqual(refs.positions.value, [{ client: 'ada', pos: 1, behind: 0 }]);
+  room.receive({ t: 'members', members: ['me'] });
+  assert.deepEqual(refs.seen.value, []);
+  scope.stop();
+  assert.deepEqual(sent.filter((m) => m.t === 'receipts').at(-1), { t: 'receipts', on: false });
 });
 
 test('useUndo: canUndo and canRedo follow the room; undo and redo act on it; unsubscribed when the scope stops', () => {

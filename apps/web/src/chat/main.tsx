@@ -2,11 +2,13 @@
  * Chat (paper §6.2, Fig. 10): every message of the Submitted view, each marked with the oldest
  * view that already contains it. The views are prefixes of one another, so message i is in
  * Visible iff i < visible.length, and so on: no per-message bookkeeping. Who is typing is
- * presence (`typing: true` while the box holds recently edited text), never a message.
+ * presence (`typing: true` while the box holds recently edited text), never a message. Under
+ * one's latest message, "seen by" names the members that hold it (delivery receipts: acks are
+ * cumulative, so whoever holds the latest holds every earlier one too).
  */
 import { useEffect, useLayoutEffect, useRef, useState } from 'react';
-import { trackOp, useView } from '@hercules/react';
-import type { ConnectedRoom } from '@hercules/client';
+import { trackOp, useSeenBy, useView } from '@hercules/react';
+import type { ConnectedRoom, OpHandle } from '@hercules/client';
 import { chat } from '../../../machines.ts';
 import { colorOf, usePeers } from '../shared/people.tsx';
 import { shortName } from '../shared/room.ts';
@@ -35,6 +37,10 @@ function Chat({ room }: { room: ConnectedRoom<typeof chat> }) {
   // Authors are client ids (or users) in the log; those online have a name in their presence.
   const names = usePeers(room, (ps) => Object.fromEntries(ps.map((p) => [p.author, { name: p.name, color: p.color }])));
   const typing = usePeers(room, (ps) => ps.filter((p) => p.value.typing === true).map((p) => p.name));
+  // Receipts name members, which are client ids: the name each shows in its presence.
+  const clientNames = usePeers(room, (ps) => Object.fromEntries(ps.map((p) => [p.client, p.name])));
+  const [latest, setLatest] = useState<OpHandle>();
+  const seenBy = useSeenBy(room, latest);
   const [text, setText] = useState('');
   const typingTimer = useRef<ReturnType<typeof setTimeout>>(undefined);
 
@@ -50,7 +56,9 @@ function Chat({ room }: { room: ConnectedRoom<typeof chat> }) {
   };
   const send = () => {
     if (!text.trim()) return;
-    trackOp(room, room.ops.say({ text: text.slice(0, 2000) }));
+    const op = room.ops.say({ text: text.slice(0, 2000) });
+    trackOp(room, op);
+    setLatest(op);
     setText('');
     setTyping(false);
   };
@@ -101,7 +109,7 @@ function Chat({ room }: { room: ConnectedRoom<typeof chat> }) {
                 key={m.id}
                 data-testid="message"
                 data-stage={stage.view}
-                style={{ display: 'flex', justifyContent: mine ? 'flex-end' : 'flex-start', padding: '3px 8px' }}
+                style={{ display: 'flex', flexDirection: 'column', alignItems: mine ? 'flex-end' : 'flex-start', padding: '3px 8px' }}
               >
                 <span style={{ background: mine ? '#dbeafe' : '#f3f4f6', borderRadius: 8, padding: '4px 8px', maxWidth: '80%', overflowWrap: 'anywhere' }}>
                   {!mine && (
@@ -114,6 +122,11 @@ function Chat({ room }: { room: ConnectedRoom<typeof chat> }) {
                     {stage.mark}
                   </span>
                 </span>
+                {m.id === latest?.id && seenBy.length > 0 && (
+                  <small data-testid="seen-by" style={{ color: '#6b7280', fontSize: 11, padding: '1px 4px' }}>
+                    seen by {nameList(seenBy.map((c) => clientNames[c] ?? shortName(c)))}
+                  </small>
+                )}
               </li>
             );
           })}
@@ -145,6 +158,11 @@ function Chat({ room }: { room: ConnectedRoom<typeof chat> }) {
       </div>
     </Shell>
   );
+}
+
+function nameList(names: string[]): string {
+  if (names.length <= 3) return names.join(', ');
+  return `${names.slice(0, 2).join(', ')} and ${names.length - 2} others`;
 }
 
 function typingLine(names: string[]): string {
