@@ -279,7 +279,14 @@ test("a lease table whose revisions went back (seen on 2.9.10 after a leader kil
   };
   const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix });
   const b = new ClusterStore({ log, leases: backwards, nodeId: 'node-b', shards: 1, subjectPrefix: prefix });
-  assert.equal((await b.open('r'))!.rev, 3);
+  // A's release and B's create race in the bucket: on a loaded machine B's create may still see
+  // A's lease, gone by the time B reads it (NotOwnerError, no owner). A node retries; so does this.
+  let opened = await b.open('r').catch((e: Error) => (e.name === 'NotOwnerError' ? undefined : Promise.reject(e)));
+  for (const end = Date.now() + 5000; opened === undefined && Date.now() < end; ) {
+    await new Promise((r) => setTimeout(r, 50));
+    opened = await b.open('r').catch((e: Error) => (e.name === 'NotOwnerError' ? undefined : Promise.reject(e)));
+  }
+  assert.equal(opened?.rev, 3);
   assert.deepEqual(await b.append('r', { after: 3, entries: [entry(4, 'b')] }), { rev: 4, head: 4 });
   await b.close();
   const c = await storeOver(prefix, 'node-c', 1);
