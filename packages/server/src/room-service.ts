@@ -7,9 +7,8 @@
  * `handleConnection` with a `Connection`).
  *
  * Input is handled in turns, round robin over rooms and then over each room's connections
- * (FairQueue), a round's ROUND_MS shared among the rooms waiting: a room flooded with ops,
- * however cheap or costly its ops are, delays another room by at most about one round. A
- * connection whose waiting input nears maxQueuedBytes is not read from (its transport pushes
+ * (input-scheduler.ts): a room flooded with ops delays another room by at most about one round.
+ * A connection whose waiting input nears maxQueuedBytes is not read from (its transport pushes
  * back on the client), so what the server holds per connection stays bounded whatever the
  * client sends.
  */
@@ -32,7 +31,7 @@ import {
 import { createMetrics, type Metrics } from './metrics.ts';
 import { ServiceMetrics } from './service-metrics.ts';
 import { BackendApi, type RoomFile, type RoomsPage, type RoomsQuery, type ServerRoom } from './backend-api.ts';
-import { FairQueue } from './fair-queue.ts';
+import { FRAME_OVERHEAD_BYTES, InputScheduler, type InputSource, type UserBucket } from './input-scheduler.ts';
 import { jwtAuthenticator, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';
 import { acceptClock, Admission, checkHello, isRefusal, roomFull, roomOf, type Admitted, type ConnectionRequest, type Refusal } from './admission.ts';
 import { systemClock, type Clock, type TimerHandle } from './clock.ts';
@@ -133,18 +132,6 @@ const DEFAULT_LIMITS: Omit<Limits, 'maxQueuedBytes'> = {
 
 /** What one socket read can still deliver after the server pauses a connection. */
 const READ_CHUNK_BYTES = 64 << 10;
-/** Frames whose decoded heap (measureFrame's estimate) is up to this are decoded without waiting for the server's decoding budget. */
-const SMALL_FRAME_HEAP = 256 << 10;
-/**
- * A frame is charged to its connection's byte bucket by its bytes on the wire or by the heap it
- * decodes to (measureFrame's estimate), whichever is more: the budget counts what decoding
- * costs. Ordinary ops decode to 1-3 times their bytes (10,000 chat ops: 0.74 MB, 2.0 MB
- * estimated; large string arguments about 1x), so the op rate binds long before this does;
- * 65 KB of empty maps (issue 40), 4.7 MB decoded, is charged 4.7 MB. Measured with a quarter of
- * the heap instead, 64 such connections kept an honest client in another room at p50 373 ms,
- * p99 1.0 s; charged in full, p50 3.8 ms, p99 845 ms (the first burst), bench/src/flood.
- */
-const HEAP_PER_CHARGED_BYTE = 1;
 /**
  * Presence costs a connection (and its user) as much of the op budget as an op: its work on the
  * server (decode, the domain scan, the schema, one fan-out to each member, coalesced past
@@ -157,20 +144,6 @@ const PRESENCE_OP_COST = 1;
  * per peer (the latest wins: a slow reader never needs older ones), sent when its output drains.
  */
 const PRESENCE_BACKLOG_BYTES = 64 << 10;
-/** Bookkeeping a queued frame costs even when it is empty, counted against maxQueuedBytes. */
-const FRAME_OVERHEAD_BYTES = 256;
-/**
- * Scheduling: a round of turns runs for about ROUND_MS, then the event loop reads sockets and
- * commits. A turn runs one connection's ops for ROUND_MS shared among the rooms waiting (at most
- * SLICE_MS, at least MIN_SLICE_MS and one op), so under load a room waits about one round for
- * its turn however many ops other rooms queue (measured: bench/src/flood).
- */
-const SLICE_MS = 2;
-const MIN_SLICE_MS = 0.25;
-const ROUND_MS = 8;
-/** Ops given to the engine at once, at most: a run this long is cheap to order, store and send. */
-const MAX_CHUNK_OPS = 1000;
-
 /**
  * The options of a room service that `createServer` passes through as they are (its own add the
  * HTTP server and the store). Named apart from core's `RoomOptions` (a room engine's options),
@@ -294,15 +267,8 @@ export interface RoomService {
   close(): Promise<void>;
 }
 
-/** Ops tokens of one authenticated user, shared by its open connections. */
-interface UserBucket {
-  tokens: number;
-  refilledAt: number;
-  connections: number;
-}
-
 /** One client connection and its input, before and after it joined a room. */
-interface Session {
+interface Session extends InputSource {
   id: string;
   conn: Connection;
   /** When a server accepted it (ConnectionRequest.acceptedAt): its hello's `at`, whatever the client said. */
@@ -311,7 +277,6 @@ interface Session {
   roomName: string;
   host?: RoomHost;
   member?: RoomMember;
-  /** Its room is being loaded: its input waits. */
   joining: boolean;
   alive: boolean;
   closed: boolean;
@@ -319,29 +284,10 @@ interface Session {
   remote: string;
   identity?: Identity;
   access: 'read' | 'write';
-  /**
-   * Token buckets for ops and bytes. A decoded frame is charged in full and may take them
-   * negative; the next frame waits until both are positive again, so the rates hold whatever
-   * the frame size and no decoded frame is ever held while its connection waits.
-   */
-  tokens: number;
-  byteTokens: number;
-  refilledAt: number;
-  /** The bucket of its user, shared with the user's other connections (Limits.userOpsPerSecond). */
-  userBucket?: UserBucket;
-  /**
-   * Frames not handled yet, oldest first: raw frames (`heap`: measureFrame's estimate of their
-   * decoded size), and at the front possibly an ops frame decoded and handled in part (`done` of
-   * its ops so far; `held`, its heap, is counted in the server's decoding budget until it is done).
-   */
-  inbox: ({ data: Uint8Array; isBinary: boolean; at: number; heap: number } | { ops: unknown[]; done: number; held: number; ack?: unknown })[];
   /** Presence waiting for this connection's output to drain, the latest per peer (PRESENCE_BACKLOG_BYTES). */
   presenceHeld?: Map<string, PeerPresence>;
-  /** Bytes of the raw frames in `inbox` (each at least FRAME_OVERHEAD_BYTES). */
-  queuedBytes: number;
   /** The connection is paused because input of it waits: its silence is ours. */
   paused: boolean;
-  waitTimer?: TimerHandle;
   helloTimer?: TimerHandle;
   /** Closes the connection when its credential expires (Identity.expiresAt). */
   expiryTimer?: TimerHandle;
@@ -612,11 +558,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     if (c.waitTimer) clock.clearTimeout(c.waitTimer);
     if (c.expiryTimer) clock.clearTimeout(c.expiryTimer);
     c.helloTimer = c.waitTimer = c.expiryTimer = undefined;
-    for (const f of c.inbox) if ('held' in f) decoding -= f.held;
-    c.inbox.length = 0;
-    c.queuedBytes = 0;
     c.presenceHeld = undefined;
-    work.delete(c.roomName, c);
+    scheduler.drop(c);
   }
 
   /** The session as its room sees it. */
@@ -667,9 +610,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       metrics.opPath.observe({ stage: 'decode' }, (clock.now() - decodeStart) / 1000);
       // Charged in full now; handled in runs over the next turns (see turn()).
       chargeOps(c, frame.ops.length);
-      decoding += held;
       // An ack the frame carries (VIS-ACK-WITH-OPS) goes to the room with its first run of ops.
-      c.inbox.unshift({ ops: frame.ops, done: 0, held, ack: (frame as { ack?: unknown }).ack });
+      scheduler.pushOps(c, frame.ops, held, (frame as { ack?: unknown }).ack);
     } else {
       if ((frame as { t?: unknown } | null)?.t === 'presence') chargeOps(c, PRESENCE_OP_COST);
       c.host.receive(c.id, frame);
@@ -736,126 +678,27 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   // ------------------------------------------------------------ input scheduling
 
-  const work = new FairQueue<string, Session>();
-  let roundScheduled = false;
-  let inRound = false;
-  /** Raw bytes of the frames decoded and not yet handled to their end, over all connections. */
-  let decoding = 0;
-
-  /** Input arrived, or a wait ended: give the connection a turn, now if nobody else waits. */
-  function ready(c: Session): void {
-    if (c.closed || closing || c.waitTimer || c.joining || c.inbox.length === 0) return flow(c);
-    if (inRound || work.size > 0) {
-      work.add(c.roomName, c);
-      scheduleRound();
-      return flow(c);
-    }
-    inRound = true;
-    try {
-      turn(c, SLICE_MS);
-    } finally {
-      inRound = false;
-    }
-  }
-
-  function scheduleRound(): void {
-    if (roundScheduled) return;
-    roundScheduled = true;
-    clock.setTimeout(() => guard('round', round), 0);
-  }
-
-  /** Turns until the queue is empty or ROUND_MS is spent; then sockets are read and outputs committed. */
-  function round(): void {
-    roundScheduled = false;
-    const end = clock.now() + ROUND_MS;
-    inRound = true;
-    try {
-      for (let next = work.take(); next; next = clock.now() < end ? work.take() : undefined) {
-        turn(next.member, Math.min(SLICE_MS, Math.max(MIN_SLICE_MS, ROUND_MS / (work.groups + 1))));
-      }
-    } finally {
-      inRound = false;
-    }
-    if (work.size > 0) scheduleRound();
-  }
-
-  /** One turn of a connection: handle its input for about `sliceMs`; queue it again if more waits. */
-  function turn(c: Session, sliceMs: number): void {
-    const start = clock.now();
-    while (c.inbox.length > 0 && !c.closed && !closing && !c.joining) {
-      const now = clock.now();
-      const elapsed = (now - c.refilledAt) / 1000;
-      c.tokens = Math.min(limits.opsBurst, c.tokens + elapsed * limits.opsPerSecond);
-      c.byteTokens = Math.min(limits.bytesBurst, c.byteTokens + elapsed * limits.bytesPerSecond);
-      c.refilledAt = now;
-      const u = c.userBucket;
-      if (u) {
-        u.tokens = Math.min(limits.userOpsBurst, u.tokens + ((now - u.refilledAt) / 1000) * limits.userOpsPerSecond);
-        u.refilledAt = now;
-      }
-      const next = c.inbox[0];
-      try {
-        if ('data' in next) {
-          if (c.tokens < 1 || c.byteTokens < 1 || (u && u.tokens < 1)) return waitForTokens(c);
-          // The server-wide decoding budget, for large frames (by the heap they decode to):
-          // they wait for others to be handled first (one is always allowed, so a frame larger
-          // than the budget still goes through). Small frames never wait for it, so a room that
-          // sends little is not held up behind rooms that send much; each connection has at
-          // most one frame decoded.
-          const large = next.heap > SMALL_FRAME_HEAP;
-          if (large && decoding > 0 && decoding + next.heap > limits.maxDecodingBytes) break;
-          c.inbox.shift();
-          c.queuedBytes -= Math.max(next.data.length, FRAME_OVERHEAD_BYTES);
-          c.byteTokens -= Math.max(next.data.length, next.heap / HEAP_PER_CHARGED_BYTE);
-          onFrame(c, next.data, next.isBinary, large ? next.heap : 0, now - next.at);
-        } else {
-          const host = c.host!; // ops frames are queued only after hello
-          const room = stats.room(host.name);
-          const cost = room?.costPerOp ?? 0.01;
-          const n = Math.min(next.ops.length - next.done, Math.max(1, Math.min(MAX_CHUNK_OPS, Math.floor((sliceMs - (now - start)) / cost))));
-          const ops = n === next.ops.length ? next.ops : next.ops.slice(next.done, next.done + n);
-          const ack = next.done === 0 ? next.ack : undefined;
-          next.done += n;
-          if (next.done === next.ops.length) {
-            c.inbox.shift();
-            decoding -= next.held;
-          }
-          host.receive(c.id, ack === undefined ? { t: 'ops', ops } : { t: 'ops', ops, ack });
-          if (room) room.costPerOp = Math.max(1e-4, 0.7 * room.costPerOp + (0.3 * (clock.now() - now)) / n);
-        }
-      } catch (e) {
-        // Never let one bad frame or bug take the process or the room's other clients down.
-        metrics.outputFailures.inc({ stage: 'frame' });
-        log.error({ conn: c.id, room: c.roomName, err: e instanceof Error ? e.stack : String(e) }, 'error handling frame');
-        cut(c, 'internal', 1011, `the server failed on this frame: ${errText(e)}`, true);
-      }
-      if (clock.now() - start >= sliceMs) break;
-    }
-    if (c.inbox.length > 0 && !c.closed && !closing && !c.joining) {
-      work.add(c.roomName, c);
-      scheduleRound();
-    }
-    flow(c);
-  }
-
-  /** Over its rate: no turn until the buckets refill; the connection stays paused meanwhile. */
-  function waitForTokens(c: Session): void {
-    metrics.rateLimited.inc();
-    const waitS = Math.max(
-      (1 - c.tokens) / limits.opsPerSecond,
-      (1 - c.byteTokens) / limits.bytesPerSecond,
-      c.userBucket ? (1 - c.userBucket.tokens) / limits.userOpsPerSecond : 0,
-    );
-    c.waitTimer = clock.setTimeout(
-      () =>
-        guard('rate', () => {
-          c.waitTimer = undefined;
-          ready(c);
-        }),
-      Math.max(1, Math.ceil(waitS * 1000)),
-    );
-    flow(c);
-  }
+  const scheduler: InputScheduler<Session> = new InputScheduler<Session>(clock, limits, {
+    frame: onFrame,
+    ops(c, ops, ack) {
+      c.host!.receive(c.id, ack === undefined ? { t: 'ops', ops } : { t: 'ops', ops, ack }); // ops frames are queued only after hello
+    },
+    costPerOp: (c) => stats.room(c.roomName)?.costPerOp,
+    measured(c, n, ms) {
+      const room = stats.room(c.roomName);
+      if (room) room.costPerOp = Math.max(1e-4, 0.7 * room.costPerOp + (0.3 * ms) / n);
+    },
+    failed(c, e) {
+      metrics.outputFailures.inc({ stage: 'frame' });
+      log.error({ conn: c.id, room: c.roomName, err: e instanceof Error ? e.stack : String(e) }, 'error handling frame');
+      cut(c, 'internal', 1011, `the server failed on this frame: ${errText(e)}`, true);
+    },
+    flow,
+    rateLimited: () => metrics.rateLimited.inc(),
+    guard,
+    closing: () => closing,
+  });
+  const ready = (c: Session) => scheduler.ready(c);
 
   /**
    * Stop reading a connection once its waiting input nears `maxQueuedBytes`: the transport holds
@@ -1089,8 +932,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
         queued += c.queuedBytes;
       }
       metrics.inputQueued.set(queued);
-      metrics.inputDecoding.set(decoding);
-      metrics.inputWaiting.set(work.size);
+      metrics.inputDecoding.set(scheduler.decoding);
+      metrics.inputWaiting.set(scheduler.waiting);
       metrics.pendingOutputs.set(waiting);
       stats.dropStale(now);
       metrics.rooms.set(registry.size);
