@@ -16,29 +16,18 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import pino, { type Logger } from 'pino';
-import {
-  HerculesError,
-  ServerCodec,
-  machineAt,
-  measureFrame,
-  type PeerPresence,
-  type AuthorizeOp,
-  type ErrorCode,
-  type LogEntry,
-  type Machine,
-  type ServerMessage,
-} from '@hercules/core';
+import { HerculesError, ServerCodec, machineAt, type AuthorizeOp, type LogEntry, type Machine } from '@hercules/core';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { ServiceMetrics } from './service-metrics.ts';
 import { BackendApi, type RoomFile, type RoomsPage, type RoomsQuery, type ServerRoom } from './backend-api.ts';
-import { FRAME_OVERHEAD_BYTES, InputScheduler, type InputSource, type UserBucket } from './input-scheduler.ts';
+import { InputScheduler } from './input-scheduler.ts';
 import { jwtAuthenticator, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';
 import { acceptClock, Admission, checkHello, isRefusal, roomFull, roomOf, type Admitted, type ConnectionRequest, type Refusal } from './admission.ts';
 import { systemClock, type Clock, type TimerHandle } from './clock.ts';
 import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
+import { Session, UserBuckets, errText, type SessionContext } from './session.ts';
 import { RoomRegistry } from './room-registry.ts';
-import type { RoomHost, RoomMember } from './room-host.ts';
 import type { RoomStore } from './store/room-store.ts';
 
 export { ROOMS_PAGE_DEFAULT, ROOMS_PAGE_MAX } from './backend-api.ts';
@@ -139,11 +128,6 @@ const READ_CHUNK_BYTES = 64 << 10;
  * at most 62 a second (16 ms pacing), 6% of the default op rate.
  */
 const PRESENCE_OP_COST = 1;
-/**
- * Presence for a connection whose unsent output is over this waits in a map of the latest value
- * per peer (the latest wins: a slow reader never needs older ones), sent when its output drains.
- */
-const PRESENCE_BACKLOG_BYTES = 64 << 10;
 /**
  * The options of a room service that `createServer` passes through as they are (its own add the
  * HTTP server and the store). Named apart from core's `RoomOptions` (a room engine's options),
@@ -267,32 +251,6 @@ export interface RoomService {
   close(): Promise<void>;
 }
 
-/** One client connection and its input, before and after it joined a room. */
-interface Session extends InputSource {
-  id: string;
-  conn: Connection;
-  /** When a server accepted it (ConnectionRequest.acceptedAt): its hello's `at`, whatever the client said. */
-  acceptedAt: number;
-  codec: ServerCodec;
-  roomName: string;
-  host?: RoomHost;
-  member?: RoomMember;
-  joining: boolean;
-  alive: boolean;
-  closed: boolean;
-  clientId?: string;
-  remote: string;
-  identity?: Identity;
-  access: 'read' | 'write';
-  /** Presence waiting for this connection's output to drain, the latest per peer (PRESENCE_BACKLOG_BYTES). */
-  presenceHeld?: Map<string, PeerPresence>;
-  /** The connection is paused because input of it waits: its silence is ours. */
-  paused: boolean;
-  helloTimer?: TimerHandle;
-  /** Closes the connection when its credential expires (Identity.expiresAt). */
-  expiryTimer?: TimerHandle;
-}
-
 /** Validate the limits: defaults filled in, unknown or non-positive ones refused. */
 export function resolveLimits(caller: string, opts: { limits?: Partial<Limits>; maxFrameBytes?: number }): Limits {
   const given = { ...DEFAULT_LIMITS, ...(opts.maxFrameBytes !== undefined ? { maxFrameBytes: opts.maxFrameBytes } : {}), ...(opts.limits ?? {}) };
@@ -373,10 +331,6 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
   // and per-room and per-connection work is wrapped closer still, so a failure is charged to
   // the room or connection it belongs to.
 
-  function errText(e: unknown): string {
-    return e instanceof Error ? e.message : String(e);
-  }
-
   /** Run `fn`; an exception is logged and counted, never thrown into a timer or an event emitter. */
   function guard(stage: string, fn: () => void): void {
     try {
@@ -385,18 +339,6 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       metrics.outputFailures.inc({ stage });
       log.error({ stage, err: e instanceof Error ? e.stack : String(e) }, `unexpected error in ${stage}; the server goes on`);
     }
-  }
-
-  /**
-   * Close a connection for a reason: tell it why (unless it cannot be told), count it by reason
-   * and log it. Every connection the service refuses or cuts goes through here or `refuse`.
-   */
-  function cut(c: Session, reason: ErrorCode, closeCode: number, message: string, fatal: boolean): void {
-    if (c.closed) return;
-    metrics.refusedConnections.inc({ reason });
-    log.info({ conn: c.id, room: c.roomName, remote: c.remote, user: c.identity?.user, client: c.clientId, reason }, `connection closed: ${message}`);
-    send(c, { t: 'error', code: reason, message, fatal });
-    closeSession(c, closeCode, reason.replaceAll('-', ' '));
   }
 
   // ------------------------------------------------------------ rooms
@@ -467,119 +409,12 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       let n = 0;
       for (const c of [...sessions.values()]) {
         if (c.closed || c.identity?.user !== user || (room !== undefined && c.roomName !== room)) continue;
-        cut(c, 'revoked', 4403, message, true);
+        c.cut('revoked', 4403, message, true);
         n++;
       }
       return n;
     },
   });
-
-  // ------------------------------------------------------------ sending
-
-  function send(c: Session, msg: ServerMessage): void {
-    if (c.closed) return;
-    if (msg.t === 'presence' && (c.presenceHeld || c.conn.bufferedAmount > PRESENCE_BACKLOG_BYTES)) return holdPresence(c, msg.peers);
-    let buf: Uint8Array;
-    try {
-      buf = c.codec.encode(msg);
-    } catch (e) {
-      // This message cannot be encoded (e.g. nesting deeper than the encoder's stack). Skipping
-      // it would leave a gap in this connection's log, and the codec's intern table may now be
-      // ahead of the client's: close this connection only. It resyncs from the log.
-      metrics.outputFailures.inc({ stage: 'encode' });
-      log.error(
-        { conn: c.id, room: c.roomName, msg: msg.t, err: errText(e) },
-        'cannot encode a message for this connection; closing it (the rest of the batch and the room go on)',
-      );
-      cut(
-        c,
-        'encode-failed',
-        1011,
-        `the server could not encode a ${msg.t} message for this connection (${errText(e).slice(0, 120)}); reconnect to resume`,
-        false,
-      );
-      return;
-    }
-    const backlog = c.conn.bufferedAmount;
-    // The bound is on backlog: one frame bigger than it (a large checkpoint) still goes out.
-    if (backlog > 0 && backlog + buf.length > limits.maxSendBufferBytes) {
-      // It cannot keep up; holding more for it would let one phone grow our memory without
-      // bound. Cut it off: it reconnects and catches up from the log or a checkpoint.
-      slowConsumer(c, backlog, `unsent output over ${limits.maxSendBufferBytes} bytes`);
-      return;
-    }
-    c.conn.send(buf);
-    metrics.framesOut.inc();
-    metrics.frameSent(msg.t);
-    metrics.bytesOut.inc(buf.length);
-  }
-
-  /**
-   * Presence for a connection that is behind on its output waits here, the latest value per peer
-   * (a slow reader needs no older one), so it holds at most one value per client of the room;
-   * a reader so slow that more clients came and went than the room holds is a slow consumer.
-   */
-  function holdPresence(c: Session, peers: readonly PeerPresence[]): void {
-    const held = (c.presenceHeld ??= new Map());
-    for (const p of peers) {
-      held.delete(p.client); // re-inserted last: the held peers go out in the order they changed
-      held.set(p.client, p);
-    }
-    if (held.size > 2 * limits.maxClientsPerRoom) slowConsumer(c, c.conn.bufferedAmount, `presence of ${held.size} clients held for it`);
-  }
-
-  /** Its output drained: the presence held for it goes out in one frame. */
-  function releaseHeldPresence(c: Session): void {
-    const held = c.presenceHeld;
-    if (!held || c.closed || c.conn.bufferedAmount > PRESENCE_BACKLOG_BYTES) return;
-    c.presenceHeld = undefined;
-    send(c, { t: 'presence', peers: [...held.values()] });
-  }
-
-  function slowConsumer(c: Session, backlog: number, why: string): void {
-    if (c.closed) return;
-    metrics.slowConsumers.inc();
-    metrics.refusedConnections.inc({ reason: 'slow-consumer' });
-    log.warn({ conn: c.id, room: c.roomName, remote: c.remote, buffered: backlog, reason: 'slow-consumer' }, `slow consumer (${why}); disconnecting it`);
-    markClosed(c);
-    c.conn.terminate();
-  }
-
-  function closeSession(c: Session, code: number, reason: string): void {
-    if (c.closed) return;
-    markClosed(c);
-    c.conn.close(code, reason);
-  }
-
-  /** No more input from this connection is handled: drop what it queued, now. */
-  function markClosed(c: Session): void {
-    c.closed = true;
-    if (c.helloTimer) clock.clearTimeout(c.helloTimer);
-    if (c.waitTimer) clock.clearTimeout(c.waitTimer);
-    if (c.expiryTimer) clock.clearTimeout(c.expiryTimer);
-    c.helloTimer = c.waitTimer = c.expiryTimer = undefined;
-    c.presenceHeld = undefined;
-    scheduler.drop(c);
-  }
-
-  /** The session as its room sees it. */
-  function memberOf(c: Session): RoomMember {
-    return {
-      id: c.id,
-      send: (msg) => send(c, msg),
-      close(code, reason, refused) {
-        if (c.closed) return;
-        if (refused !== undefined) {
-          metrics.refusedConnections.inc({ reason: refused });
-          log.info(
-            { conn: c.id, room: c.roomName, remote: c.remote, user: c.identity?.user, client: c.clientId, reason: refused },
-            refused === 'storage-failed' ? `connection closed: ${reason}` : `connection closed by the room: ${refused}`,
-          );
-        }
-        closeSession(c, code, refused === 'storage-failed' ? 'storage failed' : reason);
-      },
-    };
-  }
 
   // ------------------------------------------------------------ frames
 
@@ -592,7 +427,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     metrics.bytesIn.inc(data.length);
     if (!isBinary) {
       metrics.malformed.inc();
-      cut(c, 'malformed-frame', 1003, 'Hercules speaks binary frames only; use @hercules/client', true);
+      c.cut('malformed-frame', 1003, 'Hercules speaks binary frames only; use @hercules/client', true);
       return;
     }
     let frame: unknown;
@@ -601,7 +436,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       frame = c.codec.decode(data);
     } catch (e) {
       metrics.malformed.inc();
-      cut(c, 'malformed-frame', 1007, errText(e), true);
+      c.cut('malformed-frame', 1007, errText(e), true);
       return;
     }
     if (!c.host) return join(c, frame);
@@ -609,30 +444,13 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       metrics.opPath.observe({ stage: 'queued' }, queuedMs / 1000);
       metrics.opPath.observe({ stage: 'decode' }, (clock.now() - decodeStart) / 1000);
       // Charged in full now; handled in runs over the next turns (see turn()).
-      chargeOps(c, frame.ops.length);
+      c.chargeOps(frame.ops.length);
       // An ack the frame carries (VIS-ACK-WITH-OPS) goes to the room with its first run of ops.
       scheduler.pushOps(c, frame.ops, held, (frame as { ack?: unknown }).ack);
     } else {
-      if ((frame as { t?: unknown } | null)?.t === 'presence') chargeOps(c, PRESENCE_OP_COST);
+      if ((frame as { t?: unknown } | null)?.t === 'presence') c.chargeOps(PRESENCE_OP_COST);
       c.host.receive(c.id, frame);
     }
-  }
-
-  /** Take `n` from the connection's op bucket and its user's (they may go negative: the next frame waits). */
-  function chargeOps(c: Session, n: number): void {
-    c.tokens -= n;
-    if (c.userBucket) c.userBucket.tokens -= n;
-  }
-
-  /**
-   * A frame measureFrame refused before decoding it: over the decoded-size bound, `too-large`
-   * with 1009 (as a frame over maxFrameBytes), or not one MessagePack value, `malformed-frame`
-   * with 1007 (as a frame that fails to decode). Fatal: the client library never sends either.
-   */
-  function refuseFrame(c: Session, e: unknown): void {
-    const tooLarge = e instanceof HerculesError && e.code === 'too-large';
-    if (!tooLarge) metrics.malformed.inc();
-    cut(c, tooLarge ? 'too-large' : 'malformed-frame', tooLarge ? 1009 : 1007, errText(e), true);
   }
 
   /** The first frame must be hello: it names the machine, which picks (or creates) the room. Its input waits meanwhile. */
@@ -640,7 +458,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     const checked = checkHello(frame, machines);
     if (isRefusal(checked)) {
       if (checked.closeCode === 1008) metrics.malformed.inc();
-      cut(c, checked.code, checked.closeCode, checked.message, checked.fatal);
+      c.cut(checked.code, checked.closeCode, checked.message, checked.fatal);
       return;
     }
     c.joining = true;
@@ -649,12 +467,12 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
         guard('join', () => {
           c.joining = false;
           if (c.closed || closing) return;
-          if (typeof host === 'string') return cut(c, 'machine-mismatch', 4002, host, true);
+          if (typeof host === 'string') return c.cut('machine-mismatch', 4002, host, true);
           const full = roomFull(c.roomName, host.memberCount, limits.maxClientsPerRoom);
-          if (full) return cut(c, full.code, full.closeCode, full.message, full.fatal);
+          if (full) return c.cut(full.code, full.closeCode, full.message, full.fatal);
           c.host = host;
           c.clientId = checked.hello.client;
-          c.member = memberOf(c);
+          c.member = c.asMember();
           host.join(c.member, { ...(c.identity ? { user: c.identity.user } : {}), access: c.access, ...readerPresence(c) });
           // Which of two connections of this client id is newer is the server's to say: a client
           // whose clock went back an hour was refused `replaced` until its dead connection went.
@@ -666,12 +484,12 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           c.joining = false;
           if (c.closed || closing) return;
           // The room runs a version this server cannot run (docs/migrations.md): retrying cannot help.
-          if (e instanceof HerculesError && (e.code === 'server-too-old' || e.code === 'machine-mismatch')) return cut(c, e.code, 4002, e.message, true);
+          if (e instanceof HerculesError && (e.code === 'server-too-old' || e.code === 'machine-mismatch')) return c.cut(e.code, 4002, e.message, true);
           metrics.storageErrors.inc();
           log.error({ room: c.roomName, err: errText(e) }, 'cannot load room');
           // Not fatal: a store that is down or slow (a full disk, a replicated log electing a
           // leader, a shard changing owner) comes back; the client retries with backoff.
-          cut(c, 'storage-failed', 1011, `the server cannot load room ${c.roomName} now: ${errText(e)}; retrying`, false);
+          c.cut('storage-failed', 1011, `the server cannot load room ${c.roomName} now: ${errText(e)}; retrying`, false);
         }),
     );
   }
@@ -691,30 +509,14 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     failed(c, e) {
       metrics.outputFailures.inc({ stage: 'frame' });
       log.error({ conn: c.id, room: c.roomName, err: e instanceof Error ? e.stack : String(e) }, 'error handling frame');
-      cut(c, 'internal', 1011, `the server failed on this frame: ${errText(e)}`, true);
+      c.cut('internal', 1011, `the server failed on this frame: ${errText(e)}`, true);
     },
-    flow,
+    flow: (c) => c.flow(pauseAtBytes),
     rateLimited: () => metrics.rateLimited.inc(),
     guard,
     closing: () => closing,
   });
   const ready = (c: Session) => scheduler.ready(c);
-
-  /**
-   * Stop reading a connection once its waiting input nears `maxQueuedBytes`: the transport holds
-   * the rest, not our memory. Not as soon as anything waits: a connection read one frame per turn
-   * falls behind a busy client's small frames (its ops and acks) whenever a round takes longer
-   * than the client's gap between frames, as under a flood next door, and its delays grew without
-   * end. The margin: a frame being read when the threshold is crossed (at most maxFrameBytes), and
-   * what one socket read still delivers after the pause.
-   */
-  function flow(c: Session): void {
-    const hold = c.inbox.length > 0 && !c.closed && c.queuedBytes >= pauseAtBytes;
-    if (hold === c.paused || !c.conn.isOpen) return;
-    c.paused = hold;
-    if (hold) c.conn.pause();
-    else c.conn.resume();
-  }
 
   // ------------------------------------------------------------ connections
 
@@ -730,26 +532,6 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     });
   }
 
-  /** Close `c` when its credential expires; a client with a token function returns with a fresh one. */
-  function armExpiry(c: Session): void {
-    const at = c.identity?.expiresAt;
-    if (at === undefined || !Number.isFinite(at)) return;
-    const wait = at - Date.now(); // expiry is wall-clock time, like the token's `exp`
-    if (wait <= 0) {
-      cut(c, 'unauthenticated', 4401, `the credential expired at ${new Date(at).toISOString()}; reconnect with a fresh token`, true);
-      return;
-    }
-    // Timers take at most 2^31 - 1 ms (24.8 days): a longer wait is armed in steps.
-    c.expiryTimer = clock.setTimeout(
-      () =>
-        guard('credential-expiry', () => {
-          c.expiryTimer = undefined;
-          if (!c.closed) armExpiry(c);
-        }),
-      Math.min(wait, 2 ** 31 - 1),
-    );
-  }
-
   /** A read-only connection's say on presence, when `readersPresence` is a hook (a hook that throws says no). */
   function readerPresence(c: Session): { presence?: boolean } {
     const hook = opts.readersPresence;
@@ -762,22 +544,21 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     }
   }
 
-  /** Buckets of the users with open connections (Limits.userOpsPerSecond). */
-  const userBuckets = new Map<string, UserBucket>();
-  function userBucketFor(user: string): UserBucket {
-    let b = userBuckets.get(user);
-    if (!b) userBuckets.set(user, (b = { tokens: limits.userOpsBurst, refilledAt: clock.now(), connections: 0 }));
-    b.connections++;
-    return b;
-  }
-  /** A closed connection lets go of its user's bucket; the last one drops it (memory: users with connections). */
-  function releaseUserBucket(c: Session): void {
-    const b = c.userBucket;
-    const user = c.identity?.user;
-    if (!b || user === undefined) return;
-    c.userBucket = undefined;
-    if (--b.connections === 0 && userBuckets.get(user) === b) userBuckets.delete(user);
-  }
+  const userBuckets = new UserBuckets(clock, limits.userOpsBurst);
+  const sessionContext: SessionContext = {
+    clock,
+    limits,
+    metrics,
+    log,
+    userBuckets,
+    input: scheduler,
+    guard,
+    closing: () => closing,
+    closed(c) {
+      sessions.delete(c.id);
+      metrics.connections.set(sessions.size);
+    },
+  };
 
   function start(raw: Connection, admitted: Admitted, acceptedAt: number): void {
     if (closing) {
@@ -785,88 +566,11 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       return;
     }
     const conn = halfRtt > 0 ? delayedConnection(raw, halfRtt, clock) : raw;
-    const c: Session = {
-      id: `k${++nextConn}`,
-      conn,
-      acceptedAt,
-      codec: new ServerCodec(),
-      roomName: admitted.room,
-      joining: false,
-      alive: true,
-      closed: false,
-      remote: conn.remote,
-      ...(admitted.identity ? { identity: admitted.identity } : {}),
-      access: admitted.access,
-      tokens: limits.opsBurst,
-      byteTokens: limits.bytesBurst,
-      refilledAt: clock.now(),
-      ...(admitted.identity ? { userBucket: userBucketFor(admitted.identity.user) } : {}),
-      inbox: [],
-      queuedBytes: 0,
-      paused: false,
-    };
+    const c = new Session(sessionContext, `k${++nextConn}`, conn, admitted, acceptedAt);
     sessions.set(c.id, c);
     metrics.connections.set(sessions.size);
     log.debug({ conn: c.id, room: c.roomName, remote: c.remote, user: admitted.identity?.user, access: c.access }, 'connection open');
-    // A connection that never completes a first frame holds a socket and a parser: close it.
-    c.helloTimer = clock.setTimeout(
-      () =>
-        guard('hello-timeout', () => {
-          c.helloTimer = undefined;
-          if (!c.closed && !c.host && !c.joining)
-            cut(c, 'hello-timeout', 4010, `no hello within ${limits.helloTimeoutMs} ms of connecting; a client says hello as soon as it connects`, false);
-        }),
-      limits.helloTimeoutMs,
-    );
-    armExpiry(c);
-    conn.listen({
-      pong() {
-        c.alive = true;
-      },
-      message: (data, isBinary) =>
-        guard('message', () => {
-          c.alive = true;
-          if (c.closed || closing) return;
-          if (c.helloTimer) {
-            clock.clearTimeout(c.helloTimer);
-            c.helloTimer = undefined;
-          }
-          const size = Math.max(data.length, FRAME_OVERHEAD_BYTES);
-          if (c.queuedBytes + size > limits.maxQueuedBytes) {
-            // Only a peer that ignores backpressure gets here: the connection was paused long before.
-            cut(
-              c,
-              'rate-limited',
-              4008,
-              `more than ${limits.maxQueuedBytes} bytes of frames queued while the server was not reading this connection; reconnect and send slower`,
-              false,
-            );
-            return;
-          }
-          // Its decoded size, from its bytes: a frame over the bound is refused before it is decoded.
-          let heap = 0;
-          if (isBinary) {
-            try {
-              heap = measureFrame(data).heap;
-            } catch (e) {
-              refuseFrame(c, e);
-              return;
-            }
-          }
-          c.inbox.push({ data, isBinary, at: clock.now(), heap });
-          c.queuedBytes += size;
-          ready(c);
-        }),
-      close: () =>
-        guard('close', () => {
-          markClosed(c);
-          sessions.delete(c.id);
-          releaseUserBucket(c);
-          metrics.connections.set(sessions.size);
-          c.host?.leave(c.id);
-          log.debug({ conn: c.id }, 'connection closed');
-        }),
-    });
+    c.open();
   }
 
   const admission = new Admission({ authenticate, access: opts.access, maxConnections: limits.maxConnections, openConnections: () => sessions.size, log });
@@ -927,7 +631,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       }
       let queued = 0;
       for (const c of sessions.values()) {
-        releaseHeldPresence(c);
+        c.releaseHeldPresence();
         buffered += c.conn.bufferedAmount;
         queued += c.queuedBytes;
       }
@@ -950,29 +654,10 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     guard('heartbeat', () => {
       for (const c of sessions.values()) {
         try {
-          if (c.paused) {
-            c.alive = true; // not read from because its input waits for a turn or for tokens: pongs wait too
-            continue;
-          }
-          if (!c.alive) {
-            if (!c.closed) {
-              metrics.refusedConnections.inc({ reason: 'heartbeat-timeout' });
-              log.info(
-                { conn: c.id, room: c.roomName, remote: c.remote, reason: 'heartbeat-timeout' },
-                `connection closed: no frame or pong for ${heartbeatMs} ms`,
-              );
-            }
-            markClosed(c);
-            c.conn.terminate();
-            continue;
-          }
-          c.alive = false;
-          c.conn.ping?.();
-          if (c.host) send(c, { t: 'ping' });
+          c.heartbeat(heartbeatMs);
         } catch (e) {
           log.warn({ conn: c.id, err: errText(e) }, 'heartbeat failed for a connection; dropping it');
-          markClosed(c);
-          c.conn.terminate();
+          c.terminate();
         }
       }
     });
