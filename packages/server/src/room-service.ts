@@ -20,14 +20,14 @@ import { HerculesError, ServerCodec, machineAt, type AuthorizeOp, type LogEntry,
 import { createMetrics, type Metrics } from './metrics.ts';
 import { ServiceMetrics } from './service-metrics.ts';
 import { BackendApi, type RoomFile, type RoomsPage, type RoomsQuery, type ServerRoom } from './backend-api.ts';
-import { InputScheduler } from './input-scheduler.ts';
+import { InputScheduler, type SchedulerHooks } from './input-scheduler.ts';
 import { jwtAuthenticator, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';
 import { acceptClock, Admission, checkHello, isRefusal, roomFull, roomOf, type Admitted, type ConnectionRequest, type Refusal } from './admission.ts';
 import { systemClock, type Clock, type TimerHandle } from './clock.ts';
 import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
 import { Session, UserBuckets, errText, type SessionContext } from './session.ts';
-import { RoomRegistry } from './room-registry.ts';
+import { RoomRegistry, type RoomRegistryEvents } from './room-registry.ts';
 import type { RoomStore } from './store/room-store.ts';
 
 export { ROOMS_PAGE_DEFAULT, ROOMS_PAGE_MAX } from './backend-api.ts';
@@ -304,19 +304,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
   const limits = resolveLimits(caller, opts);
   /** A connection is paused once this much of its input waits (see flow()). */
   const pauseAtBytes = limits.maxQueuedBytes - limits.maxFrameBytes - READ_CHUNK_BYTES;
-  if (opts.authenticate && opts.jwt) throw new HerculesError('bad-argument', `${caller}: give \`authenticate\` or \`jwt\`, not both`);
-  const authenticate: Authenticate | undefined = opts.jwt ? jwtAuthenticator(opts.jwt) : opts.authenticate;
-  if (authenticate !== undefined && typeof authenticate !== 'function')
-    throw new HerculesError('bad-argument', `${caller}: \`authenticate\` must be a function (request) => identity`);
-  if (opts.access !== undefined && typeof opts.access !== 'function')
-    throw new HerculesError('bad-argument', `${caller}: \`access\` must be a function (identity, room) => access`);
-  if (opts.authorize !== undefined && typeof opts.authorize !== 'function')
-    throw new HerculesError('bad-argument', `${caller}: \`authorize\` must be a function (op, ctx, state) => verdict`);
-  if (opts.readersPresence !== undefined && typeof opts.readersPresence !== 'boolean' && typeof opts.readersPresence !== 'function')
-    throw new HerculesError('bad-argument', `${caller}: \`readersPresence\` must be true, false or a function (identity, room) => boolean`);
-  const pe = opts.presenceEveryMs;
-  if (pe !== undefined && !(typeof pe === 'number' && pe >= 0 && Number.isFinite(pe)))
-    throw new HerculesError('bad-argument', `${caller}: \`presenceEveryMs\` must be a non-negative number of milliseconds, got ${String(pe)}`);
+  const authenticate = checkHooks(caller, opts);
   const log: Logger = typeof opts.log === 'object' ? opts.log : pino({ level: opts.log ?? 'info', base: { svc: 'hercules' } });
   const metrics = opts.metrics ?? createMetrics();
   const clock = opts.clock ?? systemClock;
@@ -343,7 +331,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   // ------------------------------------------------------------ rooms
 
-  const registry = new RoomRegistry({
+  const registry: RoomRegistry = new RoomRegistry({
     store: opts.store,
     clock,
     ackTimeoutMs,
@@ -353,51 +341,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     checkpointEvery: opts.checkpointEvery,
     commitWindowMs: opts.commitWindowMs,
     idleUnloadMs: opts.idleUnloadMs,
-    events: {
-      loaded(host, loaded) {
-        stats.roomLoaded(host.name);
-        metrics.rooms.set(registry.size);
-        const e = host.engine;
-        log.info({ room: host.name, machine: host.machine.name, head: e.head(), stable: e.stableFrontier() }, loaded.fresh ? 'room created' : 'room loaded');
-      },
-      unloaded(name) {
-        stats.roomGone(name);
-        metrics.rooms.set(registry.size);
-        log.debug({ room: name }, 'room unloaded (idle)');
-      },
-      failed(host, stage, e, why) {
-        stats.roomGone(host.name);
-        metrics.rooms.set(registry.size);
-        if (stage === 'evicted') {
-          log.info({ room: host.name, why }, `room ${host.name} stopped: ${why}`);
-          return;
-        }
-        stats.roomFailed(stage, e);
-        log.error(
-          { room: host.name, stage, err: e instanceof Error ? e.stack : String(e), why },
-          `room ${host.name} failed in ${stage}; dropping it from memory so it reloads from its store (other rooms are not affected)`,
-        );
-      },
-      warning(host, m) {
-        log.warn({ room: host.name }, m);
-      },
-      delivered: (host, out, at, now, path) => stats.delivered(host.name, out, at, now, path),
-      committedEntries(host, entries) {
-        // A hook that throws is logged; the room and the other hooks go on.
-        const call = (fn: () => void) => {
-          try {
-            fn();
-          } catch (e) {
-            log.warn({ room: host.name, err: errText(e) }, 'an onCommit hook threw; the room goes on');
-          }
-        };
-        if (opts.onCommit) call(() => opts.onCommit!(host.name, entries));
-        for (const fn of backend.commitListeners(host.name)) call(() => fn(entries));
-      },
-      releaseFailed(name, e) {
-        log.warn({ room: name, err: errText(e) }, 'handing a room back to its store failed (checkpoint on unload); the log is intact');
-      },
-    },
+    events: roomEvents({ stats, metrics, log, size: (): number => registry.size, onCommit: opts.onCommit, listeners: (room) => backend.commitListeners(room) }),
   });
 
   const backend = new BackendApi({
@@ -418,131 +362,29 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   // ------------------------------------------------------------ frames
 
-  /**
-   * `held`: the heap counted in the decoding budget while the frame's ops are handled (0: a small
-   * frame); `queuedMs`: how long the frame waited for its turn since it arrived (for opPath).
-   */
-  function onFrame(c: Session, data: Uint8Array, isBinary: boolean, held: number, queuedMs: number): void {
-    metrics.framesIn.inc();
-    metrics.bytesIn.inc(data.length);
-    if (!isBinary) {
-      metrics.malformed.inc();
-      c.cut('malformed-frame', 1003, 'Hercules speaks binary frames only; use @hercules/client', true);
-      return;
-    }
-    let frame: unknown;
-    const decodeStart = clock.now();
-    try {
-      frame = c.codec.decode(data);
-    } catch (e) {
-      metrics.malformed.inc();
-      c.cut('malformed-frame', 1007, errText(e), true);
-      return;
-    }
-    if (!c.host) return join(c, frame);
-    if (isOpsFrame(frame)) {
-      metrics.opPath.observe({ stage: 'queued' }, queuedMs / 1000);
-      metrics.opPath.observe({ stage: 'decode' }, (clock.now() - decodeStart) / 1000);
-      // Charged in full now; handled in runs over the next turns (see turn()).
-      c.chargeOps(frame.ops.length);
-      // An ack the frame carries (VIS-ACK-WITH-OPS) goes to the room with its first run of ops.
-      scheduler.pushOps(c, frame.ops, held, (frame as { ack?: unknown }).ack);
-    } else {
-      if ((frame as { t?: unknown } | null)?.t === 'presence') c.chargeOps(PRESENCE_OP_COST);
-      c.host.receive(c.id, frame);
-    }
-  }
-
-  /** The first frame must be hello: it names the machine, which picks (or creates) the room. Its input waits meanwhile. */
-  function join(c: Session, frame: unknown): void {
-    const checked = checkHello(frame, machines);
-    if (isRefusal(checked)) {
-      if (checked.closeCode === 1008) metrics.malformed.inc();
-      c.cut(checked.code, checked.closeCode, checked.message, checked.fatal);
-      return;
-    }
-    c.joining = true;
-    registry.acquire(c.roomName, checked.machine, { join: true }).then(
-      (host) =>
-        guard('join', () => {
-          c.joining = false;
-          if (c.closed || closing) return;
-          if (typeof host === 'string') return c.cut('machine-mismatch', 4002, host, true);
-          const full = roomFull(c.roomName, host.memberCount, limits.maxClientsPerRoom);
-          if (full) return c.cut(full.code, full.closeCode, full.message, full.fatal);
-          c.host = host;
-          c.clientId = checked.hello.client;
-          c.member = c.asMember();
-          host.join(c.member, { ...(c.identity ? { user: c.identity.user } : {}), access: c.access, ...readerPresence(c) });
-          // Which of two connections of this client id is newer is the server's to say: a client
-          // whose clock went back an hour was refused `replaced` until its dead connection went.
-          host.receive(c.id, { ...checked.hello, at: c.acceptedAt });
-          ready(c);
-        }),
-      (e) =>
-        guard('join', () => {
-          c.joining = false;
-          if (c.closed || closing) return;
-          // The room runs a version this server cannot run (docs/migrations.md): retrying cannot help.
-          if (e instanceof HerculesError && (e.code === 'server-too-old' || e.code === 'machine-mismatch')) return c.cut(e.code, 4002, e.message, true);
-          metrics.storageErrors.inc();
-          log.error({ room: c.roomName, err: errText(e) }, 'cannot load room');
-          // Not fatal: a store that is down or slow (a full disk, a replicated log electing a
-          // leader, a shard changing owner) comes back; the client retries with backoff.
-          c.cut('storage-failed', 1011, `the server cannot load room ${c.roomName} now: ${errText(e)}; retrying`, false);
-        }),
-    );
-  }
+  const frames: FrameDeps = {
+    metrics,
+    log,
+    clock,
+    limits,
+    machines,
+    registry,
+    readersPresence: opts.readersPresence,
+    scheduler: () => scheduler,
+    guard,
+    closing: () => closing,
+  };
+  const onFrame = (c: Session, data: Uint8Array, isBinary: boolean, held: number, queuedMs: number) => handleFrame(frames, c, data, isBinary, held, queuedMs);
 
   // ------------------------------------------------------------ input scheduling
 
-  const scheduler: InputScheduler<Session> = new InputScheduler<Session>(clock, limits, {
-    frame: onFrame,
-    ops(c, ops, ack) {
-      c.host!.receive(c.id, ack === undefined ? { t: 'ops', ops } : { t: 'ops', ops, ack }); // ops frames are queued only after hello
-    },
-    costPerOp: (c) => stats.room(c.roomName)?.costPerOp,
-    measured(c, n, ms) {
-      const room = stats.room(c.roomName);
-      if (room) room.costPerOp = Math.max(1e-4, 0.7 * room.costPerOp + (0.3 * ms) / n);
-    },
-    failed(c, e) {
-      metrics.outputFailures.inc({ stage: 'frame' });
-      log.error({ conn: c.id, room: c.roomName, err: e instanceof Error ? e.stack : String(e) }, 'error handling frame');
-      c.cut('internal', 1011, `the server failed on this frame: ${errText(e)}`, true);
-    },
-    flow: (c) => c.flow(pauseAtBytes),
-    rateLimited: () => metrics.rateLimited.inc(),
-    guard,
-    closing: () => closing,
-  });
-  const ready = (c: Session) => scheduler.ready(c);
+  const scheduler: InputScheduler<Session> = new InputScheduler<Session>(
+    clock,
+    limits,
+    schedulerHooks({ stats, metrics, log, pauseAtBytes, guard, closing: () => closing, frame: onFrame }),
+  );
 
-  // ------------------------------------------------------------ connections
-
-  /** Refuse a connection that was accepted only so the client can read why (browsers see no HTTP status). */
-  function refuse(conn: Connection, r: Refusal): void {
-    metrics.refusedConnections.inc({ reason: r.code });
-    log.info({ remote: conn.remote, reason: r.code }, `connection refused: ${r.message}`);
-    const c = halfRtt > 0 ? delayedConnection(conn, halfRtt, clock) : conn;
-    c.listen({ message() {}, close() {} });
-    guard('refuse', () => {
-      c.send(new ServerCodec().encode({ t: 'error', code: r.code, message: r.message, fatal: r.fatal }));
-      c.close(r.closeCode, r.message);
-    });
-  }
-
-  /** A read-only connection's say on presence, when `readersPresence` is a hook (a hook that throws says no). */
-  function readerPresence(c: Session): { presence?: boolean } {
-    const hook = opts.readersPresence;
-    if (c.access !== 'read' || typeof hook !== 'function') return {};
-    try {
-      return { presence: hook(c.identity, c.roomName) === true };
-    } catch (e) {
-      log.warn({ room: c.roomName, user: c.identity?.user, err: errText(e) }, 'the readersPresence hook threw; this reader may not set presence');
-      return { presence: false };
-    }
-  }
+  const refuse = (conn: Connection, r: Refusal) => refuseConnection({ metrics, log, clock, halfRtt, guard }, conn, r);
 
   const userBuckets = new UserBuckets(clock, limits.userOpsBurst);
   const sessionContext: SessionContext = {
@@ -577,26 +419,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxFrameBytes, perMessageDeflate: false });
 
-  function handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    guard('upgrade', () => {
-      socket.on('error', () => {}); // a peer that vanishes mid-handshake is not our error
-      const accept = (fn: (ws: WebSocket) => void) =>
-        guard('upgrade', () => {
-          if (socket.destroyed) return;
-          wss.handleUpgrade(req, socket, head, (ws) => guard('upgrade', () => fn(ws)));
-        });
-      const remote = req.socket.remoteAddress ?? '?';
-      const acceptedAt = acceptClock();
-      if (closing) return accept((ws) => ws.close(1001, 'server shutting down'));
-      // Refusals that need no hook are answered at once; admission repeats the cheap checks.
-      const room = roomOf(req);
-      if (typeof room !== 'string') return accept((ws) => refuse(wsConnection(ws, remote), room));
-      admission.admit(req).then(
-        (r) => accept((ws) => (isRefusal(r) ? refuse(wsConnection(ws, remote), r) : start(wsConnection(ws, remote), r, acceptedAt))),
-        (e) => log.error({ err: (e as Error).stack }, 'admitting a connection failed'),
-      );
-    });
-  }
+  const handleUpgrade = upgradeHandler({ guard, wss, closing: () => closing, admission, refuse, start, log });
 
   async function handleConnection(conn: Connection, request: ConnectionRequest): Promise<void> {
     if (closing) {
@@ -615,55 +438,32 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
   // for the default 2 s) Fig. 15 measured Visible stalls 280 ms past ack timeout + RTT. A tick
   // walks the loaded rooms' members only, so 10 per second costs little.
   const tickEvery = Math.min(100, Math.max(25, Math.floor(ackTimeoutMs / 20)));
-  let ticker: TimerHandle | undefined;
-  const tick = () => {
-    guard('tick', () => {
-      registry.tick();
-      const now = clock.now();
-      let members = 0,
-        unstable = 0,
-        buffered = 0,
-        waiting = 0;
-      for (const host of registry.hostsInMemory()) {
-        members += host.engine.members().length;
-        unstable += host.engine.suffixLength();
-        waiting += host.waiting;
-      }
-      let queued = 0;
-      for (const c of sessions.values()) {
-        c.releaseHeldPresence();
-        buffered += c.conn.bufferedAmount;
-        queued += c.queuedBytes;
-      }
-      metrics.inputQueued.set(queued);
-      metrics.inputDecoding.set(scheduler.decoding);
-      metrics.inputWaiting.set(scheduler.waiting);
-      metrics.pendingOutputs.set(waiting);
-      stats.dropStale(now);
-      metrics.rooms.set(registry.size);
-      metrics.members.set(members);
-      metrics.unstable.set(unstable);
-      metrics.sendBuffer.set(buffered);
-    });
-    if (!closing) ticker = clock.setTimeout(tick, tickEvery);
-  };
-  ticker = clock.setTimeout(tick, tickEvery);
-
-  let heartbeat: TimerHandle | undefined;
-  const beat = () => {
-    guard('heartbeat', () => {
-      for (const c of sessions.values()) {
-        try {
-          c.heartbeat(heartbeatMs);
-        } catch (e) {
-          log.warn({ conn: c.id, err: errText(e) }, 'heartbeat failed for a connection; dropping it');
-          c.terminate();
+  const stopTicks = every(
+    clock,
+    tickEvery,
+    () => closing,
+    () =>
+      guard('tick', () => {
+        registry.tick();
+        sample({ registry, sessions: sessions.values(), scheduler, stats, metrics, now: clock.now() });
+      }),
+  );
+  const stopBeats = every(
+    clock,
+    heartbeatMs,
+    () => closing,
+    () =>
+      guard('heartbeat', () => {
+        for (const c of sessions.values()) {
+          try {
+            c.heartbeat(heartbeatMs);
+          } catch (e) {
+            log.warn({ conn: c.id, err: errText(e) }, 'heartbeat failed for a connection; dropping it');
+            c.terminate();
+          }
         }
-      }
-    });
-    if (!closing) heartbeat = clock.setTimeout(beat, heartbeatMs);
-  };
-  heartbeat = clock.setTimeout(beat, heartbeatMs);
+      }),
+  );
 
   return {
     handleUpgrade,
@@ -682,13 +482,316 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     async close() {
       if (closing) return;
       closing = true;
-      if (ticker) clock.clearTimeout(ticker);
-      if (heartbeat) clock.clearTimeout(heartbeat);
+      stopTicks();
+      stopBeats();
       for (const c of sessions.values()) c.conn.close(1001, 'server shutting down');
       await new Promise<void>((r) => wss.close(() => r()));
       await registry.close();
     },
   };
+}
+
+/** The hooks among the options, checked; the authenticator they give (`jwt` or `authenticate`). */
+function checkHooks(caller: string, opts: ServiceOptions): Authenticate | undefined {
+  if (opts.authenticate && opts.jwt) throw new HerculesError('bad-argument', `${caller}: give \`authenticate\` or \`jwt\`, not both`);
+  const authenticate: Authenticate | undefined = opts.jwt ? jwtAuthenticator(opts.jwt) : opts.authenticate;
+  if (authenticate !== undefined && typeof authenticate !== 'function')
+    throw new HerculesError('bad-argument', `${caller}: \`authenticate\` must be a function (request) => identity`);
+  if (opts.access !== undefined && typeof opts.access !== 'function')
+    throw new HerculesError('bad-argument', `${caller}: \`access\` must be a function (identity, room) => access`);
+  if (opts.authorize !== undefined && typeof opts.authorize !== 'function')
+    throw new HerculesError('bad-argument', `${caller}: \`authorize\` must be a function (op, ctx, state) => verdict`);
+  if (opts.readersPresence !== undefined && typeof opts.readersPresence !== 'boolean' && typeof opts.readersPresence !== 'function')
+    throw new HerculesError('bad-argument', `${caller}: \`readersPresence\` must be true, false or a function (identity, room) => boolean`);
+  const pe = opts.presenceEveryMs;
+  if (pe !== undefined && !(typeof pe === 'number' && pe >= 0 && Number.isFinite(pe)))
+    throw new HerculesError('bad-argument', `${caller}: \`presenceEveryMs\` must be a non-negative number of milliseconds, got ${String(pe)}`);
+  return authenticate;
+}
+
+/** How the service hears of its rooms: counted in the metrics, logged, and commits handed to the hooks. */
+function roomEvents(d: {
+  stats: ServiceMetrics;
+  metrics: Metrics;
+  log: Logger;
+  size: () => number;
+  onCommit: ServiceOptions['onCommit'];
+  listeners: (room: string) => Iterable<(entries: readonly LogEntry[]) => void>;
+}): RoomRegistryEvents {
+  return {
+    loaded(host, loaded) {
+      d.stats.roomLoaded(host.name);
+      d.metrics.rooms.set(d.size());
+      const e = host.engine;
+      d.log.info({ room: host.name, machine: host.machine.name, head: e.head(), stable: e.stableFrontier() }, loaded.fresh ? 'room created' : 'room loaded');
+    },
+    unloaded(name) {
+      d.stats.roomGone(name);
+      d.metrics.rooms.set(d.size());
+      d.log.debug({ room: name }, 'room unloaded (idle)');
+    },
+    failed(host, stage, e, why) {
+      d.stats.roomGone(host.name);
+      d.metrics.rooms.set(d.size());
+      if (stage === 'evicted') {
+        d.log.info({ room: host.name, why }, `room ${host.name} stopped: ${why}`);
+        return;
+      }
+      d.stats.roomFailed(stage, e);
+      d.log.error(
+        { room: host.name, stage, err: e instanceof Error ? e.stack : String(e), why },
+        `room ${host.name} failed in ${stage}; dropping it from memory so it reloads from its store (other rooms are not affected)`,
+      );
+    },
+    warning(host, m) {
+      d.log.warn({ room: host.name }, m);
+    },
+    delivered: (host, out, at, now, path) => d.stats.delivered(host.name, out, at, now, path),
+    committedEntries(host, entries) {
+      // A hook that throws is logged; the room and the other hooks go on.
+      const call = (fn: () => void) => {
+        try {
+          fn();
+        } catch (e) {
+          d.log.warn({ room: host.name, err: errText(e) }, 'an onCommit hook threw; the room goes on');
+        }
+      };
+      if (d.onCommit) call(() => d.onCommit!(host.name, entries));
+      for (const fn of d.listeners(host.name)) call(() => fn(entries));
+    },
+    releaseFailed(name, e) {
+      d.log.warn({ room: name, err: errText(e) }, 'handing a room back to its store failed (checkpoint on unload); the log is intact');
+    },
+  };
+}
+
+/** A tick's gauges: rooms, members, what waits for input and output; held presence goes out to readers that caught up. */
+function sample(d: {
+  registry: RoomRegistry;
+  sessions: Iterable<Session>;
+  scheduler: InputScheduler<Session>;
+  stats: ServiceMetrics;
+  metrics: Metrics;
+  now: number;
+}): void {
+  let members = 0,
+    unstable = 0,
+    buffered = 0,
+    waiting = 0;
+  for (const host of d.registry.hostsInMemory()) {
+    members += host.engine.members().length;
+    unstable += host.engine.suffixLength();
+    waiting += host.waiting;
+  }
+  let queued = 0;
+  for (const c of d.sessions) {
+    c.releaseHeldPresence();
+    buffered += c.conn.bufferedAmount;
+    queued += c.queuedBytes;
+  }
+  d.metrics.inputQueued.set(queued);
+  d.metrics.inputDecoding.set(d.scheduler.decoding);
+  d.metrics.inputWaiting.set(d.scheduler.waiting);
+  d.metrics.pendingOutputs.set(waiting);
+  d.stats.dropStale(d.now);
+  d.metrics.rooms.set(d.registry.size);
+  d.metrics.members.set(members);
+  d.metrics.unstable.set(unstable);
+  d.metrics.sendBuffer.set(buffered);
+}
+
+/** What the service's frame handling needs of it. */
+interface FrameDeps {
+  metrics: Metrics;
+  log: Logger;
+  clock: Clock;
+  limits: Limits;
+  machines: Map<string, Machine<any, any>>;
+  registry: RoomRegistry;
+  readersPresence: ServiceOptions['readersPresence'];
+  scheduler: () => InputScheduler<Session>;
+  guard: (stage: string, fn: () => void) => void;
+  closing: () => boolean;
+}
+
+/**
+ * `held`: the heap counted in the decoding budget while the frame's ops are handled (0: a small
+ * frame); `queuedMs`: how long the frame waited for its turn since it arrived (for opPath).
+ */
+function handleFrame(d: FrameDeps, c: Session, data: Uint8Array, isBinary: boolean, held: number, queuedMs: number): void {
+  d.metrics.framesIn.inc();
+  d.metrics.bytesIn.inc(data.length);
+  if (!isBinary) {
+    d.metrics.malformed.inc();
+    c.cut('malformed-frame', 1003, 'Hercules speaks binary frames only; use @hercules/client', true);
+    return;
+  }
+  let frame: unknown;
+  const decodeStart = d.clock.now();
+  try {
+    frame = c.codec.decode(data);
+  } catch (e) {
+    d.metrics.malformed.inc();
+    c.cut('malformed-frame', 1007, errText(e), true);
+    return;
+  }
+  if (!c.host) return join(d, c, frame);
+  if (isOpsFrame(frame)) {
+    d.metrics.opPath.observe({ stage: 'queued' }, queuedMs / 1000);
+    d.metrics.opPath.observe({ stage: 'decode' }, (d.clock.now() - decodeStart) / 1000);
+    // Charged in full now; handled in runs over the next turns (see turn()).
+    c.chargeOps(frame.ops.length);
+    // An ack the frame carries (VIS-ACK-WITH-OPS) goes to the room with its first run of ops.
+    d.scheduler().pushOps(c, frame.ops, held, (frame as { ack?: unknown }).ack);
+  } else {
+    if ((frame as { t?: unknown } | null)?.t === 'presence') c.chargeOps(PRESENCE_OP_COST);
+    c.host.receive(c.id, frame);
+  }
+}
+
+/** The first frame must be hello: it names the machine, which picks (or creates) the room. Its input waits meanwhile. */
+function join(d: FrameDeps, c: Session, frame: unknown): void {
+  const checked = checkHello(frame, d.machines);
+  if (isRefusal(checked)) {
+    if (checked.closeCode === 1008) d.metrics.malformed.inc();
+    c.cut(checked.code, checked.closeCode, checked.message, checked.fatal);
+    return;
+  }
+  c.joining = true;
+  d.registry.acquire(c.roomName, checked.machine, { join: true }).then(
+    (host) =>
+      d.guard('join', () => {
+        c.joining = false;
+        if (c.closed || d.closing()) return;
+        if (typeof host === 'string') return c.cut('machine-mismatch', 4002, host, true);
+        const full = roomFull(c.roomName, host.memberCount, d.limits.maxClientsPerRoom);
+        if (full) return c.cut(full.code, full.closeCode, full.message, full.fatal);
+        c.host = host;
+        c.clientId = checked.hello.client;
+        c.member = c.asMember();
+        host.join(c.member, { ...(c.identity ? { user: c.identity.user } : {}), access: c.access, ...readerPresence(c, d.readersPresence, d.log) });
+        // Which of two connections of this client id is newer is the server's to say: a client
+        // whose clock went back an hour was refused `replaced` until its dead connection went.
+        host.receive(c.id, { ...checked.hello, at: c.acceptedAt });
+        d.scheduler().ready(c);
+      }),
+    (e) =>
+      d.guard('join', () => {
+        c.joining = false;
+        if (c.closed || d.closing()) return;
+        // The room runs a version this server cannot run (docs/migrations.md): retrying cannot help.
+        if (e instanceof HerculesError && (e.code === 'server-too-old' || e.code === 'machine-mismatch')) return c.cut(e.code, 4002, e.message, true);
+        d.metrics.storageErrors.inc();
+        d.log.error({ room: c.roomName, err: errText(e) }, 'cannot load room');
+        // Not fatal: a store that is down or slow (a full disk, a replicated log electing a
+        // leader, a shard changing owner) comes back; the client retries with backoff.
+        c.cut('storage-failed', 1011, `the server cannot load room ${c.roomName} now: ${errText(e)}; retrying`, false);
+      }),
+  );
+}
+
+/** Run `fn` every `ms` until stopped (the stop function returned) or the service is closing. */
+function every(clock: Clock, ms: number, closing: () => boolean, fn: () => void): () => void {
+  let handle: TimerHandle | undefined;
+  const run = () => {
+    fn();
+    if (!closing()) handle = clock.setTimeout(run, ms);
+  };
+  handle = clock.setTimeout(run, ms);
+  return () => {
+    if (handle) clock.clearTimeout(handle);
+  };
+}
+
+/** Refuse a connection that was accepted only so the client can read why (browsers see no HTTP status). */
+function refuseConnection(
+  d: { metrics: Metrics; log: Logger; clock: Clock; halfRtt: number; guard: (stage: string, fn: () => void) => void },
+  conn: Connection,
+  r: Refusal,
+): void {
+  d.metrics.refusedConnections.inc({ reason: r.code });
+  d.log.info({ remote: conn.remote, reason: r.code }, `connection refused: ${r.message}`);
+  const c = d.halfRtt > 0 ? delayedConnection(conn, d.halfRtt, d.clock) : conn;
+  c.listen({ message() {}, close() {} });
+  d.guard('refuse', () => {
+    c.send(new ServerCodec().encode({ t: 'error', code: r.code, message: r.message, fatal: r.fatal }));
+    c.close(r.closeCode, r.message);
+  });
+}
+
+/** The scheduler's hooks in the service: ops to the room, the room's cost per op from ServiceMetrics, failures cut the connection. */
+function schedulerHooks(d: {
+  stats: ServiceMetrics;
+  metrics: Metrics;
+  log: Logger;
+  pauseAtBytes: number;
+  guard: (stage: string, fn: () => void) => void;
+  closing: () => boolean;
+  frame: SchedulerHooks<Session>['frame'];
+}): SchedulerHooks<Session> {
+  return {
+    frame: d.frame,
+    ops(c, ops, ack) {
+      c.host!.receive(c.id, ack === undefined ? { t: 'ops', ops } : { t: 'ops', ops, ack }); // ops frames are queued only after hello
+    },
+    costPerOp: (c) => d.stats.room(c.roomName)?.costPerOp,
+    measured(c, n, ms) {
+      const room = d.stats.room(c.roomName);
+      if (room) room.costPerOp = Math.max(1e-4, 0.7 * room.costPerOp + (0.3 * ms) / n);
+    },
+    failed(c, e) {
+      d.metrics.outputFailures.inc({ stage: 'frame' });
+      d.log.error({ conn: c.id, room: c.roomName, err: e instanceof Error ? e.stack : String(e) }, 'error handling frame');
+      c.cut('internal', 1011, `the server failed on this frame: ${errText(e)}`, true);
+    },
+    flow: (c) => c.flow(d.pauseAtBytes),
+    rateLimited: () => d.metrics.rateLimited.inc(),
+    guard: d.guard,
+    closing: d.closing,
+  };
+}
+
+/** The service's 'upgrade' handler: a WebSocket connection admitted (or refused with why) before it is served. */
+function upgradeHandler(d: {
+  guard: (stage: string, fn: () => void) => void;
+  wss: WebSocketServer;
+  closing: () => boolean;
+  admission: Admission;
+  refuse: (conn: Connection, r: Refusal) => void;
+  start: (conn: Connection, admitted: Admitted, acceptedAt: number) => void;
+  log: Logger;
+}): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
+  return (req, socket, head) => {
+    d.guard('upgrade', () => {
+      socket.on('error', () => {}); // a peer that vanishes mid-handshake is not our error
+      const accept = (fn: (ws: WebSocket) => void) =>
+        d.guard('upgrade', () => {
+          if (socket.destroyed) return;
+          d.wss.handleUpgrade(req, socket, head, (ws) => d.guard('upgrade', () => fn(ws)));
+        });
+      const remote = req.socket.remoteAddress ?? '?';
+      const acceptedAt = acceptClock();
+      if (d.closing()) return accept((ws) => ws.close(1001, 'server shutting down'));
+      // Refusals that need no hook are answered at once; admission repeats the cheap checks.
+      const room = roomOf(req);
+      if (typeof room !== 'string') return accept((ws) => d.refuse(wsConnection(ws, remote), room));
+      d.admission.admit(req).then(
+        (r) => accept((ws) => (isRefusal(r) ? d.refuse(wsConnection(ws, remote), r) : d.start(wsConnection(ws, remote), r, acceptedAt))),
+        (e) => d.log.error({ err: (e as Error).stack }, 'admitting a connection failed'),
+      );
+    });
+  };
+}
+
+/** A read-only connection's say on presence, when `readersPresence` is a hook (a hook that throws says no). */
+function readerPresence(c: Session, hook: ServiceOptions['readersPresence'], log: Logger): { presence?: boolean } {
+  if (c.access !== 'read' || typeof hook !== 'function') return {};
+  try {
+    return { presence: hook(c.identity, c.roomName) === true };
+  } catch (e) {
+    log.warn({ room: c.roomName, user: c.identity?.user, err: errText(e) }, 'the readersPresence hook threw; this reader may not set presence');
+    return { presence: false };
+  }
 }
 
 function isOpsFrame(f: unknown): f is { t: 'ops'; ops: unknown[] } {
