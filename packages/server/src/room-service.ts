@@ -302,7 +302,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
   const heartbeatMs = opts.heartbeatMs ?? 5000;
   const halfRtt = Math.max(0, (opts.simulateRttMs ?? 0) / 2);
   const limits = resolveLimits(caller, opts);
-  /** A connection is paused once this much of its input waits (see flow()). */
+  /** A connection is paused once this much of its input waits (see Session.flow). */
   const pauseAtBytes = limits.maxQueuedBytes - limits.maxFrameBytes - READ_CHUNK_BYTES;
   const authenticate = checkHooks(caller, opts);
   const log: Logger = typeof opts.log === 'object' ? opts.log : pino({ level: opts.log ?? 'info', base: { svc: 'hercules' } });
@@ -310,7 +310,6 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
   const clock = opts.clock ?? systemClock;
   const sessions = new Map<string, Session>();
   const stats = new ServiceMetrics(metrics, clock, (conn) => sessions.get(conn)?.clientId);
-  let nextConn = 0;
   let closing = false;
 
   // ------------------------------------------------------------ containment
@@ -349,15 +348,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     registry,
     machines,
     closing: () => closing,
-    revokeSessions(user, room, message) {
-      let n = 0;
-      for (const c of [...sessions.values()]) {
-        if (c.closed || c.identity?.user !== user || (room !== undefined && c.roomName !== room)) continue;
-        c.cut('revoked', 4403, message, true);
-        n++;
-      }
-      return n;
-    },
+    revokeSessions: (user, room, message) => revokeSessions(sessions.values(), user, room, message),
   });
 
   // ------------------------------------------------------------ frames
@@ -386,34 +377,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   const refuse = (conn: Connection, r: Refusal) => refuseConnection({ metrics, log, clock, halfRtt, guard }, conn, r);
 
-  const userBuckets = new UserBuckets(clock, limits.userOpsBurst);
-  const sessionContext: SessionContext = {
-    clock,
-    limits,
-    metrics,
-    log,
-    userBuckets,
-    input: scheduler,
-    guard,
-    closing: () => closing,
-    closed(c) {
-      sessions.delete(c.id);
-      metrics.connections.set(sessions.size);
-    },
-  };
-
-  function start(raw: Connection, admitted: Admitted, acceptedAt: number): void {
-    if (closing) {
-      raw.close(1001, 'server shutting down');
-      return;
-    }
-    const conn = halfRtt > 0 ? delayedConnection(raw, halfRtt, clock) : raw;
-    const c = new Session(sessionContext, `k${++nextConn}`, conn, admitted, acceptedAt);
-    sessions.set(c.id, c);
-    metrics.connections.set(sessions.size);
-    log.debug({ conn: c.id, room: c.roomName, remote: c.remote, user: admitted.identity?.user, access: c.access }, 'connection open');
-    c.open();
-  }
+  const start = sessionStarter({ clock, limits, metrics, log, scheduler, guard, halfRtt, sessions, closing: () => closing });
 
   const admission = new Admission({ authenticate, access: opts.access, maxConnections: limits.maxConnections, openConnections: () => sessions.size, log });
 
@@ -434,13 +398,9 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   // ------------------------------------------------------------ timers
 
-  // A dead member is dropped at most one tick after its ack timeout; at ackTimeout/4 (500 ms
-  // for the default 2 s) Fig. 15 measured Visible stalls 280 ms past ack timeout + RTT. A tick
-  // walks the loaded rooms' members only, so 10 per second costs little.
-  const tickEvery = Math.min(100, Math.max(25, Math.floor(ackTimeoutMs / 20)));
   const stopTicks = every(
     clock,
-    tickEvery,
+    tickEveryMs(ackTimeoutMs),
     () => closing,
     () =>
       guard('tick', () => {
@@ -452,17 +412,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     clock,
     heartbeatMs,
     () => closing,
-    () =>
-      guard('heartbeat', () => {
-        for (const c of sessions.values()) {
-          try {
-            c.heartbeat(heartbeatMs);
-          } catch (e) {
-            log.warn({ conn: c.id, err: errText(e) }, 'heartbeat failed for a connection; dropping it');
-            c.terminate();
-          }
-        }
-      }),
+    () => guard('heartbeat', () => heartbeatAll(sessions.values(), heartbeatMs, log)),
   );
 
   return {
@@ -688,6 +638,80 @@ function join(d: FrameDeps, c: Session, frame: unknown): void {
         c.cut('storage-failed', 1011, `the server cannot load room ${c.roomName} now: ${errText(e)}; retrying`, false);
       }),
   );
+}
+
+/**
+ * The tick's interval: a dead member is dropped at most one tick after its ack timeout; at
+ * ackTimeout/4 (500 ms for the default 2 s) Fig. 15 measured Visible stalls 280 ms past ack
+ * timeout + RTT. A tick walks the loaded rooms' members only, so 10 per second costs little.
+ */
+function tickEveryMs(ackTimeoutMs: number): number {
+  return Math.min(100, Math.max(25, Math.floor(ackTimeoutMs / 20)));
+}
+
+/** A heartbeat for every session; one that throws is dropped, the others go on. */
+function heartbeatAll(sessions: Iterable<Session>, heartbeatMs: number, log: Logger): void {
+  for (const c of sessions) {
+    try {
+      c.heartbeat(heartbeatMs);
+    } catch (e) {
+      log.warn({ conn: c.id, err: errText(e) }, 'heartbeat failed for a connection; dropping it');
+      c.terminate();
+    }
+  }
+}
+
+/** Cut every session of `user` (in `room` only, if given) with `revoked`; how many. */
+function revokeSessions(sessions: Iterable<Session>, user: string, room: string | undefined, message: string): number {
+  let n = 0;
+  for (const c of [...sessions]) {
+    if (c.closed || c.identity?.user !== user || (room !== undefined && c.roomName !== room)) continue;
+    c.cut('revoked', 4403, message, true);
+    n++;
+  }
+  return n;
+}
+
+/** Serve an admitted connection: a Session, in `sessions` until it closes. */
+function sessionStarter(d: {
+  clock: Clock;
+  limits: Limits;
+  metrics: Metrics;
+  log: Logger;
+  scheduler: InputScheduler<Session>;
+  guard: (stage: string, fn: () => void) => void;
+  halfRtt: number;
+  sessions: Map<string, Session>;
+  closing: () => boolean;
+}): (raw: Connection, admitted: Admitted, acceptedAt: number) => void {
+  const { clock, limits, metrics, log, sessions } = d;
+  let nextConn = 0;
+  const ctx: SessionContext = {
+    clock,
+    limits,
+    metrics,
+    log,
+    userBuckets: new UserBuckets(clock, limits.userOpsBurst),
+    input: d.scheduler,
+    guard: d.guard,
+    closing: d.closing,
+    closed(c) {
+      sessions.delete(c.id);
+      metrics.connections.set(sessions.size);
+    },
+  };
+  return (raw, admitted, acceptedAt) => {
+    if (d.closing()) {
+      raw.close(1001, 'server shutting down');
+      return;
+    }
+    const conn = d.halfRtt > 0 ? delayedConnection(raw, d.halfRtt, clock) : raw;
+    const c = new Session(ctx, `k${++nextConn}`, conn, admitted, acceptedAt);
+    sessions.set(c.id, c);
+    metrics.connections.set(sessions.size);
+    log.debug({ conn: c.id, room: c.roomName, remote: c.remote, user: admitted.identity?.user, access: c.access }, 'connection open');
+    c.open();
+  };
 }
 
 /** Run `fn` every `ms` until stopped (the stop function returned) or the service is closing. */
