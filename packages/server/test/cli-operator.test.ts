@@ -110,6 +110,10 @@ test('serve from the environment alone: static files, the admin API; rooms and r
     HERCULES_STATIC: site,
     HERCULES_ADMIN_TOKEN: TOKEN,
     HERCULES_JWT_SECRET_FILE: join(dir, 'jwt-secret'),
+    // This process blocks in spawnSync while each CLI command runs, so its client cannot answer
+    // pings meanwhile: on a loaded machine the commands below took 12-24 s (2026-11-28), past two
+    // of the default 5 s heartbeats, and the server dropped the client before `revoke` counted it.
+    HERCULES_HEARTBEAT: '60000',
   };
   const server = await serve([], env, dir);
   t.after(() => {
