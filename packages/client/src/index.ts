@@ -12,3 +12,7 @@ export type { StoreLocks } from './indexeddb-storage.ts';
 export type { ClientStorage, StoredClient, StoreDirectory, ClaimedStore } from './storage.ts';
 export { VIEWS } from '@hercules/core';
 export type { OpHandle, ViewName, Stage, AppRoom, ViewPositions, Clock } from '@hercules/core';
+export { connectTabs } from './tabs/tabs.ts';
+export type { ConnectTabsOptions } from './tabs/tabs.ts';
+export type { ChannelLike } from './tabs/messages.ts';
+export type { OpTag } from './storage.ts';

@@ -13,7 +13,7 @@
  */
 import { HerculesError, type OpRecord } from '@hercules/core';
 import { indexedDbDirectory } from './indexeddb-directory.ts';
-import type { ClientStorage, StoredClient } from './storage.ts';
+import type { ClientStorage, OpTag, StoredClient } from './storage.ts';
 
 interface ClientRow {
   room: string;
@@ -23,11 +23,15 @@ interface ClientRow {
   /** ClientStorage.reserve */
   reservedSeq?: number;
   base?: { pos: number; state: unknown; ownSeq?: number; v?: number };
+  /** StoredClient.marks */
+  marks?: Record<string, number>;
 }
 interface OpRow {
   room: string;
   seq: number;
   op: OpRecord;
+  /** The tab and request it was written for (StoredClient.tags); in the op's row, so one put writes both. */
+  tag?: { tab: string; req: number };
 }
 
 const req = <T>(r: IDBRequest<T>) =>
@@ -41,6 +45,13 @@ const done = (tx: IDBTransaction) =>
     tx.onerror = () => rej(tx.error ?? new Error('IndexedDB transaction failed'));
     tx.onabort = () => rej(tx.error ?? new Error('IndexedDB transaction aborted (quota exceeded?)'));
   });
+
+/** Per tab, the higher request number of the two. */
+function mergeMarks(held: Record<string, number> | undefined, add: Record<string, number>): Record<string, number> {
+  const out = { ...held };
+  for (const [tab, req] of Object.entries(add)) out[tab] = Math.max(out[tab] ?? 0, req);
+  return out;
+}
 
 /** The part of the Web Locks API the store uses. */
 export interface StoreLocks {
@@ -122,7 +133,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
     }
   };
   /** Appends and reservations of one task share a transaction; a reservation has no ops. */
-  let batch: { room: string; ops: readonly OpRecord[]; reserve?: number; ok: () => void; fail: (e: unknown) => void }[] = [];
+  let batch: { room: string; ops: readonly OpRecord[]; tags?: readonly OpTag[]; reserve?: number; ok: () => void; fail: (e: unknown) => void }[] = [];
   const flush = async () => {
     const items = batch;
     batch = [];
@@ -131,17 +142,20 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       const t = tx(db, ['ops', 'client'], 'readwrite');
       const opsStore = t.objectStore('ops');
       const clients = t.objectStore('client');
-      const rooms = new Map<string, { last?: OpRecord; reserve?: number }>();
+      const rooms = new Map<string, { last?: OpRecord; reserve?: number; marks?: Record<string, number> }>();
       for (const it of items) {
         const r = rooms.get(it.room) ?? {};
         rooms.set(it.room, r);
         if (it.reserve !== undefined) r.reserve = it.reserve; // the last one wins
+        const tagOf = new Map(it.tags?.map((t) => [t.seq, t]));
         for (const op of it.ops) {
-          opsStore.put({ room: it.room, seq: op.seq, op } satisfies OpRow);
+          const t = tagOf.get(op.seq);
+          opsStore.put({ room: it.room, seq: op.seq, op, ...(t ? { tag: { tab: t.tab, req: t.req } } : {}) } satisfies OpRow);
+          if (t) r.marks = { ...r.marks, [t.tab]: Math.max(r.marks?.[t.tab] ?? 0, t.req) };
           if (!r.last || r.last.seq < op.seq) r.last = op;
         }
       }
-      for (const [room, { last, reserve }] of rooms) {
+      for (const [room, { last, reserve, marks }] of rooms) {
         const g = clients.get(room);
         g.onsuccess = () => {
           const row = g.result as ClientRow | undefined;
@@ -153,7 +167,8 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
             else delete next.lastDigest;
           }
           if (reserve !== undefined) next.reservedSeq = reserve;
-          if (next.lastSeq !== row.lastSeq || next.reservedSeq !== row.reservedSeq) clients.put(next);
+          if (marks) next.marks = mergeMarks(row.marks, marks);
+          if (next.lastSeq !== row.lastSeq || next.reservedSeq !== row.reservedSeq || marks) clients.put(next);
         };
       }
       await done(t);
@@ -167,6 +182,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
   };
   return {
     durability: 'power-loss',
+    keepsTags: true,
     async rooms() {
       const db = await opened;
       return (await req(tx(db, ['client'], 'readonly').objectStore('client').getAllKeys())) as string[];
@@ -185,6 +201,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
         ...(row.lastDigest !== undefined ? { lastDigest: row.lastDigest } : {}),
         ...(row.reservedSeq !== undefined ? { reservedSeq: row.reservedSeq } : {}),
         durable: ops.map((o) => o.op),
+        ...(row.marks ? { marks: row.marks, tags: ops.flatMap((o) => (o.tag ? [{ seq: o.seq, ...o.tag }] : [])) } : {}),
         // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
         ...(row.base
           ? { base: { pos: row.base.pos, state: row.base.state, ownSeq: row.base.ownSeq ?? 0, ...(row.base.v !== undefined ? { v: row.base.v } : {}) } }
@@ -201,10 +218,10 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       };
       await done(t);
     },
-    append(room, ops) {
+    append(room, ops, tags) {
       return new Promise<void>((ok, fail) => {
         if (batch.length === 0) setTimeout(() => void flush(), 0);
-        batch.push({ room, ops, ok, fail });
+        batch.push({ room, ops, ...(tags?.length ? { tags } : {}), ok, fail });
       });
     },
     reserve(room, throughSeq) {

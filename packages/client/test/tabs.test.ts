@@ -1,0 +1,125 @@
+/**
+ * One client per browser profile and room (connectTabs, docs/tabs.md): tabs share one
+ * connection and one store through a leader tab, and an op a follower tab submitted is kept
+ * exactly once across a handover. IndexedDB is fake-indexeddb with fake Web Locks and Node's
+ * BroadcastChannel; apps/web/test/e2e.test.ts runs the real ones in Chromium, with crashes.
+ */
+import { test } from 'node:test';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
+import { createServer } from '@hercules/server';
+import { tempDir, until } from '@hercules/test-utils';
+import { connect, connectTabs, indexedDbStorage, type ChannelLike, type ClientStorage, type ConnectedRoom } from '../src/index.ts';
+import { chat } from '../../../apps/machines.ts';
+import { fakeLocks } from './fake-locks.ts';
+
+const { dir, cleanup } = tempDir('tabs');
+process.on('exit', cleanup);
+
+async function server(t: { after: (fn: () => unknown) => void }, name: string) {
+  const srv = await createServer({ port: 0, dataDir: join(dir, name), machines: [chat], log: 'silent' });
+  t.after(() => srv.close());
+  return srv;
+}
+
+const connections = async (srv: { port: number }) =>
+  ((await (await fetch(`http://127.0.0.1:${srv.port}/healthz`)).json()) as { connections: number }).connections;
+
+/** One browser profile: one IndexedDB and one lock manager for its tabs. */
+function browser(storage?: (s: ClientStorage) => ClientStorage) {
+  const env = { indexedDB: new IDBFactory(), IDBKeyRange, locks: fakeLocks() };
+  /** A tab; `mute()` drops what it posts from then on (its messages lost with it, as in a crash). */
+  const tab = async (url: string) => {
+    let muted = false;
+    const channel = (name: string): ChannelLike => {
+      const c = new BroadcastChannel(name) as unknown as ChannelLike;
+      const post = c.postMessage.bind(c);
+      c.postMessage = (m) => (muted ? undefined : post(m));
+      return c;
+    };
+    const store = () => (storage ? storage(indexedDbStorage('shared', env)) : indexedDbStorage('shared', env));
+    const room = await connectTabs({ url, room: 'r', machine: chat, locks: env.locks, channel, storage: store, onError: () => {} });
+    return Object.assign(room, { mute: () => (muted = true) });
+  };
+  return { env, tab };
+}
+
+const texts = (r: ConnectedRoom<typeof chat>, view: 'authoritative' | 'submitted' = 'authoritative') => r.getState(view).messages.map((m) => m.text);
+
+async function onServer(t: { after: (fn: () => unknown) => void }, url: string, n: number) {
+  const fresh = await connect({ url, room: 'r', machine: chat });
+  t.after(() => fresh.close());
+  await fresh.whenOnline({ timeoutMs: 5000 });
+  await until(() => fresh.getState('authoritative').messages.length >= n, 5000).catch(() => {});
+  await new Promise((res) => setTimeout(res, 200)); // a duplicate would arrive by now
+  return texts(fresh).sort();
+}
+
+// spec: LOG-EXACTLY-ONCE
+test('three tabs share one connection: a follower’s submit shows in its Submitted view at once, and every tab sees every view', async (t) => {
+  const srv = await server(t, 'a');
+  const b = browser();
+  const [a, f1, f2] = [await b.tab(srv.url), await b.tab(srv.url), await b.tab(srv.url)];
+  t.after(() => Promise.all([f2.close(), f1.close(), a.close()]));
+  await a.whenOnline({ timeoutMs: 5000 });
+  await f1.whenOnline({ timeoutMs: 5000 });
+  assert.equal(await connections(srv), 1, 'one WebSocket for three tabs');
+  const h = f1.ops.say({ text: 'from f1' });
+  assert.deepEqual(texts(f1, 'submitted'), ['from f1'], 'in the follower’s Submitted view synchronously');
+  f2.ops.say({ text: 'from f2' });
+  a.ops.say({ text: 'from a' });
+  await h.durable;
+  await h.authoritative;
+  assert.ok(h.seq > 0 && h.id === `${a.clientId}:${h.seq}`, 'one client id: the leader’s');
+  for (const r of [a, f1, f2]) await until(() => r.getState('stable').messages.length === 3, 5000, 'stable everywhere');
+  assert.deepEqual(texts(f2).sort(), ['from a', 'from f1', 'from f2']);
+  assert.deepEqual(f1.positions(), a.positions(), 'the same positions in every tab');
+  assert.equal(await connections(srv), 1);
+});
+
+/**
+ * The leader made the follower's ops durable and sent them, but the follower never heard (its
+ * messages were lost with it): the next leader finds the requests' tags in the store and does
+ * not submit them again; a request sent during the handover is submitted once.
+ */
+async function handover(t: { after: (fn: () => unknown) => void }, name: string, storage?: (s: ClientStorage) => ClientStorage) {
+  const srv = await server(t, name);
+  const b = browser(storage);
+  const leader = await b.tab(srv.url);
+  const follower = await b.tab(srv.url);
+  t.after(() => follower.close());
+  await leader.whenOnline({ timeoutMs: 5000 });
+  leader.mute();
+  const sent = [follower.ops.say({ text: 'f1' }), follower.ops.say({ text: 'f2' })];
+  const observer = await connect({ url: srv.url, room: 'r', machine: chat });
+  t.after(() => observer.close());
+  await until(() => observer.getState('authoritative').messages.length === 2, 5000, 'the server has both');
+  assert.equal(sent[0]!.stage, 'submitted', 'the follower did not hear');
+  const closing = leader.close();
+  const during = follower.ops.say({ text: 'f3' });
+  await closing;
+  await until(() => follower.status() === 'online', 5000, 'the follower leads');
+  await Promise.all([...sent, during].map((h) => h.durable));
+  return onServer(t, srv.url, 3);
+}
+
+// spec: LOG-EXACTLY-ONCE
+test('handover: a follower’s ops the dead leader stored are not sent again, and one submitted meanwhile is sent once', async (t) => {
+  assert.deepEqual(await handover(t, 'b'), ['f1', 'f2', 'f3']);
+});
+
+test('planted bug: a next leader that cannot read the stored request tags sends the follower’s ops twice (the test above can fail)', async (t) => {
+  const blind = (s: ClientStorage): ClientStorage => ({
+    ...s,
+    async load(room) {
+      const got = await s.load(room);
+      if (got) {
+        delete got.marks;
+        delete got.tags;
+      }
+      return got;
+    },
+  });
+  assert.deepEqual(await handover(t, 'c', blind), ['f1', 'f1', 'f2', 'f2', 'f3']);
+});
