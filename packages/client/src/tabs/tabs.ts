@@ -21,7 +21,7 @@ import { LeaderService } from './leader.ts';
 import type { ChannelLike, FollowerMessage, LeaderMessage, TabMessage } from './messages.ts';
 import { TabRoom } from './tab-room.ts';
 
-export interface ConnectTabsOptions<M extends Machine<any, any>> extends Omit<ConnectOptions<M>, 'storage' | 'transport' | 'sendAhead' | 'clientId'> {
+export interface ConnectTabsOptions<M extends Machine<any, any>> extends Omit<ConnectOptions<M>, 'storage' | 'transport' | 'sendAhead'> {
   /** What the tabs share one client for. Default `<machine name>/<room>`. */
   key?: string;
   /**
