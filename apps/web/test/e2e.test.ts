@@ -476,12 +476,9 @@ test('tabs: three tabs of one browser are one client: one WebSocket between them
   t.diagnostic(`server connections with 3 tabs open: ${open}`);
 });
 
-// spec: DUR-HANDOVER, LOG-EXACTLY-ONCE
-test('tabs: the leader tab killed mid-flight: a follower takes over, and every op of every tab arrives exactly once', {
-  skip,
-  timeout: TEST_TIMEOUT,
-}, async (t) => {
-  const room = uniqueRoom('tabs-kill');
+/** Three tabs, ops in flight in each, the leader tab closed without unload handlers or crashed. */
+async function killLeader(t: { after: (fn: () => unknown) => void; diagnostic: (s: string) => void }, how: 'close' | 'crash') {
+  const room = uniqueRoom(`tabs-${how}`);
   const p = await profile(t);
   const [L, F1, F2] = [await p.tab('L', room), await p.tab('F1', room), await p.tab('F2', room)];
   for (const c of [L, F1, F2]) await until(c, 'online', () => (window as any).hercules.status() === 'online');
@@ -491,8 +488,15 @@ test('tabs: the leader tab killed mid-flight: a follower takes over, and every o
   // In flight when the leader goes: the followers' requests, some not yet durable, none yet ordered (400 ms round trip).
   const sent = [...batch('F1', 10), ...batch('F2', 10), ...batch('L', 5)];
   await Promise.all([sayAll(F1, batch('F1', 10)), sayAll(F2, batch('F2', 10)), sayAll(L, batch('L', 5))]);
+  const notDurable = await F1.page.evaluate(() => (window as any).hercules.pending().filter((h: any) => h.stage === 'submitted').length);
   const t0 = Date.now();
-  await L.page.close({ runBeforeUnload: false });
+  if (how === 'close') await L.page.close({ runBeforeUnload: false });
+  else {
+    const cdp = await p.ctx.newCDPSession(L.page);
+    const crashed = L.page.waitForEvent('crash');
+    void cdp.send('Page.crash').catch(() => {}); // the renderer dies: no answer comes
+    await crashed;
+  }
   // A follower leads within a second (the browser frees the dead tab's lock).
   let tookOver = -1;
   for (;;) {
@@ -525,9 +529,23 @@ test('tabs: the leader tab killed mid-flight: a follower takes over, and every o
   assert.ok(leaders.every((m) => (counts.get(m) ?? 0) <= 1));
   assert.deepEqual([...F1.errors, ...F2.errors], []);
   t.diagnostic(
-    `a follower led ${tookOver} ms after the leader tab was closed; the dead leader's own ops on the server: ${leaders.filter((m) => counts.has(m)).length} of 5`,
+    `${how}: a follower led ${tookOver} ms after; F1 had ${notDurable} of 10 ops not yet durable then; the dead leader's own ops on the server: ${leaders.filter((m) => counts.has(m)).length} of 5`,
   );
-});
+}
+
+// spec: DUR-HANDOVER, LOG-EXACTLY-ONCE
+test(
+  'tabs: the leader tab closed mid-flight (no unload handlers): a follower takes over, and every op of every tab arrives exactly once',
+  { skip, timeout: TEST_TIMEOUT },
+  (t) => killLeader(t, 'close'),
+);
+
+// spec: DUR-HANDOVER, LOG-EXACTLY-ONCE
+test(
+  'tabs: the leader tab’s renderer crashes mid-flight: a follower takes over, and every op of every tab arrives exactly once',
+  { skip, timeout: TEST_TIMEOUT },
+  (t) => killLeader(t, 'crash'),
+);
 
 // spec: DUR-HANDOVER, DUR-NOT-STRANDED, LOG-EXACTLY-ONCE
 test('tabs: offline, each of three tabs types; two are closed; back online every message arrives once, and a page opened later shows them all', {
