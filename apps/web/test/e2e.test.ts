@@ -533,14 +533,14 @@ async function killLeader(t: { after: (fn: () => unknown) => void; diagnostic: (
   );
 }
 
-// spec: DUR-HANDOVER, LOG-EXACTLY-ONCE
+// spec: DUR-HANDOVER, DUR-ONE-WRITER, LOG-EXACTLY-ONCE
 test(
   'tabs: the leader tab closed mid-flight (no unload handlers): a follower takes over, and every op of every tab arrives exactly once',
   { skip, timeout: TEST_TIMEOUT },
   (t) => killLeader(t, 'close'),
 );
 
-// spec: DUR-HANDOVER, LOG-EXACTLY-ONCE
+// spec: DUR-HANDOVER, DUR-ONE-WRITER, LOG-EXACTLY-ONCE
 test(
   'tabs: the leader tab’s renderer crashes mid-flight: a follower takes over, and every op of every tab arrives exactly once',
   { skip, timeout: TEST_TIMEOUT },

@@ -56,7 +56,7 @@ async function onServer(t: { after: (fn: () => unknown) => void }, url: string, 
   return texts(fresh).sort();
 }
 
-// spec: LOG-EXACTLY-ONCE
+// spec: DUR-HANDOVER
 test('three tabs share one connection: a follower’s submit shows in its Submitted view at once, and every tab sees every view', async (t) => {
   const srv = await server(t, 'a');
   const b = browser();
@@ -104,11 +104,12 @@ async function handover(t: { after: (fn: () => unknown) => void }, name: string,
   return onServer(t, srv.url, 3);
 }
 
-// spec: LOG-EXACTLY-ONCE
+// spec: DUR-HANDOVER
 test('handover: a follower’s ops the dead leader stored are not sent again, and one submitted meanwhile is sent once', async (t) => {
   assert.deepEqual(await handover(t, 'b'), ['f1', 'f2', 'f3']);
 });
 
+// spec: DUR-HANDOVER
 test('planted bug: a next leader that cannot read the stored request tags sends the follower’s ops twice (the test above can fail)', async (t) => {
   const blind = (s: ClientStorage): ClientStorage => ({
     ...s,

@@ -15,6 +15,7 @@ export class FollowerMirror {
   clientId = '';
   status: ConnectionStatus = 'connecting';
   access: 'read' | 'write' = 'write';
+  failure: HerculesError | undefined;
   members: readonly string[] = [];
   others: readonly PeerPresence<unknown>[] = [];
   readonly ready: Promise<void>;
@@ -110,6 +111,7 @@ export class FollowerMirror {
     this.members = m.members;
     this.others = m.others;
     this.status = m.status;
+    if (m.failure) this.failure = new HerculesError(m.failure.code, m.failure.message);
     this.access = m.access;
     this.#reflected = m.reflected[this.tab] ?? 0;
     this.#submitted = undefined;

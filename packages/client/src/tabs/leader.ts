@@ -5,7 +5,7 @@
  * each tab written with an op), so a request the previous leader had already made durable is
  * never submitted again, and one it had not is submitted now (exactly once across a handover).
  */
-import { VIEWS, type OpHandle, type ViewName } from '@hercules/core';
+import { VIEWS, type ErrorCode, type HerculesError, type OpHandle, type ViewName } from '@hercules/core';
 import type { ConnectedRoom } from '../room.ts';
 import type { OpTag, StoredClient } from '../storage.ts';
 import type { FollowerMessage, LeaderMessage, StageMessage, TabRequest } from './messages.ts';
@@ -20,6 +20,16 @@ export interface LeaderOptions {
   tagsBySeq: Map<number, OpTag>;
 }
 
+/**
+ * What the leader does with request `req` of a tab whose highest submitted request is `top`:
+ * one already submitted is only answered; the next is submitted; one after a gap (its
+ * predecessor went to a leader that died) waits for the tab to resend them all. The simulator's
+ * model of the handover (packages/sim/src/tabs.ts) runs this same function.
+ */
+export function admit(top: number, req: number): 'repeat' | 'submit' | 'gap' {
+  return req <= top ? 'repeat' : req === top + 1 ? 'submit' : 'gap';
+}
+
 export class LeaderService {
   readonly #room: ConnectedRoom<any>;
   readonly #o: LeaderOptions;
@@ -28,6 +38,7 @@ export class LeaderService {
   readonly #live = new Map<string, OpHandle>();
   readonly #dirty = new Set<ViewName>();
   #scheduled = false;
+  #failure: { code: ErrorCode; message: string } | undefined;
   readonly #offs: (() => void)[] = [];
 
   constructor(room: ConnectedRoom<any>, o: LeaderOptions) {
@@ -44,6 +55,11 @@ export class LeaderService {
     this.#offs.push(room.onMembers(() => this.#changed()));
     this.#offs.push(room.presence.subscribe(() => this.#changed()));
     this.#offs.push(room.onProgress(() => this.#changed()));
+    room.whenOnline().catch((e: HerculesError) => {
+      if (e?.code === 'closed') return;
+      this.#failure = { code: e?.code ?? 'internal', message: e?.message ?? String(e) };
+      this.#changed();
+    });
   }
 
   /** Say this leader is ready, with its whole views. */
@@ -62,12 +78,12 @@ export class LeaderService {
   /** Submit each request that is the next of its tab; repeat the stage of one already submitted. */
   submit(tab: string, reqs: readonly TabRequest[]): void {
     for (const r of reqs) {
-      const top = this.#next.get(tab) ?? 0;
-      if (r.req <= top) {
+      const step = admit(this.#next.get(tab) ?? 0, r.req);
+      if (step === 'repeat') {
         this.#repeat(tab, r.req);
         continue;
       }
-      if (r.req > top + 1) {
+      if (step === 'gap') {
         this.#o.post({ t: 'resend', tab });
         break;
       }
@@ -147,6 +163,7 @@ export class LeaderService {
       members: room.members(),
       others: room.presence.others(),
       status: room.status(),
+      ...(this.#failure ? { failure: this.#failure } : {}),
       access: room.access(),
     });
   }

@@ -4,7 +4,7 @@
  * mirrors its views. Every message names its sender; a follower's requests are numbered per
  * tab from 1, in submission order, and that (tab, req) pair is the request's idempotency token.
  */
-import type { PeerPresence, Stage, ViewName, ViewPositions } from '@hercules/core';
+import type { ErrorCode, PeerPresence, Stage, ViewName, ViewPositions } from '@hercules/core';
 import type { ConnectionStatus } from '../transport.ts';
 
 /** One op a follower asks the leader to submit. */
@@ -39,6 +39,8 @@ export interface ViewsMessage {
   members: readonly string[];
   others: readonly PeerPresence<unknown>[];
   status: ConnectionStatus;
+  /** Why the connection stopped for good (status 'failed'). */
+  failure?: { code: ErrorCode; message: string };
   access: 'read' | 'write';
 }
 

@@ -141,25 +141,38 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
     this.#status.add(fn);
     return () => this.#status.delete(fn);
   }
+  /** As a single tab's: rejects with the fatal error if the server refused this client for good. */
   whenOnline(opts?: { timeoutMs?: number }): Promise<void> {
     return new Promise((resolve, reject) => {
-      if (this.status() === 'online') return resolve();
-      const timer =
-        opts?.timeoutMs !== undefined
-          ? setTimeout(() => {
-              off();
-              reject(new HerculesError('timeout', `not online after ${opts.timeoutMs} ms`));
-            }, opts.timeoutMs)
-          : undefined;
-      const off = this.onStatus((s) => {
-        if (s !== 'online' && s !== 'closed') return;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const settle = (s: ConnectionStatus): boolean => {
+        if (s === 'online') resolve();
+        else if (s === 'failed') this.#failed().then(reject, reject);
+        else if (s === 'closed') reject(new HerculesError('closed', 'the room was closed before it came online'));
+        else return false;
         off();
         clearTimeout(timer);
-        if (s === 'online') resolve();
-        else reject(new HerculesError('closed', 'the room was closed before it came online'));
-      });
+        return true;
+      };
+      const off = this.onStatus(settle);
+      if (settle(this.status())) return;
+      if (opts?.timeoutMs !== undefined)
+        timer = setTimeout(() => {
+          off();
+          reject(new HerculesError('timeout', `not online after ${opts.timeoutMs} ms`));
+        }, opts.timeoutMs);
     });
   }
+
+  /** The error that stopped the shared client: its leader's room rejects whenOnline with it. */
+  async #failed(): Promise<HerculesError> {
+    if (!this.#local) return this.mirror.failure ?? new HerculesError('internal', 'the connection failed');
+    return this.#local.whenOnline().then(
+      () => new HerculesError('internal', 'the connection failed'),
+      (e: HerculesError) => e,
+    );
+  }
+
   /** Every op this tab submitted so far is durable (or rejected). */
   async flushed(): Promise<void> {
     await Promise.all(this.mirror.pending().map((h) => h.durable));
