@@ -124,3 +124,48 @@ test('planted bug: a next leader that cannot read the stored request tags sends 
   });
   assert.deepEqual(await handover(t, 'c', blind), ['f1', 'f1', 'f2', 'f2', 'f3']);
 });
+
+// spec: DUR-NOT-STRANDED
+test('a store of an earlier version’s per-tab client, closed offline, is drained by the shared client’s leader under its own id', async (t) => {
+  const srv = await server(t, 'd');
+  const b = browser();
+  const old = await connect({
+    url: 'ws://127.0.0.1:1',
+    room: 'r',
+    machine: chat,
+    storage: indexedDbStorage('hercules-old-tab', b.env),
+    backoff: { minMs: 5000, maxMs: 5000 },
+    recover: false,
+    onError: () => {},
+  });
+  await old.ops.say({ text: 'typed in an old tab' }).durable;
+  await old.close();
+  const leader = await b.tab(srv.url);
+  t.after(() => leader.close());
+  await until(() => leader.getState('authoritative').messages.length === 1, 10_000, 'the old tab’s message on the server');
+  assert.deepEqual(
+    leader.getState('authoritative').messages.map((m) => [m.author, m.text]),
+    [[old.clientId, 'typed in an old tab']],
+  );
+  assert.ok(!(await b.env.indexedDB.databases()).some((d) => d.name === 'hercules-old-tab'), 'and its store deleted');
+});
+
+test('a follower tab: every view and the positions as the leader’s; its presence is the shared connection’s; a bad one is refused', async (t) => {
+  const srv = await server(t, 'e');
+  const b = browser();
+  const leader = await b.tab(srv.url);
+  const follower = await b.tab(srv.url);
+  const peer = await connect({ url: srv.url, room: 'r', machine: chat, onError: () => {} });
+  t.after(() => Promise.all([peer.close(), follower.close(), leader.close()]));
+  await Promise.all([leader.whenOnline({ timeoutMs: 5000 }), peer.whenOnline({ timeoutMs: 5000 })]);
+  await follower.ops.say({ text: 'one' }).stable;
+  await until(() => follower.positions().stable === 1 && leader.positions().stable === 1, 5000);
+  for (const v of ['submitted', 'durable', 'authoritative', 'visible', 'stable'] as const) assert.deepEqual(follower.getState(v), leader.getState(v), v);
+  assert.ok(Object.isFrozen(follower.getState('stable').messages), 'frozen, as a single tab’s views');
+  follower.presence.set({ name: 'Ada' } as never);
+  await until(() => peer.presence.others().some((p) => (p.value as { name?: string } | null)?.name === 'Ada'), 5000, 'the peer sees the follower’s presence');
+  assert.equal(peer.presence.others().length, 1, 'one presence for the two tabs');
+  assert.throws(() => follower.presence.set({ name: 42 } as never), { code: 'bad-argument' });
+  assert.throws(() => follower.submit('nope'), { code: 'unknown-op' });
+  assert.throws(() => follower.ops.say({ text: 7 } as never), { code: 'bad-argument' });
+});

@@ -35,6 +35,9 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
   readonly #others = new Set<(o: readonly PeerPresence<PresenceOf<M>>[]) => void>();
   readonly #progress = new Set<(p: ViewPositions) => void>();
   #lastStatus: ConnectionStatus = 'connecting';
+  /** What listeners last heard: each array is the same object until it changes (a new one per leader message). */
+  #lastMembers: readonly string[] | undefined;
+  #lastOthers: readonly unknown[] | undefined;
 
   constructor(
     readonly room: string,
@@ -197,9 +200,15 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
       for (const fn of [...this.#status]) fn(s);
     }
     const members = this.members();
-    for (const fn of [...this.#members]) fn(members);
+    if (members !== this.#lastMembers) {
+      this.#lastMembers = members;
+      for (const fn of [...this.#members]) fn(members);
+    }
     const others = this.presence.others();
-    for (const fn of [...this.#others]) fn(others);
+    if (others !== this.#lastOthers) {
+      this.#lastOthers = others;
+      for (const fn of [...this.#others]) fn(others);
+    }
     const p = this.positions();
     for (const fn of [...this.#progress]) fn(p);
   }
@@ -211,6 +220,8 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
    */
   #presenceApi(): RoomPresence<PresenceOf<M>> {
     const set = (value: PresenceOf<M> | null) => {
+      const invalid = value === null ? undefined : this.machine.validatePresence(value);
+      if (invalid !== undefined) throw new HerculesError('bad-argument', `presence.set: ${invalid}`);
       this.#presence = value ?? undefined;
       if (this.#local) this.#local.presence.set(value as never);
       else if (this.mirror.leader) this.mirror.send({ t: 'presence', to: this.mirror.leader, tab: this.mirror.tab, value });
