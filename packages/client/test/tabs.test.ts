@@ -147,7 +147,7 @@ test('a store of an earlier version’s per-tab client, closed offline, is drain
     leader.getState('authoritative').messages.map((m) => [m.author, m.text]),
     [[old.clientId, 'typed in an old tab']],
   );
-  assert.ok(!(await b.env.indexedDB.databases()).some((d) => d.name === 'hercules-old-tab'), 'and its store deleted');
+  await until(async () => !(await b.env.indexedDB.databases()).some((d) => d.name === 'hercules-old-tab'), 10_000, 'its store deleted');
 });
 
 test('a follower tab: every view and the positions as the leader’s; its presence is the shared connection’s; a bad one is refused', async (t) => {

@@ -91,7 +91,6 @@ export function runTabs(seed: number, crashAt: number, plant?: TabsPlant): TabsR
         if (tab === 'B' && (store.marks.get('B') ?? 0) >= req) ack(l, req);
         continue;
       }
-      if (step === 'gap') break;
       l.next.set(tab, req);
       submit(l, { tab, req });
     }

@@ -82,7 +82,6 @@ export class FollowerMirror {
       this.leader = m.leader;
       return this.#resend();
     }
-    if (m.t === 'resend') return m.tab === this.tab ? this.#resend() : undefined;
     if (m.t === 'views') return this.#views(m);
     if (m.tab !== this.tab) return;
     const h = this.#own.find((o) => o.req === m.req);

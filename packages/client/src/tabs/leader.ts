@@ -22,12 +22,16 @@ export interface LeaderOptions {
 
 /**
  * What the leader does with request `req` of a tab whose highest submitted request is `top`:
- * one already submitted is only answered; the next is submitted; one after a gap (its
- * predecessor went to a leader that died) waits for the tab to resend them all. The simulator's
- * model of the handover (packages/sim/src/tabs.ts) runs this same function.
+ * one already submitted is only answered; a later one is submitted. A tab's requests reach a
+ * leader in order (a BroadcastChannel keeps each sender's order, a tab sends to a new leader only
+ * after its announcement, and then first all it has not heard are durable), so a later one is
+ * never followed by an earlier one. A later one need not be the next: a request the leader
+ * refused before submitting it (an op its machine lacks, after a deploy) leaves a hole that no
+ * store write closes. The simulator's model of the handover (packages/sim/src/tabs.ts) runs
+ * this same function.
  */
-export function admit(top: number, req: number): 'repeat' | 'submit' | 'gap' {
-  return req <= top ? 'repeat' : req === top + 1 ? 'submit' : 'gap';
+export function admit(top: number, req: number): 'repeat' | 'submit' {
+  return req <= top ? 'repeat' : 'submit';
 }
 
 export class LeaderService {
@@ -78,14 +82,9 @@ export class LeaderService {
   /** Submit each request that is the next of its tab; repeat the stage of one already submitted. */
   submit(tab: string, reqs: readonly TabRequest[]): void {
     for (const r of reqs) {
-      const step = admit(this.#next.get(tab) ?? 0, r.req);
-      if (step === 'repeat') {
+      if (admit(this.#next.get(tab) ?? 0, r.req) === 'repeat') {
         this.#repeat(tab, r.req);
         continue;
-      }
-      if (step === 'gap') {
-        this.#o.post({ t: 'resend', tab });
-        break;
       }
       this.#next.set(tab, r.req);
       let h: OpHandle;

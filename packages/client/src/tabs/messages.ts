@@ -46,11 +46,7 @@ export interface ViewsMessage {
 
 export type LeaderMessage =
   /** A leader is ready: followers (re)send every request it has not confirmed durable. */
-  | { t: 'leader'; leader: string }
-  | ViewsMessage
-  | StageMessage
-  /** A request came after a gap (its predecessor went to a leader that died): send them all again. */
-  | { t: 'resend'; tab: string };
+  { t: 'leader'; leader: string } | ViewsMessage | StageMessage;
 
 export type FollowerMessage =
   /** A new tab: the leader answers with `leader` and a full `views`. */
