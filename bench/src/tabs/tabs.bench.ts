@@ -110,7 +110,11 @@ async function delivery(leader: Page, follower: Page, other: Page) {
       for (const m of s.messages.slice(-5)) if (!w.__seen.has(m.text)) w.__seen.set(m.text, now);
     });
   });
-  const send = (p: Page, text: string) => p.evaluate((text) => ((window as any).hercules.ops.say({ text }), performance.timeOrigin + performance.now()), text);
+  const send = (p: Page, text: string) =>
+    p.evaluate((text) => {
+      (window as any).hercules.ops.say({ text });
+      return performance.timeOrigin + performance.now();
+    }, text);
   const out = { leader: [] as number[], follower: [] as number[] };
   for (let i = 0; i < 100; i++) {
     for (const [who, p] of [
