@@ -488,7 +488,11 @@ async function killLeader(t: { after: (fn: () => unknown) => void; diagnostic: (
   // In flight when the leader goes: the followers' requests, some not yet durable, none yet ordered (400 ms round trip).
   const sent = [...batch('F1', 10), ...batch('F2', 10), ...batch('L', 5)];
   await Promise.all([sayAll(F1, batch('F1', 10)), sayAll(F2, batch('F2', 10)), sayAll(L, batch('L', 5))]);
-  const notDurable = await F1.page.evaluate(() => (window as any).hercules.pending().filter((h: any) => h.stage === 'submitted').length);
+  const [notDurable, notOrdered] = await F1.page.evaluate(() => {
+    const ps = (window as any).hercules.pending();
+    return [ps.filter((h: any) => h.stage === 'submitted').length, ps.filter((h: any) => h.stage === 'submitted' || h.stage === 'durable').length];
+  });
+  assert.equal(notOrdered, 10, 'the kill comes while none of F1’s ops is ordered (the premise of the test)');
   const t0 = Date.now();
   if (how === 'close') await L.page.close({ runBeforeUnload: false });
   else {
@@ -529,7 +533,7 @@ async function killLeader(t: { after: (fn: () => unknown) => void; diagnostic: (
   assert.ok(leaders.every((m) => (counts.get(m) ?? 0) <= 1));
   assert.deepEqual([...F1.errors, ...F2.errors], []);
   t.diagnostic(
-    `${how}: a follower led ${tookOver} ms after; F1 had ${notDurable} of 10 ops not yet durable then; the dead leader's own ops on the server: ${leaders.filter((m) => counts.has(m)).length} of 5`,
+    `${how}: a follower led ${tookOver} ms after; F1 had ${notDurable} of 10 ops not yet durable and none ordered then; the dead leader's own ops on the server: ${leaders.filter((m) => counts.has(m)).length} of 5`,
   );
 }
 
