@@ -31,7 +31,7 @@ import { build } from 'esbuild';
 import { startNatsCluster } from '../../packages/cluster/src/nats-dev.ts';
 
 const root = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
-const PACKAGES = ['core', 'client', 'client-sqlite', 'server', 'react', 'cluster', 'vue', 'svelte'];
+const PACKAGES = ['core', 'admin-client', 'client', 'client-sqlite', 'server', 'react', 'cluster', 'vue', 'svelte'];
 /** The UI frameworks of the first install, the newest majors; (f) then installs the oldest the bindings support. */
 const NEWEST_UI = ['react@19', 'react-dom@19', '@types/react@19', '@types/react-dom@19', 'vue@3', 'svelte@5'];
 const OLDEST_UI = ['react@18', 'react-dom@18', '@types/react@18', '@types/react-dom@18', 'vue@3.3', 'svelte@4'];
@@ -84,6 +84,13 @@ function ok(r: ReturnType<typeof run>, what: string) {
 }
 
 /** `npx hercules serve ...` in the project, in its own process group; resolves with its URL. */
+/** Debian's Chromium (or $CHROMIUM_PATH), as the browser tests find it; undefined when there is none. */
+function findChromium(): string | undefined {
+  if (process.env.CHROMIUM_PATH) return process.env.CHROMIUM_PATH;
+  const which = spawnSync('which', ['chromium'], { encoding: 'utf8' });
+  return which.status === 0 ? which.stdout.trim() : undefined;
+}
+
 async function startServer(cwd: string, args: string[], children: ChildProcess[]): Promise<{ url: string; proc: ChildProcess }> {
   const proc = spawn('npx', ['hercules', 'serve', ...args, '--port', '0', '--host', '127.0.0.1'], {
     cwd,
@@ -229,10 +236,14 @@ const room = await connect({
   machine: chat,
   storage: sqliteStorage('.hercules/client.sqlite'), // durable: survives a crash or restart
 });
-const op = room.ops.say({ text: 'hello from Node' });
-await op.visible; // every client in the room has it
-console.log(room.getState('visible').messages.map((m) => m.text).join('\\n'));
-await room.close();
+const op = room.ops.say({ text: 'hello from Node' }); // on disk at once
+try {
+  await room.whenOnline({ timeoutMs: 10_000 }); // no server: a 'timeout' error that names why
+  await op.visible; // every client in the room has it
+  console.log(room.getState('visible').messages.map((m) => m.text).join('\\n'));
+} finally {
+  await room.close(); // an op not sent yet stays in the store; the next run sends it
+}
 `;
 const TYPED_TS = `import { connect } from '@hercules/client';
 import { sqliteStorage } from '@hercules/client-sqlite';
@@ -301,6 +312,11 @@ room.subscribe('visible', (state) => {
 });
 room.ops.say({ text: 'hello from a browser' });
 `;
+const INDEX_HTML = `<!doctype html>
+<meta charset="utf-8">
+<title>hello</title>
+<script type="module" src="app.js"></script>
+`;
 const TSCONFIG = JSON.stringify(
   {
     compilerOptions: {
@@ -318,7 +334,7 @@ const TSCONFIG = JSON.stringify(
   2,
 );
 
-test('the packages install from their tarballs and work in a fresh project', { timeout: 230_000 }, async (t) => {
+test('the packages install from their tarballs and work in a fresh project', { timeout: 600_000 }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'hercules-consumer-'));
   const children: ChildProcess[] = [];
   t.after(async () => {
@@ -332,6 +348,8 @@ test('the packages install from their tarballs and work in a fresh project', { t
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
   for (const [name, code] of Object.entries({ MACHINES_MJS, CLIENT_MJS, BROWSER_MJS }))
     assert.ok(readme.includes(`\`\`\`js\n${code}\`\`\``), `README.md shows ${name} as the consumer test runs it`);
+  assert.ok(readme.includes(`\`\`\`html\n${INDEX_HTML}\`\`\``), 'README.md shows index.html as the consumer test serves it');
+  assert.ok(readme.includes('npx hercules serve --machines ./machines.mjs --static ./public'), 'README.md serves the page as the consumer test does');
   assert.ok(readme.includes('npx hercules serve --machines ./machines.mjs'), 'README.md starts the server as the consumer test does');
 
   // Pack every publishable package (prepack builds it) and check what goes in. The build
@@ -410,6 +428,54 @@ test('the packages install from their tarballs and work in a fresh project', { t
     assert.equal(locked.status, 1, locked.out);
     assert.match(locked.stderr, /^hercules: the data directory .* is in use by another Hercules server[^\n]*\n$/);
     await stopServer(proc);
+  });
+
+  await t.test('(a) the Node snippet with no server: a timeout that names why, the op kept, and sent by the next run', async () => {
+    const offline = join(project, 'offline');
+    mkdirSync(offline);
+    writeFileSync(join(offline, 'machines.mjs'), MACHINES_MJS);
+    writeFileSync(join(offline, 'client.mjs'), CLIENT_MJS);
+    const down = run(process.execPath, ['client.mjs'], offline, 30_000, outsideEnv({ HERCULES_URL: 'ws://127.0.0.1:1' }));
+    assert.equal(down.status, 1, down.out);
+    assert.match(down.stderr, /timeout.*connection refused by 127\.0\.0\.1:1/s);
+    const { url, proc } = await startServer(project, ['--machines', './machines.mjs', '--memory'], children);
+    const up = run(process.execPath, ['client.mjs'], offline, 30_000, outsideEnv({ HERCULES_URL: url }));
+    ok(up, 'node client.mjs once a server runs');
+    assert.deepEqual(up.stdout.trim().split('\n'), ['hello from Node', 'hello from Node'], "the op kept offline, then this run's");
+    await stopServer(proc);
+  });
+
+  await t.test('(c) the browser snippet in Chromium, served by npx hercules serve --static from the same origin', async (tt) => {
+    const chromiumPath = findChromium();
+    if (!chromiumPath) return tt.skip('no chromium (apt-get install chromium, or set CHROMIUM_PATH)');
+    const site = join(project, 'public');
+    mkdirSync(site, { recursive: true });
+    writeFileSync(join(site, 'index.html'), INDEX_HTML);
+    await build({
+      absWorkingDir: project,
+      entryPoints: ['browser.mjs'],
+      bundle: true,
+      platform: 'browser',
+      format: 'esm',
+      minify: true,
+      outfile: join(site, 'app.js'),
+      logLevel: 'silent',
+    });
+    const { url, proc } = await startServer(project, ['--machines', './machines.mjs', '--memory', '--static', './public'], children);
+    const { chromium } = await import('playwright-core');
+    const browser = await chromium.launch({
+      executablePath: chromiumPath,
+      headless: true,
+      args: ['--no-sandbox', '--disable-background-networking', '--disable-gpu'],
+    });
+    try {
+      const page = await browser.newPage();
+      await page.goto(url.replace('ws://', 'http://'));
+      await page.waitForFunction(() => document.body.textContent === 'hello from a browser', undefined, { timeout: 20_000 });
+    } finally {
+      await browser.close();
+      await stopServer(proc);
+    }
   });
 
   await t.test('(a) the machines module may be TypeScript in a CommonJS project; its own errors are shown as they are', async () => {
@@ -500,7 +566,7 @@ test('the packages install from their tarballs and work in a fresh project', { t
     }
   });
 
-  await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 31 KiB gzipped', async () => {
+  await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 36 KiB gzipped', async () => {
     const result = await build({
       absWorkingDir: project,
       entryPoints: ['browser.mjs'],
@@ -554,8 +620,13 @@ test('the packages install from their tarballs and work in a fresh project', { t
     // a wrapping room (issue 12) cost about 1.5 KiB, sending ops under seq reservations (issue
     // 14) 1 KiB more, presence (issue 15) 0.5 KiB, and machine versions, migrations and typed
     // presence (issue 16) 1.4 KiB, and protocol 4's tentative sends (issue 14) 0.5 KiB, so the
-    // bound is 31 until that is won back (docs/benchmarks.md, "Browser bundle size", has the figures).
-    assert.ok(gz <= 31 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
+    // bound was 31; the collaborative text's `room.text` (issue 38, whose allowance is 5 KiB) adds
+    // 1.3 KiB and undo (issue 39: the undo op, its checks and the client's stacks) 2.9 KiB, so it
+    // is 36 until that is won back (issue 41, item 5; docs/benchmarks.md, "Browser bundle size").
+    assert.ok(gz <= 36 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
+    // The README states this figure; it must be true (within 0.3 KiB: esbuild versions differ).
+    const stated = Number(/no native module \((\d+\.\d) KiB\s+gzipped/.exec(readme)?.[1]);
+    assert.ok(Math.abs(stated - gz / 1024) <= 0.3, `README.md says the browser client is ${stated} KiB gzipped; measured ${kib(gz)}`);
   });
 
   await t.test('(f) a React app, a Vue composable and a Svelte component show the room, with the newest majors and then the oldest supported', async () => {

@@ -60,14 +60,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import Database from 'better-sqlite3';
 import { copyFileSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
-import { createServer as createNetServer, connect as netConnect, type Server, type Socket } from 'node:net';
+import { connect as netConnect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect } from '@hercules/client';
 import { auditRoomOnNats, startNatsCluster, type NatsCluster } from '@hercules/cluster';
-import { freePort, tempDir } from '@hercules/test-utils';
+import { Rng } from '@hercules/sim/rng';
+import { faultProxy, freePort, tempDir } from '@hercules/test-utils';
 import { NOTE_REFUSED, soak, soakV2 } from './machine.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -122,8 +123,8 @@ if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1) || ![nFlooders, nAmplifie
 }
 // Chaos timing is random (real processes are not deterministic anyway); the seed is printed.
 const seed = args.seed !== undefined ? Number(args.seed) : Date.now() % 1e9;
-let rs = seed >>> 0 || 1;
-const rand = () => (rs = (Math.imul(rs, 1664525) + 1013904223) >>> 0) / 4294967296;
+const rng = new Rng(seed);
+const rand = () => rng.float();
 
 const { dir, cleanup: removeDir } = tempDir('soak'); // kept after a failure, to look at
 const log = (m: string) => console.log(`[soak ${((performance.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${m}`);
@@ -210,31 +211,10 @@ function serverRssMb(): number | undefined {
 }
 
 // ---------------------------------------------------------------- proxies that can cut links
-const links = new Set<Socket>();
-/** A proxy in front of one server: clients connect through it, and the chaos cuts its links. */
-async function proxyTo(port: number): Promise<{ server: Server; url: string }> {
-  const server = createNetServer((client) => {
-    const upstream = new (client.constructor as typeof Socket)();
-    upstream.connect(port, '127.0.0.1');
-    links.add(client);
-    const end = () => {
-      links.delete(client);
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('error', end);
-    upstream.on('error', end);
-    client.on('close', end);
-    upstream.on('close', end);
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  return { server, url: `ws://127.0.0.1:${(server.address() as { port: number }).port}` };
-}
-const proxies = await Promise.all(slots.map((slot) => proxyTo(slot.port)));
+/** A proxy in front of each server: clients connect through it, and the chaos cuts its links. */
+const proxies = await Promise.all(slots.map((slot) => faultProxy(slot.port)));
 /** What clients are given: every server's proxy (they move to the next URL when theirs goes). */
-const url = proxies.map((p) => p.url).join(',');
+const url = proxies.map((p) => `ws://127.0.0.1:${p.port}`).join(',');
 /** The servers themselves, for the checking client at the end. */
 const directUrls = slots.map((slot) => `ws://127.0.0.1:${slot.port}`);
 
@@ -772,12 +752,7 @@ while (performance.now() < end) {
     const i = Math.floor(rand() * natsCluster!.servers.length);
     if (!natsImpaired) chaosTasks.push(x < 0.61 ? killNats(i) : pauseNats(i, 500 + rand() * 3500));
   } else {
-    const all = [...links];
-    for (const s of all)
-      if (rand() < 0.3) {
-        s.destroy();
-        counts.disconnects++;
-      }
+    for (const p of proxies) counts.disconnects += p.cutSome(() => rand() < 0.3);
   }
 }
 clearInterval(cloneTimer);
@@ -918,8 +893,7 @@ if (upgraded) {
     upgradeProblems.push(['REC-MIGRATE-ONCE', `cannot read the server's store: ${(e as Error).message}`]);
   }
 }
-for (const p of proxies) p.server.close();
-for (const s of links) s.destroy();
+for (const p of proxies) await p.close();
 await natsCluster?.close();
 
 const pct = (xs: number[], q: number) => {

@@ -728,6 +728,39 @@ test("sheet: A types 42 into cell 1-1; red on A until B has it; B sees A's curso
   t.diagnostic(`A's 42 red for ${black.t - red.t} ms; screenshot ${shot.held ? 'shows' : 'MAY NOT show'} the uncertainty (${shot.ms} ms)`);
 });
 
+// spec: UNDO-OWN
+test("sheet: Ctrl+Z takes back A's cell on A and B and keeps B's; Ctrl+Shift+Z puts it back", { skip, timeout: TEST_TIMEOUT }, async (t) => {
+  const room = uniqueRoom('sheet');
+  const A = await openClient('sheet', room, 'A', { name: 'Ada' });
+  const B = await openClient('sheet', room, 'B', { name: 'Grace' });
+  t.after(() => closeAll(A, B));
+  const mine = '[data-testid=cell-1-1]';
+  const theirs = '[data-testid=cell-1-2]';
+  for (const c of [A, B]) await until(c, 'the grid with cell 1-1', (sel: string) => !!document.querySelector(`[data-testid=grid] ${sel}`), mine);
+  await ready(A, B);
+  const text = ([sel, want]: [string, string]) => (document.querySelector(sel)?.textContent?.trim() ?? '') === want;
+  const type = async (c: typeof A, sel: string, value: string) => {
+    await c.page.click(sel);
+    await c.page.keyboard.type(value);
+    await until(c, 'the cell editor', () => !!document.querySelector('[data-testid=cell-editor]'));
+    await c.page.keyboard.press('Enter');
+  };
+  await type(A, mine, '42');
+  await until(B, 'cell 1-1 = 42', text, [mine, '42'] as [string, string]);
+  await type(B, theirs, '7');
+  await until(A, 'cell 1-2 = 7', text, [theirs, '7'] as [string, string]);
+  assert.equal(await A.page.isDisabled('[data-testid=undo]'), false, 'A can undo');
+
+  await A.page.keyboard.press('Control+z');
+  for (const c of [A, B]) await until(c, 'cell 1-1 empty again', text, [mine, ''] as [string, string]);
+  for (const c of [A, B]) assert.equal((await c.page.textContent(theirs))?.trim(), '7', "B's cell stays");
+  assert.equal(await A.page.isDisabled('[data-testid=redo]'), false, 'A can redo');
+
+  await A.page.keyboard.press('Control+Shift+z');
+  for (const c of [A, B]) await until(c, 'cell 1-1 = 42 again', text, [mine, '42'] as [string, string]);
+  assert.deepEqual([...A.errors, ...B.errors], []);
+});
+
 // Presence (cursors, drags, typing, names): apart from the log, so nothing here may add an op.
 
 // spec: PRESENCE-EPHEMERAL
@@ -989,6 +1022,7 @@ test('a bad ?room= shows what is wrong and a link to a valid room, not a blank p
   const cases: [string, string, string][] = [
     ['', 'is empty', 'demo-chat'],
     ['my room!', '“my room!” is not a valid room name', 'my-room'],
+    ['ünïcode', '“ünïcode” is not a valid room name', 'unicode'],
     ['x'.repeat(129), 'is not a valid room name', 'x'.repeat(128)],
   ];
   for (const [bad, says, fix] of cases) {

@@ -17,6 +17,36 @@ import type { ClientStorage, StoredClient } from '@hercules/client';
 /** How long opening waits for another holder of the store's lock (one that is dying, say). */
 const LOCK_WAIT_MS = 1000;
 
+/** The store could not be opened: what failed, then what to check. */
+function cannotOpen(file: string, e: unknown, check: string): HerculesError {
+  return new HerculesError('storage-failed', `cannot open client storage ${file}: ${(e as Error).message}. Check ${check} and the disk is not full.`, {
+    cause: e,
+  });
+}
+
+/** A batch of writes failed; the client driver reports it (once per run of failures) and retries. */
+function writeFailed(e: unknown): HerculesError {
+  return new HerculesError('storage-failed', `client storage write failed: ${(e as Error).message}. The ops stay Submitted (in memory) and will be retried.`, {
+    cause: e,
+  });
+}
+
+/** Stores written by earlier versions get the columns added since (NULL: unknown). */
+function addMissingColumns(db: Database.Database): void {
+  // Stores from before op digests and base ownSeq get the columns (NULL: unknown).
+  const cols = new Set(
+    db
+      .prepare<[], { name: string }>("SELECT name FROM pragma_table_info('client')")
+      .all()
+      .map((c) => c.name),
+  );
+  if (!cols.has('last_digest')) db.exec('ALTER TABLE client ADD COLUMN last_digest INTEGER');
+  if (!cols.has('base_own_seq')) db.exec('ALTER TABLE client ADD COLUMN base_own_seq INTEGER');
+  if (!cols.has('reserved_seq')) db.exec('ALTER TABLE client ADD COLUMN reserved_seq INTEGER');
+  // The machine version of the base (BaseSnapshot.v; docs/migrations.md).
+  if (!cols.has('base_v')) db.exec('ALTER TABLE client ADD COLUMN base_v INTEGER');
+}
+
 /** `lockWaitMs`: how long to wait for another holder of the file (default 1000; 0: fail at once). */
 export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): ClientStorage & { rooms(): Promise<string[]> } {
   let db: Database.Database;
@@ -24,7 +54,7 @@ export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): Cli
     mkdirSync(dirname(file), { recursive: true });
     db = new Database(file, { timeout: opts?.lockWaitMs ?? LOCK_WAIT_MS });
   } catch (e) {
-    throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
+    throw cannotOpen(file, e, 'the directory is writable');
   }
   try {
     // Exclusive locking before WAL: the lock is taken now and held until close (and the WAL
@@ -40,9 +70,7 @@ export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): Cli
         `client storage ${file} is in use by another process. A store belongs to one client process at a time: close the other one, or give this one its own file.`,
       );
     }
-    throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the file is a Hercules client store and the disk is not full.`, {
-      cause: e,
-    });
+    throw cannotOpen(file, e, 'the file is a Hercules client store');
   }
   try {
     db.pragma('synchronous = FULL');
@@ -50,21 +78,10 @@ export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): Cli
       CREATE TABLE IF NOT EXISTS client (room TEXT PRIMARY KEY, client_id TEXT NOT NULL, last_seq INTEGER NOT NULL, base_pos INTEGER, base TEXT);
       CREATE TABLE IF NOT EXISTS ops (room TEXT NOT NULL, seq INTEGER NOT NULL, op TEXT NOT NULL, PRIMARY KEY (room, seq)) WITHOUT ROWID;
     `);
-    // Stores from before op digests and base ownSeq get the columns (NULL: unknown).
-    const cols = new Set(
-      db
-        .prepare<[], { name: string }>("SELECT name FROM pragma_table_info('client')")
-        .all()
-        .map((c) => c.name),
-    );
-    if (!cols.has('last_digest')) db.exec('ALTER TABLE client ADD COLUMN last_digest INTEGER');
-    if (!cols.has('base_own_seq')) db.exec('ALTER TABLE client ADD COLUMN base_own_seq INTEGER');
-    if (!cols.has('reserved_seq')) db.exec('ALTER TABLE client ADD COLUMN reserved_seq INTEGER');
-    // The machine version of the base (BaseSnapshot.v; docs/migrations.md).
-    if (!cols.has('base_v')) db.exec('ALTER TABLE client ADD COLUMN base_v INTEGER');
+    addMissingColumns(db);
   } catch (e) {
     db.close();
-    throw new Error(`cannot open client storage ${file}: ${(e as Error).message}. Check the directory is writable and the disk is not full.`, { cause: e });
+    throw cannotOpen(file, e, 'the directory is writable');
   }
   const getClient = db.prepare<
     [string],
@@ -113,7 +130,7 @@ export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): Cli
       writeBatch(items);
       for (const it of items) it.done();
     } catch (e) {
-      const err = new Error(`client storage write failed: ${(e as Error).message}. The ops stay Submitted (in memory) and will be retried.`, { cause: e });
+      const err = writeFailed(e);
       for (const it of items) it.fail(err);
     }
   };
@@ -142,14 +159,14 @@ export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): Cli
       insClient.run(room, clientId);
     },
     append(room, ops) {
-      if (closed) return Promise.reject(new Error('client storage is closed'));
+      if (closed) return Promise.reject(new HerculesError('closed', 'client storage is closed; open it again to write'));
       return new Promise<void>((done, fail) => {
         if (batch.length === 0) setImmediate(flush);
         batch.push({ room, ops, done, fail });
       });
     },
     reserve(room, throughSeq) {
-      if (closed) return Promise.reject(new Error('client storage is closed'));
+      if (closed) return Promise.reject(new HerculesError('closed', 'client storage is closed; open it again to write'));
       return new Promise<void>((done, fail) => {
         if (batch.length === 0) setImmediate(flush);
         batch.push({ room, ops: [], reserve: throughSeq, done, fail });

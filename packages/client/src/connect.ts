@@ -4,7 +4,17 @@
  * @hercules/core, the same the simulator runs) on the real clock and the given store, and a
  * reconnecting WebSocketTransport; the room returned wraps them (room.ts).
  */
-import { ClientDriver, ClientRoom, HerculesError, machineVersions, type Batching, type Clock, type Machine } from '@hercules/core';
+import {
+  ClientDriver,
+  ClientRoom,
+  HerculesError,
+  machineVersions,
+  type Batching,
+  type Clock,
+  type Machine,
+  type OpHandle,
+  type UndoOptions,
+} from '@hercules/core';
 import { recoverPending, type RecoveredStore } from './recover.ts';
 import { ConnectedClientRoom, type ConnectedRoom } from './room.ts';
 import { memoryStorage, type ClientStorage, type StoreDirectory, type StoredClient } from './storage.ts';
@@ -72,10 +82,18 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   onError?: (error: Error) => void;
   /** Notify listeners in a microtask (default) or synchronously. */
   notify?: 'microtask' | 'sync';
+  /** Undo tracking (docs/undo.md): on by default ({ captureMs: 500 }); false turns it off. */
+  undo?: UndoOptions | false;
   /**
    * Another transport than the WebSocket one (tests, an in-process link); `WebSocket`, `token`,
    * `backoff`, `watchdogMs` and `connectTimeoutMs` are then the given transport's business.
    */
+  /**
+   * Each op of this client the server rejected, including ops saved in an earlier session that
+   * no handle of this one stands for (room.onRejected; OP-REJECTED-TOLD). Registered before the
+   * first connection, so none is missed.
+   */
+  onRejected?: (op: OpHandle) => void;
   transport?: ClientTransport;
   /**
    * Find the other stores of this room that no live client holds (a tab closed while offline
@@ -145,13 +163,35 @@ export async function openStore(storage: ClientStorage, machine: Machine<any, an
   return { key, stored: undefined };
 }
 
-export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<M>): Promise<ConnectedRoom<M>> {
+/** connect()'s arguments, refused at once with what is wrong (bad-argument). */
+function checkConnectOptions<M extends Machine<any, any>>(opts: ConnectOptions<M>): void {
   const urls = typeof opts?.url === 'string' ? [opts.url] : Array.isArray(opts?.url) ? (opts.url as unknown[]) : [];
   if (!opts || urls.length === 0 || !urls.every((u) => typeof u === 'string' && /^wss?:\/\//.test(u)))
     throw new HerculesError('bad-argument', `connect: url must be ws:// or wss:// (or a non-empty list of them), got ${JSON.stringify(opts?.url)}`);
   if (typeof opts.room !== 'string' || !ROOM_NAME.test(opts.room))
     throw new HerculesError('bad-argument', `connect: room must be 1-128 of A-Z a-z 0-9 . _ ~ -, got ${JSON.stringify(opts.room)}`);
   if (!opts.machine || !(opts.machine.opNames instanceof Set)) throw new HerculesError('bad-argument', 'connect: machine must come from defineMachine');
+}
+
+/** Errors and warnings go to onError; without one, the first is printed once. */
+function reporter(room: string, onError: ((e: Error) => void) | undefined): (e: Error) => void {
+  let warned = false;
+  return (e) => {
+    if (onError) {
+      try {
+        onError(e);
+      } catch {
+        /* the app's handler failing is not ours to crash on */
+      }
+    } else if (!warned) {
+      warned = true;
+      console.warn(`hercules (room ${room}): ${e.message} [pass onError to connect() to handle these; further ones are not printed]`);
+    }
+  };
+}
+
+export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<M>): Promise<ConnectedRoom<M>> {
+  checkConnectOptions(opts);
   const storage = opts.storage ?? memoryStorage();
   const WebSocketImpl = opts.transport ? undefined : await resolveWebSocket(opts.WebSocket);
   const { key, stored: found } = await openStore(storage, opts.machine, opts.room);
@@ -161,20 +201,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     await storage.init(key, clientId);
     stored = { clientId, lastSeq: 0, durable: [] };
   }
-  let warned = false;
-  /** Errors and warnings go to onError; without one, the first is printed once. */
-  const report = (e: Error) => {
-    if (opts.onError) {
-      try {
-        opts.onError(e);
-      } catch {
-        /* the app's handler failing is not ours to crash on */
-      }
-    } else if (!warned) {
-      warned = true;
-      console.warn(`hercules (room ${opts.room}): ${e.message} [pass onError to connect() to handle these; further ones are not printed]`);
-    }
-  };
+  const report = reporter(opts.room, opts.onError);
 
   const transport =
     opts.transport ??
@@ -195,6 +222,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     now: systemClock.now,
     batching: opts.batching,
     notify: opts.notify,
+    undo: opts.undo,
     restore: {
       lastSeq: stored.lastSeq,
       durable: stored.durable,
@@ -244,6 +272,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
   const roomStorage = startRecovery(opts, storage, clientId, report);
   room = new ConnectedClientRoom({ name: opts.room, inner, driver, transport, storage: roomStorage });
   if (opts.onStatus) room.onStatus(opts.onStatus);
+  if (opts.onRejected) room.onRejected(opts.onRejected);
   const link = { send: (msg: Parameters<ClientTransport['send']>[0]) => transport.send(msg) };
   const connected = room;
   transport.start({

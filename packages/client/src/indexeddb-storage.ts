@@ -67,6 +67,30 @@ export const storeLockName = (dbName: string) => `hercules-store:${dbName}`;
  */
 const LOCK_WAIT_MS = 1500;
 
+/** Opens (creating if new) the store's database. */
+function openDatabase(idb: IDBFactory, dbName: string): Promise<IDBDatabase> {
+  return new Promise<IDBDatabase>((res, rej) => {
+    const r = idb.open(dbName, 1);
+    r.onupgradeneeded = () => {
+      const db = r.result;
+      db.createObjectStore('client', { keyPath: 'room' });
+      db.createObjectStore('ops', { keyPath: ['room', 'seq'] });
+    };
+    r.onsuccess = () => res(r.result);
+    r.onerror = () => rej(new Error(`cannot open IndexedDB ${dbName}: ${r.error?.message}`));
+    r.onblocked = () => rej(new Error(`IndexedDB ${dbName} is blocked by another tab holding an older version; close it`));
+  });
+}
+
+/** A transaction with strict durability where the browser supports the option. */
+function tx(db: IDBDatabase, stores: string[], mode: IDBTransactionMode): IDBTransaction {
+  try {
+    return db.transaction(stores, mode, { durability: 'strict' } as IDBTransactionOptions);
+  } catch {
+    return db.transaction(stores, mode);
+  }
+}
+
 /**
  * `env` supplies another IndexedDB implementation (e.g. fake-indexeddb in tests) and, with
  * `locks`, another lock manager (default `navigator.locks`).
@@ -110,28 +134,8 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
             );
           });
       });
-  const opened = locked.then(
-    () =>
-      new Promise<IDBDatabase>((res, rej) => {
-        const r = idb.open(dbName, 1);
-        r.onupgradeneeded = () => {
-          const db = r.result;
-          db.createObjectStore('client', { keyPath: 'room' });
-          db.createObjectStore('ops', { keyPath: ['room', 'seq'] });
-        };
-        r.onsuccess = () => res(r.result);
-        r.onerror = () => rej(new Error(`cannot open IndexedDB ${dbName}: ${r.error?.message}`));
-        r.onblocked = () => rej(new Error(`IndexedDB ${dbName} is blocked by another tab holding an older version; close it`));
-      }),
-  );
+  const opened = locked.then(() => openDatabase(idb, dbName));
   opened.catch(() => {}); // reported by whichever call awaits it first
-  const tx = (db: IDBDatabase, stores: string[], mode: IDBTransactionMode) => {
-    try {
-      return db.transaction(stores, mode, { durability: 'strict' } as IDBTransactionOptions);
-    } catch {
-      return db.transaction(stores, mode);
-    }
-  };
   /** Appends and reservations of one task share a transaction; a reservation has no ops. */
   let batch: { room: string; ops: readonly OpRecord[]; tags?: readonly OpTag[]; reserve?: number; ok: () => void; fail: (e: unknown) => void }[] = [];
   const flush = async () => {

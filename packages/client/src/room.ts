@@ -15,6 +15,9 @@ import {
   type OpStubs,
   type ReceiveStats,
   type StateOf,
+  type TextHandle,
+  type TextPath,
+  type UndoStatus,
   type ViewName,
   type ViewPositions,
 } from '@hercules/core';
@@ -106,17 +109,44 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   submit(name: string, args?: unknown): OpHandle {
     return this.#inner.submit(name, args);
   }
+  text(path: TextPath): TextHandle<OpHandle> {
+    return this.#inner.text(path);
+  }
   receiveStats(): ReceiveStats {
     return { ...this.#inner.receiveStats(), decodeMs: this.#transport.decodeMs?.() ?? 0 };
   }
   positions(): ViewPositions {
     return this.#inner.positions();
   }
+  onRejected(listener: (op: OpHandle) => void): () => void {
+    return this.#inner.onRejected(listener);
+  }
   onProgress(listener: (positions: ViewPositions) => void): () => void {
     return this.#inner.onProgress(listener);
   }
   flushNotifications(): void {
     this.#inner.flushNotifications();
+  }
+  undo(): OpHandle | undefined {
+    return this.#inner.undo();
+  }
+  redo(): OpHandle | undefined {
+    return this.#inner.redo();
+  }
+  canUndo(): boolean {
+    return this.#inner.canUndo();
+  }
+  canRedo(): boolean {
+    return this.#inner.canRedo();
+  }
+  onUndoChange(listener: (status: UndoStatus) => void): () => void {
+    return this.#inner.onUndoChange(listener);
+  }
+  undoGroup<T>(fn: () => T): T {
+    return this.#inner.undoGroup(fn);
+  }
+  stopCapturing(): void {
+    this.#inner.stopCapturing();
   }
 
   // ---------------------------------------------------------------- the connection

@@ -136,7 +136,7 @@ export class WebSocketTransport implements ClientTransport {
     try {
       ws.send(this.#codec.encode(msg));
     } catch (e) {
-      this.#events?.error(new Error(`send failed: ${errorMessage(e)}`));
+      this.#events?.error(new HerculesError('unreachable', `send failed: ${errorMessage(e)}; the op is resent after the reconnect`));
     }
   }
 
@@ -256,7 +256,9 @@ export class WebSocketTransport implements ClientTransport {
     try {
       t = typeof token === 'function' ? await token() : token;
     } catch (e) {
-      this.#events?.error(new Error(`the token function failed: ${errorMessage(e)}; retrying`));
+      this.#events?.error(
+        new HerculesError('unauthenticated', `the token function failed: ${errorMessage(e)}; retrying (check the function that fetches the token)`),
+      );
       return this.#retry();
     }
     if (this.#stopped) return;
@@ -265,7 +267,7 @@ export class WebSocketTransport implements ClientTransport {
     try {
       sock = new this.#opts.WebSocket(u.toString());
     } catch (e) {
-      this.#events?.error(new Error(`cannot open ${url}: ${errorMessage(e)}`));
+      this.#events?.error(new HerculesError('unreachable', `cannot open ${url}: ${errorMessage(e)}; check the URL and that the server runs there`));
       return this.#retry();
     }
     const a: Attempt = { sock, url, welcomed: false, socketError: undefined };
@@ -309,7 +311,9 @@ export class WebSocketTransport implements ClientTransport {
       msg = this.#codec.decode(bytes);
       this.#decodeMs += performance.now() - t0;
     } catch (e) {
-      this.#events?.error(new Error(`bad frame from the server: ${errorMessage(e)}; reconnecting`));
+      this.#events?.error(
+        new HerculesError('malformed-frame', `bad frame from the server: ${errorMessage(e)}; reconnecting (use @hercules/client of the server's version)`),
+      );
       a.sock.close(CLOSE.badFrame, 'bad frame');
       return;
     }

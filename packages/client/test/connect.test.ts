@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { HerculesError, VIEWS, defineMachine } from '@hercules/core';
 import { createServer } from '@hercules/server';
 import { connect } from '../src/index.ts';
-import { freePort, tempDir } from '@hercules/test-utils';
+import { freePort, tempDir, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -275,4 +275,54 @@ test("receiveStats: a reader's decode, apply and notify time grow with the frame
   await b.until('authoritative', (s) => s.messages.length === 21, { timeoutMs: 5000 });
   assert.equal(copy.frames, then.frames);
   assert.ok(b.receiveStats().frames > copy.frames);
+});
+
+// spec: OP-REJECTED-TOLD
+test('an op saved offline and refused in a later session is told: to onRejected, or else as a warning, never dropped without a word', async (t) => {
+  const { dir, cleanup } = tempDir('rejected-later');
+  t.after(cleanup);
+  const { memoryStorage } = await import('../src/index.ts');
+  // Offline: nothing listens on the port, the op waits in the store.
+  const storage = memoryStorage();
+  const keep = { ...storage, close: async () => {} }; // the "device": the same store across sessions
+  const port = await freePort();
+  const offline = await connect({ url: `ws://127.0.0.1:${port}`, room: 'later', machine: chat, storage: keep, onError: () => {} });
+  offline.ops.say({ text: 'refused later' });
+  await offline.flushed();
+  await offline.close();
+  // The next session, with a server whose policy refuses that text now (as a migration might).
+  const srv = await createServer({
+    port,
+    dataDir: dir,
+    machines: [chat],
+    log: 'silent',
+    authorize: (op) => ((op.args as { text?: string }).text === 'refused later' ? 'no longer allowed' : true),
+  });
+  t.after(() => srv.close());
+  const told: { seq: number; name: string; error?: string; refused?: boolean }[] = [];
+  const warnings: string[] = [];
+  const room = await connect({ url: srv.url, room: 'later', machine: chat, storage: keep, onError: (e) => warnings.push(e.message) });
+  room.onRejected((h) => told.push({ seq: h.seq, name: h.name, error: h.error, refused: h.refused }));
+  await until(() => told.length > 0, 10_000, 'the rejection told');
+  assert.deepEqual(told, [{ seq: 1, name: 'say', error: 'not authorized: no longer allowed', refused: true }]);
+  assert.deepEqual(room.getState('authoritative').messages, []);
+  // A later op refused in this session is told too (its own handle rejects as well).
+  const now = room.ops.say({ text: 'refused later' });
+  await assert.rejects(now.authoritative, (e: unknown) => e instanceof HerculesError && e.code === 'op-rejected');
+  assert.equal(told.length, 2);
+  await room.close();
+
+  // Without a listener, the rejection of an op kept from an earlier session is a warning.
+  const dead = await freePort();
+  const offline2 = await connect({ url: `ws://127.0.0.1:${dead}`, room: 'later2', machine: chat, storage: keep, onError: () => {} });
+  offline2.ops.say({ text: 'refused later' });
+  await offline2.flushed();
+  await offline2.close();
+  const quiet = await connect({ url: srv.url, room: 'later2', machine: chat, storage: keep, onError: (e) => warnings.push(e.message) });
+  await until(() => warnings.some((w) => w.includes('kept from before this session')), 10_000, 'the warning');
+  await quiet.close();
+  assert.ok(
+    warnings.some((w) => /op 1 \(say\), kept from before this session, was rejected: not authorized: no longer allowed \[pass onRejected/.test(w)),
+    warnings.join('\n'),
+  );
 });

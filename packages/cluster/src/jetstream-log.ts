@@ -6,6 +6,7 @@
  * that is behind: reads go to the leader). Leases are a KV bucket whose entries expire `ttlMs`
  * after their last write.
  */
+import { HerculesError } from '@hercules/core';
 import {
   DeliverPolicy,
   type JetStreamClient,
@@ -233,7 +234,11 @@ export class JetStreamShardLog implements ShardLog {
     return Promise.all(
       seqs.map(async (seq) => {
         const m = await this.jsm.streams.getMessage(stream, { seq });
-        if (!m) throw new Error(`${stream} has no message ${seq}`);
+        if (!m)
+          throw new HerculesError(
+            'storage-failed',
+            `${stream} has no message ${seq}: the stream lost it or it was purged; check the NATS stream (nats stream info)`,
+          );
         return { seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.header), time: m.time.getTime() };
       }),
     );
@@ -250,7 +255,11 @@ export class JetStreamShardLog implements ShardLog {
     const deadline = Date.now() + this.timeoutMs * 4;
     try {
       while (out.length === 0 || out[out.length - 1].seq < last) {
-        if (Date.now() > deadline) throw new Error(`reading ${subject} from ${stream}: timed out before seq ${last}`);
+        if (Date.now() > deadline)
+          throw new HerculesError(
+            'timeout',
+            `reading ${subject} from ${stream}: timed out before seq ${last}; check that the stream's leader answers, then try again`,
+          );
         const batch = await consumer.fetch({ max_messages: 1000, expires: 2000 });
         for await (const m of batch) {
           out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.headers), time: Math.floor(m.info.timestampNanos / 1e6) });
@@ -294,7 +303,11 @@ export class JetStreamShardLog implements ShardLog {
       } catch (e) {
         if (!isNoMessage(e)) throw e;
       }
-      if (!m || m.seq > last) throw new Error(`reading ${subject} from ${stream}: the server has no message ${last} yet`);
+      if (!m || m.seq > last)
+        throw new HerculesError(
+          'storage-failed',
+          `reading ${subject} from ${stream}: the server has no message ${last} yet (a replica behind its leader); try again`,
+        );
       out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.header), time: m.time.getTime() });
       seq = m.seq + 1;
     }
@@ -328,7 +341,8 @@ export class JetStreamShardLog implements ShardLog {
     // On a server before 2.9.18 a replica that restarts replays this as a purge of every subject
     // up to beforeSeq (nats-server#4196): the shard's claims and every other room would go.
     if (!natsAtLeast(this.serverVersion, '2.9.18'))
-      throw new Error(
+      throw new HerculesError(
+        'storage-failed',
         `refusing to purge ${subject}: nats-server ${this.serverVersion} replays a filtered purge as a full one when a server restarts (nats-server#4196, fixed in 2.9.18); upgrade NATS to purge, the streams keep every message meanwhile`,
       );
     await this.jsm.streams.purge(this.stream(shard), { filter: subject, seq: beforeSeq });

@@ -6,6 +6,7 @@
  * Each server can be killed (SIGKILL), paused (SIGSTOP) and resumed, and started again on the
  * same ports and data: what the failover tests and the cluster soak do to it.
  */
+import { HerculesError } from '@hercules/core';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -64,7 +65,8 @@ export function findNatsServer(binary?: string): string {
     '/usr/bin/nats-server',
   ];
   for (const c of candidates) if (c && existsSync(c)) return c;
-  throw new Error(
+  throw new HerculesError(
+    'bad-argument',
     "nats-server is not installed: install it (Debian: 'sudo apt-get install -y nats-server'; or https://github.com/nats-io/nats-server/releases) or set NATS_SERVER to its path",
   );
 }
@@ -133,7 +135,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  */
 export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<NatsCluster> {
   const n = opts.nodes ?? 3;
-  if (!Number.isInteger(n) || n < 1) throw new Error(`nodes must be a positive integer, got ${n}`);
+  if (!Number.isInteger(n) || n < 1) throw new HerculesError('bad-argument', `nodes must be a positive integer, got ${n}; pass nodes: 1 or more`);
   const binary = findNatsServer(opts.binary);
   for (let attempt = 1; ; attempt++) {
     try {
@@ -230,7 +232,7 @@ async function startOnce(opts: NatsClusterOptions, n: number, binary: string): P
       },
       async monitor(path) {
         const res = await fetch(`http://127.0.0.1:${p.monitor}/${path}`, { signal: AbortSignal.timeout(2000) });
-        if (!res.ok) throw new Error(`${name} /${path}: HTTP ${res.status}`);
+        if (!res.ok) throw new HerculesError('unreachable', `${name} /${path}: HTTP ${res.status}; check that the server is up (see its log)`);
         return res.json();
       },
     };
@@ -298,7 +300,7 @@ async function waitFor(fn: () => Promise<boolean>, ms: number, what: string): Pr
   const end = Date.now() + ms;
   for (;;) {
     if (await fn()) return;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    if (Date.now() > end) throw new HerculesError('timeout', `timed out after ${ms} ms waiting for ${what}; the machine may be loaded, try again`);
     await sleep(50);
   }
 }

@@ -18,12 +18,12 @@ import {
   createRoomService,
   resolveLimits,
   StoreHealth,
-  type RoomOptions,
+  type ServiceOptions,
   type RoomService,
   wsConnection,
   type WsSocket,
 } from '@hercules/server';
-import { systemClock } from '@hercules/server/pipeline';
+import { reconnectToResume, systemClock } from '@hercules/server/pipeline';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { ClusterStore, type ClusterStoreObserver, NotOwnerError } from './cluster-store.ts';
@@ -33,7 +33,7 @@ import { registerClusterMetrics } from './metrics.ts';
 import { Relay } from './relay.ts';
 import { type Route, routeRoom } from './routing.ts';
 
-export interface ClusterNodeOptions extends RoomOptions {
+export interface ClusterNodeOptions extends ServiceOptions {
   /** NATS server URLs (the cluster's, any of them). */
   nats: string[];
   /** This node's id: unique in the cluster, stable across restarts is not required. Default host:port. */
@@ -162,10 +162,7 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
     subjectPrefix: prefix,
     onShardLost: (k, why) => {
       service?.log.warn({ shard: k, why }, 'gave up a shard; its rooms move to another node');
-      service?.failRooms(
-        (room) => store.shardOf(room) === k,
-        `the room moved to another server (${why}); reconnect to resume (nothing you made durable is lost)`,
-      );
+      service?.failRooms((room) => store.shardOf(room) === k, reconnectToResume(`the room moved to another server (${why})`));
     },
     onWarning: (m) => service?.log.warn(m),
     observer: {

@@ -14,6 +14,7 @@
  * after any cut). Flow control across the relay is not implemented: the owner sees a
  * `bufferedAmount` of 0 for relayed connections.
  */
+import { HerculesError } from '@hercules/core';
 import type { Connection, ConnectionEvents, ConnectionRequest } from '@hercules/server';
 import { headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 
@@ -166,11 +167,11 @@ export class Relay {
       reply = m.json();
     } catch (e) {
       this.edges.delete(id);
-      throw new Error(`node ${owner} did not answer the relay (${(e as Error).message})`);
+      throw new HerculesError('unreachable', `node ${owner} did not answer the relay (${(e as Error).message}); route the room again`);
     }
     if (!reply.ok) {
       this.edges.delete(id);
-      throw Object.assign(new Error(reply.message ?? `node ${owner} refused the relay`), { owner: reply.owner });
+      throw Object.assign(new HerculesError('unreachable', reply.message ?? `node ${owner} refused the relay; route the room again`), { owner: reply.owner });
     }
     return {
       id,

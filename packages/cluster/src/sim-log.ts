@@ -11,6 +11,7 @@
  * the simulator gives its own event queue).
  * Appends are applied in call order, as one connection's publishes reach a stream leader.
  */
+import { HerculesError } from '@hercules/core';
 import { type Ack, type Lease, LeaseConflictError, type LeaseTable, type LogMessage, type ShardLog, WrongLastSequenceError } from './shard-log.ts';
 
 /** A seeded random source (mulberry32): the same seed, the same faults. */
@@ -146,7 +147,7 @@ export class SimShardLog implements ShardLog {
     } else if (this.rng() < (this.faults.failBeforeLanding ?? 0)) {
       this.stats.failedBeforeLanding++;
       outcome = () => {
-        throw new Error('timeout (simulated: the publish never reached the leader)');
+        throw new HerculesError('timeout', 'timeout (simulated: the publish never reached the leader); publish again with the same id');
       };
     } else {
       const dup = s.ids.get(opts.msgId);
@@ -166,7 +167,7 @@ export class SimShardLog implements ShardLog {
         if (this.rng() < (this.faults.loseAck ?? 0)) {
           this.stats.lostAcks++;
           outcome = () => {
-            throw new Error('timeout (simulated: the ack was lost)');
+            throw new HerculesError('timeout', 'timeout (simulated: the ack was lost); publish again with the same id');
           };
         } else outcome = () => ({ seq, duplicate: false });
       }
@@ -177,7 +178,8 @@ export class SimShardLog implements ShardLog {
   async read(shard: number, subject: string, fromSeq = 1, untilSeq?: number): Promise<LogMessage[]> {
     const s = await this.up(shard, `read ${subject}`);
     const view = this.view(s);
-    if (untilSeq !== undefined && view < untilSeq) throw new Error(`the server has no message ${untilSeq} yet (simulated lag)`);
+    if (untilSeq !== undefined && view < untilSeq)
+      throw new HerculesError('storage-failed', `the server has no message ${untilSeq} yet (simulated lag); try again`);
     const last = untilSeq ?? view;
     return s.msgs
       .filter((m) => m.subject === subject && m.seq >= fromSeq && m.seq <= last)
@@ -192,7 +194,7 @@ export class SimShardLog implements ShardLog {
     const s = await this.up(shard, 'readAt');
     return seqs.map((seq) => {
       const m = s.msgs.find((x) => x.seq === seq);
-      if (!m) throw new Error(`stream ${shard} has no message ${seq}`);
+      if (!m) throw new HerculesError('storage-failed', `stream ${shard} has no message ${seq}: the stream lost it or it was purged`);
       return { seq: m.seq, subject: m.subject, data: m.data.slice(), headers: { ...m.headers }, time: m.time };
     });
   }

@@ -3,9 +3,12 @@
  * Wraps a ViewEngine and hands its outputs to a driver (client-driver.ts). Still no I/O of its
  * own: the driver, and the transport under it, decide how messages and writes travel.
  */
+import { textHandle, type TextHandle, type TextPath } from './text.ts';
 import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
-import type { Machine, OpArgs, OpsOf, PresenceOf, StateOf } from './machine.ts';
+import type { Machine, OpArgs, OpsOf, Patch, PresenceOf, StateOf } from './machine.ts';
 import type { AckMessage, ClientMessage, OpRecord, PeerPresence, ServerMessage } from './protocol.ts';
+import { UNDO_OP } from './undo.ts';
+import { UndoStack, type UndoOptions, type UndoStatus } from './undo-stack.ts';
 import { VIEWS, ViewEngine, type BaseSnapshot, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
 
 /** What the room needs from the world: a way to send frames and to persist ops. */
@@ -119,8 +122,34 @@ export interface AppRoom<M extends Machine<any, any>> {
    * reset by a welcome), or one of our ops moved to another stage. For inspectors and meters.
    */
   onProgress(listener: (positions: ViewPositions) => void): () => void;
+  /**
+   * Calls `listener` with each op of ours the server rejected (it threw at its place, or was
+   * refused), including ops of an earlier session that no caller holds a handle of: an op saved
+   * offline and refused after a migration, say. Without a listener those are reported as warnings.
+   */
+  onRejected(listener: (op: OpHandle) => void): () => void;
   /** Deliver pending notifications now (for 'microtask' mode callers that cannot wait). */
   flushNotifications(): void;
+  /**
+   * The collaborative text at `path` of the state (a `createText()` field; the machine spreads
+   * `textOps()` into its ops): indexes in the Submitted view become anchors at submit.
+   */
+  text(path: TextPath): TextHandle<OpHandle>;
+  /**
+   * Take back this client's last undo step (docs/undo.md): one ordered op that restores each
+   * path it wrote where the value is still what it wrote (UNDO-OWN). Undefined if there is none.
+   */
+  undo(): OpHandle | undefined;
+  /** Redo the last step undone (UNDO-REDO); undefined if there is none. */
+  redo(): OpHandle | undefined;
+  canUndo(): boolean;
+  canRedo(): boolean;
+  /** Calls `listener` when canUndo() or canRedo() changes. */
+  onUndoChange(listener: (status: UndoStatus) => void): () => void;
+  /** Run `fn`; the ops it submits are one undo step. */
+  undoGroup<T>(fn: () => T): T;
+  /** The next op starts a new undo step, however soon it comes (ends a typing run). */
+  stopCapturing(): void;
 }
 
 /**
@@ -149,6 +178,8 @@ export interface ClientRoomOptions {
   restore?: ClientRestore;
   /** 'microtask' (default) coalesces notifications of one tick; 'sync' notifies after each input. */
   notify?: 'microtask' | 'sync';
+  /** Undo tracking (docs/undo.md): on by default; false turns it off (undo() then does nothing). */
+  undo?: UndoOptions | false;
 }
 
 interface Deferred {
@@ -172,6 +203,8 @@ class Handle implements OpHandle {
   readonly v = deferred();
   readonly s = deferred();
   stableAt: number | undefined;
+  /** Made for an op of an earlier session (restored from the store): nobody here holds it. */
+  restored = false;
   constructor(readonly op: OwnOp) {}
   get id() {
     return this.op.id;
@@ -285,6 +318,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     },
   };
   private readonly progressListeners = new Set<(positions: ViewPositions) => void>();
+  private readonly rejectedListeners = new Set<(op: OpHandle) => void>();
   /** The positions last returned (kept by identity while equal) and last told to progress listeners. */
   private lastPositions: ViewPositions | undefined;
   private progressNotified: ViewPositions | undefined;
@@ -302,6 +336,9 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   private closed = false;
   /** The fatal error that stopped this room, if any. */
   private failure: HerculesError | undefined;
+  private readonly history: UndoStack<StateOf<M>> | undefined;
+  private readonly undoListeners = new Set<(status: UndoStatus) => void>();
+  private undoSaid: UndoStatus = { canUndo: false, canRedo: false };
 
   constructor(
     readonly machine: M,
@@ -317,16 +354,29 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
         now,
         cpuNow: opts.cpuNow ?? (() => performance.now()),
         batching: opts.batching,
+        ...(opts.undo === false
+          ? {}
+          : {
+              onOwnRun: (before: StateOf<M>, after: StateOf<M>, ops: readonly OwnOp[], patches: readonly Patch[]) => {
+                this.history!.ran(before, after, ops, patches);
+                this.undoChanged();
+              },
+            }),
       },
       opts.restore,
     );
     this.driver = driver;
     this.notifyMode = opts.notify ?? 'microtask';
     for (const v of VIEWS) this.notified.set(v, this.engine.getState(v));
-    for (const op of this.engine.pending()) this.handles.set(op.seq, new Handle(op));
+    for (const op of this.engine.pending()) {
+      const h = new Handle(op);
+      h.restored = true;
+      this.handles.set(op.seq, h);
+    }
     const stubs: Record<string, (args?: unknown) => OpHandle> = {};
     for (const name of machine.opNames) stubs[name] = (args?: unknown) => this.submit(name, args);
     this.ops = Object.freeze(stubs) as OpStubs<M>;
+    if (opts.undo !== false) this.history = new UndoStack(machine, opts.undo ?? {}, now);
   }
 
   attach(driver: RoomDriver): void {
@@ -415,6 +465,35 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     return (this.lastPositions = Object.freeze(p));
   }
 
+  onRejected(listener: (op: OpHandle) => void): () => void {
+    if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onRejected(listener): listener must be a function');
+    this.rejectedListeners.add(listener);
+    return () => {
+      this.rejectedListeners.delete(listener);
+    };
+  }
+
+  /**
+   * An op of ours was rejected (OP-REJECTED-TOLD): the listeners hear of it; with none, an op of
+   * an earlier session (sent offline, refused after a migration, say), which no caller holds a
+   * handle of, is reported as a warning rather than dropped without a word.
+   */
+  private tellRejected(h: Handle): void {
+    const d = this.driver;
+    if (this.rejectedListeners.size === 0) {
+      if (h.restored)
+        d?.warn?.(`op ${h.seq} (${h.name}), kept from before this session, was rejected: ${h.error ?? 'refused'} [pass onRejected to hear of each]`);
+      return;
+    }
+    for (const fn of [...this.rejectedListeners]) {
+      try {
+        fn(h);
+      } catch (e) {
+        d?.warn?.(`an onRejected listener threw: ${errorMessage(e)}`);
+      }
+    }
+  }
+
   onProgress(listener: (positions: ViewPositions) => void): () => void {
     if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onProgress(listener): listener must be a function');
     if (this.progressListeners.size === 0) this.progressNotified = this.positions();
@@ -434,11 +513,104 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     return this.engine.pending().map((op) => this.handleFor(op));
   }
 
+  text(path: TextPath): TextHandle<OpHandle> {
+    return textHandle(this, path);
+  }
+
   submit(name: string, args?: unknown): OpHandle {
+    if (name === UNDO_OP) throw new HerculesError('unknown-op', `${UNDO_OP} is the engine's own op: call room.undo() or room.redo()`);
+    const history = this.history;
+    if (!history) return this.submitOp(name, args);
+    // Ops run in runs (ViewEngine.onOwnRun): those of another step, and the ops before one with a
+    // declared inverse (computed from the state just before it), run first, so a run is one
+    // step's. That runs them before their send; it only happens when steps meet in one turn.
+    const inverse = this.machine.inverses?.[name] !== undefined;
+    const joins = history.joins();
+    if ((inverse || !joins) && this.engine.submittedWaiting()) this.engine.getState('submitted');
+    const seq = this.engine.nextSeq();
+    history.submitted(seq, joins);
+    let h: Handle;
+    try {
+      h = this.submitOp(name, args);
+    } catch (e) {
+      history.abandon(seq);
+      throw e;
+    }
+    if (inverse) this.engine.getState('submitted');
+    this.undoChanged();
+    return h;
+  }
+
+  undo(): OpHandle | undefined {
+    return this.submitUndo(false);
+  }
+
+  redo(): OpHandle | undefined {
+    return this.submitUndo(true);
+  }
+
+  canUndo(): boolean {
+    return this.history?.canUndo() ?? false;
+  }
+
+  canRedo(): boolean {
+    return this.history?.canRedo() ?? false;
+  }
+
+  onUndoChange(listener: (status: UndoStatus) => void): () => void {
+    if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onUndoChange(listener): listener must be a function');
+    this.undoListeners.add(listener);
+    return () => {
+      this.undoListeners.delete(listener);
+    };
+  }
+
+  undoGroup<T>(fn: () => T): T {
+    if (typeof fn !== 'function') throw new HerculesError('bad-argument', 'undoGroup(fn): fn must be a function');
+    return this.history ? this.history.group(fn) : fn();
+  }
+
+  stopCapturing(): void {
+    this.history?.stopCapturing();
+  }
+
+  private submitUndo(redo: boolean): OpHandle | undefined {
+    if (!this.history) return undefined;
+    // Our ops run now, so every step holds what it changed (and the undo runs in a run of its own).
+    if (this.engine.submittedWaiting()) this.engine.getState('submitted');
+    const args = redo ? this.history.takeRedo() : this.history.takeUndo();
+    if (args === undefined) return undefined;
+    const h = this.submitOp(UNDO_OP, args);
+    this.undoChanged();
+    return h;
+  }
+
+  /** Tell undo listeners if canUndo or canRedo changed. */
+  private undoChanged(): void {
+    const h = this.history;
+    if (!h || (h.canUndo() === this.undoSaid.canUndo && h.canRedo() === this.undoSaid.canRedo)) return;
+    const now = h.status();
+    this.undoSaid = now;
+    for (const fn of [...this.undoListeners]) {
+      try {
+        fn(now);
+      } catch (e) {
+        this.driver?.warn?.(`an undo listener threw: ${errorMessage(e)}`);
+      }
+    }
+  }
+
+  private submitOp(name: string, args?: unknown): Handle {
     if (this.closed) throw new HerculesError('bad-argument', 'this room is closed; connect again to submit ops');
-    if (this.failure) throw new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}`);
+    // A store whose history the server does not share can deliver nothing, now or later.
+    if (this.failure?.code === 'client-id-conflict') throw new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}`);
     const op = this.engine.submit(name, args);
     const h = this.handleFor(op);
+    // After any other fatal refusal the op is still kept (OP-KEPT-AFTER-FATAL): it runs in
+    // Submitted and goes to the store like any other, and the next connect() on that store sends
+    // it; only its server stages fail, at once, since this room will not send it.
+    if (this.failure)
+      h.fail(new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}; the op is kept on this device for the next connect()`));
     // The op runs after the turn's send (the driver's flushSends drains the engine), or at the
     // first read of Submitted; in 'sync' mode now, for the listeners this call notifies.
     this.pump(this.notifyMode !== 'sync');
@@ -459,6 +631,8 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.memberListeners.clear();
     this.presenceListeners.clear();
     this.progressListeners.clear();
+    this.rejectedListeners.clear();
+    this.undoListeners.clear();
   }
 
   // ---------------------------------------------------------------- driver API
@@ -631,11 +805,18 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
         }
       }
     }
+    let undoRejected = false;
     for (const op of o.progressed) {
       const h = this.handleFor(op);
       h.settle();
+      if (op.stage === 'rejected') this.tellRejected(h);
+      if (op.stage === 'rejected' && this.history) {
+        this.history.rejected(op.seq);
+        undoRejected = true;
+      }
       if (op.stage === 'rejected' || (this.failure && op.stage !== 'submitted')) this.handles.delete(op.seq);
     }
+    if (undoRejected) this.undoChanged();
     if (o.progressed.length || o.changed.has('stable')) this.settleStable();
     if (o.presenceChanged) {
       this.othersCache = undefined;

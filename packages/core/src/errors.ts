@@ -41,6 +41,11 @@ export const ERROR_CODES = [
   'encode-failed',
   'storage-failed',
   'internal',
+  // Answered by the admin HTTP API (docs/admin-api.md) for a request that names no route.
+  /** No admin route at that path (HTTP 404). */
+  'not-found',
+  /** An admin route exists at that path, but not for that method (HTTP 405, with `Allow`). */
+  'method-not-allowed',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

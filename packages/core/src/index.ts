@@ -15,13 +15,30 @@ export {
   machineAt,
   migrateState,
   translateOp,
+  hasOp,
 } from './machine.ts';
 export { keyedMap } from './keyed-map.ts';
 export type { KeyedMap, KeyedMapNode, KeyedMapLeaf, KeyedMapBranch } from './keyed-map.ts';
+export { createText, textOps, textAt, textToString, textHandle, isText, textIndexOf, insertArgs, deleteArgs, TEXT_INSERT, TEXT_DELETE } from './text.ts';
+export type { Text, TextRun, TextChunk, TextId, TextAnchor, TextPath, TextHandle, TextRoom, TextView, TextInsertArgs, TextDeleteArgs } from './text.ts';
 export { prepareRestore, storedRoomVersion, cannotRun } from './room-migration.ts';
 export type { PreparedRestore } from './room-migration.ts';
 export { findNonJson, domainCopy, domainBytes, scanOp, sameArgs, GENESIS_DIGEST, MAX_ARG_DEPTH } from './args.ts';
-export type { Machine, MachineSpec, MigrateFrom, OpTranslation, OpContext, OpFn, OpArgs, OpsOf, PresenceOf, StateOf, Json, OpInvocation } from './machine.ts';
+export type {
+  Machine,
+  MachineSpec,
+  OpCall,
+  MigrateFrom,
+  OpTranslation,
+  OpContext,
+  OpFn,
+  OpArgs,
+  OpsOf,
+  PresenceOf,
+  StateOf,
+  Json,
+  OpInvocation,
+} from './machine.ts';
 export * from './protocol.ts';
 export { ERROR_CODES, HerculesError, OpRejectedError, errorMessage, isErrorCode } from './errors.ts';
 export type { ErrorCode } from './errors.ts';
@@ -40,6 +57,9 @@ export type {
   ServerSubmitResult,
 } from './room-engine.ts';
 export { ClientRoom } from './client-room.ts';
+export { UNDO_OP, diffState, sameJson } from './undo.ts';
+export type { UndoAction, UndoArgs, Change } from './undo.ts';
+export type { UndoOptions, UndoStatus } from './undo-stack.ts';
 export type { OpHandle, OpStubs, RoomDriver, ClientRoomOptions, Listener, AppRoom, ViewPositions, RoomPresence, ReceiveStats } from './client-room.ts';
 export { ClientDriver } from './client-driver.ts';
 export type { Clock, DriverStore, DriverLink, ClientDriverOptions } from './client-driver.ts';

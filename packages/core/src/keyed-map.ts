@@ -58,7 +58,7 @@ function slotOf(hash: number, depth: number): number {
   return 1 + ((hash >>> (BITS * depth)) & MASK);
 }
 
-function isKeyedMap(m: unknown): m is KeyedMap<unknown> {
+export function isKeyedMap(m: unknown): m is KeyedMap<unknown> {
   const mm = m as Partial<Mutable> | null;
   return mm !== null && typeof mm === 'object' && mm.$keyedMap === 1 && typeof mm.size === 'number' && mm.tree !== null && typeof mm.tree === 'object';
 }
@@ -175,6 +175,12 @@ function leafFor(tree: Node, key: string): Record<string, unknown> | null {
   return n;
 }
 
+/** `keyedMap.get`, on its own so a bundle that needs only it (the text's paths) leaves the rest out. */
+export function keyedMapGet<V>(m: KeyedMap<V>, key: string): V | undefined {
+  const leaf = leafFor(treeOf(m, 'get'), checkKey(key, 'get'));
+  return leaf !== null && Object.hasOwn(leaf, key) ? (leaf[key] as V) : undefined;
+}
+
 /**
  * Functions over `KeyedMap`s. Read with `get`, `has`, `size`, `entries` (on a snapshot or in an
  * op); write with `set` and `delete` inside an op, on the state the op receives:
@@ -220,10 +226,7 @@ export const keyedMap = {
   },
 
   /** The value of `key`, or undefined. In an op, a draft: changing it changes the entry. */
-  get<V>(m: KeyedMap<V>, key: string): V | undefined {
-    const leaf = leafFor(treeOf(m, 'get'), checkKey(key, 'get'));
-    return leaf !== null && Object.hasOwn(leaf, key) ? (leaf[key] as V) : undefined;
-  },
+  get: keyedMapGet,
 
   has(m: KeyedMap<unknown>, key: string): boolean {
     const leaf = leafFor(treeOf(m, 'has'), checkKey(key, 'has'));

@@ -8,8 +8,10 @@
  */
 import { create, current as mutativeCurrent, isDraft } from 'mutative';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
+import { runningOp, watchOps } from './determinism-guard.ts';
 import { HerculesError, errorMessage } from './errors.ts';
 import { findNonJson } from './args.ts';
+import { UNDO_OP, applyUndo, reservedOpName, undoArgsProblem, type UndoArgs } from './undo.ts';
 
 /** What an op may know besides its state and arguments. Nothing here is non-deterministic. */
 export interface OpContext {
@@ -80,6 +82,18 @@ export interface MachineSpec<S, Ops extends Record<string, OpFn<S>>, P = unknown
    * refuses one (an error frame, not fatal), and the room's presence API is typed by it.
    */
   presence?: StandardSchemaV1<any, P>;
+  /**
+   * Optional inverses, per op, for room.undo() (docs/undo.md): where restoring the values an op
+   * wrote would be wrong (a counter others also move), the op that takes it back, computed on
+   * the client from the op's arguments and the state just before it ran. Redo runs the op again.
+   */
+  inverses?: NoInfer<{ [K in keyof Ops]?: (args: OpArgs<Ops[K]>, before: S) => OpCall }>;
+}
+
+/** An op by name with its arguments: what a declared inverse returns (checked when it runs). */
+export interface OpCall {
+  readonly name: string;
+  readonly args?: unknown;
 }
 
 export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<string, OpFn<S>>, P = any> {
@@ -100,6 +114,13 @@ export interface Machine<S = any, Ops extends Record<string, OpFn<S>> = Record<s
   readonly presence?: StandardSchemaV1<any, P>;
   /** Check a presence value against the presence schema: why it is invalid, or undefined. Never throws. */
   validatePresence(value: unknown): string | undefined;
+  /** The declared inverses (MachineSpec.inverses), if any. */
+  readonly inverses?: Readonly<Record<string, ((args: any, before: any) => { readonly name: string; readonly args?: unknown }) | undefined>>;
+}
+
+/** Whether `name` is an op `machine` runs: one of its own, or the built-in UNDO_OP. */
+export function hasOp(machine: Machine<any, any, any>, name: string): boolean {
+  return name === UNDO_OP || machine.opNames.has(name);
 }
 
 /** The argument type of an op, or `undefined` for an op without arguments. */
@@ -128,6 +149,8 @@ export function defineMachine<S, const Ops extends Record<string, OpFn<S>>, P = 
     throw new HerculesError('bad-machine', `defineMachine(${spec.name}): \`ops\` must be an object of functions`);
   }
   for (const [k, fn] of Object.entries(spec.ops)) {
+    const reserved = reservedOpName(k);
+    if (reserved) throw reserved;
     if (typeof fn !== 'function') {
       throw new HerculesError('bad-machine', `defineMachine(${spec.name}): op "${k}" is not a function`);
     }
@@ -178,7 +201,16 @@ export function defineMachine<S, const Ops extends Record<string, OpFn<S>>, P = 
         `defineMachine(${spec.name}@${spec.version}): migrateFrom.op must be a function ({ name, args }) => { name, args } | { refuse }`,
       );
   }
+  for (const [k, inv] of Object.entries((spec.inverses ?? {}) as Record<string, unknown>)) {
+    if (inv !== undefined && (!Object.hasOwn(spec.ops, k) || typeof inv !== 'function'))
+      throw new HerculesError('bad-machine', `defineMachine(${spec.name}): inverses.${k} must be a function (args, stateBefore) => { name, args } of an op`);
+  }
   const name = spec.name;
+  const validate = (op: string, args: unknown): string | undefined => {
+    if (op === UNDO_OP) return undoArgsProblem(args, (n, a) => (spec.ops && Object.hasOwn(spec.ops, n) ? validate(n, a) : `unknown op "${n.slice(0, 64)}"`));
+    const sch = schemas.get(op);
+    return sch ? checkSchema(sch, `arguments for ${op}`, `the schema for ${op}`, args) : undefined;
+  };
   return {
     name,
     version: spec.version,
@@ -186,10 +218,8 @@ export function defineMachine<S, const Ops extends Record<string, OpFn<S>>, P = 
     initial: deepFreeze(structuredClone(spec.initial)),
     ops: spec.ops,
     opNames: new Set(Object.keys(spec.ops)),
-    validate: (op, args) => {
-      const sch = schemas.get(op);
-      return sch ? checkSchema(sch, `arguments for ${op}`, `the schema for ${op}`, args) : undefined;
-    },
+    validate,
+    ...(spec.inverses !== undefined ? { inverses: spec.inverses as Machine<S>['inverses'] } : {}),
     ...(presence !== undefined ? { presence } : {}),
     validatePresence: (value) => (presence ? checkSchema(presence, 'presence', 'the presence schema', value) : undefined),
   };
@@ -291,7 +321,9 @@ export function migrateState<S>(machine: Machine<S, any, any>, state: unknown, f
  * (the translation's reason, or why it could not be translated). Never throws.
  */
 export function translateOp(machine: Machine<any, any, any>, from: number, name: string, args: unknown): OpTranslation {
-  if (from === machine.version) return { name, args };
+  // An undo names paths and ops of the state it was written against; its restores are
+  // conditional on the values found (a path a migration moved is left alone): it runs as it is.
+  if (from === machine.version || name === UNDO_OP) return { name, args };
   const chain = machineVersions(machine);
   const i = chain.findIndex((m) => m.version === from);
   if (i < 0) return { refuse: `written against ${machine.name}@${from}, which ${machine.name}@${machine.version} cannot translate from` };
@@ -356,10 +388,14 @@ const FREEZE_ALL = (() => {
   }
 })();
 
-/** Run `recipe` on a draft of `state`; the result shares what was not written and is frozen. */
-function produce<S>(state: S, recipe: (draft: S) => void): S {
+/**
+ * Run `recipe` on a draft of `state`; the result shares what was not written and is frozen.
+ * `patchesOut` collects the paths it wrote (undo bookkeeping: the patches are made anyway).
+ */
+function produce<S>(state: S, recipe: (draft: S) => void, patchesOut?: Patch[]): S {
   const [next, patches] = create(state as object, recipe as (draft: object) => void, PATCHES) as unknown as [S, readonly Patch[]];
   if (next !== state) freezeChanged(next, patches, FREEZE_ALL);
+  if (patchesOut) for (const p of patches) patchesOut.push(p);
   return next;
 }
 
@@ -420,19 +456,24 @@ export function current<T>(draftPart: T): T {
  * with the error message. The same decision is reached on every replica because ops are
  * deterministic functions of (state, args, ctx).
  */
-export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, position: number): ApplyResult<S> {
+export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, position: number, patchesOut?: Patch[]): ApplyResult<S> {
   if (isMigrationEntry(op)) return applyMigration(machine, state, op.args);
   const run = opToRun(machine, op);
   if ('refuse' in run) return { state, error: run.refuse };
-  const fn = machine.ops[run.name];
-  if (typeof fn !== 'function' || !Object.hasOwn(machine.ops, run.name)) {
-    return { state, error: `unknown op "${run.name}" for machine ${machine.name}@${machine.version}` };
-  }
+  const fn = opFn(machine, run.name);
+  if (!fn) return { state, error: `unknown op "${run.name}" for machine ${machine.name}@${machine.version}` };
   const ctx: OpContext = { author: op.author, client: op.client, seq: op.seq, position };
   try {
-    const next = produce(state, (draft) => {
-      fn(draft, run.args, ctx);
-    });
+    runningOp(machine.name, run.name);
+    const next = watchOps(() =>
+      produce(
+        state,
+        (draft) => {
+          fn(draft, run.args, ctx);
+        },
+        patchesOut,
+      ),
+    );
     return { state: next };
   } catch (e) {
     return { state, error: errorMessage(e) };
@@ -452,6 +493,7 @@ export function applyOps<S>(
   ops: readonly (OpInvocation & { readonly error?: string })[],
   firstPosition: number,
   onThrow?: (index: number, error: string) => void,
+  patchesOut?: Patch[],
 ): S {
   if (ops.length === 0) return state;
   if (ops.length > 1 && ops.some(isMigrationEntry)) {
@@ -459,7 +501,7 @@ export function applyOps<S>(
     let s = state;
     ops.forEach((op, i) => {
       if (op.error !== undefined) return;
-      const res = applyOp(machine, s, op, firstPosition + i);
+      const res = applyOp(machine, s, op, firstPosition + i, patchesOut);
       if (res.error !== undefined) onThrow?.(i, res.error);
       s = res.state;
     });
@@ -468,10 +510,22 @@ export function applyOps<S>(
   if (ops.length === 1) {
     const op = ops[0];
     if (op.error !== undefined) return state;
-    const res = applyOp(machine, state, op, firstPosition);
+    const res = applyOp(machine, state, op, firstPosition, patchesOut);
     if (res.error !== undefined) onThrow?.(0, res.error);
     return res.state;
   }
+  return watchOps(() => applyInDrafts(machine, state, ops, firstPosition, onThrow, patchesOut));
+}
+
+/** applyOps's general case: the ops in one draft, redone around each one that throws. */
+function applyInDrafts<S>(
+  machine: Machine<S>,
+  state: S,
+  ops: readonly (OpInvocation & { readonly error?: string })[],
+  firstPosition: number,
+  onThrow: ((index: number, error: string) => void) | undefined,
+  patchesOut: Patch[] | undefined,
+): S {
   let s = state;
   let from = 0;
   while (from < ops.length) {
@@ -479,25 +533,33 @@ export function applyOps<S>(
     let failure = '';
     const start = from;
     try {
-      return produce(s, (draft) => {
-        for (let i = start; i < ops.length; i++) {
-          const error = runOne(machine, draft, ops[i], firstPosition + i);
-          if (error !== undefined) {
-            failedAt = i;
-            failure = error;
-            throw FALLBACK;
+      return produce(
+        s,
+        (draft) => {
+          for (let i = start; i < ops.length; i++) {
+            const error = runOne(machine, draft, ops[i], firstPosition + i);
+            if (error !== undefined) {
+              failedAt = i;
+              failure = error;
+              throw FALLBACK;
+            }
           }
-        }
-      });
+        },
+        patchesOut,
+      );
     } catch (e) {
       if (failedAt < 0) throw e; // not an op's doing (e.g. Mutative itself): let it surface
       onThrow?.(failedAt, failure);
       if (failedAt > start) {
         const end = failedAt;
         // Deterministic ops: the prefix succeeds again exactly as before.
-        s = produce(s, (draft) => {
-          for (let i = start; i < end; i++) runOne(machine, draft, ops[i], firstPosition + i);
-        });
+        s = produce(
+          s,
+          (draft) => {
+            for (let i = start; i < end; i++) runOne(machine, draft, ops[i], firstPosition + i);
+          },
+          patchesOut,
+        );
       }
       from = failedAt + 1;
     }
@@ -510,9 +572,10 @@ function runOne<S>(machine: Machine<S>, draft: S, op: OpInvocation & { readonly 
   if (op.error !== undefined) return undefined;
   const run = opToRun(machine, op);
   if ('refuse' in run) return run.refuse;
-  const fn = machine.ops[run.name];
-  if (typeof fn !== 'function' || !Object.hasOwn(machine.ops, run.name)) return `unknown op "${run.name}" for machine ${machine.name}@${machine.version}`;
+  const fn = opFn(machine, run.name);
+  if (!fn) return `unknown op "${run.name}" for machine ${machine.name}@${machine.version}`;
   try {
+    runningOp(machine.name, run.name);
     fn(draft, run.args, { author: op.author, client: op.client, seq: op.seq, position });
     return undefined;
   } catch (e) {
@@ -521,3 +584,21 @@ function runOne<S>(machine: Machine<S>, draft: S, op: OpInvocation & { readonly 
 }
 
 const FALLBACK = Symbol('fallback');
+
+/** The function that runs op `name` on a draft: the machine's, or the built-in undo. */
+function opFn<S>(machine: Machine<S>, name: string): OpFn<S> | undefined {
+  if (name === UNDO_OP) return (draft, args, ctx) => runUndo(machine, draft, args, ctx);
+  const fn = machine.ops[name];
+  return typeof fn === 'function' && Object.hasOwn(machine.ops, name) ? fn : undefined;
+}
+
+/** The built-in UNDO_OP (undo.ts): its arguments are checked again here, as every replica must. */
+function runUndo<S>(machine: Machine<S>, draft: S, args: unknown, ctx: OpContext): void {
+  const problem = machine.validate(UNDO_OP, args);
+  if (problem !== undefined) throw new Error(problem);
+  applyUndo(draft, args as UndoArgs, (name, a) => {
+    const fn = opFn(machine, name);
+    if (!fn || name === UNDO_OP) throw new Error(`unknown op "${name}" in ${UNDO_OP}`);
+    fn(draft, a, ctx);
+  });
+}

@@ -13,7 +13,7 @@
  * `send`s, so an op is announced Authoritative only once it is stored.
  */
 import { HerculesError, errorMessage, unreachable, type ErrorCode } from './errors.ts';
-import { SYSTEM_CLIENT, applyOp, applyOps, deepFreeze, translateOp, type Machine } from './machine.ts';
+import { SYSTEM_CLIENT, applyOp, applyOps, deepFreeze, hasOp, translateOp, type Machine } from './machine.ts';
 import { prepareRestore } from './room-migration.ts';
 import { GENESIS_DIGEST, domainBytes, domainCopy, sameArgs, scanOp } from './args.ts';
 import {
@@ -634,7 +634,7 @@ export class RoomEngine<S = unknown> {
       throw new HerculesError('bad-argument', 'submit: author must name who submits (a string of 1-256 characters)');
     if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 256))
       throw new HerculesError('bad-argument', 'submit: key must be a string of 1-256 characters (an idempotency key)');
-    if (!this.machine.opNames.has(name)) throw new HerculesError('unknown-op', this.unknownOp(String(name)));
+    if (!hasOp(this.machine, name)) throw new HerculesError('unknown-op', this.unknownOp(String(name)));
     const scan = scanOp(0, name, args);
     const invalid = 'problem' in scan ? scan.problem : this.machine.validate(name, args);
     if (invalid !== undefined) throw new HerculesError('bad-argument', `submit ${name}: ${invalid}`);
@@ -937,7 +937,7 @@ export class RoomEngine<S = unknown> {
   private refusal(s: Session, op: { seq: number; name: string; args: unknown }, pos: number): string | undefined {
     if (s.access === 'read') return 'read-only access; this client may not submit ops to the room';
     // Unknown ops are refused like invalid ones: their arguments never reach the log.
-    if (!this.machine.opNames.has(op.name)) return this.unknownOp(op.name);
+    if (!hasOp(this.machine, op.name)) return this.unknownOp(op.name);
     const invalid = this.machine.validate(op.name, op.args);
     if (invalid !== undefined) return invalid;
     if (!this.authorize) return undefined;

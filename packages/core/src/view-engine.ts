@@ -21,7 +21,7 @@
  * adjacent logs are equal their snapshots are the same object, so quiet views share identity.
  */
 import { HerculesError, isErrorCode, type ErrorCode } from './errors.ts';
-import { applyOps, deepFreeze, migrateState, translateOp, type Machine, type OpInvocation } from './machine.ts';
+import { applyOps, deepFreeze, hasOp, migrateState, translateOp, type Machine, type OpInvocation, type Patch } from './machine.ts';
 import { GENESIS_DIGEST, domainBytes, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
 import {
   FRAME_BUDGET_BYTES,
@@ -78,7 +78,7 @@ export interface OwnOp extends OpInvocation {
  */
 export type Batching = 'off' | { intervalMs: number } | { auto: true; budgetMs?: number; intervalMs?: number };
 
-export interface ViewEngineOptions {
+export interface ViewEngineOptions<S = unknown> {
   clientId: string;
   /** Author used for speculative application until the server's welcome names the real one. */
   author?: string;
@@ -87,6 +87,11 @@ export interface ViewEngineOptions {
   /** CPU clock used by auto batching to estimate rebase cost (ms). Defaults to `now`. */
   cpuNow?: () => number;
   batching?: Batching;
+  /**
+   * Told each time ops of ours submitted since the last run run on Submitted: the snapshot
+   * before and after them, with nothing else in between (undo bookkeeping: undo-stack.ts).
+   */
+  onOwnRun?: (before: S, after: S, ops: readonly OwnOp[], patches: readonly Patch[]) => void;
 }
 
 /** What a restarted client recovers from its own storage. */
@@ -156,6 +161,7 @@ export class ViewEngine<S = unknown> {
   private access: 'read' | 'write' = 'write';
   private readonly now: () => number;
   private readonly cpuNow: () => number;
+  private readonly onOwnRun: ((before: S, after: S, ops: readonly OwnOp[], patches: readonly Patch[]) => void) | undefined;
   private batching: Batching;
 
   // --- the five snapshots
@@ -279,7 +285,7 @@ export class ViewEngine<S = unknown> {
 
   private out: EngineOutput = ViewEngine.emptyOutput();
 
-  constructor(machine: Machine<S>, opts: ViewEngineOptions, restore?: ClientRestore) {
+  constructor(machine: Machine<S>, opts: ViewEngineOptions<S>, restore?: ClientRestore) {
     if (!opts || typeof opts.clientId !== 'string' || opts.clientId.length === 0 || opts.clientId.length > 128 || !wellFormed(opts.clientId)) {
       // (A lone surrogate would reach the server as U+FFFD: another id than the client's own.)
       throw new HerculesError('bad-argument', 'ViewEngine: clientId must be a non-empty string of at most 128 characters of valid Unicode');
@@ -291,6 +297,7 @@ export class ViewEngine<S = unknown> {
     this.now = opts.now;
     this.cpuNow = opts.cpuNow ?? opts.now;
     this.batching = validateBatching(opts.batching ?? 'off');
+    this.onOwnRun = opts.onOwnRun;
 
     const base = restore?.base;
     // A base of an older version is migrated here only to show something offline: the welcome
@@ -509,7 +516,7 @@ export class ViewEngine<S = unknown> {
    * the first read of that view or the next drain (see `ownUnapplied`).
    */
   submit(name: string, args: unknown): OwnOp {
-    if (!this.machine.opNames.has(name)) {
+    if (!hasOp(this.machine, name)) {
       throw new HerculesError('unknown-op', `unknown op "${name}" for machine ${this.machine.name}; known ops: ${[...this.machine.opNames].join(', ')}`);
     }
     if (this.access === 'read') {
@@ -598,6 +605,11 @@ export class ViewEngine<S = unknown> {
   /** The server rejected our op `seq` and keeps the rejection until we say it is settled. */
   private noteRejection(seq: number): void {
     this.unsettledRejections.add(seq);
+  }
+
+  /** The seq the next `submit` will take. */
+  nextSeq(): number {
+    return this.lastSeq + 1;
   }
 
   /** Ops submitted that have not run yet (`ownUnapplied`): the next drain or read runs them. */
@@ -1165,6 +1177,8 @@ export class ViewEngine<S = unknown> {
   private rebase(): void {
     if (!this.needRebase) return;
     this.needRebase = false;
+    // Our new ops run alone first, so their effect is told apart from the remote ops' (undo).
+    if (this.onOwnRun && this.ownUnapplied > 0) this.submitted();
     this.ackedEarly = false; // (what it would have adopted is recomputed here)
     const t0 = this.cpuNow();
     const beforeD = this.durableState;
@@ -1195,8 +1209,11 @@ export class ViewEngine<S = unknown> {
     const from = list.length - k;
     const first = this.authLen + this.tentList.length + this.durableList.length + from + 1;
     const before = this.submittedState;
-    this.submittedState = this.fold(before, from === 0 ? list : list.slice(from), first);
+    const ops = from === 0 ? list : list.slice(from);
+    const patches: Patch[] | undefined = this.onOwnRun ? [] : undefined;
+    this.submittedState = applyOps(this.machine, before, ops, first, undefined, patches);
     if (this.submittedState !== before) this.out.changed.add('submitted');
+    if (patches) this.onOwnRun!(before, this.submittedState, ops, patches);
     return this.submittedState;
   }
 

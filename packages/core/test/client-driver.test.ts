@@ -712,7 +712,7 @@ test('close() finishes the write under way, does not retry one that fails, and l
   assert.equal(clock.pending(), 0);
 });
 
-// spec: HANDLE-DURABLE-AFTER-FATAL
+// spec: HANDLE-DURABLE-AFTER-FATAL, OP-KEPT-AFTER-FATAL
 test('a fatal error read while an op is being written rejects its other promises at once; its durable promise waits for the store', async () => {
   const { clock, a } = onlineWithBlock(10);
   const one = a.room.ops.note({ text: 'one' });
@@ -742,10 +742,18 @@ test('a fatal error read while an op is being written rejects its other promises
   assert.equal(one.stage, 'durable');
   assert.equal(two.stage, 'durable');
   assert.deepEqual(seen.sort(), ['one.authoritative rejected revoked', 'one.durable resolved', 'two.authoritative rejected revoked', 'two.durable resolved']);
-  assert.throws(
-    () => a.room.ops.note({ text: 'after' }),
-    (e: unknown) => e instanceof HerculesError && e.code === 'revoked',
+  // OP-KEPT-AFTER-FATAL: an op submitted after it is kept: in Submitted, then in the store
+  // (for the next connect() to send), its server stages failed at once.
+  const after = a.room.ops.note({ text: 'after' });
+  await assert.rejects(after.authoritative, (e: unknown) => e instanceof HerculesError && e.code === 'revoked' && /kept on this device/.test(e.message));
+  assert.deepEqual((a.room.getState('submitted') as { notes: string[] }).notes.slice(-1), ['a@3: after']);
+  clock.settle();
+  assert.deepEqual(
+    a.store.confirm().map((o) => o.seq),
+    [3],
+    'written to the store like any op',
   );
+  assert.equal(await after.durable, after, 'durable once the store has it');
 });
 
 // spec: HANDLE-DURABLE-AFTER-FATAL

@@ -136,3 +136,24 @@ export function useTick(ms: number): number {
   }, [ms]);
   return n;
 }
+
+/**
+ * Undo and redo of this client's own changes (docs/undo.md): `canUndo` and `canRedo` re-render as
+ * they change; `undo` and `redo` are stable across renders.
+ */
+export function useUndo(room: AppRoom<Machine<any, any>>): { canUndo: boolean; canRedo: boolean; undo: () => void; redo: () => void } {
+  const subscribe = useCallback((fn: () => void) => room.onUndoChange(fn), [room]);
+  const canUndo = useSyncExternalStore(
+    subscribe,
+    () => room.canUndo(),
+    () => room.canUndo(),
+  );
+  const canRedo = useSyncExternalStore(
+    subscribe,
+    () => room.canRedo(),
+    () => room.canRedo(),
+  );
+  const undo = useCallback(() => void room.undo(), [room]);
+  const redo = useCallback(() => void room.redo(), [room]);
+  return { canUndo, canRedo, undo, redo };
+}

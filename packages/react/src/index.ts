@@ -1,2 +1,2 @@
-export { useView, useOps, useOpStage, useMembers, usePositions, useStatus, useTick, useOthers, usePresence } from './hooks.ts';
+export { useView, useOps, useOpStage, useMembers, usePositions, useStatus, useTick, useOthers, usePresence, useUndo } from './hooks.ts';
 export { Inspector, trackOp } from './inspector.tsx';

@@ -2,7 +2,7 @@
  * The inspector: what Hercules is doing for this client, per view. Log positions, pending ops
  * with stage and age, the visibility set, the connection, and recent per-view delays.
  */
-import { useState, type CSSProperties } from 'react';
+import { useEffect, useState, type CSSProperties } from 'react';
 import { VIEWS, type AppRoom, type Machine, type OpHandle, type Stage } from '@hercules/core';
 import { useMembers, usePositions, useStatus, useTick } from './hooks.ts';
 
@@ -10,14 +10,35 @@ const STAGES: Stage[] = ['durable', 'authoritative', 'visible'];
 const box: CSSProperties = { font: '12px/1.4 ui-monospace, monospace', background: '#111827', color: '#e5e7eb', padding: 10, borderRadius: 8, minWidth: 300 };
 const th: CSSProperties = { textAlign: 'left', color: '#9ca3af', fontWeight: 'normal', paddingRight: 8 };
 
-/** Remember recent handles' stage times, for per-view delays. */
+/**
+ * Recent handles of each room, for per-view delays. The inspector gathers them itself (every
+ * progress batch, from `room.pending()`: an op is pending from its submit on, so each is seen),
+ * so an app need not call trackOp; it remains for handles the app wants counted anyway.
+ */
 const recent = new WeakMap<object, OpHandle[]>();
 export function trackOp(room: object, h: OpHandle): OpHandle {
   let list = recent.get(room);
   if (!list) recent.set(room, (list = []));
+  if (list.includes(h)) return h;
   list.push(h);
   if (list.length > 50) list.shift();
   return h;
+}
+
+/** The handles the inspector counts for a room (newest last, at most 50). */
+export function recentOps(room: object): readonly OpHandle[] {
+  return recent.get(room) ?? [];
+}
+
+/** Count every op of the room from its submit on, while an inspector shows it. */
+function useTrackedOps(room: AppRoom<Machine<any, any>>): void {
+  useEffect(() => {
+    const track = () => {
+      for (const h of room.pending().slice(-50)) trackOp(room, h);
+    };
+    track();
+    return room.onProgress(track);
+  }, [room]);
 }
 
 function pct(xs: number[], p: number): string {
@@ -28,6 +49,7 @@ function pct(xs: number[], p: number): string {
 
 export function Inspector({ room, title = 'Hercules inspector' }: { room: AppRoom<Machine<any, any>>; title?: string }) {
   useTick(250);
+  useTrackedOps(room);
   const [open, setOpen] = useState(true);
   const members = useMembers(room);
   const status = useStatus(room);

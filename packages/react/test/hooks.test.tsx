@@ -10,7 +10,7 @@ Object.assign(globalThis, { window: win, document: win.document, navigator: win.
 const { act } = await import('react');
 const { createRoot } = await import('react-dom/client');
 const { ClientRoom, defineMachine } = await import('@hercules/core');
-const { useView, useOpStage, usePositions } = await import('../src/index.ts');
+const { useView, useOpStage, usePositions, useUndo } = await import('../src/index.ts');
 
 const machine = defineMachine({
   name: 'hooks',
@@ -89,6 +89,29 @@ test('useOpStage follows an op through its stages', async () => {
     await h.durable;
   });
   assert.equal(stages.at(-1), 'durable');
+  await act(async () => {
+    root.unmount();
+  });
+});
+
+test("<Inspector> counts the room's ops by itself, from their submit on: no trackOp needed", async () => {
+  const { Inspector } = await import('../src/index.ts');
+  const { recentOps } = await import('../src/inspector.tsx');
+  const room = new ClientRoom(machine, { clientId: 'c', now: () => 0, notify: 'sync' });
+  const before = room.ops.incA(); // submitted before the inspector opened: still pending, so counted
+  const root = createRoot(document.createElement('div') as unknown as Element);
+  await act(async () => {
+    root.render(<Inspector room={room as never} />);
+  });
+  const handles: unknown[] = [before];
+  await act(async () => {
+    handles.push(room.ops.incA(), room.ops.incB());
+  });
+  assert.deepEqual(recentOps(room), handles);
+  await act(async () => {
+    room.durable(3);
+  });
+  assert.equal(recentOps(room).length, 3, 'a handle is counted once, however often it moves');
   await act(async () => {
     root.unmount();
   });
@@ -188,4 +211,32 @@ test('useOthers re-renders only when the selected part of the others’ presence
   await act(async () => {
     root.unmount();
   });
+});
+
+test('useUndo re-renders as canUndo and canRedo change; undo and redo act on the room', async () => {
+  const room = new ClientRoom(machine, { clientId: 'c', now: () => 0, notify: 'sync' });
+  const seen: string[] = [];
+  let api!: ReturnType<typeof useUndo>;
+  function U() {
+    api = useUndo(room);
+    seen.push(`${api.canUndo}/${api.canRedo}`);
+    return null;
+  }
+  const root = createRoot(document.createElement('div') as unknown as Element);
+  await act(async () => {
+    root.render(<U />);
+  });
+  await act(async () => {
+    room.ops.incA();
+  });
+  await act(async () => {
+    api.undo();
+  });
+  assert.equal(room.getState().a.n, 0);
+  await act(async () => {
+    api.redo();
+  });
+  assert.equal(room.getState().a.n, 1);
+  assert.deepEqual(seen, ['false/false', 'true/false', 'false/true', 'true/false']);
+  await act(async () => root.unmount());
 });

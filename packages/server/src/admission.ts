@@ -112,7 +112,8 @@ export class Admission {
         // The hook is typed for an HTTP request; a transport without one passes what it has.
         const id = await authenticate(req as IncomingMessage);
         if (!id) return refused('the server refused your credentials');
-        if (typeof id.user !== 'string' || id.user.length === 0) throw new Error('authenticate returned an identity without a user');
+        if (typeof id.user !== 'string' || id.user.length === 0)
+          throw new HerculesError('bad-argument', 'authenticate returned an identity without a user; return { user: <non-empty string> } or throw AuthError');
         identity = id;
       } catch (e) {
         if (e instanceof AuthError) return refused(e.message);

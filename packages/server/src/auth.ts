@@ -97,7 +97,7 @@ export function jwtAuthenticator(opts: JwtOptions): Authenticate {
     try {
       const k = opts.publicKey;
       key = k instanceof KeyObject ? k : typeof k === 'string' ? createPublicKey(k) : createPublicKey({ key: k as never, format: 'jwk' });
-      if (key.type !== 'public') throw new Error(`it is a ${key.type} key`);
+      if (key.type !== 'public') throw new HerculesError('bad-argument', `it is a ${key.type} key`);
     } catch (e) {
       throw new HerculesError('bad-argument', `jwt.publicKey is not a usable public key: ${(e as Error).message}`);
     }

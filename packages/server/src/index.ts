@@ -1,4 +1,5 @@
 export { createServer } from './server.ts';
+export { staticFiles, type HttpHandler } from './static-files.ts';
 export { newWebhookSecret, standardWebhookSignature, webhookSignature, type WebhookOptions } from './webhooks.ts';
 export type { ServerOptions, HerculesServer, Limits } from './server.ts';
 export { createRoomService, resolveLimits, ROOMS_PAGE_DEFAULT, ROOMS_PAGE_MAX } from './room-service.ts';
@@ -7,7 +8,9 @@ export { boundConnections, boundedHttpOptions, countPendingCloses } from './upgr
 export type { UpgradeBound, PendingCloseReason, PendingEvents } from './upgrade-bound.ts';
 export { StoreHealth, STALE_MS } from './store-health.ts';
 export type { StoreHealthReport } from './store-health.ts';
-export type { RoomFile, RoomOptions, RoomService, RoomServiceOptions, RoomSummary, RoomsPage, RoomsQuery, ServerRoom } from './room-service.ts';
+export type { RoomFile, ServiceOptions, RoomService, RoomServiceOptions, RoomSummary, RoomsPage, RoomsQuery, ServerRoom } from './room-service.ts';
+/** @deprecated Renamed `ServiceOptions` (core's `RoomOptions` are a room engine's); this alias goes in the next major. */
+export type { ServiceOptions as RoomOptions } from './room-service.ts';
 export type { ConnectionRequest, Refusal } from './admission.ts';
 export { acceptClock } from './admission.ts';
 export { wsConnection } from './ws-connection.ts';

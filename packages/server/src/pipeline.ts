@@ -9,6 +9,7 @@ export { RoomRegistry } from './room-registry.ts';
 export type { RoomRegistryEvents, RoomRegistryOptions } from './room-registry.ts';
 export { ManualClock, systemClock } from './clock.ts';
 export type { Clock, TimerHandle } from './clock.ts';
+export { RECONNECT_TO_RESUME, reconnectToResume } from './recovery.ts';
 export { delayedConnection } from './connection.ts';
 export type { Connection, ConnectionEvents } from './connection.ts';
 export { MemoryStore, MemoryDisk } from './store/memory.ts';

@@ -40,6 +40,7 @@ import {
   HerculesError,
 } from '@hercules/core';
 import type { Clock, TimerHandle } from './clock.ts';
+import { reconnectToResume } from './recovery.ts';
 import { FencedError, StorageError, type LoadedRoom, type RoomStore } from './store/room-store.ts';
 
 /** A member as the room sees it: where its messages go. Encoding and buffering are the connection's business. */
@@ -128,7 +129,7 @@ interface Queued {
   early?: { conn: string; pos: number }[];
 }
 
-const STORAGE_FAILED = 'the server could not write to its storage; reconnect to resume (nothing you made durable is lost)';
+const STORAGE_FAILED = reconnectToResume('the server could not write to its storage');
 
 export class RoomHost {
   readonly name: string;
@@ -279,7 +280,7 @@ export class RoomHost {
       r = this.engine_.submitAsServer(author, name, args, key, now);
     } catch (e) {
       if (e instanceof HerculesError && (e.code === 'unknown-op' || e.code === 'bad-argument')) return Promise.reject(e);
-      this.fail('submit', e, `the server failed in room ${this.name} (submit); reconnect to resume (nothing you made durable is lost)`);
+      this.fail('submit', e, reconnectToResume(`the server failed in room ${this.name} (submit)`));
       return Promise.reject(e);
     }
     return new Promise((resolve, reject) => this.enqueue(r.out, now, (e) => (e ? reject(e) : resolve(r.result))));
@@ -337,7 +338,7 @@ export class RoomHost {
     try {
       out = call();
     } catch (e) {
-      this.fail(stage, e, `the server failed in room ${this.name} (${stage}); reconnect to resume (nothing you made durable is lost)`);
+      this.fail(stage, e, reconnectToResume(`the server failed in room ${this.name} (${stage})`));
       return;
     }
     this.enqueue(out, now);
@@ -360,7 +361,7 @@ export class RoomHost {
     try {
       this.engine_.settle(out);
     } catch (e) {
-      this.fail('settle', e, `the server failed in room ${this.name} (running ops); reconnect to resume (nothing you made durable is lost)`);
+      this.fail('settle', e, reconnectToResume(`the server failed in room ${this.name} (running ops)`));
       done?.(e as Error);
       return;
     }
@@ -482,7 +483,7 @@ export class RoomHost {
     } catch (e) {
       // A bug while sending: some member may have missed a message, a gap in its log.
       this.outbox.clear();
-      this.fail('deliver', e, `the server failed while sending room ${this.name}'s changes; reconnect to resume (nothing you made durable is lost)`);
+      this.fail('deliver', e, reconnectToResume(`the server failed while sending room ${this.name}'s changes`));
     }
     if (this.events.delivered) {
       const now = this.clock.now();
@@ -639,7 +640,7 @@ export class RoomHost {
         try {
           done();
         } catch (e) {
-          this.fail(stage, e, `the server failed in room ${this.name} after a write (${stage}); reconnect to resume (nothing you made durable is lost)`);
+          this.fail(stage, e, reconnectToResume(`the server failed in room ${this.name} after a write (${stage})`));
         }
       },
       (e: unknown) => this.fail(stage, e, this.whyAppendFailed(e)),
@@ -649,10 +650,9 @@ export class RoomHost {
 
   /** What the members are told when an append failed. */
   private whyAppendFailed(e: unknown): string {
-    if (e instanceof FencedError)
-      return `room ${this.name} is now served elsewhere (another writer appended to its store); reconnect to resume (nothing you made durable is lost)`;
+    if (e instanceof FencedError) return reconnectToResume(`room ${this.name} is now served elsewhere (another writer appended to its store)`);
     if (e instanceof StorageError && e.kind === 'value')
-      return `the server could not store a change in room ${this.name} (${(e as Error).message.slice(0, 200)}); it was dropped, reconnect to resume (nothing you made durable is lost)`;
+      return reconnectToResume(`the server could not store a change in room ${this.name} (${(e as Error).message.slice(0, 200)}); it was dropped`);
     return STORAGE_FAILED;
   }
 

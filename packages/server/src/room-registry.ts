@@ -12,6 +12,7 @@
 import { HerculesError, cannotRun, storedRoomVersion, type ErrorCode, type LogEntry, type Machine, type RoomOutput } from '@hercules/core';
 import { RoomHost, type OutputPath, type RoomHostOptions } from './room-host.ts';
 import type { LoadedRoom } from './store/room-store.ts';
+import { reconnectToResume } from './recovery.ts';
 
 export interface RoomRegistryEvents {
   /** A room was loaded (or created: `loaded.fresh`). */
@@ -86,7 +87,7 @@ export class RoomRegistry {
       try {
         await this.opts.store.confirmWriter(name);
       } catch (e) {
-        const why = `this server cannot confirm it still serves room ${name} (${(e as Error)?.message ?? String(e)}); reconnect to resume (nothing you made durable is lost)`;
+        const why = reconnectToResume(`this server cannot confirm it still serves room ${name} (${(e as Error)?.message ?? String(e)})`);
         if (this.hosts.get(name) === held) held.fail('moved', e, why);
         throw e;
       }
@@ -179,7 +180,7 @@ export class RoomRegistry {
     let n = 0;
     for (const host of [...this.hosts.values()]) {
       if (!match(host.name)) continue;
-      host.fail('moved', new Error(why), why);
+      host.fail('moved', new HerculesError('storage-failed', why), why);
       n++;
     }
     return n;
@@ -191,7 +192,7 @@ export class RoomRegistry {
    */
   async evict(name: string, code: ErrorCode, why: string): Promise<void> {
     await this.loading.get(name)?.catch(() => {});
-    this.hosts.get(name)?.fail('evicted', new Error(why), why, { code, fatal: true });
+    this.hosts.get(name)?.fail('evicted', new HerculesError(code, why), why, { code, fatal: true });
     await this.unloading.get(name);
   }
 

@@ -24,36 +24,26 @@ import {
   measureFrame,
   type PeerPresence,
   type AuthorizeOp,
-  type ClientRecord,
   type ErrorCode,
   type LogEntry,
   type Machine,
-  type RoomOutput,
   type ServerMessage,
-  type ServerSubmitResult,
 } from '@hercules/core';
 import { createMetrics, type Metrics } from './metrics.ts';
+import { ServiceMetrics } from './service-metrics.ts';
+import { BackendApi, type RoomFile, type RoomsPage, type RoomsQuery, type ServerRoom } from './backend-api.ts';
 import { FairQueue } from './fair-queue.ts';
 import { jwtAuthenticator, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';
-import {
-  acceptClock,
-  Admission,
-  checkHello,
-  isRefusal,
-  ROOM_NAME,
-  roomFull,
-  roomOf,
-  type Admitted,
-  type ConnectionRequest,
-  type Refusal,
-} from './admission.ts';
+import { acceptClock, Admission, checkHello, isRefusal, roomFull, roomOf, type Admitted, type ConnectionRequest, type Refusal } from './admission.ts';
 import { systemClock, type Clock, type TimerHandle } from './clock.ts';
 import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
 import { RoomRegistry } from './room-registry.ts';
-import { roomFileProblem } from './room-file.ts';
-import type { OutputPath, RoomHost, RoomMember } from './room-host.ts';
-import { FencedError, StorageError, compareRoomNames, type RoomStore, type StoredRoomInfo } from './store/room-store.ts';
+import type { RoomHost, RoomMember } from './room-host.ts';
+import type { RoomStore } from './store/room-store.ts';
+
+export { ROOMS_PAGE_DEFAULT, ROOMS_PAGE_MAX } from './backend-api.ts';
+export type { RoomFile, RoomsPage, RoomsQuery, RoomSummary, ServerRoom } from './backend-api.ts';
 
 /**
  * What one client, one room and the whole server may cost. A demanding client gets slowed down,
@@ -181,8 +171,12 @@ const ROUND_MS = 8;
 /** Ops given to the engine at once, at most: a run this long is cheap to order, store and send. */
 const MAX_CHUNK_OPS = 1000;
 
-/** The options of a room service that `createServer` passes through as they are (its own add the HTTP server and the store). */
-export interface RoomOptions {
+/**
+ * The options of a room service that `createServer` passes through as they are (its own add the
+ * HTTP server and the store). Named apart from core's `RoomOptions` (a room engine's options),
+ * which it was once called too.
+ */
+export interface ServiceOptions {
   /** The state machines rooms may run, by name. */
   machines: Record<string, Machine<any, any>> | Machine<any, any>[];
   /** Remove a visibility-set member whose ack is outstanding this long. Default 2000 ms. */
@@ -236,7 +230,7 @@ export interface RoomOptions {
   log?: string | Logger;
 }
 
-export interface RoomServiceOptions extends RoomOptions {
+export interface RoomServiceOptions extends ServiceOptions {
   /** Where rooms are stored. The service does not close it (its owner does, after `close`). */
   store: RoomStore;
   /** Metrics to count into (default: a registry of its own). */
@@ -300,88 +294,6 @@ export interface RoomService {
   close(): Promise<void>;
 }
 
-/** See RoomService.room. */
-export interface ServerRoom {
-  readonly name: string;
-  /**
-   * Order an op as `author` (ctx.author; the op's client is SERVER_CLIENT), fanned out to every
-   * connection like a client's. Resolves once it is committed, with its position (and `error`
-   * if it threw at that position: a no-op in the log). With `key`, a repeat of an op already
-   * ordered under that key (among the room's last 1,000 keys) orders nothing and resolves with
-   * the first one's result (`duplicate: true`). Rejects with `unknown-op` or `bad-argument`
-   * (nothing ordered), `bad-room` (no such room and no machine to create it), or
-   * `storage-failed` (the room failed before the commit; try again with the same key).
-   */
-  submit(op: string, args: unknown, opts: { author: string; key?: string }): Promise<ServerSubmitResult>;
-  /** The room's state after the last op it ordered (loading it if needed). */
-  state(): Promise<unknown>;
-  /** The room as stored (checkpoint, the log after it, client records), to import elsewhere. Rejects with `bad-room` if there is none. */
-  export(): Promise<RoomFile>;
-  /**
-   * Delete the room: its connections are closed with `bad-room` (fatal), then everything stored
-   * goes. False if there was none. A client connecting afterwards starts a new, empty room.
-   */
-  delete(): Promise<boolean>;
-  /** Called with the entries of each commit of this room, once stored. Returns the unsubscribe. */
-  subscribe(listener: (entries: readonly LogEntry[]) => void): () => void;
-}
-
-/** A room exported (`ServerRoom.export`, `GET /admin/rooms/:room/export`), as JSON. */
-export interface RoomFile {
-  format: 'hercules-room';
-  formatVersion: 1;
-  machine: { name: string; version: number };
-  checkpoint: { pos: number; state: unknown };
-  entries: LogEntry[];
-  clients: Record<string, ClientRecord>;
-  stable: number;
-}
-
-/** What `rooms()` takes: the page after `after` (a room name: the previous page's `next`), of at most `limit` rooms. */
-export interface RoomsQuery {
-  after?: string;
-  limit?: number;
-}
-
-/** A page of `rooms()`. */
-export interface RoomsPage {
-  rooms: RoomSummary[];
-  /** The `after` of the next page; absent on the last page. */
-  next?: string;
-}
-
-/** How many rooms a page of `rooms()` lists by default, and at most. */
-export const ROOMS_PAGE_DEFAULT = 100;
-export const ROOMS_PAGE_MAX = 1000;
-
-/**
- * A stored room as `rooms()` lists it. A loaded room's `machine`, `version`, `head` and `stable`
- * are its engine's (they may be ahead of the store by appends in flight); an unloaded room's are
- * the store's. The figures other than `name` and `loaded` are there when the store lists them
- * (`RoomStore.listRooms`: the SQLite, memory and cluster stores) or the room is loaded; a store without
- * `listRooms` gives an unloaded room's name only.
- */
-export interface RoomSummary {
-  name: string;
-  /** In memory on this server now. */
-  loaded: boolean;
-  /** The machine it runs, and the version: after a migration, the version it migrated to. */
-  machine?: string;
-  version?: number;
-  /** Its log length (the position of its last entry) and stable frontier. */
-  head?: number;
-  stable?: number;
-  /** The position of its stored checkpoint. */
-  checkpoint?: number;
-  /** What it occupies in the store, in bytes (StoredRoomInfo.bytes: its stored JSON, not the database's overhead). */
-  bytes?: number;
-  /** When it was created and when its last append landed, in ms since the epoch (0: unknown, written before this was recorded). */
-  created?: number;
-  lastActivity?: number;
-  /** Only for a loaded room: its members (client ids). An unloaded room has none on this server; the field is left out. */
-  members?: string[];
-}
-
 /** Ops tokens of one authenticated user, shared by its open connections. */
 interface UserBucket {
   tokens: number;
@@ -433,14 +345,6 @@ interface Session {
   helloTimer?: TimerHandle;
   /** Closes the connection when its credential expires (Identity.expiresAt). */
   expiryTimer?: TimerHandle;
-}
-
-/** Per room, for metrics: when each client's ops were ordered, and when the stable frontier last moved. */
-interface RoomStats {
-  orderedAt: Map<string, { seq: number; pos: number; t: number }[]>;
-  lastStableAt: number;
-  /** Recent engine time per op (ms, moving average): sizes this room's runs of ops to a turn. */
-  costPerOp: number;
 }
 
 /** Validate the limits: defaults filled in, unknown or non-positive ones refused. */
@@ -513,7 +417,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
   const metrics = opts.metrics ?? createMetrics();
   const clock = opts.clock ?? systemClock;
   const sessions = new Map<string, Session>();
-  const roomStats = new Map<string, RoomStats>();
+  const stats = new ServiceMetrics(metrics, clock, (conn) => sessions.get(conn)?.clientId);
   let nextConn = 0;
   let closing = false;
 
@@ -551,7 +455,6 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   // ------------------------------------------------------------ rooms
 
-  const commitListeners = new Map<string, Set<(entries: readonly LogEntry[]) => void>>();
   const registry = new RoomRegistry({
     store: opts.store,
     clock,
@@ -564,27 +467,24 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     idleUnloadMs: opts.idleUnloadMs,
     events: {
       loaded(host, loaded) {
-        roomStats.set(host.name, { orderedAt: new Map(), lastStableAt: clock.now(), costPerOp: 0.01 });
+        stats.roomLoaded(host.name);
         metrics.rooms.set(registry.size);
         const e = host.engine;
         log.info({ room: host.name, machine: host.machine.name, head: e.head(), stable: e.stableFrontier() }, loaded.fresh ? 'room created' : 'room loaded');
       },
       unloaded(name) {
-        roomStats.delete(name);
+        stats.roomGone(name);
         metrics.rooms.set(registry.size);
         log.debug({ room: name }, 'room unloaded (idle)');
       },
       failed(host, stage, e, why) {
-        roomStats.delete(host.name);
+        stats.roomGone(host.name);
         metrics.rooms.set(registry.size);
         if (stage === 'evicted') {
           log.info({ room: host.name, why }, `room ${host.name} stopped: ${why}`);
           return;
         }
-        if (e instanceof StorageError && e.kind === 'value') metrics.outputFailures.inc({ stage: 'serialize' });
-        else if (e instanceof FencedError) metrics.outputFailures.inc({ stage: 'fenced' });
-        else if (e instanceof StorageError) metrics.storageErrors.inc();
-        else metrics.outputFailures.inc({ stage });
+        stats.roomFailed(stage, e);
         log.error(
           { room: host.name, stage, err: e instanceof Error ? e.stack : String(e), why },
           `room ${host.name} failed in ${stage}; dropping it from memory so it reloads from its store (other rooms are not affected)`,
@@ -593,7 +493,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       warning(host, m) {
         log.warn({ room: host.name }, m);
       },
-      delivered: observeDelivered,
+      delivered: (host, out, at, now, path) => stats.delivered(host.name, out, at, now, path),
       committedEntries(host, entries) {
         // A hook that throws is logged; the room and the other hooks go on.
         const call = (fn: () => void) => {
@@ -604,7 +504,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           }
         };
         if (opts.onCommit) call(() => opts.onCommit!(host.name, entries));
-        for (const fn of commitListeners.get(host.name) ?? []) call(() => fn(entries));
+        for (const fn of backend.commitListeners(host.name)) call(() => fn(entries));
       },
       releaseFailed(name, e) {
         log.warn({ room: name, err: errText(e) }, 'handing a room back to its store failed (checkpoint on unload); the log is intact');
@@ -612,63 +512,21 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     },
   });
 
-  /** Metrics of an output that went out. */
-  function observeDelivered(host: RoomHost, out: RoomOutput, at: number, now: number, path: OutputPath): void {
-    const stats = roomStats.get(host.name);
-    const appended = out.persist.appended;
-    if (appended.length) {
-      metrics.opPath.observe({ stage: 'engine' }, path.engine / 1000);
-      metrics.opPath.observe({ stage: 'tentative' }, path.tentative / 1000);
-      metrics.opPath.observe({ stage: 'apply' }, path.apply / 1000);
-      if (path.commit !== undefined) {
-        metrics.opPath.observe({ stage: 'commit_wait' }, path.commitWait! / 1000);
-        metrics.opPath.observe({ stage: 'commit' }, path.commit / 1000);
+  const backend = new BackendApi({
+    store: opts.store,
+    registry,
+    machines,
+    closing: () => closing,
+    revokeSessions(user, room, message) {
+      let n = 0;
+      for (const c of [...sessions.values()]) {
+        if (c.closed || c.identity?.user !== user || (room !== undefined && c.roomName !== room)) continue;
+        cut(c, 'revoked', 4403, message, true);
+        n++;
       }
-      metrics.opPath.observe({ stage: 'send' }, path.send / 1000);
-      metrics.opsSequenced.inc(appended.length);
-      let rejected = 0,
-        refused = 0;
-      for (const e of appended) {
-        if (e.error !== undefined) rejected++;
-        if (e.refused) refused++;
-      }
-      if (rejected) metrics.opsRejected.inc(rejected);
-      if (refused) metrics.opsRefused.inc(refused);
-      if (stats)
-        for (const e of appended) {
-          let q = stats.orderedAt.get(e.client);
-          if (!q) stats.orderedAt.set(e.client, (q = []));
-          q.push({ seq: e.seq, pos: e.pos, t: now });
-        }
-    }
-    if (out.persist.checkpoint && stats) {
-      metrics.stableDelay.observe((now - stats.lastStableAt) / 1000);
-      stats.lastStableAt = now;
-    }
-    for (const { conn, msg } of out.send) {
-      if (msg.t === 'log' && msg.entries.some((w) => w.k === 'own')) metrics.authoritativeDelay.observe((now - at) / 1000);
-      else if ((msg.t === 'visible' || msg.t === 'stable') && stats) {
-        // A stable frontier makes the receiver's own ops up to it visible (VIS-BY-STABLE).
-        const client = sessions.get(conn)?.clientId;
-        if (client !== undefined)
-          dropVisibleDelays(stats, client, (o) => {
-            if (msg.t === 'visible' ? o.seq > msg.seq : o.pos > msg.pos) return false;
-            metrics.visibleDelay.observe((now - o.t) / 1000);
-            return true;
-          });
-      }
-    }
-  }
-
-  /** Drop the leading entries of a client's visible-delay queue while `take` says so. */
-  function dropVisibleDelays(stats: RoomStats, client: string, take: (o: { seq: number; pos: number; t: number }) => boolean): void {
-    const q = stats.orderedAt.get(client);
-    if (!q) return;
-    let n = 0;
-    while (n < q.length && take(q[n])) n++;
-    if (n === q.length) stats.orderedAt.delete(client);
-    else if (n > 0) q.splice(0, n);
-  }
+      return n;
+    },
+  });
 
   // ------------------------------------------------------------ sending
 
@@ -952,8 +810,8 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
           onFrame(c, next.data, next.isBinary, large ? next.heap : 0, now - next.at);
         } else {
           const host = c.host!; // ops frames are queued only after hello
-          const stats = roomStats.get(host.name);
-          const cost = stats?.costPerOp ?? 0.01;
+          const room = stats.room(host.name);
+          const cost = room?.costPerOp ?? 0.01;
           const n = Math.min(next.ops.length - next.done, Math.max(1, Math.min(MAX_CHUNK_OPS, Math.floor((sliceMs - (now - start)) / cost))));
           const ops = n === next.ops.length ? next.ops : next.ops.slice(next.done, next.done + n);
           const ack = next.done === 0 ? next.ack : undefined;
@@ -963,7 +821,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
             decoding -= next.held;
           }
           host.receive(c.id, ack === undefined ? { t: 'ops', ops } : { t: 'ops', ops, ack });
-          if (stats) stats.costPerOp = Math.max(1e-4, 0.7 * stats.costPerOp + (0.3 * (clock.now() - now)) / n);
+          if (room) room.costPerOp = Math.max(1e-4, 0.7 * room.costPerOp + (0.3 * (clock.now() - now)) / n);
         }
       } catch (e) {
         // Never let one bad frame or bug take the process or the room's other clients down.
@@ -1027,74 +885,6 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       c.send(new ServerCodec().encode({ t: 'error', code: r.code, message: r.message, fatal: r.fatal }));
       c.close(r.closeCode, r.message);
     });
-  }
-
-  /** A room name from the server's own API, as `?room=` must be. */
-  function checkName(call: string, name: unknown): void {
-    if (typeof name !== 'string' || !ROOM_NAME.test(name))
-      throw new HerculesError('bad-argument', `${call}(name): ${JSON.stringify(String(name)).slice(0, 80)} is not a room name (1-128 of A-Z a-z 0-9 . _ ~ -)`);
-  }
-
-  /** The host of a room for the server's own API: loaded with the machine it was stored with (or `create`'s, if new). */
-  async function hostFor(name: string, create: string | undefined): Promise<RoomHost> {
-    if (closing) throw new HerculesError('closed', 'the server is shutting down');
-    let machine = registry.get(name)?.machine;
-    if (!machine) {
-      // Its machine, without loading it (a store that cannot peek: the one named, else the room is refused below).
-      const stored = opts.store.peek ? await opts.store.peek(name, 0, 0) : undefined;
-      const want = stored ? stored.meta.machine : create;
-      if (want === undefined) throw new HerculesError('bad-room', `room ${name} does not exist; name its machine to create it: room(${name}, machineName)`);
-      machine = machines.get(want);
-      if (!machine) throw new HerculesError('machine-mismatch', `room ${name} runs ${want}, which this server does not serve; deploy that machine`);
-    }
-    const host = await registry.acquire(name, machine);
-    if (typeof host === 'string') throw new HerculesError('machine-mismatch', host);
-    return host;
-  }
-
-  function serverRoom(name: string, create: string | undefined): ServerRoom {
-    return {
-      name,
-      async submit(op, args, o) {
-        if (!o || typeof o !== 'object')
-          throw new HerculesError('bad-argument', 'submit(op, args, { author, key? }): the options are required (author names who submits)');
-        const host = await hostFor(name, create);
-        return host.submit(o.author, op, args, o.key);
-      },
-      async state() {
-        return (await hostFor(name, create)).engine.headSnapshot();
-      },
-      async export() {
-        if (!opts.store.exportRoom) throw new HerculesError('bad-argument', 'this room store cannot export rooms (no exportRoom)');
-        const ex = await opts.store.exportRoom(name);
-        if (!ex) throw new HerculesError('bad-room', `room ${name} does not exist`);
-        const d = ex.durable;
-        return {
-          format: 'hercules-room',
-          formatVersion: 1,
-          machine: { name: ex.meta.machine, version: ex.meta.version },
-          checkpoint: d.checkpoint,
-          entries: d.suffix,
-          clients: d.clients,
-          stable: d.stable,
-        };
-      },
-      async delete() {
-        if (!opts.store.deleteRoom) throw new HerculesError('bad-argument', 'this room store cannot delete rooms (no deleteRoom)');
-        await registry.evict(name, 'bad-room', `room ${name} was deleted`);
-        return opts.store.deleteRoom(name);
-      },
-      subscribe(listener) {
-        if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'subscribe(listener): listener must be a function');
-        let set = commitListeners.get(name);
-        if (!set) commitListeners.set(name, (set = new Set()));
-        set.add(listener);
-        return () => {
-          set.delete(listener);
-          if (set.size === 0 && commitListeners.get(name) === set) commitListeners.delete(name);
-        };
-      },
-    };
   }
 
   /** Close `c` when its credential expires; a client with a token function returns with a fresh one. */
@@ -1302,11 +1092,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
       metrics.inputDecoding.set(decoding);
       metrics.inputWaiting.set(work.size);
       metrics.pendingOutputs.set(waiting);
-      // Visible-delay bookkeeping of ops whose client never came back: drop after 5 minutes.
-      const cutoff = now - 300_000;
-      for (const stats of roomStats.values()) {
-        for (const client of [...stats.orderedAt.keys()]) dropVisibleDelays(stats, client, (o) => o.t < cutoff);
-      }
+      stats.dropStale(now);
       metrics.rooms.set(registry.size);
       metrics.members.set(members);
       metrics.unstable.set(unstable);
@@ -1360,111 +1146,11 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
     loadedRooms: () => registry.names(),
     connectionCount: () => sessions.size,
     failRooms: (match, why) => registry.failRooms(match, why),
-    room(name, machineName) {
-      checkName('room', name);
-      if (machineName !== undefined && !machines.has(machineName))
-        throw new HerculesError(
-          'bad-argument',
-          `room(${name}, ${machineName}): this server has no machine ${machineName}; it has ${[...machines.keys()].join(', ')}`,
-        );
-      return serverRoom(name, machineName);
-    },
-    async rooms(query = {}) {
-      if (query === null || typeof query !== 'object') throw new HerculesError('bad-argument', 'rooms({ after?, limit? }): the query must be an object');
-      const { after } = query;
-      if (after !== undefined && typeof after !== 'string') throw new HerculesError('bad-argument', 'rooms: after must be a room name (a string)');
-      const limit = query.limit ?? ROOMS_PAGE_DEFAULT;
-      if (!Number.isInteger(limit) || limit < 1) throw new HerculesError('bad-argument', `rooms: limit must be an integer >= 1, got ${String(query.limit)}`);
-      const max = Math.min(limit, ROOMS_PAGE_MAX);
-      const isAfter = (n: string) => after === undefined || compareRoomNames(n, after) > 0;
-      // The store's page, one more than asked to know whether another follows; the loaded rooms
-      // in its range (a room is stored before it loads, but one may be loading or deleted meanwhile).
-      // A room being unloaded writes its last appends on the way out: list it once they are stored.
-      await registry.handedBack();
-      const info = new Map<string, StoredRoomInfo>();
-      let names: string[];
-      let more = false;
-      if (opts.store.listRooms) {
-        const got = await opts.store.listRooms({ after, limit: max + 1 });
-        more = got.length > max;
-        const page = more ? got.slice(0, max) : got;
-        for (const r of page) info.set(r.name, r);
-        const bound = more ? page[page.length - 1].name : undefined;
-        names = [...info.keys()];
-        for (const n of registry.names()) if (!info.has(n) && isAfter(n) && (bound === undefined || compareRoomNames(n, bound) <= 0)) names.push(n);
-      } else {
-        // A store that cannot page (the cluster's): every name, then this page of them.
-        names = [...new Set([...(await opts.store.rooms()), ...registry.names()])].filter(isAfter);
-      }
-      names.sort(compareRoomNames);
-      if (names.length > max) more = true;
-      const taken = names.slice(0, max);
-      const rooms = taken.map((name): RoomSummary => {
-        const host = registry.get(name);
-        const r = info.get(name);
-        const stored = r && { checkpoint: r.checkpoint, bytes: r.bytes, created: r.created, lastActivity: r.lastActivity };
-        if (host) {
-          const e = host.engine;
-          return {
-            name,
-            loaded: true,
-            machine: host.machine.name,
-            version: host.machine.version,
-            head: e.head(),
-            stable: e.stableFrontier(),
-            ...stored,
-            members: [...e.members()],
-          };
-        }
-        if (!r) return { name, loaded: false };
-        return { name, loaded: false, machine: r.machine, version: r.version, head: r.head, stable: r.stable, ...stored };
-      });
-      return more && taken.length > 0 ? { rooms, next: taken[taken.length - 1] } : { rooms };
-    },
-    async importRoom(name, file) {
-      checkName('importRoom', name);
-      if (!opts.store.importRoom) throw new HerculesError('bad-argument', 'this room store cannot import rooms (no importRoom)');
-      if (!file || file.format !== 'hercules-room' || file.formatVersion !== 1)
-        throw new HerculesError(
-          'bad-argument',
-          'importRoom: not a room export (format "hercules-room", formatVersion 1: what export() and GET /admin/rooms/:room/export give)',
-        );
-      // A version this server's machine migrates from is fine: the room is migrated when it loads.
-      const machine = machines.get(file.machine?.name);
-      if (!machine || !machineAt(machine, file.machine.version))
-        throw new HerculesError(
-          'bad-argument',
-          `importRoom ${name}: the export's machine ${file.machine?.name}@${file.machine?.version} is not one this server serves (${[...machines.values()].map((m) => `${m.name}@${m.version}`).join(', ')})`,
-        );
-      // The same domain as live ops, checked before anything is stored (room-file.ts).
-      const problem = roomFileProblem(file);
-      if (problem) throw new HerculesError('bad-argument', `importRoom ${name}: ${problem}`);
-      if (registry.get(name)) throw new HerculesError('bad-argument', `import room ${name}: it exists; delete it first or import under another name`);
-      await opts.store.importRoom(name, {
-        meta: { machine: file.machine.name, version: file.machine.version },
-        durable: { checkpoint: file.checkpoint, suffix: file.entries, clients: file.clients, stable: file.stable },
-      });
-    },
-    async readLog(name, after, max) {
-      // From the store, loaded or not: a room's engine keeps only what its members still need.
-      if (!opts.store.peek)
-        throw new HerculesError('bad-argument', 'this room store cannot be read apart from its writer (no peek): webhooks need one that can');
-      const p = await opts.store.peek(name, after, max);
-      return p ? { from: p.from, entries: p.entries } : { from: after + 1, entries: [] };
-    },
-    revoke(target) {
-      if (!target || typeof target.user !== 'string' || target.user.length === 0)
-        throw new HerculesError('bad-argument', 'revoke({ user, room?, reason? }): user must be a non-empty string');
-      if (target.room !== undefined && typeof target.room !== 'string') throw new HerculesError('bad-argument', 'revoke: room must be a string');
-      const why = typeof target.reason === 'string' && target.reason.length > 0 ? `: ${target.reason.slice(0, 200)}` : '';
-      let n = 0;
-      for (const c of [...sessions.values()]) {
-        if (c.closed || c.identity?.user !== target.user || (target.room !== undefined && c.roomName !== target.room)) continue;
-        cut(c, 'revoked', 4403, `access of user ${target.user} ${target.room !== undefined ? `to room ${target.room} ` : ''}was revoked${why}`, true);
-        n++;
-      }
-      return n;
-    },
+    room: (name, machineName) => backend.room(name, machineName),
+    rooms: (query) => backend.rooms(query),
+    importRoom: (name, file) => backend.importRoom(name, file),
+    readLog: (name, after, max) => backend.readLog(name, after, max),
+    revoke: (target) => backend.revoke(target),
     async close() {
       if (closing) return;
       closing = true;

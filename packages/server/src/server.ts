@@ -20,7 +20,7 @@ import {
   resolveLimits,
   type Limits,
   type RoomFile,
-  type RoomOptions,
+  type ServiceOptions,
   type RoomsPage,
   type RoomsQuery,
   type ServerRoom,
@@ -28,7 +28,7 @@ import {
 
 export type { Limits };
 
-export interface ServerOptions<Store extends RoomStore = SqliteStore> extends RoomOptions {
+export interface ServerOptions<Store extends RoomStore = SqliteStore> extends ServiceOptions {
   /** TCP port; 0 picks a free one. Default 8787. */
   port?: number;
   /** Interface to listen on. Default 127.0.0.1. */

@@ -319,7 +319,7 @@ export class Webhooks {
     await res.arrayBuffer().catch(() => {}); // let the connection be reused
     if (!res.ok) {
       lane.retryTo = to;
-      throw new Error(`${lane.hook.opts.url} answered ${res.status}`);
+      throw new HerculesError('unreachable', `${lane.hook.opts.url} answered ${res.status}; the delivery is retried with backoff, check the receiver`);
     }
     if (this.closed) return false;
     lane.retryTo = undefined;

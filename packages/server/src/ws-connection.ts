@@ -1,4 +1,5 @@
 /** The WebSocket transport (`ws`): a `Connection` over one accepted socket. */
+import { HerculesError } from '@hercules/core';
 import type { Connection, ConnectionEvents } from './connection.ts';
 
 /**
@@ -36,7 +37,7 @@ export function wsConnection(ws: WsSocket, remote: string): Connection {
       return ws.bufferedAmount;
     },
     listen(events: ConnectionEvents) {
-      if (listening) throw new Error('wsConnection: listen called twice');
+      if (listening) throw new HerculesError('bad-argument', 'wsConnection: listen called twice; give each connection one listener');
       listening = true;
       ws.on('message', (data: Buffer, isBinary: boolean) => events.message(data, isBinary));
       ws.on('pong', () => events.pong?.());

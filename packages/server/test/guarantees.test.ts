@@ -180,7 +180,7 @@ test('a client that sees a gap in the log reconnects and catches up instead of i
   assert.deepEqual(a.getState('authoritative'), b.getState('authoritative'));
 });
 
-// spec: LOG-ONE-HISTORY
+// spec: LOG-ONE-HISTORY, OP-KEPT-AFTER-FATAL
 test('two clients under one id: the ops of the second are refused loudly and never reported visible; the first goes on', async (t) => {
   const { srv } = await server(t, 'dup-id');
   const first = await connect({ url: srv.url, room: 'c', machine: box, clientId: 'same', onError: () => {} });
@@ -213,7 +213,7 @@ test('two clients under one id: the ops of the second are refused loudly and nev
   assert.throws(
     () => second.ops.put({ k: 'later', v: 0 }),
     (e: unknown) => e instanceof HerculesError && e.code === 'client-id-conflict',
-    'a stopped room refuses new ops with the reason',
+    'a room stopped by a conflicting id refuses new ops with the reason: its store can deliver nothing',
   );
 
   const watcher = await connect({ url: srv.url, room: 'c', machine: box, clientId: 'watcher', onError: () => {} });

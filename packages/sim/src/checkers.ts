@@ -34,6 +34,7 @@ import {
 } from '@hercules/core';
 import type { LoadedRoom } from '@hercules/server/pipeline';
 import { ledgerAt, type AnyLedgerState, type Ledger } from './machine.ts';
+import { TEXT_CHECKERS } from './text-checkers.ts';
 
 /** A state of either version of the machine (machine.ts): what checkers compare is mostly its `log`. */
 type LedgerState = AnyLedgerState;
@@ -1003,6 +1004,8 @@ export const CHECKERS: readonly Checker[] = [
       },
     }),
   },
+  // The collaborative text's (issue 38): text-checkers.ts.
+  ...TEXT_CHECKERS,
 ];
 
 type HookName = keyof Hooks;

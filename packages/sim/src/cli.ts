@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 import { CHECKERS, runSeed, type SimConfig } from './sim.ts';
 import { work } from './machine.ts';
 import { checkTabsSeed, runTabs, type TabsPlant } from './tabs.ts';
+import { UNDO_CHECKERS, runUndoSeed } from './undo-sim.ts';
 
 const { values } = parseArgs({
   options: {
@@ -23,13 +24,15 @@ const { values } = parseArgs({
     checkers: { type: 'boolean', default: false },
     tabs: { type: 'boolean', default: false },
     plant: { type: 'string' },
+    undo: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
 });
 
 if (values.checkers) {
   for (const c of CHECKERS) console.log(`${c.rule.padEnd(22)} ${c.description}`);
-  console.log(`\n${CHECKERS.length} checkers; each rule is stated in docs/spec.md`);
+  for (const c of UNDO_CHECKERS) console.log(`${c.rule.padEnd(22)} ${c.description}`);
+  console.log(`\n${CHECKERS.length + UNDO_CHECKERS.length} checkers; each rule is stated in docs/spec.md`);
   process.exit(0);
 }
 
@@ -44,6 +47,9 @@ if (values.help) {
   --batching B     override batching: off | auto | <interval ms>
   --cluster        run the room on 2-3 cluster nodes over a simulated replicated log (NATS
                    JetStream's faults), with node crashes, pauses and partitions
+  --undo           run only the undo simulator (undo-sim.ts: random undo and redo among
+                   concurrent ops, crashes and reconnects); without --cluster, every run
+                   runs it over the same seeds after the main simulator
   --verbose        print a line per seed
   --checkers       list the checkers and the rules of docs/spec.md they check
   --tabs           run the model of the tab leader handover instead (src/tabs.ts): for each
@@ -120,7 +126,7 @@ let failed = 0,
   upgraded = 0,
   migrated = 0;
 const totals: Record<string, number> = {};
-for (let seed = start; seed < start + count; seed++) {
+for (let seed = start; seed < start + count && !values.undo; seed++) {
   const r = await runSeed(seed, overrides, { cluster: values.cluster });
   ran++;
   events += r.events;
@@ -143,12 +149,34 @@ for (let seed = start; seed < start + count; seed++) {
     if (failed >= 5) break;
   }
 }
+// The undo simulator (docs/undo.md) over the same seeds: its own room, machine and faults.
+const undoRan = { seeds: 0, failed: 0, undos: 0, redos: 0, ms: 0 };
+for (let seed = start; seed < start + count && !values.cluster && failed + undoRan.failed < 5; seed++) {
+  const u0 = performance.now();
+  const r = await runUndoSeed(seed);
+  undoRan.ms += performance.now() - u0;
+  undoRan.seeds++;
+  undoRan.undos += r.counts.undo ?? 0;
+  undoRan.redos += r.counts.redo ?? 0;
+  if (values.verbose || single !== undefined) console.log(`undo seed ${seed}: ${r.ok ? 'ok' : 'FAIL'} ${JSON.stringify(r.counts)}`);
+  if (!r.ok) {
+    undoRan.failed++;
+    console.error(`FAIL undo seed ${seed}: ${r.error}`);
+    console.error(`  replay: npm run sim -- --undo --seed ${seed}`);
+  }
+}
+if (undoRan.seeds > 0)
+  console.log(
+    `undo: ${undoRan.seeds} seeds in ${(undoRan.ms / 1000).toFixed(1)} s, ${undoRan.undos} undos and ${undoRan.redos} redos, ${undoRan.seeds - undoRan.failed} passed, ${undoRan.failed} failed`,
+  );
 const secs = (performance.now() - t0) / 1000;
-console.log(
-  `simulated ${ran} seeds in ${secs.toFixed(1)} s: ${events} events, ${submitted} ops submitted, ${sequenced} sequenced (${Math.round(sequenced / secs)} sequenced ops/s, ${Math.round(events / secs)} events/s, ${work.ops - w0} op executions), ${(simMs / 1000).toFixed(0)} simulated s`,
-);
-console.log(`faults: ${JSON.stringify(totals)}`);
-// REC-MIGRATE-ONCE and the rest exercised for real: how many runs deployed v2, and how many rooms migrated.
-console.log(`upgrades: ${upgraded} seeds deployed sim-ledger@2 mid-run, ${migrated} rooms migrated`);
-console.log(`sim: ${ran - failed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+if (!values.undo) {
+  console.log(
+    `simulated ${ran} seeds in ${secs.toFixed(1)} s: ${events} events, ${submitted} ops submitted, ${sequenced} sequenced (${Math.round(sequenced / secs)} sequenced ops/s, ${Math.round(events / secs)} events/s, ${work.ops - w0} op executions), ${(simMs / 1000).toFixed(0)} simulated s`,
+  );
+  console.log(`faults: ${JSON.stringify(totals)}`);
+  // REC-MIGRATE-ONCE and the rest exercised for real: how many runs deployed v2, and how many rooms migrated.
+  console.log(`upgrades: ${upgraded} seeds deployed sim-ledger@2 mid-run, ${migrated} rooms migrated`);
+  console.log(`sim: ${ran - failed} passed, ${failed} failed`);
+}
+process.exit(failed || undoRan.failed ? 1 : 0);

@@ -33,7 +33,7 @@ import {
   type SimLeaseFaults,
   subjectOf,
 } from '@hercules/cluster/pipeline';
-import { type Clock, type LoadedRoom, type RoomHost, type RoomInit, RoomRegistry, type RoomStore } from '@hercules/server/pipeline';
+import { type Clock, type LoadedRoom, reconnectToResume, type RoomHost, type RoomInit, RoomRegistry, type RoomStore } from '@hercules/server/pipeline';
 import type { Rng } from './rng.ts';
 import { type Endpoint, ROOM, type ServerSide, type SimClient, ServerLinks, type Simulation } from './sim.ts';
 
@@ -333,7 +333,7 @@ export class ClusterServer implements ServerSide {
       wallClock: () => sim.now,
       onShardLost: (_k, why) => {
         sim.count('cluster-shard-lost');
-        registry.failRooms(() => true, `the room moved to another server (${why}); reconnect to resume`);
+        registry.failRooms(() => true, reconnectToResume(`the room moved to another server (${why})`));
       },
     });
     n.store = store;

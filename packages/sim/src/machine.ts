@@ -13,10 +13,12 @@
  * changes), so the keyed map's tries split and collapse under every fault the simulator makes,
  * and each replica's tree is compared with the reference's as part of the state.
  */
-import { defineMachine, keyedMap, type KeyedMap, type Machine, type OpContext } from '@hercules/core';
+import { createText, defineMachine, keyedMap, textOps, type KeyedMap, type Machine, type OpContext, type Text } from '@hercules/core';
 
 export interface LedgerState {
   log: string[];
+  /** A collaborative text (issue 38) that clients edit at random places: TEXT-CONVERGE and its kin. */
+  doc: Text;
   counters: Record<string, number>;
   stamps: Record<string, string>;
 }
@@ -26,6 +28,7 @@ export const work = { ops: 0 };
 
 export interface LedgerStateV2 {
   log: string[];
+  doc: Text;
   counters: Record<string, number>;
   marks: KeyedMap<string>;
   schema: 2;
@@ -53,12 +56,28 @@ const counting = {
   },
 };
 
+/** The text ops (`textOps()`), counted as work and logged like every other op. */
+const { textInsert, textDelete } = textOps();
+const text = {
+  textInsert(s: Pick<LedgerState, 'doc' | 'log'>, a: Parameters<typeof textInsert>[1], ctx: OpContext) {
+    work.ops++;
+    textInsert(s, a, ctx);
+    s.log.push(`${ctx.client}:${ctx.seq}`);
+  },
+  textDelete(s: Pick<LedgerState, 'doc' | 'log'>, a: Parameters<typeof textDelete>[1], ctx: OpContext) {
+    work.ops++;
+    textDelete(s, a);
+    s.log.push(`${ctx.client}:${ctx.seq}`);
+  },
+};
+
 export const ledger = defineMachine({
   name: 'sim-ledger',
   version: 1,
-  initial: { log: [], counters: {}, stamps: {} } as LedgerState,
+  initial: { log: [], doc: createText('sim'), counters: {}, stamps: {} } as LedgerState,
   ops: {
     ...counting,
+    ...text,
     stamp(s, a: { key: string }, ctx) {
       work.ops++;
       s.stamps[a.key] = `${ctx.author}@${ctx.position}`;
@@ -74,9 +93,10 @@ export const ledger = defineMachine({
 export const ledgerV2 = defineMachine({
   name: 'sim-ledger',
   version: 2,
-  initial: { log: [], counters: {}, marks: keyedMap.empty(), schema: 2 } as LedgerStateV2,
+  initial: { log: [], doc: createText('sim'), counters: {}, marks: keyedMap.empty(), schema: 2 } as LedgerStateV2,
   ops: {
     ...counting,
+    ...text,
     mark(s, a: { at: string }, ctx) {
       work.ops++;
       // Up to 97 keys per `at`, written and removed by position: the map grows past a leaf (32).
@@ -88,7 +108,7 @@ export const ledgerV2 = defineMachine({
   },
   migrateFrom: {
     machine: ledger,
-    state: (s1: LedgerState): LedgerStateV2 => ({ log: s1.log, counters: s1.counters, marks: keyedMap.from(s1.stamps), schema: 2 }),
+    state: (s1: LedgerState): LedgerStateV2 => ({ log: s1.log, doc: s1.doc, counters: s1.counters, marks: keyedMap.from(s1.stamps), schema: 2 }),
     op: (op) =>
       op.name === 'stamp'
         ? { name: 'mark', args: { at: (op.args as { key: string }).key } }

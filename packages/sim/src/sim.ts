@@ -27,6 +27,7 @@ import {
   deepFreeze,
   isMigrationEntry,
   migrateState,
+  textIndexOf,
   type BaseSnapshot,
   type Batching,
   type ClientMessage,
@@ -613,6 +614,11 @@ export class Simulation implements SimState {
   private presenceN = 0;
   /** The server's own API (API-SUBMIT): drawn apart, like presence, so other draws stay as they were. */
   private readonly apiRng: Rng;
+  /** Text edits (issue 38) draw from their own stream, so the other choices of a seed stay as they were. */
+  private readonly textRng: Rng;
+  readonly textOn: boolean;
+  /** The id of the last character each client typed: a burst goes on after it (TEXT-NO-INTERLEAVE). */
+  private readonly typed = new Map<string, number>();
   readonly apiOn: boolean;
   /** Each idempotency key used, with the args it was first submitted with. */
   private readonly apiKeys = new Map<string, { key: string; by: number; note: string }>();
@@ -672,6 +678,8 @@ export class Simulation implements SimState {
     this.apiRng = new Rng(seed ^ 0xa91);
     this.apiOn = this.apiRng.chance(0.5);
     this.upgradeRng = new Rng(seed ^ 0x0b9a3);
+    this.textRng = new Rng(seed ^ 0x7e87);
+    this.textOn = this.textRng.chance(0.6);
     this.cfg = cfg;
     this.checks = new Checks(checkers);
     this.side = cfg.cluster ? new ClusterServer(this, cfg.cluster, opts.clusterLog, opts.clusterRelayDelay) : new SingleServer(this, opts.createHost);
@@ -1120,6 +1128,7 @@ export class Simulation implements SimState {
       else this.presenceNow.set(c.id, value);
       this.count('presence-set');
     }
+    if (this.textOn && !this.stopSubmitting && c.alive && c.room && !c.tooOld && this.textRng.chance(0.3)) this.editText(c);
     if (this.apiOn && !this.stopSubmitting && this.apiRng.chance(0.04)) this.submitFromApi();
     if (this.rng.chance(r.disconnect * 10) && c.conn) {
       this.count('disconnect');
@@ -1155,6 +1164,36 @@ export class Simulation implements SimState {
         this.checks.apiAnswered(this, key, args, { error: e instanceof HerculesError ? e.code : String(e) });
       },
     );
+  }
+
+  /**
+   * An edit of the shared text through `room.text('doc')`: mostly typing, in bursts that go on
+   * after the client's last character (so clients type at one place concurrently), sometimes at a
+   * random place, and deletes of 1 to 4 characters.
+   */
+  private editText(c: SimClient): void {
+    const text = c.room!.text('doc');
+    const doc = c.room!.getState('submitted').doc;
+    const r = this.textRng;
+    let h: OpHandle | undefined;
+    if (doc.len > 0 && r.chance(0.3)) {
+      const at = r.int(0, doc.len - 1);
+      h = text.delete(at, Math.min(doc.len - at, r.int(1, 4)));
+      this.count('text-delete');
+    } else {
+      const last = this.typed.get(c.id);
+      const after = last !== undefined && r.chance(0.7) ? textIndexOf(doc, c.id, last) : -1;
+      const at = after >= 0 ? after + 1 : r.int(0, doc.len);
+      const word = `${c.id.slice(1)}${'abcdefgh'.slice(0, r.int(1, 3))}`;
+      h = text.insert(at, word);
+      const mine = doc.clients.indexOf(c.id);
+      this.typed.set(c.id, (mine < 0 ? 0 : doc.next[mine]) + word.length - 1);
+      this.count('text-insert');
+    }
+    if (!h) return;
+    c.handles.push(h);
+    this.submitted++;
+    this.checks.submitted(this, c, { kind: 'op', handle: h, after: c.room!.getState('submitted') });
   }
 
   private submitRandom(c: SimClient): void {

@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MIGRATE_OP, SYSTEM_CLIENT, type ClientMessage, type LogEntry, type OpHandle, type ServerMessage } from '@hercules/core';
+import { MIGRATE_OP, SYSTEM_CLIENT, createText, type ClientMessage, type LogEntry, type OpHandle, type ServerMessage } from '@hercules/core';
 import { CHECKERS, Violation, configFor, Simulation } from '../src/sim.ts';
 import { observe, type Checker, type ClientState, type Hooks, type LiveClient, type SimState, type Step } from '../src/checkers.ts';
 import { ledger } from '../src/machine.ts';
@@ -264,6 +264,40 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
         durable: { checkpoint: { pos: 0, state: ledger.initial }, suffix: [], clients: {}, stable: 0 },
       }),
     /node n1 \(claim at 9\) loaded the room at head 0; the chain has \d+ entries/,
+  ],
+  'TEXT-CONVERGE': [
+    // A client whose Authoritative view shows another text than the log's at its position.
+    (sim, h) =>
+      h.step!(
+        sim,
+        stepWith(sim, (l) => ({ ...l, views: { ...l.views, authoritative: { ...l.views.authoritative, doc: createText('planted') } } })),
+      ),
+    /c\d's authoritative text at \d+ is "planted"; the log's is/,
+  ],
+  'TEXT-INTACT': [
+    // An insert ordered (no error) whose characters the fold of the log does not hold.
+    (sim, h) => {
+      const n = sim.global.length;
+      const e: LogEntry = { pos: n + 1, client: 'c0', seq: 99999, name: 'textInsert', args: { p: 'doc', l: null, r: null, k: 99999, t: 'Z' }, author: 'c0' };
+      h.sequenced!(sim, e, undefined);
+      h.step!(over<SimState>(sim, { global: [...sim.global, e], oracle: [...sim.oracle, sim.oracle[n]] }), stepWith(sim));
+    },
+    /character c0:99999, inserted at \d+, is missing from the text at \d+/,
+  ],
+  'TEXT-NO-INTERLEAVE': [
+    // p typed "a" then "b" after it at the start, and q's "d", typed after the start, lies between them.
+    (sim, h) => {
+      const n = sim.global.length;
+      const runs = [
+        { c: 1, k: 0, t: 'a', l: null, r: null },
+        { c: 2, k: 0, t: 'd', l: null, r: null },
+        { c: 1, k: 1, t: 'b', l: [1, 0], r: null },
+      ];
+      const doc = { ...createText(), len: 3, clients: ['', 'p', 'q'], next: [0, 2, 1], chunks: [{ v: 3, f: 3, runs }] };
+      const e: LogEntry = { pos: n + 1, client: 'c0', seq: 99999, name: 'inc', args: { key: 'a', by: 1 }, author: 'c0' };
+      h.step!(over<SimState>(sim, { global: [...sim.global, e], oracle: [...sim.oracle, { ...sim.oracle[n], doc }] }), stepWith(sim));
+    },
+    /q:0 \(typed after null\) lies between p:1 and its left origin p:0: interleaved/,
   ],
 };
 

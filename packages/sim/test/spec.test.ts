@@ -14,7 +14,15 @@ const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..'
 const ID = '[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+';
 
 /** The checkers, the fuzzers and the soak name rules as string literals ('VIS-DELIVERED'). */
-const TOOLS = ['packages/sim/src/checkers.ts', 'packages/sim/src/fuzz.ts', 'packages/sim/src/import-fuzz.ts', 'packages/sim/src/tabs.ts', 'test/soak/soak.ts'];
+const TOOLS = [
+  'packages/sim/src/checkers.ts',
+  'packages/sim/src/text-checkers.ts',
+  'packages/sim/src/fuzz.ts',
+  'packages/sim/src/import-fuzz.ts',
+  'packages/sim/src/undo-sim.ts',
+  'packages/sim/src/tabs.ts',
+  'test/soak/soak.ts',
+];
 
 interface Rule {
   id: string;

@@ -1,1 +1,1 @@
-export { viewStore, opStageStore, othersStore, presenceStore, membersStore, positionsStore, statusStore } from './stores.ts';
+export { viewStore, opStageStore, othersStore, presenceStore, membersStore, positionsStore, statusStore, undoStore } from './stores.ts';

@@ -107,3 +107,12 @@ export function statusStore(room: AnyRoom): Readable<string> {
     (update) => (room.onStatus ? room.onStatus(update) : () => {}),
   );
 }
+
+/** Whether this client can undo and redo now (docs/undo.md); call `room.undo()` and `room.redo()` to act. */
+export function undoStore(room: AppRoom<Machine<any, any>>): Readable<{ readonly canUndo: boolean; readonly canRedo: boolean }> {
+  return tracked(
+    () => ({ canUndo: room.canUndo(), canRedo: room.canRedo() }),
+    (update) => room.onUndoChange(update),
+    (a, b) => a.canUndo === b.canUndo && a.canRedo === b.canRedo,
+  );
+}

@@ -13,7 +13,7 @@ import { derived, get, type Readable } from 'svelte/store';
 import { compile } from 'svelte/compiler';
 import { render } from 'svelte/server';
 import { ClientRoom, PROTOCOL_VERSION, defineMachine } from '@hercules/core';
-import { membersStore, opStageStore, othersStore, positionsStore, presenceStore, statusStore, viewStore } from '../src/index.ts';
+import { membersStore, opStageStore, othersStore, positionsStore, presenceStore, statusStore, undoStore, viewStore } from '../src/index.ts';
 
 const machine = defineMachine({
   name: 'stores',
@@ -164,4 +164,19 @@ test('opStageStore, positionsStore, membersStore, othersStore, presenceStore and
   seenStatus.stop();
   assert.equal(listeners.size, 0);
   for (const s of [stage, positions, members, names, seenMine]) s.stop();
+});
+
+test('undoStore: given again only when canUndo or canRedo changes', () => {
+  const room = new ClientRoom(machine, { clientId: 'c', now: () => 0, notify: 'sync' });
+  const r = record(undoStore(room));
+  room.ops.incA();
+  room.ops.incB(); // the same step: nothing changes
+  room.undo();
+  room.redo();
+  r.stop();
+  room.undo();
+  assert.deepEqual(
+    r.values.map((v) => `${v.canUndo}/${v.canRedo}`),
+    ['false/false', 'true/false', 'false/true', 'true/false'],
+  );
 });

@@ -13,6 +13,11 @@ export interface FaultProxy {
   links(): number;
   /** Close every link and refuse new ones until `heal`: a partition both ends notice at once. */
   cut(): void;
+  /**
+   * Close each link open now for which `choose()` says so (a partial partition: those clients
+   * reconnect at once, through the proxy); returns how many were closed. New links are taken.
+   */
+  cutSome(choose: () => boolean): number;
   /** Take new links again after a `cut`. */
   heal(): void;
   /**
@@ -53,7 +58,11 @@ export async function faultProxy(targetPort: number): Promise<FaultProxy> {
       [upstream, client],
     ] as const) {
       from.on('data', (chunk: Buffer) => {
-        if (!link.silent && !to.destroyed) to.write(chunk);
+        // Backpressure as pipe() has it: a slow reader slows its writer rather than filling the proxy's memory.
+        if (!link.silent && !to.destroyed && !to.write(chunk)) {
+          from.pause();
+          to.once('drain', () => from.resume());
+        }
       });
       from.on('error', end);
       from.on('close', end);
@@ -76,12 +85,28 @@ export async function faultProxy(targetPort: number): Promise<FaultProxy> {
       for (const l of links) l.silent = false;
       destroyAll();
     },
+    cutSome(choose) {
+      let n = 0;
+      for (const l of [...links]) {
+        if (l.silent || !choose()) continue;
+        l.client.destroy();
+        l.upstream.destroy();
+        links.delete(l);
+        n++;
+      }
+      return n;
+    },
     heal() {
       refusing = false;
     },
     silence() {
       const now = [...links];
-      for (const l of now) l.silent = true;
+      for (const l of now) {
+        l.silent = true;
+        // A side paused for backpressure reads again: a silenced link takes every byte and drops it.
+        l.client.resume();
+        l.upstream.resume();
+      }
       return { links: now.length, targetClosed: Promise.all(now.map((l) => l.upstreamClosed)).then(() => {}) };
     },
     close() {

@@ -160,3 +160,22 @@ export function useStatus(room: MaybeRefOrGetter<AnyRoom>): Readonly<ShallowRef<
     (update, r) => (r.onStatus ? r.onStatus(update) : () => {}),
   );
 }
+
+/**
+ * Undo and redo of this client's own changes (docs/undo.md): `canUndo` and `canRedo` are readonly
+ * refs kept current; `undo` and `redo` act on the room as it is when called.
+ */
+export function useUndo(room: MaybeRefOrGetter<AppRoom<Machine<any, any>>>): {
+  canUndo: Readonly<ShallowRef<boolean>>;
+  canRedo: Readonly<ShallowRef<boolean>>;
+  undo: () => void;
+  redo: () => void;
+} {
+  const listen = (update: () => void, r: AppRoom<Machine<any, any>>) => r.onUndoChange(update);
+  return {
+    canUndo: tracked<[AppRoom<Machine<any, any>>], boolean>([room], (r) => r.canUndo(), listen),
+    canRedo: tracked<[AppRoom<Machine<any, any>>], boolean>([room], (r) => r.canRedo(), listen),
+    undo: () => void toValue(room).undo(),
+    redo: () => void toValue(room).redo(),
+  };
+}

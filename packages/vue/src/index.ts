@@ -1,1 +1,1 @@
-export { useView, useOps, useOpStage, useMembers, usePositions, useStatus, useOthers, usePresence } from './composables.ts';
+export { useView, useOps, useOpStage, useMembers, usePositions, useStatus, useOthers, usePresence, useUndo } from './composables.ts';

@@ -15,7 +15,7 @@ for (const name of ['Node', 'Element', 'HTMLElement', 'SVGElement', 'Text', 'Com
 const { createApp, createSSRApp, effectScope, h, isReadonly, nextTick, ref, shallowRef, watch } = await import('vue');
 const { renderToString } = await import('vue/server-renderer');
 const { ClientRoom, PROTOCOL_VERSION, defineMachine } = await import('@hercules/core');
-const { useMembers, useOpStage, useOthers, usePositions, usePresence, useStatus, useView } = await import('../src/index.ts');
+const { useMembers, useOpStage, useOthers, usePositions, usePresence, useStatus, useUndo, useView } = await import('../src/index.ts');
 
 const machine = defineMachine({
   name: 'composables',
@@ -186,4 +186,21 @@ test('useOpStage, usePositions, useMembers, useOthers, usePresence and useStatus
   assert.equal(s.value, 'online');
   statusScope.stop();
   assert.equal(listeners.size, 0);
+});
+
+test('useUndo: canUndo and canRedo follow the room; undo and redo act on it; unsubscribed when the scope stops', () => {
+  const room = new ClientRoom(machine, { clientId: 'c', now: () => 0, notify: 'sync' });
+  const scope = effectScope();
+  const u = scope.run(() => useUndo(room))!;
+  assert.deepEqual([u.canUndo.value, u.canRedo.value], [false, false]);
+  room.ops.incA();
+  assert.deepEqual([u.canUndo.value, u.canRedo.value], [true, false]);
+  u.undo();
+  assert.equal(room.getState().a.n, 0);
+  assert.deepEqual([u.canUndo.value, u.canRedo.value], [false, true]);
+  u.redo();
+  assert.equal(room.getState().a.n, 1);
+  scope.stop();
+  room.undo();
+  assert.deepEqual([u.canUndo.value, u.canRedo.value], [true, false], 'no longer followed');
 });

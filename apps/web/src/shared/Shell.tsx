@@ -1,5 +1,5 @@
 import { useEffect, useState, type ReactNode } from 'react';
-import { Inspector } from '@hercules/react';
+import { Inspector, useUndo } from '@hercules/react';
 import type { ConnectedRoom } from '@hercules/client';
 import type { Machine } from '@hercules/core';
 import { PeopleBar, StatusDot } from './people.tsx';
@@ -32,6 +32,7 @@ export function Shell({
             <a href="/">all apps</a>
           </nav>
           <StatusDot room={room} />
+          <UndoButtons room={room} />
           {controls}
         </header>
         <div style={{ marginBottom: 12 }}>
@@ -75,5 +76,38 @@ function Stopped({ room }: { room: ConnectedRoom<Machine<any, any>> }) {
     >
       This page stopped syncing: {error.message}. Your changes here will not reach anyone. <a href={`?room=${elsewhere}`}>Open room “{elsewhere}”</a>
     </div>
+  );
+}
+
+/**
+ * Undo and redo of this tab's own changes (docs/undo.md), with Ctrl+Z / Ctrl+Shift+Z (Cmd on a
+ * Mac; Ctrl+Y too). A key pressed in a text field is the field's own undo, not the room's.
+ */
+function UndoButtons({ room }: { room: ConnectedRoom<Machine<any, any>> }) {
+  const { canUndo, canRedo, undo, redo } = useUndo(room);
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (!(e.ctrlKey || e.metaKey) || e.altKey) return;
+      const t = e.target as HTMLElement | null;
+      if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
+      const key = e.key.toLowerCase();
+      if (key === 'z' && !e.shiftKey) undo();
+      else if ((key === 'z' && e.shiftKey) || key === 'y') redo();
+      else return;
+      e.preventDefault();
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  }, [undo, redo]);
+  const button = { fontSize: 12, padding: '1px 8px' } as const;
+  return (
+    <span style={{ display: 'inline-flex', gap: 4 }}>
+      <button type="button" data-testid="undo" style={button} disabled={!canUndo} onClick={undo} title="Undo your last change (Ctrl+Z)">
+        Undo
+      </button>
+      <button type="button" data-testid="redo" style={button} disabled={!canRedo} onClick={redo} title="Redo (Ctrl+Shift+Z)">
+        Redo
+      </button>
+    </span>
   );
 }

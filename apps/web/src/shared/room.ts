@@ -17,9 +17,15 @@ export const ROOM_NAME = /^[A-Za-z0-9._~-]{1,128}$/;
 /** A room serves one machine, so each app needs its own default room. */
 export const defaultRoom = (machine: Machine<any, any>) => `demo-${machine.name}`;
 
-/** The nearest valid name to a bad one (for the link on the error page), else the app's default. */
+/**
+ * The nearest valid name to a bad one (for the link on the error page), else the app's default.
+ * Accents come off their letters first (NFKD, then the combining marks dropped), so `ünïcode`
+ * is offered as `unicode`, not `n-code`.
+ */
 export function suggestRoom(bad: string, machine: Machine<any, any>): string {
   const fixed = bad
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
     .replace(/[^A-Za-z0-9._~-]+/g, '-')
     .replace(/^-+|-+$/g, '')
     .slice(0, 128);

@@ -282,7 +282,7 @@ export class MemoryStore implements RoomStore {
 function toJson(room: string, v: unknown, what: string): string {
   try {
     const json = JSON.stringify(v);
-    if (json === undefined) throw new Error(`it is ${v === undefined ? 'undefined' : `a ${typeof v}`}, which JSON cannot hold`);
+    if (json === undefined) throw new HerculesError('bad-argument', `it is ${v === undefined ? 'undefined' : `a ${typeof v}`}, which JSON cannot hold`);
     return json;
   } catch (e) {
     throw new StorageError(`room ${room}: cannot store ${what}: ${(e as Error).message}; nothing of this write was stored`, e, 'value');

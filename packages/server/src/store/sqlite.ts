@@ -421,7 +421,10 @@ export class SqliteStore implements RoomStore {
           last = p.appended[p.appended.length - 1].pos;
         // A chunk is addressed by its range: a gap or disorder would lose or misplace entries.
         if (last - first + 1 !== p.appended.length)
-          throw new Error(`appended entries ${first}..${last} are not ${p.appended.length} consecutive positions (a bug in the room engine)`);
+          throw new HerculesError(
+            'internal',
+            `appended entries ${first}..${last} are not ${p.appended.length} consecutive positions (a bug in the room engine); report it`,
+          );
         w.log = { first, last, json: JSON.stringify(p.appended) };
       }
       for (const [client, rec] of Object.entries(p.clients)) w.clients.push([client, JSON.stringify(rec)]);
@@ -891,7 +894,7 @@ export class SqliteStore implements RoomStore {
 
   /** A room's write was rolled back: its appends fail (its head in memory never moved). */
   private failGroup(g: RoomWrite, results: unknown[], e: unknown): void {
-    const err = e instanceof Error ? e : new Error(String(e));
+    const err = e instanceof Error ? e : new HerculesError('storage-failed', String(e));
     for (const i of g.members) results[i] = err;
   }
 

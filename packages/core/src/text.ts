@@ -1,0 +1,453 @@
+/**
+ * A collaborative text value (issue 38): plain JSON in the state, edited by ops that name
+ * characters, not indexes, so an edit keeps its place whatever was ordered before it.
+ *
+ * Every character has an id `[client, clock]`: the client that inserted it (the op's ctx.client,
+ * which no client can forge) and a clock the client picks, above every clock it used before in
+ * this text. Ids are in the op's arguments, so an op means the same on every
+ * replica and in every view, even when one of the author's earlier ops was refused.
+ *
+ * An insert names its left origin L (the character before the caret, or null: the start) and
+ * right origin R (the item right after L in the full sequence, tombstones included, or null: the
+ * end), as its author's Submitted view showed them; the two were adjacent there. Whatever lies
+ * between L and R when the op runs was inserted by ops ordered before it that its author had not
+ * seen. The new text goes after L, past every such item whose left origin is L or an item already
+ * passed (earlier concurrent inserts at the same place, and what was typed after them), and
+ * stops at the first other item or at R (docs/spec.md, TEXT-NO-INTERLEAVE). The server's total
+ * order makes this deterministic; it needs no tie-break by id.
+ *
+ * Deleted characters stay as tombstones (their text dropped) so later ops can still anchor on them.
+ *
+ * Layout: `{ $text: 1, len, clients, next, chunks }`; `len` is the visible length; `clients`
+ * the ids of the clients that inserted, in the order of their first insert (a run names its
+ * client by its index there: a client id, a UUID, is stored once, not thrice per run), `next[i]`
+ * the lowest clock client `i` may use next; `chunks` is a list of `{ v, f, runs }` (`v` visible and
+ * `f` total characters of the chunk), and a run is `{ c, k, t | d, l, r }`: characters
+ * `[c, k]`, `[c, k+1]`, ... typed one after another by one client, either visible (`t`, their
+ * text) or deleted (`d`, their count), with the first one's left origin `l` and the run's right
+ * origin `r`. A chunk splits past CHUNK_MAX runs, so an edit copies one chunk of runs and the
+ * chunk list (pointers), not the text: see docs/benchmarks.md (collaborative text).
+ */
+import { HerculesError } from './errors.ts';
+import { isKeyedMap, keyedMapGet } from './keyed-map.ts';
+import { current } from './machine.ts';
+
+/** A character's id: the client that inserted it and its clock. */
+export type TextId = readonly [client: number, clock: number];
+
+export interface TextRun {
+  /** The client's index in `Text.clients`. */
+  readonly c: number;
+  readonly k: number;
+  /** The visible characters (absent on a deleted run). */
+  readonly t?: string;
+  /** The number of deleted characters (absent on a visible run). */
+  readonly d?: number;
+  readonly l: TextId | null;
+  readonly r: TextId | null;
+}
+
+export interface TextChunk {
+  readonly v: number;
+  readonly f: number;
+  readonly runs: readonly TextRun[];
+}
+
+/** A collaborative text as state: see the module comment, `createText` and `textOps`. */
+export interface Text {
+  readonly $text: 1;
+  readonly len: number;
+  readonly clients: readonly string[];
+  readonly next: readonly number[];
+  readonly chunks: readonly TextChunk[];
+}
+
+/** An anchor in an op's arguments: a character's id and where its author saw it (a search hint). */
+export type TextAnchor = readonly [client: string, clock: number, hint: number];
+
+export interface TextInsertArgs {
+  readonly p: TextPath;
+  readonly l: TextAnchor | null;
+  readonly r: TextAnchor | null;
+  readonly k: number;
+  readonly t: string;
+}
+export interface TextDeleteArgs {
+  readonly p: TextPath;
+  /** Ranges of ids: `[client, clock, count, hint]`. */
+  readonly d: readonly (readonly [string, number, number, number])[];
+}
+
+/** Where a text is in the state: a key, or the keys down to it (a KeyedMap on the way is looked into). */
+export type TextPath = string | readonly (string | number)[];
+
+/** Runs a chunk holds before it splits in two. */
+const CHUNK_MAX = 64;
+
+/** The op names `textOps()` registers. */
+export const TEXT_INSERT = 'textInsert';
+export const TEXT_DELETE = 'textDelete';
+
+const bad = (msg: string) => new HerculesError('bad-argument', msg);
+
+/** A new text holding `s` (for `initial`, or to assign inside an op). */
+export function createText(s = ''): Text {
+  if (typeof s !== 'string') throw bad(`createText: expected a string, got ${typeof s}`);
+  const runs: TextRun[] = s.length > 0 ? [{ c: 0, k: 0, t: s, l: null, r: null }] : [];
+  // Client 0, '', holds the initial text.
+  return { $text: 1, len: s.length, clients: [''], next: [s.length], chunks: [{ v: s.length, f: s.length, runs }] };
+}
+
+export function isText(v: unknown): v is Text {
+  const t = v as Partial<Text> | null;
+  return t !== null && typeof t === 'object' && t.$text === 1 && Array.isArray(t.chunks) && typeof t.len === 'number';
+}
+
+const runSize = (r: TextRun): number => (r.t !== undefined ? r.t.length : r.d!);
+const hasId = (r: TextRun, c: number, k: number): boolean => r.c === c && k >= r.k && k < r.k + runSize(r);
+const sameId = (a: TextId | null, b: TextId | null): boolean => (a === null ? b === null : b !== null && a[0] === b[0] && a[1] === b[1]);
+
+/** The text at `path` in `root` (a state or an op's draft). */
+export function textAt(root: unknown, path: TextPath, call = 'text'): Text {
+  const keys = typeof path === 'string' ? [path] : path;
+  if (!Array.isArray(keys) || keys.length === 0) throw bad(`${call}: the path must be a key or a non-empty array of keys`);
+  let v: unknown = root;
+  for (const key of keys) {
+    if (typeof key !== 'string' && typeof key !== 'number') throw bad(`${call}: path keys are strings or numbers`);
+    if (v === null || typeof v !== 'object') throw bad(`${call}: nothing at ${JSON.stringify(keys)}`);
+    v = isKeyedMap(v) ? keyedMapGet(v, String(key)) : Object.hasOwn(v, key) ? (v as Record<string | number, unknown>)[key] : undefined;
+  }
+  if (!isText(v)) throw bad(`${call}: ${JSON.stringify(keys)} is not a text (make one with createText())`);
+  return v;
+}
+
+/** The visible text (O(length); memoised per snapshot, which never changes). */
+const strings = new WeakMap<object, string>();
+export function textToString(t: Text): string {
+  const hit = strings.get(t);
+  if (hit !== undefined) return hit;
+  const parts: string[] = [];
+  for (const ch of t.chunks) for (const r of ch.runs) if (r.t !== undefined) parts.push(r.t);
+  const s = parts.join('');
+  if (Object.isFrozen(t)) strings.set(t, s);
+  return s;
+}
+
+// ---------------------------------------------------------------- positions in the chunks
+
+/** A place in the chunks: before the character `off` of run `ri` of chunk `ci`. */
+interface Loc {
+  ci: number;
+  ri: number;
+  off: number;
+}
+
+/** Where the character `[c, k]` is, searching forward from the chunk holding total index `hint`. */
+function locate(chunks: readonly TextChunk[], c: number, k: number, hint: number): Loc {
+  let start = 0;
+  for (let base = 0; start < chunks.length - 1 && base + chunks[start].f <= hint; start++) base += chunks[start].f;
+  for (let n = 0; n < chunks.length; n++) {
+    const ci = (start + n) % chunks.length;
+    const runs = chunks[ci].runs;
+    for (let ri = 0; ri < runs.length; ri++) if (hasId(runs[ri], c, k)) return { ci, ri, off: k - runs[ri].k };
+  }
+  throw bad(`text: no character ${k} of client #${c} (its insert was refused or belongs to another text)`);
+}
+
+/** The place right after `loc`'s character (the start of the next run when it is a run's last). */
+function after(chunks: readonly TextChunk[], loc: Loc): Loc {
+  const run = chunks[loc.ci].runs[loc.ri];
+  if (loc.off + 1 < runSize(run)) return { ci: loc.ci, ri: loc.ri, off: loc.off + 1 };
+  return normal(chunks, { ci: loc.ci, ri: loc.ri + 1, off: 0 });
+}
+
+/** `loc` moved past the ends of runs and chunks; `ci === chunks.length` is the end. */
+function normal(chunks: readonly TextChunk[], loc: Loc): Loc {
+  let { ci, ri } = loc;
+  while (ci < chunks.length && ri >= chunks[ci].runs.length) {
+    ci++;
+    ri = 0;
+  }
+  return { ci, ri, off: ri === loc.ri && ci === loc.ci ? loc.off : 0 };
+}
+
+/** Skipped pieces of runs: [client, first clock, end clock). */
+type Piece = [number, number, number];
+const inPieces = (ps: readonly Piece[], id: TextId): boolean => ps.some(([c, a, b]) => c === id[0] && id[1] >= a && id[1] < b);
+
+/**
+ * Where an insert between L and R goes (see the module comment): past the items between them
+ * whose left origin is L or an item already passed; at the first other one, or at R.
+ */
+function placeInsert(chunks: readonly TextChunk[], L: Anchor | null, R: Anchor | null): Loc {
+  let loc = L === null ? normal(chunks, { ci: 0, ri: 0, off: 0 }) : after(chunks, locate(chunks, L[0], L[1], L[2]));
+  const passed: Piece[] = [];
+  while (loc.ci < chunks.length) {
+    const run = chunks[loc.ci].runs[loc.ri];
+    const size = runSize(run);
+    const rHere = R !== null && run.c === R[0] && R[1] >= run.k + loc.off && R[1] < run.k + size;
+    if (rHere && R[1] === run.k + loc.off) break;
+    // Inside a run, a character's left origin is the one before it: L, or one passed.
+    const mine = loc.off > 0 || (run.l === null ? L === null : (L !== null && sameId(run.l, [L[0], L[1]])) || inPieces(passed, run.l));
+    if (!mine) break;
+    const end = rHere ? R[1] - run.k : size;
+    passed.push([run.c, run.k + loc.off, run.k + end]);
+    if (rHere) return { ci: loc.ci, ri: loc.ri, off: end };
+    loc = normal(chunks, { ci: loc.ci, ri: loc.ri + 1, off: 0 });
+  }
+  return loc;
+}
+
+// ---------------------------------------------------------------- editing runs
+
+function piece(run: TextRun, from: number, to: number): TextRun {
+  const l: TextId | null = from === 0 ? run.l : [run.c, run.k + from - 1];
+  return run.t !== undefined ? { c: run.c, k: run.k + from, t: run.t.slice(from, to), l, r: run.r } : { c: run.c, k: run.k + from, d: to - from, l, r: run.r };
+}
+
+/** `b` continues `a`: one client's characters typed one after the other, in the same state. */
+function joins(a: TextRun, b: TextRun): boolean {
+  const end = a.k + runSize(a);
+  return a.c === b.c && b.k === end && (a.t === undefined) === (b.t === undefined) && sameId(b.l, [a.c, end - 1]) && sameId(a.r, b.r);
+}
+
+function join(a: TextRun, b: TextRun): TextRun {
+  return a.t !== undefined ? { ...a, t: a.t + b.t! } : { ...a, d: a.d! + b.d! };
+}
+
+/** Append `run` to `out`, joined to its last run when it continues it. */
+function push(out: TextRun[], run: TextRun): void {
+  const last = out[out.length - 1];
+  if (last !== undefined && joins(last, run)) out[out.length - 1] = join(last, run);
+  else out.push(run);
+}
+
+/** A chunk of `runs` (frozen: the engine need not walk it), split in two when it grew past CHUNK_MAX. */
+function chunksOf(runs: TextRun[]): TextChunk[] {
+  if (runs.length > CHUNK_MAX) {
+    const half = runs.length >> 1;
+    return [...chunksOf(runs.slice(0, half)), ...chunksOf(runs.slice(half))];
+  }
+  let v = 0;
+  let f = 0;
+  for (const r of runs) {
+    const n = runSize(r);
+    f += n;
+    if (r.t !== undefined) v += n;
+    Object.freeze(r);
+  }
+  return [Object.freeze({ v, f, runs: Object.freeze(runs) })];
+}
+
+/** Replace chunk `ci` of the draft's chunk list by the chunks of `runs`. */
+function store(t: Text, chunks: readonly TextChunk[], ci: number, runs: TextRun[]): void {
+  const next = Array.from(chunks);
+  next.splice(ci, 1, ...chunksOf(runs));
+  // Frozen, so neither Mutative's finalize nor the engine's freeze walks the chunk list again.
+  (t as { chunks: readonly TextChunk[] }).chunks = Object.freeze(next);
+}
+
+// ---------------------------------------------------------------- ops
+
+/** An anchor with its client as an index in `clients`. */
+type Anchor = readonly [client: number, clock: number, hint: number];
+
+function checkAnchor(clients: readonly string[], a: unknown, what: string): Anchor | null {
+  if (a === null) return null;
+  if (!Array.isArray(a) || typeof a[0] !== 'string' || !Number.isSafeInteger(a[1]) || !Number.isSafeInteger(a[2]))
+    throw bad(`${TEXT_INSERT}: ${what} must be null or [client, clock, hint]`);
+  return [clientIndex(clients, a[0]), a[1], a[2]];
+}
+
+function clientIndex(clients: readonly string[], c: string): number {
+  const i = clients.indexOf(c);
+  if (i < 0) throw bad(`text: no character of client ${c} (its insert was refused or belongs to another text)`);
+  return i;
+}
+
+/** The insert op: `a.t` as the characters `[ctx.client, a.k]`, ... between the anchors. */
+export function textInsert(state: unknown, a: TextInsertArgs, ctx: { readonly client: string }): void {
+  if (a === null || typeof a !== 'object' || typeof a.t !== 'string' || a.t.length === 0 || !Number.isSafeInteger(a.k))
+    throw bad(`${TEXT_INSERT}: expected { p, l, r, k, t } with a non-empty string t`);
+  const t = textAt(state, a.p, TEXT_INSERT);
+  const clients = current(t.clients);
+  const L = checkAnchor(clients, a.l, 'l');
+  const R = checkAnchor(clients, a.r, 'r');
+  let me = clients.indexOf(ctx.client);
+  const w = t as unknown as { len: number; clients: string[]; next: number[] };
+  if (me < 0) {
+    me = clients.length;
+    w.clients.push(ctx.client);
+    w.next.push(0);
+  }
+  const next = t.next[me];
+  if (a.k < next) throw bad(`${TEXT_INSERT}: clock ${a.k} was used already (next is ${next})`);
+  const chunks = current(t.chunks);
+  const at = placeInsert(chunks, L, R);
+  // At the start of a chunk, the end of the previous one: typing there joins the run before it.
+  const ci = at.off === 0 && at.ri === 0 && at.ci > 0 ? at.ci - 1 : at.ci;
+  const old = chunks[ci].runs;
+  const ri = ci === at.ci ? at.ri : old.length;
+  const run: TextRun = { c: me, k: a.k, t: a.t, l: L === null ? null : [L[0], L[1]], r: R === null ? null : [R[0], R[1]] };
+  const runs: TextRun[] = old.slice(0, ri);
+  if (at.off > 0) push(runs, piece(old[ri], 0, at.off));
+  push(runs, run);
+  if (at.off > 0) runs.push(piece(old[ri], at.off, runSize(old[ri])));
+  else if (ri < old.length) runs.push(old[ri]);
+  for (let i = ri + 1; i < old.length; i++) runs.push(old[i]);
+  store(t, chunks, ci, runs);
+  w.len += a.t.length;
+  w.next[me] = a.k + a.t.length;
+}
+
+/** Delete up to `n` characters from `[c, k]` within one run: how many it covered (deleted or not). */
+function deleteIn(t: Text, c: number, k: number, n: number, hint: number): number {
+  const chunks = current(t.chunks);
+  const at = locate(chunks, c, k, hint);
+  const old = chunks[at.ci].runs;
+  const run = old[at.ri];
+  const m = Math.min(n, runSize(run) - at.off);
+  if (run.t === undefined) return m;
+  const runs: TextRun[] = old.slice(0, at.ri);
+  if (at.off > 0) runs.push(piece(run, 0, at.off));
+  const gone = piece(run, at.off, at.off + m);
+  push(runs, { c: gone.c, k: gone.k, d: m, l: gone.l, r: gone.r });
+  if (at.off + m < runSize(run)) runs.push(piece(run, at.off + m, runSize(run)));
+  for (let i = at.ri + 1; i < old.length; i++) push(runs, old[i]);
+  store(t, chunks, at.ci, runs);
+  (t as { len: number }).len -= m;
+  return m;
+}
+
+/** The delete op: each range of ids becomes tombstones (a character deleted twice is deleted once). */
+export function textDelete(state: unknown, a: TextDeleteArgs): void {
+  if (a === null || typeof a !== 'object' || !Array.isArray(a.d)) throw bad(`${TEXT_DELETE}: expected { p, d: [[client, clock, count, hint], ...] }`);
+  const t = textAt(state, a.p, TEXT_DELETE);
+  for (const range of a.d) {
+    if (!Array.isArray(range) || typeof range[0] !== 'string' || !range.slice(1, 4).every(Number.isSafeInteger) || range[2] < 1)
+      throw bad(`${TEXT_DELETE}: a range is [client, clock, count >= 1, hint]`);
+    const [client, k, n, hint] = range;
+    const c = clientIndex(current(t.clients), client);
+    for (let done = 0; done < n; ) done += deleteIn(t, c, k + done, n - done, hint + done);
+  }
+}
+
+/** The text ops, to spread into a machine's ops: `ops: { ...textOps(), ...mine }`. */
+export function textOps(): { textInsert: typeof textInsert; textDelete: typeof textDelete } {
+  return { [TEXT_INSERT]: textInsert, [TEXT_DELETE]: textDelete } as { textInsert: typeof textInsert; textDelete: typeof textDelete };
+}
+
+// ---------------------------------------------------------------- indexes to anchors (the client)
+
+/** The character at visible index `i` (0 <= i < len): its run, offset and total index. */
+function visibleAt(t: Text, i: number): { loc: Loc; full: number } {
+  let full = 0;
+  for (let ci = 0; ci < t.chunks.length; ci++) {
+    const ch = t.chunks[ci];
+    if (i >= ch.v) {
+      i -= ch.v;
+      full += ch.f;
+      continue;
+    }
+    for (let ri = 0; ri < ch.runs.length; ri++) {
+      const r = ch.runs[ri];
+      const n = runSize(r);
+      if (r.t !== undefined && i < n) return { loc: { ci, ri, off: i }, full: full + i };
+      if (r.t !== undefined) i -= n;
+      full += n;
+    }
+  }
+  throw new HerculesError('internal', 'text: the chunk counts disagree with the runs');
+}
+
+function anchorAt(t: Text, loc: Loc, full: number): TextAnchor | null {
+  if (loc.ci >= t.chunks.length) return null;
+  const r = t.chunks[loc.ci].runs[loc.ri];
+  return [t.clients[r.c], r.k + loc.off, full];
+}
+
+function checkRange(t: Text, index: number, length: number, call: string): void {
+  if (!Number.isSafeInteger(index) || index < 0 || index > t.len) throw bad(`${call}: index ${index} is outside 0..${t.len}`);
+  if (!Number.isSafeInteger(length) || length < 0 || index + length > t.len) throw bad(`${call}: ${index} + ${length} runs past the end (${t.len})`);
+}
+
+/** The arguments of an insert of `s` at visible index `index` of `t`, by `client`. */
+export function insertArgs(t: Text, path: TextPath, client: string, index: number, s: string): TextInsertArgs {
+  checkRange(t, index, 0, 'text.insert');
+  if (typeof s !== 'string') throw bad(`text.insert: expected a string, got ${typeof s}`);
+  const i = t.clients.indexOf(client);
+  const k = i < 0 ? 0 : t.next[i];
+  if (index === 0) return { p: path, l: null, r: anchorAt(t, normal(t.chunks, { ci: 0, ri: 0, off: 0 }), 0), k, t: s };
+  const { loc, full } = visibleAt(t, index - 1);
+  return { p: path, l: anchorAt(t, loc, full), r: anchorAt(t, after(t.chunks, loc), full + 1), k, t: s };
+}
+
+/** The arguments of a delete of `length` visible characters from `index`: one range per run piece. */
+export function deleteArgs(t: Text, path: TextPath, index: number, length: number): TextDeleteArgs {
+  checkRange(t, index, length, 'text.delete');
+  const d: [string, number, number, number][] = [];
+  if (length === 0) return { p: path, d };
+  let { loc, full } = visibleAt(t, index);
+  for (let left = length; left > 0; ) {
+    const r = t.chunks[loc.ci].runs[loc.ri];
+    const n = runSize(r) - loc.off;
+    if (r.t !== undefined) {
+      const m = Math.min(n, left);
+      d.push([t.clients[r.c], r.k + loc.off, m, full]);
+      left -= m;
+    }
+    full += n;
+    loc = normal(t.chunks, { ci: loc.ci, ri: loc.ri + 1, off: 0 });
+  }
+  return { p: path, d };
+}
+
+/** What `room.text(path)` returns; `H` is what submitting an op returns (an OpHandle on a room). */
+export interface TextHandle<H = unknown> {
+  /** Insert `text` at `index` of the Submitted view; the op's handle (undefined for an empty text). */
+  insert(index: number, text: string): H | undefined;
+  /** Delete `length` characters from `index` of the Submitted view; the op's handle (undefined for none). */
+  delete(index: number, length: number): H | undefined;
+  /** The text in a view (default: Submitted). */
+  toString(view?: TextView): string;
+  /** The visible length in a view (default: Submitted). */
+  length(view?: TextView): number;
+}
+
+export type TextView = 'submitted' | 'durable' | 'authoritative' | 'visible' | 'stable';
+
+/** What a text handle needs of a room. */
+export interface TextRoom<H> {
+  readonly clientId: string;
+  getState(view?: TextView): unknown;
+  submit(name: string, args?: unknown): H;
+}
+
+/** A handle on the text at `path` of `room`'s state: indexes in the Submitted view become anchors. */
+export function textHandle<H>(room: TextRoom<H>, path: TextPath): TextHandle<H> {
+  const at = (view: TextView = 'submitted') => textAt(room.getState(view), path);
+  return {
+    insert(index, s) {
+      const args = insertArgs(at(), path, room.clientId, index, s);
+      return s.length > 0 ? room.submit(TEXT_INSERT, args) : undefined;
+    },
+    delete(index, length) {
+      const args = deleteArgs(at(), path, index, length);
+      return args.d.length > 0 ? room.submit(TEXT_DELETE, args) : undefined;
+    },
+    toString: (view) => textToString(at(view)),
+    length: (view) => at(view).len,
+  };
+}
+
+/** The visible index of the character `[c, k]` in `t`, or -1 if it is deleted or not there (O(length in runs)). */
+export function textIndexOf(t: Text, client: string, k: number): number {
+  const c = t.clients.indexOf(client);
+  let i = 0;
+  for (const ch of t.chunks)
+    for (const r of ch.runs) {
+      if (hasId(r, c, k)) return r.t !== undefined ? i + k - r.k : -1;
+      if (r.t !== undefined) i += r.t.length;
+    }
+  return -1;
+}

@@ -1,0 +1,232 @@
+/**
+ * A client's undo and redo stacks (docs/undo.md). Pure bookkeeping: the room tells it what each
+ * of its ops changed and which were rejected; it says what an undo or a redo op must carry.
+ */
+import type { Machine, Patch } from './machine.ts';
+import { changesFromPatches, restoreActions, type Change, type UndoAction, type UndoArgs } from './undo.ts';
+
+export interface UndoOptions {
+  /**
+   * Ops within this many ms of the step's last op join it, as Yjs's captureTimeout does, so a
+   * burst of typing is one step. Default 500 (Yjs's). 0: only ops of one turn or one
+   * undoGroup() form a step.
+   */
+  captureMs?: number;
+  /** Steps kept; the oldest goes first. Default 500. */
+  maxSteps?: number;
+}
+
+/** What a run of our ops did: the paths they changed, or one op's declared inverse. */
+/** Its ops are seqs `first` to `last` (consecutive: a step's ops are), `left` of them not rejected. */
+type Item = { first: number; last: number; left: number } & ({ changes: Change[] } | { undo: UndoAction; redo: UndoAction });
+
+interface Step {
+  items: Item[];
+  /** Its ops: seqs `first` to `last` (an undo op, which is not in a step, ends the step). */
+  first: number;
+  last: number;
+  /** Ops of the step submitted but not run yet: their item comes when they run. */
+  waiting: number;
+  /** When its last op was submitted (the room's clock). */
+  lastAt: number;
+}
+
+export interface UndoStatus {
+  readonly canUndo: boolean;
+  readonly canRedo: boolean;
+}
+
+/**
+ * Ops join steps when submitted (by time: one turn, one group, the merge window), and their
+ * changes are recorded when they run on Submitted (ViewEngineOptions.onOwnRun), after they were
+ * sent: the bookkeeping adds no op run and no delay before the send.
+ */
+export class UndoStack<S> {
+  private readonly undos: Step[] = [];
+  private redos: Step[] = [];
+  /** The redo stack the last submitted op emptied, until the next one (abandon puts it back). */
+  private emptied: Step[] = [];
+  /** The top undo step may still take ops (none of undo, redo or stopCapturing since). */
+  private open = false;
+  private turnOpen = false;
+  private groupDepth = 0;
+  private readonly captureMs: number;
+  private readonly maxSteps: number;
+
+  constructor(
+    private readonly machine: Machine<S, any, any>,
+    opts: UndoOptions,
+    private readonly now: () => number,
+  ) {
+    this.captureMs = opts.captureMs ?? 500;
+    this.maxSteps = opts.maxSteps ?? 500;
+  }
+
+  status(): UndoStatus {
+    return { canUndo: this.canUndo(), canRedo: this.canRedo() };
+  }
+
+  canUndo(): boolean {
+    return this.undos.length > 0;
+  }
+
+  canRedo(): boolean {
+    return this.redos.length > 0;
+  }
+
+  /** Whether an op submitted now joins the top step (else it starts a new one). */
+  joins(): boolean {
+    const top = this.undos[this.undos.length - 1];
+    return top !== undefined && this.open && (this.groupDepth > 0 || this.turnOpen || this.now() - top.lastAt < this.captureMs);
+  }
+
+  /** Our op `seq` was submitted: it joins the top step (`joins()`), or starts one. New ops end redo. */
+  submitted(seq: number, joins: boolean): void {
+    const t = this.now();
+    if (joins) {
+      const top = this.undos[this.undos.length - 1];
+      top.last = seq;
+      top.waiting++;
+      top.lastAt = t;
+    } else {
+      this.undos.push({ items: [], first: seq, last: seq, waiting: 1, lastAt: t });
+      // Trimmed in batches: shifting a 500-step array on every op costs more than the op's record.
+      if (this.undos.length > this.maxSteps + 64) this.undos.splice(0, this.undos.length - this.maxSteps);
+    }
+    this.emptied = this.redos;
+    if (this.redos.length > 0) this.redos = [];
+    this.open = true;
+    if (!this.turnOpen) {
+      this.turnOpen = true;
+      queueMicrotask(() => {
+        this.turnOpen = false;
+      });
+    }
+  }
+
+  /** Ops of ours ran on Submitted, from `before` to `after` (ViewEngineOptions.onOwnRun). */
+  ran(before: S, after: S, ops: readonly { readonly seq: number; readonly name: string; readonly args: unknown }[], patches: readonly Patch[]): void {
+    const last = ops[ops.length - 1].seq;
+    // The step is the top one but where steps met in one turn (then the room ran them apart).
+    let at = this.undos.length - 1;
+    while (at >= 0 && !(this.undos[at].first <= last && last <= this.undos[at].last)) at--;
+    if (at < 0) return; // not ours to track (an undo or a redo op, or ops restored from storage)
+    const step = this.undos[at];
+    const first = ops[0].seq;
+    const left = ops.length;
+    step.waiting = step.waiting > left ? step.waiting - left : 0;
+    const inverse = ops.length === 1 ? this.machine.inverses?.[ops[0].name] : undefined;
+    if (inverse) {
+      const op = ops[0];
+      const inv = inverse(op.args, before);
+      step.items.push({
+        first,
+        last,
+        left,
+        undo: { op: inv.name, ...(inv.args !== undefined ? { args: inv.args } : {}) },
+        redo: { op: op.name, ...(op.args !== undefined ? { args: op.args } : {}) },
+      });
+    } else {
+      const changes = changesFromPatches(before, after, patches);
+      if (changes !== undefined && changes.length > 0) {
+        const item: Item = { first, last, left, changes };
+        if (!mergeTyping(step.items, item)) step.items.push(item);
+      }
+    }
+    // A step whose ops all ran and changed nothing is no step.
+    if (step.items.length === 0 && step.waiting === 0) this.undos.splice(at, 1);
+  }
+
+  /** Steps whose ops all ran and changed nothing are no steps. */
+  private dropEmpty(): void {
+    for (const stack of [this.undos, this.redos])
+      for (let i = stack.length - 1; i >= 0; i--) if (stack[i].items.length === 0 && stack[i].waiting === 0) stack.splice(i, 1);
+  }
+
+  /** Run `fn`; the ops it submits are one step (nested groups join the outer one). */
+  group<T>(fn: () => T): T {
+    if (this.groupDepth === 0) this.stopCapturing();
+    this.groupDepth++;
+    try {
+      return fn();
+    } finally {
+      this.groupDepth--;
+      if (this.groupDepth === 0) this.stopCapturing();
+    }
+  }
+
+  /** The next op starts a new step, however soon it comes. */
+  stopCapturing(): void {
+    this.open = false;
+  }
+
+  /** Take the top undo step (its ops have all run): the arguments of the op that undoes it. */
+  takeUndo(): UndoArgs | undefined {
+    if (this.undos.length > this.maxSteps) this.undos.splice(0, this.undos.length - this.maxSteps);
+    const step = this.undos.pop();
+    if (!step) return undefined;
+    this.redos.push(step);
+    this.open = false;
+    return { do: actionsOf(step, false), of: step.items[0].first };
+  }
+
+  /** Take the top redo step: the arguments of the op that redoes it (undefined: none). */
+  takeRedo(): UndoArgs | undefined {
+    const step = this.redos.pop();
+    if (!step) return undefined;
+    this.undos.push(step);
+    this.open = false;
+    return { do: actionsOf(step, true), of: step.items[0].first, redo: true };
+  }
+
+  /** The submit of `seq` threw (nothing was submitted): as if it had not come. */
+  abandon(seq: number): void {
+    this.rejected(seq);
+    if (this.emptied.length > 0 && this.redos.length === 0) this.redos = this.emptied;
+    this.emptied = [];
+  }
+
+  /** Our op `seq` was rejected: it did nothing, so there is nothing of it to undo. */
+  rejected(seq: number): void {
+    for (const stack of [this.undos, this.redos]) {
+      for (const step of stack) {
+        if (seq < step.first || seq > step.last) continue;
+        const at = step.items.findIndex((it) => it.first <= seq && seq <= it.last);
+        if (at < 0) step.waiting = Math.max(0, step.waiting - 1);
+        else if (--step.items[at].left === 0) step.items.splice(at, 1);
+      }
+    }
+    this.dropEmpty();
+  }
+}
+
+/** The actions of an undo (newest item first) or a redo (oldest first) of `step`. */
+function actionsOf(step: Step, redo: boolean): UndoAction[] {
+  const out: UndoAction[] = [];
+  const n = step.items.length;
+  for (let i = 0; i < n; i++) {
+    const item = step.items[redo ? i : n - 1 - i];
+    if ('changes' in item) out.push(...restoreActions(item.changes, redo));
+    else out.push(redo ? item.redo : item.undo);
+  }
+  return out;
+}
+
+/**
+ * Typing: an op that writes exactly the paths the previous item wrote, starting from the values
+ * it left, extends that item (its before stays, its after becomes the new one) rather than adding
+ * one, so an undo of 100 keystrokes carries one value per path, not 100.
+ */
+function mergeTyping(items: Item[], item: Item): boolean {
+  const last = items[items.length - 1];
+  if (!last || !('changes' in last) || !('changes' in item) || last.changes.length !== item.changes.length) return false;
+  for (let i = 0; i < item.changes.length; i++) {
+    const a = last.changes[i];
+    const b = item.changes[i];
+    if (a.after !== b.before || a.path.length !== b.path.length || a.path.some((k, j) => k !== b.path[j])) return false;
+  }
+  last.changes = last.changes.map((c, i) => ({ path: c.path, before: c.before, after: item.changes[i].after }));
+  last.last = item.last;
+  last.left += item.left;
+  return true;
+}

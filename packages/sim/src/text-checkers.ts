@@ -1,0 +1,132 @@
+/**
+ * The checkers of the collaborative text (issue 38; docs/spec.md, TEXT-*). The simulator's
+ * machine holds a text, `doc`, that clients edit through `room.text('doc')` at random places and
+ * in bursts at one place, under every fault the simulator makes; these read its `doc` in the
+ * reference fold of the global log and in every live client's views.
+ */
+import { VIEWS, textToString, type LogEntry, type Text, type TextDeleteArgs, type TextInsertArgs } from '@hercules/core';
+import type { Checker, SimState } from './checkers.ts';
+
+/** The characters of `t` in order, tombstones included: id, left origin, and the character or null (deleted). */
+function flatten(t: Text): { ids: string[]; left: (string | null)[]; chars: (string | null)[] } {
+  const ids: string[] = [];
+  const left: (string | null)[] = [];
+  const chars: (string | null)[] = [];
+  for (const ch of t.chunks)
+    for (const r of ch.runs) {
+      const n = r.t !== undefined ? r.t.length : r.d!;
+      for (let i = 0; i < n; i++) {
+        ids.push(`${t.clients[r.c]}:${r.k + i}`);
+        left.push(i > 0 ? `${t.clients[r.c]}:${r.k + i - 1}` : r.l === null ? null : `${t.clients[r.l[0]]}:${r.l[1]}`);
+        chars.push(r.t !== undefined ? r.t[i] : null);
+      }
+    }
+  return { ids, left, chars };
+}
+
+/** The text of the reference fold at its head, checked once per new head by `check`. */
+function onNewHead(check: (s: SimState, doc: Text, pos: number) => void) {
+  let checked = -1;
+  return (s: SimState) => {
+    const n = s.global.length;
+    if (n === checked) return;
+    checked = n;
+    const doc = (s.oracle[n] as { doc?: Text } | undefined)?.doc;
+    if (doc) check(s, doc, n);
+  };
+}
+
+export const TEXT_CHECKERS: readonly Checker[] = [
+  {
+    rule: 'TEXT-CONVERGE',
+    description:
+      "every live client's text in its Authoritative, Visible and Stable views is the reference fold's at that position, and once the run settles every view of every client shows the server's text",
+    create: (fail) => ({
+      step(s, st) {
+        for (const l of st.live) {
+          if (l.unchanged) continue;
+          for (const v of ['authoritative', 'visible', 'stable'] as const) {
+            const want = (s.oracle[l.p[v]] as { doc?: Text } | undefined)?.doc;
+            const got = (l.views[v] as { doc?: Text }).doc;
+            if (want && got && textToString(got) !== textToString(want))
+              fail(`${l.c.id}'s ${v} text at ${l.p[v]} is ${JSON.stringify(textToString(got))}; the log's is ${JSON.stringify(textToString(want))}`);
+          }
+        }
+      },
+      end(s, timedOutMs) {
+        if (timedOutMs !== undefined || !s.serverUp) return;
+        const head = (s.server.headSnapshot() as { doc?: Text }).doc;
+        if (!head) return;
+        const want = textToString(head);
+        for (const c of s.clients) {
+          if (!c.alive || !c.room) continue;
+          for (const v of VIEWS) {
+            const got = textToString((c.room.getState(v) as { doc: Text }).doc);
+            if (got !== want) fail(`after the run settled, ${c.id}'s ${v} text is ${JSON.stringify(got)}; the server's is ${JSON.stringify(want)}`);
+          }
+        }
+      },
+    }),
+  },
+  {
+    rule: 'TEXT-INTACT',
+    description:
+      'every character an ordered insert put in the text is held exactly once, as itself, visible until an ordered delete names it; nothing else is held',
+    create: (fail) => {
+      /** Each inserted character by id, with the position of its insert; the ids deleted. */
+      const inserted = new Map<string, { ch: string; pos: number }>();
+      const deleted = new Set<string>();
+      const check = onNewHead((_s, doc, pos) => {
+        const { ids, chars } = flatten(doc);
+        const seen = new Set<string>();
+        ids.forEach((id, i) => {
+          if (seen.has(id)) fail(`character ${id} is held twice in the text at ${pos}`);
+          seen.add(id);
+          const want = inserted.get(id);
+          if (!want) {
+            if (!id.startsWith(':')) fail(`the text at ${pos} holds ${id}, which no ordered insert put there`);
+            return;
+          }
+          if (chars[i] === null ? !deleted.has(id) : deleted.has(id) || chars[i] !== want.ch)
+            fail(
+              `character ${id} (inserted at ${want.pos}) is ${chars[i] === null ? 'deleted' : JSON.stringify(chars[i])} at ${pos}; expected ${deleted.has(id) ? 'deleted' : JSON.stringify(want.ch)}`,
+            );
+        });
+        for (const [id, w] of inserted) if (!seen.has(id)) fail(`character ${id}, inserted at ${w.pos}, is missing from the text at ${pos}`);
+      });
+      return {
+        sequenced(_s, e: LogEntry, reference) {
+          if (reference !== undefined) return;
+          if (e.name === 'textInsert') {
+            const a = e.args as TextInsertArgs;
+            for (let i = 0; i < a.t.length; i++) inserted.set(`${e.client}:${a.k + i}`, { ch: a.t[i], pos: e.pos });
+          } else if (e.name === 'textDelete') {
+            for (const [c, k, n] of (e.args as TextDeleteArgs).d) for (let i = 0; i < n; i++) deleted.add(`${c}:${k + i}`);
+          }
+        },
+        step: check,
+      };
+    },
+  },
+  {
+    rule: 'TEXT-NO-INTERLEAVE',
+    description:
+      'in the text, everything between a character and its left origin (the character it was typed after) was typed after that origin, never text typed concurrently at another place',
+    create: (fail) => ({
+      step: onNewHead((_s, doc, pos) => {
+        const { ids, left } = flatten(doc);
+        const at = new Map(ids.map((id, i) => [id, i]));
+        for (let i = 0; i < ids.length; i++) {
+          const l = left[i];
+          const j = l === null ? -1 : at.get(l);
+          if (j === undefined || j >= i) return fail(`at ${pos}, ${ids[i]}'s left origin ${l} is ${j === undefined ? 'missing' : 'after it'}`);
+          // Those between descend from the origin: each one's own left origin is among them or the origin.
+          for (let m = j + 1; m < i; m++) {
+            const lm = left[m] === null ? -1 : at.get(left[m]!)!;
+            if (lm < j) fail(`at ${pos}, ${ids[m]} (typed after ${left[m]}) lies between ${ids[i]} and its left origin ${l}: interleaved`);
+          }
+        }
+      }),
+    }),
+  },
+];
