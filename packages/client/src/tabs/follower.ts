@@ -27,6 +27,8 @@ export class FollowerMirror {
   #reflected = 0;
   #nextReq = 0;
   #submitted: { state: unknown; positions: ViewPositions } | undefined;
+  /** Told each of this tab's requests the leader rejected (set by the TabRoom: its onRejected). */
+  rejected: (h: TabHandle) => void = () => {};
 
   constructor(
     readonly machine: Machine<any, any>,
@@ -92,6 +94,7 @@ export class FollowerMirror {
     if (h.stage === 'rejected' && before !== 'rejected') {
       this.#submitted = undefined;
       this.changed(['submitted']);
+      this.rejected(h);
     }
   }
 

@@ -6,6 +6,7 @@
  */
 import {
   HerculesError,
+  textHandle,
   VIEWS,
   type Listener,
   type Machine,
@@ -16,6 +17,9 @@ import {
   type ReceiveStats,
   type RoomPresence,
   type StateOf,
+  type TextHandle,
+  type TextPath,
+  type UndoStatus,
   type ViewName,
   type ViewPositions,
 } from '@hercules/core';
@@ -34,6 +38,9 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
   readonly #members = new Set<(m: readonly string[]) => void>();
   readonly #others = new Set<(o: readonly PeerPresence<PresenceOf<M>>[]) => void>();
   readonly #progress = new Set<(p: ViewPositions) => void>();
+  readonly #rejected = new Set<(op: OpHandle) => void>();
+  readonly #undo = new Set<(s: UndoStatus) => void>();
+  #undoSaid: UndoStatus = { canUndo: false, canRedo: false };
   #lastStatus: ConnectionStatus = 'connecting';
   /** What listeners last heard: each array is the same object until it changes (a new one per leader message). */
   #lastMembers: readonly string[] | undefined;
@@ -49,6 +56,10 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
     for (const name of this.machine.opNames) stubs[name] = (args) => this.submit(name, args);
     this.ops = stubs as OpStubs<M>;
     this.presence = this.#presenceApi();
+    // A follower's own requests; once this tab leads, its room tells every rejection (lead()).
+    mirror.rejected = (h) => {
+      if (!this.#local) this.#tellRejected(h);
+    };
   }
 
   get clientId(): string {
@@ -67,6 +78,9 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
     local.onMembers(() => this.#meta());
     local.presence.subscribe(() => this.#meta());
     local.onProgress(() => this.#meta());
+    local.onRejected((h) => this.#tellRejected(h));
+    local.onUndoChange(() => this.#undoChanged());
+    this.#undoChanged();
     if (this.#presence !== undefined) local.presence.set(this.#presence as never);
     this.changed(VIEWS);
   }
@@ -183,6 +197,69 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
   }
   close(): Promise<void> {
     return this.shutdown();
+  }
+
+  /** Over this TabRoom, so a handle taken in a follower keeps working once the tab leads. */
+  text(path: TextPath): TextHandle<OpHandle> {
+    return textHandle(this, path);
+  }
+  /**
+   * As a leader, every rejected op of the shared client (its room's); as a follower, this tab's
+   * own ops (docs/tabs.md). Listeners are this tab's, so they carry over when it takes the lead.
+   */
+  onRejected(listener: (op: OpHandle) => void): () => void {
+    if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onRejected(listener): listener must be a function');
+    this.#rejected.add(listener);
+    return () => this.#rejected.delete(listener);
+  }
+
+  /**
+   * Undo is the leader's: its room keeps the shared client's one history. A follower has none
+   * (undefined, canUndo() false: docs/tabs.md, "Not done"); its undo listeners hear the leader's
+   * once this tab takes the lead.
+   */
+  undo(): OpHandle | undefined {
+    return this.#local?.undo();
+  }
+  redo(): OpHandle | undefined {
+    return this.#local?.redo();
+  }
+  canUndo(): boolean {
+    return this.#local?.canUndo() ?? false;
+  }
+  canRedo(): boolean {
+    return this.#local?.canRedo() ?? false;
+  }
+  onUndoChange(listener: (status: UndoStatus) => void): () => void {
+    if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onUndoChange(listener): listener must be a function');
+    this.#undo.add(listener);
+    return () => this.#undo.delete(listener);
+  }
+  undoGroup<T>(fn: () => T): T {
+    if (typeof fn !== 'function') throw new HerculesError('bad-argument', 'undoGroup(fn): fn must be a function');
+    return this.#local ? this.#local.undoGroup(fn) : fn();
+  }
+  stopCapturing(): void {
+    this.#local?.stopCapturing();
+  }
+
+  #tellRejected(h: OpHandle): void {
+    for (const fn of [...this.#rejected]) {
+      try {
+        fn(h);
+      } catch (e) {
+        // As a single tab's room: a listener that throws does not stop the others, and is said.
+        console.warn(`an onRejected listener threw: ${(e as Error)?.message ?? String(e)}`);
+      }
+    }
+  }
+
+  /** Tell undo listeners if canUndo or canRedo changed. */
+  #undoChanged(): void {
+    const now = { canUndo: this.canUndo(), canRedo: this.canRedo() };
+    if (now.canUndo === this.#undoSaid.canUndo && now.canRedo === this.#undoSaid.canRedo) return;
+    this.#undoSaid = now;
+    for (const fn of [...this.#undo]) fn(now);
   }
 
   #emit(view: ViewName): void {
