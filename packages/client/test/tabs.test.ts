@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
+import { createText, defineMachine, textOps, type Machine } from '@hercules/core';
 import { createServer } from '@hercules/server';
 import { tempDir, until } from '@hercules/test-utils';
 import { connect, connectTabs, indexedDbStorage, type ChannelLike, type ClientStorage, type ConnectedRoom } from '../src/index.ts';
@@ -17,8 +18,21 @@ import { fakeLocks } from './fake-locks.ts';
 const { dir, cleanup } = tempDir('tabs');
 process.on('exit', cleanup);
 
+/** A collaborative text and a cell, for text and undo through the tabs. */
+const notes = defineMachine({
+  name: 'tab-notes',
+  version: 1,
+  initial: { doc: createText(''), cell: '' },
+  ops: {
+    ...textOps(),
+    setCell(s, a: { v: string }) {
+      s.cell = String(a.v);
+    },
+  },
+});
+
 async function server(t: { after: (fn: () => unknown) => void }, name: string) {
-  const srv = await createServer({ port: 0, dataDir: join(dir, name), machines: [chat], log: 'silent' });
+  const srv = await createServer({ port: 0, dataDir: join(dir, name), machines: [chat, notes], log: 'silent' });
   t.after(() => srv.close());
   return srv;
 }
@@ -27,7 +41,7 @@ const connections = async (srv: { port: number }) =>
   ((await (await fetch(`http://127.0.0.1:${srv.port}/healthz`)).json()) as { connections: number }).connections;
 
 /** One browser profile: one IndexedDB and one lock manager for its tabs. */
-function browser(storage?: (s: ClientStorage) => ClientStorage) {
+function browser(storage?: (s: ClientStorage) => ClientStorage, machine: Machine<any, any> = chat) {
   const env = { indexedDB: new IDBFactory(), IDBKeyRange, locks: fakeLocks() };
   /** A tab; `mute()` drops what it posts from then on (its messages lost with it, as in a crash). */
   const tab = async (url: string) => {
@@ -39,7 +53,7 @@ function browser(storage?: (s: ClientStorage) => ClientStorage) {
       return c;
     };
     const store = () => (storage ? storage(indexedDbStorage('shared', env)) : indexedDbStorage('shared', env));
-    const room = await connectTabs({ url, room: 'r', machine: chat, locks: env.locks, channel, storage: store, onError: () => {} });
+    const room = await connectTabs({ url, room: 'r', machine: machine as typeof chat, locks: env.locks, channel, storage: store, onError: () => {} });
     return Object.assign(room, { mute: () => (muted = true) });
   };
   return { env, tab };
@@ -168,4 +182,84 @@ test('a follower tab: every view and the positions as the leader’s; its presen
   assert.throws(() => follower.presence.set({ name: 42 } as never), { code: 'bad-argument' });
   assert.throws(() => follower.submit('nope'), { code: 'unknown-op' });
   assert.throws(() => follower.ops.say({ text: 7 } as never), { code: 'bad-argument' });
+});
+
+test('text through a follower: its indexes are in its own Submitted view, the leader and a peer get the same text', async (t) => {
+  const srv = await server(t, 'f');
+  const b = browser(undefined, notes);
+  const leader = (await b.tab(srv.url)) as unknown as ConnectedRoom<typeof notes>;
+  const follower = (await b.tab(srv.url)) as unknown as ConnectedRoom<typeof notes>;
+  const peer = await connect({ url: srv.url, room: 'r', machine: notes });
+  t.after(() => Promise.all([peer.close(), follower.close(), leader.close()]));
+  await Promise.all([leader.whenOnline({ timeoutMs: 5000 }), peer.whenOnline({ timeoutMs: 5000 })]);
+  const ft = follower.text('doc');
+  ft.insert(0, 'helo');
+  assert.equal(ft.toString(), 'helo', 'in the follower’s Submitted view at once');
+  ft.insert(3, 'l'); // an index in the follower’s view, before the leader has the first insert
+  assert.equal(ft.toString(), 'hello');
+  leader.text('doc').insert(0, '> ');
+  const last = ft.insert(ft.length(), '!')!;
+  await last.stable;
+  for (const r of [leader, follower, peer]) await until(() => r.text('doc').toString('stable').length === 8, 5000, 'stable in every room');
+  for (const r of [leader, follower, peer]) assert.equal(r.text('doc').toString('stable'), '> hello!');
+  assert.ok(last.seq > 0 && last.id === `${leader.clientId}:${last.seq}`, 'the shared client’s op');
+});
+
+// spec: OP-REJECTED-TOLD
+test('onRejected in a follower hears its own rejected ops (a listener added as a follower carries over when it leads); the leader hears every one', async (t) => {
+  const srv = await server(t, 'g');
+  const b = browser();
+  const leader = await b.tab(srv.url);
+  const follower = await b.tab(srv.url);
+  t.after(() => follower.close());
+  await leader.whenOnline({ timeoutMs: 5000 });
+  const heard = { leader: [] as string[], follower: [] as string[] };
+  leader.onRejected((h) => heard.leader.push(`${h.name}:${h.error}`));
+  const off = follower.onRejected((h) => heard.follower.push(`${h.name}:${h.error}`));
+  const ok = follower.ops.say({ text: 'fine' });
+  const bad = follower.ops.say({ text: '   ' }); // passes validation, throws at its place
+  leader.ops.say({ text: '  ' }); // the leader's own: not the follower's to hear
+  await ok.stable;
+  await assert.rejects(bad.authoritative);
+  await until(() => heard.follower.length === 1 && heard.leader.length === 2, 5000, 'told');
+  assert.deepEqual(heard.follower, ['say:empty message']);
+  assert.deepEqual(heard.leader.sort(), ['say:empty message', 'say:empty message']);
+  await leader.close();
+  await until(() => follower.leading && follower.status() === 'online', 5000, 'the follower leads');
+  follower.ops.say({ text: ' ' });
+  await until(() => heard.follower.length === 2, 5000, 'the listener heard it as a leader');
+  off();
+  await follower.ops.say({ text: '  ' }).authoritative.catch(() => {});
+  assert.equal(heard.follower.length, 2, 'not after off()');
+});
+
+test('undo: the leader undoes the shared client’s last step (a follower’s op too); a follower has none, and its undo listener hears once it leads', async (t) => {
+  const srv = await server(t, 'h');
+  const b = browser(undefined, notes);
+  const leader = (await b.tab(srv.url)) as unknown as ConnectedRoom<typeof notes> & { leading: boolean };
+  const follower = (await b.tab(srv.url)) as unknown as ConnectedRoom<typeof notes> & { leading: boolean };
+  t.after(() => follower.close());
+  await leader.whenOnline({ timeoutMs: 5000 });
+  const told: boolean[] = [];
+  follower.onUndoChange((s) => told.push(s.canUndo));
+  await follower.ops.setCell({ v: 'f' }).durable;
+  assert.equal(follower.canUndo(), false, 'a follower keeps no undo history');
+  assert.equal(follower.undo(), undefined);
+  assert.equal(follower.redo(), undefined);
+  assert.equal(follower.undoGroup(() => 7), 7, 'undoGroup still runs its function');
+  assert.equal(leader.canUndo(), true, 'the follower’s op is a step of the shared client');
+  await leader.undo()!.stable;
+  await until(() => follower.getState('stable').cell === '', 5000, 'undone in the follower');
+  assert.equal(leader.canRedo(), true);
+  assert.deepEqual(told, [], 'nothing to tell a follower');
+  await leader.ops.setCell({ v: 'l' }).durable;
+  await leader.close();
+  await until(() => follower.leading, 5000, 'the follower leads');
+  // A new leader's room starts with no history (undo is per session, docs/undo.md).
+  assert.equal(follower.canUndo(), false);
+  await follower.ops.setCell({ v: 'g' }).durable;
+  assert.equal(follower.canUndo(), true);
+  assert.deepEqual(told, [true], 'the listener added as a follower hears its room');
+  await follower.undo()!.stable;
+  assert.equal(follower.getState('stable').cell, 'l');
 });
