@@ -67,16 +67,17 @@ export class FollowerMirror {
       () => this.clientId,
       () => performance.now(),
     );
+    h.seen = this.#reflected;
     this.#own.push(h);
     this.#submitted = undefined;
     this.changed(['submitted']);
-    if (this.leader) this.send({ t: 'submit', to: this.leader, tab: this.tab, reqs: [{ req: h.req, name, args }] });
+    if (this.leader) this.send({ t: 'submit', to: this.leader, tab: this.tab, reqs: [{ req: h.req, name, args, seen: h.seen }] });
     return h;
   }
 
   /** The requests not known durable: what a new leader is sent. */
   unconfirmed() {
-    return this.#own.filter((h) => h.times.durable === undefined).map((h) => ({ req: h.req, name: h.name, args: h.args }));
+    return this.#own.filter((h) => h.times.durable === undefined).map((h) => ({ req: h.req, name: h.name, args: h.args, seen: h.seen }));
   }
 
   handle(m: LeaderMessage): void {

@@ -9,6 +9,7 @@ import { VIEWS, type ErrorCode, type HerculesError, type OpHandle, type ViewName
 import type { ConnectedRoom } from '../room.ts';
 import type { OpTag, StoredClient } from '../storage.ts';
 import type { FollowerMessage, LeaderMessage, StageMessage, TabRequest } from './messages.ts';
+import { TextClocks } from './text-clocks.ts';
 
 export interface LeaderOptions {
   /** This tab's id. */
@@ -41,6 +42,7 @@ export class LeaderService {
   /** Requests whose handles are not settled yet, by `${tab}/${req}`. */
   readonly #live = new Map<string, OpHandle>();
   readonly #dirty = new Set<ViewName>();
+  readonly #clocks = new TextClocks();
   #scheduled = false;
   #failure: { code: ErrorCode; message: string } | undefined;
   readonly #offs: (() => void)[] = [];
@@ -89,7 +91,7 @@ export class LeaderService {
       this.#next.set(tab, r.req);
       let h: OpHandle;
       try {
-        h = this.#room.submit(r.name, r.args);
+        h = this.#room.submit(r.name, this.#textArgs(tab, r));
       } catch (e) {
         this.#stage({ t: 'stage', tab, req: r.req, seq: 0, stage: 'rejected', error: (e as Error)?.message ?? String(e), refused: true });
         continue;
@@ -98,6 +100,12 @@ export class LeaderService {
       this.#watch(tab, r.req, h);
     }
     this.#changed('submitted');
+  }
+
+  /** A tab's text op, its clocks moved past those other tabs took meanwhile (text-clocks.ts). */
+  #textArgs(tab: string, r: TabRequest): unknown {
+    const room = this.#room;
+    return this.#clocks.rewrite(tab, r.req, r.seen ?? 0, r.name, r.args, () => room.getState('submitted'), room.clientId);
   }
 
   close(): void {

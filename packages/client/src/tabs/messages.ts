@@ -12,6 +12,8 @@ export interface TabRequest {
   req: number;
   name: string;
   args: unknown;
+  /** The tab's highest request its view reflected when it made this one (text-clocks.ts). */
+  seen?: number;
 }
 
 /** A follower's request moved on: its seq once submitted, then each stage; 'stable' last. */

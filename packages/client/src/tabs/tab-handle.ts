@@ -26,6 +26,8 @@ export class TabHandle implements OpHandle {
   error?: string;
   refused?: boolean;
   position?: number;
+  /** The tab's highest request its view reflected when this one was made (text-clocks.ts). */
+  seen = 0;
   /** 'stable' reached (or rejected): the handle is done. */
   settled = false;
   readonly times: Partial<Record<Stage | 'stable', number>>;
