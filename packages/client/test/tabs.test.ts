@@ -8,12 +8,13 @@ import { test } from 'node:test';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
-import { createText, defineMachine, textOps, type Machine } from '@hercules/core';
+import { createText, defineMachine, textOps, type Machine, type TextAnchor } from '@hercules/core';
 import { createServer } from '@hercules/server';
 import { tempDir, until } from '@hercules/test-utils';
 import { connect, connectTabs, indexedDbStorage, type ChannelLike, type ClientStorage, type ConnectedRoom, type OpHandle } from '../src/index.ts';
 import { chat } from '../../../apps/machines.ts';
 import { fakeLocks } from './fake-locks.ts';
+import { TextClocks } from '../src/tabs/text-clocks.ts';
 
 const { dir, cleanup } = tempDir('tabs');
 process.on('exit', cleanup);
@@ -197,12 +198,57 @@ test('text through a follower: its indexes are in its own Submitted view, the le
   assert.equal(ft.toString(), 'helo', 'in the follower’s Submitted view at once');
   ft.insert(3, 'l'); // an index in the follower’s view, before the leader has the first insert
   assert.equal(ft.toString(), 'hello');
+  ft.delete(0, 2); // names the follower's characters by the clocks its view has, before the leader moves them
+  assert.equal(ft.toString(), 'llo');
   leader.text('doc').insert(0, '> ');
   const last = ft.insert(ft.length(), '!')!;
   await last.stable;
-  for (const r of [leader, follower, peer]) await until(() => r.text('doc').toString('stable').length === 8, 5000, 'stable in every room');
-  for (const r of [leader, follower, peer]) assert.equal(r.text('doc').toString('stable'), '> hello!');
+  for (const r of [leader, follower, peer]) await until(() => r.text('doc').toString('stable').length === 6, 5000, 'stable in every room');
+  for (const r of [leader, follower, peer]) assert.equal(r.text('doc').toString('stable'), '> llo!');
   assert.ok(last.seq > 0 && last.id === `${leader.clientId}:${last.seq}`, 'the shared client’s op');
+});
+
+test('TextClocks: a follower’s insert whose clock the leader’s view took moves to the next free one; its later ops that name it move with it, split where parts moved apart', () => {
+  const doc = (next: number) => ({ doc: { ...createText(''), clients: ['c'], next: [next] } });
+  const clocks = new TextClocks();
+  const ins = (req: number, seen: number, k: number, t: string, l: TextAnchor | null, next: number) =>
+    clocks.rewrite('f', req, seen, 'textInsert', { p: 'doc', l, r: null, k, t }, () => doc(next), 'c') as { k: number; l: TextAnchor | null };
+  assert.equal(ins(1, 0, 0, 'ab', null, 0).k, 0, 'a free clock stays');
+  assert.equal(ins(2, 0, 2, 'cd', ['c', 1, 1], 5).k, 5, 'taken: moved to the next free one (2-3 are now 5-6)');
+  const third = ins(3, 0, 4, 'e', ['c', 3, 3], 7); // computed before the follower saw request 2 moved
+  assert.deepEqual([third.k, third.l], [7, ['c', 6, 3]], 'its anchor on the moved character moves too (4 is now 7)');
+  const del = clocks.rewrite(
+    'f',
+    4,
+    0,
+    'textDelete',
+    {
+      p: 'doc',
+      d: [
+        ['c', 1, 4, 0],
+        ['x', 2, 1, 0],
+      ],
+    },
+    () => doc(8),
+    'c',
+  );
+  assert.deepEqual(
+    (del as { d: unknown }).d,
+    [
+      ['c', 1, 1, 0],
+      ['c', 5, 2, 0],
+      ['c', 7, 1, 0],
+      ['x', 2, 1, 0],
+    ],
+    'split at each move; another client’s range as it was',
+  );
+  const later = ins(5, 3, 8, 'f', ['c', 3, 7], 8);
+  assert.deepEqual([later.k, later.l], [8, ['c', 3, 7]], 'made after it saw requests 1-3: named as the leader names them');
+  assert.deepEqual(
+    clocks.rewrite('f', 6, 3, 'say', { text: 'x' }, () => doc(0), 'c'),
+    { text: 'x' },
+    'other ops as they are',
+  );
 });
 
 // spec: OP-REJECTED-TOLD
@@ -249,7 +295,11 @@ test('undo: the leader undoes the shared client’s last step (a follower’s op
   assert.equal(follower.canUndo(), false, 'a follower keeps no undo history');
   assert.equal(follower.undo(), undefined);
   assert.equal(follower.redo(), undefined);
-  assert.equal(follower.undoGroup(() => 7), 7, 'undoGroup still runs its function');
+  assert.equal(
+    follower.undoGroup(() => 7),
+    7,
+    'undoGroup still runs its function',
+  );
   assert.equal(leader.canUndo(), true, 'the follower’s op is a step of the shared client');
   await leader.undo()!.stable;
   await until(() => follower.getState('stable').cell === '', 5000, 'undone in the follower');
