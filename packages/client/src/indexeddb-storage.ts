@@ -91,6 +91,44 @@ function tx(db: IDBDatabase, stores: string[], mode: IDBTransactionMode): IDBTra
   }
 }
 
+/** Appends and reservations of one task share a transaction; a reservation has no ops. */
+type BatchItem = { room: string; ops: readonly OpRecord[]; tags?: readonly OpTag[]; reserve?: number; ok: () => void; fail: (e: unknown) => void };
+
+/** One batch's rows in `t`: each op (with its tag), and per room the client row's last seq, reservation and tab marks. */
+function writeBatch(t: IDBTransaction, items: readonly BatchItem[]): void {
+  const opsStore = t.objectStore('ops');
+  const clients = t.objectStore('client');
+  const rooms = new Map<string, { last?: OpRecord; reserve?: number; marks?: Record<string, number> }>();
+  for (const it of items) {
+    const r = rooms.get(it.room) ?? {};
+    rooms.set(it.room, r);
+    if (it.reserve !== undefined) r.reserve = it.reserve; // the last one wins
+    const tagOf = new Map(it.tags?.map((t) => [t.seq, t]));
+    for (const op of it.ops) {
+      const t = tagOf.get(op.seq);
+      opsStore.put({ room: it.room, seq: op.seq, op, ...(t ? { tag: { tab: t.tab, req: t.req } } : {}) } satisfies OpRow);
+      if (t) r.marks = { ...r.marks, [t.tab]: Math.max(r.marks?.[t.tab] ?? 0, t.req) };
+      if (!r.last || r.last.seq < op.seq) r.last = op;
+    }
+  }
+  for (const [room, { last, reserve, marks }] of rooms) {
+    const g = clients.get(room);
+    g.onsuccess = () => {
+      const row = g.result as ClientRow | undefined;
+      if (!row) return;
+      const next: ClientRow = { ...row };
+      if (last && row.lastSeq < last.seq) {
+        next.lastSeq = last.seq;
+        if (last.digest !== undefined) next.lastDigest = last.digest;
+        else delete next.lastDigest;
+      }
+      if (reserve !== undefined) next.reservedSeq = reserve;
+      if (marks) next.marks = mergeMarks(row.marks, marks);
+      if (next.lastSeq !== row.lastSeq || next.reservedSeq !== row.reservedSeq || marks) clients.put(next);
+    };
+  }
+}
+
 /**
  * `env` supplies another IndexedDB implementation (e.g. fake-indexeddb in tests) and, with
  * `locks`, another lock manager (default `navigator.locks`).
@@ -137,44 +175,14 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
   const opened = locked.then(() => openDatabase(idb, dbName));
   opened.catch(() => {}); // reported by whichever call awaits it first
   /** Appends and reservations of one task share a transaction; a reservation has no ops. */
-  let batch: { room: string; ops: readonly OpRecord[]; tags?: readonly OpTag[]; reserve?: number; ok: () => void; fail: (e: unknown) => void }[] = [];
+  let batch: BatchItem[] = [];
   const flush = async () => {
     const items = batch;
     batch = [];
     try {
       const db = await opened;
       const t = tx(db, ['ops', 'client'], 'readwrite');
-      const opsStore = t.objectStore('ops');
-      const clients = t.objectStore('client');
-      const rooms = new Map<string, { last?: OpRecord; reserve?: number; marks?: Record<string, number> }>();
-      for (const it of items) {
-        const r = rooms.get(it.room) ?? {};
-        rooms.set(it.room, r);
-        if (it.reserve !== undefined) r.reserve = it.reserve; // the last one wins
-        const tagOf = new Map(it.tags?.map((t) => [t.seq, t]));
-        for (const op of it.ops) {
-          const t = tagOf.get(op.seq);
-          opsStore.put({ room: it.room, seq: op.seq, op, ...(t ? { tag: { tab: t.tab, req: t.req } } : {}) } satisfies OpRow);
-          if (t) r.marks = { ...r.marks, [t.tab]: Math.max(r.marks?.[t.tab] ?? 0, t.req) };
-          if (!r.last || r.last.seq < op.seq) r.last = op;
-        }
-      }
-      for (const [room, { last, reserve, marks }] of rooms) {
-        const g = clients.get(room);
-        g.onsuccess = () => {
-          const row = g.result as ClientRow | undefined;
-          if (!row) return;
-          const next: ClientRow = { ...row };
-          if (last && row.lastSeq < last.seq) {
-            next.lastSeq = last.seq;
-            if (last.digest !== undefined) next.lastDigest = last.digest;
-            else delete next.lastDigest;
-          }
-          if (reserve !== undefined) next.reservedSeq = reserve;
-          if (marks) next.marks = mergeMarks(row.marks, marks);
-          if (next.lastSeq !== row.lastSeq || next.reservedSeq !== row.reservedSeq || marks) clients.put(next);
-        };
-      }
+      writeBatch(t, items);
       await done(t);
       for (const it of items) it.ok();
     } catch (e) {

@@ -56,53 +56,84 @@ const RESERVE_BLOCK = 1000;
 
 /** One run: the interleaving from `seed`, A crashing after `crashAt` steps (never, if past the end). */
 export function runTabs(seed: number, crashAt: number, plant?: TabsPlant): TabsResult {
-  // The same interleaving whatever the crash point, so crashing after step k cuts one run at k.
-  const rng = new Rng(seed);
-  const fate = new Rng((seed * 7919 + crashAt) >>> 0);
-  const trace: string[] = [];
-  const store = { ops: new Map<number, Op>(), marks: new Map<string, number>(), lastSeq: 0, reserved: 0 };
-  const server = { log: [] as Op[], seqs: new Set<number>(), high: 0 };
-  let channel: ChannelMsg[] = [];
-  const b = { nextReq: 0, durable: new Set<number>(), leader: 'A' as 'A' | 'B' | undefined };
-  let leader: Leader = open('A');
+  return new TabsRun(seed, crashAt, plant).run();
+}
 
-  function open(tab: 'A' | 'B'): Leader {
+/** The two tabs, the store, the server and the channel of one run. */
+class TabsRun {
+  // The same interleaving whatever the crash point, so crashing after step k cuts one run at k.
+  readonly rng: Rng;
+  readonly fate: Rng;
+  readonly trace: string[] = [];
+  readonly store = { ops: new Map<number, Op>(), marks: new Map<string, number>(), lastSeq: 0, reserved: 0 };
+  readonly server = { log: [] as Op[], seqs: new Set<number>(), high: 0 };
+  channel: ChannelMsg[] = [];
+  readonly b = { nextReq: 0, durable: new Set<number>(), leader: 'A' as 'A' | 'B' | undefined };
+  leader: Leader;
+
+  constructor(
+    readonly seed: number,
+    readonly crashAt: number,
+    readonly plant: TabsPlant | undefined,
+  ) {
+    this.rng = new Rng(seed);
+    this.fate = new Rng((seed * 7919 + crashAt) >>> 0);
+    this.leader = this.open('A');
+  }
+
+  run(): TabsResult {
+    let step = 0;
+    for (;;) {
+      if (step === this.crashAt && this.leader.tab === 'A') this.crash();
+      const possible = this.steps();
+      if (possible.length === 0) break;
+      const [name, run] = possible[this.rng.int(0, possible.length - 1)];
+      this.trace.push(name);
+      run();
+      step++;
+    }
+    return { seed: this.seed, crashAt: this.crashAt, trace: this.trace, violation: this.check() };
+  }
+
+  open(tab: 'A' | 'B'): Leader {
+    const { store, plant } = this;
     const next = plant === 'no-marks' ? new Map<string, number>() : new Map(store.marks);
     // A restart numbers past every seq an earlier process may have sent (a reservation, with send-ahead).
     const lastSeq = plant === 'send-ahead' ? Math.max(store.lastSeq, store.reserved) : store.lastSeq;
     if (plant === 'send-ahead') store.reserved = lastSeq + RESERVE_BLOCK;
     const l: Leader = { tab, next, lastSeq, queue: [], socket: [], own: 0 };
     // The welcome: the store's ops the server lacks are sent again (DUR-DELIVERED).
-    for (const op of [...store.ops.values()].sort((x, y) => x.seq - y.seq)) if (op.seq > server.high) l.socket.push(op);
+    for (const op of [...store.ops.values()].sort((x, y) => x.seq - y.seq)) if (op.seq > this.server.high) l.socket.push(op);
     return l;
   }
 
-  function submit(l: Leader, tag?: Tag): void {
+  submit(l: Leader, tag?: Tag): void {
     const op: Op = { seq: ++l.lastSeq, ...(tag ? { tag } : {}) };
     l.queue.push(op);
-    if (plant === 'send-ahead') l.socket.push(op);
+    if (this.plant === 'send-ahead') l.socket.push(op);
   }
 
   /** The leader handles a tab's requests (leader.ts: LeaderService.submit). */
-  function requests(l: Leader, tab: string, reqs: readonly number[]): void {
+  requests(l: Leader, tab: string, reqs: readonly number[]): void {
     for (const req of reqs) {
       const step = admit(l.next.get(tab) ?? 0, req);
       if (step === 'repeat') {
-        if (tab === 'B' && (store.marks.get('B') ?? 0) >= req) ack(l, req);
+        if (tab === 'B' && (this.store.marks.get('B') ?? 0) >= req) this.ack(l, req);
         continue;
       }
       l.next.set(tab, req);
-      submit(l, { tab, req });
+      this.submit(l, { tab, req });
     }
   }
 
-  function ack(l: Leader, req: number): void {
-    if (l.tab === 'B') b.durable.add(req);
-    else channel.push({ to: 'B', durable: req });
+  ack(l: Leader, req: number): void {
+    if (l.tab === 'B') this.b.durable.add(req);
+    else this.channel.push({ to: 'B', durable: req });
   }
 
   /** The store's atomic write of everything queued, then (without send-ahead) the frames. */
-  function write(l: Leader): void {
+  write(l: Leader): void {
+    const { store } = this;
     const ops = l.queue.splice(0);
     for (const op of ops) {
       store.ops.set(op.seq, op);
@@ -110,12 +141,13 @@ export function runTabs(seed: number, crashAt: number, plant?: TabsPlant): TabsR
       if (op.tag) store.marks.set(op.tag.tab, Math.max(store.marks.get(op.tag.tab) ?? 0, op.tag.req));
     }
     for (const op of ops) {
-      if (plant !== 'send-ahead') l.socket.push(op);
-      if (op.tag) ack(l, op.tag.req);
+      if (this.plant !== 'send-ahead') l.socket.push(op);
+      if (op.tag) this.ack(l, op.tag.req);
     }
   }
 
-  function serverReads(l: Leader): void {
+  serverReads(l: Leader): void {
+    const { server } = this;
     const op = l.socket.shift()!;
     if (server.seqs.has(op.seq)) return; // (client, seq) known: a duplicate frame, kept once
     server.seqs.add(op.seq);
@@ -123,19 +155,22 @@ export function runTabs(seed: number, crashAt: number, plant?: TabsPlant): TabsR
     server.log.push(op);
   }
 
-  const unconfirmed = () => Array.from({ length: b.nextReq }, (_, i) => i + 1).filter((r) => !b.durable.has(r));
+  unconfirmed(): number[] {
+    return Array.from({ length: this.b.nextReq }, (_, i) => i + 1).filter((r) => !this.b.durable.has(r));
+  }
 
   /** The steps possible now, each a name and what it does. */
-  function steps(): [string, () => void][] {
+  steps(): [string, () => void][] {
     const out: [string, () => void][] = [];
-    const l = leader;
+    const { b } = this;
+    const l = this.leader;
     if (b.nextReq < REQUESTS)
       out.push([
         'B submits',
         () => {
           const req = ++b.nextReq;
-          if (l.tab === 'B') requests(l, 'B', [req]);
-          else if (b.leader === 'A') channel.push({ to: 'A', reqs: [req] });
+          if (l.tab === 'B') this.requests(l, 'B', [req]);
+          else if (b.leader === 'A') this.channel.push({ to: 'A', reqs: [req] });
         },
       ]);
     if (l.tab === 'A' && l.own < 2)
@@ -143,55 +178,44 @@ export function runTabs(seed: number, crashAt: number, plant?: TabsPlant): TabsR
         'A submits its own',
         () => {
           l.own++;
-          submit(l);
+          this.submit(l);
         },
       ]);
-    if (l.queue.length) out.push(['store write', () => write(l)]);
-    if (l.socket.length) out.push(['server reads', () => serverReads(l)]);
-    if (channel.length)
+    if (l.queue.length) out.push(['store write', () => this.write(l)]);
+    if (l.socket.length) out.push(['server reads', () => this.serverReads(l)]);
+    if (this.channel.length)
       out.push([
         'channel delivers',
         () => {
-          const m = channel.shift()!;
-          if (m.to === 'A' && l.tab === 'A') requests(l, 'B', m.reqs);
+          const m = this.channel.shift()!;
+          if (m.to === 'A' && l.tab === 'A') this.requests(l, 'B', m.reqs);
           if (m.to === 'B' && l.tab === 'A') b.durable.add(m.durable);
         },
       ]);
     return out;
   }
 
-  function crash(): void {
-    trace.push('A crashes');
+  crash(): void {
+    this.trace.push('A crashes');
     // What A posted may or may not reach B; its socket's unread frames may or may not reach the server.
-    channel = channel.filter((m) => m.to === 'B' && fate.float() < 0.5);
+    this.channel = this.channel.filter((m) => m.to === 'B' && this.fate.float() < 0.5);
     // A socket delivers a prefix of what was written to it.
-    for (let n = fate.int(0, leader.socket.length); n > 0; n--) serverReads(leader);
+    for (let n = this.fate.int(0, this.leader.socket.length); n > 0; n--) this.serverReads(this.leader);
     // B is granted the lock: it opens the store (a restart), then hands itself its unconfirmed requests.
-    for (const m of channel.splice(0)) if (m.to === 'B') b.durable.add(m.durable);
-    leader = open('B');
-    b.leader = 'B';
-    requests(leader, 'B', unconfirmed());
+    for (const m of this.channel.splice(0)) if (m.to === 'B') this.b.durable.add(m.durable);
+    this.leader = this.open('B');
+    this.b.leader = 'B';
+    this.requests(this.leader, 'B', this.unconfirmed());
   }
-
-  let step = 0;
-  for (;;) {
-    if (step === crashAt && leader.tab === 'A') crash();
-    const possible = steps();
-    if (possible.length === 0) break;
-    const [name, run] = possible[rng.int(0, possible.length - 1)];
-    trace.push(name);
-    run();
-    step++;
-  }
-  return { seed, crashAt, trace, violation: check() };
 
   /** DUR-HANDOVER, once all is quiet. */
-  function check(): string | undefined {
-    for (let req = 1; req <= b.nextReq; req++) {
+  check(): string | undefined {
+    const { server } = this;
+    for (let req = 1; req <= this.b.nextReq; req++) {
       const n = server.log.filter((op) => op.tag?.tab === 'B' && op.tag.req === req).length;
       if (n !== 1) return `[${TABS_RULE}] request B/${req} is in the server's log ${n} times (want once)`;
     }
-    for (const seq of store.ops.keys()) if (!server.seqs.has(seq)) return `[${TABS_RULE}] op ${seq} is in the store and not on the server`;
+    for (const seq of this.store.ops.keys()) if (!server.seqs.has(seq)) return `[${TABS_RULE}] op ${seq} is in the store and not on the server`;
     return undefined;
   }
 }
