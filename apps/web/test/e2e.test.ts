@@ -468,6 +468,8 @@ test('tabs: three tabs of one browser are one client: one WebSocket between them
   const order = await messagesText(tabs[0]);
   for (const c of tabs) assert.deepEqual(await messagesText(c), order, `${c.tag} shows the same messages in the same order`);
   assert.deepEqual([...order].sort(), [...all].sort());
+  // Undo is the leader's (docs/tabs.md): its buttons work, a follower's stay disabled.
+  assert.deepEqual(await Promise.all(tabs.map((c) => c.page.isDisabled('[data-testid=undo]'))), [false, true, true], 'Undo enabled in the leader tab only');
   assert.equal(await serverConnections(), 1);
   assert.deepEqual(
     tabs.flatMap((c) => c.errors),
