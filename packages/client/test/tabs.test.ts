@@ -212,22 +212,24 @@ test('TextClocks: a follower’s insert whose clock the leader’s view took mov
   const doc = (next: number) => ({ doc: { ...createText(''), clients: ['c'], next: [next] } });
   const clocks = new TextClocks();
   const ins = (req: number, seen: number, k: number, t: string, l: TextAnchor | null, next: number) =>
-    clocks.rewrite('f', req, seen, 'textInsert', { p: 'doc', l, r: null, k, t }, () => doc(next), 'c') as { k: number; l: TextAnchor | null };
+    clocks.rewrite('f', { req, seen, name: 'textInsert', args: { p: 'doc', l, r: null, k, t } }, () => doc(next), 'c') as { k: number; l: TextAnchor | null };
   assert.equal(ins(1, 0, 0, 'ab', null, 0).k, 0, 'a free clock stays');
   assert.equal(ins(2, 0, 2, 'cd', ['c', 1, 1], 5).k, 5, 'taken: moved to the next free one (2-3 are now 5-6)');
   const third = ins(3, 0, 4, 'e', ['c', 3, 3], 7); // computed before the follower saw request 2 moved
   assert.deepEqual([third.k, third.l], [7, ['c', 6, 3]], 'its anchor on the moved character moves too (4 is now 7)');
   const del = clocks.rewrite(
     'f',
-    4,
-    0,
-    'textDelete',
     {
-      p: 'doc',
-      d: [
-        ['c', 1, 4, 0],
-        ['x', 2, 1, 0],
-      ],
+      req: 4,
+      seen: 0,
+      name: 'textDelete',
+      args: {
+        p: 'doc',
+        d: [
+          ['c', 1, 4, 0],
+          ['x', 2, 1, 0],
+        ],
+      },
     },
     () => doc(8),
     'c',
@@ -242,10 +244,19 @@ test('TextClocks: a follower’s insert whose clock the leader’s view took mov
     ],
     'split at each move; another client’s range as it was',
   );
-  const later = ins(5, 3, 8, 'f', ['c', 3, 7], 8);
-  assert.deepEqual([later.k, later.l], [8, ['c', 3, 7]], 'made after it saw requests 1-3: named as the leader names them');
+  const amid = clocks.rewrite(
+    'f',
+    { req: 5, seen: 1, failed: [2], name: 'textInsert', args: { p: 'doc', l: ['c', 2, 2], r: null, k: 9, t: 'g' } },
+    () => doc(9),
+    'c',
+  );
+  assert.deepEqual((amid as { l: unknown }).l, ['c', 2, 2], 'request 2 did not run in its view: its clock 2 is another character there');
+  const beside = clocks.rewrite('f', { req: 6, seen: 1, name: 'textInsert', args: { p: 'doc', l: ['c', 2, 2], r: null, k: 10, t: 'h' } }, () => doc(10), 'c');
+  assert.deepEqual((beside as { l: unknown }).l, ['c', 5, 2], 'request 2 ran in its view: clock 2 is its character, now 5');
+  const later = ins(7, 3, 11, 'f', ['c', 3, 7], 11);
+  assert.deepEqual([later.k, later.l], [11, ['c', 3, 7]], 'made after it saw requests 1-3: named as the leader names them');
   assert.deepEqual(
-    clocks.rewrite('f', 6, 3, 'say', { text: 'x' }, () => doc(0), 'c'),
+    clocks.rewrite('f', { req: 8, seen: 3, name: 'say', args: { text: 'x' } }, () => doc(0), 'c'),
     { text: 'x' },
     'other ops as they are',
   );

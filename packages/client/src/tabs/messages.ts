@@ -14,6 +14,8 @@ export interface TabRequest {
   args: unknown;
   /** The tab's highest request its view reflected when it made this one (text-clocks.ts). */
   seen?: number;
+  /** Its tab's requests above `seen` that failed to run in that view: their characters were not in it. */
+  failed?: number[];
 }
 
 /** A follower's request moved on: its seq once submitted, then each stage; 'stable' last. */

@@ -28,6 +28,8 @@ export class TabHandle implements OpHandle {
   position?: number;
   /** The tab's highest request its view reflected when this one was made (text-clocks.ts). */
   seen = 0;
+  /** This tab's requests whose run failed in the view this one was made on (text-clocks.ts). */
+  failed: number[] | undefined;
   /** 'stable' reached (or rejected): the handle is done. */
   settled = false;
   readonly times: Partial<Record<Stage | 'stable', number>>;

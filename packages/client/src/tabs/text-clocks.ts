@@ -7,9 +7,13 @@
  * to the next free clock, and remembers the move, per tab and text, to translate the follower's
  * later ops that name those characters by their old clocks: the ops it computed before it saw
  * the moved insert (requests above the `seen` it sends with each, its view's highest reflected
- * request). Ops computed after that name the characters as the leader's view has them.
+ * request). Ops computed after that name the characters as the leader's view has them. An
+ * insert whose clock was taken fails in the follower's own view until it comes back moved, so
+ * an op made meanwhile cannot name its characters: a clock of its old range there is another
+ * character's, and is left as it is (the request says which of its tab's requests failed).
  */
 import { TEXT_DELETE, TEXT_INSERT, textAt, type TextAnchor, type TextDeleteArgs, type TextInsertArgs } from '@hercules/core';
+import type { TabRequest } from './messages.ts';
 
 /** Old clocks `from` to `to` (exclusive) of the characters request `req` inserted are now `+ by`. */
 interface Move {
@@ -24,16 +28,21 @@ export class TextClocks {
   readonly #moves = new Map<string, Map<string, Move[]>>();
 
   /**
-   * The arguments to submit for request `req` of `tab`, computed on a view that reflected its
-   * requests up to `seen`; `state` reads the leader's Submitted view now, `client` the shared id.
+   * The arguments to submit for request `r` of `tab`, made on a view that reflected its requests
+   * up to `r.seen` and in which those of `r.failed` did not run (so their characters, and their
+   * old clocks, were not in it); `state` reads the leader's Submitted view now, `client` is the
+   * shared id.
    */
-  rewrite(tab: string, req: number, seen: number, name: string, args: unknown, state: () => unknown, client: string): unknown {
+  rewrite(tab: string, r: TabRequest, state: () => unknown, client: string): unknown {
+    const { req, name, args } = r;
+    const seen = r.seen ?? 0;
     if (name !== TEXT_INSERT && name !== TEXT_DELETE) return args;
     if (args === null || typeof args !== 'object') return args;
     const key = JSON.stringify((args as { p?: unknown }).p);
     // A tab's requests come in order with `seen` never lower: a move it has seen is done with.
-    const moves = (this.#moves.get(tab)?.get(key) ?? []).filter((m) => m.req > seen);
-    this.#moves.get(tab)?.set(key, moves);
+    const live = (this.#moves.get(tab)?.get(key) ?? []).filter((m) => m.req > seen);
+    this.#moves.get(tab)?.set(key, live);
+    const moves = r.failed ? live.filter((m) => !r.failed!.includes(m.req)) : live;
     if (name === TEXT_DELETE) return this.#delete(args as TextDeleteArgs, moves, client);
     const a = args as TextInsertArgs;
     const anchor = (x: TextAnchor | null): TextAnchor | null => (x && x[0] === client ? [client, shift(moves, x[1]), x[2]] : x);
