@@ -5,7 +5,18 @@
  * (without a round trip to the leader). A request is resent to each new leader until it is known
  * durable; the leader keeps it once (leader.ts).
  */
-import { HerculesError, applyOp, deepFreeze, VIEWS, type Machine, type PeerPresence, type ViewName, type ViewPositions } from '@hercules/core';
+import {
+  HerculesError,
+  applyOp,
+  deepFreeze,
+  TEXT_DELETE,
+  TEXT_INSERT,
+  VIEWS,
+  type Machine,
+  type PeerPresence,
+  type ViewName,
+  type ViewPositions,
+} from '@hercules/core';
 import type { ConnectionStatus } from '../transport.ts';
 import type { FollowerMessage, LeaderMessage, ViewsMessage } from './messages.ts';
 import { TabHandle } from './tab-handle.ts';
@@ -68,7 +79,8 @@ export class FollowerMirror {
       () => performance.now(),
     );
     h.seen = this.#reflected;
-    const failed = this.#withOwn().failed; // the view the op was made on (a text handle read it just now)
+    // Only text ops name characters by clock; the view they were made on is cached (the handle read it).
+    const failed = name === TEXT_INSERT || name === TEXT_DELETE ? this.#withOwn().failed : [];
     if (failed.length) h.failed = failed;
     this.#own.push(h);
     this.#submitted = undefined;
