@@ -26,6 +26,22 @@ function hercules(args: string[], env: Record<string, string> = {}, cwd?: string
   return spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, ...env }, ...(cwd ? { cwd } : {}) });
 }
 
+/**
+ * The command run without blocking this process's event loop: the test's own client must keep
+ * answering the server's pings while the commands run (spawnSync would stall it past the
+ * heartbeat on a loaded machine, and the server would drop it).
+ */
+function herculesAsync(args: string[], env: Record<string, string> = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
 /** The status of a GET whose path goes out exactly as given. */
 function rawStatus(port: number, path: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -118,9 +134,10 @@ test('serve from the environment alone: static files, the admin API; rooms and r
   const { chat } = await import('../../../apps/machines.ts');
   const token = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('ada').setExpirationTime('1h').sign(new TextEncoder().encode(jwtSecret));
   const room = await connect({ url: `ws://127.0.0.1:${server.port}`, room: 'ops-room', machine: chat, token, onError: () => {} });
+  t.after(() => room.close()); // also when an assertion fails: a live client would keep this process up
   await room.ops.say({ text: 'kept' }).authoritative;
   const admin = { HERCULES_ADMIN_TOKEN: TOKEN, HERCULES_URL: http };
-  const list = hercules(['rooms', 'list'], admin);
+  const list = await herculesAsync(['rooms', 'list'], admin);
   assert.equal(list.status, 0, list.stderr);
   assert.deepEqual(
     list.stdout
@@ -129,30 +146,30 @@ test('serve from the environment alone: static files, the admin API; rooms and r
       .map((l) => JSON.parse(l).name),
     ['ops-room'],
   );
-  const show = hercules(['rooms', 'show', 'ops-room'], admin);
+  const show = await herculesAsync(['rooms', 'show', 'ops-room'], admin);
   assert.equal(show.status, 0, show.stderr);
   assert.deepEqual(
     JSON.parse(show.stdout).messages.map((m: { text: string }) => m.text),
     ['kept'],
   );
   const exported = join(dir, 'ops-room.json');
-  assert.equal(hercules(['rooms', 'export', 'ops-room', '--out', exported], admin).status, 0);
-  const imported = hercules(['rooms', 'import', 'copy', exported], admin);
+  assert.equal((await herculesAsync(['rooms', 'export', 'ops-room', '--out', exported], admin)).status, 0);
+  const imported = await herculesAsync(['rooms', 'import', 'copy', exported], admin);
   assert.equal(imported.status, 0, imported.stderr);
   assert.equal(imported.stdout, 'imported copy\n');
-  assert.deepEqual(JSON.parse(hercules(['rooms', 'show', 'copy'], admin).stdout), JSON.parse(show.stdout));
-  const again = hercules(['rooms', 'import', 'copy', exported], admin);
+  assert.deepEqual(JSON.parse((await herculesAsync(['rooms', 'show', 'copy'], admin)).stdout), JSON.parse(show.stdout));
+  const again = await herculesAsync(['rooms', 'import', 'copy', exported], admin);
   assert.equal(again.status, 1, 'a room that exists is not overwritten');
   assert.match(again.stderr, /^hercules: rooms import copy: [a-z-]+: /);
-  assert.equal(hercules(['rooms', 'delete', 'copy'], admin).stdout, 'deleted copy\n');
-  const wrongToken = hercules(['rooms', 'list'], { ...admin, HERCULES_ADMIN_TOKEN: 'not-the-token-but-as-long-as-it-should-be' });
+  assert.equal((await herculesAsync(['rooms', 'delete', 'copy'], admin)).stdout, 'deleted copy\n');
+  const wrongToken = await herculesAsync(['rooms', 'list'], { ...admin, HERCULES_ADMIN_TOKEN: 'not-the-token-but-as-long-as-it-should-be' });
   assert.equal(wrongToken.status, 1);
   assert.match(wrongToken.stderr, /^hercules: rooms list: unauthenticated: /);
-  const revoke = hercules(['revoke', '--user', 'ada', '--room', 'ops-room', '--reason', 'test'], admin);
+  await room.whenOnline({ timeoutMs: 10_000 });
+  const revoke = await herculesAsync(['revoke', '--user', 'ada', '--room', 'ops-room', '--reason', 'test'], admin);
   assert.equal(revoke.status, 0, revoke.stderr);
   assert.equal(revoke.stdout, 'closed 1 connection of ada\n');
-  await room.close();
-  const gone = hercules(['rooms', 'list'], { ...admin, HERCULES_URL: 'http://127.0.0.1:1' });
+  const gone = await herculesAsync(['rooms', 'list'], { ...admin, HERCULES_URL: 'http://127.0.0.1:1' });
   assert.equal(gone.status, 1);
   assert.match(gone.stderr, /^hercules: rooms list: unreachable: /);
 });
@@ -181,8 +198,8 @@ test('--webhook-url with the secret from a file: commits arrive signed the Stand
   const { connect } = await import('@hercules/client');
   const { chat } = await import('../../../apps/machines.ts');
   const room = await connect({ url: `ws://127.0.0.1:${server.port}`, room: 'hooked', machine: chat });
+  t.after(() => room.close());
   await room.ops.say({ text: 'to the hook' }).authoritative;
-  await room.close();
   await until(() => received.length > 0, 20_000, 'a webhook request');
   const verified = new Webhook(secret).verify(received[0].body, received[0].headers) as { room: string };
   assert.equal(verified.room, 'hooked');
