@@ -12,3 +12,8 @@ export type { StoreLocks } from './indexeddb-storage.ts';
 export type { ClientStorage, StoredClient, StoreDirectory, ClaimedStore } from './storage.ts';
 export { VIEWS } from '@hercules/core';
 export type { OpHandle, ViewName, Stage, AppRoom, ViewPositions, Clock, MemberPosition } from '@hercules/core';
+export { connectTabs } from './tabs/tabs.ts';
+export { admit as admitTabRequest } from './tabs/leader.ts';
+export type { ConnectTabsOptions } from './tabs/tabs.ts';
+export type { ChannelLike } from './tabs/messages.ts';
+export type { OpTag } from './storage.ts';

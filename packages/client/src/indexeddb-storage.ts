@@ -13,7 +13,7 @@
  */
 import { HerculesError, type OpRecord } from '@hercules/core';
 import { indexedDbDirectory } from './indexeddb-directory.ts';
-import type { ClientStorage, StoredClient } from './storage.ts';
+import type { ClientStorage, OpTag, StoredClient } from './storage.ts';
 
 interface ClientRow {
   room: string;
@@ -23,11 +23,15 @@ interface ClientRow {
   /** ClientStorage.reserve */
   reservedSeq?: number;
   base?: { pos: number; state: unknown; ownSeq?: number; v?: number };
+  /** StoredClient.marks */
+  marks?: Record<string, number>;
 }
 interface OpRow {
   room: string;
   seq: number;
   op: OpRecord;
+  /** The tab and request it was written for (StoredClient.tags); in the op's row, so one put writes both. */
+  tag?: { tab: string; req: number };
 }
 
 const req = <T>(r: IDBRequest<T>) =>
@@ -41,6 +45,13 @@ const done = (tx: IDBTransaction) =>
     tx.onerror = () => rej(tx.error ?? new Error('IndexedDB transaction failed'));
     tx.onabort = () => rej(tx.error ?? new Error('IndexedDB transaction aborted (quota exceeded?)'));
   });
+
+/** Per tab, the higher request number of the two. */
+function mergeMarks(held: Record<string, number> | undefined, add: Record<string, number>): Record<string, number> {
+  const out = { ...held };
+  for (const [tab, req] of Object.entries(add)) out[tab] = Math.max(out[tab] ?? 0, req);
+  return out;
+}
 
 /** The part of the Web Locks API the store uses. */
 export interface StoreLocks {
@@ -77,6 +88,44 @@ function tx(db: IDBDatabase, stores: string[], mode: IDBTransactionMode): IDBTra
     return db.transaction(stores, mode, { durability: 'strict' } as IDBTransactionOptions);
   } catch {
     return db.transaction(stores, mode);
+  }
+}
+
+/** Appends and reservations of one task share a transaction; a reservation has no ops. */
+type BatchItem = { room: string; ops: readonly OpRecord[]; tags?: readonly OpTag[]; reserve?: number; ok: () => void; fail: (e: unknown) => void };
+
+/** One batch's rows in `t`: each op (with its tag), and per room the client row's last seq, reservation and tab marks. */
+function writeBatch(t: IDBTransaction, items: readonly BatchItem[]): void {
+  const opsStore = t.objectStore('ops');
+  const clients = t.objectStore('client');
+  const rooms = new Map<string, { last?: OpRecord; reserve?: number; marks?: Record<string, number> }>();
+  for (const it of items) {
+    const r = rooms.get(it.room) ?? {};
+    rooms.set(it.room, r);
+    if (it.reserve !== undefined) r.reserve = it.reserve; // the last one wins
+    const tagOf = new Map(it.tags?.map((t) => [t.seq, t]));
+    for (const op of it.ops) {
+      const t = tagOf.get(op.seq);
+      opsStore.put({ room: it.room, seq: op.seq, op, ...(t ? { tag: { tab: t.tab, req: t.req } } : {}) } satisfies OpRow);
+      if (t) r.marks = { ...r.marks, [t.tab]: Math.max(r.marks?.[t.tab] ?? 0, t.req) };
+      if (!r.last || r.last.seq < op.seq) r.last = op;
+    }
+  }
+  for (const [room, { last, reserve, marks }] of rooms) {
+    const g = clients.get(room);
+    g.onsuccess = () => {
+      const row = g.result as ClientRow | undefined;
+      if (!row) return;
+      const next: ClientRow = { ...row };
+      if (last && row.lastSeq < last.seq) {
+        next.lastSeq = last.seq;
+        if (last.digest !== undefined) next.lastDigest = last.digest;
+        else delete next.lastDigest;
+      }
+      if (reserve !== undefined) next.reservedSeq = reserve;
+      if (marks) next.marks = mergeMarks(row.marks, marks);
+      if (next.lastSeq !== row.lastSeq || next.reservedSeq !== row.reservedSeq || marks) clients.put(next);
+    };
   }
 }
 
@@ -126,40 +175,14 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
   const opened = locked.then(() => openDatabase(idb, dbName));
   opened.catch(() => {}); // reported by whichever call awaits it first
   /** Appends and reservations of one task share a transaction; a reservation has no ops. */
-  let batch: { room: string; ops: readonly OpRecord[]; reserve?: number; ok: () => void; fail: (e: unknown) => void }[] = [];
+  let batch: BatchItem[] = [];
   const flush = async () => {
     const items = batch;
     batch = [];
     try {
       const db = await opened;
       const t = tx(db, ['ops', 'client'], 'readwrite');
-      const opsStore = t.objectStore('ops');
-      const clients = t.objectStore('client');
-      const rooms = new Map<string, { last?: OpRecord; reserve?: number }>();
-      for (const it of items) {
-        const r = rooms.get(it.room) ?? {};
-        rooms.set(it.room, r);
-        if (it.reserve !== undefined) r.reserve = it.reserve; // the last one wins
-        for (const op of it.ops) {
-          opsStore.put({ room: it.room, seq: op.seq, op } satisfies OpRow);
-          if (!r.last || r.last.seq < op.seq) r.last = op;
-        }
-      }
-      for (const [room, { last, reserve }] of rooms) {
-        const g = clients.get(room);
-        g.onsuccess = () => {
-          const row = g.result as ClientRow | undefined;
-          if (!row) return;
-          const next: ClientRow = { ...row };
-          if (last && row.lastSeq < last.seq) {
-            next.lastSeq = last.seq;
-            if (last.digest !== undefined) next.lastDigest = last.digest;
-            else delete next.lastDigest;
-          }
-          if (reserve !== undefined) next.reservedSeq = reserve;
-          if (next.lastSeq !== row.lastSeq || next.reservedSeq !== row.reservedSeq) clients.put(next);
-        };
-      }
+      writeBatch(t, items);
       await done(t);
       for (const it of items) it.ok();
     } catch (e) {
@@ -171,6 +194,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
   };
   return {
     durability: 'power-loss',
+    keepsTags: true,
     async rooms() {
       const db = await opened;
       return (await req(tx(db, ['client'], 'readonly').objectStore('client').getAllKeys())) as string[];
@@ -189,6 +213,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
         ...(row.lastDigest !== undefined ? { lastDigest: row.lastDigest } : {}),
         ...(row.reservedSeq !== undefined ? { reservedSeq: row.reservedSeq } : {}),
         durable: ops.map((o) => o.op),
+        ...(row.marks ? { marks: row.marks, tags: ops.flatMap((o) => (o.tag ? [{ seq: o.seq, ...o.tag }] : [])) } : {}),
         // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
         ...(row.base
           ? { base: { pos: row.base.pos, state: row.base.state, ownSeq: row.base.ownSeq ?? 0, ...(row.base.v !== undefined ? { v: row.base.v } : {}) } }
@@ -205,10 +230,10 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       };
       await done(t);
     },
-    append(room, ops) {
+    append(room, ops, tags) {
       return new Promise<void>((ok, fail) => {
         if (batch.length === 0) setTimeout(() => void flush(), 0);
-        batch.push({ room, ops, ok, fail });
+        batch.push({ room, ops, ...(tags?.length ? { tags } : {}), ok, fail });
       });
     },
     reserve(room, throughSeq) {

@@ -17,6 +17,21 @@ export interface StoredClient {
   durable: OpRecord[];
   /** Snapshot of a prefix of the global log, to start offline, and the highest own seq inside it. */
   base?: BaseSnapshot;
+  /** The tags of the held ops that were written with one (`append`'s `tags`): tabs.ts. */
+  tags?: OpTag[];
+  /** Per tab, the highest request number ever written with an op (never pruned): tabs.ts. */
+  marks?: Record<string, number>;
+}
+
+/**
+ * Which tab asked for an op, and its request number there: the idempotency token of a request
+ * a follower tab sent to the leader tab (tabs.ts). Written in the same atomic write as the op,
+ * so after a handover the new leader knows for certain whether the request reached the store.
+ */
+export interface OpTag {
+  seq: number;
+  tab: string;
+  req: number;
 }
 
 export interface ClientStorage {
@@ -26,9 +41,15 @@ export interface ClientStorage {
   init(room: string, clientId: string): Promise<void>;
   /**
    * Persist ops durably (group-committed); resolves when they are safe. Also keeps lastSeq and
-   * the digest of the op at lastSeq.
+   * the digest of the op at lastSeq, and (stores with `keepsTags`) each tag with its op and, per tab,
+   * the highest request number in `marks`.
    */
-  append(room: string, ops: readonly OpRecord[]): Promise<void>;
+  append(room: string, ops: readonly OpRecord[], tags?: readonly OpTag[]): Promise<void>;
+  /**
+   * True if `append` keeps `tags` (in the same atomic write as the ops) and `load` returns them
+   * and the marks: what a store shared by tabs needs (tabs.ts).
+   */
+  readonly keepsTags?: boolean;
   /**
    * In ONE atomic write: keep `base` (if newer than the one held) and delete this room's ops with
    * seq <= base.ownSeq, which the base's state holds. Never delete an op any other way: an op
@@ -85,6 +106,7 @@ export function memoryStorage(): ClientStorage {
   const rooms = new Map<string, StoredClient>();
   return {
     durability: 'memory',
+    keepsTags: true,
     async load(room) {
       const r = rooms.get(room);
       return r && structuredClone(r);
@@ -92,8 +114,12 @@ export function memoryStorage(): ClientStorage {
     async init(room, clientId) {
       if (!rooms.has(room)) rooms.set(room, { clientId, lastSeq: 0, durable: [] });
     },
-    async append(room, ops) {
+    async append(room, ops, tags) {
       const r = rooms.get(room)!;
+      for (const tag of tags ?? []) {
+        r.tags = [...(r.tags ?? []), { ...tag }];
+        r.marks = { ...r.marks, [tag.tab]: Math.max(r.marks?.[tag.tab] ?? 0, tag.req) };
+      }
       for (const op of ops) {
         r.durable.push(structuredClone(op));
         if (op.seq > r.lastSeq) {
@@ -112,6 +138,7 @@ export function memoryStorage(): ClientStorage {
       if (!r || (r.base && r.base.pos >= base.pos)) return;
       r.base = structuredClone(base);
       r.durable = r.durable.filter((o) => o.seq > base.ownSeq);
+      if (r.tags) r.tags = r.tags.filter((t) => t.seq > base.ownSeq);
     },
     async close() {},
   };

@@ -3,10 +3,12 @@
  * npm run sim -- --seed S            replay one seed (what a failure prints)
  * npm run sim -- --cluster ...        the room on a cluster of nodes over a replicated log
  * npm run sim -- --checkers          list the checkers: the rules of docs/spec.md they check
+ * npm run sim -- --tabs --seeds N    the tab leader handover model (tabs.ts), a crash at every step
  */
 import { parseArgs } from 'node:util';
 import { CHECKERS, runSeed, type SimConfig } from './sim.ts';
 import { work } from './machine.ts';
+import { checkTabsSeed, runTabs, type TabsPlant } from './tabs.ts';
 import { UNDO_CHECKERS, runUndoSeed } from './undo-sim.ts';
 
 const { values } = parseArgs({
@@ -20,6 +22,8 @@ const { values } = parseArgs({
     verbose: { type: 'boolean', default: false },
     cluster: { type: 'boolean', default: false },
     checkers: { type: 'boolean', default: false },
+    tabs: { type: 'boolean', default: false },
+    plant: { type: 'string' },
     undo: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
@@ -48,6 +52,9 @@ if (values.help) {
                    runs it over the same seeds after the main simulator
   --verbose        print a line per seed
   --checkers       list the checkers and the rules of docs/spec.md they check
+  --tabs           run the model of the tab leader handover instead (src/tabs.ts): for each
+                   seed's interleaving, the leader tab crashes after every step in turn
+                   (--plant no-marks|send-ahead plants a bug the checker must catch)
 
 About a third of the seeds deploy version 2 of the simulated machine mid-run (docs/migrations.md,
 "What the simulator checks"); the summary says how many.
@@ -64,6 +71,28 @@ function int(name: string, v: string | undefined): number | undefined {
     process.exit(2);
   }
   return n;
+}
+
+if (values.tabs) tabsCli();
+
+/** --tabs: every crash point of each seed; a failure prints its trace and the replay command. */
+function tabsCli(): never {
+  const plant = values.plant as TabsPlant | undefined;
+  const one = int('seed', values.seed);
+  const first = one ?? int('start', values.start)!;
+  const last = one ?? first + int('seeds', values.seeds)! - 1;
+  let points = 0;
+  for (let seed = first; seed <= last; seed++) {
+    points += runTabs(seed, Number.MAX_SAFE_INTEGER, plant).trace.length + 1;
+    const failed = checkTabsSeed(seed, plant);
+    if (!failed) continue;
+    console.error(`FAIL seed ${seed}, the leader crashing after step ${failed.crashAt}: ${failed.violation}`);
+    console.error(`  ${failed.trace.join(' / ')}`);
+    console.error(`  replay: npm run sim -- --tabs --seed ${seed}${plant ? ` --plant ${plant}` : ''}`);
+    process.exit(1);
+  }
+  console.log(`tabs: ${last - first + 1} seeds, ${points} crash points, DUR-HANDOVER held${plant ? ` (planted: ${plant})` : ''}`);
+  process.exit(0);
 }
 
 const overrides: Partial<SimConfig> = {};

@@ -21,6 +21,7 @@ const TOOLS = [
   'packages/sim/src/fuzz.ts',
   'packages/sim/src/import-fuzz.ts',
   'packages/sim/src/undo-sim.ts',
+  'packages/sim/src/tabs.ts',
   'test/soak/soak.ts',
 ];
 

@@ -80,8 +80,10 @@ function Stopped({ room }: { room: ConnectedRoom<Machine<any, any>> }) {
 }
 
 /**
- * Undo and redo of this tab's own changes (docs/undo.md), with Ctrl+Z / Ctrl+Shift+Z (Cmd on a
- * Mac; Ctrl+Y too). A key pressed in a text field is the field's own undo, not the room's.
+ * Undo and redo of this client's own changes (docs/undo.md), with Ctrl+Z / Ctrl+Shift+Z (Cmd on a
+ * Mac; Ctrl+Y too). A key pressed in a text field is the field's own undo, not the room's. The
+ * tabs of a browser share one client (connectTabs): the leader tab undoes its last step, whichever
+ * tab made it, and a follower tab has none, so its buttons stay disabled (docs/tabs.md).
  */
 function UndoButtons({ room }: { room: ConnectedRoom<Machine<any, any>> }) {
   const { canUndo, canRedo, undo, redo } = useUndo(room);

@@ -1,6 +1,7 @@
 /**
- * Who is here: each tab publishes `{ name, color }` in its presence (next to what the app adds:
- * a cursor, a drag, typing), and shows everyone else's from `useOthers`. The name is kept in
+ * Who is here: each client publishes `{ name, color }` in its presence (next to what the app
+ * adds: a cursor, a drag, typing), and shows everyone else's from `useOthers`. The tabs of one
+ * browser are one client, with one presence between them (docs/tabs.md). The name is kept in
  * localStorage, so every demo on this origin shares it; the colour comes from the client id.
  * Presence values come from other clients: they are checked before use, never trusted.
  */

@@ -1,14 +1,14 @@
 /**
  * Open a room from a browser page: the server is the page's own host, the room comes from
- * ?room= (default: the app's own demo room), durable ops live in IndexedDB. Each tab is its own
- * client: its id is kept in sessionStorage, so a reload is the same client (and its durable ops
- * survive it), while a second tab is another user. A duplicated tab inherits the sessionStorage,
- * and with it the id; its store is then held by the original tab (store-in-use), so it takes a
- * new id. A tab closed while offline leaves its store behind with ops the server never had: the
- * next page of the room finds it and sends them under that tab's id (connect's `recover`, on by
- * default), then deletes it.
+ * ?room= (default: the app's own demo room), durable ops live in IndexedDB. The tabs of this
+ * browser profile that open the same room are one client (connectTabs, docs/tabs.md): one tab
+ * leads and holds the WebSocket and the store, the others submit through it and show its views;
+ * when it closes another takes over. So a reload or a second tab is the same client, with the
+ * same id, and a tab closed while offline leaves its ops in the store the next tab opens. Stores
+ * of the per-tab clients of earlier versions are found and drained by the leader (connect's
+ * `recover`, on by default).
  */
-import { connect, indexedDbStorage, type ConnectedRoom } from '@hercules/client';
+import { connectTabs, type ConnectedRoom } from '@hercules/client';
 import type { Machine } from '@hercules/core';
 
 /** The server's rule for room names (docs/errors.md, bad-room): checked here to explain it before connecting. */
@@ -42,30 +42,20 @@ export type BadRoomName = { bad: string };
 
 export async function openRoom<M extends Machine<any, any>>(machine: M, room: string): Promise<ConnectedRoom<M>> {
   const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}`;
-  const open = (tab: string) =>
-    connect({
-      url,
-      room,
-      machine,
-      storage: indexedDbStorage(`hercules-${tab}`),
-      clientId: tab,
-      onError: (e) => console.warn('[hercules]', e.message),
-      onRecovered: (r) =>
-        console.info(
-          `[hercules] store ${r.store} of a closed tab: ${r.ops} op(s) of client ${r.clientId} confirmed by the server; store deleted: ${r.removed}`,
-        ),
-    });
-  let tab = sessionStorage.getItem('hercules-tab');
-  if (!tab) sessionStorage.setItem('hercules-tab', (tab = crypto.randomUUID()));
-  let r: ConnectedRoom<M>;
-  try {
-    r = await open(tab);
-  } catch (e) {
-    if ((e as { code?: string }).code !== 'store-in-use') throw e;
-    sessionStorage.setItem('hercules-tab', (tab = crypto.randomUUID()));
-    r = await open(tab);
-  }
-  (window as unknown as { hercules: unknown }).hercules = r; // for the console and for tests
+  const w = window as unknown as { hercules: unknown; herculesClientId?: string };
+  const r = await connectTabs({
+    url,
+    room,
+    machine,
+    // The id a new client takes (the store keeps it after): tests choose it; apps leave it out.
+    ...(w.herculesClientId ? { clientId: w.herculesClientId } : {}),
+    onError: (e) => console.warn('[hercules]', e.message),
+    onRecovered: (r) =>
+      console.info(
+        `[hercules] store ${r.store} of an earlier version's tab: ${r.ops} op(s) of client ${r.clientId} confirmed by the server; store deleted: ${r.removed}`,
+      ),
+  });
+  w.hercules = r; // for the console and for tests
   return r;
 }
 
