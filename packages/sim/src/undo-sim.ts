@@ -75,7 +75,8 @@ export const undoMachine = defineMachine({
 });
 
 type M = typeof undoMachine;
-export type UndoPlant = 'takes-others' | 'redo-nothing' | 'diverge';
+/** 'writes-overtake': the store completes writes out of order, as it did before seeds 348 and 966 were fixed. */
+export type UndoPlant = 'takes-others' | 'redo-nothing' | 'diverge' | 'writes-overtake';
 
 export interface UndoSimResult {
   seed: number;
@@ -225,7 +226,8 @@ export class UndoSim {
         send: (msg) => this.toServer(c, room, msg),
         persist: (ops) => {
           const copy = structuredClone(ops);
-          c.diskAt = Math.max(c.diskAt, this.now + this.rng.int(0, 5));
+          const done = this.now + this.rng.int(0, 5);
+          c.diskAt = this.plant === 'writes-overtake' ? done : Math.max(c.diskAt, done);
           this.at(c.diskAt, () => {
             if (c.room !== room) return; // the write died with the process
             for (const op of copy) {
