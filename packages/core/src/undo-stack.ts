@@ -3,7 +3,7 @@
  * of its ops changed and which were rejected; it says what an undo or a redo op must carry.
  */
 import type { Machine, Patch } from './machine.ts';
-import { changesFromPatches, restoreActions, type Change, type UndoAction, type UndoArgs } from './undo.ts';
+import { changesFromPatches, restoreActions, sameJson, type Change, type UndoAction, type UndoArgs } from './undo.ts';
 
 export interface UndoOptions {
   /**
@@ -200,16 +200,72 @@ export class UndoStack<S> {
   }
 }
 
-/** The actions of an undo (newest item first) or a redo (oldest first) of `step`. */
+/** The actions of an undo (newest change first) or a redo (oldest first) of `step`. */
 function actionsOf(step: Step, redo: boolean): UndoAction[] {
+  const units = chainFree(step.items);
   const out: UndoAction[] = [];
-  const n = step.items.length;
+  const n = units.length;
   for (let i = 0; i < n; i++) {
-    const item = step.items[redo ? i : n - 1 - i];
-    if ('changes' in item) out.push(...restoreActions(item.changes, redo));
-    else out.push(redo ? item.redo : item.undo);
+    const u = units[redo ? i : n - 1 - i];
+    if ('path' in u) out.push(...restoreActions([u], redo));
+    else out.push(redo ? u.redo : u.undo);
   }
   return out;
+}
+
+type Unit = Change | { undo: UndoAction; redo: UndoAction };
+
+/**
+ * The step's changes, oldest first, with each run of changes of one path that follow on from one
+ * another (each from the value the one before left) made one change, from the first's before to
+ * the last's after. Else the undo's restores of that path form a chain (v2 -> v1, then v1 -> v0):
+ * when another client had put back the middle value v1, the undo did only the second (v1 -> v0),
+ * and the redo, oldest first, did both (v0 -> v1, then v1 -> v2), leaving v2 where its undo took
+ * away v1 (UNDO-REDO; the undo simulator's seed 1213). Changes are not joined across a change of
+ * a path above or below (an array grown between two edits of its element: the order of their
+ * restores matters) nor across a declared inverse.
+ */
+function chainFree(items: readonly Item[]): Unit[] {
+  const out: Unit[] = [];
+  /** By path: the index in `out` of its latest change, and of the latest change at or under it. */
+  const at = new Map<string, number>();
+  const under = new Map<string, number>();
+  let from = 0; // no joining before this index (a declared inverse)
+  for (const item of items) {
+    if (!('changes' in item)) {
+      out.push({ undo: item.undo, redo: item.redo });
+      from = out.length;
+      continue;
+    }
+    for (const c of item.changes) {
+      const keys = prefixKeys(c.path);
+      const key = keys[keys.length - 1];
+      const j = at.get(key) ?? -1;
+      // Joined only if nothing since changed a path above it or below it (`under` of its own key
+      // counts changes at it too, so it is j itself when only the same path changed since).
+      const clear = j >= from && (under.get(key) ?? -1) === j && keys.every((k, i) => i === keys.length - 1 || (at.get(k) ?? -1) < j);
+      const prev = out[j] as Change | undefined;
+      if (clear && prev && sameJson(prev.after, c.before)) {
+        out[j] = { path: c.path, before: prev.before, after: c.after, ...(c.lens ? { lens: c.lens } : {}) };
+        continue;
+      }
+      out.push(c);
+      at.set(key, out.length - 1);
+      for (const k of keys) under.set(k, out.length - 1);
+    }
+  }
+  return out;
+}
+
+/** The keys of each prefix of `path` (["a"], ["a", 1], ...), the path's own last. */
+function prefixKeys(path: readonly (string | number)[]): string[] {
+  const keys: string[] = [];
+  let k = '';
+  for (let i = 0; i < path.length; i++) {
+    k = i === 0 ? `${typeof path[0]}:${path[0]}` : `${k}\u0000${typeof path[i]}:${path[i]}`;
+    keys.push(k);
+  }
+  return keys;
 }
 
 /**

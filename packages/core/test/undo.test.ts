@@ -337,3 +337,71 @@ test('an element edited in place is undone by index; an array others grew or shr
   ]);
   assert.deepEqual(a.getState('authoritative'), b.getState('authoritative'));
 });
+
+// spec: UNDO-REDO
+test('a step that wrote a path twice: its undo and redo are one restore each, so a redo never goes past what its undo took away', async () => {
+  // The undo simulator's seed 1213 (issue 39): a's step wrote x twice (v1, then v2), with a write
+  // of y between, so the two writes were two restores (v2 -> v1, then v1 -> v0). Another client
+  // then put x back to v1. The undo's first restore found v1, not v2, and did nothing; its second
+  // found v1 and made it v0. The redo's restores, oldest first, made v0 v1, then v1 v2: it left
+  // v2 where its undo had taken away v1.
+  const { net, a, b } = await pair();
+  a.ops.set({ key: 'x', value: 'v0' });
+  await net.settle();
+  net.now += 1000;
+  a.undoGroup(() => {
+    a.ops.set({ key: 'x', value: 'v1' });
+    a.getState(); // each op runs on its own (as when a frame comes between them): one record each
+    a.ops.set({ key: 'y', value: 'y1' });
+    a.getState();
+    a.ops.set({ key: 'x', value: 'v2' });
+  });
+  await net.settle();
+  b.ops.set({ key: 'x', value: 'v1' });
+  await net.settle();
+  a.undo();
+  await net.settle();
+  assert.deepEqual(b.getState('authoritative').cells, { x: 'v1' }, "x is b's v1, not what a's step left (v2): kept; a's y is taken back");
+  a.redo();
+  await net.settle();
+  assert.deepEqual(b.getState('authoritative').cells, { x: 'v1', y: 'y1' }, 'the redo puts back y and leaves x as its undo found it');
+  assert.deepEqual(a.getState('authoritative'), b.getState('authoritative'));
+});
+
+// spec: UNDO-REDO
+test('a step that edits an element, grows its array, then edits the element again: undo and redo take all of it', async () => {
+  // The two edits of rows[0][0] are not joined into one restore: the array grew between them, so
+  // the growth's restore must come between theirs (joined, the undo would leave the new row).
+  const grid = defineMachine({
+    name: 'undo-grid-grow',
+    version: 1,
+    initial: { rows: [['a'], ['b']] },
+    ops: {
+      cell(s, a: { text: string }) {
+        s.rows[0][0] = a.text;
+      },
+      addRow(s) {
+        s.rows.push(['new']);
+      },
+    },
+  });
+  const net = new Loopback(grid);
+  const a = net.client('a');
+  net.connect('a');
+  await net.settle();
+  a.undoGroup(() => {
+    a.ops.cell({ text: 'A1' });
+    a.getState();
+    a.ops.addRow();
+    a.getState();
+    a.ops.cell({ text: 'A2' });
+  });
+  await net.settle();
+  const after = a.getState('authoritative');
+  a.undo();
+  await net.settle();
+  assert.deepEqual(a.getState('authoritative').rows, [['a'], ['b']]);
+  a.redo();
+  await net.settle();
+  assert.deepEqual(a.getState('authoritative'), after);
+});

@@ -183,11 +183,7 @@ for (let seed = start; seed < start + count && !values.undo; seed++) {
 }
 // The undo simulator (docs/undo.md) over the same seeds: its own room, machine and faults.
 const undoRan = { seeds: 0, failed: 0, undos: 0, redos: 0, ms: 0 };
-// Beside the main run, the undo simulator runs over at most its first UNDO_SEEDS seeds: past seed
-// 300 it finds open bugs (issue 39: UNDO-OWN at 690, 773 and 1306, UNDO-REDO at 1213, and seeds
-// that do not finish in 301-600 and 901-1200, found 2026-11-28). `--undo` runs any range.
-const UNDO_SEEDS = values.undo ? count : Math.min(count, 300);
-for (let seed = start; seed < start + UNDO_SEEDS && !values.cluster && failed + undoRan.failed < 5; seed++) {
+for (let seed = start; seed < start + count && !values.cluster && failed + undoRan.failed < 5; seed++) {
   const u0 = performance.now();
   const r = await runUndoSeed(seed);
   undoRan.ms += performance.now() - u0;

@@ -75,7 +75,8 @@ export const undoMachine = defineMachine({
 });
 
 type M = typeof undoMachine;
-export type UndoPlant = 'takes-others' | 'redo-nothing' | 'diverge';
+/** 'writes-overtake': the store completes writes out of order, as it did before seeds 348 and 966 were fixed. */
+export type UndoPlant = 'takes-others' | 'redo-nothing' | 'diverge' | 'writes-overtake';
 
 export interface UndoSimResult {
   seed: number;
@@ -105,6 +106,13 @@ interface Client {
   /** When each link direction may deliver next (FIFO: never before the previous frame). */
   up: number;
   down: number;
+  /**
+   * When the store's last write completes. Writes complete in order, as the client driver's do
+   * (one at a time): a write that overtook an earlier one and was reported durable before it
+   * lost that op in a crash, and the restarted client sent its ops with a hole, refused
+   * (seq-gap) on every reconnect for ever (seeds 348, 966: the runs that did not finish).
+   */
+  diskAt: number;
   n: number;
 }
 
@@ -129,7 +137,7 @@ export class UndoSim {
   ) {
     this.rng = new Rng(seed ^ 0x07d0);
     const n = this.rng.int(2, 4);
-    for (let i = 0; i < n; i++) this.clients.push({ id: `u${i}`, epoch: 0, disk: [], lastSeq: 0, up: 0, down: 0, n: 0 });
+    for (let i = 0; i < n; i++) this.clients.push({ id: `u${i}`, epoch: 0, disk: [], lastSeq: 0, up: 0, down: 0, diskAt: 0, n: 0 });
   }
 
   readonly notes: string[] = [];
@@ -152,9 +160,13 @@ export class UndoSim {
     for (let t = 0; t < activeMs; t += this.rng.int(1, 20)) this.at(t, () => this.act(captureMs));
     for (let t = 0; t < activeMs + 5000; t += 50) this.at(t, () => this.tick());
     this.at(activeMs, () => this.heal(captureMs));
+    // Faults stop at activeMs and the last tick is 5 s later; a run still busy long after that
+    // is a livelock (a client reconnecting for ever): a failure to report, not a hang.
+    const settleBy = activeMs + 60_000;
     while (this.queue.length > 0) {
       this.queue.sort((a, b) => a.at - b.at || a.n - b.n);
       const e = this.queue.shift()!;
+      if (e.at > settleBy) throw new UndoViolation('UNDO-CONVERGE', `still busy ${settleBy} ms in (simulated time): the clients never settle`);
       this.now = Math.max(this.now, e.at);
       e.run();
       // A turn ends between events: microtasks run (the undo stack's turn grouping).
@@ -214,7 +226,9 @@ export class UndoSim {
         send: (msg) => this.toServer(c, room, msg),
         persist: (ops) => {
           const copy = structuredClone(ops);
-          this.at(this.now + this.rng.int(0, 5), () => {
+          const done = this.now + this.rng.int(0, 5);
+          c.diskAt = this.plant === 'writes-overtake' ? done : Math.max(c.diskAt, done);
+          this.at(c.diskAt, () => {
             if (c.room !== room) return; // the write died with the process
             for (const op of copy) {
               c.disk.push(op);
@@ -368,8 +382,12 @@ export class UndoChecker {
   private readonly lastUndoOf = new Map<string, string>();
   /** Where each path last changed. */
   private readonly changedAt = new Map<string, number>();
-  /** What each client's last change of each path (`client path`) left there. */
-  private readonly left = new Map<string, unknown>();
+  /**
+   * What each client's changes of each path (`client path`) left there, every one: an undo of a
+   * step that grew an array, edited an element, then grew it again restores the array to what the
+   * first growth left (the undo simulator's seed 318, judged action by action), not only the last.
+   */
+  private readonly left = new Map<string, unknown[]>();
 
   entry(e: LogEntry): void {
     const next = e.error !== undefined ? this.state : applyOp(undoMachine, this.state, e, e.pos).state;
@@ -378,7 +396,10 @@ export class UndoChecker {
     if (e.name === UNDO_OP && e.error === undefined) this.checkUndo(e, changes, next);
     for (const c of changes) {
       this.changedAt.set(c.path.join('/'), e.pos);
-      this.left.set(`${e.client} ${c.path.join('/')}`, c.after);
+      const k = `${e.client} ${c.path.join('/')}`;
+      const values = this.left.get(k);
+      if (!values) this.left.set(k, [c.after]);
+      else if (!values.some((x) => sameJson(x, c.after))) values.push(c.after);
     }
     this.state = next;
   }
@@ -387,7 +408,7 @@ export class UndoChecker {
     const a = e.args as UndoArgs;
     const key = `${e.client}:${a.of}`;
     const u = a.redo ? this.undone.get(this.lastUndoOf.get(key) ?? '') : undefined;
-    this.checkOwn(e, changes, u);
+    this.checkEachAction(e, u, next);
     if (!a.redo) {
       const targets = new Map(a.do.flatMap((x) => ('path' in x ? [[x.path.join('/'), x.to] as const] : [])));
       this.undone.set(`${e.client}:${e.seq}`, { pos: e.pos, before: new Map(changes.map((c) => [c.path.join('/'), c.before])), targets });
@@ -406,6 +427,25 @@ export class UndoChecker {
     }
   }
 
+  /**
+   * UNDO-OWN for each action at its place: an op's actions run in turn (applyUndo), so a restore
+   * finds the values the actions before it left. Judging the op as a whole from the state before
+   * it was wrong: undoing "add a row, then edit a cell" restores the cell, then the grid whole,
+   * and the grid's value before the op held the edited cell (seeds 690, 773, 1306 failed so).
+   */
+  private checkEachAction(e: LogEntry, u: Undone | undefined, next: Cells): void {
+    const a = e.args as UndoArgs;
+    let s = this.state;
+    for (const action of a.do) {
+      const after = applyOp(undoMachine, s, { ...e, args: { ...a, do: [action] } }, e.pos).state;
+      const changes: Change[] = [];
+      diffState(s, after, changes);
+      this.checkOwn(e, changes, u);
+      s = after;
+    }
+    if (!sameJson(s, next)) throw new Error(`the checker's fold of ${e.client}:${e.seq} action by action differs from the op's result`);
+  }
+
   /** Whether `path`, a path above it or one below it changed after `pos`. */
   private changedSince(path: string, pos: number): boolean {
     for (const [p, at] of this.changedAt) {
@@ -416,8 +456,9 @@ export class UndoChecker {
   }
 
   /**
-   * UNDO-OWN: each path it changed held a value absent (or initial), written by this client, left
-   * there by this client's last change of the path, or, for a redo, the value its undo restores
+   * UNDO-OWN: each path an action changed held a value absent (or initial), written by this
+   * client, left there by one of this client's changes of the path, or, for a redo, the value its
+   * undo restores
    * (which another client's undo may also have put back: values are compared, docs/undo.md).
    * Never a value another client wrote.
    */
@@ -429,7 +470,7 @@ export class UndoChecker {
         v === undefined ||
         v === '' ||
         (typeof v === 'string' && v.startsWith(`${e.client}.`)) ||
-        sameJson(v, this.left.get(`${e.client} ${p}`)) ||
+        (this.left.get(`${e.client} ${p}`)?.some((x) => sameJson(v, x)) ?? false) ||
         (u !== undefined && u.targets.has(p) && sameJson(v, u.targets.get(p)));
       if (!ours)
         throw new UndoViolation(

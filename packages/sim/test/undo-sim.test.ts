@@ -51,3 +51,13 @@ test('planted: a redo that does nothing is caught by UNDO-REDO', async () => {
 test("planted: a client that drops others' undo actions is caught by UNDO-CONVERGE", async () => {
   assert.ok((await caught('diverge')).has('UNDO-CONVERGE'));
 });
+
+// spec: UNDO-CONVERGE
+test('a run whose clients never settle fails UNDO-CONVERGE instead of hanging', async () => {
+  // Seed 348 with a store whose writes overtake each other: a crash loses an op below one
+  // reported durable, and the restarted client is refused (seq-gap) on every reconnect.
+  const r = await runUndoSeed(348, 'writes-overtake');
+  assert.equal(r.rule, 'UNDO-CONVERGE', r.error);
+  assert.match(r.error ?? '', /still busy/);
+  assert.ok((await runUndoSeed(348)).ok, 'with writes in order, the seed passes');
+});
