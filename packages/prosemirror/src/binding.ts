@@ -184,7 +184,7 @@ class Binding {
     const stale = this.#submitted() !== mirror;
     this.#pushing = true;
     try {
-      submitChanges(this.opts.room, this.opts.path, mirror, doc, docToFlat(doc), changedRange(base, doc, trs), () => this.#submitted());
+      submitChanges(this.opts.room, this.opts.path, mirror, docToFlat(base), doc, docToFlat(doc), changedRange(base, doc, trs), () => this.#submitted());
     } finally {
       this.#pushing = false;
     }

@@ -186,13 +186,17 @@ function submitMark(room: Submitter, ids: Ids, path: TextPath, name: string, old
 
 /**
  * Submit the ops turning the mirror into `next` (the new document's flat form; `range` where the
- * transactions changed it in `doc`). `now` reads the Submitted view, which each op updates. Only
- * what the edit changed is sent: a mark or block the room changed meanwhile stays the room's.
+ * transactions changed it in `doc`). `old` is the document before the edit, read flat: its text
+ * is the mirror's, its blocks and marks as the schema reads them (a mark it does not know, or
+ * attributes it reads otherwise, are not the edit's and are left alone). `now` reads the
+ * Submitted view, which each op updates. Only what the edit changed is sent: a mark or block the
+ * room changed meanwhile stays the room's.
  */
 export function submitChanges(
   room: Submitter,
   path: TextPath,
   mirror: RichText,
+  old: Flat,
   doc: Node,
   next: Flat,
   range: { from: number; to: number } | null,
@@ -200,7 +204,8 @@ export function submitChanges(
 ): void {
   const r = submitText(room, path, mirror, doc, next, range, now);
   const ids = new Ids(mirror, r, room.clientId);
-  const old = flatOf(mirror);
+  // A text that does not open with a separator reads with one more: compared as it is.
+  if (old.text !== flatOf(mirror).text) old = flatOf(mirror);
   submitBlocks(room, path, ids, old, next);
   const after = flatOf(now());
   // Others' ops came in between: the new characters' own marks are not known; sent if any.
