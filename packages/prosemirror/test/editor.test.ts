@@ -87,6 +87,7 @@ test('two editors typing at once converge; a local change is sent once, the remo
   b.view.destroy();
 });
 
+// spec: RICH-BLOCK, RICH-MARK
 test('blocks and marks made at once by two people converge and survive concurrent typing', async (t) => {
   const { room } = await setup(t);
   const [ra, rb] = [await room(), await room()];

@@ -168,6 +168,7 @@ function boldIds(rich: RichText): Set<string> {
   return ids;
 }
 
+// spec: RICH-BLOCK, RICH-MARK
 test('concurrent edits by two clients apply in either order, read back as a valid document, and keep both', () => {
   fc.assert(
     fc.property(fc.array(edit, { maxLength: 8 }), fc.array(edit, { maxLength: 8 }), fc.boolean(), (ea, eb, aFirst) => {
