@@ -64,8 +64,10 @@ function peerDecorations(input: DecorationInput, pos: Positions, out: Decoration
     const head = indexOf(input.text, v.head);
     // Their characters have not reached us yet: drawn once they have.
     if (anchor < 0 || head < 0) continue;
-    const name = typeof v.name === 'string' ? v.name : (peer.user ?? peer.client.slice(0, 8));
-    const color = typeof v.color === 'string' ? v.color : colorOf(peer.client);
+    // A cursor that names no one takes the name and colour its presence shows (`{ name, color }`).
+    const own = peer.value as { name?: unknown; color?: unknown };
+    const name = typeof v.name === 'string' ? v.name : typeof own.name === 'string' ? own.name : (peer.user ?? peer.client.slice(0, 8));
+    const color = typeof v.color === 'string' ? v.color : typeof own.color === 'string' ? own.color : colorOf(peer.client);
     if (anchor !== head) {
       const style = `background-color: color-mix(in srgb, ${color} 25%, transparent)`;
       out.push(Decoration.inline(pos.toPos(Math.min(anchor, head)), pos.toPos(Math.max(anchor, head)), { class: 'pm-hercules-selection', style }));
