@@ -13,7 +13,7 @@ import { Plugin, PluginKey, TextSelection, type EditorState, type Transaction } 
 import { DecorationSet, type EditorView } from 'prosemirror-view';
 import type { TextPath, TextView } from '@hercules/core';
 import { indexOf, placeAt } from './anchor.ts';
-import { docToFlat, flatToDoc, Positions } from './convert.ts';
+import { docToFlat, flatToDoc, Positions, sameFlat } from './convert.ts';
 import { buildDecorations, type PeerLike } from './decorations.ts';
 import { flatOf } from './flat.ts';
 import { changedRange, submitChanges } from './ops.ts';
@@ -191,7 +191,7 @@ class Binding {
     this.#mirror = this.#submitted();
     this.#level = doc;
     // Whatever still differs (a race with the room, or a document the state reads otherwise): levelled.
-    const levelled = !stale && flatToDoc(this.#schema, flatOf(this.#mirror)).eq(doc);
+    const levelled = !stale && sameFlat(flatOf(this.#mirror), docToFlat(doc));
     queueMicrotask(() => (levelled ? this.#redraw() : this.#pull()));
     if (!levelled) this.#level = null;
   }

@@ -23,8 +23,17 @@ function attrsOf(block: Node, lists: string, cont: boolean): BlockAttrs {
 
 const markValue = (m: Mark): MarkValue => (Object.keys(m.type.spec.attrs ?? {}).length > 0 ? { ...m.attrs } : true);
 
-/** The flat form of a document. */
+/** The flat form of a document (memoised: the document before an edit is the one after the last). */
+const flats = new WeakMap<Node, Flat>();
 export function docToFlat(doc: Node): Flat {
+  const hit = flats.get(doc);
+  if (hit !== undefined) return hit;
+  const flat = readFlat(doc);
+  flats.set(doc, flat);
+  return flat;
+}
+
+function readFlat(doc: Node): Flat {
   let text = '';
   const blocks: BlockAttrs[] = [];
   const ranges: [name: string, from: number, to: number, v: MarkValue][] = [];
