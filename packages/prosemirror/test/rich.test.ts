@@ -111,6 +111,8 @@ function apply(c: Client, e: Edit): void {
 }
 
 /** A start: two paragraphs, a heading, a list, marks. */
+/** The ops that made `start()`'s state (the reference reads every op ever applied). */
+let startOps: Op[] = [];
 function start(): S {
   const c = new Client('init', machine.initial);
   c.edit((s) => s.tr.insertText('Title first line', 1));
@@ -119,6 +121,7 @@ function start(): S {
   c.edit((s) => s.tr.split(s.doc.content.size - 1).insertText('item one', s.doc.content.size + 1));
   c.edit((s) => cmd(wrapInList(schema.nodes.bullet_list))(select(s, s.doc.content.size - 3, s.doc.content.size - 3)));
   c.edit((s) => cmd(toggleMark(schema.marks.strong))(select(s, 8, 13)));
+  startOps = c.ops;
   return c.state;
 }
 
@@ -179,6 +182,10 @@ test('concurrent edits by two clients apply in either order, read back as a vali
       // The server orders one client's ops after the other's; every op still applies.
       const order = aFirst ? [...a.ops, ...b.ops] : [...b.ops, ...a.ops];
       const final = order.reduce(run, base);
+      // The reference: every block op and every span ever ordered, none dropped, read against
+      // the final text (RICH-BLOCK: the last op naming a separator; RICH-MARK: the last span
+      // around a character). The state, which keeps only spans not covered, reads the same.
+      assert.deepEqual(flatOf(final.doc), reference(final.doc, [...startOps, ...order]));
       // Concurrent block changes can leave attributes no document has (a list item's
       // continuation whose list went): the state still reads as a valid document, and that
       // document reads back as itself.
@@ -211,6 +218,40 @@ test('concurrent edits by two clients apply in either order, read back as a vali
     { numRuns: 150 },
   );
 });
+
+/** The flat form from every op of the log, no span dropped: each character's last span, each separator's last block op. */
+function reference(rich: RichText, ops: readonly Op[]): ReturnType<typeof flatOf> {
+  const full = new Map<string, number>();
+  const chars: { id: string; ch: string }[] = [];
+  for (const ch of rich.text.chunks)
+    for (const r of ch.runs)
+      for (let o = 0; o < (r.t?.length ?? r.d!); o++) {
+        const id = `${rich.text.clients[r.c]}:${r.k + o}`;
+        full.set(id, full.size);
+        if (r.t !== undefined) chars.push({ id, ch: r.t[o] });
+      }
+  const text = chars.map((c) => c.ch).join('');
+  const blocks = chars
+    .filter((c) => c.ch === '\n')
+    .map((c) => {
+      const last = ops.filter((op) => op.name === 'richBlock' && (op.args as { b: [string, number] }).b.join(':') === c.id).at(-1);
+      return (last?.args as { a: object | null } | undefined)?.a ?? {};
+    });
+  const marks = new Map<string, (true | object | null)[]>();
+  for (const op of ops) {
+    if (op.name !== 'richFormat') continue;
+    const a = op.args as { m: string; v: true | object | null; s: [string, number, number]; e: [string, number, number] };
+    const [from, to] = [full.get(`${a.s[0]}:${a.s[1]}`)!, full.get(`${a.e[0]}:${a.e[1]}`)!];
+    if (!marks.has(a.m)) marks.set(a.m, new Array(text.length).fill(null));
+    chars.forEach((c, i) => {
+      const at = full.get(c.id)!;
+      if (at >= from && at <= to && c.ch !== '\n') marks.get(a.m)![i] = a.v;
+    });
+  }
+  // A mark whose spans cover no visible character has no entry in the state's reading.
+  for (const [m, vals] of marks) if (vals.every((v) => v === null) && !flatOf(rich).marks.has(m)) marks.delete(m);
+  return { text, blocks, marks } as ReturnType<typeof flatOf>;
+}
 
 /** The visible characters' ids, in order. */
 function visible(rich: RichText): string[] {
