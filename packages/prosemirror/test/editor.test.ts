@@ -2,7 +2,8 @@
  * @hercules/prosemirror with real editors (ProseMirror in happy-dom) on rooms connected to a real
  * server: typing and formatting at once converge with blocks and marks intact, nothing echoes,
  * the selection stays on its characters, the others' carets are drawn with their names, and the
- * text not yet Authoritative is marked, toggled by the app.
+ * text not yet Authoritative is marked, toggled by the app; an edit made before the room's
+ * notification arrives, and an insert the server refuses, leave both sides level.
  */
 import './dom.ts';
 import { test } from 'node:test';
@@ -178,5 +179,48 @@ test('the text not yet Authoritative is underlined until the server orders it; t
   type(a.view, 1, '> ');
   await new Promise((r) => setTimeout(r, 20));
   assert.equal(marked('pm-hercules-unauthoritative'), '', 'toggled off: nothing marked');
+  a.view.destroy();
+});
+
+test("a local edit made before the room's notification reaches the binding lands on the characters it was made on", async (t) => {
+  const { room } = await setup(t);
+  const [ra, rb] = [await room(), await room()];
+  // Bob's binding hears of the Submitted view 300 ms late: a window in which he types.
+  const subscribe = rb.subscribe.bind(rb);
+  rb.subscribe = (view, fn, opts) => subscribe(view, view === 'submitted' ? (s, v) => setTimeout(() => fn(s, v), 300) : fn, opts);
+  const a = editor(ra, 'Ada');
+  const b = editor(rb, 'Bob');
+  type(a.view, 1, 'hello world');
+  await until(() => text(b.view) === 'hello world', 5000, "Ada's text in Bob's editor");
+  type(a.view, 1, 'X');
+  await until(() => rb.getState().doc.text.len === 13, 5000, "Ada's insert in Bob's room");
+  assert.equal(text(b.view), 'hello world', 'not yet in his editor');
+  // At the end of what he sees, in bold: index 12 of the room's text would be before the "d".
+  b.view.dispatch(b.view.state.tr.setSelection(TextSelection.create(b.view.state.doc, 12)));
+  toggleMark(schema.marks.strong)(b.view.state, b.view.dispatch);
+  b.view.dispatch(b.view.state.tr.insertText('!'));
+  assert.equal(docToFlat(b.view.state.doc).marks.get('strong')?.[12], true, 'bold in his editor');
+  await until(() => agree(a.view, b.view) && text(a.view) === 'Xhello world!', 5000, 'both editors level');
+  const flat = docToFlat(a.view.state.doc);
+  assert.equal(flat.marks.get('strong')?.[flat.text.length - 1], true, 'his "!" is bold');
+  a.view.destroy();
+  b.view.destroy();
+});
+
+test('an insert the server refuses leaves the editor, and the formatting and text around it stay', async (t) => {
+  // The authorize hook refuses any insert holding a "#".
+  const { room } = await setup(t, { authorize: (op) => !(op.name === 'textInsert' && String((op.args as { t?: unknown }).t).includes('#')) });
+  const ra = await room();
+  const a = editor(ra, 'Ada');
+  type(a.view, 1, 'hello world');
+  a.view.dispatch(a.view.state.tr.setSelection(TextSelection.create(a.view.state.doc, 1, 6)));
+  toggleMark(schema.marks.em)(a.view.state, a.view.dispatch);
+  type(a.view, 6, '#');
+  assert.equal(text(a.view), 'hello# world');
+  await until(() => text(a.view) === 'hello world', 5000, 'the refused "#" to leave the editor');
+  const flat = docToFlat(a.view.state.doc);
+  assert.deepEqual(flat.marks.get('em')?.slice(1, 7), [true, true, true, true, true, null], '"hello" still italic');
+  type(a.view, 12, '!');
+  await until(() => ra.text(['doc', 'text']).toString('authoritative') === '\nhello world!', 5000, 'a later insert ordered');
   a.view.destroy();
 });
