@@ -3,7 +3,8 @@
  * (ArkType, chosen by measurement: docs/benchmarks.md, "Op-argument validators") let the server
  * refuse malformed ops before they are ordered and make a bad stub call throw at once.
  */
-import { current, defineMachine } from '@hercules/core';
+import { current, defineMachine, textOps } from '@hercules/core';
+import { createRichText, richTextOps } from '@hercules/prosemirror/ops';
 import { type } from 'arktype';
 
 /**
@@ -93,6 +94,26 @@ export const spreadsheet = defineMachine({
     moveCursor: type({ row: `0 <= number.integer < ${ROWS}`, col: `0 <= number.integer < ${COLS}` }),
   },
   presence,
+});
+
+/** A character of the document as a caret's end: `[client, clock]`, or null for the start. */
+const place = type(['string <= 64', 'number.integer >= 0']).or('null');
+
+/**
+ * Document: a rich text (issue 38) that everyone edits at once, through @hercules/prosemirror.
+ * Its presence holds the name and colour and the caret (`@hercules/prosemirror`'s cursor, under
+ * `caret`: the sheet's `cursor` is a cell).
+ */
+export const notesDoc = defineMachine({
+  name: 'document',
+  version: 1,
+  initial: { doc: createRichText() },
+  ops: { ...textOps(), ...richTextOps() },
+  presence: type({
+    'name?': '0 < string <= 64',
+    'color?': '0 < string <= 32',
+    'caret?': type({ path: 'string <= 256', anchor: place, head: place, 'name?': 'string <= 64', 'color?': 'string <= 32' }).or('null'),
+  }),
 });
 
 /** The paper's benchmark app (§7): a byte array, an op increments some of its elements. */

@@ -10,6 +10,7 @@ export const APPS = [
   { id: 'design', title: 'Interior design', blurb: 'Drag furniture; others see it move live; red until everyone sees it.' },
   { id: 'chat', title: 'Chat', blurb: 'A tick per stage: submitted, durable, authoritative, visible; who is typing.' },
   { id: 'sheet', title: 'Spreadsheet', blurb: 'Live cursors with names; red text until the edit is visible.' },
+  { id: 'doc', title: 'Document', blurb: 'Rich text typed together: everyone’s caret and name; text underlined until ordered, faded until everyone has it.' },
 ] as const;
 
 const here = dirname(fileURLToPath(import.meta.url));

@@ -6,7 +6,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createServer } from '@hercules/server';
-import { chat, interiorDesign, spreadsheet, byteArray } from '../machines.ts';
+import { chat, interiorDesign, spreadsheet, byteArray, notesDoc } from '../machines.ts';
 import { APPS, DIST, buildApps } from './build.ts';
 
 const HELP = `Usage: npm start -- [options]
@@ -87,7 +87,7 @@ const host = values.host ?? '127.0.0.1';
 let server;
 try {
   server = await createServer({
-    machines: [chat, interiorDesign, spreadsheet, byteArray],
+    machines: [chat, interiorDesign, spreadsheet, byteArray, notesDoc],
     port,
     host,
     dataDir: resolve(values['data-dir'] ?? 'data'),

@@ -782,6 +782,62 @@ test("sheet: Ctrl+Z takes back A's cell on A and B and keeps B's; Ctrl+Shift+Z p
   assert.deepEqual([...A.errors, ...B.errors], []);
 });
 
+/** The document's text (blocks joined by "|"), read from the page's ProseMirror state. */
+const docText = (c: Client) =>
+  c.page.evaluate(() => {
+    const d = (window as any).editor.state.doc;
+    return d.textBetween(0, d.content.size, '|') as string;
+  });
+const docJson = (c: Client) => c.page.evaluate(() => JSON.stringify((window as any).editor.state.doc.toJSON()));
+
+// spec: RICH-MARK
+test("doc: A and B type at once; A's text underlined until ordered; both end with one document, words whole; B sees A's caret named; bold; Ctrl+Z takes back A's word only", {
+  skip,
+  timeout: TEST_TIMEOUT * 2,
+}, async (t) => {
+  const room = uniqueRoom('doc');
+  const A = await openClient('doc', room, 'A', { name: 'Ada' });
+  const B = await openClient('doc', room, 'B', { name: 'Grace' });
+  t.after(() => closeAll(A, B));
+  for (const c of [A, B]) await until(c, 'the editor', () => !!document.querySelector('[data-testid=editor] .ProseMirror'));
+  await ready(A, B);
+  await watch(A, { name: 'unordered', sel: '.pm-hercules-unauthoritative', props: ['text'] });
+  await A.page.click('.ProseMirror');
+  await B.page.click('.ProseMirror');
+  const aWords = 'Hello from Ada. ';
+  const bWords = 'Grace here. ';
+  await Promise.all([A.page.keyboard.type(aWords, { delay: 20 }), B.page.keyboard.type(bWords, { delay: 20 })]);
+  const same = async (ok: (s: string) => boolean) => {
+    const end = Date.now() + WAIT;
+    while (Date.now() < end) {
+      const [a, b] = [await docText(A), await docText(B)];
+      if (a === b && ok(a) && (await docJson(A)) === (await docJson(B))) return a;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.fail(`the documents differ: A ${JSON.stringify(await docText(A))}, B ${JSON.stringify(await docText(B))}`);
+  };
+  const text = await same((s) => s.length === aWords.length + bWords.length);
+  assert.ok(text === aWords + bWords || text === bWords + aWords, `each one's words whole: ${JSON.stringify(text)}`);
+  // A's text was underlined (not yet ordered) while it waited, and the marks clear.
+  const marked = (await log(A, 'unordered')).some((e) => (e.value ?? []).length > 0);
+  assert.ok(marked, "A's text was underlined while the server had not ordered it");
+  for (const c of [A, B]) await until(c, 'no marks left', () => document.querySelectorAll('.pm-hercules-unauthoritative, .pm-hercules-invisible').length === 0);
+  // B sees A's caret with A's name (presence, no op).
+  await until(B, "A's caret named Ada", () => Array.from(document.querySelectorAll('.pm-hercules-caret-name')).some((e) => e.textContent === 'Ada'));
+  // A types a bold word at the end, then takes it back with Ctrl+Z; B's words stay.
+  await A.page.keyboard.press('End');
+  await new Promise((r) => setTimeout(r, 600)); // a new undo step (prosemirror-history joins edits 500 ms apart)
+  await A.page.keyboard.press('Control+b');
+  await A.page.keyboard.type('BOLD', { delay: 20 });
+  for (const c of [A, B]) await until(c, 'the bold word', () => document.querySelector('.ProseMirror strong')?.textContent === 'BOLD');
+  await A.page.keyboard.press('Control+z');
+  for (const c of [A, B]) await until(c, 'the bold word gone', () => !document.querySelector('.ProseMirror')?.textContent?.includes('BOLD'));
+  const after = await same((s) => !s.includes('BOLD'));
+  assert.ok(after.includes(bWords.trim()) && after.includes(aWords.trim()), `B's and A's words stay: ${JSON.stringify(after)}`);
+  await shoot(A, 'doc');
+  assert.deepEqual([...A.errors, ...B.errors], []);
+});
+
 // Presence (cursors, drags, typing, names): apart from the log, so nothing here may add an op.
 
 // spec: PRESENCE-EPHEMERAL

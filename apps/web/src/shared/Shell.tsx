@@ -17,11 +17,14 @@ export function Shell({
   room,
   children,
   controls,
+  undo,
 }: {
   title: string;
   room: ConnectedRoom<Machine<any, any>>;
   children: ReactNode;
   controls?: ReactNode;
+  /** In place of the room's Undo and Redo (an app whose undo is its editor's). */
+  undo?: ReactNode;
 }) {
   return (
     <div style={{ ...page, display: 'flex', flexWrap: 'wrap', gap: 16, alignItems: 'flex-start' }}>
@@ -32,7 +35,7 @@ export function Shell({
             <a href="/">all apps</a>
           </nav>
           <StatusDot room={room} />
-          <UndoButtons room={room} />
+          {undo ?? <UndoButtons room={room} />}
           {controls}
         </header>
         <div style={{ marginBottom: 12 }}>

@@ -1,0 +1,88 @@
+/**
+ * A place in the rich text that stays on its character: the id of the character before it, or
+ * null for the start (the same form as @hercules/codemirror's, so a cursor in presence reads the
+ * same for both bindings). Text typed before it moves it along; text typed right at it goes after
+ * it; a deleted character leaves it where its tombstone lies. Also: the ranges of a text one view
+ * has and another lacks, found by ids (the view marks).
+ */
+import type { Text } from '@hercules/core';
+import { idAt } from './flat.ts';
+
+export type TextPlace = readonly [client: string, clock: number] | null;
+
+/** The place at visible index `index` of `t` (clamped to 0..len). */
+export function placeAt(t: Text, index: number): TextPlace {
+  const i = Math.min(Math.max(0, index), t.len);
+  return i === 0 ? null : idAt(t, i - 1);
+}
+
+/** The visible index of `place` in `t`, or -1 when `t` does not hold its character (not arrived yet). */
+export function indexOf(t: Text, place: TextPlace): number {
+  if (place === null) return 0;
+  const c = t.clients.indexOf(place[0]);
+  if (c < 0) return -1;
+  const k = place[1];
+  let i = 0;
+  for (const ch of t.chunks)
+    for (const r of ch.runs) {
+      const n = r.t !== undefined ? r.t.length : r.d!;
+      if (r.c === c && k >= r.k && k < r.k + n) return r.t !== undefined ? i + k - r.k + 1 : i;
+      if (r.t !== undefined) i += n;
+    }
+  return -1;
+}
+
+/** A place as presence carries it: checked, since a peer's presence is its own to shape. */
+export function isPlace(v: unknown): v is TextPlace {
+  return v === null || (Array.isArray(v) && v.length === 2 && typeof v[0] === 'string' && Number.isSafeInteger(v[1]));
+}
+
+/** Each client's visible clocks in `t` (by its index in `t.clients`), as sorted [from, to) intervals. */
+function visibleIds(t: Text): Map<number, [number, number][]> {
+  const by = new Map<number, [number, number][]>();
+  for (const ch of t.chunks)
+    for (const r of ch.runs) {
+      if (r.t === undefined) continue;
+      const list = by.get(r.c) ?? [];
+      list.push([r.k, r.k + r.t.length]);
+      by.set(r.c, list);
+    }
+  for (const list of by.values()) list.sort((x, y) => x[0] - y[0]);
+  return by;
+}
+
+/** Whether `[c, k]` is among the intervals. */
+function holds(list: readonly [number, number][] | undefined, k: number): boolean {
+  if (list === undefined) return false;
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (list[mid][1] <= k) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < list.length && list[lo][0] <= k;
+}
+
+/**
+ * The visible ranges of `b` whose characters `a` does not show (null `a`: all of `b`): in the
+ * binding, the text of the Submitted view not yet in the Authoritative (or Visible) one. O(runs).
+ */
+export function newRanges(a: Text | null, b: Text): { from: number; to: number }[] {
+  if (a === null) return b.len > 0 ? [{ from: 0, to: b.len }] : [];
+  const inA = visibleIds(a);
+  const out: { from: number; to: number }[] = [];
+  let i = 0;
+  for (const ch of b.chunks)
+    for (const r of ch.runs) {
+      if (r.t === undefined) continue;
+      const list = inA.get(a.clients.indexOf(b.clients[r.c]));
+      for (let o = 0; o < r.t.length; o++, i++) {
+        if (holds(list, r.k + o)) continue;
+        const last = out[out.length - 1];
+        if (last !== undefined && last.to === i) last.to = i + 1;
+        else out.push({ from: i, to: i + 1 });
+      }
+    }
+  return out;
+}
