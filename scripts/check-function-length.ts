@@ -41,7 +41,6 @@ export const EXCEPTIONS: Exception[] = [
     reason:
       'composes the named parts (Session, InputScheduler, BackendApi, ServiceMetrics) over shared state: options, admission, close; shrinking (issue 36, item 1)',
   },
-  { file: 'packages/sim/src/fuzz.ts', name: 'runFuzz', lines: 468, reason: 'the fuzzer loop and its shrinking state in one closure; not yet split' },
   {
     file: 'packages/cluster/src/node.ts',
     name: 'createClusterNode',
