@@ -54,18 +54,6 @@ export const EXCEPTIONS: Exception[] = [
     reason: 'option checks, HTTP routes and shutdown in one closure; shrinks with the room locator (issue 36, item 2)',
   },
   {
-    file: 'packages/client/src/indexeddb-storage.ts',
-    name: 'indexedDbStorage',
-    lines: 135,
-    reason: 'one closure over the IndexedDB handle and its request helpers; not yet split',
-  },
-  {
-    file: 'packages/client-sqlite/src/sqlite-storage.ts',
-    name: 'sqliteStorage',
-    lines: 135,
-    reason: 'one closure over the prepared statements; not yet split',
-  },
-  {
     file: 'packages/cluster/src/nats-dev.ts',
     name: 'startOnce',
     lines: 140,
