@@ -54,12 +54,6 @@ export const EXCEPTIONS: Exception[] = [
     reason: 'option checks, HTTP routes and shutdown in one closure; shrinks with the room locator (issue 36, item 2)',
   },
   {
-    file: 'packages/cluster/src/nats-dev.ts',
-    name: 'startOnce',
-    lines: 140,
-    reason: 'starts a dev NATS cluster: config, spawn, readiness in one function; not yet split',
-  },
-  {
     file: 'packages/sim/src/sim.ts',
     name: 'startClient',
     lines: 133,
