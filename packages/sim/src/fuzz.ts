@@ -2,7 +2,8 @@
  * Protocol fuzzer: the server's decoder (ServerCodec) and room engine fed random and mutated
  * frames from hostile connections, while honest clients keep working through the same codecs.
  * Seeded and deterministic: a failure names the rule of docs/spec.md it broke and prints the
- * command that replays it.
+ * command that replays it. The hostile frames are made in fuzz-frames.ts; one run (FuzzRun)
+ * sends them, routes the room's output and checks the rules below.
  *
  * Checked at every frame:
  *   - SEC-LIMITS: every frame is measured before it is decoded, as the server does (measureFrame):
