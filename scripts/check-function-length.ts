@@ -41,7 +41,6 @@ export const EXCEPTIONS: Exception[] = [
     reason:
       'composes the named parts (Session, InputScheduler, BackendApi, ServiceMetrics) over shared state: options, admission, close; shrinking (issue 36, item 1)',
   },
-  { file: 'packages/sim/src/fuzz.ts', name: 'runFuzz', lines: 468, reason: 'the fuzzer loop and its shrinking state in one closure; not yet split' },
   {
     file: 'packages/cluster/src/node.ts',
     name: 'createClusterNode',
@@ -54,25 +53,6 @@ export const EXCEPTIONS: Exception[] = [
     lines: 183,
     reason: 'option checks, HTTP routes and shutdown in one closure; shrinks with the room locator (issue 36, item 2)',
   },
-  {
-    file: 'packages/client/src/indexeddb-storage.ts',
-    name: 'indexedDbStorage',
-    lines: 135,
-    reason: 'one closure over the IndexedDB handle and its request helpers; not yet split',
-  },
-  {
-    file: 'packages/client-sqlite/src/sqlite-storage.ts',
-    name: 'sqliteStorage',
-    lines: 135,
-    reason: 'one closure over the prepared statements; not yet split',
-  },
-  {
-    file: 'packages/cluster/src/nats-dev.ts',
-    name: 'startOnce',
-    lines: 140,
-    reason: 'starts a dev NATS cluster: config, spawn, readiness in one function; not yet split',
-  },
-  { file: 'packages/server/src/metrics.ts', name: 'createMetrics', lines: 138, reason: 'declares every metric in one list; not yet split' },
   {
     file: 'packages/sim/src/sim.ts',
     name: 'startClient',

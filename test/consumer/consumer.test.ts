@@ -28,6 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { createInterface } from 'node:readline';
 import { build } from 'esbuild';
+import { CHROMIUM_ARGS, findChromium } from '@hercules/test-utils';
 import { startNatsCluster } from '../../packages/cluster/src/nats-dev.ts';
 
 const root = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
@@ -84,13 +85,6 @@ function ok(r: ReturnType<typeof run>, what: string) {
 }
 
 /** `npx hercules serve ...` in the project, in its own process group; resolves with its URL. */
-/** Debian's Chromium (or $CHROMIUM_PATH), as the browser tests find it; undefined when there is none. */
-function findChromium(): string | undefined {
-  if (process.env.CHROMIUM_PATH) return process.env.CHROMIUM_PATH;
-  const which = spawnSync('which', ['chromium'], { encoding: 'utf8' });
-  return which.status === 0 ? which.stdout.trim() : undefined;
-}
-
 async function startServer(cwd: string, args: string[], children: ChildProcess[]): Promise<{ url: string; proc: ChildProcess }> {
   const proc = spawn('npx', ['hercules', 'serve', ...args, '--port', '0', '--host', '127.0.0.1'], {
     cwd,
@@ -466,7 +460,7 @@ test('the packages install from their tarballs and work in a fresh project', { t
     const browser = await chromium.launch({
       executablePath: chromiumPath,
       headless: true,
-      args: ['--no-sandbox', '--disable-background-networking', '--disable-gpu'],
+      args: [...CHROMIUM_ARGS],
     });
     try {
       const page = await browser.newPage();

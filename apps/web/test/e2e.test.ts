@@ -18,13 +18,13 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, existsSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { freePort, tempDir } from '@hercules/test-utils';
+import { CHROMIUM_ARGS, findChromium, freePort, tempDir } from '@hercules/test-utils';
 import { colorOf } from '../src/shared/people.tsx';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -36,16 +36,6 @@ const TEST_TIMEOUT = 60_000; // per test
 
 // ------------------------------------------------------------------------------- the browser
 
-function findChromium(): string | null {
-  const env = process.env.CHROMIUM_PATH;
-  if (env && existsSync(env)) return env;
-  try {
-    const p = execFileSync('which', ['chromium'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    return p && existsSync(p) ? p : null;
-  } catch {
-    return null;
-  }
-}
 const CHROMIUM = findChromium();
 const skip = CHROMIUM
   ? false
@@ -103,7 +93,7 @@ before(async () => {
     if (Date.now() > end) throw new Error(`the server did not answer /healthz within 30 s:\n${tail()}`);
     await new Promise((r) => setTimeout(r, 100));
   }
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-background-networking', '--disable-gpu'] });
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...CHROMIUM_ARGS] });
   mkdirSync(SHOTS, { recursive: true });
 });
 

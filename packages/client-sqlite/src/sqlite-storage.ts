@@ -47,12 +47,27 @@ function addMissingColumns(db: Database.Database): void {
   if (!cols.has('base_v')) db.exec('ALTER TABLE client ADD COLUMN base_v INTEGER');
 }
 
-/** `lockWaitMs`: how long to wait for another holder of the file (default 1000; 0: fail at once). */
-export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): ClientStorage & { rooms(): Promise<string[]> } {
+/** A row of the client table: the room's client id, seqs and base. */
+interface ClientRow {
+  client_id: string;
+  last_seq: number;
+  last_digest: number | null;
+  reserved_seq: number | null;
+  base_pos: number | null;
+  base: string | null;
+  base_own_seq: number | null;
+  base_v: number | null;
+}
+
+/**
+ * Opens the file, takes its exclusive lock (a second opener gets store-in-use) and creates or
+ * upgrades the tables; closes the file again if any of it fails.
+ */
+function openStore(file: string, lockWaitMs: number): Database.Database {
   let db: Database.Database;
   try {
     mkdirSync(dirname(file), { recursive: true });
-    db = new Database(file, { timeout: opts?.lockWaitMs ?? LOCK_WAIT_MS });
+    db = new Database(file, { timeout: lockWaitMs });
   } catch (e) {
     throw cannotOpen(file, e, 'the directory is writable');
   }
@@ -83,27 +98,45 @@ export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): Cli
     db.close();
     throw cannotOpen(file, e, 'the directory is writable');
   }
-  const getClient = db.prepare<
-    [string],
-    {
-      client_id: string;
-      last_seq: number;
-      last_digest: number | null;
-      reserved_seq: number | null;
-      base_pos: number | null;
-      base: string | null;
-      base_own_seq: number | null;
-      base_v: number | null;
-    }
-  >('SELECT client_id, last_seq, last_digest, reserved_seq, base_pos, base, base_own_seq, base_v FROM client WHERE room = ?');
-  const getRooms = db.prepare<[], { room: string }>('SELECT room FROM client');
-  const getOps = db.prepare<[string], { op: string }>('SELECT op FROM ops WHERE room = ? ORDER BY seq');
-  const insClient = db.prepare('INSERT OR IGNORE INTO client (room, client_id, last_seq) VALUES (?, ?, 0)');
-  const insOp = db.prepare('INSERT OR REPLACE INTO ops (room, seq, op) VALUES (?, ?, ?)');
-  const setSeq = db.prepare('UPDATE client SET last_seq = ?, last_digest = ? WHERE room = ? AND last_seq < ?');
-  const setReserved = db.prepare('UPDATE client SET reserved_seq = ? WHERE room = ?');
-  const delOps = db.prepare('DELETE FROM ops WHERE room = ? AND seq <= ?');
-  const setBase = db.prepare('UPDATE client SET base_pos = ?, base = ?, base_own_seq = ?, base_v = ? WHERE room = ? AND (base_pos IS NULL OR base_pos < ?)');
+  return db;
+}
+
+/** The statements the store runs, prepared once. */
+function prepareStatements(db: Database.Database) {
+  return {
+    getClient: db.prepare<[string], ClientRow>(
+      'SELECT client_id, last_seq, last_digest, reserved_seq, base_pos, base, base_own_seq, base_v FROM client WHERE room = ?',
+    ),
+    getRooms: db.prepare<[], { room: string }>('SELECT room FROM client'),
+    getOps: db.prepare<[string], { op: string }>('SELECT op FROM ops WHERE room = ? ORDER BY seq'),
+    insClient: db.prepare('INSERT OR IGNORE INTO client (room, client_id, last_seq) VALUES (?, ?, 0)'),
+    insOp: db.prepare('INSERT OR REPLACE INTO ops (room, seq, op) VALUES (?, ?, ?)'),
+    setSeq: db.prepare('UPDATE client SET last_seq = ?, last_digest = ? WHERE room = ? AND last_seq < ?'),
+    setReserved: db.prepare('UPDATE client SET reserved_seq = ? WHERE room = ?'),
+    delOps: db.prepare('DELETE FROM ops WHERE room = ? AND seq <= ?'),
+    setBase: db.prepare('UPDATE client SET base_pos = ?, base = ?, base_own_seq = ?, base_v = ? WHERE room = ? AND (base_pos IS NULL OR base_pos < ?)'),
+  };
+}
+
+/** A room's client row and durable ops as ClientStorage.load returns them. */
+function storedClient(c: ClientRow, durable: OpRecord[]): StoredClient {
+  return {
+    clientId: c.client_id,
+    lastSeq: c.last_seq,
+    ...(c.last_digest !== null ? { lastDigest: c.last_digest } : {}),
+    ...(c.reserved_seq !== null ? { reservedSeq: c.reserved_seq } : {}),
+    durable,
+    // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
+    ...(c.base !== null && c.base_pos !== null
+      ? { base: { pos: c.base_pos, state: JSON.parse(c.base), ownSeq: c.base_own_seq ?? 0, ...(c.base_v !== null ? { v: c.base_v } : {}) } }
+      : {}),
+  };
+}
+
+/** `lockWaitMs`: how long to wait for another holder of the file (default 1000; 0: fail at once). */
+export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): ClientStorage & { rooms(): Promise<string[]> } {
+  const db = openStore(file, opts?.lockWaitMs ?? LOCK_WAIT_MS);
+  const { getClient, getRooms, getOps, insClient, insOp, setSeq, setReserved, delOps, setBase } = prepareStatements(db);
   // The base and the deletion of the ops it holds are one transaction (see ClientStorage.saveBase).
   const saveBase = db.transaction((room: string, base: BaseSnapshot) => {
     if (setBase.run(base.pos, JSON.stringify(base.state), base.ownSeq, base.v ?? null, room, base.pos).changes > 0) delOps.run(room, base.ownSeq);
@@ -143,17 +176,8 @@ export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): Cli
     async load(room): Promise<StoredClient | undefined> {
       const c = getClient.get(room);
       if (!c) return undefined;
-      return {
-        clientId: c.client_id,
-        lastSeq: c.last_seq,
-        ...(c.last_digest !== null ? { lastDigest: c.last_digest } : {}),
-        ...(c.reserved_seq !== null ? { reservedSeq: c.reserved_seq } : {}),
-        durable: getOps.all(room).map((r) => JSON.parse(r.op) as OpRecord),
-        // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
-        ...(c.base !== null && c.base_pos !== null
-          ? { base: { pos: c.base_pos, state: JSON.parse(c.base), ownSeq: c.base_own_seq ?? 0, ...(c.base_v !== null ? { v: c.base_v } : {}) } }
-          : {}),
-      };
+      const durable = getOps.all(room).map((r) => JSON.parse(r.op) as OpRecord);
+      return storedClient(c, durable);
     },
     async init(room, clientId) {
       insClient.run(room, clientId);

@@ -11,7 +11,7 @@
  * `store-in-use` error (a duplicated tab, say: give it its own store). Where the Web Locks API
  * is missing the store opens unlocked.
  */
-import { HerculesError, type OpRecord } from '@hercules/core';
+import { HerculesError, type BaseSnapshot, type OpRecord } from '@hercules/core';
 import { indexedDbDirectory } from './indexeddb-directory.ts';
 import type { ClientStorage, OpTag, StoredClient } from './storage.ts';
 
@@ -129,16 +129,15 @@ function writeBatch(t: IDBTransaction, items: readonly BatchItem[]): void {
   }
 }
 
-/**
- * `env` supplies another IndexedDB implementation (e.g. fake-indexeddb in tests) and, with
- * `locks`, another lock manager (default `navigator.locks`).
- */
-export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFactory; IDBKeyRange: typeof IDBKeyRange; locks?: StoreLocks }): ClientStorage {
-  const g = globalThis as { indexedDB?: IDBFactory; IDBKeyRange?: typeof IDBKeyRange; navigator?: { locks?: StoreLocks } };
-  const idb = env?.indexedDB ?? g.indexedDB;
-  const KeyRange = env?.IDBKeyRange ?? g.IDBKeyRange;
-  if (!idb || !KeyRange) throw new Error('indexedDbStorage: no IndexedDB in this environment; use memoryStorage() or sqliteStorage() in Node');
-  const locks = env?.locks ?? g.navigator?.locks;
+/** The store's Web Lock: `locked` once held (or at once without Web Locks); `close` gives up waiting; `release` lets it go. */
+interface StoreLock {
+  locked: Promise<void>;
+  close(): void;
+  release(): void;
+}
+
+/** Takes the store's lock, waiting LOCK_WAIT_MS for another holder, then failing with store-in-use. */
+function lockStore(locks: StoreLocks | undefined, dbName: string): StoreLock {
   let unlock = () => {};
   let closed = false;
   const giveUp = new AbortController(); // on timeout, or close() while waiting
@@ -172,7 +171,56 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
             );
           });
       });
-  const opened = locked.then(() => openDatabase(idb, dbName));
+  return {
+    locked,
+    close: () => {
+      closed = true;
+      giveUp.abort(closedWhileWaiting());
+    },
+    release: () => unlock(),
+  };
+}
+
+/** A room's client row and op rows as ClientStorage.load returns them. */
+function storedClient(row: ClientRow, ops: OpRow[]): StoredClient {
+  return {
+    clientId: row.clientId,
+    lastSeq: row.lastSeq,
+    ...(row.lastDigest !== undefined ? { lastDigest: row.lastDigest } : {}),
+    ...(row.reservedSeq !== undefined ? { reservedSeq: row.reservedSeq } : {}),
+    durable: ops.map((o) => o.op),
+    ...(row.marks ? { marks: row.marks, tags: ops.flatMap((o) => (o.tag ? [{ seq: o.seq, ...o.tag }] : [])) } : {}),
+    // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
+    ...(row.base
+      ? { base: { pos: row.base.pos, state: row.base.state, ownSeq: row.base.ownSeq ?? 0, ...(row.base.v !== undefined ? { v: row.base.v } : {}) } }
+      : {}),
+  };
+}
+
+/** In `t`: the room's base, if newer than the one held, and the deletion of the ops it holds (one transaction: ClientStorage.saveBase). */
+function writeBase(t: IDBTransaction, KeyRange: typeof IDBKeyRange, room: string, base: BaseSnapshot): void {
+  const s = t.objectStore('client');
+  const g = s.get(room);
+  g.onsuccess = () => {
+    const row = g.result as ClientRow | undefined;
+    if (!row || (row.base && row.base.pos >= base.pos)) return;
+    s.put({ ...row, base: { pos: base.pos, state: base.state, ownSeq: base.ownSeq, ...(base.v !== undefined ? { v: base.v } : {}) } });
+    if (base.ownSeq > 0) t.objectStore('ops').delete(KeyRange.bound([room, 0], [room, base.ownSeq]));
+  };
+}
+
+/**
+ * `env` supplies another IndexedDB implementation (e.g. fake-indexeddb in tests) and, with
+ * `locks`, another lock manager (default `navigator.locks`).
+ */
+export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFactory; IDBKeyRange: typeof IDBKeyRange; locks?: StoreLocks }): ClientStorage {
+  const g = globalThis as { indexedDB?: IDBFactory; IDBKeyRange?: typeof IDBKeyRange; navigator?: { locks?: StoreLocks } };
+  const idb = env?.indexedDB ?? g.indexedDB;
+  const KeyRange = env?.IDBKeyRange ?? g.IDBKeyRange;
+  if (!idb || !KeyRange) throw new Error('indexedDbStorage: no IndexedDB in this environment; use memoryStorage() or sqliteStorage() in Node');
+  const locks = env?.locks ?? g.navigator?.locks;
+  const lock = lockStore(locks, dbName);
+  const opened = lock.locked.then(() => openDatabase(idb, dbName));
   opened.catch(() => {}); // reported by whichever call awaits it first
   /** Appends and reservations of one task share a transaction; a reservation has no ops. */
   let batch: BatchItem[] = [];
@@ -207,18 +255,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       const row = (await req(t.objectStore('client').get(room))) as ClientRow | undefined;
       if (!row) return undefined;
       const ops = (await req(t.objectStore('ops').getAll(KeyRange.bound([room, 0], [room, Number.MAX_SAFE_INTEGER])))) as OpRow[];
-      return {
-        clientId: row.clientId,
-        lastSeq: row.lastSeq,
-        ...(row.lastDigest !== undefined ? { lastDigest: row.lastDigest } : {}),
-        ...(row.reservedSeq !== undefined ? { reservedSeq: row.reservedSeq } : {}),
-        durable: ops.map((o) => o.op),
-        ...(row.marks ? { marks: row.marks, tags: ops.flatMap((o) => (o.tag ? [{ seq: o.seq, ...o.tag }] : [])) } : {}),
-        // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
-        ...(row.base
-          ? { base: { pos: row.base.pos, state: row.base.state, ownSeq: row.base.ownSeq ?? 0, ...(row.base.v !== undefined ? { v: row.base.v } : {}) } }
-          : {}),
-      };
+      return storedClient(row, ops);
     },
     async init(room, clientId) {
       const db = await opened;
@@ -246,24 +283,16 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       const db = await opened;
       // One transaction: the base and the deletion of the ops it holds (ClientStorage.saveBase).
       const t = tx(db, ['client', 'ops'], 'readwrite');
-      const s = t.objectStore('client');
-      const g = s.get(room);
-      g.onsuccess = () => {
-        const row = g.result as ClientRow | undefined;
-        if (!row || (row.base && row.base.pos >= base.pos)) return;
-        s.put({ ...row, base: { pos: base.pos, state: base.state, ownSeq: base.ownSeq, ...(base.v !== undefined ? { v: base.v } : {}) } });
-        if (base.ownSeq > 0) t.objectStore('ops').delete(KeyRange.bound([room, 0], [room, base.ownSeq]));
-      };
+      writeBase(t, KeyRange, room, base);
       await done(t);
     },
     async close() {
-      closed = true;
-      giveUp.abort(closedWhileWaiting());
+      lock.close();
       try {
         if (batch.length) await flush();
         (await opened.catch(() => undefined))?.close(); // never opened: nothing to close
       } finally {
-        unlock();
+        lock.release();
       }
     },
   };

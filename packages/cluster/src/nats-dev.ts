@@ -152,91 +152,14 @@ async function startOnce(opts: NatsClusterOptions, n: number, binary: string): P
   mkdirSync(dir, { recursive: true });
   const clusterName = opts.name ?? 'hercules-dev';
   const taken = new Set<number>();
-  const ports: { client: number; route: number; monitor: number }[] = [];
+  const ports: ServerPorts[] = [];
   for (let i = 0; i < n; i++) ports.push({ client: await freePort(taken), route: await freePort(taken), monitor: await freePort(taken) });
   const routes = ports.map((p) => `nats-route://127.0.0.1:${p.route}`).join(', ');
   const children = new Set<ChildProcess>();
   const servers = ports.map((p, i): NatsServerProcess => {
     const name = `n${i + 1}`;
-    const conf = join(dir, `${name}.conf`);
-    const data = join(dir, name);
-    mkdirSync(data, { recursive: true });
-    writeFileSync(
-      conf,
-      [
-        `server_name: ${name}`,
-        `listen: 127.0.0.1:${p.client}`,
-        `http: 127.0.0.1:${p.monitor}`,
-        `jetstream { store_dir: "${data}", max_memory_store: 256MB, max_file_store: 4GB }`,
-        n > 1 ? `cluster { name: ${clusterName}, listen: 127.0.0.1:${p.route}, routes: [${routes}] }` : '',
-        opts.log === false ? '' : `log_file: "${join(dir, `${name}.log`)}"`,
-        '',
-      ].join('\n'),
-    );
-    let child: ChildProcess | undefined;
-    let stderrTail = '';
-    const server: NatsServerProcess = {
-      name,
-      url: `nats://127.0.0.1:${p.client}`,
-      port: p.client,
-      monitorPort: p.monitor,
-      get pid() {
-        return child?.exitCode === null && child.signalCode === null ? child.pid : undefined;
-      },
-      signal(sig) {
-        if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) child.kill(sig);
-      },
-      async kill() {
-        const c = child;
-        if (!c || c.exitCode !== null || c.signalCode !== null) return;
-        const exited = new Promise((r) => c.once('exit', r));
-        c.kill('SIGCONT'); // a paused process dies too, but say so
-        c.kill('SIGKILL');
-        await exited;
-      },
-      async start() {
-        if (server.pid !== undefined) return;
-        // Its own process group: a signal to the test runner's group (Ctrl-C, `timeout`) does not reach it; close() does.
-        const c = spawn(binary, ['-c', conf], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
-        child = c;
-        // What it says before its log file is open (a bad config, a missing binary's wrapper):
-        // the last of it, for the error if it exits before it listens. Read always, so a server
-        // that logs to stderr (log: false) never blocks on a full pipe.
-        stderrTail = '';
-        c.stderr?.setEncoding('utf8').on('data', (d: string) => {
-          stderrTail = (stderrTail + d).slice(-2000);
-        });
-        children.add(c);
-        c.once('exit', () => children.delete(c));
-        await waitFor(
-          () => {
-            if (c.exitCode !== null || c.signalCode !== null) {
-              // (Its stderr may still be draining: the error waits for the pipe to close, a second at most.)
-              const drained = c.stderr && !c.stderr.closed ? Promise.race([new Promise((r) => c.stderr!.once('close', r)), sleep(1000)]) : Promise.resolve();
-              return drained.then(() => {
-                const log = (opts.log === false ? '' : tail(join(dir, `${name}.log`), 3)) || stderrTail.trim().split('\n').slice(-3).join(' | ');
-                throw new NatsServerExitedError(
-                  `${name} (nats-server -c ${conf}) exited (${c.exitCode ?? c.signalCode}) before it listened${log ? `: ${log}` : ''}`,
-                );
-              });
-            }
-            // Its own id: a monitor port answered by another process would not pass.
-            return server.monitor('varz').then(
-              (v) => v?.server_name === name && v?.port === p.client,
-              () => false,
-            );
-          },
-          10_000,
-          `${name} to listen`,
-        );
-      },
-      async monitor(path) {
-        const res = await fetch(`http://127.0.0.1:${p.monitor}/${path}`, { signal: AbortSignal.timeout(2000) });
-        if (!res.ok) throw new HerculesError('unreachable', `${name} /${path}: HTTP ${res.status}; check that the server is up (see its log)`);
-        return res.json();
-      },
-    };
-    return server;
+    const conf = writeServerConfig(dir, name, p, n > 1 ? { name: clusterName, routes } : undefined, opts.log !== false);
+    return natsServer({ name, conf, dir, ports: p, binary, children, log: opts.log !== false });
   });
   const killAll = () => {
     for (const c of children) {
@@ -252,25 +175,7 @@ async function startOnce(opts: NatsClusterOptions, n: number, binary: string): P
     servers,
     urls: servers.map((s) => s.url),
     dir,
-    async ready(timeoutMs = 20_000) {
-      await waitFor(
-        async () => {
-          const running = servers.filter((s) => s.pid !== undefined);
-          if (running.length === 0) return false;
-          const leaders = await Promise.all(
-            running.map((s) =>
-              s.monitor('jsz').then(
-                (j) => (n > 1 ? j?.meta_cluster?.leader : 'standalone'),
-                () => undefined,
-              ),
-            ),
-          );
-          return leaders.every((l) => typeof l === 'string' && l.length > 0 && l === leaders[0]);
-        },
-        timeoutMs,
-        'the NATS cluster to elect a JetStream meta leader',
-      );
-    },
+    ready: (timeoutMs = 20_000) => clusterReady(servers, n, timeoutMs),
     async close() {
       process.removeListener('exit', killAll);
       await Promise.all(servers.map((s) => s.kill()));
@@ -285,6 +190,149 @@ async function startOnce(opts: NatsClusterOptions, n: number, binary: string): P
     throw e;
   }
   return cluster;
+}
+
+interface ServerPorts {
+  client: number;
+  route: number;
+  monitor: number;
+}
+
+/** Writes `<dir>/<name>.conf` (and makes its JetStream directory); returns the config's path. */
+function writeServerConfig(dir: string, name: string, p: ServerPorts, cluster: { name: string; routes: string } | undefined, log: boolean): string {
+  const conf = join(dir, `${name}.conf`);
+  const data = join(dir, name);
+  mkdirSync(data, { recursive: true });
+  writeFileSync(
+    conf,
+    [
+      `server_name: ${name}`,
+      `listen: 127.0.0.1:${p.client}`,
+      `http: 127.0.0.1:${p.monitor}`,
+      `jetstream { store_dir: "${data}", max_memory_store: 256MB, max_file_store: 4GB }`,
+      cluster ? `cluster { name: ${cluster.name}, listen: 127.0.0.1:${p.route}, routes: [${cluster.routes}] }` : '',
+      log ? `log_file: "${join(dir, `${name}.log`)}"` : '',
+      '',
+    ].join('\n'),
+  );
+  return conf;
+}
+
+interface ServerSpec {
+  name: string;
+  conf: string;
+  dir: string;
+  ports: ServerPorts;
+  binary: string;
+  /** The cluster's running processes: a server adds its process while it runs. */
+  children: Set<ChildProcess>;
+  /** Whether it logs to `<dir>/<name>.log` (else to stderr). */
+  log: boolean;
+}
+
+/** One server of the cluster, not started yet. */
+function natsServer(spec: ServerSpec): NatsServerProcess {
+  const { name, ports: p } = spec;
+  let child: ChildProcess | undefined;
+  const server: NatsServerProcess = {
+    name,
+    url: `nats://127.0.0.1:${p.client}`,
+    port: p.client,
+    monitorPort: p.monitor,
+    get pid() {
+      return child?.exitCode === null && child.signalCode === null ? child.pid : undefined;
+    },
+    signal(sig) {
+      if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) child.kill(sig);
+    },
+    async kill() {
+      const c = child;
+      if (!c || c.exitCode !== null || c.signalCode !== null) return;
+      const exited = new Promise((r) => c.once('exit', r));
+      c.kill('SIGCONT'); // a paused process dies too, but say so
+      c.kill('SIGKILL');
+      await exited;
+    },
+    async start() {
+      if (server.pid !== undefined) return;
+      const spawned = spawnServer(spec);
+      child = spawned.proc; // at once: a kill() or close() while it starts reaches it
+      await listening(spec, spawned, server);
+    },
+    async monitor(path) {
+      const res = await fetch(`http://127.0.0.1:${p.monitor}/${path}`, { signal: AbortSignal.timeout(2000) });
+      if (!res.ok) throw new HerculesError('unreachable', `${name} /${path}: HTTP ${res.status}; check that the server is up (see its log)`);
+      return res.json();
+    },
+  };
+  return server;
+}
+
+/** A server's process, and the last 2,000 characters of its stderr so far. */
+interface Spawned {
+  proc: ChildProcess;
+  stderrTail(): string;
+}
+
+/** Spawns a server's process, keeping the tail of its stderr for the error if it exits before it listens. */
+function spawnServer(spec: ServerSpec): Spawned {
+  // Its own process group: a signal to the test runner's group (Ctrl-C, `timeout`) does not reach it; close() does.
+  const c = spawn(spec.binary, ['-c', spec.conf], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+  // What it says before its log file is open (a bad config, a missing binary's wrapper):
+  // the last of it, for the error if it exits before it listens. Read always, so a server
+  // that logs to stderr (log: false) never blocks on a full pipe.
+  let stderrTail = '';
+  c.stderr?.setEncoding('utf8').on('data', (d: string) => {
+    stderrTail = (stderrTail + d).slice(-2000);
+  });
+  spec.children.add(c);
+  c.once('exit', () => spec.children.delete(c));
+  return { proc: c, stderrTail: () => stderrTail };
+}
+
+/** Resolves once `c` listens (its monitor port answers with its own name and port); throws NatsServerExitedError if it exits first. */
+async function listening(spec: ServerSpec, { proc: c, stderrTail }: Spawned, server: NatsServerProcess): Promise<void> {
+  const { name, conf, dir, ports: p } = spec;
+  await waitFor(
+    () => {
+      if (c.exitCode !== null || c.signalCode !== null) {
+        // (Its stderr may still be draining: the error waits for the pipe to close, a second at most.)
+        const drained = c.stderr && !c.stderr.closed ? Promise.race([new Promise((r) => c.stderr!.once('close', r)), sleep(1000)]) : Promise.resolve();
+        return drained.then(() => {
+          const log = (spec.log ? tail(join(dir, `${name}.log`), 3) : '') || stderrTail().trim().split('\n').slice(-3).join(' | ');
+          throw new NatsServerExitedError(`${name} (nats-server -c ${conf}) exited (${c.exitCode ?? c.signalCode}) before it listened${log ? `: ${log}` : ''}`);
+        });
+      }
+      // Its own id: a monitor port answered by another process would not pass.
+      return server.monitor('varz').then(
+        (v) => v?.server_name === name && v?.port === p.client,
+        () => false,
+      );
+    },
+    10_000,
+    `${name} to listen`,
+  );
+}
+
+/** Waits until every running server names the same JetStream meta leader (a single server: until JetStream answers). */
+async function clusterReady(servers: readonly NatsServerProcess[], n: number, timeoutMs: number): Promise<void> {
+  await waitFor(
+    async () => {
+      const running = servers.filter((s) => s.pid !== undefined);
+      if (running.length === 0) return false;
+      const leaders = await Promise.all(
+        running.map((s) =>
+          s.monitor('jsz').then(
+            (j) => (n > 1 ? j?.meta_cluster?.leader : 'standalone'),
+            () => undefined,
+          ),
+        ),
+      );
+      return leaders.every((l) => typeof l === 'string' && l.length > 0 && l === leaders[0]);
+    },
+    timeoutMs,
+    'the NATS cluster to elect a JetStream meta leader',
+  );
 }
 
 /** The last `lines` lines of a file, joined by ' | ' ('' if it cannot be read). */

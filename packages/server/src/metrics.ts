@@ -15,15 +15,20 @@ type ReasonCounter = Omit<Counter<'reason'>, 'inc'> & { inc(labels: { reason: Re
 
 export function createMetrics() {
   const registry = new Registry();
+  // prom-client's default metrics are already named process_* and nodejs_*: prefix only the product.
+  collectDefaultMetrics({ register: registry, prefix: 'hercules_' });
+  // Registered in this order, which is the order a scrape lists them in.
+  return { registry, ...counters(registry), ...gauges(registry), ...histograms(registry) };
+}
+
+/** The counters, and frameSent, which counts frames by type between scrapes. */
+function counters(registry: Registry) {
   /**
    * Frames sent, by message type, counted in a plain map and handed to the counter at scrape
    * time: a labelled inc on every frame would cost the hot path a label lookup.
    */
   const sentByType = new Map<string, number>();
-  // prom-client's default metrics are already named process_* and nodejs_*: prefix only the product.
-  collectDefaultMetrics({ register: registry, prefix: 'hercules_' });
-  const m = {
-    registry,
+  return {
     opsSequenced: new Counter({ name: 'hercules_ops_sequenced_total', help: 'Ops ordered and durably committed', registers: [registry] }),
     opsRejected: new Counter({
       name: 'hercules_ops_rejected_total',
@@ -83,6 +88,11 @@ export function createMetrics() {
       registers: [registry],
     }),
     storageErrors: new Counter({ name: 'hercules_storage_errors_total', help: 'Failed storage commits', registers: [registry] }),
+  };
+}
+
+function gauges(registry: Registry) {
+  return {
     rooms: new Gauge({ name: 'hercules_rooms_loaded', help: 'Rooms held in memory', registers: [registry] }),
     connections: new Gauge({ name: 'hercules_connections', help: 'Open client connections', registers: [registry] }),
     pendingConnections: new Gauge({
@@ -105,6 +115,11 @@ export function createMetrics() {
     }),
     inputWaiting: new Gauge({ name: 'hercules_input_waiting_connections', help: 'Connections with input waiting for a turn', registers: [registry] }),
     pendingOutputs: new Gauge({ name: 'hercules_commit_queue_depth', help: 'Room outputs waiting for the next group commit', registers: [registry] }),
+  };
+}
+
+function histograms(registry: Registry) {
+  return {
     commitSeconds: new Histogram({
       name: 'hercules_commit_seconds',
       help: 'Duration of a group commit: the database write (for SQLite, before the fsync of hercules_commit_sync_seconds)',
@@ -149,6 +164,5 @@ export function createMetrics() {
       registers: [registry],
     }),
   };
-  return m;
 }
 export type Metrics = ReturnType<typeof createMetrics>;

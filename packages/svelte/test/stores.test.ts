@@ -13,6 +13,7 @@ import { derived, get, type Readable } from 'svelte/store';
 import { compile } from 'svelte/compiler';
 import { render } from 'svelte/server';
 import { ClientRoom, PROTOCOL_VERSION, defineMachine } from '@hercules/core';
+import { countSubscriptions } from '@hercules/test-utils';
 import {
   memberPositionsStore,
   membersStore,
@@ -44,17 +45,7 @@ type Room = ClientRoom<typeof machine>;
 /** A room whose view subscriptions are counted: what a store leaves subscribed. */
 function countedRoom(clientId = 'c'): { room: Room; listening: () => number } {
   const room = new ClientRoom(machine, { clientId, now: () => 0, notify: 'sync' });
-  let active = 0;
-  const subscribe = room.subscribe.bind(room);
-  room.subscribe = (view, fn, opts) => {
-    active++;
-    const off = subscribe(view, fn, opts);
-    return () => {
-      active--;
-      off();
-    };
-  };
-  return { room, listening: () => active };
+  return { room, listening: countSubscriptions(room) };
 }
 
 /** Every value `store` gives its subscriber, and the unsubscribe. */

@@ -108,3 +108,5 @@ export function watchRuns<M extends Machine<any, any>>(machine: M, onRun: (op: s
 
 export { FakeClock } from './fake-clock.ts';
 export { faultProxy, type FaultProxy } from './fault-proxy.ts';
+export { CHROMIUM_ARGS, findChromium } from './chromium.ts';
+export { countSubscriptions } from './subscriptions.ts';

@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Window } from 'happy-dom';
+import { countSubscriptions } from '@hercules/test-utils';
 
 // A DOM for Vue's runtime-dom, before it loads (it looks for `document` once, on import).
 const win = new Window();
@@ -37,17 +38,7 @@ type Room = InstanceType<typeof ClientRoom<typeof machine>>;
 /** A room whose view subscriptions are counted: what a composable leaves subscribed. */
 function countedRoom(clientId = 'c'): { room: Room; listening: () => number } {
   const room = new ClientRoom(machine, { clientId, now: () => 0, notify: 'sync' });
-  let active = 0;
-  const subscribe = room.subscribe.bind(room);
-  room.subscribe = (view, fn, opts) => {
-    active++;
-    const off = subscribe(view, fn, opts);
-    return () => {
-      active--;
-      off();
-    };
-  };
-  return { room, listening: () => active };
+  return { room, listening: countSubscriptions(room) };
 }
 
 test('useView in an effect scope: the selected part, set only when it changed, readonly; unsubscribed when the scope stops', () => {
