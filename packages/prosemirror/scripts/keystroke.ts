@@ -53,6 +53,7 @@ const cases = [
   ['empty', 0, true],
   ['10k', 10_000, true],
   ['100k', 100_000, true],
+  ['empty, ProseMirror alone', 0, false],
   ['100k, ProseMirror alone', 100_000, false],
 ] as const;
 const times = new Map<string, number[]>(cases.map(([name]) => [name, []]));
@@ -61,3 +62,4 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const m = (name: string) => median(times.get(name)!);
 for (const [name] of cases) console.log(`${name}: ${(m(name) * 1000).toFixed(0)} µs a keystroke (median of 3 rounds of ${KEYS})`);
 console.log(`ratio 10k / empty: ${(m('10k') / m('empty')).toFixed(1)}; 100k / empty: ${(m('100k') / m('empty')).toFixed(1)}`);
+console.log(`ProseMirror alone, 100k / empty: ${(m('100k, ProseMirror alone') / m('empty, ProseMirror alone')).toFixed(1)}`);

@@ -51,9 +51,8 @@ function visibleIds(t: Text): Map<number, [number, number][]> {
   return by;
 }
 
-/** Whether `[c, k]` is among the intervals. */
-function holds(list: readonly [number, number][] | undefined, k: number): boolean {
-  if (list === undefined) return false;
+/** The first interval of `list` that ends after `k` (list.length when none). */
+function firstAfter(list: readonly [number, number][], k: number): number {
   let lo = 0;
   let hi = list.length;
   while (lo < hi) {
@@ -61,12 +60,20 @@ function holds(list: readonly [number, number][] | undefined, k: number): boolea
     if (list[mid][1] <= k) lo = mid + 1;
     else hi = mid;
   }
-  return lo < list.length && list[lo][0] <= k;
+  return lo;
+}
+
+/** Append the visible range `[from, to)` to `out`, joined to the last one when they touch. */
+function push(out: { from: number; to: number }[], from: number, to: number): void {
+  const last = out[out.length - 1];
+  if (last !== undefined && last.to === from) last.to = to;
+  else out.push({ from, to });
 }
 
 /**
  * The visible ranges of `b` whose characters `a` does not show (null `a`: all of `b`): in the
- * binding, the text of the Submitted view not yet in the Authoritative (or Visible) one. O(runs).
+ * binding, the text of the Submitted view not yet in the Authoritative (or Visible) one.
+ * O(runs x log runs), by intervals of clocks, not by character: a long pending run costs one step.
  */
 export function newRanges(a: Text | null, b: Text): { from: number; to: number }[] {
   if (a === null) return b.len > 0 ? [{ from: 0, to: b.len }] : [];
@@ -76,13 +83,17 @@ export function newRanges(a: Text | null, b: Text): { from: number; to: number }
   for (const ch of b.chunks)
     for (const r of ch.runs) {
       if (r.t === undefined) continue;
-      const list = inA.get(a.clients.indexOf(b.clients[r.c]));
-      for (let o = 0; o < r.t.length; o++, i++) {
-        if (holds(list, r.k + o)) continue;
-        const last = out[out.length - 1];
-        if (last !== undefined && last.to === i) last.to = i + 1;
-        else out.push({ from: i, to: i + 1 });
+      const list = inA.get(a.clients.indexOf(b.clients[r.c])) ?? [];
+      const end = r.k + r.t.length;
+      let k = r.k;
+      // Walk the intervals of `a` that overlap the run: the gaps between them are new.
+      for (let j = firstAfter(list, k); k < end; j++) {
+        const [from, to] = j < list.length ? list[j] : [end, end];
+        if (from > k) push(out, i + k - r.k, i + Math.min(from, end) - r.k);
+        k = Math.max(k, Math.min(to, end));
+        if (from >= end) break;
       }
+      i += r.t.length;
     }
   return out;
 }

@@ -16,9 +16,10 @@ import { indexOf, placeAt } from './anchor.ts';
 import { docToFlat, flatToDoc, Positions, sameFlat } from './convert.ts';
 import { buildDecorations, type PeerLike } from './decorations.ts';
 import { flatOf } from './flat.ts';
-import { changedRange, submitChanges } from './ops.ts';
+import { changedRange, submitChanges, windowIn } from './ops.ts';
 import { richAt, type RichText } from './rich.ts';
 import { schema as defaultSchema } from './schema.ts';
+import { fullWindow, localWindow } from './window.ts';
 
 /** What the binding needs of a room: the room `connect()` returns, or a ClientRoom. */
 export interface BindableRoom {
@@ -182,16 +183,19 @@ class Binding {
   #push(base: Node, doc: Node, trs: readonly Transaction[]): void {
     const mirror = this.#mirror!;
     const stale = this.#submitted() !== mirror;
+    // Only the blocks the change touched are compared (window.ts); a race with the room, whole.
+    const w = stale ? fullWindow(base, doc, mirror) : localWindow(base, doc, mirror);
     this.#pushing = true;
     try {
-      submitChanges(this.opts.room, this.opts.path, mirror, docToFlat(base), doc, docToFlat(doc), changedRange(base, doc, trs), () => this.#submitted());
+      submitChanges(this.opts.room, this.opts.path, mirror, w, doc, changedRange(base, doc, trs), () => this.#submitted());
     } finally {
       this.#pushing = false;
     }
     this.#mirror = this.#submitted();
     this.#level = doc;
     // Whatever still differs (a race with the room, or a document the state reads otherwise): levelled.
-    const levelled = !stale && sameFlat(flatOf(this.#mirror), docToFlat(doc));
+    const now = stale ? null : windowIn(this.#mirror, w);
+    const levelled = now !== null && sameFlat(now, w.full ? docToFlat(doc) : w.next);
     queueMicrotask(() => (levelled ? this.#redraw() : this.#pull()));
     if (!levelled) this.#level = null;
   }

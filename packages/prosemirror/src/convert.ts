@@ -33,12 +33,14 @@ export function docToFlat(doc: Node): Flat {
   return flat;
 }
 
-function readFlat(doc: Node): Flat {
+/** The flat form of the document's top-level nodes `from..to` (all by default). */
+export function readFlat(doc: Node, from = 0, to = doc.childCount): Flat {
   let text = '';
   const blocks: BlockAttrs[] = [];
   const ranges: [name: string, from: number, to: number, v: MarkValue][] = [];
-  const visit = (parent: Node, lists: string, inItem: boolean): void => {
-    parent.forEach((child, _offset, index) => {
+  const visit = (parent: Node, lists: string, inItem: boolean, start = 0, end = parent.childCount): void => {
+    for (let index = start; index < end; index++) {
+      const child = parent.child(index);
       const kind = KINDS[child.type.name];
       if (kind !== undefined)
         child.forEach((item) => {
@@ -54,9 +56,9 @@ function readFlat(doc: Node): Flat {
           text += s;
         });
       }
-    });
+    }
   };
-  visit(doc, '', false);
+  visit(doc, '', false, from, to);
   const marks = new Map<string, MarkValue[]>();
   for (const [name, from, to, v] of ranges) {
     let vals = marks.get(name);
@@ -64,6 +66,33 @@ function readFlat(doc: Node): Flat {
     vals.fill(v, from, to);
   }
   return { text, blocks, marks };
+}
+
+/**
+ * How many flat characters a node reads as, as `readFlat` reads it: a textblock its separator and
+ * its inline content, a list its items' blocks, anything else none. Memoised per node (nodes are
+ * immutable and an edit keeps the untouched ones), so the flat index of a top-level node costs
+ * O(top-level nodes before it), not O(characters).
+ */
+const lengths = new WeakMap<Node, number>();
+export function flatLength(node: Node): number {
+  const hit = lengths.get(node);
+  if (hit !== undefined) return hit;
+  let n = 0;
+  if (KINDS[node.type.name] !== undefined)
+    node.forEach((item) => {
+      item.forEach((child) => {
+        n += flatLength(child);
+      });
+    });
+  else if (node.isTextblock) {
+    n = 1;
+    node.forEach((leaf) => {
+      n += leaf.isText ? leaf.text!.length : 1;
+    });
+  }
+  lengths.set(node, n);
+  return n;
 }
 
 /** The marks on character `i` of `flat`, as ProseMirror marks (unknown names and bad attributes dropped). */

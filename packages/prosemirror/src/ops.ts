@@ -10,8 +10,9 @@ import type { Node } from 'prosemirror-model';
 import type { Transaction } from 'prosemirror-state';
 import { deleteArgs, insertArgs, TEXT_DELETE, TEXT_INSERT, type TextAnchor, type TextPath } from '@hercules/core';
 import { Positions } from './convert.ts';
-import { flatOf, idAt, keyOf, separators, type Flat, type MarkValue } from './flat.ts';
+import { flatOf, flatRange, idAt, keyOf, type Flat, type MarkValue } from './flat.ts';
 import { RICH_BLOCK, RICH_FORMAT, textPathOf, type CharId, type RichText } from './rich.ts';
+import type { Window } from './window.ts';
 
 interface Submitter {
   readonly clientId: string;
@@ -77,29 +78,28 @@ interface Replaced {
   k: number;
 }
 
-/** The text ops turning the mirror's characters into `next.text`. */
+/** The text ops turning the mirror's characters in the window into the window's new ones. */
 function submitText(
   room: Submitter,
   path: TextPath,
   mirror: RichText,
+  w: Window,
   doc: Node,
-  next: Flat,
   range: { from: number; to: number } | null,
   now: () => RichText,
 ): Replaced {
   const t = mirror.text;
-  const old = flatOf(mirror).text;
   // Where the steps changed the document, as an index of its flat text (the new one's: the two
-  // agree before it).
-  const hint = range === null ? 0 : new Positions(doc).toFlat(range.from);
-  const r = replacement(old, next.text, hint);
+  // agree before it), in the window.
+  const hint = range === null ? 0 : new Positions(doc).toFlat(range.from) - w.lo;
+  const r = replacement(w.old.text, w.next.text, Math.max(hint, 0));
   const tp = textPathOf(path);
-  if (r.del > 0) room.submit(TEXT_DELETE, deleteArgs(t, tp, r.at, r.del));
+  if (r.del > 0) room.submit(TEXT_DELETE, deleteArgs(t, tp, w.lo + r.at, r.del));
   // Anchored on the mirror's characters; the clock follows the ops already submitted.
   const cur = now().text;
   const me = cur.clients.indexOf(room.clientId);
   const k = me < 0 ? 0 : cur.next[me];
-  if (r.ins.length > 0) room.submit(TEXT_INSERT, { ...insertArgs(t, tp, room.clientId, r.at, r.ins), k });
+  if (r.ins.length > 0) room.submit(TEXT_INSERT, { ...insertArgs(t, tp, room.clientId, w.lo + r.at, r.ins), k });
   return { ...r, k };
 }
 
@@ -108,18 +108,14 @@ function submitText(
  * mirror's (`old` their index there), those it inserted ours (`[clientId, k + offset]`).
  */
 class Ids {
-  readonly #seps = new Map<number, CharId>();
   constructor(
     readonly mirror: RichText,
     readonly r: Replaced,
     readonly client: string,
-  ) {
-    const ids = separators(mirror.text);
-    const text = flatOf(mirror).text;
-    let n = 0;
-    for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) this.#seps.set(i, ids[n++]);
-  }
-  /** The mirror's index of the new document's character `j`, or -1 for an inserted one. */
+    /** Where the window starts in the flat text: indexes here are the window's. */
+    readonly lo: number,
+  ) {}
+  /** The mirror's index (in the window) of the new window's character `j`, or -1 for an inserted one. */
   old(j: number): number {
     const { at, del, ins } = this.r;
     return j < at ? j : j >= at + ins.length ? j - ins.length + del : -1;
@@ -127,10 +123,10 @@ class Ids {
   id(j: number): CharId {
     const o = this.old(j);
     if (o < 0) return [this.client, this.r.k + j - this.r.at];
-    return this.#seps.get(o) ?? idAt(this.mirror.text, o);
+    return idAt(this.mirror.text, this.lo + o);
   }
   anchor(j: number): TextAnchor {
-    return [...this.id(j), j];
+    return [...this.id(j), this.lo + j];
   }
 }
 
@@ -185,30 +181,35 @@ function submitMark(room: Submitter, ids: Ids, path: TextPath, name: string, old
 }
 
 /**
- * Submit the ops turning the mirror into `next` (the new document's flat form; `range` where the
- * transactions changed it in `doc`). `old` is the document before the edit, read flat: its text
- * is the mirror's, its blocks and marks as the schema reads them (a mark it does not know, or
- * attributes it reads otherwise, are not the edit's and are left alone). `now` reads the
- * Submitted view, which each op updates. Only what the edit changed is sent: a mark or block the
- * room changed meanwhile stays the room's.
+ * Submit the ops turning the mirror into the new document, in the window the change touched
+ * (window.ts; `range` where the transactions changed `doc`). The window's `old` is the document
+ * before the edit, read flat: its text is the mirror's, its blocks and marks as the schema reads
+ * them (a mark it does not know, or attributes it reads otherwise, are not the edit's and are left
+ * alone). `now` reads the Submitted view, which each op updates. Only what the edit changed is
+ * sent: a mark or block the room changed meanwhile stays the room's.
  */
 export function submitChanges(
   room: Submitter,
   path: TextPath,
   mirror: RichText,
-  old: Flat,
+  w: Window,
   doc: Node,
-  next: Flat,
   range: { from: number; to: number } | null,
   now: () => RichText,
 ): void {
-  const r = submitText(room, path, mirror, doc, next, range, now);
-  const ids = new Ids(mirror, r, room.clientId);
-  // A text that does not open with a separator reads with one more: compared as it is.
-  if (old.text !== flatOf(mirror).text) old = flatOf(mirror);
+  const r = submitText(room, path, mirror, w, doc, range, now);
+  const ids = new Ids(mirror, r, room.clientId, w.lo);
+  const { old, next } = w;
   submitBlocks(room, path, ids, old, next);
-  const after = flatOf(now());
+  const after = windowIn(now(), w);
   // Others' ops came in between: the new characters' own marks are not known; sent if any.
-  const level = after.text === next.text ? after : null;
-  for (const name of new Set([...old.marks.keys(), ...after.marks.keys(), ...next.marks.keys()])) submitMark(room, ids, path, name, old, level, next);
+  const level = after !== null && after.text === next.text ? after : null;
+  for (const name of new Set([...old.marks.keys(), ...(after?.marks.keys() ?? []), ...next.marks.keys()])) submitMark(room, ids, path, name, old, level, next);
+}
+
+/** The window's characters in `rich` (null when its length says they are not there). */
+export function windowIn(rich: RichText, w: Window): Flat | null {
+  if (w.full) return flatOf(rich);
+  const to = w.lo + w.next.text.length;
+  return rich.text.len === to + w.rest ? flatRange(rich, w.lo, to) : null;
 }

@@ -22,7 +22,7 @@
  * Why ids and not indexes: two people formatting concurrently name the same characters on every
  * replica whatever text was typed before them; an index would move under a concurrent insert.
  */
-import { createText, HerculesError, isText, textAt, textIndexOf, type Text, type TextAnchor, type TextPath } from '@hercules/core';
+import { createText, current, HerculesError, isText, textAt, textIndexOf, type Text, type TextAnchor, type TextPath } from '@hercules/core';
 
 /** A character's id as marks and blocks name it: its client and clock. */
 export type CharId = readonly [client: string, clock: number];
@@ -118,21 +118,50 @@ export function richBlock(state: unknown, a: RichBlockArgs): void {
   else blocks[idKey(b)] = a.a;
 }
 
+/** One run of a client: its first clock, its size, the characters before it in the full order. */
+type FullRun = readonly [k: number, n: number, before: number];
+
+/**
+ * Each client's runs sorted by clock, with where they start in the full order (deleted characters
+ * included); memoised per snapshot. A format op places every span of its mark: by a binary search
+ * here, O(runs + spans x log runs), where a walk of the runs per span cost O(spans x runs)
+ * (0.7 ms a format op with 1,000 bold words, scripts/keystroke.ts).
+ */
+const fullRuns = new WeakMap<object, Map<number, FullRun[]>>();
+function fullRunsOf(t: Text): Map<number, FullRun[]> {
+  const hit = fullRuns.get(t);
+  if (hit !== undefined) return hit;
+  const by = new Map<number, FullRun[]>();
+  let i = 0;
+  for (const ch of t.chunks)
+    for (const r of ch.runs) {
+      const n = r.t !== undefined ? r.t.length : r.d!;
+      let list = by.get(r.c);
+      if (list === undefined) by.set(r.c, (list = []));
+      list.push([r.k, n, i]);
+      i += n;
+    }
+  for (const list of by.values()) list.sort((a, b) => a[0] - b[0]);
+  if (Object.isFrozen(t)) fullRuns.set(t, by);
+  return by;
+}
+
 /**
  * Where each character of the full order (deleted ones included) lies: the full index of `[c, k]`,
  * or -1 when the text has no such character.
  */
 export function fullIndexOf(t: Text, client: string, k: number): number {
-  const c = t.clients.indexOf(client);
-  if (c < 0) return -1;
-  let i = 0;
-  for (const ch of t.chunks)
-    for (const r of ch.runs) {
-      const n = r.t !== undefined ? r.t.length : r.d!;
-      if (r.c === c && k >= r.k && k < r.k + n) return i + k - r.k;
-      i += n;
-    }
-  return -1;
+  const list = fullRunsOf(t).get(t.clients.indexOf(client));
+  if (list === undefined) return -1;
+  let lo = 0;
+  let hi = list.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (list[mid][0] <= k) lo = mid;
+    else hi = mid - 1;
+  }
+  const [k0, n, before] = list[lo];
+  return k >= k0 && k < k0 + n ? before + k - k0 : -1;
 }
 
 /** The format op: mark `m` set to `v` from `s` to `e`; earlier spans of `m` it covers are dropped. */
@@ -143,12 +172,13 @@ export function richFormat(state: unknown, a: RichFormatArgs): void {
   const s = checkId(a.s, 's', RICH_FORMAT);
   const e = checkId(a.e, 'e', RICH_FORMAT);
   const rich = richAt(state, a.p, RICH_FORMAT);
-  const t = rich.text;
+  // Read once as plain data: through the op's draft every read is a proxy trap.
+  const t = current(rich.text);
   const from = fullIndexOf(t, s[0], s[1]);
   const to = fullIndexOf(t, e[0], e[1]);
   if (from < 0 || to < 0) throw bad(`${RICH_FORMAT}: no such character in the text (its insert was refused, or it belongs to another text)`);
   if (to < from) throw bad(`${RICH_FORMAT}: the span ends before it starts`);
-  const kept = rich.marks.filter((sp) => {
+  const kept = Array.from(current(rich.marks)).filter((sp) => {
     if (sp.m !== a.m) return true;
     const f = fullIndexOf(t, sp.s[0], sp.s[1]);
     return f < from || fullIndexOf(t, sp.e[0], sp.e[1]) > to;

@@ -17,6 +17,7 @@ import { flatOf } from '../src/flat.ts';
 import { changedRange, submitChanges } from '../src/ops.ts';
 import { createRichText, richTextOps, type RichText } from '../src/rich.ts';
 import { schema } from '../src/schema.ts';
+import { localWindow } from '../src/window.ts';
 
 const machine = defineMachine({ name: 'pm-rich', version: 1, initial: { doc: createRichText() }, ops: { ...textOps(), ...richTextOps() } });
 type S = typeof machine.initial;
@@ -49,16 +50,7 @@ class Client {
     const tr = make(this.editor);
     if (tr === null || !tr.docChanged) return;
     const mirror = this.state.doc;
-    submitChanges(
-      this,
-      'doc',
-      mirror,
-      docToFlat(this.editor.doc),
-      tr.doc,
-      docToFlat(tr.doc),
-      changedRange(this.editor.doc, tr.doc, [tr]),
-      () => this.state.doc,
-    );
+    submitChanges(this, 'doc', mirror, localWindow(this.editor.doc, tr.doc, mirror), tr.doc, changedRange(this.editor.doc, tr.doc, [tr]), () => this.state.doc);
     this.editor = this.editor.apply(tr);
     assert.ok(sameFlat(flatOf(this.state.doc), docToFlat(this.editor.doc)), 'the ops reproduce the edit');
   }
