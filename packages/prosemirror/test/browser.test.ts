@@ -8,30 +8,19 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { createServer, staticFiles } from '@hercules/server';
-import { tempDir } from '@hercules/test-utils';
+import { CHROMIUM_ARGS, findChromium, tempDir } from '@hercules/test-utils';
 import { doc as machine } from './browser-machine.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const RTT = 150;
 const WAIT = 15_000;
 
-function findChromium(): string | null {
-  const env = process.env.CHROMIUM_PATH;
-  if (env && existsSync(env)) return env;
-  try {
-    const p = execFileSync('which', ['chromium'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    return p && existsSync(p) ? p : null;
-  } catch {
-    return null;
-  }
-}
 const CHROMIUM = findChromium();
 const skip = CHROMIUM ? false : "chromium not found (not on PATH, no $CHROMIUM_PATH): install Debian's chromium to run this test";
 if (!CHROMIUM) console.warn(`@hercules/prosemirror browser test: SKIPPED: ${skip}`);
@@ -58,7 +47,7 @@ before(async () => {
     '<!doctype html><meta charset="utf-8"><style>.ProseMirror{white-space:pre-wrap;min-height:4em}</style><div id="editor"></div><script type="module" src="/app.js"></script>',
   );
   server = await createServer({ port: 0, dataDir: data.dir, machines: [machine], log: 'silent', http: staticFiles(files.dir) });
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-background-networking', '--disable-gpu'] });
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...CHROMIUM_ARGS] });
 });
 
 after(async () => {
