@@ -43,18 +43,6 @@ export const EXCEPTIONS: Exception[] = [
   },
   { file: 'packages/sim/src/fuzz.ts', name: 'runFuzz', lines: 468, reason: 'the fuzzer loop and its shrinking state in one closure; not yet split' },
   {
-    file: 'packages/cluster/src/node.ts',
-    name: 'createClusterNode',
-    lines: 293,
-    reason: 'the second front door (its own HTTP server); goes away with the room locator (issue 36, item 2)',
-  },
-  {
-    file: 'packages/server/src/server.ts',
-    name: 'createServer',
-    lines: 183,
-    reason: 'option checks, HTTP routes and shutdown in one closure; shrinks with the room locator (issue 36, item 2)',
-  },
-  {
     file: 'packages/client/src/indexeddb-storage.ts',
     name: 'indexedDbStorage',
     lines: 135,

@@ -141,7 +141,6 @@ async function startClusterNode(str: Str, common: Awaited<ReturnType<typeof comm
     .map((u) => u.trim())
     .filter(Boolean);
   if (nats.length === 0) fail('--nats must list at least one NATS URL');
-  if (common.admin || common.webhooks) fail('the admin API and webhooks do not run on a cluster node yet (docs/deployment.md); run them on an embedded server');
   const int = (flag: string, d: number) => {
     const n = num(flag, str(flag), d);
     if (!Number.isInteger(n) || n < 1) fail(`--${flag} must be a positive integer, got ${JSON.stringify(str(flag))}`);
