@@ -14,6 +14,7 @@ import { ClusterStore, type ClusterStoreObserver } from './cluster-store.ts';
 import { JetStreamLeases, JetStreamShardLog, natsShortcomings } from './jetstream-log.ts';
 import { registerClusterMetrics } from './metrics.ts';
 import { Relay } from './relay.ts';
+import { natsWebhookCursors } from './webhook-cursors.ts';
 
 export interface ClusterDeploymentOptions {
   nats: string[];
@@ -23,6 +24,8 @@ export interface ClusterDeploymentOptions {
   replicas?: number;
   prefix: string;
   duplicateWindowMs?: number;
+  /** Whether the server sends webhooks: their positions then live in a KV bucket of the cluster (webhook-cursors.ts). */
+  webhooks: boolean;
 }
 
 /** What the node's handle shows once the deployment is open and the service attached. */
@@ -108,6 +111,11 @@ async function placement(
   const leases = await settingUp(opts.nats, 'set up the lease bucket', () =>
     JetStreamLeases.open(leaseNc, { bucket: `${prefix}_owners`, ttlMs: leaseMs, replicas }),
   );
+  const cursors = opts.webhooks
+    ? await settingUp(opts.nats, 'set up the webhook positions bucket', () =>
+        natsWebhookCursors(nc, { bucket: `${prefix}_webhooks`, replicas, onWarning: (m) => service?.log.warn(m) }),
+      )
+    : undefined;
   // The store is made before the service: its events reach the service through these once it exists.
   let service: RoomService | undefined;
   let observer: ClusterStoreObserver | undefined;
@@ -133,6 +141,7 @@ async function placement(
   let calls: { unsubscribe(): void } | undefined;
   return {
     store,
+    ...(cursors ? { webhookCursors: () => cursors } : {}),
     describe: { node: nodeId, nats: opts.nats, natsVersion: log.serverVersion, shards: store.shards, leaseMs },
     attach(svc) {
       service = svc;

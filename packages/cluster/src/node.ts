@@ -50,9 +50,12 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
     throw new HerculesError('bad-argument', `createClusterNode: prefix must be letters, digits, _ or -, got ${JSON.stringify(prefix)}`);
   const { nats, nodeId, shards, leaseMs, replicas, duplicateWindowMs, ...server } = opts;
   let parts: ClusterParts | undefined;
-  const deployment = clusterDeployment({ nats, nodeId, shards, leaseMs, replicas, prefix, duplicateWindowMs }, (p) => {
-    parts = p;
-  });
+  const deployment = clusterDeployment(
+    { nats, nodeId, shards, leaseMs, replicas, prefix, duplicateWindowMs, webhooks: (opts.webhooks?.length ?? 0) > 0 },
+    (p) => {
+      parts = p;
+    },
+  );
   const front = await createServer({ ...server, deployment });
   const { store, relay, service } = parts!;
   return { url: front.url, port: front.port, nodeId: parts!.nodeId, store, service, relay, close: () => front.close() };

@@ -61,6 +61,12 @@ export interface WebhookOptions {
 export interface WebhookCursors {
   /** Every position kept, at startup: the lanes a previous run left resume from them. */
   load(): { hook: string; room: string; pos: number }[];
+  /**
+   * The position kept for a room this process has no lane for yet (its first commit here): where
+   * another process left it, e.g. the node a room moved from. Absent: a new lane starts at the
+   * commit that made it.
+   */
+  at?(hook: string, room: string): number | undefined;
   save(hook: string, room: string, pos: number): void;
   close(): void;
 }
@@ -239,8 +245,11 @@ export class Webhooks {
       if (hook.rooms && !hook.rooms.has(room)) continue;
       let lane = this.lanes.get(`${hook.id}\0${room}`);
       if (!lane) {
-        // First sight of this room for this webhook: start at this commit, not the room's history.
-        lane = this.lane(hook, room, entries[0].pos - 1);
+        // First sight of this room for this webhook: start where another process left it (a room
+        // that moved here), else at this commit, not the room's history. A position at or past
+        // this commit is a room deleted and created again since: start at this commit.
+        const kept = this.cursors.at?.(hook.id, room);
+        lane = this.lane(hook, room, kept !== undefined && kept < entries[0].pos ? kept : entries[0].pos - 1);
         this.cursors.save(hook.id, room, lane.cursor);
       }
       lane.head = Math.max(lane.head === Number.POSITIVE_INFINITY ? 0 : lane.head, last);
