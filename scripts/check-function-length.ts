@@ -42,18 +42,6 @@ export const EXCEPTIONS: Exception[] = [
       'composes the named parts (Session, InputScheduler, BackendApi, ServiceMetrics) over shared state: options, admission, close; shrinking (issue 36, item 1)',
   },
   {
-    file: 'packages/cluster/src/node.ts',
-    name: 'createClusterNode',
-    lines: 293,
-    reason: 'the second front door (its own HTTP server); goes away with the room locator (issue 36, item 2)',
-  },
-  {
-    file: 'packages/server/src/server.ts',
-    name: 'createServer',
-    lines: 183,
-    reason: 'option checks, HTTP routes and shutdown in one closure; shrinks with the room locator (issue 36, item 2)',
-  },
-  {
     file: 'packages/sim/src/sim.ts',
     name: 'startClient',
     lines: 133,

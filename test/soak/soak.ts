@@ -384,6 +384,12 @@ async function startClone(n: number): Promise<void> {
   const src = join(dir, 'clients', `${c}.sqlite`),
     copy = join(dir, 'clones', `clone-${n}.sqlite`);
   mkdirSync(join(dir, 'clones'), { recursive: true });
+  // A client process started moments ago may not have a store with durable ops yet: on two
+  // loaded cores one took over 40 s to open it (the first clone, at a third of a 2-minute chaos,
+  // found no file). A copy of a store without ops is not a backup of this client's history (the
+  // server cannot tell it from the client's first start), so wait for one with ops made durable.
+  for (const by = performance.now() + 60_000; !(existsSync(src) && (durableMax.get(c) ?? 0) > 0); await new Promise((r) => setTimeout(r, 200)))
+    if (performance.now() > by) throw new Error(`soak: ${c} made no op durable within 60 s of the clone's time; its client process did not start`);
   // A backup: the file and its write-ahead log as they are now (SQLite ignores a torn tail).
   copyFileSync(src, copy);
   if (existsSync(`${src}-wal`)) copyFileSync(`${src}-wal`, `${copy}-wal`);

@@ -15,7 +15,7 @@
  * `bufferedAmount` of 0 for relayed connections.
  */
 import { HerculesError } from '@hercules/core';
-import type { Connection, ConnectionEvents, ConnectionRequest } from '@hercules/server';
+import type { Connection, ConnectionEvents, ConnectionRequest } from '@hercules/server/core';
 import { headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 
 const H_ID = 'Hc-Id';
@@ -129,6 +129,11 @@ export class Relay {
     if (node === this.nodeId) return true;
     const t = this.lastBeat.get(node);
     return t !== undefined && performance.now() - t < 3 * this.beatMs;
+  }
+
+  /** The other nodes whose heartbeats are arriving. */
+  peers(): string[] {
+    return [...this.lastBeat.keys()].filter((n) => n !== this.nodeId && this.alive(n));
   }
 
   /** Relayed connections (edge side, owner side). */

@@ -33,7 +33,8 @@ export function checkAdminOptions(caller: string, admin: AdminOptions | undefine
     throw new HerculesError('bad-argument', `${caller}: admin.token must be a string of at least 32 characters (e.g. openssl rand -hex 32)`);
 }
 
-type Service = Pick<RoomService, 'revoke' | 'room' | 'rooms' | 'importRoom'>;
+/** The backend calls the routes make: a service's, or a cluster node's through its locator (located-backend.ts), whose revoke is async. */
+type Service = Pick<RoomService, 'room' | 'rooms' | 'importRoom'> & { revoke: (target: Parameters<RoomService['revoke']>[0]) => number | Promise<number> };
 /** Answers a request (the body is read by the route that needs one); `room`: the path's `{room}`. */
 type Handle = (service: Service, req: IncomingMessage, res: ServerResponse, room: string) => Promise<void>;
 
@@ -53,7 +54,7 @@ const ROUTES: { method: string; path: string; handle: Handle }[] = [
         (reason !== undefined && typeof reason !== 'string')
       )
         return reply(res, 400, { error: 'bad-argument', message: 'expected JSON { "user": string, "room"?: string, "reason"?: string }' });
-      reply(res, 200, { closed: service.revoke({ user, ...(room !== undefined ? { room } : {}), ...(reason !== undefined ? { reason } : {}) }) });
+      reply(res, 200, { closed: await service.revoke({ user, ...(room !== undefined ? { room } : {}), ...(reason !== undefined ? { reason } : {}) }) });
     },
   },
   {

@@ -2,9 +2,11 @@
  * Webhooks: each room's committed ops POSTed to the app's backend, at least once, in log order,
  * with retries, backoff and a signature. A delivery never holds up a commit: a commit only notes
  * the room's new head; each webhook's worker reads the entries after the last position its
- * receiver accepted (from the room's engine while it is loaded, else from the store) and keeps
- * that position on disk (`webhooks.sqlite` beside the rooms), so a restart resumes where the
- * receiver last answered 2xx. docs/admin-api.md describes the requests.
+ * receiver accepted from the room store (`RoomStore.peek`: any store that passes the conformance
+ * suite) and keeps that position in its `WebhookCursors`: on disk for the embedded server
+ * (`webhooks.sqlite` beside the rooms, webhook-cursors-sqlite.ts), so a restart resumes where the
+ * receiver last answered 2xx; in memory otherwise (`memoryCursors`). docs/admin-api.md describes
+ * the requests.
  *
  *   POST <url>  { room, from, to, entries, gap? }
  *   webhook-id: <room>:<from>-<to>         the same on every retry: receivers dedupe by it
@@ -20,8 +22,6 @@
  * to catch up. A new webhook starts with the first commit it sees, not the rooms' history.
  */
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import type { Logger } from 'pino';
 import { HerculesError, type LogEntry } from '@hercules/core';
 import type { Metrics } from './metrics.ts';
@@ -52,6 +52,37 @@ export interface WebhookOptions {
   timeoutMs?: number;
   /** Gather the commits of this long into one request (default 10 ms): fewer requests, less of the server's CPU. */
   batchMs?: number;
+}
+
+/**
+ * Where each webhook's position in each room is kept: the last position its receiver accepted.
+ * A position lost only moves back (those entries are delivered again: at least once).
+ */
+export interface WebhookCursors {
+  /** Every position kept, at startup: the lanes a previous run left resume from them. */
+  load(): { hook: string; room: string; pos: number }[];
+  /**
+   * The position kept for a room this process has no lane for yet (its first commit here): where
+   * another process left it, e.g. the node a room moved from. Absent: a new lane starts at the
+   * commit that made it.
+   */
+  at?(hook: string, room: string): number | undefined;
+  save(hook: string, room: string, pos: number): void;
+  close(): void;
+}
+
+/**
+ * Positions kept in memory only: a restart starts each webhook at the first commit it sees (what
+ * the previous run did not deliver is not sent). For a store without a disk of the server's own
+ * (a MemoryStore, a cluster node's ClusterStore: a room's commits reach the node that serves it).
+ */
+export function memoryCursors(): WebhookCursors {
+  const pos = new Map<string, { hook: string; room: string; pos: number }>();
+  return {
+    load: () => [...pos.values()],
+    save: (hook, room, p) => void pos.set(`${hook}\0${room}`, { hook, room, pos: p }),
+    close: () => {},
+  };
 }
 
 /** Where the worker reads a room's log: the loaded room's engine, or the store. */
@@ -172,17 +203,15 @@ interface Hook {
 }
 
 export class Webhooks {
-  private readonly db: Database.Database;
   private readonly hooks: Hook[];
   private readonly lanes = new Map<string, Lane>();
   private readonly abort = new AbortController();
   private readonly inflight = new Set<Promise<unknown>>();
   private closed = false;
-  private readonly save: Database.Statement;
 
   constructor(
     hooks: readonly WebhookOptions[],
-    dataDir: string,
+    private readonly cursors: WebhookCursors,
     private readonly read: ReadLog,
     private readonly log: Logger,
     private readonly metrics: Metrics,
@@ -198,15 +227,8 @@ export class Webhooks {
           { webhook: h.opts.url },
           "webhook signature 'legacy' is deprecated and will be removed: verify the Standard Webhooks headers (the default) instead",
         );
-    this.db = new Database(join(dataDir, 'webhooks.sqlite'));
-    this.db.pragma('journal_mode = WAL');
-    // A cursor lost in a power cut only moves back: those entries are delivered again (at least once).
-    this.db.pragma('synchronous = NORMAL');
-    this.db.exec('CREATE TABLE IF NOT EXISTS cursors (hook TEXT NOT NULL, room TEXT NOT NULL, pos INTEGER NOT NULL, PRIMARY KEY (hook, room))');
-    this.save = this.db.prepare('INSERT INTO cursors (hook, room, pos) VALUES (?, ?, ?) ON CONFLICT (hook, room) DO UPDATE SET pos = excluded.pos');
     // Resume what a previous run left undelivered: each lane reads until the room has no more.
-    const rows = this.db.prepare('SELECT hook, room, pos FROM cursors').all() as { hook: string; room: string; pos: number }[];
-    for (const r of rows) {
+    for (const r of cursors.load()) {
       const hook = this.hooks.find((h) => h.id === r.hook);
       if (!hook || (hook.rooms && !hook.rooms.has(r.room))) continue;
       const lane = this.lane(hook, r.room, r.pos);
@@ -223,9 +245,12 @@ export class Webhooks {
       if (hook.rooms && !hook.rooms.has(room)) continue;
       let lane = this.lanes.get(`${hook.id}\0${room}`);
       if (!lane) {
-        // First sight of this room for this webhook: start at this commit, not the room's history.
-        lane = this.lane(hook, room, entries[0].pos - 1);
-        this.save.run(hook.id, room, lane.cursor);
+        // First sight of this room for this webhook: start where another process left it (a room
+        // that moved here), else at this commit, not the room's history. A position at or past
+        // this commit is a room deleted and created again since: start at this commit.
+        const kept = this.cursors.at?.(hook.id, room);
+        lane = this.lane(hook, room, kept !== undefined && kept < entries[0].pos ? kept : entries[0].pos - 1);
+        this.cursors.save(hook.id, room, lane.cursor);
       }
       lane.head = Math.max(lane.head === Number.POSITIVE_INFINITY ? 0 : lane.head, last);
       // An idle lane waits a moment, so the commits of that moment go in one request.
@@ -254,7 +279,7 @@ export class Webhooks {
     for (const lane of this.lanes.values()) if (lane.timer) clearTimeout(lane.timer);
     this.abort.abort();
     await Promise.allSettled([...this.inflight]);
-    this.db.close();
+    this.cursors.close();
   }
 
   private lane(hook: Hook, room: string, cursor: number): Lane {
@@ -324,7 +349,7 @@ export class Webhooks {
     if (this.closed) return false;
     lane.retryTo = undefined;
     lane.cursor = to;
-    this.save.run(lane.hook.id, lane.room, to);
+    this.cursors.save(lane.hook.id, lane.room, to);
     this.metrics.webhookDeliveries.inc({ result: 'ok' });
     return lane.head > to;
   }

@@ -96,14 +96,11 @@ test('a server on a store it is given (a MemoryStore): serves from it, writes no
   assert.deepEqual(readdirSync(dir), [], 'nothing was written to disk');
 });
 
-test('createServer says what is missing: no dataDir and no store, a store that is not one, webhooks on a given store', async () => {
+test('createServer says what is missing: no dataDir and no store, a store that is not one, both a store and a deployment', async () => {
   const bad = [
     [{ machines: [chat] }, /`dataDir` is required \(a directory for the SQLite file\), unless you give a `store`/],
     [{ machines: [chat], store: { open: 1 } }, /`store` must be a RoomStore/],
-    [
-      { machines: [chat], store: new MemoryStore(), webhooks: [{ url: 'http://127.0.0.1:1/hook', secret: 's' }] },
-      /webhooks need the built-in SQLite store.*drop `store`.*or the webhooks/,
-    ],
+    [{ machines: [chat], store: new MemoryStore(), deployment: { open: async () => ({}) } }, /give `store` or `deployment`, not both/],
   ] as const;
   for (const [opts, message] of bad) {
     await assert.rejects(

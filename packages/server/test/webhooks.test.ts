@@ -11,7 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { connect } from '@hercules/client';
 import { HerculesError, type LogEntry } from '@hercules/core';
-import { createServer, newWebhookSecret, webhookSignature, type WebhookOptions } from '../src/index.ts';
+import { createServer, MemoryStore, newWebhookSecret, webhookSignature, type WebhookOptions } from '../src/index.ts';
+import { createServer as createCoreServer } from '../src/core.ts';
 import { chat } from '../../../apps/machines.ts';
 import { online, tempDir, until } from './helpers.ts';
 
@@ -129,6 +130,28 @@ test('webhooks: commits arrive in order, signed, batched; a failing receiver get
     'batches of at most maxBatch',
   );
   assert.deepEqual(srv.loadedRooms(), [], 'read from the store: the room was not loaded for it');
+});
+
+test('webhooks on a store other than SQLite (a MemoryStore, from @hercules/server/core): delivered in order, retried, positions kept in memory', async (t) => {
+  const rx = await receiver(t);
+  const store = new MemoryStore();
+  const srv = await createCoreServer({ port: 0, store, machines: [chat], log: 'silent', webhooks: [{ url: rx.url, secret: SECRET, retryMinMs: 20 }] });
+  t.after(() => srv.close());
+  const c = await connect({ url: srv.url, room: 'mem', machine: chat, clientId: 'm1' });
+  t.after(() => c.close());
+  await online(c);
+  for (let i = 1; i <= 3; i++) await c.ops.say({ text: `m${i}` }).authoritative;
+  await until(() => rx.positions().length === 3, 5000, 'three delivered');
+  rx.fail(true);
+  await c.ops.say({ text: 'm4' }).authoritative;
+  await until(() => rx.seen.length > rx.accepted.length + 1, 5000, 'retried while failing');
+  rx.fail(false);
+  await until(() => rx.positions().length === 4, 5000, 'the fourth once the receiver answers');
+  assert.deepEqual(rx.positions(), [1, 2, 3, 4], 'each position once, in order');
+  assert.ok(
+    rx.accepted.every((d) => verifies(SECRET, d)),
+    'signed',
+  );
 });
 
 test('webhooks: only the rooms asked for; bad options are refused at start', async (t) => {

@@ -141,7 +141,6 @@ async function startClusterNode(str: Str, common: Awaited<ReturnType<typeof comm
     .map((u) => u.trim())
     .filter(Boolean);
   if (nats.length === 0) fail('--nats must list at least one NATS URL');
-  if (common.admin || common.webhooks) fail('the admin API and webhooks do not run on a cluster node yet (docs/deployment.md); run them on an embedded server');
   const int = (flag: string, d: number) => {
     const n = num(flag, str(flag), d);
     if (!Number.isInteger(n) || n < 1) fail(`--${flag} must be a positive integer, got ${JSON.stringify(str(flag))}`);
@@ -161,7 +160,6 @@ async function startClusterNode(str: Str, common: Awaited<ReturnType<typeof comm
 }
 
 async function startEmbedded(str: Str, common: Awaited<ReturnType<typeof commonOptions>>, memory: boolean): Promise<Running> {
-  if (memory && common.webhooks) fail("--memory keeps no log for webhooks to deliver from (they resend from the SQLite store's); drop one");
   const server = await createServer(memory ? { ...common, store: new MemoryStore() } : { ...common, dataDir: resolve(str('data-dir') ?? 'data') });
   if (memory) server.log.info({}, 'rooms are kept in memory only (--memory): they are gone when this server stops');
   return server;

@@ -1,0 +1,218 @@
+/**
+ * A cluster node's deployment, for the server's one front door (`createServer` of
+ * `@hercules/server/core`): the rooms in a `ClusterStore` on NATS JetStream, and the cluster's
+ * room locator (cluster-locator.ts): a room whose shard this node owns (or can take) is served
+ * here; one whose shard another live node owns is relayed to it (connections) or forwarded
+ * (backend calls); one whose owner died is taken over once the owner's lease expires.
+ */
+import { HerculesError } from '@hercules/core';
+import { reconnectToResume, runBackendCall, type Deployment, type Placement, type RoomLocator, type RoomService } from '@hercules/server/core';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { callBackend, serveBackendCalls } from './backend-calls.ts';
+import { clusterLocator } from './cluster-locator.ts';
+import { ClusterStore, type ClusterStoreObserver } from './cluster-store.ts';
+import { JetStreamLeases, JetStreamShardLog, natsShortcomings } from './jetstream-log.ts';
+import { registerClusterMetrics } from './metrics.ts';
+import { Relay } from './relay.ts';
+import { natsWebhookCursors } from './webhook-cursors.ts';
+
+export interface ClusterDeploymentOptions {
+  nats: string[];
+  nodeId?: string;
+  shards?: number;
+  leaseMs?: number;
+  replicas?: number;
+  prefix: string;
+  duplicateWindowMs?: number;
+  /** Whether the server sends webhooks: their positions then live in a KV bucket of the cluster (webhook-cursors.ts). */
+  webhooks: boolean;
+}
+
+/** What the node's handle shows once the deployment is open and the service attached. */
+export interface ClusterParts {
+  nodeId: string;
+  store: ClusterStore;
+  relay: Relay;
+  service: RoomService;
+}
+
+/** A backend call forwarded to another node waits this long for its answer: a commit, or a room loading from the stream. */
+const CALL_TIMEOUT_MS = 30_000;
+
+export function clusterDeployment(opts: ClusterDeploymentOptions, attached: (parts: ClusterParts) => void): Deployment<ClusterStore> {
+  return {
+    async open(ctx) {
+      const nodeId = (opts.nodeId ?? `${ctx.address.address}:${ctx.address.port}`).replace(/[^A-Za-z0-9_-]/g, '_');
+      const [nc, leaseNc] = await connectNats(opts.nats, nodeId);
+      try {
+        return await placement(opts, nodeId, nc, leaseNc, attached);
+      } catch (e) {
+        await nc.close().catch(() => {});
+        await leaseNc.close().catch(() => {});
+        throw e;
+      }
+    },
+  };
+}
+
+/** Two connections: leases on one of their own, so renewals never queue behind the appends. */
+async function connectNats(servers: string[], nodeId: string): Promise<[NatsConnection, NatsConnection]> {
+  let nc: NatsConnection | undefined;
+  try {
+    // A server that stops answering (frozen, a GC pause, a VM stalled) is left within about 3 s
+    // for another one: the client library's default ping (every 2 minutes) would hold appends and
+    // lease renewals for minutes.
+    const link = { maxReconnectAttempts: -1, pingInterval: 1000, maxPingOut: 3 };
+    nc = await connect({ servers, name: `hercules-${nodeId}`, ...link });
+    return [nc, await connect({ servers, name: `hercules-${nodeId}-leases`, ...link })];
+  } catch (e) {
+    await nc?.close();
+    throw new HerculesError(
+      'storage-failed',
+      `cannot reach NATS at ${servers.join(', ')}: ${(e as Error).message}. Check the servers run and the URLs are right.`,
+    );
+  }
+}
+
+/**
+ * Connected: JetStream may still be electing a leader (a NATS server just restarted, or frozen),
+ * which answers with timeouts for seconds. A node started then waits it out (answering 503)
+ * instead of exiting.
+ */
+async function settingUp<T>(servers: string[], what: string, fn: () => Promise<T>): Promise<T> {
+  const deadline = performance.now() + 60_000;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (performance.now() > deadline)
+        throw new HerculesError(
+          'storage-failed',
+          `NATS at ${servers.join(', ')} did not ${what} within 60 s: ${(e as Error).message}. Check JetStream is enabled and has a leader.`,
+        );
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+}
+
+async function placement(
+  opts: ClusterDeploymentOptions,
+  nodeId: string,
+  nc: NatsConnection,
+  leaseNc: NatsConnection,
+  attached: (parts: ClusterParts) => void,
+): Promise<Placement<ClusterStore>> {
+  const { prefix } = opts;
+  const replicas = opts.replicas ?? 3;
+  const leaseMs = opts.leaseMs ?? 2000;
+  const log = await settingUp(opts.nats, 'answer JetStream requests', () =>
+    JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix, replicas, duplicateWindowMs: opts.duplicateWindowMs }),
+  );
+  const leases = await settingUp(opts.nats, 'set up the lease bucket', () =>
+    JetStreamLeases.open(leaseNc, { bucket: `${prefix}_owners`, ttlMs: leaseMs, replicas }),
+  );
+  const cursors = opts.webhooks
+    ? await settingUp(opts.nats, 'set up the webhook positions bucket', () =>
+        natsWebhookCursors(nc, { bucket: `${prefix}_webhooks`, replicas, onWarning: (m) => service?.log.warn(m) }),
+      )
+    : undefined;
+  // The store is made before the service: its events reach the service through these once it exists.
+  let service: RoomService | undefined;
+  let observer: ClusterStoreObserver | undefined;
+  const store = new ClusterStore({
+    log,
+    leases,
+    nodeId,
+    shards: opts.shards,
+    subjectPrefix: prefix,
+    onShardLost: (k, why) => {
+      service?.log.warn({ shard: k, why }, 'gave up a shard; its rooms move to another node');
+      service?.failRooms((room) => store.shardOf(room) === k, reconnectToResume(`the room moved to another server (${why})`));
+    },
+    onWarning: (m) => service?.log.warn(m),
+    observer: {
+      appendConfirmed: (ms) => observer?.appendConfirmed?.(ms),
+      pipelineBroken: (cause) => observer?.pipelineBroken?.(cause),
+      claimed: (k) => observer?.claimed?.(k),
+      shardLost: (k) => observer?.shardLost?.(k),
+    },
+  });
+  let relay: Relay | undefined;
+  let calls: { unsubscribe(): void } | undefined;
+  return {
+    store,
+    ...(cursors ? { webhookCursors: () => cursors } : {}),
+    describe: { node: nodeId, nats: opts.nats, natsVersion: log.serverVersion, shards: store.shards, leaseMs },
+    attach(svc) {
+      service = svc;
+      const node = attachService(svc, { nc, prefix, nodeId, store, log, leaseMs });
+      ({ relay, calls, observer } = node);
+      attached({ nodeId, store, relay: node.relay, service: svc });
+      return node.locator;
+    },
+    health: () => ({
+      ...(nc.isClosed() || leaseNc.isClosed() ? { reason: 'the connection to NATS is closed' } : {}),
+      fields: { node: nodeId, shards: store.owned(), relayed: relay?.counts() },
+    }),
+    stopping() {
+      calls?.unsubscribe();
+      relay?.close();
+    },
+    async close() {
+      await store.close();
+      await nc.close();
+      await leaseNc.close();
+    },
+  };
+}
+
+/** The node's parts over its service: the relay, the backend calls it answers, its metrics, and the locator of its rooms. */
+function attachService(
+  svc: RoomService,
+  env: { nc: NatsConnection; prefix: string; nodeId: string; store: ClusterStore; log: JetStreamShardLog; leaseMs: number },
+): { relay: Relay; calls: { unsubscribe(): void }; observer: ClusterStoreObserver; locator: RoomLocator } {
+  const { nc, prefix, nodeId, store, log, leaseMs } = env;
+  const relay = new Relay({
+    nc,
+    nodeId,
+    prefix,
+    onWarning: (m) => svc.log.warn(m),
+    async accept(conn, request, room) {
+      try {
+        await store.acquire(store.shardOf(room));
+      } catch (e) {
+        return { ok: false, owner: (e as { owner?: string }).owner, message: (e as Error).message };
+      }
+      await svc.handleConnection(conn, request);
+      return { ok: true };
+    },
+  });
+  const observer = registerClusterMetrics(svc.metrics.registry, {
+    owned: () => store.owned(),
+    leaseAges: () => store.leaseAges(),
+    relayCounts: () => relay.counts(),
+    readStats: () => log.readStats,
+  });
+  // Backend calls forwarded here run on this node's service, never forwarded again.
+  const calls = serveBackendCalls(
+    nc,
+    prefix,
+    nodeId,
+    (c) => runBackendCall(svc, c),
+    (m) => svc.log.warn(m),
+  );
+  for (const lack of natsShortcomings(log.serverVersion))
+    svc.log.warn({ natsVersion: log.serverVersion }, `nats-server ${log.serverVersion}: ${lack}; run a current release in production (docs/deployment.md)`);
+  const locator = clusterLocator({
+    store,
+    nodeId,
+    alive: (node) => relay.alive(node),
+    // Long enough for a dead owner's lease to expire and for NATS to elect a leader (4-9 s on 2.9).
+    waitMs: leaseMs + 10_000,
+    rerouteMs: leaseMs + 3000,
+    relay: (node, room, request, socket) => relay.open(node, room, request, socket),
+    call: (node, call) => callBackend(nc, prefix, node, call, CALL_TIMEOUT_MS),
+    peers: () => relay.peers(),
+  });
+  return { relay, calls, observer, locator };
+}
