@@ -1,7 +1,7 @@
 /**
  * A store that lost an op in the middle of its sequence (outside the store's contract, but disks
  * and buggy adapters do it): the client says so once, sends nothing past the hole, stops
- * reconnecting, and keeps the ops after the hole (SEQ-OWN-HOLE).
+ * reconnecting, and keeps the ops after the hole (LOG-OWN-HOLE).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,7 +11,7 @@ import { connect, memoryStorage } from '../src/index.ts';
 import { tempDir } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 
-// spec: SEQ-OWN-HOLE
+// spec: LOG-OWN-HOLE
 test('a store that lost one of its ops in the middle: one seq-gap naming it, no reconnects, nothing sent past it, the ops after it kept', async (t) => {
   const { dir, cleanup } = tempDir('seqgap');
   const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });

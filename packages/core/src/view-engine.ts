@@ -1269,7 +1269,7 @@ export class ViewEngine<S = unknown> {
 
   /**
    * The first of our ops the server has not ordered that does not follow the one before it (the
-   * server's high-water mark, for the first) and declares no gap from there (SEQ-OWN-HOLE).
+   * server's high-water mark, for the first) and declares no gap from there (LOG-OWN-HOLE).
    */
   private ownHole(): { from: number; next: number } | undefined {
     let prev = this.highWater;
@@ -1282,7 +1282,7 @@ export class ViewEngine<S = unknown> {
 
   /**
    * Our own ops have a hole the server would refuse with a fatal seq-gap on every connection:
-   * stop before sending any, and say which seqs are missing and what can be done (SEQ-OWN-HOLE).
+   * stop before sending any, and say which seqs are missing and what can be done (LOG-OWN-HOLE).
    */
   private holeFound({ from, next }: { from: number; next: number }): void {
     this.connState = 'resync';

@@ -244,7 +244,7 @@ export class UndoSim {
         warn: (m) => this.note(`${c.id} warn: ${m}`),
         // connect() closes its socket on a fatal refusal and stops; this client, like an app
         // that calls connect() again whatever the error, tries again (a store with a hole: a
-        // local seq-gap on every welcome, SEQ-OWN-HOLE), so such a run never settles.
+        // local seq-gap on every welcome, LOG-OWN-HOLE), so such a run never settles.
         fatal: (code, m) => {
           this.note(`${c.id} fatal ${code}: ${m}`);
           this.disconnect(c);
