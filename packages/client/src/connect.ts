@@ -44,7 +44,11 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   /** Fixed client id; default: generated once and kept in storage. */
   clientId?: string;
   batching?: Batching;
-  /** Reconnect backoff: first delay and cap, ms. Defaults 100 and 5000. */
+  /**
+   * Reconnect backoff: first delay and cap, ms. Defaults 100 and 5000. Each delay is random up
+   * to the current one, which doubles per attempt; it starts again from the first only after a
+   * connection that held for the cap, so a refusal that recurs right after each welcome backs off too.
+   */
   backoff?: { minMs?: number; maxMs?: number };
   /**
    * Give the connection up if no frame arrives for this long (the server pings every 5 s): the

@@ -68,7 +68,7 @@ export interface WebSocketTransportOptions {
   clock: Clock;
   /** In [0, 1), for the jitter. Default Math.random. */
   random?: () => number;
-  /** Defaults 100 and 5000 ms. */
+  /** Defaults 100 and 5000 ms; starts again from minMs after a connection welcomed that held for maxMs. */
   backoff?: { minMs?: number; maxMs?: number };
   /**
    * Give the connection up once no frame has arrived for this long (the server pings every
@@ -87,6 +87,8 @@ interface Attempt {
   readonly sock: WebSocketLike;
   readonly url: string;
   welcomed: boolean;
+  /** When the welcome came (the clock's ms). */
+  welcomedAt: number;
   /** Why the socket failed, when it said (Node's ws does; browsers do not). */
   socketError: string | undefined;
 }
@@ -106,6 +108,8 @@ export class WebSocketTransport implements ClientTransport {
   #decodeMs = 0;
   #state: ConnectionStatus = 'connecting';
   #attempt = 0;
+  /** restart({ patient }) asked for the longest backoff after this connection, however long it held. */
+  #patient = false;
   #stopped: 'closed' | 'failed' | undefined;
   #cancelReconnect: (() => void) | undefined;
   #cancelWatchdog: (() => void) | undefined;
@@ -141,7 +145,10 @@ export class WebSocketTransport implements ClientTransport {
   }
 
   restart(reason: string, opts?: { patient?: boolean }): void {
-    if (opts?.patient) this.#attempt = 16;
+    if (opts?.patient) {
+      this.#attempt = 16;
+      this.#patient = true;
+    }
     // A close reason is at most 123 bytes of UTF-8, or close() throws: keep it short and ASCII.
     this.#live?.sock.close(CLOSE.restart, reason.replace(/[^\x20-\x7e]/g, '?').slice(0, 120));
   }
@@ -270,7 +277,7 @@ export class WebSocketTransport implements ClientTransport {
       this.#events?.error(new HerculesError('unreachable', `cannot open ${url}: ${errorMessage(e)}; check the URL and that the server runs there`));
       return this.#retry();
     }
-    const a: Attempt = { sock, url, welcomed: false, socketError: undefined };
+    const a: Attempt = { sock, url, welcomed: false, welcomedAt: 0, socketError: undefined };
     this.#live = a;
     sock.binaryType = 'arraybuffer';
     this.#codec = new ClientCodec();
@@ -321,8 +328,8 @@ export class WebSocketTransport implements ClientTransport {
     this.#events?.message(msg);
     // The room may have stopped on this very frame (a fatal verdict in the welcome).
     if (msg.t === 'welcome' && !this.#stopped && this.#live === a) {
-      this.#attempt = 0;
       a.welcomed = true;
+      a.welcomedAt = this.#clock.now();
       this.#failure = undefined;
       this.#failureReported = false;
       this.#cancelConnectTimeout?.();
@@ -342,6 +349,11 @@ export class WebSocketTransport implements ClientTransport {
     if (this.#stopped) return;
     // With several servers, the next attempt goes to the next one (this one died, or moved the room).
     this.#urlIndex++;
+    // The backoff starts again only after a connection that held for its cap: one welcomed and
+    // then closed at once by a refusal that recurs (a resync every welcome, a room that fails on
+    // a frame) would otherwise reconnect every 50 ms on average (full jitter over 100) for ever.
+    if (a.welcomed && !this.#patient && this.#clock.now() - a.welcomedAt >= this.#maxMs) this.#attempt = 0;
+    this.#patient = false;
     // Not welcomed and no reason from the server (which names its refusals, e.g. room full):
     // the server could not be reached.
     const unreachable = !a.welcomed && (a.socketError !== undefined || !ev.reason);

@@ -144,7 +144,7 @@ test('an attempt not welcomed within connectTimeoutMs is given up, named, and re
 });
 
 // spec: LIVE-CONVERGE
-test('backoff doubles per failed attempt up to its cap, a run of the same failure is reported once, and a welcome resets it', async () => {
+test('backoff doubles per failed attempt up to its cap, a run of the same failure is reported once, and a connection welcomed that held for the cap resets it', async () => {
   const { clock, all, transport, errors, statuses } = setup({ backoff: { minMs: 100, maxMs: 1000 } });
   const gaps: number[] = [];
   for (let i = 0; i < 6; i++) {
@@ -167,13 +167,35 @@ test('backoff doubles per failed attempt up to its cap, a run of the same failur
   s.deliver(WELCOME);
   assert.equal(transport.status(), 'online');
   assert.equal(transport.lastFailure(), undefined);
+  clock.advance(1000);
   s.close(1001, 'server going away');
   clock.settle();
   const before = all.length;
   clock.advance(50);
   await turn();
-  assert.equal(all.length, before + 1, 'after a welcome the backoff starts again from minMs');
+  assert.equal(all.length, before + 1, 'after a connection that held for the cap, the backoff starts again from minMs');
   assert.ok(statuses.includes('online'));
+});
+
+// spec: LIVE-CONVERGE
+test('connections welcomed and then closed at once by a refusal that recurs back off as failed attempts do, not every 50 ms', async () => {
+  const { clock, all, statuses } = setup({ backoff: { minMs: 100, maxMs: 1000 } });
+  const gaps: number[] = [];
+  for (let i = 0; i < 6; i++) {
+    await turn();
+    const s = all[all.length - 1];
+    if (i > 0) gaps.push(s.openedAt - all[all.length - 2].openedAt);
+    s.open();
+    s.deliver(WELCOME);
+    // The server refuses something at once, every time (a non-fatal error, then a close).
+    s.close(4000, 'refused again');
+    for (let t = 0; t < 1000 && all.length === i + 1; t += 10) {
+      clock.advance(10);
+      await turn();
+    }
+  }
+  assert.deepEqual(gaps, [50, 100, 200, 400, 500], 'half of 100, 200, 400, 800, then the 1000 cap, as for refused attempts');
+  assert.equal(statuses.filter((x) => x === 'online').length, 6, 'each attempt was welcomed');
 });
 
 // spec: LIVE-CONVERGE

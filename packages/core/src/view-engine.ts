@@ -892,6 +892,8 @@ export class ViewEngine<S = unknown> {
     this.out.presenceChanged = true;
     this.ackDue = true;
     this.sentSeq = this.highWater;
+    const hole = this.ownHole();
+    if (hole !== undefined) return this.holeFound(hole);
     this.sendPending();
   }
 
@@ -1262,6 +1264,34 @@ export class ViewEngine<S = unknown> {
     this.out.fatal = {
       code: 'client-id-conflict',
       message: `${detail}: another client uses the same id, or this client's store was copied or restored from a backup. This client's pending ops were not delivered. Give each client its own id and store (let the library generate the id), or discard this store.`,
+    };
+  }
+
+  /**
+   * The first of our ops the server has not ordered that does not follow the one before it (the
+   * server's high-water mark, for the first) and declares no gap from there (LOG-OWN-HOLE).
+   */
+  private ownHole(): { from: number; next: number } | undefined {
+    let prev = this.highWater;
+    for (const op of [...this.durableList, ...this.submittedList]) {
+      if (op.seq !== prev + 1 && (op.after === undefined || op.after > prev)) return { from: prev + 1, next: op.seq };
+      prev = op.seq;
+    }
+    return undefined;
+  }
+
+  /**
+   * Our own ops have a hole the server would refuse with a fatal seq-gap on every connection:
+   * stop before sending any, and say which seqs are missing and what can be done (LOG-OWN-HOLE).
+   */
+  private holeFound({ from, next }: { from: number; next: number }): void {
+    this.connState = 'resync';
+    this.out.send = [];
+    this.ackDue = false;
+    const missing = next - 1 > from ? `seqs ${from} to ${next - 1}` : `seq ${from}`;
+    this.out.fatal = {
+      code: 'seq-gap',
+      message: `this client's store holds its op seq ${next} but not ${missing}, which the server never received (it holds this client's ops up to seq ${this.highWater}): the store lost them (a disk or a store adapter that dropped a write) or the server lost them (restored from an older backup). The ops from seq ${next} on cannot be ordered without them, so none was sent, and reconnecting cannot change that; they stay in the store (with their args, as its load() returns them), and room.pending() lists them. Submit again what still matters from a new store (a new client id), then discard this one, and check the store adapter.`,
     };
   }
 

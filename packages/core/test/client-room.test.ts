@@ -589,3 +589,42 @@ test('a tentative entry is in Durable and Submitted at once, Authoritative only 
   assert.match(g.drain().warnings.join('\n'), /op x:7 \(move\) threw here but not on the server: no item nowhere/);
   assert.equal(g.stats.divergences, 1);
 });
+
+// spec: LOG-OWN-HOLE
+test('a welcome finds a hole in our own ops (the store lost one): fatal seq-gap naming it and nothing sent; a declared gap or none is sent', () => {
+  const note = (seq: number, after?: number) => ({ client: 'me', seq, name: 'note', args: { text: `n${seq}` }, ...(after !== undefined ? { after } : {}) });
+  const welcome = {
+    t: 'welcome' as const,
+    v: PROTOCOL_VERSION,
+    client: 'me',
+    author: 'me',
+    from: 1,
+    entries: [],
+    visibleSeq: 0,
+    rejected: [],
+    members: ['me'],
+    stable: 0,
+  };
+  const sentSeqs = (durable: ReturnType<typeof note>[], highWater: number) => {
+    const e = new ViewEngine(room, { clientId: 'me', now: () => 0 }, { lastSeq: 0, durable });
+    e.connected();
+    e.drain();
+    e.receive({ ...welcome, highWater });
+    const out = e.drain();
+    const seqs = out.send.flatMap((m) => (m.t === 'ops' ? m.ops.map((o) => o.seq) : []));
+    return { seqs, fatal: out.fatal };
+  };
+  // The hole past the server's high-water mark, and one between two held ops.
+  for (const [durable, hw, missing] of [
+    [[note(3), note(4)], 1, 'not seq 2,'],
+    [[note(2), note(3), note(6)], 1, 'not seqs 4 to 5,'],
+  ] as const) {
+    const r = sentSeqs([...durable], hw);
+    assert.equal(r.fatal?.code, 'seq-gap');
+    assert.ok(r.fatal!.message.includes(missing), r.fatal!.message);
+    assert.match(r.fatal!.message, /reconnecting cannot change that/);
+    assert.deepEqual(r.seqs, [], 'nothing sent: not even the ops before an inner hole, which would only hold the room up to it');
+  }
+  assert.deepEqual(sentSeqs([note(2), note(5, 2), note(6)], 1), { seqs: [2, 5, 6], fatal: undefined }, 'a declared gap is no hole');
+  assert.deepEqual(sentSeqs([note(3), note(4)], 2), { seqs: [3, 4], fatal: undefined }, 'no hole once the server holds seq 2');
+});

@@ -109,8 +109,8 @@ interface Client {
   /**
    * When the store's last write completes. Writes complete in order, as the client driver's do
    * (one at a time): a write that overtook an earlier one and was reported durable before it
-   * lost that op in a crash, and the restarted client sent its ops with a hole, refused
-   * (seq-gap) on every reconnect for ever (seeds 348, 966: the runs that did not finish).
+   * lost that op in a crash, and the restarted client found its ops with a hole (seq-gap) on
+   * every reconnect for ever (seeds 348, 966: the runs that did not finish).
    */
   diskAt: number;
   n: number;
@@ -242,7 +242,13 @@ export class UndoSim {
         },
         resync: () => this.disconnect(c),
         warn: (m) => this.note(`${c.id} warn: ${m}`),
-        fatal: (code, m) => this.note(`${c.id} fatal ${code}: ${m}`),
+        // connect() closes its socket on a fatal refusal and stops; this client, like an app
+        // that calls connect() again whatever the error, tries again (a store with a hole: a
+        // local seq-gap on every welcome, LOG-OWN-HOLE), so such a run never settles.
+        fatal: (code, m) => {
+          this.note(`${c.id} fatal ${code}: ${m}`);
+          this.disconnect(c);
+        },
       },
     );
     c.room = room;
