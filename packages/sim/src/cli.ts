@@ -120,14 +120,8 @@ const count = single !== undefined ? 1 : int('seeds', values.seeds)!;
  * Keep this list empty: an entry is a bug not yet fixed, never a checker's false alarm.
  */
 const KNOWN_FAILURES = new Map<number, { rule: string; issue: string }>([
-  [
-    1094,
-    {
-      rule: 'TEXT-NO-INTERLEAVE',
-      issue:
-        "issue 38: a client process restarted after a crash reuses the text clocks of an insert its earlier process sent before it was durable; the server refuses the reuse, but the client's next insert, anchored on its own refused character, resolves to the other character of that id (found 2026-11-28)",
-    },
-  ],
+  // Empty. Seed 1094 (TEXT-NO-INTERLEAVE, issue 38) was a restarted client taking the text
+  // clocks of an insert it held but could not run offline: fixed (docs/spec.md, TEXT-ID-ONCE).
 ]);
 
 const t0 = performance.now();
