@@ -122,6 +122,9 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   text(path: TextPath): TextHandle<OpHandle> {
     return this.#inner.text(path);
   }
+  textClockFloor(): number {
+    return this.#inner.textClockFloor();
+  }
   receiveStats(): ReceiveStats {
     return { ...this.#inner.receiveStats(), decodeMs: this.#transport.decodeMs?.() ?? 0 };
   }

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
-import { createText, defineMachine, textOps, type Machine, type TextAnchor } from '@hercules/core';
+import { createText, defineMachine, textOps, TEXT_CLOCKS_PER_SEQ, type Machine, type TextAnchor, type TextInsertArgs } from '@hercules/core';
 import { createServer } from '@hercules/server';
 import { tempDir, until } from '@hercules/test-utils';
 import { connect, connectTabs, indexedDbStorage, type ChannelLike, type ClientStorage, type ConnectedRoom, type OpHandle } from '../src/index.ts';
@@ -260,6 +260,60 @@ test('TextClocks: a follower’s insert whose clock the leader’s view took mov
     { text: 'x' },
     'other ops as they are',
   );
+});
+
+// spec: TEXT-ID-ONCE
+test("TextClocks: below the leader room's floor (it restarted from a store that may lack inserts a dead leader sent), a follower's insert moves up to it, and its later ops with it", () => {
+  /** The leader's Submitted view: its text's next clock of the shared client. */
+  let next = 3;
+  const clocks = new TextClocks();
+  const floor = 5000;
+  const ins = (req: number, k: number, t: string, l: TextAnchor | null) => {
+    const doc = { doc: { ...createText(''), clients: ['c'], next: [next] } };
+    const a = clocks.rewrite('f', { req, seen: 0, name: 'textInsert', args: { p: 'doc', l, r: null, k, t } }, () => doc, 'c', floor) as TextInsertArgs;
+    next = a.k + t.length;
+    return a;
+  };
+  assert.equal(ins(1, 3, 'ab', ['c', 2, 2]).k, floor, 'free in the view, below the floor: moved to it');
+  const later = ins(2, 5, 'c', ['c', 4, 4]);
+  assert.deepEqual([later.k, later.l], [floor + 2, ['c', floor + 1, 4]], 'its anchor on the moved "b" moves too');
+  assert.equal(ins(3, floor + 9, 'd', null).k, floor + 9, 'at or past the floor: as it is');
+});
+
+// spec: TEXT-ID-ONCE
+test("a leader that took over from a store with seqs it may not hold (as a crashed leader leaves it) moves a follower's text past them; the text comes out as typed", async (t) => {
+  const srv = await server(t, 'h');
+  // What a leader that crashed while sending ahead leaves: a reservation past the ops stored.
+  const crashed = (s: ClientStorage): ClientStorage => ({
+    ...s,
+    async load(room) {
+      const got = await s.load(room);
+      if (got) got.reservedSeq = got.lastSeq + 100;
+      return got;
+    },
+  });
+  const b = browser(crashed, notes);
+  const first = (await b.tab(srv.url)) as unknown as ConnectedRoom<typeof notes>;
+  const second = (await b.tab(srv.url)) as unknown as ConnectedRoom<typeof notes>;
+  await first.whenOnline({ timeoutMs: 5000 });
+  await first.text('doc').insert(0, 'ab')!.durable;
+  await first.close();
+  await until(() => (second as unknown as { leading: boolean }).leading && second.status() === 'online', 5000, 'the second tab leads');
+  const lastSeq = 1;
+  assert.equal(second.textClockFloor(), (lastSeq + 100 + 1) * TEXT_CLOCKS_PER_SEQ, 'past every seq the store reserved');
+  const follower = (await b.tab(srv.url)) as unknown as ConnectedRoom<typeof notes>;
+  const peer = await connect({ url: srv.url, room: 'r', machine: notes });
+  t.after(() => Promise.all([peer.close(), follower.close(), second.close()]));
+  await until(() => follower.text('doc').toString() === 'ab', 5000, "the follower has the leader's view");
+  const ft = follower.text('doc');
+  ft.insert(2, 'xy');
+  ft.insert(4, '!'); // after its own "y", before the leader has moved it
+  const last = ft.delete(2, 1)!; // its "x"
+  await last.stable;
+  for (const r of [second, follower, peer]) await until(() => r.text('doc').toString('stable') === 'aby!', 5000, 'stable in every room');
+  const held = peer.getState('stable').doc;
+  const ks = held.chunks.flatMap((c) => c.runs.filter((r) => held.clients[r.c] === second.clientId).map((r) => r.k));
+  assert.ok(ks.length >= 2 && ks.slice(1).every((k) => k >= second.textClockFloor()), `the follower's characters are past the floor: ${ks}`);
 });
 
 // spec: OP-REJECTED-TOLD

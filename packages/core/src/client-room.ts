@@ -147,6 +147,13 @@ export interface AppRoom<M extends Machine<any, any>> {
    */
   text(path: TextPath): TextHandle<OpHandle>;
   /**
+   * The lowest clock this client's text inserts may take (TEXT-ID-ONCE): 0, unless this process
+   * started from a store that may lack ops an earlier one sent (a crash); then a floor above every
+   * clock those can hold. `text()` uses it; an app that makes insert arguments itself
+   * (insertArgs) passes it, or the submit is refused.
+   */
+  textClockFloor(): number;
+  /**
    * Take back this client's last undo step (docs/undo.md): one ordered op that restores each
    * path it wrote where the value is still what it wrote (UNDO-OWN). Undefined if there is none.
    */
@@ -566,6 +573,10 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   text(path: TextPath): TextHandle<OpHandle> {
     return textHandle(this, path);
+  }
+
+  textClockFloor(): number {
+    return this.engine.textClockFloor();
   }
 
   submit(name: string, args?: unknown): OpHandle {

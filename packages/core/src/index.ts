@@ -19,7 +19,23 @@ export {
 } from './machine.ts';
 export { keyedMap } from './keyed-map.ts';
 export type { KeyedMap, KeyedMapNode, KeyedMapLeaf, KeyedMapBranch } from './keyed-map.ts';
-export { createText, textOps, textAt, textToString, textHandle, isText, textIndexOf, insertArgs, deleteArgs, TEXT_INSERT, TEXT_DELETE } from './text.ts';
+export {
+  createText,
+  textOps,
+  textAt,
+  textToString,
+  textHandle,
+  isText,
+  textIndexOf,
+  insertArgs,
+  deleteArgs,
+  textClockEnd,
+  textClockFloor,
+  textNextClock,
+  TEXT_CLOCKS_PER_SEQ,
+  TEXT_INSERT,
+  TEXT_DELETE,
+} from './text.ts';
 export type { Text, TextRun, TextChunk, TextId, TextAnchor, TextPath, TextHandle, TextRoom, TextView, TextInsertArgs, TextDeleteArgs } from './text.ts';
 export { prepareRestore, storedRoomVersion, cannotRun } from './room-migration.ts';
 export type { PreparedRestore } from './room-migration.ts';

@@ -7,6 +7,11 @@
  * this text. Ids are in the op's arguments, so an op means the same on every
  * replica and in every view, even when one of the author's earlier ops was refused.
  *
+ * A clock is never given twice, even by a restarted process whose view lacks inserts an earlier
+ * one sent (docs/spec.md, TEXT-ID-ONCE): the room's textClockFloor() is past the inserts its store
+ * holds and, the op with seq `s` using clocks below `(s + 1) * TEXT_CLOCKS_PER_SEQ` (enforced
+ * here), past those of every op up to seq `u` it may lack (`textClockFloor(u)`).
+ *
  * An insert names its left origin L (the character before the caret, or null: the start) and
  * right origin R (the item right after L in the full sequence, tombstones included, or null: the
  * end), as its author's Submitted view showed them; the two were adjacent there. Whatever lies
@@ -31,6 +36,7 @@
 import { HerculesError } from './errors.ts';
 import { isKeyedMap, keyedMapGet } from './keyed-map.ts';
 import { current } from './machine.ts';
+import { MAX_OP_BYTES } from './protocol.ts';
 
 /** A character's id: the client that inserted it and its clock. */
 export type TextId = readonly [client: number, clock: number];
@@ -89,6 +95,23 @@ export const TEXT_INSERT = 'textInsert';
 export const TEXT_DELETE = 'textDelete';
 
 const bad = (msg: string) => new HerculesError('bad-argument', msg);
+
+/**
+ * Clocks per op seq: the op with seq `s` takes clocks below `(s + 1) * TEXT_CLOCKS_PER_SEQ`. No
+ * op can carry more characters than this (a UTF-16 code unit is at least one byte of the
+ * MAX_OP_BYTES an op may have), so a client that takes the next free clock never reaches the
+ * bound; only a floor (textClockFloor) moves its clocks, and never past it.
+ */
+export const TEXT_CLOCKS_PER_SEQ = MAX_OP_BYTES;
+
+/**
+ * The lowest clock a process may give its inserts when its store may lack ops of its own up to
+ * seq `unknownSeq` (sent by an earlier process and lost in a crash, ordered or not): above every
+ * clock those ops can hold (TEXT-ID-ONCE). 0 when it lacks none.
+ */
+export function textClockFloor(unknownSeq: number): number {
+  return unknownSeq > 0 ? (unknownSeq + 1) * TEXT_CLOCKS_PER_SEQ : 0;
+}
 
 /** A new text holding `s` (for `initial`, or to assign inside an op). */
 export function createText(s = ''): Text {
@@ -266,9 +289,12 @@ function clientIndex(clients: readonly string[], c: string): number {
 }
 
 /** The insert op: `a.t` as the characters `[ctx.client, a.k]`, ... between the anchors. */
-export function textInsert(state: unknown, a: TextInsertArgs, ctx: { readonly client: string }): void {
+export function textInsert(state: unknown, a: TextInsertArgs, ctx: { readonly client: string; readonly seq: number }): void {
   if (a === null || typeof a !== 'object' || typeof a.t !== 'string' || a.t.length === 0 || !Number.isSafeInteger(a.k))
     throw bad(`${TEXT_INSERT}: expected { p, l, r, k, t } with a non-empty string t`);
+  // The bound a restarted client's floor rests on (TEXT-ID-ONCE): never reached by a free clock.
+  if (a.k + a.t.length > (ctx.seq + 1) * TEXT_CLOCKS_PER_SEQ)
+    throw bad(`${TEXT_INSERT}: clocks ${a.k}..${a.k + a.t.length - 1} are past those of op seq ${ctx.seq} (below ${(ctx.seq + 1) * TEXT_CLOCKS_PER_SEQ})`);
   const t = textAt(state, a.p, TEXT_INSERT);
   const clients = current(t.clients);
   const L = checkAnchor(clients, a.l, 'l');
@@ -371,12 +397,14 @@ function checkRange(t: Text, index: number, length: number, call: string): void 
   if (!Number.isSafeInteger(length) || length < 0 || index + length > t.len) throw bad(`${call}: ${index} + ${length} runs past the end (${t.len})`);
 }
 
-/** The arguments of an insert of `s` at visible index `index` of `t`, by `client`. */
-export function insertArgs(t: Text, path: TextPath, client: string, index: number, s: string): TextInsertArgs {
+/**
+ * The arguments of an insert of `s` at visible index `index` of `t`, by `client`, whose clocks
+ * start at `floor` or later (the room's textClockFloor()).
+ */
+export function insertArgs(t: Text, path: TextPath, client: string, index: number, s: string, floor = 0): TextInsertArgs {
   checkRange(t, index, 0, 'text.insert');
   if (typeof s !== 'string') throw bad(`text.insert: expected a string, got ${typeof s}`);
-  const i = t.clients.indexOf(client);
-  const k = i < 0 ? 0 : t.next[i];
+  const k = Math.max(textNextClock(t, client), floor);
   if (index === 0) return { p: path, l: null, r: anchorAt(t, normal(t.chunks, { ci: 0, ri: 0, off: 0 }), 0), k, t: s };
   const { loc, full } = visibleAt(t, index - 1);
   return { p: path, l: anchorAt(t, loc, full), r: anchorAt(t, after(t.chunks, loc), full + 1), k, t: s };
@@ -416,11 +444,26 @@ export interface TextHandle<H = unknown> {
 
 export type TextView = 'submitted' | 'durable' | 'authoritative' | 'visible' | 'stable';
 
+/** The clock after the last an op `name` with `args` takes, if it is a text insert; else 0. */
+export function textClockEnd(name: string, args: unknown): number {
+  if (name !== TEXT_INSERT || args === null || typeof args !== 'object') return 0;
+  const { k, t } = args as Partial<TextInsertArgs>;
+  return Number.isSafeInteger(k) && typeof t === 'string' ? k! + t.length : 0;
+}
+
+/** The lowest clock `client` has not used in `t` (its inserts take this one or a later one). */
+export function textNextClock(t: Text, client: string): number {
+  const i = t.clients.indexOf(client);
+  return i < 0 ? 0 : t.next[i];
+}
+
 /** What a text handle needs of a room. */
 export interface TextRoom<H> {
   readonly clientId: string;
   getState(view?: TextView): unknown;
   submit(name: string, args?: unknown): H;
+  /** The lowest clock this client's inserts may take now (TEXT-ID-ONCE); absent: 0. */
+  textClockFloor?(): number;
 }
 
 /** A handle on the text at `path` of `room`'s state: indexes in the Submitted view become anchors. */
@@ -428,7 +471,7 @@ export function textHandle<H>(room: TextRoom<H>, path: TextPath): TextHandle<H> 
   const at = (view: TextView = 'submitted') => textAt(room.getState(view), path);
   return {
     insert(index, s) {
-      const args = insertArgs(at(), path, room.clientId, index, s);
+      const args = insertArgs(at(), path, room.clientId, index, s, room.textClockFloor?.() ?? 0);
       return s.length > 0 ? room.submit(TEXT_INSERT, args) : undefined;
     },
     delete(index, length) {

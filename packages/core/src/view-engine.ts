@@ -23,6 +23,7 @@
 import { HerculesError, isErrorCode, type ErrorCode } from './errors.ts';
 import { applyOps, deepFreeze, hasOp, migrateState, translateOp, type Machine, type OpInvocation, type Patch } from './machine.ts';
 import { GENESIS_DIGEST, domainBytes, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
+import { TEXT_INSERT, textClockEnd, textClockFloor } from './text.ts';
 import {
   FRAME_BUDGET_BYTES,
   MAX_OPS_PER_FRAME,
@@ -249,6 +250,12 @@ export class ViewEngine<S = unknown> {
    * each hello asks the server to verify (HelloMessage.verify).
    */
   private verifyFrom: { seq: number; digest: number | undefined } | undefined;
+  /**
+   * The lowest clock our text inserts may take (TEXT-ID-ONCE): above every clock of our ops
+   * this process does not hold, which an earlier one may have sent, and of the inserts it
+   * restored. 0 for a new client.
+   */
+  private textFloor = 0;
   /** Submitted ops may be sent before they are durable: at the end of the turn (flushSends). */
   private sendDue = false;
   /** An own op became authoritative this step straight from the Submitted list (sent before it was durable). */
@@ -333,6 +340,7 @@ export class ViewEngine<S = unknown> {
         this.lastSeq = restore.reservedSeq;
       }
       this.reservedSeq = this.lastSeq;
+      this.textFloor = Math.max(textClockFloor(unheldSeq(this.durableList, this.stableOwnSeq, this.lastSeq)), heldClockEnd(this.durableList));
       this.durableState = this.submittedState = this.fold(this.authState, this.durableList, this.authLen + 1);
     }
   }
@@ -527,6 +535,7 @@ export class ViewEngine<S = unknown> {
     args = domainCopy(name, args);
     const invalid = this.machine.validate(name, args);
     if (invalid !== undefined) throw new HerculesError('bad-argument', `${invalid} (the op was not submitted)`);
+    this.checkTextClock(name, args);
     // The first op after seqs an earlier process reserved declares the gap, and starts a new
     // digest chain: the ops in the gap, if any reached the server, are not known here.
     const seq = this.lastSeq + 1;
@@ -551,6 +560,25 @@ export class ViewEngine<S = unknown> {
     });
     if (seq <= this.reservedSeq) this.sendDue = true;
     return op;
+  }
+
+  /** The lowest clock our text inserts may take (TEXT-ID-ONCE; text.ts, textClockFloor). */
+  textClockFloor(): number {
+    return this.textFloor;
+  }
+
+  /**
+   * An insert below the floor could give a character the id of one an earlier process of ours
+   * sent, which this one does not hold or cannot run yet (TEXT-ID-ONCE): refused at submit.
+   */
+  private checkTextClock(name: string, args: unknown): void {
+    if (name !== TEXT_INSERT || this.textFloor === 0) return;
+    const k = (args as { k?: unknown } | null)?.k;
+    if (typeof k === 'number' && k < this.textFloor)
+      throw new HerculesError(
+        'bad-argument',
+        `${name}: clock ${k} is below ${this.textFloor}, the first this client may use since it restarted (an earlier process of it may have sent the ones below): take the clock from room.text(), or at least room.textClockFloor() (the op was not submitted)`,
+      );
   }
 
   /**
@@ -1410,6 +1438,31 @@ export class ViewEngine<S = unknown> {
 /** A verdict the welcome carries for one of our ops whose entry may be compacted. */
 type Rejection = WelcomeMessage['rejected'][number];
 const NO_REJECTIONS: ReadonlyMap<number, Rejection> = new Map();
+
+/**
+ * The highest of our seqs up to `top` that a restarted process does not hold: not inside its
+ * base (ops up to `ownSeq`) nor among the ops its store kept (`held`). An earlier process may
+ * have sent it and crashed before its write (a reserved seq: DUR-BEFORE-SEND), or it lies in the
+ * gap of an earlier crash, whose ops came back from the server but are in no base saved yet.
+ * 0: every op of ours is held.
+ */
+function unheldSeq(held: readonly { seq: number }[], ownSeq: number, top: number): number {
+  const have = new Set(held.map((o) => o.seq));
+  for (let seq = top; seq > ownSeq; seq--) if (!have.has(seq)) return seq;
+  return 0;
+}
+
+/**
+ * The clock after the last of the text inserts we hold. One may fail in the view a restarted
+ * process starts with (its anchor is another client's character that its base, older than the
+ * insert or absent, lacks) though the server ran it: the text's `next` there is below its
+ * clocks until the welcome, so they count apart (simulator seeds 1094 and 1).
+ */
+function heldClockEnd(held: readonly { name: string; args: unknown }[]): number {
+  let end = 0;
+  for (const o of held) end = Math.max(end, textClockEnd(o.name, o.args));
+  return end;
+}
 
 function validateBatching(b: Batching): Batching {
   if (b === 'off') return b;

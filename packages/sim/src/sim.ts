@@ -28,6 +28,7 @@ import {
   isMigrationEntry,
   migrateState,
   textIndexOf,
+  textNextClock,
   type BaseSnapshot,
   type Batching,
   type ClientMessage,
@@ -1198,8 +1199,8 @@ export class Simulation implements SimState {
       const at = after >= 0 ? after + 1 : r.int(0, doc.len);
       const word = `${c.id.slice(1)}${'abcdefgh'.slice(0, r.int(1, 3))}`;
       h = text.insert(at, word);
-      const mine = doc.clients.indexOf(c.id);
-      this.typed.set(c.id, (mine < 0 ? 0 : doc.next[mine]) + word.length - 1);
+      // The clock the handle gave its first character (above the floor after a crash: TEXT-ID-ONCE).
+      this.typed.set(c.id, Math.max(textNextClock(doc, c.id), c.room!.textClockFloor()) + word.length - 1);
       this.count('text-insert');
     }
     if (!h) return;

@@ -109,6 +109,29 @@ export const TEXT_CHECKERS: readonly Checker[] = [
     },
   },
   {
+    rule: 'TEXT-ID-ONCE',
+    description:
+      "no insert takes a character id an earlier ordered insert of its client took, across the client's crashes and restarts (a restarted process that lacks ops its earlier one sent starts its clocks past theirs)",
+    create: (fail) => {
+      /** Per client, the lowest clock none of its inserts that ran has taken. */
+      const free = new Map<string, number>();
+      return {
+        sequenced(_s, e: LogEntry, reference) {
+          if (e.name !== 'textInsert' || e.refused) return;
+          const a = e.args as TextInsertArgs;
+          const from = free.get(e.client) ?? 0;
+          // Even one that threw: a client takes clocks from a view holding every insert of its own
+          // ordered before (TEXT-INTACT), so an honest one is never below `from`.
+          if (a.k < from)
+            fail(
+              `${e.client}:${e.seq} (at ${e.pos}) takes clocks from ${a.k}, but its client's inserts ordered before it took every clock below ${from}${reference !== undefined ? ` (it was rejected: ${reference})` : ''}`,
+            );
+          if (reference === undefined) free.set(e.client, Math.max(from, a.k + a.t.length));
+        },
+      };
+    },
+  },
+  {
     rule: 'TEXT-NO-INTERLEAVE',
     description:
       'in the text, everything between a character and its left origin (the character it was typed after) was typed after that origin, never text typed concurrently at another place',

@@ -302,6 +302,23 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
     },
     /character c0:99999, inserted at \d+, is missing from the text at \d+/,
   ],
+  'TEXT-ID-ONCE': [
+    // z's insert of "ab" ran at clocks 0-1; its next insert takes clock 1 again (and is refused).
+    (sim, h) => {
+      const n = sim.global.length;
+      const insert = (seq: number, k: number, t: string): LogEntry => ({
+        pos: n + seq,
+        client: 'z',
+        seq,
+        name: 'textInsert',
+        args: { p: 'doc', l: null, r: null, k, t },
+        author: 'z',
+      });
+      h.sequenced!(sim, insert(1, 0, 'ab'), undefined);
+      h.sequenced!(sim, insert(2, 1, 'x'), 'textInsert: clock 1 was used already (next is 2)');
+    },
+    /z:2 \(at \d+\) takes clocks from 1, but its client's inserts ordered before it took every clock below 2 \(it was rejected: textInsert: clock 1 was used already/,
+  ],
   'TEXT-NO-INTERLEAVE': [
     // p typed "a" then "b" after it at the start, and q's "d", typed after the start, lies between them.
     (sim, h) => {

@@ -66,6 +66,22 @@ test('the checker catches a client that skips the rebase after a remote op', asy
   }, ['VIEW-PREFIX', 'VIEW-SPECULATIVE']);
 });
 
+// A restarted client without the floor takes its text clocks from a view that may lack its own
+// inserts (held but not run offline, or sent and lost in a crash): seed 1094's bug.
+test('the checker catches a restarted client that takes text clocks its earlier process used', async () => {
+  await expectCaught(() => {
+    const p = proto(ViewEngine);
+    const floor = p.textClockFloor;
+    const check = p.checkTextClock;
+    p.textClockFloor = () => 0;
+    p.checkTextClock = () => {};
+    return () => {
+      p.textClockFloor = floor;
+      p.checkTextClock = check;
+    };
+  }, ['TEXT-ID-ONCE']);
+});
+
 test('the checker catches a client that claims visibility too early', async () => {
   await expectCaught(() => {
     const p = proto(ViewEngine);

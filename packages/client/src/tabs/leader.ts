@@ -105,7 +105,7 @@ export class LeaderService {
   /** A tab's text op, its clocks moved past those other tabs took meanwhile (text-clocks.ts). */
   #textArgs(tab: string, r: TabRequest): unknown {
     const room = this.#room;
-    return this.#clocks.rewrite(tab, r, () => room.getState('submitted'), room.clientId);
+    return this.#clocks.rewrite(tab, r, () => room.getState('submitted'), room.clientId, room.textClockFloor());
   }
 
   close(): void {

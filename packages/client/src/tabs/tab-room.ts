@@ -208,6 +208,10 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
   text(path: TextPath): TextHandle<OpHandle> {
     return textHandle(this, path);
   }
+  /** The leader's floor; a follower's inserts are moved to it by the leader (text-clocks.ts). */
+  textClockFloor(): number {
+    return this.#local ? this.#local.textClockFloor() : 0;
+  }
   /**
    * As a leader, every rejected op of the shared client (its room's); as a follower, this tab's
    * own ops (docs/tabs.md). Listeners are this tab's, so they carry over when it takes the lead.

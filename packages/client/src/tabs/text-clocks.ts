@@ -11,8 +11,13 @@
  * insert whose clock was taken fails in the follower's own view until it comes back moved, so
  * an op made meanwhile cannot name its characters: a clock of its old range there is another
  * character's, and is left as it is (the request says which of its tab's requests failed).
+ *
+ * The next free clock is also at least the leader room's textClockFloor() (TEXT-ID-ONCE): a
+ * leader that took over opens the store as a restarted client does, and its view (and so a
+ * follower's) may lack inserts the store holds or an earlier leader sent; a follower's insert
+ * moves past every clock those can hold, as above.
  */
-import { TEXT_DELETE, TEXT_INSERT, textAt, type TextAnchor, type TextDeleteArgs, type TextInsertArgs } from '@hercules/core';
+import { TEXT_DELETE, TEXT_INSERT, textAt, textNextClock, type TextAnchor, type TextDeleteArgs, type TextInsertArgs } from '@hercules/core';
 import type { TabRequest } from './messages.ts';
 
 /** Old clocks `from` to `to` (exclusive) of the characters request `req` inserted are now `+ by`. */
@@ -31,9 +36,9 @@ export class TextClocks {
    * The arguments to submit for request `r` of `tab`, made on a view that reflected its requests
    * up to `r.seen` and in which those of `r.failed` did not run (so their characters, and their
    * old clocks, were not in it); `state` reads the leader's Submitted view now, `client` is the
-   * shared id.
+   * shared id, `floor` the leader room's textClockFloor().
    */
-  rewrite(tab: string, r: TabRequest, state: () => unknown, client: string): unknown {
+  rewrite(tab: string, r: TabRequest, state: () => unknown, client: string, floor = 0): unknown {
     const { req, name, args } = r;
     const seen = r.seen ?? 0;
     if (name !== TEXT_INSERT && name !== TEXT_DELETE) return args;
@@ -47,7 +52,7 @@ export class TextClocks {
     const a = args as TextInsertArgs;
     const anchor = (x: TextAnchor | null): TextAnchor | null => (x && x[0] === client ? [client, shift(moves, x[1]), x[2]] : x);
     const out = { ...a, l: anchor(a.l), r: anchor(a.r) };
-    const next = nextClock(state(), a, client);
+    const next = nextClock(state(), a, client, floor);
     if (next === undefined || !Number.isSafeInteger(a.k) || typeof a.t !== 'string' || a.k >= next) return out;
     this.#remember(tab, key, { req, from: a.k, to: a.k + a.t.length, by: next - a.k });
     return { ...out, k: next };
@@ -88,12 +93,10 @@ function shift(moves: readonly Move[], k: number): number {
   return m ? k + m.by : k;
 }
 
-/** The text's next free clock of `client` in `state`; undefined if there is no such text (the op fails as it would). */
-function nextClock(state: unknown, a: TextInsertArgs, client: string): number | undefined {
+/** The text's next free clock of `client` in `state`, at least `floor`; undefined if there is no such text (the op fails as it would). */
+function nextClock(state: unknown, a: TextInsertArgs, client: string, floor: number): number | undefined {
   try {
-    const t = textAt(state, a.p);
-    const i = t.clients.indexOf(client);
-    return i < 0 ? 0 : t.next[i];
+    return Math.max(textNextClock(textAt(state, a.p), client), floor);
   } catch {
     return undefined;
   }
