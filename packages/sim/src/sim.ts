@@ -56,9 +56,11 @@ import {
 import assert from 'node:assert/strict';
 import { Rng } from './rng.ts';
 import { LEDGERS, ledger, ledgerAt, type ledgerV2, work, type AnyLedgerState, type Ledger } from './machine.ts';
-import { API_AUTHOR, CHECKERS, Checks, Violation, type Checker, type SimState } from './checkers.ts';
+import { API_AUTHOR, CHECKERS, Checks, Violation, type Checker, type ClientState, type SimState } from './checkers.ts';
 import { ClusterServer, clusterConfigFor, type ClusterConfig } from './cluster.ts';
 import type { ShardLog } from '@hercules/cluster/pipeline';
+import type { Limits } from '@hercules/server';
+import { ServiceLinks, SimAuth, type AuthConfig, type ClientEnd } from './service.ts';
 
 export { CHECKERS, Violation };
 
@@ -105,6 +107,13 @@ export interface SimConfig {
    * code over their disk at random later moments, some offline holding v1 ops. Absent: no upgrade.
    */
   upgradeAt?: number;
+  /**
+   * Authentication (SEC-AUTHN, SEC-AUTHOR, SEC-ACCESS): clients connect as users, credentials may
+   * expire, a backend revokes users' access now and then. Absent: anonymous clients.
+   */
+  auth?: AuthConfig;
+  /** The room service's limits in this run (SEC-LIMITS); absent ones are the defaults. */
+  limits: Partial<Limits>;
 }
 
 export interface SimResult {
@@ -163,6 +172,7 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}, mode
     ...(mode.cluster ? { cluster: clusterConfigFor(r), crashBeforeCommit: 0 } : {}),
     seqBlock: r.pick([0, 2, 5, 1000, 1000]),
     ...upgradeFor(seed),
+    ...securityFor(seed),
     ...overrides,
   };
 }
@@ -174,6 +184,25 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}, mode
 function upgradeFor(seed: number): Pick<SimConfig, 'upgradeAt'> {
   const u = new Rng(seed ^ 0x0b9a2);
   return u.chance(0.35) ? { upgradeAt: u.int(100, 1400) } : {};
+}
+
+/**
+ * Whether (and how) a seed authenticates its clients and limits their rates: drawn from a stream
+ * of its own, so the seed's other choices are the same either way. Half the seeds authenticate
+ * (some with credentials that expire, some with revocations); a third run small op rates.
+ */
+function securityFor(seed: number): Pick<SimConfig, 'auth' | 'limits'> {
+  const r = new Rng(seed ^ 0x5ec0);
+  const auth: AuthConfig | undefined = r.chance(0.5)
+    ? {
+        users: r.int(1, 3),
+        ...(r.chance(0.5) ? { ttlMs: r.pick([600, 1200, 2500]) } : {}),
+        revokeRate: r.pick([0, 0.0003, 0.001]),
+        revokeMs: [50, r.pick([300, 1500])],
+      }
+    : undefined;
+  const limits: Partial<Limits> = r.chance(0.3) ? { opsPerSecond: r.pick([20, 60, 200]), opsBurst: r.pick([3, 20, 100]) } : {};
+  return { ...(auth ? { auth } : {}), limits };
 }
 
 // ------------------------------------------------------------------ event queue
@@ -245,7 +274,10 @@ export interface SimClient {
   alive: boolean;
   /** The machine version its code runs (a reload after an upgrade starts it on the newer). */
   version: 1 | 2;
-  /** The server refused it `client-too-old`: it stops connecting and submitting until it reloads. */
+  /**
+   * The server refused it `client-too-old` (it reloads on new code), or `revoked` or `forbidden`
+   * (its app signs in again): it stops connecting and submitting until it restarts.
+   */
   tooOld: boolean;
   /** It stays offline (connects to nothing) until then. */
   offlineUntil: number;
@@ -371,6 +403,8 @@ export interface ServerSide {
   owners?(): { node: string; epoch: number }[];
   /** Deploy the machine's new version (sim.serverMachine): restart its processes onto it. */
   upgrade(): void;
+  /** A backend revokes `user`'s access on every running process (RoomService.revoke). */
+  revoke?(user: string): void;
   /** Its processes keep timers for good: the event queue never drains by itself. */
   readonly endless: boolean;
 }
@@ -455,13 +489,14 @@ export class ServerLinks {
 }
 
 /**
- * The embedded server: one process at a time over one disk. It restarts, and may die between
- * sending and committing (`crashBeforeCommit`).
+ * The embedded server: one process at a time over one disk, running the room service
+ * (service.ts). It restarts, and may die between sending and committing (`crashBeforeCommit`).
  */
 class SingleServer implements ServerSide {
-  readonly endless = false;
+  /** The service's ticks and heartbeats run for good: a run ends once everything converged. */
+  readonly endless = true;
   /** The running process, or undefined while it is down. */
-  private proc: { epoch: number; store: SimStore; links: ServerLinks } | undefined;
+  private proc: { epoch: number; store: SimStore; links: ServiceLinks } | undefined;
   private epoch = 0;
   /** The server's disk: it outlives every server process. */
   private readonly disk = new MemoryDisk();
@@ -474,8 +509,7 @@ class SingleServer implements ServerSide {
   }
 
   host(): RoomHost | undefined {
-    const h = this.proc?.links.registry.get(ROOM);
-    return h && h.state === 'serving' ? h : undefined;
+    return this.proc?.links.host();
   }
 
   endpoint(): Endpoint | undefined {
@@ -484,17 +518,18 @@ class SingleServer implements ServerSide {
     const sim = this.sim;
     return {
       alive: () => this.proc === proc,
-      open: (c, conn) => {
-        const epoch = c.epoch;
-        proc.links.open(
-          conn,
-          (msg) => sim.sendDown(c, conn, epoch, msg),
-          () => sim.closeDown(c, conn, epoch),
-        );
-      },
-      receive: (conn, frame) => proc.links.receive(conn, frame),
+      open: (c, conn) => proc.links.open(conn, sim.clientEnd(c, conn), sim.auth.credential(c.id)),
+      receive: (conn, frame) => proc.links.receive(conn, frame as ClientMessage),
       close: (conn) => proc.links.close(conn),
     };
+  }
+
+  /** A backend revokes `user`'s access (RoomService.revoke): the service cuts the user's connections. */
+  revoke(user: string): void {
+    if (!this.proc) return;
+    const sim = this.sim;
+    const cut = this.proc.links.service.revoke({ user, reason: 'the simulation revoked this user' });
+    sim.checks.revoked(sim, user, cut);
   }
 
   /** Start a server process over the disk: the room loads on its first connection. */
@@ -517,24 +552,24 @@ class SingleServer implements ServerSide {
       },
     };
     const store = new SimStore(sim, this, this.disk);
-    const registry = new RoomRegistry({
+    const links = new ServiceLinks(sim, {
       store,
       clock,
-      ackTimeoutMs: sim.cfg.ackTimeoutMs,
-      checkpointEvery: sim.cfg.checkpointEvery,
-      idleUnloadMs: sim.cfg.idleUnloadMs,
+      running: alive,
+      machine: sim.serverMachine,
       ...(this.createHost ? { createHost: this.createHost } : {}),
       events: {
         failed: () => sim.count('room-failed'),
         unloaded: () => sim.count('room-unloaded'),
       },
     });
-    this.proc = { epoch, store, links: new ServerLinks(sim, registry, alive, sim.serverMachine) };
+    this.proc = { epoch, store, links };
   }
 
   /** The server process dies: nothing it has not written is, and every link to it closes. */
   private kill(): void {
     if (this.proc) this.proc.store.dead = true;
+    this.proc?.links.died();
     this.proc = undefined;
     this.epoch++;
   }
@@ -576,12 +611,8 @@ class SingleServer implements ServerSide {
     if (this.sim.rng.chance(this.sim.cfg.rates.serverRestart * 10) && this.proc) this.restart();
   }
 
-  tick(): void {
-    if (this.proc) {
-      this.proc.links.registry.tick();
-      this.sim.reactions = true; // an idle room is handed back to the store
-    }
-  }
+  /** The service ticks on its own clock (ack timeouts, idle unloads, heartbeats). */
+  tick(): void {}
 
   heal(): void {}
 
@@ -648,6 +679,13 @@ export class Simulation implements SimState {
   serverVersion: 1 | 2 = 1;
   /** Draws of the upgrade (its own stream: a seed without one makes the same draws as before). */
   private readonly upgradeRng: Rng;
+  /** Users, credentials and revocations (cfg.auth), with draws of their own. */
+  readonly auth: SimAuth;
+  private readonly authRng: Rng;
+  /** The room service's limits in this run (cfg.limits). */
+  get limits(): Partial<Limits> {
+    return this.cfg.limits;
+  }
   /** Global position of each sequenced op, by id. */
   posOf = new Map<string, number>();
   /** Ops the simulated disk confirmed: they must reach the global log exactly once. */
@@ -686,6 +724,8 @@ export class Simulation implements SimState {
     this.textRng = new Rng(seed ^ 0x7e87);
     this.textOn = this.textRng.chance(0.6);
     this.cfg = cfg;
+    this.auth = new SimAuth(this, cfg.auth);
+    this.authRng = new Rng(seed ^ 0x5ec1);
     this.checks = new Checks(checkers);
     this.side = cfg.cluster ? new ClusterServer(this, cfg.cluster, opts.clusterLog, opts.clusterRelayDelay) : new SingleServer(this, opts.createHost);
     for (let i = 0; i < cfg.clients; i++) {
@@ -784,6 +824,65 @@ export class Simulation implements SimState {
   latency(): number {
     const [lo, hi] = this.cfg.latencyMs;
     return this.rng.int(lo, hi) + this.rng.int(0, this.cfg.jitterMs);
+  }
+
+  /** Client `c`'s end of its connection `conn`, as a server's service sees it: its link down, its close, its pongs. */
+  clientEnd(c: SimClient, conn: string): ClientEnd {
+    const epoch = c.epoch;
+    return {
+      down: (msg) => this.sendDown(c, conn, epoch, msg),
+      closed: () => this.closeDown(c, conn, epoch),
+      ping: (answer) => {
+        // The pong leaves once the ping got through (after what was sent before it), and comes back up the link.
+        const t = Math.max(c.link.down, this.now + this.latency());
+        this.q.push(t, `ping ${conn}`, () => {
+          if (c.conn !== conn || c.epoch !== epoch || !c.alive) return;
+          const back = Math.max(c.link.up, this.now + this.latency());
+          c.link.up = back;
+          this.q.push(back, `pong ${conn}`, answer);
+        });
+      },
+    };
+  }
+
+  /** The room service logged an error: one it contains (a bug in a turn, a timer, a frame) fails the run; a room's failure is counted. */
+  serviceError(obj: unknown, msg: string | undefined): void {
+    const m = msg ?? '';
+    if (/^room .* failed in|^cannot load room|^handing a room back/.test(m)) {
+      this.count('service-logged-room-failure');
+      return;
+    }
+    const detail = typeof obj === 'object' && obj !== null ? JSON.stringify(obj) : String(obj);
+    this.reactionError ??= new Error(`the room service logged an error: ${m} ${detail}`);
+  }
+
+  /** The run made `c` be refused `code` on purpose: its user's access was revoked, or its credential expired (LIVE-HONEST). */
+  refusedByDesign(c: ClientState, code: string): boolean {
+    return this.auth.refusedByDesign(c.id, code);
+  }
+
+  /** The author the server stamps on `client`'s ops: its user when clients authenticate, else the client id (SEC-AUTHOR). */
+  authorOf(client: string): string {
+    return this.auth.authorOf(client);
+  }
+
+  /** A backend revokes a random user's access for a while (SEC-ACCESS): its connections are cut, new ones refused until it ends. */
+  private revokeRandom(): void {
+    const a = this.cfg.auth!;
+    const user = this.authRng.pick(this.auth.users());
+    this.auth.revoke(user, this.authRng.int(a.revokeMs[0], a.revokeMs[1]));
+    this.count('revoke');
+    this.side.revoke?.(user);
+  }
+
+  /** Refused `revoked` or `forbidden`: the app signs in again later, a new process over the same disk (its durable ops go out then). */
+  private signInAgain(c: SimClient, code: string): void {
+    this.count(`client-${code}`);
+    c.tooOld = true;
+    const inc = c.incarnation;
+    this.q.push(this.now + this.authRng.int(50, 800), `sign in ${c.id}`, () => {
+      if (c.alive && c.incarnation === inc) this.crashClient(c, true, this.authRng);
+    });
   }
 
   // -------------------------------------------------------------- client processes
@@ -910,6 +1009,12 @@ export class Simulation implements SimState {
       },
       fatal: (code, m) => {
         this.checks.fatal(this, c, code, m);
+        // A client whose token is a function comes back with a fresh one (connect()'s answer).
+        if (code === 'unauthenticated' && this.auth.on) {
+          this.count('credential-expired');
+          return false;
+        }
+        if ((code === 'revoked' || code === 'forbidden') && c.incarnation === inc) return this.signInAgain(c, code);
         if (code === 'client-too-old' && c.incarnation === inc) {
           // The app reloads to get the new code (docs/migrations.md): its store is untouched.
           this.count('client-too-old');
@@ -933,7 +1038,7 @@ export class Simulation implements SimState {
     if (c.alive) this.crashClient(c, true);
   }
 
-  private crashClient(c: SimClient, reload = false): void {
+  private crashClient(c: SimClient, reload = false, rng: Rng = this.upgradeRng): void {
     if (!c.alive) return;
     if (!reload) this.count('crash');
     c.alive = false;
@@ -950,7 +1055,7 @@ export class Simulation implements SimState {
         if (ep.alive()) ep.close(conn);
       });
     }
-    const after = reload ? this.upgradeRng.int(1, 100) : this.rng.int(50, 600);
+    const after = reload ? rng.int(1, 100) : this.rng.int(50, 600);
     this.q.push(this.now + after, `restart ${c.id}`, () => {
       if (!c.alive) this.startClient(c);
     });
@@ -1152,6 +1257,7 @@ export class Simulation implements SimState {
       this.count('stall');
       c.stalledUntil = this.now + this.rng.int(100, 3 * this.cfg.ackTimeoutMs);
     }
+    if (this.cfg.auth && !this.stopSubmitting && this.authRng.chance(this.cfg.auth.revokeRate * 10)) this.revokeRandom();
   }
 
   /**
@@ -1324,6 +1430,8 @@ export class Simulation implements SimState {
   private heal(): void {
     this.healing = true;
     this.stopSubmitting = true;
+    // Access comes back and credentials issued from now on last: the faults stop.
+    this.auth.heal();
     for (const c of this.clients) {
       c.stalledUntil = 0;
       c.offlineUntil = 0;
