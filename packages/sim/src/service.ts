@@ -204,6 +204,7 @@ export class ServiceLinks {
         join(member, principal);
       };
       host.receive = (conn, frame) => {
+        if ((frame as { t?: unknown }).t === 'ops') sim.count('room-ops-runs');
         sim.callback(() => sim.checks.roomInput(sim, conn, frame));
         receive(conn, frame);
       };
@@ -335,6 +336,7 @@ export class SimConnection implements Connection {
   deliver(msg: ClientMessage): void {
     if (!this.isOpen || !this.running()) return;
     const bytes = this.codec.encode(msg);
+    if (msg.t === 'ops') this.sim.count('ops-frames-delivered');
     this.sim.checks.delivered(this.sim, this.id, msg);
     if (this.frames++ === 0) this.sim.reactions = true; // the hello: the service joins the room in a promise
     this.waiting.push(bytes);

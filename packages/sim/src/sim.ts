@@ -114,6 +114,12 @@ export interface SimConfig {
   auth?: AuthConfig;
   /** The room service's limits in this run (SEC-LIMITS); absent ones are the defaults. */
   limits: Partial<Limits>;
+  /**
+   * A server process's clock moves on by this many ms for each op its code executes within an
+   * event (0: it stands still within an event), so the input scheduler's turns and rounds end
+   * and an ops frame is handed to the room in runs (chunks), as on a loaded server.
+   */
+  serverOpMs: number;
 }
 
 export interface SimResult {
@@ -191,7 +197,7 @@ function upgradeFor(seed: number): Pick<SimConfig, 'upgradeAt'> {
  * of its own, so the seed's other choices are the same either way. Half the seeds authenticate
  * (some with credentials that expire, some with revocations); a third run small op rates.
  */
-function securityFor(seed: number): Pick<SimConfig, 'auth' | 'limits'> {
+function securityFor(seed: number): Pick<SimConfig, 'auth' | 'limits' | 'serverOpMs'> {
   const r = new Rng(seed ^ 0x5ec0);
   const auth: AuthConfig | undefined = r.chance(0.5)
     ? {
@@ -202,7 +208,29 @@ function securityFor(seed: number): Pick<SimConfig, 'auth' | 'limits'> {
       }
     : undefined;
   const limits: Partial<Limits> = r.chance(0.3) ? { opsPerSecond: r.pick([20, 60, 200]), opsBurst: r.pick([3, 20, 100]) } : {};
-  return { ...(auth ? { auth } : {}), limits };
+  return { ...(auth ? { auth } : {}), limits, serverOpMs: r.pick([0, 0.02, 0.3, 1]) };
+}
+
+/**
+ * A server process's time: the simulated clock, plus `opMs` for each op executed since the event
+ * began (the CPU the server spends); never going back, so a busy server's clock runs ahead of the
+ * simulated one until the next event after it.
+ */
+function cpuClock(sim: { readonly now: number; readonly events: number }, opMs: number): () => number {
+  let event = -1,
+    ops0 = 0,
+    base = 0,
+    last = 0;
+  return () => {
+    if (opMs === 0) return sim.now;
+    if (sim.events !== event) {
+      event = sim.events;
+      ops0 = work.ops;
+      base = Math.max(last, sim.now);
+    }
+    last = base + (work.ops - ops0) * opMs;
+    return last;
+  };
 }
 
 // ------------------------------------------------------------------ event queue
@@ -539,7 +567,7 @@ class SingleServer implements ServerSide {
     const alive = () => this.proc?.epoch === epoch;
     // The server's timers are events on the simulated clock; a dead process's never fire.
     const clock: ServerClock = {
-      now: () => sim.now,
+      now: cpuClock(sim, sim.cfg.serverOpMs),
       setTimeout: (fn, ms) => {
         const timer = { cancelled: false };
         sim.q.push(sim.now + Math.max(0, ms), 'server timer', () => {
