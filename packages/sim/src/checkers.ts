@@ -196,8 +196,8 @@ export interface Hooks {
   roomJoined?(s: SimState, conn: string, user: string | undefined): void;
   /** Room service: it handed its room `frame` from `conn` (RoomHost.receive). */
   roomInput?(s: SimState, conn: string, frame: unknown): void;
-  /** Room service: connection `conn` closed (`by` the service: what it sent before is in `sent`). */
-  closed?(s: SimState, conn: string, by: ClosedBy): void;
+  /** Room service: connection `conn` closed; `by` the service, with `error` the last error it sent on it (if any). */
+  closed?(s: SimState, conn: string, by: ClosedBy, error?: { code: string; fatal: boolean }): void;
   /** Room service: a backend revoked `user`; the service says it closed `cut` connections. */
   revoked?(s: SimState, user: string, cut: number): void;
 }
@@ -1145,8 +1145,8 @@ export class Checks {
   roomInput(s: SimState, conn: string, frame: unknown): void {
     for (const f of this.hooks.roomInput) f(s, conn, frame);
   }
-  closed(s: SimState, conn: string, by: ClosedBy): void {
-    for (const f of this.hooks.closed) f(s, conn, by);
+  closed(s: SimState, conn: string, by: ClosedBy, error?: { code: string; fatal: boolean }): void {
+    for (const f of this.hooks.closed) f(s, conn, by, error);
   }
   revoked(s: SimState, user: string, cut: number): void {
     for (const f of this.hooks.revoked) f(s, user, cut);

@@ -11,7 +11,7 @@
  * as users, half of those with credentials that expire), SEC-ACCESS (some of those revoke users'
  * access mid-run). Other SEC rules are the fuzzer's, the soak's or tests' (docs/spec.md).
  */
-import { SERVER_CLIENT, SYSTEM_CLIENT, type ClientMessage, type ServerMessage } from '@hercules/core';
+import { SERVER_CLIENT, SYSTEM_CLIENT, type ClientMessage } from '@hercules/core';
 import type { Checker, Credential, Fail, SimState } from './checkers.ts';
 
 /** The default op rate and burst of the service (room-service.ts DEFAULT_LIMITS), for a run that leaves them. */
@@ -58,9 +58,13 @@ function connections() {
     opened(s: SimState, conn: string, cred: Credential | undefined) {
       conns.set(conn, { cred, openedAt: s.now, denied: cred?.denied === true, open: true, joined: false, queue: [], charged: 0, largestFrame: 1 });
     },
-    sent(conn: string, msg: ServerMessage) {
+    /** Closed: no longer open, and the error the service sent before closing it, if it did. */
+    closed(conn: string, error: { code: string; fatal: boolean } | undefined) {
       const c = conns.get(conn);
-      if (c && msg.t === 'error') c.lastError = { code: msg.code, fatal: msg.fatal === true };
+      if (!c) return undefined;
+      c.open = false;
+      if (error) c.lastError = error;
+      return c;
     },
   };
 }
@@ -140,14 +144,9 @@ export const SEC_CHECKERS: readonly Checker[] = [
         opened(s, conn, cred) {
           t.opened(s, conn, cred);
         },
-        sent(_s, conn, _client, msg) {
-          t.sent(conn, msg);
-        },
-        closed(s, conn, by) {
-          const c = t.conns.get(conn);
-          if (!c) return;
-          c.open = false;
-          if (by !== 'server') return;
+        closed(s, conn, by, error) {
+          const c = t.closed(conn, error);
+          if (!c || by !== 'server') return;
           const exp = c.cred?.expiresAt ?? Infinity;
           if (c.lastError?.code === 'unauthenticated' && s.now < exp) fail(`${conn} was closed unauthenticated at ${s.now}, before its credential expired at ${exp}`);
         },
@@ -175,12 +174,8 @@ export const SEC_CHECKERS: readonly Checker[] = [
         opened(s, conn, cred) {
           t.opened(s, conn, cred);
         },
-        sent(_s, conn, _client, msg) {
-          t.sent(conn, msg);
-        },
-        closed(_s, conn) {
-          const c = t.conns.get(conn);
-          if (c) c.open = false;
+        closed(_s, conn, _by, error) {
+          t.closed(conn, error);
         },
         roomJoined(_s, conn, user) {
           const c = t.conns.get(conn);
@@ -201,7 +196,10 @@ export const SEC_CHECKERS: readonly Checker[] = [
             if (c.open) fail(`user ${user} was revoked, but its connection ${id} is still open`);
             if (c.lastError?.code !== 'revoked' || !c.lastError.fatal) fail(`${id} was closed on revoking ${user} without a fatal revoked error (last: ${c.lastError?.code ?? 'none'})`);
           }
-          if (cut !== open) fail(`revoking ${user} reported ${cut} connections closed; ${open} were open`);
+          if (cut !== open)
+            fail(
+              `revoking ${user} reported ${cut} connections closed; ${open} were open (${[...t.conns].map(([id, c]) => `${id}:${c.cred?.user}:${c.open ? 'open' : 'closed'}:${c.lastError?.code ?? ''}`).join(' ')})`,
+            );
         },
       };
     },

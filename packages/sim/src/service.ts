@@ -281,6 +281,8 @@ export class SimConnection implements Connection {
   private readonly waiting: Uint8Array[] = [];
   private closeTold = false;
   private frames = 0;
+  /** The last error the service sent on it (told to the checkers with its close). */
+  private lastError?: { code: string; fatal: boolean };
   /** The client's codec: it encodes what the client sends and decodes what the service sends. */
   private readonly codec = new ClientCodec();
 
@@ -296,6 +298,8 @@ export class SimConnection implements Connection {
 
   listen(events: ConnectionEvents): void {
     this.events = events;
+    // Closed while it was being admitted: the close is told to whoever listens, once.
+    if (!this.isOpen) this.sim.q.push(this.sim.now, `close ${this.id} (before served)`, () => this.tellClosed());
     this.flush();
   }
 
@@ -303,6 +307,7 @@ export class SimConnection implements Connection {
     if (!this.isOpen || !this.running()) return;
     const msg = this.codec.decode(frame);
     if (msg.t === 'ping') return; // the transport's own (the client's watchdog rearms on any frame)
+    if (msg.t === 'error') this.lastError = { code: msg.code, fatal: msg.fatal === true };
     this.sim.callback(() => this.end.down(msg));
   }
 
@@ -361,17 +366,17 @@ export class SimConnection implements Connection {
     this.isOpen = false;
     this.waiting.length = 0;
     if (!this.running()) return;
-    this.sim.checks.closed(this.sim, this.id, 'server');
+    this.sim.checks.closed(this.sim, this.id, 'server', this.lastError);
     this.sim.callback(() => this.end.closed());
     // The close handshake: the service hears the close once the client's end has answered it.
     this.sim.q.push(this.sim.now + 1, `close handshake ${this.id}`, () => this.tellClosed());
   }
 
   private tellClosed(): void {
-    if (this.closeTold) return;
+    if (this.closeTold || !this.events) return;
     this.closeTold = true;
     this.forget();
-    if (this.running()) this.events?.close();
+    if (this.running()) this.events.close();
   }
 }
 
