@@ -11,12 +11,19 @@
  * docs/spec.md) run after every event and wherever something observable happens; the first
  * violation stops the run naming its rule, and the seed replays it exactly.
  *
- * The server is the server's own pipeline (@hercules/server/pipeline): a RoomRegistry and its
- * RoomHost, over a MemoryStore whose appends land after a simulated disk latency, with the
- * simulated clock as its Clock and simulated links as its members. So what the checkers check
- * is the code the server runs, not a copy of its policy. Store completions are promises: after
- * an event that settles one, the run lets the reactions to it run (microtasks) before the next
- * event, so a run is still one deterministic sequence.
+ * The server is the room service the server runs (`createRoomService`, service.ts): admission
+ * with the authenticate and access hooks, a session per connection (its inbox, token buckets,
+ * hello and credential-expiry timers, flow control, membership) and the input scheduler (fair
+ * rounds, the decoding budget, ops frames handed to the room in runs), over its RoomRegistry and
+ * RoomHost, over a MemoryStore whose appends land after a simulated disk latency. Its Clock is
+ * the simulated one (moving on with the ops the server executes, serverOpMs), its connections
+ * simulated ones that carry the wire format's bytes. So hello, join, chunking, limits,
+ * revocation and credential expiry run here, and what the checkers check is the code the server
+ * runs, not a copy of its policy. Cluster mode is not there yet: its nodes run the pipeline below
+ * the service (RoomRegistry and RoomHost, `ServerLinks` below standing in for the service's
+ * hello and join). Store completions and admission are promises: after an event that settles
+ * one, the run lets the reactions to it run (microtasks) before the next event, so a run is
+ * still one deterministic sequence.
  */
 import { isDeepStrictEqual } from 'node:util';
 import {
@@ -178,7 +185,8 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}, mode
     ...(mode.cluster ? { cluster: clusterConfigFor(r), crashBeforeCommit: 0 } : {}),
     seqBlock: r.pick([0, 2, 5, 1000, 1000]),
     ...upgradeFor(seed),
-    ...securityFor(seed),
+    // The cluster's nodes serve their links without the room service (ServerLinks): no users, no limits.
+    ...(mode.cluster ? { limits: {}, serverOpMs: 0 } : securityFor(seed)),
     ...overrides,
   };
 }
@@ -446,8 +454,9 @@ export interface ServerLink extends RoomMember {
 }
 
 /**
- * A server process's ends of its client links: each connection joins the room's host once the
- * registry loaded it. `down` carries what the server sends to the client and `closed` tells the
+ * A cluster node's ends of its client links, without the room service (cluster.ts; the embedded
+ * server runs the service: ServiceLinks, service.ts): each connection joins the room's host once
+ * the registry loaded it. `down` carries what the server sends to the client and `closed` tells the
  * client the server closed its end (the caller adds what lies between: a relay, say).
  */
 export class ServerLinks {
