@@ -392,19 +392,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   const refuse = (conn: Connection, r: Refusal) => refuseConnection({ metrics, log, clock, halfRtt, guard }, conn, r);
 
-  const start = sessionStarter({
-    clock,
-    wallClock: opts.wallClock ?? Date.now,
-    sessionId: opts.sessionId,
-    limits,
-    metrics,
-    log,
-    scheduler,
-    guard,
-    halfRtt,
-    sessions,
-    closing: () => closing,
-  });
+  const start = sessionStarter({ clock, limits, metrics, log, scheduler, guard, halfRtt, sessions, closing: () => closing, seams: opts });
 
   const admission = new Admission({ authenticate, access: opts.access, maxConnections: limits.maxConnections, openConnections: () => sessions.size, log });
 
@@ -702,8 +690,8 @@ function revokeSessions(sessions: Iterable<Session>, user: string, room: string 
 /** Serve an admitted connection: a Session, in `sessions` until it closes. */
 function sessionStarter(d: {
   clock: Clock;
-  wallClock: () => number;
-  sessionId: ((conn: Connection) => string) | undefined;
+  /** The simulator's: sessions named by their connections, credentials expiring by its clock. */
+  seams: Pick<RoomServiceOptions, 'wallClock' | 'sessionId'>;
   limits: Limits;
   metrics: Metrics;
   log: Logger;
@@ -717,7 +705,7 @@ function sessionStarter(d: {
   let nextConn = 0;
   const ctx: SessionContext = {
     clock,
-    wallClock: d.wallClock,
+    wallClock: d.seams.wallClock ?? Date.now,
     limits,
     metrics,
     log,
@@ -736,7 +724,7 @@ function sessionStarter(d: {
       return;
     }
     const conn = d.halfRtt > 0 ? delayedConnection(raw, d.halfRtt, clock) : raw;
-    const c = new Session(ctx, d.sessionId ? d.sessionId(raw) : `k${++nextConn}`, conn, admitted, acceptedAt);
+    const c = new Session(ctx, d.seams.sessionId ? d.seams.sessionId(raw) : `k${++nextConn}`, conn, admitted, acceptedAt);
     sessions.set(c.id, c);
     metrics.connections.set(sessions.size);
     log.debug({ conn: c.id, room: c.roomName, remote: c.remote, user: admitted.identity?.user, access: c.access }, 'connection open');

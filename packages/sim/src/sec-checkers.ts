@@ -148,17 +148,21 @@ export const SEC_CHECKERS: readonly Checker[] = [
           const c = t.closed(conn, error);
           if (!c || by !== 'server') return;
           const exp = c.cred?.expiresAt ?? Infinity;
-          if (c.lastError?.code === 'unauthenticated' && s.now < exp) fail(`${conn} was closed unauthenticated at ${s.now}, before its credential expired at ${exp}`);
+          if (c.lastError?.code === 'unauthenticated' && s.now < exp)
+            fail(`${conn} was closed unauthenticated at ${s.now}, before its credential expired at ${exp}`);
         },
         roomInput(s, conn, frame) {
           const exp = t.conns.get(conn)?.cred?.expiresAt ?? Infinity;
-          if (s.now > exp) fail(`the room got a ${String((frame as { t?: unknown }).t)} frame from ${conn} at ${s.now}, after its credential expired at ${exp}`);
+          if (s.now > exp)
+            fail(`the room got a ${String((frame as { t?: unknown }).t)} frame from ${conn} at ${s.now}, after its credential expired at ${exp}`);
         },
         step(s) {
           for (const [id, c] of t.conns) {
             if (!c.open) t.conns.delete(id);
             else if (s.now > (c.cred?.expiresAt ?? Infinity))
-              fail(`${id} is still open at ${s.now}, its credential expired at ${c.cred!.expiresAt}${c.lastError ? ` (last error sent: ${c.lastError.code})` : ''}`);
+              fail(
+                `${id} is still open at ${s.now}, its credential expired at ${c.cred!.expiresAt}${c.lastError ? ` (last error sent: ${c.lastError.code})` : ''}`,
+              );
           }
         },
       };
@@ -167,7 +171,7 @@ export const SEC_CHECKERS: readonly Checker[] = [
   {
     rule: 'SEC-ACCESS',
     description:
-      "revoking a user closes each of its open connections with a fatal revoked error at once, and nothing they send reaches the room after; a user without access is never joined",
+      'revoking a user closes each of its open connections with a fatal revoked error at once, and nothing they send reaches the room after; a user without access is never joined',
     create: (fail: Fail) => {
       const t = connections();
       return {
@@ -194,7 +198,8 @@ export const SEC_CHECKERS: readonly Checker[] = [
             open++;
             c.revokedAt = s.now;
             if (c.open) fail(`user ${user} was revoked, but its connection ${id} is still open`);
-            if (c.lastError?.code !== 'revoked' || !c.lastError.fatal) fail(`${id} was closed on revoking ${user} without a fatal revoked error (last: ${c.lastError?.code ?? 'none'})`);
+            if (c.lastError?.code !== 'revoked' || !c.lastError.fatal)
+              fail(`${id} was closed on revoking ${user} without a fatal revoked error (last: ${c.lastError?.code ?? 'none'})`);
           }
           if (cut !== open)
             fail(

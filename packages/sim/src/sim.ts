@@ -49,7 +49,7 @@ import {
 import {
   MemoryDisk,
   MemoryStore,
-  RoomRegistry,
+  type RoomRegistry,
   type Appended,
   type Clock as ServerClock,
   type LoadedRoom,
@@ -1044,24 +1044,28 @@ export class Simulation implements SimState {
         this.checks.resynced(this, c, reason);
         this.breakLink(c, true);
       },
-      fatal: (code, m) => {
-        this.checks.fatal(this, c, code, m);
-        // A client whose token is a function comes back with a fresh one (connect()'s answer).
-        if (code === 'unauthenticated' && this.auth.on) {
-          this.count('credential-expired');
-          return false;
-        }
-        if ((code === 'revoked' || code === 'forbidden') && c.incarnation === inc) return this.signInAgain(c, code);
-        if (code === 'client-too-old' && c.incarnation === inc) {
-          // The app reloads to get the new code (docs/migrations.md): its store is untouched.
-          this.count('client-too-old');
-          c.tooOld = true;
-          this.q.push(this.now + this.upgradeRng.int(20, 600), `reload ${c.id} (refused)`, () => this.reloadClient(c));
-        }
-      },
+      fatal: (code, m) => this.clientFatal(c, inc, code, m),
     });
     c.room = room;
     this.connect(c);
+  }
+
+  /** Client process `inc` of `c` was refused `code`, fatally: what its app does; false: it goes on (RoomDriver.fatal). */
+  private clientFatal(c: SimClient, inc: number, code: string, m: string): false | undefined {
+    this.checks.fatal(this, c, code, m);
+    // A client whose token is a function comes back with a fresh one (connect()'s answer).
+    if (code === 'unauthenticated' && this.auth.on) {
+      this.count('credential-expired');
+      return false;
+    }
+    if ((code === 'revoked' || code === 'forbidden') && c.incarnation === inc) this.signInAgain(c, code);
+    if (code === 'client-too-old' && c.incarnation === inc) {
+      // The app reloads to get the new code (docs/migrations.md): its store is untouched.
+      this.count('client-too-old');
+      c.tooOld = true;
+      this.q.push(this.now + this.upgradeRng.int(20, 600), `reload ${c.id} (refused)`, () => this.reloadClient(c));
+    }
+    return undefined;
   }
 
   /**
