@@ -27,7 +27,7 @@ import { systemClock, type Clock, type TimerHandle } from './clock.ts';
 import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
 import { Session, UserBuckets, errText, type SessionContext } from './session.ts';
-import { RoomRegistry, type RoomRegistryEvents } from './room-registry.ts';
+import { RoomRegistry, type RoomRegistryEvents, type RoomRegistryOptions } from './room-registry.ts';
 import type { RoomStore } from './store/room-store.ts';
 
 export { ROOMS_PAGE_DEFAULT, ROOMS_PAGE_MAX } from './backend-api.ts';
@@ -194,6 +194,21 @@ export interface RoomServiceOptions extends ServiceOptions {
   metrics?: Metrics;
   /** Time and timers. Default: the system clock. */
   clock?: Clock;
+  /**
+   * Wall-clock time, ms since the epoch, against which credentials expire (Identity.expiresAt).
+   * Default `Date.now`; the simulator gives its simulated clock.
+   */
+  wallClock?: () => number;
+  /**
+   * Make the room registry from the options the service built (default: `new RoomRegistry(opts)`).
+   * A seam for the simulator, which adds its own hooks and keeps hold of the registry.
+   */
+  createRegistry?: (opts: RoomRegistryOptions) => RoomRegistry;
+  /**
+   * The id of a new connection's session, its member id in its room (default k1, k2, ...; unique
+   * per service). A seam for the simulator, whose checkers know connections by its own ids.
+   */
+  sessionId?: (conn: Connection) => string;
   /** What a failure message calls the service in errors about options (default 'createRoomService'). */
   caller?: string;
 }
@@ -330,7 +345,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   // ------------------------------------------------------------ rooms
 
-  const registry: RoomRegistry = new RoomRegistry({
+  const registry: RoomRegistry = (opts.createRegistry ?? ((o: RoomRegistryOptions) => new RoomRegistry(o)))({
     store: opts.store,
     clock,
     ackTimeoutMs,
@@ -377,7 +392,7 @@ export function createRoomService(opts: RoomServiceOptions): RoomService {
 
   const refuse = (conn: Connection, r: Refusal) => refuseConnection({ metrics, log, clock, halfRtt, guard }, conn, r);
 
-  const start = sessionStarter({ clock, limits, metrics, log, scheduler, guard, halfRtt, sessions, closing: () => closing });
+  const start = sessionStarter({ clock, limits, metrics, log, scheduler, guard, halfRtt, sessions, closing: () => closing, seams: opts });
 
   const admission = new Admission({ authenticate, access: opts.access, maxConnections: limits.maxConnections, openConnections: () => sessions.size, log });
 
@@ -675,6 +690,8 @@ function revokeSessions(sessions: Iterable<Session>, user: string, room: string 
 /** Serve an admitted connection: a Session, in `sessions` until it closes. */
 function sessionStarter(d: {
   clock: Clock;
+  /** The simulator's: sessions named by their connections, credentials expiring by its clock. */
+  seams: Pick<RoomServiceOptions, 'wallClock' | 'sessionId'>;
   limits: Limits;
   metrics: Metrics;
   log: Logger;
@@ -688,6 +705,7 @@ function sessionStarter(d: {
   let nextConn = 0;
   const ctx: SessionContext = {
     clock,
+    wallClock: d.seams.wallClock ?? Date.now,
     limits,
     metrics,
     log,
@@ -706,7 +724,7 @@ function sessionStarter(d: {
       return;
     }
     const conn = d.halfRtt > 0 ? delayedConnection(raw, d.halfRtt, clock) : raw;
-    const c = new Session(ctx, `k${++nextConn}`, conn, admitted, acceptedAt);
+    const c = new Session(ctx, d.seams.sessionId ? d.seams.sessionId(raw) : `k${++nextConn}`, conn, admitted, acceptedAt);
     sessions.set(c.id, c);
     metrics.connections.set(sessions.size);
     log.debug({ conn: c.id, room: c.roomName, remote: c.remote, user: admitted.identity?.user, access: c.access }, 'connection open');

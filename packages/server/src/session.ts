@@ -59,6 +59,8 @@ export class UserBuckets {
 /** What a session needs of the service that holds it. */
 export interface SessionContext {
   clock: Clock;
+  /** Wall-clock time, ms since the epoch: credentials expire by it (Identity.expiresAt). Default `Date.now`. */
+  wallClock?: () => number;
   limits: Limits;
   metrics: Metrics;
   log: Logger;
@@ -222,7 +224,7 @@ export class Session implements InputSource {
   private armExpiry(): void {
     const at = this.identity?.expiresAt;
     if (at === undefined || !Number.isFinite(at)) return;
-    const wait = at - Date.now(); // expiry is wall-clock time, like the token's `exp`
+    const wait = at - (this.ctx.wallClock ?? Date.now)(); // expiry is wall-clock time, like the token's `exp`
     if (wait <= 0) {
       this.cut('unauthenticated', 4401, `the credential expired at ${new Date(at).toISOString()}; reconnect with a fresh token`, true);
       return;

@@ -32,9 +32,11 @@ import {
   type ViewName,
   type ViewPositions,
 } from '@hercules/core';
+import type { Limits } from '@hercules/server';
 import type { LoadedRoom } from '@hercules/server/pipeline';
 import { ledgerAt, type AnyLedgerState, type Ledger } from './machine.ts';
 import { RECEIPT_CHECKERS } from './receipt-checkers.ts';
+import { SEC_CHECKERS } from './sec-checkers.ts';
 import { TEXT_CHECKERS } from './text-checkers.ts';
 
 /** A state of either version of the machine (machine.ts): what checkers compare is mostly its `log`. */
@@ -106,7 +108,24 @@ export interface SimState {
   readonly storeMayFail: boolean;
   /** Cluster mode: each running node that believes it owns the room's shard, with its claim's epoch (empty otherwise). */
   owners(): readonly { node: string; epoch: number }[];
+  /** The author the server must stamp on `client`'s ops: its user when clients authenticate, else the client id (SEC-AUTHOR). */
+  authorOf(client: string): string;
+  /** The run made the server refuse `c` with `code` on purpose (its user's access revoked, its credential expired). */
+  refusedByDesign(c: ClientState, code: string): boolean;
+  /** The room service's limits in this run (absent ones: the defaults). */
+  readonly limits: Partial<Limits>;
 }
+
+/** A credential a connection authenticated with: its user, and when it expires (simulated ms; Infinity: never). */
+export interface Credential {
+  readonly user: string;
+  readonly expiresAt: number;
+  /** The service's access hook answers `none` for the user as the connection opens (the run revoked it). */
+  readonly denied: boolean;
+}
+
+/** Who ended a connection first: the service, the client (or its network), or the server process, by dying. */
+export type ClosedBy = 'server' | 'client' | 'died';
 
 export type Positions = ViewPositions;
 
@@ -169,6 +188,18 @@ export interface Hooks {
   announced?(s: SimState, node: string, epoch: number | undefined, msg: ServerMessage): void;
   /** The server's own API answered a submit of `args` under idempotency `key` (API-SUBMIT). */
   apiAnswered?(s: SimState, key: string, args: unknown, outcome: ApiOutcome): void;
+  /** Room service: client connection `conn` reached it, with credential `cred` (undefined: anonymous). */
+  opened?(s: SimState, conn: string, cred: Credential | undefined): void;
+  /** Room service: `msg` from `conn` arrived at the service's end of the connection (in the order sent). */
+  delivered?(s: SimState, conn: string, msg: ClientMessage): void;
+  /** Room service: it joined `conn` to its room, as `user` (undefined: anonymous). */
+  roomJoined?(s: SimState, conn: string, user: string | undefined): void;
+  /** Room service: it handed its room `frame` from `conn` (RoomHost.receive). */
+  roomInput?(s: SimState, conn: string, frame: unknown): void;
+  /** Room service: connection `conn` closed; `by` the service, with `error` the last error it sent on it (if any). */
+  closed?(s: SimState, conn: string, by: ClosedBy, error?: { code: string; fatal: boolean }): void;
+  /** Room service: a backend revoked `user`; the service says it closed `cut` connections. */
+  revoked?(s: SimState, user: string, cut: number): void;
 }
 
 /** What a submit through the server's own API came to: its result, or the error code it was refused with. */
@@ -864,6 +895,8 @@ export const CHECKERS: readonly Checker[] = [
         // use the room's machine version, docs/spec.md "Words"): its documented answer is
         // client-too-old, after which it reloads on the new code. Any other refusal fails.
         if (code === 'client-too-old' && c.version < s.serverVersion) return;
+        // Nor is one whose user lost access, or whose credential expired: the run did that (SEC-ACCESS, SEC-AUTHN).
+        if (s.refusedByDesign(c, code)) return;
         fail(`client ${c.id} got fatal ${code}: ${m}`);
       },
       warned(s, c, m) {
@@ -1010,6 +1043,8 @@ export const CHECKERS: readonly Checker[] = [
   // The collaborative text's (issue 38): text-checkers.ts.
   ...TEXT_CHECKERS,
   ...RECEIPT_CHECKERS,
+  // The room service's (issue 36): sec-checkers.ts.
+  ...SEC_CHECKERS,
 ];
 
 type HookName = keyof Hooks;
@@ -1032,6 +1067,12 @@ export class Checks {
     roomLoaded: [],
     announced: [],
     apiAnswered: [],
+    opened: [],
+    delivered: [],
+    roomJoined: [],
+    roomInput: [],
+    closed: [],
+    revoked: [],
   };
   private readonly memo = new Map<ClientState, unknown[]>();
 
@@ -1091,5 +1132,23 @@ export class Checks {
   }
   apiAnswered(s: SimState, key: string, args: unknown, outcome: ApiOutcome): void {
     for (const f of this.hooks.apiAnswered) f(s, key, args, outcome);
+  }
+  opened(s: SimState, conn: string, cred: Credential | undefined): void {
+    for (const f of this.hooks.opened) f(s, conn, cred);
+  }
+  delivered(s: SimState, conn: string, msg: ClientMessage): void {
+    for (const f of this.hooks.delivered) f(s, conn, msg);
+  }
+  roomJoined(s: SimState, conn: string, user: string | undefined): void {
+    for (const f of this.hooks.roomJoined) f(s, conn, user);
+  }
+  roomInput(s: SimState, conn: string, frame: unknown): void {
+    for (const f of this.hooks.roomInput) f(s, conn, frame);
+  }
+  closed(s: SimState, conn: string, by: ClosedBy, error?: { code: string; fatal: boolean }): void {
+    for (const f of this.hooks.closed) f(s, conn, by, error);
+  }
+  revoked(s: SimState, user: string, cut: number): void {
+    for (const f of this.hooks.revoked) f(s, user, cut);
   }
 }

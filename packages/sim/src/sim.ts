@@ -11,12 +11,19 @@
  * docs/spec.md) run after every event and wherever something observable happens; the first
  * violation stops the run naming its rule, and the seed replays it exactly.
  *
- * The server is the server's own pipeline (@hercules/server/pipeline): a RoomRegistry and its
- * RoomHost, over a MemoryStore whose appends land after a simulated disk latency, with the
- * simulated clock as its Clock and simulated links as its members. So what the checkers check
- * is the code the server runs, not a copy of its policy. Store completions are promises: after
- * an event that settles one, the run lets the reactions to it run (microtasks) before the next
- * event, so a run is still one deterministic sequence.
+ * The server is the room service the server runs (`createRoomService`, service.ts): admission
+ * with the authenticate and access hooks, a session per connection (its inbox, token buckets,
+ * hello and credential-expiry timers, flow control, membership) and the input scheduler (fair
+ * rounds, the decoding budget, ops frames handed to the room in runs), over its RoomRegistry and
+ * RoomHost, over a MemoryStore whose appends land after a simulated disk latency. Its Clock is
+ * the simulated one (moving on with the ops the server executes, serverOpMs), its connections
+ * simulated ones that carry the wire format's bytes. So hello, join, chunking, limits,
+ * revocation and credential expiry run here, and what the checkers check is the code the server
+ * runs, not a copy of its policy. Cluster mode is not there yet: its nodes run the pipeline below
+ * the service (RoomRegistry and RoomHost, `ServerLinks` below standing in for the service's
+ * hello and join). Store completions and admission are promises: after an event that settles
+ * one, the run lets the reactions to it run (microtasks) before the next event, so a run is
+ * still one deterministic sequence.
  */
 import { isDeepStrictEqual } from 'node:util';
 import {
@@ -43,7 +50,7 @@ import {
 import {
   MemoryDisk,
   MemoryStore,
-  RoomRegistry,
+  type RoomRegistry,
   type Appended,
   type Clock as ServerClock,
   type LoadedRoom,
@@ -57,9 +64,11 @@ import {
 import assert from 'node:assert/strict';
 import { Rng } from './rng.ts';
 import { LEDGERS, ledger, ledgerAt, type ledgerV2, work, type AnyLedgerState, type Ledger } from './machine.ts';
-import { API_AUTHOR, CHECKERS, Checks, Violation, type Checker, type SimState } from './checkers.ts';
+import { API_AUTHOR, CHECKERS, Checks, Violation, type Checker, type ClientState, type SimState } from './checkers.ts';
 import { ClusterServer, clusterConfigFor, type ClusterConfig } from './cluster.ts';
 import type { ShardLog } from '@hercules/cluster/pipeline';
+import type { Limits } from '@hercules/server';
+import { ServiceLinks, SimAuth, type AuthConfig, type ClientEnd } from './service.ts';
 
 export { CHECKERS, Violation };
 
@@ -106,6 +115,19 @@ export interface SimConfig {
    * code over their disk at random later moments, some offline holding v1 ops. Absent: no upgrade.
    */
   upgradeAt?: number;
+  /**
+   * Authentication (SEC-AUTHN, SEC-AUTHOR, SEC-ACCESS): clients connect as users, credentials may
+   * expire, a backend revokes users' access now and then. Absent: anonymous clients.
+   */
+  auth?: AuthConfig;
+  /** The room service's limits in this run (SEC-LIMITS); absent ones are the defaults. */
+  limits: Partial<Limits>;
+  /**
+   * A server process's clock moves on by this many ms for each op its code executes within an
+   * event (0: it stands still within an event), so the input scheduler's turns and rounds end
+   * and an ops frame is handed to the room in runs (chunks), as on a loaded server.
+   */
+  serverOpMs: number;
 }
 
 export interface SimResult {
@@ -164,6 +186,8 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}, mode
     ...(mode.cluster ? { cluster: clusterConfigFor(r), crashBeforeCommit: 0 } : {}),
     seqBlock: r.pick([0, 2, 5, 1000, 1000]),
     ...upgradeFor(seed),
+    // The cluster's nodes serve their links without the room service (ServerLinks): no users, no limits.
+    ...(mode.cluster ? { limits: {}, serverOpMs: 0 } : securityFor(seed)),
     ...overrides,
   };
 }
@@ -175,6 +199,47 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}, mode
 function upgradeFor(seed: number): Pick<SimConfig, 'upgradeAt'> {
   const u = new Rng(seed ^ 0x0b9a2);
   return u.chance(0.35) ? { upgradeAt: u.int(100, 1400) } : {};
+}
+
+/**
+ * Whether (and how) a seed authenticates its clients and limits their rates: drawn from a stream
+ * of its own, so the seed's other choices are the same either way. Half the seeds authenticate
+ * (some with credentials that expire, some with revocations); a third run small op rates.
+ */
+function securityFor(seed: number): Pick<SimConfig, 'auth' | 'limits' | 'serverOpMs'> {
+  const r = new Rng(seed ^ 0x5ec0);
+  const auth: AuthConfig | undefined = r.chance(0.5)
+    ? {
+        users: r.int(1, 3),
+        ...(r.chance(0.5) ? { ttlMs: r.pick([600, 1200, 2500]) } : {}),
+        revokeRate: r.pick([0, 0.0003, 0.001]),
+        revokeMs: [50, r.pick([300, 1500])],
+      }
+    : undefined;
+  const limits: Partial<Limits> = r.chance(0.3) ? { opsPerSecond: r.pick([20, 60, 200]), opsBurst: r.pick([3, 20, 100]) } : {};
+  return { ...(auth ? { auth } : {}), limits, serverOpMs: r.pick([0, 0.02, 0.3, 1]) };
+}
+
+/**
+ * A server process's time: the simulated clock, plus `opMs` for each op executed since the event
+ * began (the CPU the server spends); never going back, so a busy server's clock runs ahead of the
+ * simulated one until the next event after it.
+ */
+function cpuClock(sim: { readonly now: number; readonly events: number }, opMs: number): () => number {
+  let event = -1,
+    ops0 = 0,
+    base = 0,
+    last = 0;
+  return () => {
+    if (opMs === 0) return sim.now;
+    if (sim.events !== event) {
+      event = sim.events;
+      ops0 = work.ops;
+      base = Math.max(last, sim.now);
+    }
+    last = base + (work.ops - ops0) * opMs;
+    return last;
+  };
 }
 
 // ------------------------------------------------------------------ event queue
@@ -246,7 +311,10 @@ export interface SimClient {
   alive: boolean;
   /** The machine version its code runs (a reload after an upgrade starts it on the newer). */
   version: 1 | 2;
-  /** The server refused it `client-too-old`: it stops connecting and submitting until it reloads. */
+  /**
+   * The server refused it `client-too-old` (it reloads on new code), or `revoked` or `forbidden`
+   * (its app signs in again): it stops connecting and submitting until it restarts.
+   */
   tooOld: boolean;
   /** It stays offline (connects to nothing) until then. */
   offlineUntil: number;
@@ -372,6 +440,8 @@ export interface ServerSide {
   owners?(): { node: string; epoch: number }[];
   /** Deploy the machine's new version (sim.serverMachine): restart its processes onto it. */
   upgrade(): void;
+  /** A backend revokes `user`'s access on every running process (RoomService.revoke). */
+  revoke?(user: string): void;
   /** Its processes keep timers for good: the event queue never drains by itself. */
   readonly endless: boolean;
 }
@@ -385,8 +455,9 @@ export interface ServerLink extends RoomMember {
 }
 
 /**
- * A server process's ends of its client links: each connection joins the room's host once the
- * registry loaded it. `down` carries what the server sends to the client and `closed` tells the
+ * A cluster node's ends of its client links, without the room service (cluster.ts; the embedded
+ * server runs the service: ServiceLinks, service.ts): each connection joins the room's host once
+ * the registry loaded it. `down` carries what the server sends to the client and `closed` tells the
  * client the server closed its end (the caller adds what lies between: a relay, say).
  */
 export class ServerLinks {
@@ -456,13 +527,14 @@ export class ServerLinks {
 }
 
 /**
- * The embedded server: one process at a time over one disk. It restarts, and may die between
- * sending and committing (`crashBeforeCommit`).
+ * The embedded server: one process at a time over one disk, running the room service
+ * (service.ts). It restarts, and may die between sending and committing (`crashBeforeCommit`).
  */
 class SingleServer implements ServerSide {
-  readonly endless = false;
+  /** The service's ticks and heartbeats run for good: a run ends once everything converged. */
+  readonly endless = true;
   /** The running process, or undefined while it is down. */
-  private proc: { epoch: number; store: SimStore; links: ServerLinks } | undefined;
+  private proc: { epoch: number; store: SimStore; links: ServiceLinks } | undefined;
   private epoch = 0;
   /** The server's disk: it outlives every server process. */
   private readonly disk = new MemoryDisk();
@@ -475,8 +547,7 @@ class SingleServer implements ServerSide {
   }
 
   host(): RoomHost | undefined {
-    const h = this.proc?.links.registry.get(ROOM);
-    return h && h.state === 'serving' ? h : undefined;
+    return this.proc?.links.host();
   }
 
   endpoint(): Endpoint | undefined {
@@ -485,17 +556,18 @@ class SingleServer implements ServerSide {
     const sim = this.sim;
     return {
       alive: () => this.proc === proc,
-      open: (c, conn) => {
-        const epoch = c.epoch;
-        proc.links.open(
-          conn,
-          (msg) => sim.sendDown(c, conn, epoch, msg),
-          () => sim.closeDown(c, conn, epoch),
-        );
-      },
-      receive: (conn, frame) => proc.links.receive(conn, frame),
+      open: (c, conn) => proc.links.open(conn, sim.clientEnd(c, conn), sim.auth.credential(c.id)),
+      receive: (conn, frame) => proc.links.receive(conn, frame as ClientMessage),
       close: (conn) => proc.links.close(conn),
     };
+  }
+
+  /** A backend revokes `user`'s access (RoomService.revoke): the service cuts the user's connections. */
+  revoke(user: string): void {
+    if (!this.proc) return;
+    const sim = this.sim;
+    const cut = this.proc.links.service.revoke({ user, reason: 'the simulation revoked this user' });
+    sim.checks.revoked(sim, user, cut);
   }
 
   /** Start a server process over the disk: the room loads on its first connection. */
@@ -505,7 +577,7 @@ class SingleServer implements ServerSide {
     const alive = () => this.proc?.epoch === epoch;
     // The server's timers are events on the simulated clock; a dead process's never fire.
     const clock: ServerClock = {
-      now: () => sim.now,
+      now: cpuClock(sim, sim.cfg.serverOpMs),
       setTimeout: (fn, ms) => {
         const timer = { cancelled: false };
         sim.q.push(sim.now + Math.max(0, ms), 'server timer', () => {
@@ -518,24 +590,24 @@ class SingleServer implements ServerSide {
       },
     };
     const store = new SimStore(sim, this, this.disk);
-    const registry = new RoomRegistry({
+    const links = new ServiceLinks(sim, {
       store,
       clock,
-      ackTimeoutMs: sim.cfg.ackTimeoutMs,
-      checkpointEvery: sim.cfg.checkpointEvery,
-      idleUnloadMs: sim.cfg.idleUnloadMs,
+      running: alive,
+      machine: sim.serverMachine,
       ...(this.createHost ? { createHost: this.createHost } : {}),
       events: {
         failed: () => sim.count('room-failed'),
         unloaded: () => sim.count('room-unloaded'),
       },
     });
-    this.proc = { epoch, store, links: new ServerLinks(sim, registry, alive, sim.serverMachine) };
+    this.proc = { epoch, store, links };
   }
 
   /** The server process dies: nothing it has not written is, and every link to it closes. */
   private kill(): void {
     if (this.proc) this.proc.store.dead = true;
+    this.proc?.links.died();
     this.proc = undefined;
     this.epoch++;
   }
@@ -577,12 +649,8 @@ class SingleServer implements ServerSide {
     if (this.sim.rng.chance(this.sim.cfg.rates.serverRestart * 10) && this.proc) this.restart();
   }
 
-  tick(): void {
-    if (this.proc) {
-      this.proc.links.registry.tick();
-      this.sim.reactions = true; // an idle room is handed back to the store
-    }
-  }
+  /** The service ticks on its own clock (ack timeouts, idle unloads, heartbeats). */
+  tick(): void {}
 
   heal(): void {}
 
@@ -649,6 +717,13 @@ export class Simulation implements SimState {
   serverVersion: 1 | 2 = 1;
   /** Draws of the upgrade (its own stream: a seed without one makes the same draws as before). */
   private readonly upgradeRng: Rng;
+  /** Users, credentials and revocations (cfg.auth), with draws of their own. */
+  readonly auth: SimAuth;
+  private readonly authRng: Rng;
+  /** The room service's limits in this run (cfg.limits). */
+  get limits(): Partial<Limits> {
+    return this.cfg.limits;
+  }
   /** Global position of each sequenced op, by id. */
   posOf = new Map<string, number>();
   /** Ops the simulated disk confirmed: they must reach the global log exactly once. */
@@ -687,6 +762,8 @@ export class Simulation implements SimState {
     this.textRng = new Rng(seed ^ 0x7e87);
     this.textOn = this.textRng.chance(0.6);
     this.cfg = cfg;
+    this.auth = new SimAuth(this, cfg.auth);
+    this.authRng = new Rng(seed ^ 0x5ec1);
     this.checks = new Checks(checkers);
     this.side = cfg.cluster ? new ClusterServer(this, cfg.cluster, opts.clusterLog, opts.clusterRelayDelay) : new SingleServer(this, opts.createHost);
     for (let i = 0; i < cfg.clients; i++) {
@@ -785,6 +862,65 @@ export class Simulation implements SimState {
   latency(): number {
     const [lo, hi] = this.cfg.latencyMs;
     return this.rng.int(lo, hi) + this.rng.int(0, this.cfg.jitterMs);
+  }
+
+  /** Client `c`'s end of its connection `conn`, as a server's service sees it: its link down, its close, its pongs. */
+  clientEnd(c: SimClient, conn: string): ClientEnd {
+    const epoch = c.epoch;
+    return {
+      down: (msg) => this.sendDown(c, conn, epoch, msg),
+      closed: () => this.closeDown(c, conn, epoch),
+      ping: (answer) => {
+        // The pong leaves once the ping got through (after what was sent before it), and comes back up the link.
+        const t = Math.max(c.link.down, this.now + this.latency());
+        this.q.push(t, `ping ${conn}`, () => {
+          if (c.conn !== conn || c.epoch !== epoch || !c.alive) return;
+          const back = Math.max(c.link.up, this.now + this.latency());
+          c.link.up = back;
+          this.q.push(back, `pong ${conn}`, answer);
+        });
+      },
+    };
+  }
+
+  /** The room service logged an error: one it contains (a bug in a turn, a timer, a frame) fails the run; a room's failure is counted. */
+  serviceError(obj: unknown, msg: string | undefined): void {
+    const m = msg ?? '';
+    if (/^room .* failed in|^cannot load room|^handing a room back/.test(m)) {
+      this.count('service-logged-room-failure');
+      return;
+    }
+    const detail = typeof obj === 'object' && obj !== null ? JSON.stringify(obj) : String(obj);
+    this.reactionError ??= new Error(`the room service logged an error: ${m} ${detail}`);
+  }
+
+  /** The run made `c` be refused `code` on purpose: its user's access was revoked, or its credential expired (LIVE-HONEST). */
+  refusedByDesign(c: ClientState, code: string): boolean {
+    return this.auth.refusedByDesign(c.id, code);
+  }
+
+  /** The author the server stamps on `client`'s ops: its user when clients authenticate, else the client id (SEC-AUTHOR). */
+  authorOf(client: string): string {
+    return this.auth.authorOf(client);
+  }
+
+  /** A backend revokes a random user's access for a while (SEC-ACCESS): its connections are cut, new ones refused until it ends. */
+  private revokeRandom(): void {
+    const a = this.cfg.auth!;
+    const user = this.authRng.pick(this.auth.users());
+    this.auth.revoke(user, this.authRng.int(a.revokeMs[0], a.revokeMs[1]));
+    this.count('revoke');
+    this.side.revoke?.(user);
+  }
+
+  /** Refused `revoked` or `forbidden`: the app signs in again later, a new process over the same disk (its durable ops go out then). */
+  private signInAgain(c: SimClient, code: string): void {
+    this.count(`client-${code}`);
+    c.tooOld = true;
+    const inc = c.incarnation;
+    this.q.push(this.now + this.authRng.int(50, 800), `sign in ${c.id}`, () => {
+      if (c.alive && c.incarnation === inc) this.crashClient(c, true, this.authRng);
+    });
   }
 
   // -------------------------------------------------------------- client processes
@@ -909,18 +1045,28 @@ export class Simulation implements SimState {
         this.checks.resynced(this, c, reason);
         this.breakLink(c, true);
       },
-      fatal: (code, m) => {
-        this.checks.fatal(this, c, code, m);
-        if (code === 'client-too-old' && c.incarnation === inc) {
-          // The app reloads to get the new code (docs/migrations.md): its store is untouched.
-          this.count('client-too-old');
-          c.tooOld = true;
-          this.q.push(this.now + this.upgradeRng.int(20, 600), `reload ${c.id} (refused)`, () => this.reloadClient(c));
-        }
-      },
+      fatal: (code, m) => this.clientFatal(c, inc, code, m),
     });
     c.room = room;
     this.connect(c);
+  }
+
+  /** Client process `inc` of `c` was refused `code`, fatally: what its app does; false: it goes on (RoomDriver.fatal). */
+  private clientFatal(c: SimClient, inc: number, code: string, m: string): false | undefined {
+    this.checks.fatal(this, c, code, m);
+    // A client whose token is a function comes back with a fresh one (connect()'s answer).
+    if (code === 'unauthenticated' && this.auth.on) {
+      this.count('credential-expired');
+      return false;
+    }
+    if ((code === 'revoked' || code === 'forbidden') && c.incarnation === inc) this.signInAgain(c, code);
+    if (code === 'client-too-old' && c.incarnation === inc) {
+      // The app reloads to get the new code (docs/migrations.md): its store is untouched.
+      this.count('client-too-old');
+      c.tooOld = true;
+      this.q.push(this.now + this.upgradeRng.int(20, 600), `reload ${c.id} (refused)`, () => this.reloadClient(c));
+    }
+    return undefined;
   }
 
   /**
@@ -934,7 +1080,7 @@ export class Simulation implements SimState {
     if (c.alive) this.crashClient(c, true);
   }
 
-  private crashClient(c: SimClient, reload = false): void {
+  private crashClient(c: SimClient, reload = false, rng: Rng = this.upgradeRng): void {
     if (!c.alive) return;
     if (!reload) this.count('crash');
     c.alive = false;
@@ -951,7 +1097,7 @@ export class Simulation implements SimState {
         if (ep.alive()) ep.close(conn);
       });
     }
-    const after = reload ? this.upgradeRng.int(1, 100) : this.rng.int(50, 600);
+    const after = reload ? rng.int(1, 100) : this.rng.int(50, 600);
     this.q.push(this.now + after, `restart ${c.id}`, () => {
       if (!c.alive) this.startClient(c);
     });
@@ -1153,6 +1299,7 @@ export class Simulation implements SimState {
       this.count('stall');
       c.stalledUntil = this.now + this.rng.int(100, 3 * this.cfg.ackTimeoutMs);
     }
+    if (this.cfg.auth && !this.stopSubmitting && this.authRng.chance(this.cfg.auth.revokeRate * 10)) this.revokeRandom();
   }
 
   /**
@@ -1325,6 +1472,8 @@ export class Simulation implements SimState {
   private heal(): void {
     this.healing = true;
     this.stopSubmitting = true;
+    // Access comes back and credentials issued from now on last: the faults stop.
+    this.auth.heal();
     for (const c of this.clients) {
       c.stalledUntil = 0;
       c.offlineUntil = 0;

@@ -334,6 +334,36 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
     },
     /q:0 \(typed after null\) lies between p:1 and its left origin p:0: interleaved/,
   ],
+  'SEC-LIMITS': [
+    // The room gets a connection's ack before the service joined the connection to it.
+    (sim, h) => {
+      h.opened!(sim, 'planted#1', undefined);
+      h.delivered!(sim, 'planted#1', { t: 'ack', pos: 1 });
+      h.roomInput!(sim, 'planted#1', { t: 'ack', pos: 1 });
+    },
+    /the room got a ack frame from planted#1 before it joined the room/,
+  ],
+  'SEC-AUTHN': [
+    // A connection still open after its credential expired.
+    (sim, h) => {
+      h.opened!(sim, 'planted#1', { user: 'u0', expiresAt: sim.now - 1, denied: false });
+      h.step!(sim, stepWith(sim));
+    },
+    /planted#1 is still open at \d+, its credential expired at \d+/,
+  ],
+  'SEC-ACCESS': [
+    // A user revoked while its connection stays open.
+    (sim, h) => {
+      h.opened!(sim, 'planted#1', { user: 'planted', expiresAt: Infinity, denied: false });
+      h.revoked!(sim, 'planted', 1);
+    },
+    /user planted was revoked, but its connection planted#1 is still open/,
+  ],
+  'SEC-AUTHOR': [
+    // An entry authored by someone other than its client's user.
+    (sim, h) => h.sequenced!(sim, { ...lastOf(sim, aClient(sim).id), author: 'planted' }, undefined),
+    /is authored by planted; its client's user is/,
+  ],
 };
 
 test('every checker has a planted violation here', () => {
@@ -379,6 +409,12 @@ test('the simulation calls every kind of hook: after every event, and at each ob
     'fatal',
     'end',
     'apiAnswered',
+    'opened',
+    'delivered',
+    'roomJoined',
+    'roomInput',
+    'closed',
+    'revoked',
   ] as const;
   let calls!: Record<keyof Hooks, number>;
   const spy: Checker = {
@@ -408,7 +444,21 @@ test('the simulation calls every kind of hook: after every event, and at each ob
   }
   assert.ok(sim, 'no seed with a client crash, a server restart and API submits, and no upgrade');
   assert.equal(calls.step, sim.events);
-  for (const k of ['sequenced', 'sent', 'clientSent', 'clientStarted', 'serverStarted', 'submitted', 'end', 'apiAnswered'] as const)
+  for (const k of [
+    'sequenced',
+    'sent',
+    'clientSent',
+    'clientStarted',
+    'serverStarted',
+    'submitted',
+    'end',
+    'apiAnswered',
+    'opened',
+    'delivered',
+    'roomJoined',
+    'roomInput',
+    'closed',
+  ] as const)
     assert.ok(calls[k] > 0, `the simulation never called ${k}`);
   // A correct run warns of nothing; planted bugs in sim.test.ts reach these hooks.
   assert.deepEqual([calls.warned, calls.resynced, calls.fatal], [0, 0, 0]);

@@ -2,6 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClientDriver, ClientRoom, ViewEngine, RoomEngine, type RoomOutput } from '@hercules/core';
 import { RoomHost } from '@hercules/server/pipeline';
+import { InputScheduler } from '../../server/src/input-scheduler.ts';
+import { Session } from '../../server/src/session.ts';
 import { runSeed, Simulation, configFor, type SimConfig, type SimOptions, type SimResult } from '../src/sim.ts';
 
 test('a seed replays exactly: same events, same global log', async () => {
@@ -20,7 +22,9 @@ test('different seeds explore different faults', async () => {
     assert.ok(r.ok, r.error);
     for (const k of Object.keys(r.counts)) kinds.add(k);
   }
-  for (const k of ['crash', 'disconnect', 'server-restart', 'stall', 'server-crash-before-commit']) assert.ok(kinds.has(k), `no seed in 1..40 exercised ${k}`);
+  for (const k of ['crash', 'disconnect', 'server-restart', 'stall', 'server-crash-before-commit', 'revoke', 'client-revoked', 'credential-expired'])
+    assert.ok(kinds.has(k), `no seed in 1..40 exercised ${k}`);
+  assert.ok(kinds.has('room-ops-runs'), 'the service handed no ops to the room');
 });
 
 /**
@@ -473,5 +477,81 @@ test('the checker catches a server that orders an op of an older version untrans
     ['REC-MIGRATE-OPS'],
     {},
     { upgradeAt: 500 },
+  );
+});
+
+// The room service runs in the simulator (service.ts): a bug in a session or the input scheduler
+// is caught by the SEC checkers (sec-checkers.ts). Each plants one in the service's own classes.
+const withUsers = (auth: Partial<NonNullable<SimConfig['auth']>>): Partial<SimConfig> => ({
+  upgradeAt: undefined,
+  auth: { users: 1, revokeRate: 0, revokeMs: [50, 300], ...auth },
+});
+
+test('the checker catches a service that skips a revoked user’s cut', async () => {
+  await expectCaught(
+    () => {
+      const p = proto(Session);
+      const orig = p.cut as (this: unknown, reason: string, ...rest: unknown[]) => void;
+      p.cut = function (this: unknown, reason: string, ...rest: unknown[]) {
+        if (reason !== 'revoked') orig.call(this, reason, ...rest);
+      };
+      return () => {
+        p.cut = orig;
+      };
+    },
+    ['SEC-ACCESS'],
+    {},
+    withUsers({ revokeRate: 0.002 }),
+  );
+});
+
+test('the checker catches a session that never arms its credential’s expiry', async () => {
+  await expectCaught(
+    () => {
+      const p = proto(Session);
+      const orig = p.armExpiry as () => void;
+      p.armExpiry = () => {};
+      return () => {
+        p.armExpiry = orig;
+      };
+    },
+    ['SEC-AUTHN'],
+    {},
+    withUsers({ ttlMs: 600 }),
+  );
+});
+
+test('the checker catches an input scheduler that does not wait for a connection’s tokens', async () => {
+  await expectCaught(
+    () => {
+      const p = proto(InputScheduler);
+      const orig = p.hasTokens as () => boolean;
+      p.hasTokens = () => true;
+      return () => {
+        p.hasTokens = orig;
+      };
+    },
+    ['SEC-LIMITS'],
+    {},
+    { upgradeAt: undefined, limits: { opsPerSecond: 20, opsBurst: 3 } },
+  );
+});
+
+test('the checker catches a service that joins an authenticated connection without its user', async () => {
+  await expectCaught(
+    () => {
+      const p = proto(RoomHost);
+      const orig = p.join as (this: unknown, member: unknown, principal?: { user?: string }) => void;
+      p.join = function (this: unknown, member: unknown, principal: { user?: string } = {}) {
+        const { user: _user, ...rest } = principal;
+        orig.call(this, member, rest);
+      };
+      return () => {
+        p.join = orig;
+      };
+    },
+    ['SEC-AUTHOR'],
+    {},
+    withUsers({ users: 2 }),
   );
 });

@@ -18,6 +18,7 @@ const TOOLS = [
   'packages/sim/src/checkers.ts',
   'packages/sim/src/text-checkers.ts',
   'packages/sim/src/receipt-checkers.ts',
+  'packages/sim/src/sec-checkers.ts',
   'packages/sim/src/fuzz.ts',
   'packages/sim/src/import-fuzz.ts',
   'packages/sim/src/undo-sim.ts',
