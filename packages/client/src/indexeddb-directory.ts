@@ -5,6 +5,7 @@
  * store is open (indexeddb-storage.ts), so a store in use is skipped, never waited for, and two
  * tabs recovering at once never drain the same store.
  */
+import { HerculesError } from '@hercules/core';
 import { indexedDbStorage, storeLockName, type StoreLocks } from './indexeddb-storage.ts';
 import type { ClaimedStore, StoreDirectory } from './storage.ts';
 
@@ -56,7 +57,7 @@ function deleteDatabase(idb: IDBFactory, name: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const r = idb.deleteDatabase(name);
     r.onsuccess = () => resolve();
-    r.onerror = () => reject(new Error(`cannot delete IndexedDB ${name}: ${r.error?.message}`));
+    r.onerror = () => reject(new HerculesError('storage-failed', `cannot delete IndexedDB ${name}: ${r.error?.message}`));
   });
 }
 
@@ -65,7 +66,7 @@ export function indexedDbDirectory(env?: Partial<IndexedDbEnv>): StoreDirectory 
   const idb = env?.indexedDB ?? g.indexedDB;
   const KeyRange = env?.IDBKeyRange ?? g.IDBKeyRange;
   const locks = env?.locks ?? g.navigator?.locks;
-  if (!idb || !KeyRange || !locks) throw new Error('indexedDbDirectory: needs IndexedDB and Web Locks (navigator.locks)');
+  if (!idb || !KeyRange || !locks) throw new HerculesError('bad-argument', 'indexedDbDirectory: needs IndexedDB and Web Locks (navigator.locks)');
   return {
     async list() {
       // Firefox before 126 has no databases(): nothing can be found there.

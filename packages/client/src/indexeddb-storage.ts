@@ -42,8 +42,8 @@ const req = <T>(r: IDBRequest<T>) =>
 const done = (tx: IDBTransaction) =>
   new Promise<void>((res, rej) => {
     tx.oncomplete = () => res();
-    tx.onerror = () => rej(tx.error ?? new Error('IndexedDB transaction failed'));
-    tx.onabort = () => rej(tx.error ?? new Error('IndexedDB transaction aborted (quota exceeded?)'));
+    tx.onerror = () => rej(tx.error ?? new HerculesError('storage-failed', 'IndexedDB transaction failed'));
+    tx.onabort = () => rej(tx.error ?? new HerculesError('storage-failed', 'IndexedDB transaction aborted (quota exceeded?)'));
   });
 
 /** Per tab, the higher request number of the two. */
@@ -77,8 +77,8 @@ function openDatabase(idb: IDBFactory, dbName: string): Promise<IDBDatabase> {
       db.createObjectStore('ops', { keyPath: ['room', 'seq'] });
     };
     r.onsuccess = () => res(r.result);
-    r.onerror = () => rej(new Error(`cannot open IndexedDB ${dbName}: ${r.error?.message}`));
-    r.onblocked = () => rej(new Error(`IndexedDB ${dbName} is blocked by another tab holding an older version; close it`));
+    r.onerror = () => rej(new HerculesError('storage-failed', `cannot open IndexedDB ${dbName}: ${r.error?.message}`));
+    r.onblocked = () => rej(new HerculesError('store-in-use', `IndexedDB ${dbName} is blocked by another tab holding an older version; close it`));
   });
 }
 
@@ -141,7 +141,7 @@ function lockStore(locks: StoreLocks | undefined, dbName: string): StoreLock {
   let unlock = () => {};
   let closed = false;
   const giveUp = new AbortController(); // on timeout, or close() while waiting
-  const closedWhileWaiting = () => new Error(`client storage "${dbName}" was closed while waiting for its lock`);
+  const closedWhileWaiting = () => new HerculesError('closed', `client storage "${dbName}" was closed while waiting for its lock`);
   const locked = !locks
     ? Promise.resolve()
     : new Promise<void>((res, rej) => {
@@ -167,7 +167,7 @@ function lockStore(locks: StoreLocks | undefined, dbName: string): StoreLock {
                     'store-in-use',
                     `client storage "${dbName}" (IndexedDB) is open in another tab or window. A store belongs to one tab at a time: close the other tab, or give this one its own store name (a duplicated tab copies sessionStorage, and with it any id kept there).`,
                   )
-                : new Error(`cannot lock client storage "${dbName}": ${e?.message ?? e}`, { cause: e }),
+                : new HerculesError('storage-failed', `cannot lock client storage "${dbName}": ${e?.message ?? e}`, { cause: e }),
             );
           });
       });
@@ -217,7 +217,8 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
   const g = globalThis as { indexedDB?: IDBFactory; IDBKeyRange?: typeof IDBKeyRange; navigator?: { locks?: StoreLocks } };
   const idb = env?.indexedDB ?? g.indexedDB;
   const KeyRange = env?.IDBKeyRange ?? g.IDBKeyRange;
-  if (!idb || !KeyRange) throw new Error('indexedDbStorage: no IndexedDB in this environment; use memoryStorage() or sqliteStorage() in Node');
+  if (!idb || !KeyRange)
+    throw new HerculesError('bad-argument', 'indexedDbStorage: no IndexedDB in this environment; use memoryStorage() or sqliteStorage() in Node');
   const locks = env?.locks ?? g.navigator?.locks;
   const lock = lockStore(locks, dbName);
   const opened = lock.locked.then(() => openDatabase(idb, dbName));
@@ -234,9 +235,13 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       await done(t);
       for (const it of items) it.ok();
     } catch (e) {
-      const err = new Error(`client storage write failed: ${(e as Error)?.message ?? e}. The ops stay Submitted (in memory) and will be retried.`, {
-        cause: e,
-      });
+      const err = new HerculesError(
+        'storage-failed',
+        `client storage write failed: ${(e as Error)?.message ?? e}. The ops stay Submitted (in memory) and will be retried.`,
+        {
+          cause: e,
+        },
+      );
       for (const it of items) it.fail(err);
     }
   };
