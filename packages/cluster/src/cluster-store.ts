@@ -427,13 +427,21 @@ export class ClusterStore implements RoomStore {
    * this node gave up (or whose renewal's answer it lost) that the bucket has not expired yet.
    * Whatever an earlier claim of ours still had in flight is fenced by the next claim.
    */
-  private async takeLease(k: number): Promise<number> {
+  private async takeLease(k: number, attempt = 1): Promise<number> {
     const value = JSON.stringify({ node: this.nodeId });
     try {
       return await this.leases.create(this.leaseKey(k), value);
     } catch (e) {
       if (!(e instanceof LeaseConflictError)) throw e;
       const held = await this.leases.get(this.leaseKey(k)).catch(() => undefined);
+      // A create refused while the read after it finds no lease: the lease was released (or
+      // expired) between the two, or the create read a replica behind the release (seen twice on
+      // loaded cores: a node reopening right after its own clean close was refused its own
+      // shard). Nobody holds it, so create again, a few times, 50 ms apart, before calling it taken.
+      if (!held && attempt < 4) {
+        await this.sleep(50 * attempt);
+        return this.takeLease(k, attempt + 1);
+      }
       const holder = held && (JSON.parse(held.value) as { node?: string }).node;
       if (!held || holder !== this.nodeId) throw new NotOwnerError(k, holder, `(shard ${k})`);
       try {
