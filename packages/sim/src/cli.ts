@@ -120,16 +120,9 @@ const count = single !== undefined ? 1 : int('seeds', values.seeds)!;
  * Keep this list empty: an entry is a bug not yet fixed, never a checker's false alarm.
  */
 const KNOWN_FAILURES = new Map<number, { rule: string; issue: string }>([
-  // Seed 1094 (TEXT-NO-INTERLEAVE, issue 38), a restarted client taking the text clocks of an
-  // insert it held but could not run offline, is fixed (docs/spec.md, TEXT-ID-ONCE).
-  [
-    1075,
-    {
-      rule: 'TEXT-ID-ONCE',
-      issue:
-        "issue 38: with no client crash (disk failures, a server crash before commit, tentative entries), c3's insert seq 6 takes clock 0 though its inserts ordered before took clocks up to 7, and is refused: its view lacked its own inserts; found by TEXT-ID-ONCE's checker, fails the same with the restart floor reverted (found 2026-11-28)",
-    },
-  ],
+  // Empty. Seeds 1094 (TEXT-NO-INTERLEAVE) and 1075 (TEXT-ID-ONCE), issue 38, were a client
+  // taking text clocks from a view that lacked its own inserts (after a restart; after a server
+  // crash lost the tentative character one was anchored on): fixed (docs/spec.md, TEXT-ID-ONCE).
 ]);
 
 const t0 = performance.now();
