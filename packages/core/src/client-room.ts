@@ -147,10 +147,11 @@ export interface AppRoom<M extends Machine<any, any>> {
    */
   text(path: TextPath): TextHandle<OpHandle>;
   /**
-   * The lowest clock this client's text inserts may take (TEXT-ID-ONCE): 0, unless this process
-   * started from a store that may lack ops an earlier one sent (a crash); then a floor above every
-   * clock those can hold. `text()` uses it; an app that makes insert arguments itself
-   * (insertArgs) passes it, or the submit is refused.
+   * The lowest clock this client's text inserts may take (TEXT-ID-ONCE): past every clock of
+   * the inserts this process submitted (its views may lack one for a while), and, if it started
+   * from a store that may lack ops an earlier one sent (a crash), above every clock those can
+   * hold. `text()` uses it; an app that makes insert arguments itself (insertArgs) passes it, or
+   * the submit is refused.
    */
   textClockFloor(): number;
   /**

@@ -7,10 +7,10 @@
  * this text. Ids are in the op's arguments, so an op means the same on every
  * replica and in every view, even when one of the author's earlier ops was refused.
  *
- * A clock is never given twice, even by a restarted process whose view lacks inserts an earlier
- * one sent (docs/spec.md, TEXT-ID-ONCE): the room's textClockFloor() is past the inserts its store
- * holds and, the op with seq `s` using clocks below `(s + 1) * TEXT_CLOCKS_PER_SEQ` (enforced
- * here), past those of every op up to seq `u` it may lack (`textClockFloor(u)`).
+ * A clock is never given twice, even by a process whose view lacks inserts it or an earlier one
+ * sent (docs/spec.md, TEXT-ID-ONCE): the room's textClockFloor() is past the inserts it submitted
+ * and its store holds and, the op with seq `s` using clocks below `(s + 1) * TEXT_CLOCKS_PER_SEQ`
+ * (enforced here), past those of every op up to seq `u` it may lack (`textClockFloor(u)`).
  *
  * An insert names its left origin L (the character before the caret, or null: the start) and
  * right origin R (the item right after L in the full sequence, tombstones included, or null: the

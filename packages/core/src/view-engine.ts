@@ -252,8 +252,11 @@ export class ViewEngine<S = unknown> {
   private verifyFrom: { seq: number; digest: number | undefined } | undefined;
   /**
    * The lowest clock our text inserts may take (TEXT-ID-ONCE): above every clock of our ops
-   * this process does not hold, which an earlier one may have sent, and of the inserts it
-   * restored. 0 for a new client.
+   * this process does not hold, which an earlier one may have sent, of the inserts it restored,
+   * and of every insert it submitted. Never taken from a view alone: an own insert anchored on
+   * another client's tentative character fails in our views once a server that crashed before
+   * its commit welcomes us without it, until that client sends it again (simulator seed 1075).
+   * 0 for a new client.
    */
   private textFloor = 0;
   /** Submitted ops may be sent before they are durable: at the end of the turn (flushSends). */
@@ -548,6 +551,9 @@ export class ViewEngine<S = unknown> {
     if (after !== undefined) op.after = after;
     if (this.headDigest !== undefined || after !== undefined) op.digest = this.headDigest = scan.digest;
     this.submittedList.push(op);
+    // Past this insert's clocks for good: our views may lose it for a while (its anchor is a
+    // tentative character a crashed server lost), and a clock taken from them would be its again.
+    this.textFloor = Math.max(this.textFloor, textClockEnd(name, args));
     this.ownUnapplied++;
     this.out.progressed.push(op);
     this.out.persist.push({
@@ -568,8 +574,9 @@ export class ViewEngine<S = unknown> {
   }
 
   /**
-   * An insert below the floor could give a character the id of one an earlier process of ours
-   * sent, which this one does not hold or cannot run yet (TEXT-ID-ONCE): refused at submit.
+   * An insert below the floor could give a character the id of one we sent, or an earlier
+   * process of ours sent, which this one does not hold or cannot run yet (TEXT-ID-ONCE): refused
+   * at submit.
    */
   private checkTextClock(name: string, args: unknown): void {
     if (name !== TEXT_INSERT || this.textFloor === 0) return;
@@ -577,7 +584,7 @@ export class ViewEngine<S = unknown> {
     if (typeof k === 'number' && k < this.textFloor)
       throw new HerculesError(
         'bad-argument',
-        `${name}: clock ${k} is below ${this.textFloor}, the first this client may use since it restarted (an earlier process of it may have sent the ones below): take the clock from room.text(), or at least room.textClockFloor() (the op was not submitted)`,
+        `${name}: clock ${k} is below ${this.textFloor}, the first this client may use (its inserts, or an earlier process's, may hold the ones below): take the clock from room.text(), or at least room.textClockFloor() (the op was not submitted)`,
       );
   }
 

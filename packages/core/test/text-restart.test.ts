@@ -17,8 +17,11 @@ import {
   textOps,
   textToString,
   TEXT_CLOCKS_PER_SEQ,
+  PROTOCOL_VERSION,
   type ClientRestore,
+  type OpHandle,
   type OpRecord,
+  type TextInsertArgs,
 } from '../src/index.ts';
 import { HandStore, Net, driverClient } from './driver-net.ts';
 
@@ -55,6 +58,7 @@ test('a client restarted after a crash takes clocks past every one its earlier p
 
   const restore: ClientRestore = { lastSeq: 0, durable: store.held, reservedSeq: store.reservedSeq };
   const b = driverClient(notes, 'a', clock, { seqBlock: 10, restore, store: new HandStore(true) });
+  assert.equal(b.room.textClockFloor(), textClockFloor(10), 'seqs up to 10 may be on the server: clocks start past theirs');
   // Offline, on a view without "abc": "xyz", then "!" after its own "z".
   const text = b.room.text('doc');
   const typed = [text.insert(0, 'xyz')!, text.insert(3, '!')!];
@@ -79,7 +83,7 @@ test('a client restarted after a crash takes clocks past every one its earlier p
     [textClockFloor(10), 'xyz!'],
   ]);
   assert.deepEqual(b.room.getState('submitted'), net.server.headSnapshot());
-  assert.equal(b.room.textClockFloor(), textClockFloor(10), 'seqs up to 10 may be on the server: clocks start past theirs');
+  assert.equal(b.room.textClockFloor(), textClockFloor(10) + 4, 'and past what it typed since');
 });
 
 // spec: TEXT-ID-ONCE
@@ -105,6 +109,7 @@ test("a client restarted with an insert its store holds but its view cannot run 
   const a2 = driverClient(notes, 'a', clock, { restore: { lastSeq: 1, durable: a.store.held } });
   const text = a2.room.text('doc');
   assert.equal(text.toString(), '', 'offline, without "B", its insert of "x" fails in its view');
+  assert.equal(a2.room.textClockFloor(), 1, 'past the clock of the insert it holds');
   const typed = [text.insert(0, 'y')!, text.insert(1, '!')!];
   clock.settle();
   a2.store.confirm();
@@ -117,7 +122,7 @@ test("a client restarted with an insert its store holds but its view cannot run 
   // Without the floor, "y" took clock 0 again and was refused, and "!" went after "x".
   assert.equal(textToString(net.server.headSnapshot().doc), 'Bxy!');
   assert.deepEqual(a2.room.getState('submitted'), net.server.headSnapshot());
-  assert.equal(a2.room.textClockFloor(), 1, 'past the clock of the insert it holds');
+  assert.equal(a2.room.textClockFloor(), 3, 'and past what it typed since');
 });
 
 /** A title op of client `a` with seq `seq`, as a store holds it. */
@@ -159,4 +164,43 @@ test('the op with seq s takes clocks below (s + 1) * TEXT_CLOCKS_PER_SEQ: the bo
     applyOp(notes, notes.initial, { client: 'a', seq, author: 'a', name: 'textInsert', args: { p: 'doc', l: null, r: null, k, t: 'xy' } }, 1).error;
   assert.equal(at(1, 2 * TEXT_CLOCKS_PER_SEQ - 2), undefined);
   assert.match(at(1, 2 * TEXT_CLOCKS_PER_SEQ - 1) ?? '', /past those of op seq 1/);
+});
+
+// spec: TEXT-ID-ONCE
+test("no crash of ours: an insert anchored on another client's tentative character, which a server that crashed before its commit lost, leaves our views after its welcome; the next insert still takes clocks past it", () => {
+  const room = new ClientRoom(notes, { clientId: 'a', now: () => 0, notify: 'sync' });
+  const welcome = { t: 'welcome' as const, v: PROTOCOL_VERSION, client: 'a', author: 'a', highWater: 0, visibleSeq: 0, rejected: [], members: ['a', 'x'] };
+  const xs: OpRecord & { pos: number; author: string } = {
+    pos: 1,
+    client: 'x',
+    seq: 1,
+    author: 'x',
+    name: 'textInsert',
+    args: { p: 'doc', l: null, r: null, k: 0, t: 'X' },
+  };
+  room.connected();
+  room.receive({ ...welcome, from: 1, entries: [], stable: 0 });
+  // x's "X", sent ahead of its commit (LOG-TENTATIVE); "ab" is typed after it.
+  room.receive({ t: 'log', from: 1, entries: [{ k: 'op', e: xs }], tentative: true });
+  const ab = room.text('doc').insert(1, 'ab')!;
+  assert.equal(room.text('doc').toString(), 'Xab');
+  // The server crashes before it stores "X"; the next one welcomes us with an empty log.
+  room.disconnected();
+  room.connected();
+  room.receive({ ...welcome, from: 1, entries: [], stable: 0 });
+  assert.equal(room.text('doc').toString(), '', '"ab" fails in our views without "X"');
+  const c = room.text('doc').insert(0, 'c')!;
+  /** The op as this client submitted it (and sends it). */
+  const sent = (h: OpHandle) => room.engine.pending().find((o) => o.seq === h.seq)!;
+  assert.equal((sent(c).args as TextInsertArgs).k, 2, 'past "ab" (taken from the view alone, it was 0: "ab"\'s first clock)');
+  assert.equal(room.textClockFloor(), 3);
+  // x sends "X" again; the server orders it, then "ab", then "c": none is refused.
+  let s = notes.initial;
+  const order = [xs, ...[ab, c].map((h) => ({ client: 'a', seq: h.seq, author: 'a', name: 'textInsert', args: sent(h).args }))];
+  for (const [i, op] of order.entries()) {
+    const r = applyOp(notes, s, op, i + 1);
+    assert.equal(r.error, undefined, `${op.client}:${op.seq}`);
+    s = r.state;
+  }
+  assert.equal(textToString(s.doc), 'Xabc', 'every character once, under its own id');
 });

@@ -8,7 +8,7 @@
  */
 import type { Node } from 'prosemirror-model';
 import type { Transaction } from 'prosemirror-state';
-import { deleteArgs, insertArgs, TEXT_DELETE, TEXT_INSERT, type TextAnchor, type TextPath } from '@hercules/core';
+import { deleteArgs, insertArgs, textNextClock, TEXT_DELETE, TEXT_INSERT, type TextAnchor, type TextPath } from '@hercules/core';
 import { Positions } from './convert.ts';
 import { flatOf, flatRange, idAt, keyOf, type Flat, type MarkValue } from './flat.ts';
 import { RICH_BLOCK, RICH_FORMAT, textPathOf, type CharId, type RichText } from './rich.ts';
@@ -17,6 +17,8 @@ import type { Window } from './window.ts';
 interface Submitter {
   readonly clientId: string;
   submit(name: string, args?: unknown): unknown;
+  /** The lowest clock the room's inserts may take (TEXT-ID-ONCE); absent: 0. */
+  textClockFloor?(): number;
 }
 
 /**
@@ -95,10 +97,9 @@ function submitText(
   const r = replacement(w.old.text, w.next.text, Math.max(hint, 0));
   const tp = textPathOf(path);
   if (r.del > 0) room.submit(TEXT_DELETE, deleteArgs(t, tp, w.lo + r.at, r.del));
-  // Anchored on the mirror's characters; the clock follows the ops already submitted.
-  const cur = now().text;
-  const me = cur.clients.indexOf(room.clientId);
-  const k = me < 0 ? 0 : cur.next[me];
+  // Anchored on the mirror's characters; the clock follows the ops already submitted, and is at
+  // least the room's floor: the view may lack inserts of ours (docs/spec.md, TEXT-ID-ONCE).
+  const k = Math.max(textNextClock(now().text, room.clientId), room.textClockFloor?.() ?? 0);
   if (r.ins.length > 0) room.submit(TEXT_INSERT, { ...insertArgs(t, tp, room.clientId, w.lo + r.at, r.ins), k });
   return { ...r, k };
 }

@@ -1345,9 +1345,11 @@ export class Simulation implements SimState {
       const after = last !== undefined && r.chance(0.7) ? textIndexOf(doc, c.id, last) : -1;
       const at = after >= 0 ? after + 1 : r.int(0, doc.len);
       const word = `${c.id.slice(1)}${'abcdefgh'.slice(0, r.int(1, 3))}`;
+      // The clock the handle gives its first character (at least the floor: TEXT-ID-ONCE), read
+      // before the insert, which moves the floor past its own clocks.
+      const k = Math.max(textNextClock(doc, c.id), c.room!.textClockFloor());
       h = text.insert(at, word);
-      // The clock the handle gave its first character (above the floor after a crash: TEXT-ID-ONCE).
-      this.typed.set(c.id, Math.max(textNextClock(doc, c.id), c.room!.textClockFloor()) + word.length - 1);
+      this.typed.set(c.id, k + word.length - 1);
       this.count('text-insert');
     }
     if (!h) return;
