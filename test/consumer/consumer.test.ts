@@ -560,7 +560,7 @@ test('the packages install from their tarballs and work in a fresh project', { t
     }
   });
 
-  await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 38 KiB gzipped', async () => {
+  await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 39 KiB gzipped', async () => {
     const result = await build({
       absWorkingDir: project,
       entryPoints: ['browser.mjs'],
@@ -619,9 +619,13 @@ test('the packages install from their tarballs and work in a fresh project', { t
     // presence (issue 16) 1.4 KiB, and protocol 4's tentative sends (issue 14) 0.5 KiB, so the
     // bound was 31; the collaborative text's `room.text` (issue 38, whose allowance is 5 KiB) adds
     // 1.3 KiB, undo (issue 39: the undo op, its checks and the client's stacks) 2.9 KiB, and
-    // stranded-store recovery, the determinism guard and onRejected (issues 37 and 41) 1.1 KiB, so
-    // it is 38 until that is won back (issue 41, item 5; docs/benchmarks.md, "Browser bundle size").
-    assert.ok(gz <= 38 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
+    // stranded-store recovery, the determinism guard and onRejected (issues 37 and 41) 1.1 KiB,
+    // delivery receipts 0.6 KiB, and on 2026-11-28 the text clock floor (TEXT-ID-ONCE), the
+    // welcome's check for a hole in the client's own seqs with the reconnect backoff's reset
+    // (LOG-OWN-HOLE), undo's join of a path's changes and the split storages 1.3 KiB together
+    // (37.6 to 38.9, measured as a whole, not part by part), so it is 39 until that is won back
+    // (issue 41, item 5; docs/benchmarks.md, "Browser bundle size").
+    assert.ok(gz <= 39 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
     // The README states this figure; it must be true (within 0.3 KiB: esbuild versions differ).
     const stated = Number(/no native module \((\d+\.\d) KiB\s+gzipped/.exec(readme)?.[1]);
     assert.ok(Math.abs(stated - gz / 1024) <= 0.3, `README.md says the browser client is ${stated} KiB gzipped; measured ${kib(gz)}`);
