@@ -72,7 +72,11 @@ function peerDecorations(input: DecorationInput, pos: Positions, out: Decoration
       const style = `background-color: color-mix(in srgb, ${color} 25%, transparent)`;
       out.push(Decoration.inline(pos.toPos(Math.min(anchor, head)), pos.toPos(Math.max(anchor, head)), { class: 'pm-hercules-selection', style }));
     }
-    out.push(Decoration.widget(pos.toPos(head), () => caret(name, color), { key: `${peer.client} ${name} ${color}`, side: 1, ignoreSelection: true }));
+    // marks: [] draws the caret outside the text's marks: else, next to a bold word or a link, its
+    // name label was drawn inside the <strong> or <a> (bold, or a link to follow).
+    out.push(
+      Decoration.widget(pos.toPos(head), () => caret(name, color), { key: `${peer.client} ${name} ${color}`, side: 1, marks: [], ignoreSelection: true }),
+    );
   }
 }
 

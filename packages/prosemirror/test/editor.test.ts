@@ -164,6 +164,24 @@ test("the others' carets are drawn with their names, on their character", async 
   b.view.destroy();
 });
 
+test('a caret right before a bold word is drawn outside its <strong>: the name label takes no mark of the text', async (t) => {
+  const { room } = await setup(t);
+  const [ra, rb] = [await room(), await room()];
+  const a = editor(ra, 'Ada');
+  const b = editor(rb, 'Bob');
+  a.view.focus();
+  type(a.view, 1, 'say BOLD');
+  a.view.dispatch(a.view.state.tr.setSelection(TextSelection.create(a.view.state.doc, 5, 9)));
+  toggleMark(schema.marks.strong)(a.view.state, a.view.dispatch);
+  a.view.dispatch(a.view.state.tr.setSelection(TextSelection.create(a.view.state.doc, 5)));
+  await until(() => b.view.dom.querySelector('.pm-hercules-caret-name')?.textContent === 'Ada', 5000, "Ada's caret in Bob's editor");
+  await until(() => b.view.dom.querySelector('strong')?.textContent?.startsWith('BOLD'), 5000, "the bold word in Bob's editor");
+  assert.equal(b.view.dom.querySelector('.pm-hercules-caret')!.closest('strong'), null, 'the caret is not inside the bold text');
+  assert.equal(b.view.dom.querySelector('strong')!.textContent, 'BOLD');
+  a.view.destroy();
+  b.view.destroy();
+});
+
 test('the text not yet Authoritative is underlined until the server orders it; the app toggles the marks', async (t) => {
   const { room } = await setup(t);
   const ra = await room();
