@@ -24,7 +24,7 @@ export {
   compareRoomNames,
   exportProblem,
 } from './store/room-store.ts';
-export { stateDigest, keepDigests, MAX_CHECKPOINT_DIGESTS, DIGEST_PATTERN } from './store/state-digest.ts';
+export { stateDigest, keepDigests, importedDigests, MAX_CHECKPOINT_DIGESTS, DIGEST_PATTERN } from './store/state-digest.ts';
 export type { CheckpointDigest } from './store/state-digest.ts';
 export type {
   RoomStore,
