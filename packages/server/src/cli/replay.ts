@@ -68,7 +68,8 @@ const short = (v: unknown): string => {
 };
 
 function describe(r: ReplayReport): string[] {
-  const lines = [`replayed ${r.machine}@${r.version} from position ${r.from} to ${r.head}: ${r.ops} ops`];
+  const to = r.difference ? `${r.difference.pos} of ${r.head}` : `${r.head}`;
+  const lines = [`replayed ${r.machine}@${r.version} from position ${r.from} to ${to}: ${r.ops} ops`];
   if (!r.hasDigests && !r.hasHead)
     lines.push(
       "this export records no state digests (made before they were recorded, or by a store that keeps none): only each op's outcome (applied or threw) was checked; the final state's digest is below",
