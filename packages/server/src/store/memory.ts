@@ -34,6 +34,7 @@ import {
   type RoomMeta,
   type RoomStore,
 } from './room-store.ts';
+import { importedDigests, keepDigests, stateDigest, type CheckpointDigest } from './state-digest.ts';
 
 interface MemoryRoom {
   meta: RoomMeta;
@@ -43,6 +44,8 @@ interface MemoryRoom {
   /** The entries after the checkpoint, as JSON: index i is position checkpoint.pos + 1 + i. */
   log: string[];
   clients: Map<string, string>;
+  /** The digest of each checkpoint given, within the log kept (state-digest.ts). */
+  digests: CheckpointDigest[];
   /** When its last append with entries or client records landed (its creation or import, before any). */
   lastActivity: number;
 }
@@ -111,6 +114,7 @@ export class MemoryStore implements RoomStore {
         clients,
         stable: r.stable,
       },
+      digests: r.digests.map((d) => ({ ...d })),
     };
   }
 
@@ -128,6 +132,7 @@ export class MemoryStore implements RoomStore {
       stable: d.stable,
       log: d.suffix.map((e) => toJson(room, e, `log entry ${e.pos}`)),
       clients: new Map(Object.entries(d.clients).map(([c, rec]) => [c, toJson(room, rec, `client record ${c}`)])),
+      digests: importedDigests(data),
       lastActivity: this.now(),
     });
   }
@@ -165,6 +170,7 @@ export class MemoryStore implements RoomStore {
         stable: 0,
         log: [],
         clients: new Map(),
+        digests: [{ pos: 0, digest: digestOf(room, init.initial) }],
         lastActivity: now,
       };
       this.disk.rooms.set(room, r);
@@ -208,12 +214,14 @@ export class MemoryStore implements RoomStore {
     const clients = Object.entries(w.clients ?? {}).map(([c, rec]) => [c, toJson(room, rec, `the record of client ${c}`)] as const);
     const cp =
       w.checkpoint && w.checkpoint.pos > r.checkpoint.pos ? { pos: w.checkpoint.pos, json: toJson(room, w.checkpoint.state, 'its checkpoint') } : undefined;
+    const digest = cp && { pos: cp.pos, digest: digestOf(room, w.checkpoint!.state) };
     if (fault === 'during') throw injected(room, fault);
     for (const e of entries) r.log.push(e);
     for (const [c, json] of clients) r.clients.set(c, json);
     if (cp) {
       r.log.splice(0, cp.pos - r.checkpoint.pos);
       r.checkpoint = cp;
+      r.digests = keepDigests(r.digests, digest, cp.pos);
     }
     if (w.checkpoint) r.stable = Math.max(r.stable, w.checkpoint.pos);
     r.rev++;
@@ -286,6 +294,14 @@ function toJson(room: string, v: unknown, what: string): string {
     return json;
   } catch (e) {
     throw new StorageError(`room ${room}: cannot store ${what}: ${(e as Error).message}; nothing of this write was stored`, e, 'value');
+  }
+}
+
+function digestOf(room: string, state: unknown): string {
+  try {
+    return stateDigest(state);
+  } catch (e) {
+    throw new StorageError(`room ${room}: cannot digest its checkpoint: ${(e as Error).message}; nothing of this write was stored`, e, 'value');
   }
 }
 
