@@ -156,7 +156,7 @@ async function herculesRest(relay: CountingRelay, end: string, state: { doc: Tex
     'state as msgpack (the welcome)': packed.length,
     'state as JSON (what both stores keep)': bytes(json),
     'client store: SQLite files': storeBytes,
-    'what-if: the state as JSON with each run a tuple [c, k, t | d, l, r]': bytes(JSON.stringify(asTuples(state.doc))),
+    'what-if: the state as JSON with each run a tuple [c, k, t or d, l, r]': bytes(JSON.stringify(asTuples(state.doc))),
   };
   const decodeMs = {
     'the same client again, from its store, until it holds the text': reopenMs,
