@@ -13,6 +13,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { HerculesError, type BaseSnapshot, type OpRecord } from '@hercules/core';
 import type { ClientStorage, StoredClient } from '@hercules/client';
+import { joinParts, partChanges, under, type PartChanges } from './base-parts.ts';
 
 /** How long opening waits for another holder of the store's lock (one that is dying, say). */
 const LOCK_WAIT_MS = 1000;
@@ -45,6 +46,8 @@ function addMissingColumns(db: Database.Database): void {
   if (!cols.has('reserved_seq')) db.exec('ALTER TABLE client ADD COLUMN reserved_seq INTEGER');
   // The machine version of the base (BaseSnapshot.v; docs/migrations.md).
   if (!cols.has('base_v')) db.exec('ALTER TABLE client ADD COLUMN base_v INTEGER');
+  // 1: `base` is the skeleton of a base kept in parts (base-parts.ts), its rows in base_part.
+  if (!cols.has('base_split')) db.exec('ALTER TABLE client ADD COLUMN base_split INTEGER');
 }
 
 /** A row of the client table: the room's client id, seqs and base. */
@@ -57,6 +60,7 @@ interface ClientRow {
   base: string | null;
   base_own_seq: number | null;
   base_v: number | null;
+  base_split: number | null;
 }
 
 /**
@@ -92,6 +96,7 @@ function openStore(file: string, lockWaitMs: number): Database.Database {
     db.exec(`
       CREATE TABLE IF NOT EXISTS client (room TEXT PRIMARY KEY, client_id TEXT NOT NULL, last_seq INTEGER NOT NULL, base_pos INTEGER, base TEXT);
       CREATE TABLE IF NOT EXISTS ops (room TEXT NOT NULL, seq INTEGER NOT NULL, op TEXT NOT NULL, PRIMARY KEY (room, seq)) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS base_part (room TEXT NOT NULL, part TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (room, part)) WITHOUT ROWID;
     `);
     addMissingColumns(db);
   } catch (e) {
@@ -105,7 +110,7 @@ function openStore(file: string, lockWaitMs: number): Database.Database {
 function prepareStatements(db: Database.Database) {
   return {
     getClient: db.prepare<[string], ClientRow>(
-      'SELECT client_id, last_seq, last_digest, reserved_seq, base_pos, base, base_own_seq, base_v FROM client WHERE room = ?',
+      'SELECT client_id, last_seq, last_digest, reserved_seq, base_pos, base, base_own_seq, base_v, base_split FROM client WHERE room = ?',
     ),
     getRooms: db.prepare<[], { room: string }>('SELECT room FROM client'),
     getOps: db.prepare<[string], { op: string }>('SELECT op FROM ops WHERE room = ? ORDER BY seq'),
@@ -114,12 +119,20 @@ function prepareStatements(db: Database.Database) {
     setSeq: db.prepare('UPDATE client SET last_seq = ?, last_digest = ? WHERE room = ? AND last_seq < ?'),
     setReserved: db.prepare('UPDATE client SET reserved_seq = ? WHERE room = ?'),
     delOps: db.prepare('DELETE FROM ops WHERE room = ? AND seq <= ?'),
-    setBase: db.prepare('UPDATE client SET base_pos = ?, base = ?, base_own_seq = ?, base_v = ? WHERE room = ? AND (base_pos IS NULL OR base_pos < ?)'),
+    setBase: db.prepare(
+      'UPDATE client SET base_pos = ?, base = ?, base_own_seq = ?, base_v = ?, base_split = 1 WHERE room = ? AND (base_pos IS NULL OR base_pos < ?)',
+    ),
+    getParts: db.prepare<[string], { part: string; value: string }>('SELECT part, value FROM base_part WHERE room = ?'),
+    putPart: db.prepare('INSERT OR REPLACE INTO base_part (room, part, value) VALUES (?, ?, ?)'),
+    delPart: db.prepare('DELETE FROM base_part WHERE room = ? AND part = ?'),
+    // (a range of the primary key: the ids under a node start with its id less its closing bracket)
+    delPartsUnder: db.prepare('DELETE FROM base_part WHERE room = ? AND part >= ? AND part < ? || char(1114111)'),
+    delParts: db.prepare('DELETE FROM base_part WHERE room = ?'),
   };
 }
 
-/** A room's client row and durable ops as ClientStorage.load returns them. */
-function storedClient(c: ClientRow, durable: OpRecord[]): StoredClient {
+/** A room's client row and durable ops as ClientStorage.load returns them; `parts`: its base's part rows. */
+function storedClient(c: ClientRow, durable: OpRecord[], parts: () => Map<string, string>): StoredClient {
   return {
     clientId: c.client_id,
     lastSeq: c.last_seq,
@@ -128,19 +141,51 @@ function storedClient(c: ClientRow, durable: OpRecord[]): StoredClient {
     durable,
     // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
     ...(c.base !== null && c.base_pos !== null
-      ? { base: { pos: c.base_pos, state: JSON.parse(c.base), ownSeq: c.base_own_seq ?? 0, ...(c.base_v !== null ? { v: c.base_v } : {}) } }
+      ? {
+          base: {
+            pos: c.base_pos,
+            state: c.base_split === 1 ? joinParts(c.base, parts()) : JSON.parse(c.base),
+            ownSeq: c.base_own_seq ?? 0,
+            ...(c.base_v !== null ? { v: c.base_v } : {}),
+          },
+        }
       : {}),
+  };
+}
+
+/**
+ * The base and the deletion of the ops it holds are one transaction (see ClientStorage.saveBase):
+ * a failure or a crash at any write of it leaves the base before it whole. The base is kept in
+ * parts (base-parts.ts): what changed since the last base this process saved is written, the
+ * first save of a process writes them all.
+ */
+function baseSaver(db: Database.Database, st: ReturnType<typeof prepareStatements>): (room: string, base: BaseSnapshot) => void {
+  /** Per room, the state whose parts the store holds (known only once this process saved one). */
+  const saved = new Map<string, unknown>();
+  const write = db.transaction((room: string, base: BaseSnapshot, ch: PartChanges): boolean => {
+    if (st.setBase.run(base.pos, ch.skeleton, base.ownSeq, base.v ?? null, room, base.pos).changes === 0) return false;
+    if (ch.dropAll) st.delParts.run(room);
+    for (const id of ch.drop) {
+      st.delPart.run(room, id);
+      st.delPartsUnder.run(room, under(id), under(id));
+    }
+    for (const [id, value] of ch.put) st.putPart.run(room, id, value);
+    st.delOps.run(room, base.ownSeq);
+    return true;
+  });
+  return (room, base) => {
+    const ch = partChanges(saved.has(room) ? saved.get(room) : undefined, base.state);
+    // Only once it committed: after a failed write the rows are still those of the last base.
+    if (write(room, base, ch)) saved.set(room, base.state);
   };
 }
 
 /** `lockWaitMs`: how long to wait for another holder of the file (default 1000; 0: fail at once). */
 export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): ClientStorage & { rooms(): Promise<string[]> } {
   const db = openStore(file, opts?.lockWaitMs ?? LOCK_WAIT_MS);
-  const { getClient, getRooms, getOps, insClient, insOp, setSeq, setReserved, delOps, setBase } = prepareStatements(db);
-  // The base and the deletion of the ops it holds are one transaction (see ClientStorage.saveBase).
-  const saveBase = db.transaction((room: string, base: BaseSnapshot) => {
-    if (setBase.run(base.pos, JSON.stringify(base.state), base.ownSeq, base.v ?? null, room, base.pos).changes > 0) delOps.run(room, base.ownSeq);
-  });
+  const st = prepareStatements(db);
+  const { getClient, getRooms, getOps, insClient, insOp, setSeq, setReserved, getParts } = st;
+  const saveBase = baseSaver(db, st);
 
   // Group commit: appends and reservations of one tick share a transaction (one fsync); a
   // reservation has no ops.
@@ -177,7 +222,7 @@ export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): Cli
       const c = getClient.get(room);
       if (!c) return undefined;
       const durable = getOps.all(room).map((r) => JSON.parse(r.op) as OpRecord);
-      return storedClient(c, durable);
+      return storedClient(c, durable, () => new Map(getParts.all(room).map((r) => [r.part, r.value])));
     },
     async init(room, clientId) {
       insClient.run(room, clientId);

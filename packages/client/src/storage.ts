@@ -101,9 +101,37 @@ export interface ClaimedStore {
   remove(): Promise<void>;
 }
 
+/**
+ * A copy of `next` that shares with `prevCopy` (a copy of `prev`) every container `next` shares
+ * with `prev`. Snapshots are immutable (frozen), so a container that is the same object holds
+ * the same data: a base that changed a few keys of a 100k-key keyedMap copies the leaves they
+ * are in and the branches above them, not the whole state. What is not plain JSON (a typed
+ * array, say) is cloned whole.
+ */
+export function copyChanged(prev: unknown, prevCopy: unknown, next: unknown): unknown {
+  if (next === prev) return prevCopy;
+  if (next === null || typeof next !== 'object') return next;
+  const p = prev !== null && typeof prev === 'object' ? (prev as Record<string, unknown>) : undefined;
+  const pc = p !== undefined && prevCopy !== null && typeof prevCopy === 'object' ? (prevCopy as Record<string, unknown>) : undefined;
+  if (Array.isArray(next)) {
+    const same = Array.isArray(prev) && pc !== undefined;
+    return next.map((v, i) => (same ? copyChanged(p![i], pc[i], v) : copyChanged(undefined, undefined, v)));
+  }
+  if (Object.getPrototypeOf(next) !== Object.prototype && Object.getPrototypeOf(next) !== null) return structuredClone(next);
+  const same = p !== undefined && !Array.isArray(prev) && pc !== undefined;
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(next)) {
+    const v = (next as Record<string, unknown>)[k];
+    out[k] = same && Object.hasOwn(p, k) ? copyChanged(p[k], pc[k], v) : copyChanged(undefined, undefined, v);
+  }
+  return out;
+}
+
 /** Keeps everything in memory: survives reconnects, not restarts. For tests and ephemeral clients. */
 export function memoryStorage(): ClientStorage {
   const rooms = new Map<string, StoredClient>();
+  /** Per room, the state the held base was copied from (the engine's snapshot): copyChanged. */
+  const copiedFrom = new Map<string, unknown>();
   return {
     durability: 'memory',
     keepsTags: true,
@@ -136,7 +164,11 @@ export function memoryStorage(): ClientStorage {
     async saveBase(room, base) {
       const r = rooms.get(room);
       if (!r || (r.base && r.base.pos >= base.pos)) return;
-      r.base = structuredClone(base);
+      // What changed since the held base is copied, not the whole state (issue 43).
+      const held = r.base;
+      const state = held === undefined ? structuredClone(base.state) : copyChanged(copiedFrom.get(room), held.state, base.state);
+      r.base = { ...base, state };
+      copiedFrom.set(room, base.state);
       r.durable = r.durable.filter((o) => o.seq > base.ownSeq);
       if (r.tags) r.tags = r.tags.filter((t) => t.seq > base.ownSeq);
     },

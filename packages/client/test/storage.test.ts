@@ -2,9 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
-import { HerculesError } from '@hercules/core';
+import { HerculesError, applyOp, defineMachine, keyedMap, type StateOf } from '@hercules/core';
 import { memoryStorage, indexedDbStorage, connect, type ClientStorage } from '../src/index.ts';
+import { copyChanged } from '../src/storage.ts';
 import { sqliteStorage } from '@hercules/client-sqlite';
+import Database from 'better-sqlite3';
 import { createServer } from '@hercules/server';
 import { tempDir, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
@@ -309,4 +311,131 @@ test('an IndexedDB store belongs to one tab at a time: a second opener gets stor
   await holder.load('room');
   await assert.rejects(connect({ url: 'ws://127.0.0.1:1', room: 'room', machine: chat, storage: indexedDbStorage('tabs', env) }), /open in another tab/);
   await holder.close();
+});
+
+test('memory storage copies only what changed since its last base: a 10k-key keyedMap shares every untouched leaf with the held copy', async () => {
+  const { initial, run } = keyedStates();
+  let state = initial;
+  for (let i = 0; i < 10_000; i++) state = run(state, `k${i}`, i);
+  const s = memoryStorage();
+  await s.init('room', 'c');
+  await s.saveBase('room', { pos: 1, state, ownSeq: 0 });
+  const next = run(run(state, 'k7', -7), 'new', 1);
+  await s.saveBase('room', { pos: 2, state: next, ownSeq: 0 });
+  const got = (await s.load('room'))!.base!.state;
+  assert.deepEqual(got, structuredClone(next), 'the held base is the saved state');
+  // The held copies themselves (load clones): compare copyChanged's output with its input.
+  const first = structuredClone(state);
+  const copy = copyChanged(state, first, next) as typeof next;
+  assert.deepEqual(copy, structuredClone(next));
+  const leaves = (node: unknown, out: unknown[]): unknown[] => {
+    if (Array.isArray(node)) for (const c of node.slice(1)) leaves(c, out);
+    else if (node !== null) out.push(node);
+    return out;
+  };
+  const before = new Set(leaves(first.cells.tree, []));
+  const after = leaves(copy.cells.tree, []);
+  const fresh = after.filter((l) => !before.has(l)).length;
+  assert.ok(after.length > 100, `a trie of many leaves: ${after.length}`);
+  assert.ok(fresh >= 1 && fresh <= 2, `only the leaves written are new copies: ${fresh} of ${after.length}`);
+  const sourceLeaves = new Set(leaves(next.cells.tree, []));
+  assert.ok(
+    after.every((l) => !sourceLeaves.has(l)),
+    'no container of the copy is one of the snapshot',
+  );
+  assert.equal(copyChanged(state, first, state), first, 'nothing changed: the held copy itself');
+});
+
+/** States of a machine with a keyedMap beside plain keys, and `set` run on them as the engine runs ops. */
+function keyedStates() {
+  const m = defineMachine({
+    name: 'kv',
+    version: 1,
+    initial: { cells: keyedMap.empty<number>(), title: 't' },
+    ops: {
+      set(s, a: { key: string; value: number }) {
+        keyedMap.set(s.cells, a.key, a.value);
+        s.title = `t${a.value}`;
+      },
+    },
+  });
+  let pos = 0;
+  const run = (state: StateOf<typeof m>, key: string, value: number) => {
+    const r = applyOp(m, state, { client: 'c', seq: ++pos, name: 'set', args: { key, value }, author: 'c' }, pos);
+    assert.equal(r.error, undefined);
+    return r.state;
+  };
+  return { initial: m.initial, run };
+}
+
+/** Counts (and, with `failAt`, fails) the statement runs of the sqlite driver: the store's write steps. */
+function statementRuns() {
+  const probe = new Database(':memory:');
+  const proto = Object.getPrototypeOf(probe.prepare('SELECT 1')) as { run: (...a: unknown[]) => unknown };
+  probe.close();
+  const real = proto.run;
+  const meter = { count: 0, failAt: 0, sql: [] as string[] };
+  proto.run = function (this: { source: string }, ...a: unknown[]) {
+    meter.count++;
+    meter.sql.push(this.source);
+    if (meter.count === meter.failAt) throw new Error(`planted fault at write step ${meter.count}: ${this.source}`);
+    return real.apply(this, a);
+  };
+  return { meter, restore: () => void (proto.run = real) };
+}
+
+test('sqlite storage writes what changed of a keyedMap base, not the whole state; a fault at any write step of a save leaves the base before it whole', async (t) => {
+  const { initial, run } = keyedStates();
+  let s1 = initial;
+  for (let i = 0; i < 3000; i++) s1 = run(s1, `k${i}`, i);
+  let s2 = run(run(s1, 'k5', -5), 'fresh', 7);
+  s2 = run(s2, 'k2999', -1);
+  const runs = statementRuns();
+  t.after(runs.restore);
+  /** A store holding ops 1..3 and a base of s1 holding op 1. */
+  const fresh = async (file: string) => {
+    const s = sqliteStorage(join(dir, file));
+    await s.init('room', 'c1');
+    await s.append('room', [op(1), op(2), op(3)]);
+    await s.saveBase('room', { pos: 10, state: s1, ownSeq: 1 });
+    return s;
+  };
+  const s = await fresh('parts.sqlite');
+  assert.deepEqual((await s.load('room'))!.base!.state, s1, 'a base read back from its parts');
+  runs.meter.count = 0;
+  runs.meter.sql = [];
+  await s.saveBase('room', { pos: 20, state: s2, ownSeq: 2 });
+  const steps = runs.meter.count;
+  const puts = runs.meter.sql.filter((q) => q.startsWith('INSERT OR REPLACE INTO base_part')).length;
+  assert.ok(puts >= 2 && puts <= 12, `only the trie nodes on the changed paths are written: ${puts} rows (the map has ${s1.cells.size} keys)`);
+  const got = (await s.load('room'))!;
+  assert.deepEqual(got.base, { pos: 20, state: s2, ownSeq: 2 });
+  assert.deepEqual(
+    got.durable.map((o) => o.seq),
+    [3],
+  );
+  await s.close();
+  const reopened = sqliteStorage(join(dir, 'parts.sqlite'));
+  assert.deepEqual((await reopened.load('room'))!.base!.state, s2, 'and after a restart');
+  const s3 = run(s2, 'k1', 1);
+  await reopened.saveBase('room', { pos: 30, state: s3, ownSeq: 2 }); // a new process writes its first base whole
+  assert.deepEqual((await reopened.load('room'))!.base!.state, s3);
+  await reopened.close();
+  for (let n = 1; n <= steps; n++) {
+    const f = await fresh(`fault-${n}.sqlite`);
+    runs.meter.count = 0;
+    runs.meter.failAt = n;
+    await assert.rejects(f.saveBase('room', { pos: 20, state: s2, ownSeq: 2 }), /planted fault/, `step ${n} fails`);
+    runs.meter.failAt = 0;
+    const after = (await f.load('room'))!;
+    assert.deepEqual(after.base, { pos: 10, state: s1, ownSeq: 1 }, `a fault at write step ${n} of ${steps} leaves the base before it`);
+    assert.deepEqual(
+      after.durable.map((o) => o.seq),
+      [2, 3],
+      `and every op it did not hold (step ${n})`,
+    );
+    await f.saveBase('room', { pos: 20, state: s2, ownSeq: 2 });
+    assert.deepEqual((await f.load('room'))!.base!.state, s2, `the next save after the fault at step ${n} is whole`);
+    await f.close();
+  }
 });

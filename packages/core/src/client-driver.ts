@@ -91,6 +91,12 @@ export interface ClientDriverOptions {
   fatal?(code: ErrorCode, message: string): boolean | void;
 }
 
+/**
+ * Frames that only move the log and its frontiers: those of one turn are taken as one step
+ * (received). A welcome, an error (either may stop the room on the spot) and receipts go alone.
+ */
+const BATCHED: ReadonlySet<ServerMessage['t']> = new Set(['log', 'committed', 'visible', 'stable', 'members', 'deregister', 'presence']);
+
 interface FlushWaiter {
   seq: number;
   resolve: () => void;
@@ -139,6 +145,9 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
   #cancelBase: (() => void) | undefined;
   #baseWriting = false;
 
+  // --- frames waiting for the end of the turn (received)
+  #incoming: ServerMessage[] = [];
+
   // --- batching deadline
   #batchAt = Infinity;
   #cancelBatch: (() => void) | undefined;
@@ -176,15 +185,41 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
   /** A connection opened: the room says hello on it. */
   opened(link: DriverLink): void {
     if (this.#stopped) return;
+    this.#takeIncoming(); // (a connection that was never said closed)
     this.#link = link;
     this.room.connected(Math.floor((this.#opts.wallClock ?? Date.now)()));
     this.#armBatch();
   }
 
-  /** A frame from the server, in the order the connection delivered it. */
+  /**
+   * A frame from the server, in the order the connection delivered it. Log and progress frames
+   * wait for the end of the turn (the clock's defer: a microtask in `connect()`, no timer), and
+   * those of one turn (a socket read that brought several) go to the room as one step: one
+   * rebase of our pending ops per batch of frames, not per frame. Any other frame goes at once,
+   * after those waiting.
+   */
   received(msg: ServerMessage): void {
     if (this.#stopped || !this.#link) return;
-    this.room.receive(msg);
+    if (!BATCHED.has(msg.t)) {
+      this.#takeIncoming();
+      this.#take([msg]);
+      return;
+    }
+    this.#incoming.push(msg);
+    if (this.#incoming.length === 1) this.#clock.defer(() => this.#takeIncoming());
+  }
+
+  /** Hand the room the frames waiting for the turn's end. */
+  #takeIncoming(): void {
+    if (this.#incoming.length === 0) return;
+    const msgs = this.#incoming;
+    this.#incoming = [];
+    this.#take(msgs);
+  }
+
+  #take(msgs: readonly ServerMessage[]): void {
+    if (this.#stopped || !this.#link) return;
+    this.room.receiveAll(msgs);
     this.#baseIfOwnSettled();
     this.#armBatch();
   }
@@ -192,6 +227,7 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
   /** The connection is gone; the room works offline until the next one. */
   closed(): void {
     if (!this.#link) return;
+    this.#takeIncoming(); // what it brought before it closed
     this.#link = undefined;
     this.room.disconnected();
     this.#armBatch();

@@ -710,6 +710,19 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.recv.frames++;
     this.recv.applyMs += this.now() - t0;
   }
+  /**
+   * Frames the connection delivered together, in order, as one step: one rebase of our pending
+   * ops and one round of outputs for all of them (ViewEngine.receiveAll). For log and progress
+   * frames (the driver's BATCHED): a welcome, an error or receipts go one at a time (receive).
+   */
+  receiveAll(msgs: readonly ServerMessage[]): void {
+    if (msgs.length === 1) return this.receive(msgs[0]);
+    const t0 = this.now();
+    this.engine.receiveAll(msgs);
+    this.pump();
+    this.recv.frames += msgs.length;
+    this.recv.applyMs += this.now() - t0;
+  }
   durable(seq: number): void {
     this.engine.durable(seq);
     this.pump();

@@ -713,23 +713,44 @@ export class ViewEngine<S = unknown> {
 
   /** A message from the server, in the order the connection delivered it. */
   receive(msg: ServerMessage): void {
-    if (this.connState === 'resync') return; // the adapter is replacing this connection
+    this.receiveAll([msg]);
+  }
+
+  /**
+   * Messages the connection delivered together (one socket read, one turn), in order: each is
+   * taken as `receive` takes it, but the step they make ends once, after the last, so Durable
+   * and Submitted are rebased once for all of them rather than once per frame (§4.5, without a
+   * wait: a lone frame is one step, as before).
+   */
+  receiveAll(msgs: readonly ServerMessage[]): void {
+    let stepping = false;
+    for (const msg of msgs) {
+      if (!this.admit(msg)) continue;
+      if (!stepping) this.submitted(); // (a step moves our ops between lists and snapshots)
+      stepping = true;
+      this.process(msg);
+    }
+    if (stepping) this.finishStep();
+  }
+
+  /** Whether `msg` is to be processed now: not while offline or resyncing, nor queued for a batch. */
+  private admit(msg: ServerMessage): boolean {
+    if (this.connState === 'resync') return false; // the adapter is replacing this connection
     if (this.connState === 'offline') {
       this.out.warnings.push(`ignored ${msg.t} received while offline`);
-      return;
+      return false;
     }
     // Presence touches no log: never batched behind log frames.
-    if (msg.t === 'presence') return this.onPresence(msg.peers);
-    const due = this.inbox.length > 0 ? this.flushAt : this.batchDeadline(msg);
-    if (due !== undefined) {
-      this.inbox.push(msg);
-      this.stats.framesBatched++;
-      this.flushAt = due;
-      return;
+    if (msg.t === 'presence') {
+      this.onPresence(msg.peers);
+      return false;
     }
-    this.submitted(); // (a step moves our ops between lists and snapshots)
-    this.process(msg);
-    this.finishStep();
+    const due = this.inbox.length > 0 ? this.flushAt : this.batchDeadline(msg);
+    if (due === undefined) return true;
+    this.inbox.push(msg);
+    this.stats.framesBatched++;
+    this.flushAt = due;
+    return false;
   }
 
   /** Clock tick: processes a due batch (§4.5). */
@@ -1120,6 +1141,11 @@ export class ViewEngine<S = unknown> {
     // Submitted list, `ackedEarly`): then Durable, empty of our ops, becomes Authoritative too,
     // and Submitted keeps its log and its snapshot, which Authoritative adopts if no op is left.
     const adopt = !this.needRebase && this.durableList.length === 0 && run.every((e) => e.own !== undefined && e.error === undefined);
+    // Not adopting, an op of ours acked before it was durable has left the Submitted list while
+    // the Durable snapshot lacks it: Durable and Submitted are rebuilt on the new Authoritative
+    // state. (Promoted entries set no needRebase, so a step that promotes others' tentative
+    // entries and takes our early-acked op, two frames of one turn, needs this.)
+    if (ackedEarly && !adopt) this.needRebase = true;
     const adopted =
       adoptTent !== undefined && adoptTent.n === run.length
         ? adoptTent.state

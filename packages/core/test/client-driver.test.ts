@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { HerculesError, RoomEngine, type ClientRestore, type RoomOutput, PROTOCOL_VERSION, RECENT_DIGESTS } from '../src/index.ts';
+import { HerculesError, RoomEngine, type ClientRestore, type RoomOutput, type ServerMessage, PROTOCOL_VERSION, RECENT_DIGESTS } from '../src/index.ts';
 import { FakeClock } from '@hercules/test-utils';
 import { room as machine } from './fixtures.ts';
 import { HandStore, Net, driverClient } from './driver-net.ts';
@@ -480,6 +480,77 @@ test('batching: a remote op waits for its deadline, and the driver ticks the roo
   clock.advance(1);
   assert.deepEqual(a.room.getState('authoritative').notes, ['b@1: from b'], 'applied at the deadline by the driver');
   assert.equal(a.room.nextDeadline(), Infinity);
+});
+
+/**
+ * Client a with two ops of its own pending (its store never confirms them) and the frames that
+ * bring b's three ops, one op per server turn, caught before a's driver hears them.
+ */
+function pendingBehindThreeFrames() {
+  const clock = new FakeClock();
+  const net = new Net(clock);
+  const a = client('a', clock);
+  const b = client('b', clock);
+  net.open(a);
+  net.open(b);
+  net.flush();
+  a.room.ops.note({ text: 'a1' });
+  a.room.ops.note({ text: 'a2' });
+  clock.settle();
+  const caught: ServerMessage[] = [];
+  const hear = a.driver.received.bind(a.driver);
+  a.driver.received = (msg) => void caught.push(msg);
+  for (const text of ['b1', 'b2', 'b3']) {
+    b.room.ops.note({ text });
+    clock.settle();
+    b.store.confirm();
+    net.flush();
+  }
+  a.driver.received = hear;
+  assert.ok(caught.filter((m) => m.t === 'log').length >= 3, 'one log frame per op of b');
+  return { clock, a, caught, hear };
+}
+
+test('frames that arrive in one turn are one step: our pending ops are rebased once for all of them, with the same views', () => {
+  const want = ['b@1: b1', 'b@2: b2', 'b@3: b3', 'a@4: a1', 'a@5: a2'];
+  // One frame per turn: a rebase per frame that brings remote ops.
+  const one = pendingBehindThreeFrames();
+  const before1 = one.a.room.engine.stats.rebases;
+  for (const m of one.caught) {
+    one.hear(m);
+    one.clock.settle();
+  }
+  const perFrame = one.a.room.engine.stats.rebases - before1;
+  assert.ok(perFrame >= 3, `a rebase per frame: ${perFrame}`);
+  assert.deepEqual(one.a.room.getState('submitted').notes, want);
+  // The same frames in one turn (one socket read): they wait for its end, then one step.
+  const all = pendingBehindThreeFrames();
+  const before = all.a.room.engine.stats.rebases;
+  for (const m of all.caught) all.hear(m);
+  assert.deepEqual(all.a.room.getState('authoritative').notes, [], 'log frames wait for the end of the turn');
+  all.clock.settle();
+  assert.equal(all.a.room.engine.stats.rebases - before, 1, 'one rebase for the batch');
+  assert.deepEqual(all.a.room.getState('submitted').notes, want, 'the same Submitted view');
+  for (const v of ['authoritative', 'visible', 'stable', 'durable'] as const)
+    assert.deepEqual(all.a.room.getState(v), one.a.room.getState(v), `the same ${v} view`);
+  assert.deepEqual(all.a.room.positions(), one.a.room.positions());
+});
+
+test('a frame that is not a log or progress frame goes at once, after the frames waiting, and a close takes those first', () => {
+  const { clock, a, caught, hear } = pendingBehindThreeFrames();
+  for (const m of caught) hear(m);
+  hear({ t: 'error', code: 'rate-limited', message: 'slow down', fatal: false });
+  assert.deepEqual(a.room.getState('authoritative').notes, ['b@1: b1', 'b@2: b2', 'b@3: b3'], 'the waiting frames went first, in order');
+  assert.ok(
+    a.errors.some((e) => /rate-limited/.test(e.message)),
+    'then the error, at once',
+  );
+  const again = pendingBehindThreeFrames();
+  for (const m of again.caught) again.hear(m);
+  again.a.driver.closed();
+  assert.deepEqual(again.a.room.getState('authoritative').notes, ['b@1: b1', 'b@2: b2', 'b@3: b3'], 'frames a connection brought before it closed are taken');
+  assert.equal(again.a.room.connection(), 'offline');
+  clock.settle();
 });
 
 // spec: DUR-SURVIVES-RESTART

@@ -970,7 +970,7 @@ export class Simulation implements SimState {
       // As a microtask: after the current event, before any later one.
       defer: (fn) => {
         this.q.push(this.now, `defer ${c.id}`, () => {
-          if (alive()) fn();
+          if (alive()) this.deferred(c, fn);
         });
       },
     };
@@ -1241,6 +1241,12 @@ export class Simulation implements SimState {
   private clientStarted(c: SimClient, room: ClientRoom<Ledger>): void {
     if (this.receiptsOn) room.onReceipts(() => {});
     this.checks.clientStarted(this, c, room);
+  }
+
+  /** Work a client deferred to the end of its turn: the frames of one turn are taken there (ClientDriver.received). */
+  private deferred(c: SimClient, fn: () => void): void {
+    fn();
+    this.afterClientInput(c);
   }
 
   /** After the client took an input (a frame, a timer): how far its connection has processed the log. */
