@@ -19,6 +19,7 @@ import {
 } from '@hercules/core';
 import type { ConnectionStatus } from '../transport.ts';
 import type { FollowerMessage, LeaderMessage, ViewsMessage } from './messages.ts';
+import { OthersOfTab } from './presence.ts';
 import { TabHandle } from './tab-handle.ts';
 
 export class FollowerMirror {
@@ -40,6 +41,9 @@ export class FollowerMirror {
   #submitted: { state: unknown; positions: ViewPositions; failed: number[] } | undefined;
   /** Told each of this tab's requests the leader rejected (set by the TabRoom: its onRejected). */
   rejected: (h: TabHandle) => void = () => {};
+  /** Told a leader announced itself (set by the TabRoom: it sends this tab's presence again). */
+  leaderChanged: () => void = () => {};
+  readonly #others = new OthersOfTab();
 
   constructor(
     readonly machine: Machine<any, any>,
@@ -100,7 +104,8 @@ export class FollowerMirror {
   handle(m: LeaderMessage): void {
     if (m.t === 'leader') {
       this.leader = m.leader;
-      return this.#resend();
+      this.#resend();
+      return this.leaderChanged();
     }
     if (m.t === 'views') return this.#views(m);
     if (m.tab !== this.tab) return;
@@ -129,7 +134,7 @@ export class FollowerMirror {
     for (const v of views) this.#states[v] = deepFreeze(m.states[v]);
     this.#positions = m.positions;
     this.members = m.members;
-    this.others = m.others;
+    this.others = this.#others.of(m.others, m.clientId, m.tabs, this.tab);
     this.status = m.status;
     if (m.failure) this.failure = new HerculesError(m.failure.code, m.failure.message);
     this.access = m.access;
