@@ -88,9 +88,10 @@ export class FollowerMirror {
     if (failed.length) h.failed = failed;
     this.#own.push(h);
     this.#submitted = undefined;
-    this.changed(['submitted']);
+    // To the leader first, then this tab's listeners: its delivery waits for nothing here.
     if (this.leader)
       this.send({ t: 'submit', to: this.leader, tab: this.tab, reqs: [{ req: h.req, name, args, seen: h.seen, ...(h.failed ? { failed: h.failed } : {}) }] });
+    this.changed(['submitted']);
     return h;
   }
 
