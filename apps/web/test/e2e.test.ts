@@ -425,11 +425,11 @@ async function profile(t: { after: (fn: () => unknown) => void }) {
     if (offline.on) ws.close();
     else ws.connectToServer();
   });
-  const tab = async (tag: string, room: string): Promise<Client> => {
+  const tab = async (tag: string, room: string, app = 'chat'): Promise<Client> => {
     const page = await ctx.newPage();
     const c: Client = { tag, ctx, page, errors: [] };
     page.on('pageerror', (e) => c.errors.push(`${tag}: ${e.message}`));
-    await page.goto(`${base}/chat?room=${room}`);
+    await page.goto(`${base}/${app}?room=${room}`);
     await until(c, 'the room open', () => !!(window as any).hercules);
     return c;
   };
@@ -623,6 +623,44 @@ test('tabs: the only tab closed while offline; the app opened again later (a new
   for (const m of texts) await until(N, `${m} visible`, stageIs, [m, ['visible']] as [string, string[]]);
   assert.deepEqual(await onServer(t, room, 2), texts);
   assert.deepEqual([...A.errors, ...N.errors], []);
+});
+
+// spec: PRESENCE-PER-KEY
+test('tabs: two tabs of one browser are two cursors to another browser (one client, a presence each); a closed tab’s goes', {
+  skip,
+  timeout: TEST_TIMEOUT,
+}, async (t) => {
+  const room = uniqueRoom('tabs-cursors');
+  const p = await profile(t);
+  const [T1, T2] = [await p.tab('T1', room, 'sheet'), await p.tab('T2', room, 'sheet')];
+  const B = await openClient('sheet', room, 'B', { name: 'Grace' });
+  t.after(() => closeAll(B));
+  for (const c of [T1, T2, B]) await until(c, 'online', () => (window as any).hercules.status() === 'online');
+  await T1.page.click('[data-testid=cell-1-1]');
+  await T2.page.click('[data-testid=cell-3-2]');
+  const other = (id: string) => document.querySelector(`[data-testid=${id}]`)?.getAttribute('data-cursor') === 'other';
+  await until(B, 'T1’s cursor on cell 1-1', other, 'cell-1-1');
+  await until(B, 'T2’s cursor on cell 3-2', other, 'cell-3-2');
+  const peers = await B.page.evaluate(() => (window as any).hercules.presence.others().map((o: any) => [o.client, o.key ?? null]));
+  assert.equal(peers.length, 2, `two peers for the two tabs: ${JSON.stringify(await B.page.evaluate(() => (window as any).hercules.presence.others()))}`);
+  assert.equal(new Set(peers.map(([c]: string[]) => c)).size, 1, 'of one client');
+  assert.equal(new Set(peers.map(([, k]: string[]) => k)).size, 2, 'each under a key of its own');
+  assert.equal(await B.page.locator('[data-testid=person]').count(), 2, 'two people in the list');
+  // Each tab shows the other tab's cursor too.
+  await until(T1, 'T2’s cursor on cell 3-2 in T1', other, 'cell-3-2');
+  await until(T2, 'T1’s cursor on cell 1-1 in T2', other, 'cell-1-1');
+  // A tab moves: only its cursor moves.
+  await T2.page.click('[data-testid=cell-4-0]');
+  await until(B, 'T2’s cursor on cell 4-0', other, 'cell-4-0');
+  assert.equal(await B.page.evaluate(other, 'cell-1-1'), true, 'T1’s stays');
+  // A follower tab closes (without unload handlers): its cursor goes.
+  const follower = (await leading(T1)) ? T2 : T1;
+  const kept = follower === T1 ? 'cell-4-0' : 'cell-1-1';
+  const gone = follower === T1 ? 'cell-1-1' : 'cell-4-0';
+  await follower.page.close({ runBeforeUnload: false });
+  await until(B, 'the closed tab’s cursor gone', (id: string) => document.querySelector(`[data-testid=${id}]`)?.getAttribute('data-cursor') === 'none', gone);
+  assert.equal(await B.page.evaluate(other, kept), true, 'the open tab’s stays');
+  assert.deepEqual([...T1.errors, ...T2.errors, ...B.errors], []);
 });
 
 // ---------------------------------------------------------------------- interior design

@@ -3,48 +3,97 @@
  *  - submit → Submitted in a follower tab beside the leader tab (in the page, 200 submits each,
  *    alternating leader and follower in one run);
  *  - delivery to another browser: submit in the sending tab until another context's Submitted
- *    view has the op (one clock: performance.timeOrigin + now(), the same machine), 100 ops
+ *    view has the op (one clock: performance.timeOrigin + now(), the same machine), ROUNDS ops
  *    each from the leader and from a follower, alternating;
  *  - JS heap per tab after a forced GC with 1, 3 and 10 tabs of a room of 2000 messages.
- * The demo server (apps/web/serve.ts) runs without an emulated round trip.
+ *  - where a follower's op spends its time on the way to the socket (timestamps in the pages:
+ *    submit, the follower's post, the leader's receipt, the leader's WebSocket send), in a profile
+ *    of its own whose pages are instrumented, ROUNDS ops each from the leader and a follower.
+ * The demo server (apps/web/serve.ts) runs without an emulated round trip. With
+ * BENCH_TABS_BASE=<another checkout, its dependencies installed>, that checkout's demo server runs
+ * too ("old"), and each measurement alternates old and new in this one run.
  *
  *   npm run bench:tabs
+ *   BENCH_TABS_BASE=../hercules-main npm run bench:tabs
  */
 import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
-import { join } from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { join, resolve } from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { freePort, tempDir } from '@hercules/test-utils';
 import { repoRoot } from '../harness.ts';
 
 const HISTORY = 2000;
+/** Ops from each tab in the delivery and path measurements. */
+const ROUNDS = 200;
 const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;
 const fmt = (xs: number[]) => `median ${q(xs, 0.5).toFixed(3)} ms, p90 ${q(xs, 0.9).toFixed(3)} ms (n ${xs.length})`;
 
-async function main() {
-  const chromiumPath = process.env.CHROMIUM_PATH ?? execFileSync('which', ['chromium'], { encoding: 'utf8' }).trim();
-  const data = tempDir('bench-tabs');
+/** A demo server of one checkout, and the pages the bench opens on it. */
+interface Build {
+  name: string;
+  base: string;
+  stop(): void;
+}
+/** One profile's leader and follower tab, and another profile receiving. */
+interface Trio {
+  name: string;
+  leader: Page;
+  follower: Page;
+  other: Page;
+}
+type Open = (ctx: BrowserContext, room?: string) => Promise<Page>;
+
+/** The demo server of the checkout at `root`, once it answers. */
+async function serve(name: string, root: string): Promise<Build> {
+  const data = tempDir(`bench-tabs-${name}`);
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const server = spawn(
     process.execPath,
-    ['--import', 'tsx', join(repoRoot, 'apps/web/serve.ts'), '--port', String(port), '--data-dir', data.dir, '--log-level', 'warn'],
-    {
-      cwd: repoRoot,
-      stdio: 'ignore',
-    },
+    ['--import', 'tsx', join(root, 'apps/web/serve.ts'), '--port', String(port), '--data-dir', data.dir, '--log-level', 'warn'],
+    { cwd: root, stdio: 'ignore' },
   );
+  const up = () =>
+    fetch(`${base}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
+  for (let i = 0; i < 600 && !(await up()); i++) await new Promise((r) => setTimeout(r, 100));
+  return {
+    name,
+    base,
+    stop: () => {
+      server.kill('SIGTERM');
+      data.cleanup();
+    },
+  };
+}
+
+function opener(b: Build, room: string): Open {
+  return async (ctx, r = room) => {
+    const page = await ctx.newPage();
+    await page.goto(`${b.base}/chat?room=${r}`);
+    await page.waitForFunction(() => (window as any).hercules?.status() === 'online', undefined, { timeout: 60_000 });
+    return page;
+  };
+}
+
+async function trio(browser: Browser, b: Build, room: string, init?: () => void): Promise<Trio> {
+  const open = opener(b, room);
+  const ctx = await browser.newContext();
+  if (init) await ctx.addInitScript(init);
+  const [leader, follower] = [await open(ctx), await open(ctx)];
+  const other = await open(await browser.newContext());
+  return { name: b.name, leader, follower, other };
+}
+
+async function main() {
+  const chromiumPath = process.env.CHROMIUM_PATH ?? execFileSync('which', ['chromium'], { encoding: 'utf8' }).trim();
+  const builds: Build[] = [];
   try {
-    for (
-      let i = 0;
-      i < 300 &&
-      !(await fetch(`${base}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      ));
-      i++
-    )
-      await new Promise((r) => setTimeout(r, 100));
+    if (process.env.BENCH_TABS_BASE) builds.push(await serve('old', resolve(process.env.BENCH_TABS_BASE)));
+    builds.push(await serve('new', repoRoot));
     const browser = await chromium.launch({
       executablePath: chromiumPath,
       headless: true,
@@ -52,21 +101,17 @@ async function main() {
     });
     try {
       const room = `bench-tabs-${Date.now().toString(36)}`;
-      const open = async (ctx: BrowserContext) => {
-        const page = await ctx.newPage();
-        await page.goto(`${base}/chat?room=${room}`);
-        await page.waitForFunction(() => (window as any).hercules?.status() === 'online', undefined, { timeout: 30_000 });
-        return page;
-      };
-      const ctx = await browser.newContext();
-      const [leader, follower] = [await open(ctx), await open(ctx)];
-      const other = await open(await browser.newContext());
-      await latency(leader, follower);
-      await delivery(leader, follower, other);
-      await idbCommit(leader);
-      await fill(leader);
-      await ctx.close();
-      for (const n of [1, 3, 10]) await memory(browser, open, n);
+      const trios: Trio[] = [];
+      for (const b of builds) trios.push(await trio(browser, b, room));
+      await latency(trios);
+      await delivery(trios);
+      const paths: Trio[] = [];
+      for (const b of builds) paths.push(await trio(browser, b, `${room}-path`, instrument));
+      await path(paths);
+      await idbCommit(trios[0]!.leader);
+      for (const t of trios) await fill(t.leader);
+      for (const t of [...trios, ...paths]) await Promise.all([t.leader.context().close(), t.other.context().close()]);
+      for (const n of [1, 3, 10]) for (const b of builds) await memory(browser, b.name, opener(b, room), n);
       console.log(
         `machine: ${process.platform} ${process.arch}, ${(await import('node:os')).cpus().length} cores; chromium ${browser.version()}; ${new Date().toISOString().slice(0, 10)}`,
       );
@@ -74,13 +119,12 @@ async function main() {
       await browser.close();
     }
   } finally {
-    server.kill('SIGTERM');
-    data.cleanup();
+    for (const b of builds) b.stop();
   }
 }
 
-/** Submit → Submitted (getState after the stub returns) in the page, leader and follower alternating. */
-async function latency(leader: Page, follower: Page) {
+/** Submit → Submitted (getState after the stub returns) in the page, leader and follower alternating (and old and new). */
+async function latency(trios: Trio[]) {
   const one = (p: Page, i: number) =>
     p.evaluate((i) => {
       const h = (window as any).hercules;
@@ -91,17 +135,42 @@ async function latency(leader: Page, follower: Page) {
       if (!got) throw new Error('not in Submitted');
       return t1 - t0;
     }, i);
-  const out = { leader: [] as number[], follower: [] as number[] };
+  const out = trios.map(() => ({ leader: [] as number[], follower: [] as number[] }));
   for (let i = 0; i < 200; i++) {
-    out.leader.push(await one(leader, i));
-    out.follower.push(await one(follower, i));
+    for (const [k, t] of trios.entries()) {
+      out[k]!.leader.push(await one(t.leader, i));
+      out[k]!.follower.push(await one(t.follower, i));
+    }
   }
-  console.log(`submit → Submitted, leader tab:   ${fmt(out.leader)}`);
-  console.log(`submit → Submitted, follower tab: ${fmt(out.follower)}`);
+  for (const [k, t] of trios.entries()) {
+    console.log(`[${t.name}] submit → Submitted, leader tab:   ${fmt(out[k]!.leader)}`);
+    console.log(`[${t.name}] submit → Submitted, follower tab: ${fmt(out[k]!.follower)}`);
+  }
 }
 
-/** Submit in a tab until another browser's Submitted view has it, on one clock. */
-async function delivery(leader: Page, follower: Page, other: Page) {
+/** Submit in a tab until another browser's Submitted view has it, on one clock (leader, follower, old, new alternating). */
+async function delivery(trios: Trio[]) {
+  for (const t of trios) await watchArrivals(t.other);
+  const out = trios.map(() => ({ leader: [] as number[], follower: [] as number[] }));
+  for (let i = 0; i < ROUNDS; i++) {
+    for (const [k, t] of trios.entries()) {
+      for (const who of ['leader', 'follower'] as const) {
+        out[k]![who].push(await deliver(t[who], t.other, `del ${who} ${i}`));
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    }
+  }
+  for (const [k, t] of trios.entries()) {
+    const o = out[k]!;
+    console.log(`[${t.name}] delivery to another browser, from the leader tab:   ${fmt(o.leader)}`);
+    console.log(`[${t.name}] delivery to another browser, from a follower tab:   ${fmt(o.follower)}`);
+    const diffs = o.follower.map((f, i) => f - o.leader[i]!);
+    console.log(`[${t.name}]   follower minus leader, paired: median ${q(diffs, 0.5).toFixed(3)} ms`);
+  }
+}
+
+/** In the receiving page: when each message text first shows in its Submitted view. */
+async function watchArrivals(other: Page) {
   await other.evaluate(() => {
     const w = window as any;
     w.__seen = new Map();
@@ -110,28 +179,110 @@ async function delivery(leader: Page, follower: Page, other: Page) {
       for (const m of s.messages.slice(-5)) if (!w.__seen.has(m.text)) w.__seen.set(m.text, now);
     });
   });
-  const send = (p: Page, text: string) =>
+}
+
+/** Submit `text` in page `p`; ms until `other` has it in its Submitted view. */
+async function deliver(p: Page, other: Page, text: string): Promise<number> {
+  const sent = await p.evaluate((text) => {
+    (window as any).hercules.ops.say({ text });
+    return performance.timeOrigin + performance.now();
+  }, text);
+  await other.waitForFunction((t) => (window as any).__seen.has(t), text);
+  return (await other.evaluate((t) => (window as any).__seen.get(t) as number, text)) - sent;
+}
+
+/**
+ * Init script of the instrumented profile: stamps (performance.timeOrigin + now()) each tabs
+ * message that carries a submit as it is posted and as it is received, and each WebSocket frame
+ * as it is sent, with the 'path …' text it carries.
+ */
+function instrument() {
+  const w = window as any;
+  w.__name ??= (f: unknown) => f; // tsx's keepNames helper, for functions sent to the page
+  const now = () => performance.timeOrigin + performance.now();
+  const textOf = (m: any): string | undefined => m?.reqs?.[0]?.args?.text;
+  w.__path = { posted: new Map(), received: new Map(), sent: new Map() };
+  const BC = window.BroadcastChannel.prototype;
+  const post = BC.postMessage;
+  BC.postMessage = function (this: BroadcastChannel, m: any) {
+    const t = textOf(m);
+    if (t) w.__path.posted.set(t, now());
+    return post.call(this, m);
+  };
+  const on = Object.getOwnPropertyDescriptor(BC, 'onmessage')!;
+  Object.defineProperty(BC, 'onmessage', {
+    get() {
+      return on.get!.call(this);
+    },
+    set(fn: ((ev: MessageEvent) => void) | null) {
+      on.set!.call(
+        this,
+        fn &&
+          ((ev: MessageEvent) => {
+            const t = textOf(ev.data);
+            if (t) w.__path.received.set(t, now());
+            return fn(ev);
+          }),
+      );
+    },
+  });
+  const send = WebSocket.prototype.send;
+  const latin = new TextDecoder('latin1');
+  WebSocket.prototype.send = function (this: WebSocket, data: any) {
+    const at = now();
+    if (typeof data !== 'string') {
+      const m = /path (leader|follower) \d+\./.exec(latin.decode(data));
+      if (m) w.__path.sent.set(m[0], at);
+    }
+    return send.call(this, data);
+  };
+}
+
+/** Where the time goes from a submit to the leader's WebSocket send (instrumented pages). */
+async function path(trios: Trio[]) {
+  const out = trios.map(() => ({
+    toPost: [] as number[],
+    hop: [] as number[],
+    leaderToSend: [] as number[],
+    follower: [] as number[],
+    leader: [] as number[],
+  }));
+  const submit = (p: Page, text: string) =>
     p.evaluate((text) => {
+      const t0 = performance.timeOrigin + performance.now();
       (window as any).hercules.ops.say({ text });
-      return performance.timeOrigin + performance.now();
+      return t0;
     }, text);
-  const out = { leader: [] as number[], follower: [] as number[] };
-  for (let i = 0; i < 100; i++) {
-    for (const [who, p] of [
-      ['leader', leader],
-      ['follower', follower],
-    ] as const) {
-      const text = `del ${who} ${i}`;
-      const sent = await send(p, text);
-      await other.waitForFunction((t) => (window as any).__seen.has(t), text);
-      out[who].push((await other.evaluate((t) => (window as any).__seen.get(t) as number, text)) - sent);
-      await new Promise((r) => setTimeout(r, 10));
+  const stamp = (p: Page, kind: string, text: string) => p.evaluate(([k, t]) => (window as any).__path[k].get(t) as number | undefined, [kind, text]);
+  for (let i = 0; i < ROUNDS; i++) {
+    for (const [k, t] of trios.entries()) {
+      for (const who of ['leader', 'follower'] as const) {
+        const text = `path ${who} ${i}.`;
+        const t0 = await submit(t[who], text);
+        await t.leader.waitForFunction((x) => (window as any).__path.sent.has(x), text);
+        const sent = (await stamp(t.leader, 'sent', text))!;
+        if (who === 'leader') out[k]!.leader.push(sent - t0);
+        else {
+          const posted = (await stamp(t.follower, 'posted', text))!;
+          const received = (await stamp(t.leader, 'received', text))!;
+          out[k]!.follower.push(sent - t0);
+          out[k]!.toPost.push(posted - t0);
+          out[k]!.hop.push(received - posted);
+          out[k]!.leaderToSend.push(sent - received);
+        }
+        await new Promise((r) => setTimeout(r, 10));
+      }
     }
   }
-  console.log(`delivery to another browser, from the leader tab:   ${fmt(out.leader)}`);
-  console.log(`delivery to another browser, from a follower tab:   ${fmt(out.follower)}`);
-  const diffs = out.follower.map((f, i) => f - out.leader[i]!);
-  console.log(`  follower minus leader, paired: median ${q(diffs, 0.5).toFixed(3)} ms`);
+  const m = (xs: number[]) => q(xs, 0.5).toFixed(2);
+  for (const [k, t] of trios.entries()) {
+    const o = out[k]!;
+    console.log(
+      `[${t.name}] submit → WebSocket send, median: leader tab ${m(o.leader)} ms; follower tab ${m(o.follower)} ms = ` +
+        `submit → post ${m(o.toPost)} + BroadcastChannel hop ${m(o.hop)} (p90 ${q(o.hop, 0.9).toFixed(2)}) + leader's receipt → send ${m(o.leaderToSend)} ms (medians of each part)`,
+    );
+    console.log(`[${t.name}]   follower minus leader, submit → send, paired: median ${m(o.follower.map((f, i) => f - o.leader[i]!))} ms`);
+  }
 }
 
 /**
@@ -173,7 +324,7 @@ async function fill(p: Page) {
 }
 
 /** JS heap of each of `n` tabs of a fresh profile, after a forced GC. */
-async function memory(browser: import('playwright-core').Browser, open: (c: BrowserContext) => Promise<Page>, n: number) {
+async function memory(browser: Browser, name: string, open: Open, n: number) {
   const ctx = await browser.newContext();
   const pages: Page[] = [];
   for (let i = 0; i < n; i++) pages.push(await open(ctx));
@@ -189,7 +340,7 @@ async function memory(browser: import('playwright-core').Browser, open: (c: Brow
   const rest = heaps.filter((h) => !h.leading).map((h) => h.mb);
   const sum = heaps.reduce((a, h) => a + h.mb, 0);
   console.log(
-    `${n} tab(s), ${HISTORY} messages: leader ${lead.map((m) => m.toFixed(1)).join()} MB` +
+    `[${name}] ${n} tab(s), ${HISTORY} messages: leader ${lead.map((m) => m.toFixed(1)).join()} MB` +
       (rest.length ? `, followers median ${q(rest, 0.5).toFixed(1)} MB` : '') +
       `, all tabs ${sum.toFixed(1)} MB`,
   );

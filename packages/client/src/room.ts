@@ -14,6 +14,7 @@ import {
   type MemberPosition,
   type OpHandle,
   type OpStubs,
+  type PresenceOf,
   type ReceiveStats,
   type StateOf,
   type TextHandle,
@@ -44,6 +45,12 @@ export interface ConnectedRoom<M extends Machine<any, any>> extends AppRoom<M> {
    * it connected: always on, two clock reads a frame. Sample it twice and subtract for a window.
    */
   receiveStats(): ReceiveStats;
+  /**
+   * Set one of this client's keyed presences, shown to others as a peer of its own (`key` in
+   * `presence.others()`; null clears it): how the tabs of a shared client each show their own
+   * (docs/tabs.md). Protocol 8.
+   */
+  setPresenceOf(key: string, value: PresenceOf<M> | null): void;
 }
 
 export interface ConnectedClientRoomParts<M extends Machine<any, any>> {
@@ -106,6 +113,9 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   }
   get presence() {
     return this.#inner.presence;
+  }
+  setPresenceOf(key: string, value: PresenceOf<M> | null): void {
+    this.#inner.setPresenceOf(key, value);
   }
   members(): readonly string[] {
     return this.#inner.members();

@@ -165,7 +165,7 @@ test('a store of an earlier version’s per-tab client, closed offline, is drain
   await until(async () => !(await b.env.indexedDB.databases()).some((d) => d.name === 'hercules-old-tab'), 10_000, 'its store deleted');
 });
 
-test('a follower tab: every view and the positions as the leader’s; its presence is the shared connection’s; a bad one is refused', async (t) => {
+test('a follower tab: every view and the positions as the leader’s; its presence goes through the leader; a bad one is refused', async (t) => {
   const srv = await server(t, 'e');
   const b = browser();
   const leader = await b.tab(srv.url);
@@ -179,10 +179,68 @@ test('a follower tab: every view and the positions as the leader’s; its presen
   assert.ok(Object.isFrozen(follower.getState('stable').messages), 'frozen, as a single tab’s views');
   follower.presence.set({ name: 'Ada' } as never);
   await until(() => peer.presence.others().some((p) => (p.value as { name?: string } | null)?.name === 'Ada'), 5000, 'the peer sees the follower’s presence');
-  assert.equal(peer.presence.others().length, 1, 'one presence for the two tabs');
+  assert.deepEqual(follower.presence.get(), { name: 'Ada' });
   assert.throws(() => follower.presence.set({ name: 42 } as never), { code: 'bad-argument' });
   assert.throws(() => follower.submit('nope'), { code: 'unknown-op' });
   assert.throws(() => follower.ops.say({ text: 7 } as never), { code: 'bad-argument' });
+});
+
+const names = (r: { presence: { others(): readonly { client: string; key?: string; value: unknown }[] } }) =>
+  r.presence
+    .others()
+    .map((p) => `${p.client}/${p.key === undefined ? '-' : 'tab'}:${(p.value as { name: string }).name}`)
+    .sort();
+
+// spec: PRESENCE-PER-KEY
+test('each tab’s presence is its own: two tabs of one profile are two peers (one client id, two keys) to another client and to each other; a closed tab’s goes', async (t) => {
+  const srv = await server(t, 'p');
+  const b = browser();
+  const leader = await b.tab(srv.url);
+  const f1 = await b.tab(srv.url);
+  const f2 = await b.tab(srv.url);
+  const peer = await connect({ url: srv.url, room: 'r', machine: chat, onError: () => {} });
+  t.after(() => Promise.all([peer.close(), f2.close(), f1.close(), leader.close()]));
+  await Promise.all([leader.whenOnline({ timeoutMs: 5000 }), peer.whenOnline({ timeoutMs: 5000 })]);
+  const id = leader.clientId;
+  leader.presence.set({ name: 'Lea' } as never);
+  f1.presence.set({ name: 'Fay' } as never);
+  f2.presence.set({ name: 'Flo' } as never);
+  peer.presence.set({ name: 'Pat' } as never);
+  await until(() => peer.presence.others().length === 3, 5000, 'the peer sees three tabs');
+  assert.deepEqual(names(peer), [`${id}/tab:Fay`, `${id}/tab:Flo`, `${id}/tab:Lea`]);
+  assert.equal(new Set(peer.presence.others().map((p) => p.key)).size, 3, 'three distinct keys');
+  // A client that joins now gets the three in its welcome.
+  const late = await connect({ url: srv.url, room: 'r', machine: chat, onError: () => {} });
+  t.after(() => late.close());
+  await until(() => late.presence.others().length >= 4, 5000, 'the late client sees the three tabs and the peer');
+  assert.deepEqual(names(late), [`${id}/tab:Fay`, `${id}/tab:Flo`, `${id}/tab:Lea`, `${peer.clientId}/-:Pat`].sort());
+  const each = [
+    [leader, ['Fay', 'Flo']],
+    [f1, ['Flo', 'Lea']],
+    [f2, ['Fay', 'Lea']],
+  ] as const;
+  for (const [tab, siblings] of each) {
+    const want = [`${peer.clientId}/-:Pat`, ...siblings.map((n) => `${id}/tab:${n}`)].sort();
+    await until(() => JSON.stringify(names(tab)) === JSON.stringify(want), 5000, `a tab sees the peer and its two siblings: ${names(tab)}`);
+  }
+  const heard: number[] = [];
+  f2.presence.subscribe((o) => heard.push(o.length));
+  // A tab that moves its cursor moves only its own entry.
+  f1.presence.update({ name: 'Fay2' } as never);
+  await until(() => names(peer).includes(`${id}/tab:Fay2`), 5000, 'the peer sees the move');
+  assert.deepEqual(names(peer), [`${id}/tab:Fay2`, `${id}/tab:Flo`, `${id}/tab:Lea`]);
+  // A tab closes: its entry goes for the peer and the other tabs.
+  await f1.close();
+  await until(() => peer.presence.others().length === 2, 5000, 'the closed tab’s entry goes');
+  assert.deepEqual(names(peer), [`${id}/tab:Flo`, `${id}/tab:Lea`]);
+  await until(() => names(f2).length === 2, 5000, 'and from its sibling');
+  assert.ok(heard.length > 0, 'a sibling’s presence listener heard the changes');
+  // A tab that crashes says nothing: the leader sees its Web Lock freed.
+  f2.mute();
+  await f2.close();
+  await until(() => peer.presence.others().length === 1, 5000, 'the crashed tab’s entry goes');
+  assert.deepEqual(names(peer), [`${id}/tab:Lea`]);
+  assert.deepEqual(names(leader), [`${peer.clientId}/-:Pat`]);
 });
 
 test('text through a follower: its indexes are in its own Submitted view, the leader and a peer get the same text', async (t) => {

@@ -734,6 +734,15 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.pump(true);
     if (this.engine.submittedWaiting()) this.pump();
   }
+  /**
+   * Set one of this client's keyed presences (protocol 8: a tab of a shared client, docs/tabs.md):
+   * others see it as a peer of its own, `{ client, key, value }`; null clears it. Paced and
+   * checked as presence.set; at most MAX_PRESENCE_KEYS at once.
+   */
+  setPresenceOf(key: string, value: PresenceOf<M> | null): void {
+    this.engine.setPresence(value, key);
+    this.pump();
+  }
   /** Send our latest presence now (the driver paces these: RoomDriver.presenceDue). */
   flushPresence(): void {
     this.engine.flushPresence();

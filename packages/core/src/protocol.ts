@@ -40,8 +40,12 @@ import { HerculesError, type ErrorCode } from './errors.ts';
  * 7: delivery receipts: a client may ask (`receipts`) for the other members' acked positions, and
  *    the server then sends them (`acks`), only what changed, at most one message per engine turn
  *    (RECEIPT-TRUE, RECEIPT-LIVE). A server sends none to a client that did not ask.
+ * 8: a connection may show several presences, each under a key (`presence.key`: a tab of a
+ *    shared client, docs/tabs.md), and others see one peer per key (`PeerPresence.key`). A client
+ *    of protocol 7 or older is sent one presence per connection, as before: its latest set value
+ *    (PRESENCE-PER-KEY).
  */
-export const PROTOCOL_VERSION = 7;
+export const PROTOCOL_VERSION = 8;
 /** The oldest client protocol a server still speaks (PROTOCOL_VERSION). */
 export const MIN_PROTOCOL_VERSION = 2;
 
@@ -165,7 +169,14 @@ export interface AckMessage {
 export interface PresenceSetMessage {
   readonly t: 'presence';
   readonly value: unknown;
+  /**
+   * Protocol 8: which of this connection's presences (at most MAX_PRESENCE_KEYS), each shown to
+   * others as a peer of its own; absent: the connection's own, as before.
+   */
+  readonly key?: string;
 }
+/** How many keyed presences one connection may show at once (protocol 8, PRESENCE-PER-KEY). */
+export const MAX_PRESENCE_KEYS = 16;
 export interface RegisterMessage {
   readonly t: 'register';
 }
@@ -194,6 +205,8 @@ export interface PeerPresence<P = unknown> {
   readonly client: string;
   /** The authenticated user behind it, if any (else the client id stands for it). */
   readonly user?: string;
+  /** Protocol 8: which of that connection's presences (e.g. a tab of a shared client); absent: its own. */
+  readonly key?: string;
   readonly value: P;
 }
 
@@ -438,7 +451,9 @@ export function parseClientMessage(v: unknown): ClientMessage {
       return { t: 'receipts', on: v.on };
     case 'presence':
       if (!('value' in v)) bad('presence.value is required (null clears it)');
-      return { t: 'presence', value: v.value };
+      if (v.key === undefined) return { t: 'presence', value: v.value };
+      if (!isId(v.key)) bad('presence.key must be a non-empty string of at most 128 characters');
+      return { t: 'presence', value: v.value, key: v.key };
     default:
       return bad(`unknown message type ${JSON.stringify(String(v.t)).slice(0, 40)}`);
   }

@@ -18,6 +18,7 @@ import { prepareRestore } from './room-migration.ts';
 import { GENESIS_DIGEST, domainBytes, domainCopy, sameArgs, scanOp } from './args.ts';
 import {
   MAX_PRESENCE_BYTES,
+  MAX_PRESENCE_KEYS,
   presenceTooLarge,
   protocolRefusal,
   RECENT_DIGESTS,
@@ -206,8 +207,11 @@ interface Session {
   openedAt?: number;
   /** A read-only connection's own say on setting presence (Principal.presence), over RoomOptions.readersPresence. */
   readerPresence?: boolean;
-  /** Its presence value (PresenceSetMessage), never stored; undefined: none. */
-  presence?: unknown;
+  /**
+   * Its presence values (PresenceSetMessage), never stored, by key ('' for the connection's own,
+   * protocol 8 keys for the others); the last set is last (a protocol-7 peer is shown that one).
+   */
+  presence?: Map<string, unknown>;
   /** Presence updates it may forward now (a token bucket: RoomOptions.presenceEveryMs), and when counted. */
   presenceTokens?: number;
   presenceCountedAt?: number;
@@ -238,8 +242,8 @@ export class RoomEngine<S = unknown> {
   private readonly settleLater: boolean;
   /** Frames ordered and fanned out whose ops have not run yet (RoomOptions.settleLater), oldest first. */
   private unsettled: { appended: LogEntry[]; client: string; own?: WireEntry[] }[] = [];
-  /** Sessions whose latest presence waits for a token (coalesced: only the latest goes). */
-  private readonly presenceHeld = new Set<Session>();
+  /** Sessions whose latest presence waits for a token, with the keys that changed (coalesced: only the latest goes). */
+  private readonly presenceHeld = new Map<Session, Set<string>>();
 
   private checkpointPos: number;
   private checkpointState: S;
@@ -474,7 +478,7 @@ export class RoomEngine<S = unknown> {
       case 'settled':
         return this.onSettled(s.client, msg.seq);
       case 'presence':
-        return this.onPresence(s, msg.value, now);
+        return this.onPresence(s, msg.value, s.protocol >= 8 ? (msg.key ?? '') : '', now);
       case 'receipts':
         return this.onReceipts(s, msg.on);
       case 'register':
@@ -722,7 +726,11 @@ export class RoomEngine<S = unknown> {
   /** The presence of every other connection that set one, for a welcome. */
   private presenceOfOthers(s: Session): { presence?: PeerPresence[] } {
     const peers: PeerPresence[] = [];
-    for (const o of this.sessions.values()) if (o !== s && o.client && o.presence !== undefined) peers.push(peerOf(o, o.presence));
+    for (const o of this.sessions.values()) {
+      if (o === s || !o.client || !o.presence?.size) continue;
+      if (s.protocol >= 8) for (const [key, value] of o.presence) peers.push(peerOf(o, key, value));
+      else peers.push(peerOf(o, '', lastPresence(o)));
+    }
     return peers.length ? { presence: peers } : {};
   }
 
@@ -730,7 +738,7 @@ export class RoomEngine<S = unknown> {
    * A connection sets its presence: kept in memory only (never persisted, never in a log or a
    * view) and sent at once to every other connection of the room.
    */
-  private onPresence(s: Session, value: unknown, now: number): void {
+  private onPresence(s: Session, value: unknown, key: string, now: number): void {
     if (s.access === 'read' && !(s.readerPresence ?? this.readersPresence)) {
       this.error(s.conn, 'forbidden', 'read-only access; this room does not let readers set presence', false);
       return;
@@ -746,10 +754,18 @@ export class RoomEngine<S = unknown> {
       this.error(s.conn, 'bad-argument', `presence not set: ${invalid}; client and server must share the machine's presence schema`, false);
       return;
     }
-    if (value === null && s.presence === undefined && !this.presenceHeld.has(s)) return;
-    s.presence = value === null ? undefined : value;
-    if (this.takePresenceToken(s, now)) this.broadcastPresence(s, value);
-    else this.presenceHeld.add(s);
+    const shown = (s.presence ??= new Map());
+    const held = this.presenceHeld.get(s);
+    if (value === null && !shown.has(key) && !held?.has(key)) return;
+    if (value !== null && key !== '' && !shown.has(key) && shown.size - (shown.has('') ? 1 : 0) >= MAX_PRESENCE_KEYS) {
+      this.error(s.conn, 'too-large', `presence not set: this connection already shows ${MAX_PRESENCE_KEYS} keyed presences; clear one first`, false);
+      return;
+    }
+    shown.delete(key); // re-inserted last: the latest set is what a protocol-7 peer sees
+    if (value !== null) shown.set(key, value);
+    if (held) held.add(key);
+    else if (this.takePresenceToken(s, now)) this.broadcastPresence(s, [key]);
+    else this.presenceHeld.set(s, new Set([key]));
   }
 
   /** Whether `s` may forward a presence update now (and spend the chance). */
@@ -765,16 +781,26 @@ export class RoomEngine<S = unknown> {
 
   /** Forward the held presence of every session whose pace allows it now. */
   private releasePresence(now: number): void {
-    for (const s of this.presenceHeld) {
+    for (const [s, keys] of this.presenceHeld) {
       if (!this.takePresenceToken(s, now)) continue;
       this.presenceHeld.delete(s);
-      this.broadcastPresence(s, s.presence ?? null);
+      this.broadcastPresence(s, keys);
     }
   }
 
-  private broadcastPresence(s: Session, value: unknown): void {
-    const msg: ServerMessage = { t: 'presence', peers: [peerOf(s, value)] };
-    for (const o of this.sessions.values()) if (o !== s && o.client) this.send(o.conn, msg);
+  /**
+   * Tell the others what `s` shows now under `keys` (null: gone). A peer of protocol 8 gets one
+   * presence per key; an older one the connection's latest set value, one per connection.
+   */
+  private broadcastPresence(s: Session, keys: Iterable<string>): void {
+    const shown = s.presence;
+    const now: ServerMessage = { t: 'presence', peers: [...keys].map((k) => peerOf(s, k, shown?.get(k) ?? null)) };
+    let old: ServerMessage | undefined;
+    for (const o of this.sessions.values()) {
+      if (o === s || !o.client) continue;
+      if (o.protocol >= 8) this.send(o.conn, now);
+      else this.send(o.conn, (old ??= { t: 'presence', peers: [peerOf(s, '', lastPresence(s))] }));
+    }
   }
 
   private onOps(s: Session, ops: readonly { seq: number; name: string; args: unknown; after?: number; v?: number }[], now: number): void {
@@ -1009,10 +1035,12 @@ export class RoomEngine<S = unknown> {
     this.sessions.delete(s.conn);
     this.receiptSubscribers.delete(s);
     this.acksMoved.delete(s);
-    const held = this.presenceHeld.delete(s);
-    if (s.presence !== undefined || held) {
+    const held = this.presenceHeld.get(s);
+    this.presenceHeld.delete(s);
+    const keys = new Set([...(s.presence?.keys() ?? []), ...(held ?? [])]);
+    if (keys.size) {
       s.presence = undefined;
-      this.broadcastPresence(s, null); // gone for everyone, with the connection
+      this.broadcastPresence(s, keys); // gone for everyone, with the connection
     }
     if (s.client && this.byClient.get(s.client) === s) this.byClient.delete(s.client);
     this.out.close.push({ conn: s.conn, reason: 'closed' });
@@ -1162,8 +1190,15 @@ function emptyOutput(): RoomOutput {
   return { send: [], close: [], sendFirst: false, persist: { appended: [], clients: {} }, warnings: [] };
 }
 
-function peerOf(s: Session, value: unknown): PeerPresence {
-  return s.user !== undefined ? { client: s.client!, user: s.user, value } : { client: s.client!, value };
+function peerOf(s: Session, key: string, value: unknown): PeerPresence {
+  return { client: s.client!, ...(s.user !== undefined ? { user: s.user } : {}), ...(key !== '' ? { key } : {}), value };
+}
+
+/** The value a session set last (what a protocol-7 peer is shown of it), null if none. */
+function lastPresence(s: Session): unknown {
+  let last: unknown = null;
+  for (const v of s.presence?.values() ?? []) last = v;
+  return last;
 }
 
 function copyRecord(r: ClientRecord): ClientRecord {

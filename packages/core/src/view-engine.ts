@@ -29,6 +29,7 @@ import {
   MAX_OPS_PER_FRAME,
   MAX_OP_BYTES,
   MAX_PRESENCE_BYTES,
+  MAX_PRESENCE_KEYS,
   presenceTooLarge,
   MAX_VERIFY,
   PROTOCOL_VERSION,
@@ -267,11 +268,14 @@ export class ViewEngine<S = unknown> {
   private sentSeq = 0;
 
   // --- presence: ephemeral, apart from every view
-  /** The other connections' presence, by client id (PresenceMessage). */
+  /** The other connections' presence, by client id, and key (protocol 8) if any (PresenceMessage). */
   private peers = new Map<string, PeerPresence>();
   /** Ours, as last set (undefined: none), and whether the server has yet to hear it. */
   private ownPresence: unknown = undefined;
   private presenceDue = false;
+  /** Our keyed presences (protocol 8: the tabs of a shared client), and the keys the server has yet to hear. */
+  private keyedPresence = new Map<string, unknown>();
+  private keyedDue = new Set<string>();
 
   // --- connection
   private connState: 'offline' | 'hello-sent' | 'ready' | 'resync' = 'offline';
@@ -459,7 +463,9 @@ export class ViewEngine<S = unknown> {
    * Set our presence (null or undefined clears it). Only the latest value is sent, when the
    * adapter calls flushPresence (it paces them); never logged, persisted or part of a view.
    */
-  setPresence(value: unknown): void {
+  setPresence(value: unknown, key?: string): void {
+    if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 128))
+      throw new HerculesError('bad-argument', 'presence key must be a non-empty string of at most 128 characters');
     if (value !== undefined && value !== null) {
       const size = domainBytes(value);
       if (typeof size !== 'number') throw new HerculesError('bad-argument', `presence: ${size.problem}`);
@@ -469,27 +475,41 @@ export class ViewEngine<S = unknown> {
       if (invalid !== undefined) throw new HerculesError('bad-argument', `${invalid}; room.presence.set takes what the machine's presence schema allows`);
       value = deepFreeze(domainCopy('presence', value));
     }
-    this.ownPresence = value ?? undefined;
-    this.presenceDue = true;
+    if (key === undefined) {
+      this.ownPresence = value ?? undefined;
+      this.presenceDue = true;
+      return;
+    }
+    if (value === undefined || value === null) {
+      if (!this.keyedPresence.delete(key)) return;
+    } else {
+      if (!this.keyedPresence.has(key) && this.keyedPresence.size >= MAX_PRESENCE_KEYS)
+        throw new HerculesError('too-large', `presence not set: ${MAX_PRESENCE_KEYS} keyed presences are set already; clear one first`);
+      this.keyedPresence.set(key, value);
+    }
+    this.keyedDue.add(key);
   }
 
   /** Whether a presence change waits for flushPresence. */
   presencePending(): boolean {
-    return this.presenceDue && this.connState === 'ready';
+    return (this.presenceDue || this.keyedDue.size > 0) && this.connState === 'ready';
   }
 
   /** Send our latest presence, if it changed since the last one sent (on a ready connection). */
   flushPresence(): void {
-    if (!this.presenceDue || this.connState !== 'ready') return;
+    if (this.connState !== 'ready') return;
+    if (this.presenceDue) this.out.send.push({ t: 'presence', value: this.ownPresence ?? null });
     this.presenceDue = false;
-    this.out.send.push({ t: 'presence', value: this.ownPresence ?? null });
+    for (const key of this.keyedDue) this.out.send.push({ t: 'presence', key, value: this.keyedPresence.get(key) ?? null });
+    this.keyedDue.clear();
   }
 
   private onPresence(peers: readonly PeerPresence[]): void {
     for (const p of peers) {
       if (p.client === this.clientId) continue;
-      if (p.value === null || p.value === undefined) this.peers.delete(p.client);
-      else this.peers.set(p.client, p);
+      const id = peerId(p);
+      if (p.value === null || p.value === undefined) this.peers.delete(id);
+      else this.peers.set(id, p);
     }
     this.out.presenceChanged = true;
   }
@@ -705,6 +725,7 @@ export class ViewEngine<S = unknown> {
       this.out.presenceChanged = true;
     }
     if (this.ownPresence !== undefined) this.presenceDue = true;
+    this.keyedDue = new Set(this.keyedPresence.keys());
     if (this.memberList.length) {
       this.memberList = [];
       this.out.membersChanged = true;
@@ -944,7 +965,7 @@ export class ViewEngine<S = unknown> {
     this.onStable(w.stable);
     this.memberList = w.members;
     this.out.membersChanged = true;
-    this.peers = new Map((w.presence ?? []).filter((p) => p.client !== this.clientId).map((p) => [p.client, p]));
+    this.peers = new Map((w.presence ?? []).filter((p) => p.client !== this.clientId).map((p) => [peerId(p), p]));
     this.out.presenceChanged = true;
     this.ackDue = true;
     this.sentSeq = this.highWater;
@@ -1530,4 +1551,9 @@ function countEntries(msg: ServerMessage): number {
 function wireBytes(name: string, args: unknown): number {
   const scan = scanOp(0, name, args);
   return 'bytes' in scan ? scan.bytes : MAX_OP_BYTES;
+}
+
+/** A peer's presence is one per client, or per client and key (protocol 8, PRESENCE-PER-KEY). */
+function peerId(p: PeerPresence): string {
+  return p.key === undefined ? p.client : `${p.client}\n${p.key}`;
 }

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import {
   GENESIS_DIGEST,
   MAX_PRESENCE_BYTES,
+  MAX_PRESENCE_KEYS,
   MIN_PROTOCOL_VERSION,
   PROTOCOL_VERSION,
   RoomEngine,
@@ -789,6 +790,72 @@ test('presence: sent at once to the others, never persisted; a joiner gets every
   assert.deepEqual(ofType(to(gone, 'k3'), 'presence'), [{ t: 'presence', peers: [{ client: 'a', value: null }] }]);
   const w2 = ofType(to(join(r, 'k4', 'd'), 'k4'), 'welcome')[0];
   assert.equal(w2.presence, undefined, 'no one left with presence');
+});
+
+// spec: PRESENCE-PER-KEY
+test('presence per key (protocol 8): each key of a connection is a peer of its own; a protocol-7 peer sees the latest set, one per connection', () => {
+  const r = new RoomEngine(room, { presenceEveryMs: 0 });
+  join(r, 'k1', 'a'); // the shared client of two tabs
+  join(r, 'k2', 'b');
+  r.open('k7', 0);
+  r.message('k7', { ...hello('old'), v: 7 }, 0);
+  const peers = (o: RoomOutput, conn: string) => ofType(to(o, conn), 'presence').flatMap((m) => m.peers);
+  const t1 = r.message('k1', { t: 'presence', key: 'tab1', value: { x: 1 } }, 1);
+  assert.deepEqual(peers(t1, 'k2'), [{ client: 'a', key: 'tab1', value: { x: 1 } }]);
+  assert.deepEqual(peers(t1, 'k7'), [{ client: 'a', value: { x: 1 } }], 'an old peer: no key');
+  const t2 = r.message('k1', { t: 'presence', key: 'tab2', value: { x: 2 } }, 2);
+  assert.deepEqual(peers(t2, 'k2'), [{ client: 'a', key: 'tab2', value: { x: 2 } }]);
+  assert.deepEqual(peers(t2, 'k7'), [{ client: 'a', value: { x: 2 } }]);
+  // A joiner of protocol 8 gets both; one of protocol 7 the latest set.
+  assert.deepEqual(ofType(to(join(r, 'k3', 'c'), 'k3'), 'welcome')[0].presence, [
+    { client: 'a', key: 'tab1', value: { x: 1 } },
+    { client: 'a', key: 'tab2', value: { x: 2 } },
+  ]);
+  r.open('k8', 0);
+  const old = r.message('k8', { ...hello('old2'), v: 7 }, 0);
+  assert.deepEqual(ofType(to(old, 'k8'), 'welcome')[0].presence, [{ client: 'a', value: { x: 2 } }]);
+  // A tab clears its own (it closed): the other stays, for an old peer too.
+  const c2 = r.message('k1', { t: 'presence', key: 'tab2', value: null }, 3);
+  assert.deepEqual(peers(c2, 'k2'), [{ client: 'a', key: 'tab2', value: null }]);
+  assert.deepEqual(peers(c2, 'k7'), [{ client: 'a', value: { x: 1 } }], 'the old peer keeps the one left');
+  assert.deepEqual(peers(r.message('k1', { t: 'presence', key: 'tab2', value: null }, 3), 'k2'), [], 'clearing twice says nothing');
+  // An unkeyed presence is the connection's own, as before, beside the keys.
+  assert.deepEqual(peers(r.message('k2', { t: 'presence', value: { x: 9 } }, 4), 'k1'), [{ client: 'b', value: { x: 9 } }]);
+  // At most MAX_PRESENCE_KEYS keys: past it a clear too-large, nothing set.
+  for (let i = 2; i <= MAX_PRESENCE_KEYS; i++) r.message('k1', { t: 'presence', key: `t${i}`, value: { x: i } }, 5);
+  const over = r.message('k1', { t: 'presence', key: 'one-too-many', value: { x: 0 } }, 5);
+  assert.deepEqual(
+    ofType(to(over, 'k1'), 'error').map((m) => m.code),
+    ['too-large'],
+  );
+  assert.deepEqual(peers(over, 'k2'), []);
+  // A protocol-7 connection's key is ignored: its presence is its own.
+  assert.deepEqual(peers(r.message('k7', { t: 'presence', key: 'x', value: { x: 7 } }, 6), 'k2'), [{ client: 'old', value: { x: 7 } }]);
+  // The connection closes: every key gone for everyone, one null for an old peer.
+  const gone = r.close('k1', 7);
+  assert.equal(peers(gone, 'k2').filter((p) => p.client === 'a' && p.value === null).length, MAX_PRESENCE_KEYS);
+  assert.deepEqual(peers(gone, 'k7'), [{ client: 'a', value: null }]);
+});
+
+// spec: PRESENCE-PER-KEY
+test('presence per key: a connection faster than presenceEveryMs is coalesced per key, each key its latest', () => {
+  const r = new RoomEngine(room, { presenceEveryMs: 10 });
+  join(r, 'k1', 'a');
+  join(r, 'k2', 'b');
+  const seen: unknown[] = [];
+  const take = (o: RoomOutput) => seen.push(...ofType(to(o, 'k2'), 'presence').flatMap((m) => m.peers.map((p) => [p.key, p.value])));
+  for (let x = 0; x < 10; x++) for (const key of ['t1', 't2']) take(r.message('k1', { t: 'presence', key, value: { x } }, 100));
+  take(r.tick(200));
+  const last = new Map(seen.map((kv) => kv as [string, unknown]));
+  assert.deepEqual(
+    [...last],
+    [
+      ['t1', { x: 9 }],
+      ['t2', { x: 9 }],
+    ],
+    'each key ends at its latest',
+  );
+  assert.ok(seen.length < 20, `coalesced (${seen.length} forwarded of 20)`);
 });
 
 // spec: PRESENCE-EPHEMERAL

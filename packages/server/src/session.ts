@@ -9,7 +9,7 @@
  * session only queues it and hands it to the scheduler.
  */
 import type { Logger } from 'pino';
-import { HerculesError, ServerCodec, measureFrame, type ErrorCode, type PeerPresence, type ServerMessage } from '@hercules/core';
+import { HerculesError, MAX_PRESENCE_KEYS, ServerCodec, measureFrame, type ErrorCode, type PeerPresence, type ServerMessage } from '@hercules/core';
 import type { Admitted } from './admission.ts';
 import type { Identity } from './auth.ts';
 import type { Clock, TimerHandle } from './clock.ts';
@@ -278,16 +278,18 @@ export class Session implements InputSource {
 
   /**
    * Presence for a connection that is behind on its output waits here, the latest value per peer
-   * (a slow reader needs no older one), so it holds at most one value per client of the room;
+   * (a slow reader needs no older one), so it holds at most one value per presence of the room (one per client, or per key: protocol 8);
    * a reader so slow that more clients came and went than the room holds is a slow consumer.
    */
   private holdPresence(peers: readonly PeerPresence[]): void {
     const held = (this.presenceHeld ??= new Map());
     for (const p of peers) {
-      held.delete(p.client); // re-inserted last: the held peers go out in the order they changed
-      held.set(p.client, p);
+      const id = p.key === undefined ? p.client : `${p.client}\n${p.key}`; // one per presence (protocol 8: per key)
+      held.delete(id); // re-inserted last: the held peers go out in the order they changed
+      held.set(id, p);
     }
-    if (held.size > 2 * this.ctx.limits.maxClientsPerRoom) this.slowConsumer(this.conn.bufferedAmount, `presence of ${held.size} clients held for it`);
+    if (held.size > 2 * this.ctx.limits.maxClientsPerRoom * (1 + MAX_PRESENCE_KEYS))
+      this.slowConsumer(this.conn.bufferedAmount, `presence of ${held.size} clients held for it`);
   }
 
   /** Its output drained: the presence held for it goes out in one frame. */

@@ -22,7 +22,7 @@ const COMPARE = ['visible', 'authoritative', 'durable', 'stable'] as const;
 const radius = (kind: string) => (kind === 'lamp' ? '50%' : 6);
 const clamp = (v: number, lo: number, hi: number) => Math.round(Math.max(lo, Math.min(hi, v)));
 type Drag = { id: string; dx: number; dy: number; x: number; y: number };
-type Ghost = { id: string; x: number; y: number; name: string; color: string; client: string };
+type Ghost = { id: string; x: number; y: number; name: string; color: string; peer: string };
 
 /** Where an item would land: inside the room, in whole pixels (what the move op stores). */
 const landing = (it: Items[string], x: number, y: number) => ({ x: clamp(x, 0, W - it.w), y: clamp(y, 0, H - it.h) });
@@ -32,7 +32,7 @@ function ghostOf(p: Peer, items: Items): Ghost | null {
   const d = p.value.drag as { id?: unknown; x?: unknown; y?: unknown } | null | undefined;
   if (!d || typeof d !== 'object' || typeof d.id !== 'string' || !Object.hasOwn(items, d.id)) return null;
   if (typeof d.x !== 'number' || typeof d.y !== 'number' || !Number.isFinite(d.x) || !Number.isFinite(d.y)) return null;
-  return { id: d.id, ...landing(items[d.id], d.x, d.y), name: p.name, color: p.color, client: p.client };
+  return { id: d.id, ...landing(items[d.id], d.x, d.y), name: p.name, color: p.color, peer: p.id };
 }
 
 function Design({ room }: { room: Room }) {
@@ -161,7 +161,7 @@ function Design({ room }: { room: Room }) {
             );
           })}
           {ghosts.map((g) => (
-            <Outline key={g.client} testid={`ghost-${g.id}`} item={items[g.id]} at={g} color={g.color} label={g.name} />
+            <Outline key={g.peer} testid={`ghost-${g.id}`} item={items[g.id]} at={g} color={g.color} label={g.name} />
           ))}
           {drag && dragged && <Outline testid="drag-outline" item={dragged} at={landing(dragged, drag.x, drag.y)} color={myColor} />}
         </div>

@@ -1,7 +1,8 @@
 /**
  * Who is here: each client publishes `{ name, color }` in its presence (next to what the app
  * adds: a cursor, a drag, typing), and shows everyone else's from `useOthers`. The tabs of one
- * browser are one client, with one presence between them (docs/tabs.md). The name is kept in
+ * browser are one client, and each tab shows its own presence: one peer per tab, with the
+ * client's id and the tab's key (docs/tabs.md). The name is kept in
  * localStorage, so every demo on this origin shares it; the colour comes from the client id.
  * Presence values come from other clients: they are checked before use, never trusted.
  */
@@ -28,6 +29,8 @@ export const colorOf = (client: string) => PALETTE[hashOf(client) % PALETTE.leng
 /** Another connection, as the apps draw it, with its presence value as an object (maybe empty). */
 export interface Peer {
   client: string;
+  /** One per peer: the client id, and the tab's key for a tab of a shared client (docs/tabs.md). */
+  id: string;
   /** Who wrote its ops: the user when authenticated, else the client id (an op's `author`). */
   author: string;
   name: string;
@@ -44,7 +47,8 @@ export function peerOf(p: PeerPresence): Peer {
     const name = typeof value.name === 'string' && value.name.trim() ? value.name.trim().slice(0, MAX_NAME) : shortName(p.client);
     // Only a plain hex colour: a style value from someone else must not load or draw anything else.
     const color = typeof value.color === 'string' && HEX_COLOR.test(value.color) ? value.color : colorOf(p.client);
-    peers.set(p, (peer = { client: p.client, author: p.user ?? p.client, name, color, value }));
+    const id = p.key === undefined ? p.client : `${p.client}/${p.key}`;
+    peers.set(p, (peer = { client: p.client, id, author: p.user ?? p.client, name, color, value }));
   }
   return peer;
 }
@@ -151,7 +155,7 @@ export function StatusDot({ room }: { room: AnyRoom }) {
 export function PeopleBar({ room }: { room: AnyRoom }) {
   const color = useMyColor(room);
   const [name, setName] = useMyName(room, color);
-  const others = usePeers(room, (ps) => ps.map(({ client, name, color }) => ({ client, name, color })));
+  const others = usePeers(room, (ps) => ps.map(({ client, id, name, color }) => ({ client, id, name, color })));
   return (
     <div style={{ display: 'flex', flexWrap: 'wrap', alignItems: 'center', gap: '6px 14px' }}>
       <label data-testid="me" data-color={color} style={chip}>
@@ -168,7 +172,7 @@ export function PeopleBar({ room }: { room: AnyRoom }) {
       <ul data-testid="people" aria-label="People here" style={{ ...chip, listStyle: 'none', margin: 0, padding: 0, gap: 10, flexWrap: 'wrap' }}>
         <li style={{ color: '#4b5563' }}>here: {others.length === 0 ? 'only you' : `you and ${others.length}`}</li>
         {others.map((p) => (
-          <li key={p.client} data-testid="person" data-client={p.client} data-color={p.color} style={chip} title={p.client}>
+          <li key={p.id} data-testid="person" data-client={p.client} data-color={p.color} style={chip} title={p.client}>
             <Dot color={p.color} />
             {p.name}
           </li>

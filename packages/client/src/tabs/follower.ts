@@ -19,6 +19,7 @@ import {
 } from '@hercules/core';
 import type { ConnectionStatus } from '../transport.ts';
 import type { FollowerMessage, LeaderMessage, ViewsMessage } from './messages.ts';
+import { OthersOfTab } from './presence.ts';
 import { TabHandle } from './tab-handle.ts';
 
 export class FollowerMirror {
@@ -40,6 +41,9 @@ export class FollowerMirror {
   #submitted: { state: unknown; positions: ViewPositions; failed: number[] } | undefined;
   /** Told each of this tab's requests the leader rejected (set by the TabRoom: its onRejected). */
   rejected: (h: TabHandle) => void = () => {};
+  /** Told a leader announced itself (set by the TabRoom: it sends this tab's presence again). */
+  leaderChanged: () => void = () => {};
+  readonly #others = new OthersOfTab();
 
   constructor(
     readonly machine: Machine<any, any>,
@@ -84,9 +88,10 @@ export class FollowerMirror {
     if (failed.length) h.failed = failed;
     this.#own.push(h);
     this.#submitted = undefined;
-    this.changed(['submitted']);
+    // To the leader first, then this tab's listeners: its delivery waits for nothing here.
     if (this.leader)
       this.send({ t: 'submit', to: this.leader, tab: this.tab, reqs: [{ req: h.req, name, args, seen: h.seen, ...(h.failed ? { failed: h.failed } : {}) }] });
+    this.changed(['submitted']);
     return h;
   }
 
@@ -100,7 +105,8 @@ export class FollowerMirror {
   handle(m: LeaderMessage): void {
     if (m.t === 'leader') {
       this.leader = m.leader;
-      return this.#resend();
+      this.#resend();
+      return this.leaderChanged();
     }
     if (m.t === 'views') return this.#views(m);
     if (m.tab !== this.tab) return;
@@ -129,7 +135,7 @@ export class FollowerMirror {
     for (const v of views) this.#states[v] = deepFreeze(m.states[v]);
     this.#positions = m.positions;
     this.members = m.members;
-    this.others = m.others;
+    this.others = this.#others.of(m.others, m.clientId, m.tabs, this.tab);
     this.status = m.status;
     if (m.failure) this.failure = new HerculesError(m.failure.code, m.failure.message);
     this.access = m.access;

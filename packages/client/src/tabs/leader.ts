@@ -9,6 +9,7 @@ import { VIEWS, type ErrorCode, type HerculesError, type OpHandle, type ViewName
 import type { ConnectedRoom } from '../room.ts';
 import type { OpTag, StoredClient } from '../storage.ts';
 import type { FollowerMessage, LeaderMessage, StageMessage, TabRequest } from './messages.ts';
+import type { TabPresences } from './presence.ts';
 import { TextClocks } from './text-clocks.ts';
 
 export interface LeaderOptions {
@@ -19,6 +20,10 @@ export interface LeaderOptions {
   loaded: Pick<StoredClient, 'marks' | 'tags'> | undefined;
   /** Filled here, read by the tagging store: the (tab, req) of each op submitted for a tab, by seq. */
   tagsBySeq: Map<number, OpTag>;
+  /** Call `gone` once tab `tab` has closed or crashed (its Web Lock is free: tabs.ts). */
+  watch(tab: string, gone: () => void): void;
+  /** A follower's presence the connection refused (e.g. more tabs than MAX_PRESENCE_KEYS). */
+  warn(e: unknown): void;
 }
 
 /**
@@ -46,6 +51,10 @@ export class LeaderService {
   #scheduled = false;
   #failure: { code: ErrorCode; message: string } | undefined;
   readonly #offs: (() => void)[] = [];
+  /** Each tab's own presence (presence.ts), a new object on each change; the tabs watched for closing. */
+  #tabs: TabPresences = {};
+  readonly #watched = new Set<string>();
+  #closed = false;
 
   constructor(room: ConnectedRoom<any>, o: LeaderOptions) {
     this.#room = room;
@@ -77,8 +86,42 @@ export class LeaderService {
   handle(m: FollowerMessage): void {
     if (m.t === 'join') return this.announce();
     if (m.to !== this.#o.tab) return; // to a leader that is gone: resent on this one's announce
-    if (m.t === 'presence') return this.#room.presence.set(m.value as never);
+    if (m.t === 'presence') {
+      try {
+        this.setTabPresence(m.tab, m.value);
+      } catch (e) {
+        this.#o.warn(e);
+      }
+      return;
+    }
     this.submit(m.tab, m.reqs);
+  }
+
+  /**
+   * Show tab `tab`'s own presence on the connection, under the tab's id (protocol 8), and tell
+   * the tabs; null clears it, as the tab's closing does (watched by its Web Lock). Throws as
+   * presence.set for a value the connection refuses, changing nothing.
+   */
+  setTabPresence(tab: string, value: unknown): void {
+    if (this.#closed) return;
+    const clear = value === null || value === undefined;
+    if (clear && !(tab in this.#tabs)) return;
+    this.#room.setPresenceOf(tab, clear ? null : (value as never));
+    const { [tab]: _old, ...rest } = this.#tabs;
+    this.#tabs = clear ? rest : { ...rest, [tab]: value };
+    if (tab !== this.#o.tab && !this.#watched.has(tab)) {
+      this.#watched.add(tab);
+      this.#o.watch(tab, () => {
+        this.#watched.delete(tab);
+        this.setTabPresence(tab, null);
+      });
+    }
+    this.#changed();
+  }
+
+  /** The tabs' own presence values, by tab id (the same object until one changes). */
+  tabPresence(): TabPresences {
+    return this.#tabs;
   }
 
   /** Submit each request that is the next of its tab; repeat the stage of one already submitted. */
@@ -109,6 +152,7 @@ export class LeaderService {
   }
 
   close(): void {
+    this.#closed = true;
     for (const off of this.#offs.splice(0)) off();
   }
 
@@ -169,6 +213,7 @@ export class LeaderService {
       reflected: Object.fromEntries(this.#next),
       members: room.members(),
       others: room.presence.others(),
+      tabs: this.#tabs,
       status: room.status(),
       ...(this.#failure ? { failure: this.#failure } : {}),
       access: room.access(),

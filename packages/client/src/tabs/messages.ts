@@ -41,7 +41,10 @@ export interface ViewsMessage {
   /** Per tab, the highest request submitted to the leader's room (so inside its Submitted view). */
   reflected: Record<string, number>;
   members: readonly string[];
+  /** The server's peers (other clients, or their tabs). */
   others: readonly PeerPresence<unknown>[];
+  /** Each tab's own presence, by tab id (presence.ts): a tab shows its siblings' as peers. */
+  tabs: Readonly<Record<string, unknown>>;
   status: ConnectionStatus;
   /** Why the connection stopped for good (status 'failed'). */
   failure?: { code: ErrorCode; message: string };
@@ -56,7 +59,7 @@ export type FollowerMessage =
   /** A new tab: the leader answers with `leader` and a full `views`. */
   | { t: 'join'; tab: string }
   | { t: 'submit'; to: string; tab: string; reqs: TabRequest[] }
-  /** The connection's presence: one per client, so the tabs' last one wins (see docs). */
+  /** This tab's presence (null: cleared, or the tab closes): the leader sets it under the tab's id (presence.ts). */
   | { t: 'presence'; to: string; tab: string; value: unknown };
 
 export type TabMessage = LeaderMessage | FollowerMessage;

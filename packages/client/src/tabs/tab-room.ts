@@ -27,13 +27,22 @@ import {
 import type { ConnectedRoom } from '../room.ts';
 import type { ConnectionStatus } from '../transport.ts';
 import type { FollowerMirror } from './follower.ts';
+import { OthersOfTab, type TabPresences } from './presence.ts';
+
+/** The leader's side of the tabs' presence (LeaderService). */
+export interface TabPresenceHost {
+  setTabPresence(tab: string, value: unknown): void;
+  tabPresence(): TabPresences;
+}
 
 export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
   readonly machine: M;
   readonly ops: OpStubs<M>;
   readonly presence: RoomPresence<PresenceOf<M>>;
   #local: ConnectedRoom<M> | undefined;
+  #host: TabPresenceHost | undefined;
   #presence: PresenceOf<M> | undefined;
+  readonly #othersOfTab = new OthersOfTab();
   readonly #views = new Map<ViewName, Set<Listener<StateOf<M>>>>(VIEWS.map((v) => [v, new Set()]));
   readonly #status = new Set<(s: ConnectionStatus, detail?: string) => void>();
   readonly #members = new Set<(m: readonly string[]) => void>();
@@ -64,6 +73,10 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
     mirror.rejected = (h) => {
       if (!this.#local) this.#tellRejected(h);
     };
+    // A new leader knows no tab's presence: say this tab's again.
+    mirror.leaderChanged = () => {
+      if (!this.#local && this.#presence !== undefined) this.#sendPresence(this.#presence);
+    };
   }
 
   get clientId(): string {
@@ -74,9 +87,10 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
     return this.#local !== undefined;
   }
 
-  /** This tab leads now: read its room from here on. */
-  lead(local: ConnectedRoom<M>): void {
+  /** This tab leads now: read its room from here on; its presence and its siblings' are `host`'s. */
+  lead(local: ConnectedRoom<M>, host: TabPresenceHost): void {
     this.#local = local;
+    this.#host = host;
     for (const v of VIEWS) local.subscribe(v, () => this.#emit(v));
     local.onStatus(() => this.#meta());
     local.onMembers(() => this.#meta());
@@ -86,8 +100,16 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
     this.#followReceipts();
     local.onUndoChange(() => this.#undoChanged());
     this.#undoChanged();
-    if (this.#presence !== undefined) local.presence.set(this.#presence as never);
+    if (this.#presence !== undefined) host.setTabPresence(this.mirror.tab, this.#presence);
     this.changed(VIEWS);
+  }
+
+  /** As a leader: the tabs' presence may have changed (told with each views message). */
+  othersChanged(): void {
+    const others = this.presence.others();
+    if (others === this.#lastOthers) return;
+    this.#lastOthers = others;
+    for (const fn of [...this.#others]) fn(others);
   }
 
   /** The mirror's views changed (or, with none, its connection, members or presence). */
@@ -326,33 +348,44 @@ export class TabRoom<M extends Machine<any, any>> implements ConnectedRoom<M> {
       this.#lastMembers = members;
       for (const fn of [...this.#members]) fn(members);
     }
-    const others = this.presence.others();
-    if (others !== this.#lastOthers) {
-      this.#lastOthers = others;
-      for (const fn of [...this.#others]) fn(others);
-    }
+    this.othersChanged();
     const p = this.positions();
     for (const fn of [...this.#progress]) fn(p);
   }
 
+  /** A keyed presence of the shared client: what this tab's presence.set is (presence.ts). */
+  setPresenceOf(key: string, value: PresenceOf<M> | null): void {
+    if (!this.#host) throw new HerculesError('bad-argument', 'setPresenceOf: only the leader tab sets keyed presences; use presence.set');
+    this.#host.setTabPresence(key, value);
+  }
+
+  #sendPresence(value: PresenceOf<M> | null): void {
+    if (this.mirror.leader) this.mirror.send({ t: 'presence', to: this.mirror.leader, tab: this.mirror.tab, value });
+  }
+
   /**
-   * Presence is the connection's, so one per shared client: a follower's goes to the leader,
-   * and the tab that set it last wins (per-tab presence needs the server to keep several per
-   * connection: not done, see docs/tabs.md).
+   * Each tab's presence is its own (PRESENCE-PER-KEY): the leader sets it on the connection under
+   * the tab's id, so others see one peer per tab; this tab's others are the server's peers and
+   * its sibling tabs (presence.ts).
    */
   #presenceApi(): RoomPresence<PresenceOf<M>> {
     const set = (value: PresenceOf<M> | null) => {
       const invalid = value === null ? undefined : this.machine.validatePresence(value);
       if (invalid !== undefined) throw new HerculesError('bad-argument', `presence.set: ${invalid}`);
+      if (this.#host) this.#host.setTabPresence(this.mirror.tab, value);
+      else this.#sendPresence(value);
       this.#presence = value ?? undefined;
-      if (this.#local) this.#local.presence.set(value as never);
-      else if (this.mirror.leader) this.mirror.send({ t: 'presence', to: this.mirror.leader, tab: this.mirror.tab, value });
+    };
+    const others = (): readonly PeerPresence[] => {
+      const local = this.#local;
+      if (!local || !this.#host) return this.mirror.others;
+      return this.#othersOfTab.of(local.presence.others(), local.clientId, this.#host.tabPresence(), this.mirror.tab);
     };
     return {
       set,
       update: (partial) => set({ ...(this.#presence as object), ...(partial as object) } as PresenceOf<M>),
       get: () => this.#presence,
-      others: () => (this.#local ? this.#local.presence.others() : this.mirror.others) as readonly PeerPresence<PresenceOf<M>>[],
+      others: () => others() as readonly PeerPresence<PresenceOf<M>>[],
       subscribe: (listener) => {
         this.#others.add(listener);
         return () => this.#others.delete(listener);

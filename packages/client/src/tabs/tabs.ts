@@ -36,6 +36,8 @@ export interface ConnectTabsOptions<M extends Machine<any, any>> extends Omit<Co
 }
 
 const newTabId = () => globalThis.crypto.randomUUID();
+/** The Web Lock each tab holds while it is open (a leader waits on it to see the tab go). */
+const tabLockName = (key: string, tab: string) => `hercules-tab:${key}:${tab}`;
 /** How long a tab that failed to open the store waits before it lets the next tab try. */
 const RETRY_MS = 1000;
 
@@ -74,6 +76,7 @@ class SharedTab<M extends Machine<any, any>> {
     this.#led = res;
   });
   #release: () => void = () => {};
+  #releaseTab: () => void = () => {};
   #closing: Promise<void> | undefined;
 
   constructor(opts: ConnectTabsOptions<M>, key: string, locks: StoreLocks, channel: (name: string) => ChannelLike) {
@@ -91,6 +94,7 @@ class SharedTab<M extends Machine<any, any>> {
   }
 
   async start(): Promise<ConnectedRoom<M>> {
+    await this.#holdTabLock();
     this.#channel.onmessage = (ev) => this.#received(ev.data as TabMessage);
     void this.#elect();
     this.#channel.postMessage({ t: 'join', tab: this.tab } satisfies FollowerMessage);
@@ -105,6 +109,33 @@ class SharedTab<M extends Machine<any, any>> {
       return;
     }
     if (m.t !== 'join' && m.t !== 'submit' && m.t !== 'presence') this.#mirror.handle(m);
+  }
+
+  /**
+   * Hold this tab's own Web Lock until it closes: the browser frees it when the tab closes or
+   * crashes, which is how a leader knows to clear the tab's presence (#watchTab).
+   */
+  #holdTabLock(): Promise<void> {
+    return new Promise<void>((held) => {
+      const hold = () => {
+        held();
+        return new Promise<void>((res) => {
+          this.#releaseTab = res;
+        });
+      };
+      this.#locks.request(tabLockName(this.#key, this.tab), {}, hold).catch(() => held());
+    });
+  }
+
+  /** As the leader: call `gone` once tab `tab` has closed (its lock is free), unless this tab closes first. */
+  async #watchTab(tab: string, gone: () => void): Promise<void> {
+    try {
+      await this.#locks.request(tabLockName(this.#key, tab), { signal: this.#stop.signal }, () => {
+        if (!this.#closing) gone();
+      });
+    } catch {
+      // This tab closed first (aborted): its successor watches the tab again when it sets presence.
+    }
   }
 
   /** Queue for the leader lock; hold it, once granted, until this tab closes. */
@@ -141,10 +172,13 @@ class SharedTab<M extends Machine<any, any>> {
     const post = (m: LeaderMessage) => {
       this.#channel.postMessage(m);
       if (m.t === 'stage' && m.tab === this.tab) this.#mirror.handle(m);
+      else if (m.t === 'views') this.#room.othersChanged();
     };
     this.#local = local;
-    this.#leader = new LeaderService(local, { tab: this.tab, post, loaded, tagsBySeq });
-    this.#room.lead(local);
+    const watch = (tab: string, gone: () => void) => void this.#watchTab(tab, gone);
+    const warn = (e: unknown) => this.#opts.onError?.(e instanceof Error ? e : new Error(String(e)));
+    this.#leader = new LeaderService(local, { tab: this.tab, post, loaded, tagsBySeq, watch, warn });
+    this.#room.lead(local, this.#leader);
     this.#leader.submit(this.tab, this.#mirror.unconfirmed());
     this.#leader.announce();
     this.#led();
@@ -156,12 +190,16 @@ class SharedTab<M extends Machine<any, any>> {
   }
 
   async #shutdown(): Promise<void> {
+    const leader = this.#mirror.leader;
+    // This tab's presence goes at once (the leader also sees its lock freed: #watchTab).
+    if (!this.#local && leader) this.#channel.postMessage({ t: 'presence', to: leader, tab: this.tab, value: null } satisfies FollowerMessage);
     // A follower's ops are the leader's to keep once durable: wait for that, briefly.
     if (!this.#local) await Promise.race([this.#room.flushed(), new Promise((res) => setTimeout(res, 2000))]);
     this.#leader?.close();
     await this.#local?.close();
     this.#stop.abort();
     this.#release();
+    this.#releaseTab();
     this.#channel.close();
   }
 }
