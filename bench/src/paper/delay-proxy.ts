@@ -9,6 +9,7 @@
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { Rng } from '@hercules/test-utils';
 import { spawnChild } from '../runtime/common.ts';
 
 export interface DelayProxyOptions {
@@ -46,8 +47,7 @@ export async function startDelayProxy(opts: DelayProxyOptions): Promise<DelayPro
   const half = opts.rttMs / 2;
   const jitter = opts.jitterMs ?? 0;
   const bw = opts.bandwidthBytesPerSec ?? 0;
-  let s = (opts.seed ?? 1) >>> 0 || 1;
-  const rand = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296;
+  const rand = new Rng(opts.seed ?? 1).source();
   const socks = new Set<Socket>();
 
   /** Forward `from` to `to` with the delay; returns nothing, wires events. */
