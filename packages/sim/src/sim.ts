@@ -52,7 +52,6 @@ import {
   MemoryStore,
   type RoomRegistry,
   type Appended,
-  type Clock as ServerClock,
   type LoadedRoom,
   type RoomAppend,
   type RoomHost,
@@ -579,18 +578,19 @@ class SingleServer implements ServerSide {
     const epoch = this.epoch;
     const alive = () => this.proc?.epoch === epoch;
     // The server's timers are events on the simulated clock; a dead process's never fire.
-    const clock: ServerClock = {
+    const clock: Clock = {
       now: cpuClock(sim, sim.cfg.serverOpMs),
-      setTimeout: (fn, ms) => {
-        const timer = { cancelled: false };
+      after: (ms, fn) => {
+        let live = true;
         sim.q.push(sim.now + Math.max(0, ms), 'server timer', () => {
-          if (!timer.cancelled && alive()) fn();
+          if (live && alive()) fn();
         });
-        return timer;
+        return () => {
+          live = false;
+        };
       },
-      clearTimeout: (timer) => {
-        (timer as { cancelled: boolean }).cancelled = true;
-      },
+      // A microtask, as on the system clock: the run lets microtasks run before the next event.
+      defer: (fn) => queueMicrotask(fn),
     };
     const store = new SimStore(sim, this, this.disk);
     const links = new ServiceLinks(sim, {
@@ -1330,8 +1330,9 @@ export class Simulation implements SimState {
     const peer = hostilePeer(r, conn, this.serverMachine, revoked !== undefined ? 'revoked' : undefined);
     const user = revoked ?? (users.length > 0 ? r.pick(users) : undefined);
     const cred = user === undefined ? undefined : { user, expiresAt: Infinity, denied: this.auth.revokedNow(user) };
-    // A backend may revoke its user before its bad frame is handled (SEC-ACCESS): then `revoked`.
-    const expect = this.auth.on ? [...peer.expect, 'revoked'] : peer.expect;
+    // A user revoked now is refused at the door (SEC-ACCESS); a backend may revoke its user
+    // before its bad frame is handled: then `revoked`.
+    const expect = cred?.denied ? ['forbidden'] : this.auth.on ? [...peer.expect, 'revoked'] : peer.expect;
     const gaps = peer.frames.map(() => r.int(0, 5));
     if (this.side.hostile?.(conn, { ...peer, expect }, cred, gaps)) this.count(`hostile-${peer.kind}`);
   }
