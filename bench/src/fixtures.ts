@@ -3,6 +3,7 @@
  * byte-array benchmark app (§7) in two JSON layouts.
  */
 import { defineMachine, keyedMap, type KeyedMap, type OpInvocation } from '@hercules/core';
+import { Rng } from '@hercules/test-utils';
 
 // ------------------------------------------------------------------ keyed objects
 
@@ -149,15 +150,10 @@ export function reject(_s: unknown, _a: unknown): void {
 export const flatMachine = defineMachine({ name: 'bench-bytes-flat', version: 1, initial: flatInitial(), ops: { inc: incFlat, reject } });
 export const chunkedMachine = defineMachine({ name: 'bench-bytes-chunked', version: 1, initial: chunkedInitial(), ops: { inc: incChunked, reject } });
 
-/** Deterministic offsets (a 32-bit LCG), so every run applies the same ops. */
+/** Deterministic offsets (the seeded Rng of @hercules/test-utils), so every run applies the same ops. */
 export function offsets(n: number, seed: number): number[] {
-  let x = seed >>> 0 || 1;
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    out.push(x % BYTES);
-  }
-  return out;
+  const rng = new Rng(seed);
+  return Array.from({ length: n }, () => rng.next() % BYTES);
 }
 
 /** Log entries (with positions) of `client`'s inc ops. */

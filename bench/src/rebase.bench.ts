@@ -3,7 +3,7 @@
  * ops of 500 increments, 100 pending ops. Goal: rebase ≥ 10× cheaper than a full recompute.
  *
  * The op `inc({ offset })` adds 1 mod 256 to the 500 contiguous elements starting at `offset`
- * (wrapping at the end); offsets come from a fixed LCG. Two JSON layouts of the same bytes:
+ * (wrapping at the end); offsets come from the seeded Rng of @hercules/test-utils. Two JSON layouts of the same bytes:
  *   flat:    { bytes: number[100000] }
  *   chunked: { chunks: number[100][1000] }   (an op touches 1 or 2 chunks)
  *
@@ -174,7 +174,7 @@ export function run(): Section {
       chunk: CHUNK,
       reps: REPS,
       warmup: WARMUP,
-      op: 'inc({offset}): 500 contiguous elements from offset (wrapping), each (x + 1) & 255; offsets from a fixed 32-bit LCG',
+      op: 'inc({offset}): 500 contiguous elements from offset (wrapping), each (x + 1) & 255; offsets from the seeded Rng (sfc32)',
     },
     rows,
     goals,

@@ -23,6 +23,7 @@ import { parseArgs } from 'node:util';
 import * as Y from 'yjs';
 import { ClientRoom, applyOp, createText, defineMachine, deleteArgs, insertArgs, textOps, textToString, type Text } from '@hercules/core';
 import { encode } from '../../packages/core/src/msgpack.ts';
+import { Rng } from '@hercules/test-utils';
 import { consume, fmt, gc, machineInfo, median, repoRoot } from './harness.ts';
 
 const { values } = parseArgs({
@@ -137,14 +138,6 @@ function keystrokes(doc: Text, n: number, rand: () => number): number {
   return ((performance.now() - t0) * 1000) / n;
 }
 
-function lcg(seed: number): () => number {
-  let x = seed;
-  return () => {
-    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
-    return x / 2 ** 32;
-  };
-}
-
 const reps = Number(values.reps);
 console.log(JSON.stringify(machineInfo()));
 const names = values.only ? values.only.split(',') : ['automerge-paper', 'seph-blog1', 'friendsforever_flat'];
@@ -188,8 +181,8 @@ if (paperEnd) {
   const empty: number[] = [];
   const big: number[] = [];
   for (let r = 0; r < 2 + 7; r++) {
-    const e = keystrokes(createText(), 2000, lcg(r + 1));
-    const b = keystrokes(paperEnd, 2000, lcg(r + 1));
+    const e = keystrokes(createText(), 2000, new Rng(r + 1).source());
+    const b = keystrokes(paperEnd, 2000, new Rng(r + 1).source());
     if (r < 2) continue;
     empty.push(e);
     big.push(b);

@@ -67,8 +67,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect } from '@hercules/client';
 import { auditRoomOnNats, startNatsCluster, type NatsCluster } from '@hercules/cluster';
-import { Rng } from '@hercules/sim/rng';
-import { faultProxy, freePort, tempDir } from '@hercules/test-utils';
+import { faultProxy, freePort, Rng, tempDir } from '@hercules/test-utils';
 import { NOTE_REFUSED, soak, soakV2 } from './machine.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));

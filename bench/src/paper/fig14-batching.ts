@@ -16,6 +16,7 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { connect, type ConnectedRoom } from '@hercules/client';
 import type { Batching } from '@hercules/core';
+import { Rng } from '@hercules/test-utils';
 import { byteArray } from '../../../apps/machines.ts';
 import { startServer, sleep } from '../runtime/common.ts';
 import { startDelayProxyProcess } from './delay-proxy.ts';
@@ -60,8 +61,7 @@ for (const mode of chosen) {
     for (let i = 0; i < n; i++) rooms.push(await connect({ url: proxy.url(), room, machine: byteArray, clientId: `c${i}`, batching: modes[mode] }));
     while (rooms.some((r) => r.status() !== 'online') || rooms.some((r) => r.members().length < n)) await sleep(20);
     const total = n * OPS;
-    let seed = 12345;
-    const rand = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296;
+    const rand = new Rng(12345).source();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     await Promise.all(

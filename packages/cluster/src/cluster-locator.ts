@@ -16,7 +16,7 @@ export interface ClusterLocatorOptions extends Pick<RemoteRooms, 'relay' | 'call
   alive(node: string): boolean;
   /** How long `locate` waits for a shard without a live owner, ms: the lease plus a NATS election. */
   waitMs: number;
-  clock?: Pick<Clock, 'now' | 'setTimeout'>;
+  clock?: Pick<Clock, 'now' | 'after'>;
 }
 
 export function clusterLocator(o: ClusterLocatorOptions): RoomLocator & { remote: RemoteRooms } {

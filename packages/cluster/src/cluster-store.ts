@@ -48,7 +48,6 @@ import {
   type RoomStore,
   StorageError,
   systemClock,
-  type TimerHandle,
   checkAgainstHead,
   checkAppend,
   checkListRooms,
@@ -294,7 +293,7 @@ class Shard {
   tail: Promise<unknown> = Promise.resolve([]);
   acquiring: Promise<void> | undefined;
   resync: Promise<void> | undefined;
-  renewTimer: TimerHandle | undefined;
+  renewTimer: (() => void) | undefined;
   /** When the last lease write that succeeded was sent. */
   leaseSent = 0;
   /** A lease write in flight. */
@@ -360,7 +359,7 @@ export class ClusterStore implements RoomStore {
   }
 
   private sleep(ms: number): Promise<void> {
-    return new Promise((r) => this.clock.setTimeout(r, ms));
+    return new Promise((r) => this.clock.after(ms, r));
   }
 
   /** The shards this node owns now. */
@@ -514,15 +513,12 @@ export class ClusterStore implements RoomStore {
 
   /** Renew a third of the lease after the last renewal was sent (not after it returned: under load one can take hundreds of ms). */
   private scheduleRenew(s: Shard): void {
-    if (s.renewTimer) this.clock.clearTimeout(s.renewTimer);
+    if (s.renewTimer) s.renewTimer();
     if (this.closed) return;
-    s.renewTimer = this.clock.setTimeout(
-      () => {
-        s.renewTimer = undefined;
-        this.refresh(s).catch(() => {});
-      },
-      Math.max(10, s.leaseSent + this.leases.ttlMs / 3 - this.now()),
-    );
+    s.renewTimer = this.clock.after(Math.max(10, s.leaseSent + this.leases.ttlMs / 3 - this.now()), () => {
+      s.renewTimer = undefined;
+      this.refresh(s).catch(() => {});
+    });
   }
 
   /**
@@ -619,7 +615,7 @@ export class ClusterStore implements RoomStore {
     if (s.state !== 'owned') return;
     s.state = 'idle';
     s.generation++;
-    if (s.renewTimer) this.clock.clearTimeout(s.renewTimer);
+    if (s.renewTimer) s.renewTimer();
     s.renewTimer = undefined;
     for (const [name, r] of this.rooms_) if (r.shard === s.k) this.rooms_.delete(name);
     const held = s.paused;
@@ -1316,7 +1312,7 @@ export class ClusterStore implements RoomStore {
     this.closed = true;
     await Promise.allSettled([...this.purges]);
     for (const s of this.shardState.values()) {
-      if (s.renewTimer) this.clock.clearTimeout(s.renewTimer);
+      if (s.renewTimer) s.renewTimer();
       if (s.refreshing) await s.refreshing.catch(() => {});
       if (s.state === 'owned') await this.leases.release(this.leaseKey(s.k), s.leaseRev).catch(() => {});
       s.state = 'idle';

@@ -21,4 +21,4 @@ export {
 } from './cluster-store.ts';
 export { routeRoom, type Route, type RouteOptions } from './routing.ts';
 export { LeaseConflictError, WrongLastSequenceError, type Ack, type Lease, type LeaseTable, type LogMessage, type ShardLog } from './shard-log.ts';
-export { SimLeaseTable, SimShardLog, seededRandom, type Schedule, type SimFaults, type SimLeaseFaults } from './sim-log.ts';
+export { SimLeaseTable, SimShardLog, type Schedule, type SimFaults, type SimLeaseFaults } from './sim-log.ts';

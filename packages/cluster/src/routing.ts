@@ -15,7 +15,7 @@ export interface RouteOptions {
   nodeId: string;
   /** Whether a node is alive (its heartbeats arrive). */
   alive(node: string): boolean;
-  clock: Pick<Clock, 'now' | 'setTimeout'>;
+  clock: Pick<Clock, 'now' | 'after'>;
   /** Give up after this long, ms: the lease plus a NATS election (4-9 s on 2.9). */
   waitMs: number;
   /** Between attempts, ms (default 100). */
@@ -33,7 +33,7 @@ export async function routeRoom(room: string, opts: RouteOptions): Promise<Route
     } catch (e) {
       if (e instanceof NotOwnerError && e.owner && e.owner !== opts.nodeId && opts.alive(e.owner)) return { local: false, owner: e.owner };
       if (opts.clock.now() > deadline) throw e;
-      await new Promise<void>((r) => opts.clock.setTimeout(r, opts.retryMs ?? 100));
+      await new Promise<void>((r) => opts.clock.after(opts.retryMs ?? 100, r));
     }
   }
 }

@@ -1,6 +1,6 @@
 /**
  * A `ShardLog` and a `LeaseTable` in memory, with the faults the failover benchmark met on a
- * real nats-server 2.9.10 cluster, under the control of a seeded random source, for simulating
+ * real nats-server 2.9.10 cluster, under the control of a random source (a test's seeded Rng of @hercules/test-utils), for simulating
  * `ClusterStore` without NATS:
  *   - elections: a shard's stream, or the lease table, answers every call with an error for a while;
  *   - publishes that fail before they land, and publishes that land but whose ack is lost;
@@ -13,18 +13,6 @@
  */
 import { HerculesError } from '@hercules/core';
 import { type Ack, type Lease, LeaseConflictError, type LeaseTable, type LogMessage, type ShardLog, WrongLastSequenceError } from './shard-log.ts';
-
-/** A seeded random source (mulberry32): the same seed, the same faults. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export interface SimFaults {
   /** A publish fails before it lands. */

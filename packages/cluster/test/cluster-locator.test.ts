@@ -9,11 +9,11 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ManualClock } from '@hercules/server/pipeline';
+import { FakeClock } from '@hercules/test-utils';
 import { clusterLocator } from '../src/cluster-locator.ts';
 import { NotOwnerError } from '../src/cluster-store.ts';
 
-function locator(owner: (shard: number) => string | undefined, alive: Set<string>, clock = new ManualClock()) {
+function locator(owner: (shard: number) => string | undefined, alive: Set<string>, clock = new FakeClock({ microtasks: true })) {
   return clusterLocator({
     store: {
       shardOf: (room) => Number(room.split('-')[1]),
@@ -42,7 +42,7 @@ test('cluster locator: here if this node takes the shard, at the live owner othe
 });
 
 test('cluster locator: an owner that is not alive is waited for (its lease expires), then refused past waitMs', async () => {
-  const clock = new ManualClock();
+  const clock = new FakeClock({ microtasks: true });
   let owner = 'dead';
   const l = locator(() => owner, new Set(), clock);
   const first = l.locate('room-3');

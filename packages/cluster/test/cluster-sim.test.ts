@@ -18,7 +18,8 @@ import assert from 'node:assert/strict';
 import type { LogEntry } from '@hercules/core';
 import { systemClock } from '@hercules/server/pipeline';
 import { ClusterStore } from '../src/cluster-store.ts';
-import { SimLeaseTable, SimShardLog, seededRandom } from '../src/sim-log.ts';
+import { Rng } from '@hercules/test-utils';
+import { SimLeaseTable, SimShardLog } from '../src/sim-log.ts';
 import type { LeaseTable, ShardLog } from '../src/shard-log.ts';
 
 const INIT = { machine: 'm', version: 1, initial: { tags: [] as string[] } };
@@ -46,7 +47,7 @@ function cuttable<T extends object>(inner: T): { proxy: T; cut: () => void } {
 }
 
 async function simulate(seed: number, virtualMs = 30_000): Promise<Outcome> {
-  const rng = seededRandom(seed);
+  const rng = new Rng(seed).source();
   const now = () => Date.now();
   const log = new SimShardLog(rng, now, { failBeforeLanding: 0.01, loseAck: 0.02, staleRead: 0.2, maxLag: 6, maxAckMs: 3 }, { subjectPrefix: 'sim' });
   const leases = new SimLeaseTable(TTL, rng, now, { goBack: 0.05, doubleCreate: 0.2 });

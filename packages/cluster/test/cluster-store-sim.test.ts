@@ -9,11 +9,12 @@ import { defineMachine } from '@hercules/core';
 import { RoomRegistry, type RoomHost, systemClock } from '@hercules/server/pipeline';
 import { runRoomStoreTests, type StoreFactory } from '@hercules/server/store-conformance';
 import { ClusterStore } from '../src/cluster-store.ts';
-import { SimLeaseTable, SimShardLog, seededRandom } from '../src/sim-log.ts';
+import { Rng } from '@hercules/test-utils';
+import { SimLeaseTable, SimShardLog } from '../src/sim-log.ts';
 
 let cases = 0;
 const factory: StoreFactory = () => {
-  const rng = seededRandom(++cases);
+  const rng = new Rng(++cases).source();
   const log = new SimShardLog(rng, Date.now, {}, { subjectPrefix: 'hc', maxPayload: 1024 * 1024 });
   const leases = new SimLeaseTable(2000, rng, Date.now);
   const make = () => new ClusterStore({ log, leases, nodeId: 'node-a', shards: 2 });
@@ -27,7 +28,7 @@ runRoomStoreTests('ClusterStore (simulated log)', factory, test);
 // another node take the shard, claim it and write; the first node then welcomed a joiner from the
 // room in its memory, with a log older than the one the joiner had seen at the other node.
 test('a join is not welcomed from memory once another node claimed the shard: the room is dropped, and the retried join reloads what that node wrote', async () => {
-  const rng = seededRandom(692);
+  const rng = new Rng(692).source();
   const log = new SimShardLog(rng, Date.now, {}, { subjectPrefix: 'hc', maxPayload: 1024 * 1024 });
   // A lease table each: both nodes hold the shard's lease, as a faulty table can let happen.
   const a = new ClusterStore({ log, leases: new SimLeaseTable(2000, rng, Date.now), nodeId: 'node-a', shards: 1 });

@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import type { LogEntry } from '@hercules/core';
 import { ClusterStore, confirmedCheckpoints, counts, RECORD_HEADERS as H, roomToken, validRecords } from '../src/cluster-store.ts';
 import type { LogMessage, ShardLog } from '../src/shard-log.ts';
-import { SimLeaseTable, SimShardLog, seededRandom } from '../src/sim-log.ts';
+import { Rng } from '@hercules/test-utils';
+import { SimLeaseTable, SimShardLog } from '../src/sim-log.ts';
 
 const INIT = { machine: 'm', version: 1, initial: { n: 0 } };
 const entry = (pos: number): LogEntry => ({ pos, client: 'c1', seq: pos, name: 'add', args: {}, author: 'c1' }) as LogEntry;
@@ -18,7 +19,7 @@ const LOG = `hc.0.log.${roomToken('r')}`;
 const CKPT = `hc.0.ckpt.${roomToken('r')}`;
 
 function world() {
-  const rng = seededRandom(1);
+  const rng = new Rng(1).source();
   const log = new SimShardLog(rng, () => performance.now(), {}, { subjectPrefix: 'hc' });
   const leases = new SimLeaseTable(2000, rng, () => performance.now());
   return { log, leases };

@@ -10,23 +10,11 @@
  * connection are given to it, so `connect()` and the simulator run this same code.
  */
 import type { ClientRoom, RoomDriver } from './client-room.ts';
+import type { Clock } from './clock.ts';
 import { HerculesError, errorMessage, type ErrorCode } from './errors.ts';
 import type { Machine } from './machine.ts';
 import type { ClientMessage, OpRecord, ServerMessage } from './protocol.ts';
 import type { BaseSnapshot } from './view-engine.ts';
-
-/** Time, as the driver sees it: real timers in `connect()`, the event queue in the simulator. */
-export interface Clock {
-  /** Milliseconds, on the same clock as the room's `now`. */
-  now(): number;
-  /** Call `fn` once, `ms` from now; the returned function cancels it. */
-  after(ms: number, fn: () => void): () => void;
-  /**
-   * Call `fn` once the current input is handled (a microtask in `connect()`), so the ops
-   * submitted in one turn go to the store in one write.
-   */
-  defer(fn: () => void): void;
-}
 
 /**
  * The client's store, as the driver uses it. Callbacks rather than promises, so a simulated

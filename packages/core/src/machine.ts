@@ -595,10 +595,10 @@ function opFn<S>(machine: Machine<S>, name: string): OpFn<S> | undefined {
 /** The built-in UNDO_OP (undo.ts): its arguments are checked again here, as every replica must. */
 function runUndo<S>(machine: Machine<S>, draft: S, args: unknown, ctx: OpContext): void {
   const problem = machine.validate(UNDO_OP, args);
-  if (problem !== undefined) throw new Error(problem);
+  if (problem !== undefined) throw new HerculesError('bad-argument', problem);
   applyUndo(draft, args as UndoArgs, (name, a) => {
     const fn = opFn(machine, name);
-    if (!fn || name === UNDO_OP) throw new Error(`unknown op "${name}" in ${UNDO_OP}`);
+    if (!fn || name === UNDO_OP) throw new HerculesError('unknown-op', `unknown op "${name}" in ${UNDO_OP}: an undo names ops of its own machine`);
     fn(draft, a, ctx);
   });
 }

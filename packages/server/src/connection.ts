@@ -57,20 +57,20 @@ export function delayedConnection(inner: Connection, delayMs: number, clock: Clo
     },
     listen(events) {
       inner.listen({
-        message: (data, isBinary) => void clock.setTimeout(() => events.message(data, isBinary), delayMs),
-        close: () => void clock.setTimeout(() => events.close(), delayMs),
+        message: (data, isBinary) => void clock.after(delayMs, () => events.message(data, isBinary)),
+        close: () => void clock.after(delayMs, () => events.close()),
         pong: () => events.pong?.(),
       });
     },
     send(frame) {
       delayed += frame.length;
-      clock.setTimeout(() => {
+      clock.after(delayMs, () => {
         delayed -= frame.length;
         inner.send(frame);
-      }, delayMs);
+      });
     },
     // One more millisecond: the close leaves after the frames sent in the same instant.
-    close: (code, reason) => void clock.setTimeout(() => inner.close(code, reason), delayMs + 1),
+    close: (code, reason) => void clock.after(delayMs + 1, () => inner.close(code, reason)),
     terminate: () => inner.terminate(),
     pause: () => inner.pause(),
     resume: () => inner.resume(),

@@ -13,7 +13,7 @@
  * failure stay with the session and the service.
  */
 import { FairQueue } from './fair-queue.ts';
-import type { Clock, TimerHandle } from './clock.ts';
+import type { Clock } from './clock.ts';
 import type { Limits } from './room-service.ts';
 
 /** Frames whose decoded heap (measureFrame's estimate) is up to this are decoded without waiting for the server's decoding budget. */
@@ -90,7 +90,7 @@ export interface InputSource {
   /** The bucket of its user, shared with the user's other connections (Limits.userOpsPerSecond). */
   userBucket?: UserBucket;
   /** Set while it waits for its buckets to refill. */
-  waitTimer?: TimerHandle;
+  waitTimer?: () => void;
 }
 
 /** What the scheduler asks of the service around it. */
@@ -175,7 +175,7 @@ export class InputScheduler<S extends InputSource> {
   private scheduleRound(): void {
     if (this.roundScheduled) return;
     this.roundScheduled = true;
-    this.clock.setTimeout(() => this.hooks.guard('round', () => this.round()), 0);
+    this.clock.after(0, () => this.hooks.guard('round', () => this.round()));
   }
 
   /** Turns until the queue is empty or ROUND_MS is spent; then sockets are read and outputs committed. */
@@ -278,13 +278,11 @@ export class InputScheduler<S extends InputSource> {
       (1 - s.byteTokens) / l.bytesPerSecond,
       s.userBucket ? (1 - s.userBucket.tokens) / l.userOpsPerSecond : 0,
     );
-    s.waitTimer = this.clock.setTimeout(
-      () =>
-        this.hooks.guard('rate', () => {
-          s.waitTimer = undefined;
-          this.ready(s);
-        }),
-      Math.max(1, Math.ceil(waitS * 1000)),
+    s.waitTimer = this.clock.after(Math.max(1, Math.ceil(waitS * 1000)), () =>
+      this.hooks.guard('rate', () => {
+        s.waitTimer = undefined;
+        this.ready(s);
+      }),
     );
     this.hooks.flow(s);
   }

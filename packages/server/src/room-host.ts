@@ -39,7 +39,7 @@ import {
   type WireEntry,
   HerculesError,
 } from '@hercules/core';
-import type { Clock, TimerHandle } from './clock.ts';
+import type { Clock } from './clock.ts';
 import { reconnectToResume } from './recovery.ts';
 import { FencedError, StorageError, type LoadedRoom, type RoomStore } from './store/room-store.ts';
 
@@ -146,8 +146,8 @@ export class RoomHost {
   private rev: number;
   /** Writes gathered for the next commit. */
   private stage: { entries: LogEntry[]; clients: Record<string, ClientRecord> } = { entries: [], clients: {} };
-  private commitTimer: TimerHandle | undefined;
-  /** A commit is queued as a microtask (commitWindowMs 0). */
+  private commitTimer: (() => void) | undefined;
+  /** A commit is deferred to the end of the task (commitWindowMs 0). */
   private commitQueued = false;
   /** Commits appended so far, and the highest one the store confirmed. The stage becomes commit `issued + 1`. */
   private issued = 0;
@@ -171,12 +171,12 @@ export class RoomHost {
    * sends each member one frame per commit, not two). Anything else due to the member first sends it.
    */
   private readonly unconfirmed = new Map<string, number>();
-  private confirmTimer: TimerHandle | undefined;
+  private confirmTimer: (() => void) | undefined;
 
   /** The checkpoint the store holds, and the newest one the engine made. */
   private storedCheckpoint: number;
   private latestCheckpoint: { pos: number; state: unknown } | undefined;
-  private checkpointTimer: TimerHandle | undefined;
+  private checkpointTimer: (() => void) | undefined;
   private checkpointing = false;
   /** Settles once every append made so far has settled (for release). */
   private tail: Promise<unknown> = Promise.resolve();
@@ -421,18 +421,18 @@ export class RoomHost {
 
   /**
    * With no commit window, the writes of the current task (an input callback, a round of turns)
-   * are appended as it ends, in a microtask: then every room's append of that task is queued
+   * are appended as it ends (`clock.defer`, a microtask on the system clock): then every room's append of that task is queued
    * before the store's group commit of this event-loop turn runs. A 0 ms timer would append one
    * turn later, and the commit and its sends one turn later again (measured: R3 0.85x).
    */
   private scheduleCommit(): void {
     if (this.commitWindowMs > 0) {
-      if (this.commitTimer === undefined) this.commitTimer = this.clock.setTimeout(() => this.commit(), this.commitWindowMs);
+      if (this.commitTimer === undefined) this.commitTimer = this.clock.after(this.commitWindowMs, () => this.commit());
       return;
     }
     if (this.commitQueued) return;
     this.commitQueued = true;
-    queueMicrotask(() => {
+    this.clock.defer(() => {
       if (this.commitQueued) this.commit();
     });
   }
@@ -441,7 +441,7 @@ export class RoomHost {
   private commit(): void {
     this.commitQueued = false;
     if (this.commitTimer !== undefined) {
-      this.clock.clearTimeout(this.commitTimer);
+      this.commitTimer();
       this.commitTimer = undefined;
     }
     if (this.state_ !== 'serving') return;
@@ -524,7 +524,7 @@ export class RoomHost {
     // end, or to a tentative log that carries it, unless something else is due to them first.
     if (early) {
       for (const { conn, pos } of early) if (this.members_.has(conn)) this.unconfirmed.set(conn, Math.max(pos, this.unconfirmed.get(conn) ?? 0));
-      this.confirmTimer ??= this.clock.setTimeout(() => this.sendConfirmations(), 0);
+      this.confirmTimer ??= this.clock.after(0, () => this.sendConfirmations());
     }
     for (const { conn, msg } of out.send) {
       const n = (this.queuedFor.get(conn) ?? 1) - 1;
@@ -606,10 +606,10 @@ export class RoomHost {
     if (this.checkpointing || this.checkpointTimer !== undefined || this.state_ !== 'serving') return;
     if (!this.latestCheckpoint || this.latestCheckpoint.pos - this.storedCheckpoint < this.checkpointEvery) return;
     // A turn of its own, after the commits of this one: its write never delays theirs.
-    this.checkpointTimer = this.clock.setTimeout(() => {
+    this.checkpointTimer = this.clock.after(0, () => {
       this.checkpointTimer = undefined;
       if (this.state_ === 'serving') this.writeCheckpoint();
-    }, 0);
+    });
   }
 
   private writeCheckpoint(): void {
@@ -687,9 +687,9 @@ export class RoomHost {
 
   private cancelTimers(): void {
     this.commitQueued = false;
-    if (this.commitTimer !== undefined) this.clock.clearTimeout(this.commitTimer);
-    if (this.checkpointTimer !== undefined) this.clock.clearTimeout(this.checkpointTimer);
-    if (this.confirmTimer !== undefined) this.clock.clearTimeout(this.confirmTimer);
+    if (this.commitTimer !== undefined) this.commitTimer();
+    if (this.checkpointTimer !== undefined) this.checkpointTimer();
+    if (this.confirmTimer !== undefined) this.confirmTimer();
     this.commitTimer = this.checkpointTimer = this.confirmTimer = undefined;
   }
 }

@@ -23,7 +23,7 @@ import { BackendApi, type RoomFile, type RoomsPage, type RoomsQuery, type Server
 import { InputScheduler, type SchedulerHooks } from './input-scheduler.ts';
 import { jwtAuthenticator, type AccessHook, type Authenticate, type Identity, type JwtOptions } from './auth.ts';
 import { acceptClock, Admission, checkHello, isRefusal, roomFull, roomOf, type Admitted, type ConnectionRequest, type Refusal } from './admission.ts';
-import { systemClock, type Clock, type TimerHandle } from './clock.ts';
+import { systemClock, type Clock } from './clock.ts';
 import { delayedConnection, type Connection } from './connection.ts';
 import { wsConnection } from './ws-connection.ts';
 import { Session, UserBuckets, errText, type SessionContext } from './session.ts';
@@ -734,14 +734,14 @@ function sessionStarter(d: {
 
 /** Run `fn` every `ms` until stopped (the stop function returned) or the service is closing. */
 function every(clock: Clock, ms: number, closing: () => boolean, fn: () => void): () => void {
-  let handle: TimerHandle | undefined;
+  let handle: (() => void) | undefined;
   const run = () => {
     fn();
-    if (!closing()) handle = clock.setTimeout(run, ms);
+    if (!closing()) handle = clock.after(ms, run);
   };
-  handle = clock.setTimeout(run, ms);
+  handle = clock.after(ms, run);
   return () => {
-    if (handle) clock.clearTimeout(handle);
+    if (handle) handle();
   };
 }
 

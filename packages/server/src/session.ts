@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { HerculesError, MAX_PRESENCE_KEYS, ServerCodec, measureFrame, type ErrorCode, type PeerPresence, type ServerMessage } from '@hercules/core';
 import type { Admitted } from './admission.ts';
 import type { Identity } from './auth.ts';
-import type { Clock, TimerHandle } from './clock.ts';
+import type { Clock } from './clock.ts';
 import type { Connection } from './connection.ts';
 import { FRAME_OVERHEAD_BYTES, type InputSource, type OpsInProgress, type RawFrame, type UserBucket } from './input-scheduler.ts';
 import type { Metrics } from './metrics.ts';
@@ -96,12 +96,12 @@ export class Session implements InputSource {
   queuedBytes = 0;
   /** The connection is paused because input of it waits: its silence is ours. */
   paused = false;
-  waitTimer?: TimerHandle;
+  waitTimer?: () => void;
   /** Presence waiting for this connection's output to drain, the latest per peer (PRESENCE_BACKLOG_BYTES). */
   private presenceHeld?: Map<string, PeerPresence>;
-  private helloTimer?: TimerHandle;
+  private helloTimer?: () => void;
   /** Closes the connection when its credential expires (Identity.expiresAt). */
-  private expiryTimer?: TimerHandle;
+  private expiryTimer?: () => void;
 
   /**
    * `acceptedAt`: when a server accepted it (ConnectionRequest.acceptedAt), its hello's `at`
@@ -128,14 +128,12 @@ export class Session implements InputSource {
   open(): void {
     const { clock, limits, guard } = this.ctx;
     // A connection that never completes a first frame holds a socket and a parser: close it.
-    this.helloTimer = clock.setTimeout(
-      () =>
-        guard('hello-timeout', () => {
-          this.helloTimer = undefined;
-          if (!this.closed && !this.host && !this.joining)
-            this.cut('hello-timeout', 4010, `no hello within ${limits.helloTimeoutMs} ms of connecting; a client says hello as soon as it connects`, false);
-        }),
-      limits.helloTimeoutMs,
+    this.helloTimer = clock.after(limits.helloTimeoutMs, () =>
+      guard('hello-timeout', () => {
+        this.helloTimer = undefined;
+        if (!this.closed && !this.host && !this.joining)
+          this.cut('hello-timeout', 4010, `no hello within ${limits.helloTimeoutMs} ms of connecting; a client says hello as soon as it connects`, false);
+      }),
     );
     this.armExpiry();
     this.conn.listen({
@@ -161,7 +159,7 @@ export class Session implements InputSource {
     this.alive = true;
     if (this.closed || this.ctx.closing()) return;
     if (this.helloTimer) {
-      this.ctx.clock.clearTimeout(this.helloTimer);
+      this.helloTimer();
       this.helloTimer = undefined;
     }
     const size = Math.max(data.length, FRAME_OVERHEAD_BYTES);
@@ -230,13 +228,11 @@ export class Session implements InputSource {
       return;
     }
     // Timers take at most 2^31 - 1 ms (24.8 days): a longer wait is armed in steps.
-    this.expiryTimer = this.ctx.clock.setTimeout(
-      () =>
-        this.ctx.guard('credential-expiry', () => {
-          this.expiryTimer = undefined;
-          if (!this.closed) this.armExpiry();
-        }),
-      Math.min(wait, 2 ** 31 - 1),
+    this.expiryTimer = this.ctx.clock.after(Math.min(wait, 2 ** 31 - 1), () =>
+      this.ctx.guard('credential-expiry', () => {
+        this.expiryTimer = undefined;
+        if (!this.closed) this.armExpiry();
+      }),
     );
   }
 
@@ -345,10 +341,10 @@ export class Session implements InputSource {
   /** No more input from this connection is handled: drop what it queued, now. */
   markClosed(): void {
     this.closed = true;
-    const { clock } = this.ctx;
-    if (this.helloTimer) clock.clearTimeout(this.helloTimer);
-    if (this.waitTimer) clock.clearTimeout(this.waitTimer);
-    if (this.expiryTimer) clock.clearTimeout(this.expiryTimer);
+    // Each timer is its cancel function (Clock.after).
+    this.helloTimer?.();
+    this.waitTimer?.();
+    this.expiryTimer?.();
     this.helloTimer = this.waitTimer = this.expiryTimer = undefined;
     this.presenceHeld = undefined;
     this.ctx.input.drop(this);

@@ -37,10 +37,10 @@ export function staticFiles(dir: string): HttpHandler {
   let root: string;
   try {
     root = realpathSync(resolve(dir));
-    if (!statSync(root).isDirectory()) throw new Error('not a directory');
   } catch (e) {
-    throw new HerculesError('bad-argument', `static files: ${dir} is not a directory (${(e as Error).message})`);
+    throw new HerculesError('bad-argument', `static files: ${dir} is not a directory (${(e as Error).message}); give the directory of the built app`);
   }
+  if (!statSync(root).isDirectory()) throw new HerculesError('bad-argument', `static files: ${dir} is not a directory; give the directory of the built app`);
   return (req, res) => {
     if (req.method !== 'GET' && req.method !== 'HEAD') return false;
     const file = fileFor(root, req.url ?? '/');

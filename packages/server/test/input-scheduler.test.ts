@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Clock, TimerHandle } from '../src/clock.ts';
+import { FakeClock } from '@hercules/test-utils';
 import {
   FRAME_OVERHEAD_BYTES,
   InputScheduler,
@@ -15,29 +15,6 @@ import {
   type InputSource,
   type SchedulerLimits,
 } from '../src/input-scheduler.ts';
-
-/** Time moves only when a hook (a frame's cost) or the test moves it; `run()` runs the timers due. */
-class StepClock implements Clock {
-  t = 0;
-  private timers: { at: number; fn: () => void; cancelled: boolean }[] = [];
-  now(): number {
-    return this.t;
-  }
-  setTimeout(fn: () => void, ms: number): TimerHandle {
-    const timer = { at: this.t + Math.max(0, ms), fn, cancelled: false };
-    this.timers.push(timer);
-    return timer;
-  }
-  clearTimeout(h: TimerHandle): void {
-    (h as { cancelled: boolean }).cancelled = true;
-  }
-  /** Run the timers due now, oldest first (not those they set: one event-loop turn). */
-  run(): void {
-    const due = this.timers.filter((x) => !x.cancelled && x.at <= this.t);
-    this.timers = this.timers.filter((x) => !due.includes(x));
-    for (const x of due) if (!x.cancelled) x.fn();
-  }
-}
 
 interface Src extends InputSource {
   name: string;
@@ -68,7 +45,8 @@ function push(s: Src, at: number, heap = 0): void {
 
 /** A scheduler whose frames each cost `frameMs` and whose ops frames (frames of sources in `opsOf`) decode to that many ops. */
 function setup(frameMs: number, opsOf: Map<string, number> = new Map()) {
-  const clock = new StepClock();
+  // Time moves only when a hook (a frame's cost) or the test moves it; `turn()` runs the timers due.
+  const clock = new FakeClock();
   const handled: string[] = [];
   const runs: { src: string; n: number; ack: unknown }[] = [];
   const events: string[] = [];
@@ -113,11 +91,11 @@ test('a flooding room gets one turn per round like a quiet one: the quiet frame 
   const quiet = source('quiet', 'B', 1);
   sched.ready(quiet); // the flood waits for a turn: the quiet one queues behind it
   assert.equal(sched.waiting, 2);
-  clock.run(); // one round
+  clock.turn(); // one round
   const at = handled.indexOf('quiet');
   assert.ok(at >= 0 && at <= 2 + 2, `the quiet frame is handled within the first round, after at most one turn of the flood (at ${at})`);
   assert.ok(handled.length <= 2 + ROUND_MS + 2, 'a round ends near ROUND_MS');
-  while (sched.waiting > 0) clock.run();
+  while (sched.waiting > 0) clock.turn();
   assert.equal(handled.filter((h) => h === 'flood').length, 200, 'the flood is handled to its end, in later rounds');
 });
 
@@ -127,7 +105,7 @@ test('two connections of one room alternate turns (round robin within the room)'
   const b = source('b', 'R', 3);
   sched.ready(a); // its first turn at once
   sched.ready(b);
-  while (sched.waiting > 0) clock.run();
+  while (sched.waiting > 0) clock.turn();
   // Then a round robin over the two: a (queued first), b, a, b, and b's last frame.
   assert.deepEqual(handled, ['a', 'a', 'b', 'a', 'b', 'b']);
 });
@@ -137,7 +115,7 @@ test('a large ops frame goes to its room in runs sized to the turn, at most MAX_
   cost.set('R', 0.0001); // cheap ops: a slice would fit 20,000; the chunk bound holds it to 1,000
   const big = source('big', 'R', 1);
   sched.ready(big);
-  while (sched.waiting > 0) clock.run();
+  while (sched.waiting > 0) clock.turn();
   assert.equal(
     runs.reduce((n, r) => n + r.n, 0),
     5000,
@@ -156,7 +134,7 @@ test("costly ops are handed over in smaller runs: one turn's run fits its slice"
   cost.set('R', 0.5); // 2 ms slice: 4 ops a turn
   const big = source('big', 'R', 1);
   sched.ready(big);
-  while (sched.waiting > 0) clock.run();
+  while (sched.waiting > 0) clock.turn();
   assert.equal(runs[0].n, 4);
   assert.equal(
     runs.reduce((n, r) => n + r.n, 0),
@@ -175,7 +153,7 @@ test('a connection out of tokens waits for its bucket to refill, counted once, t
   sched.ready(s); // input arriving meanwhile does not start a turn
   assert.deepEqual(handled, []);
   clock.t += 1; // 1 ms at 1000 ops/s: 1 token
-  clock.run();
+  clock.turn();
   assert.deepEqual(handled, ['s', 's']);
   assert.equal(s.waitTimer, undefined);
 });
@@ -190,11 +168,11 @@ test('a large frame waits for the decoding budget while another is decoded; smal
   const c = source('c', 'C', 1, 10); // small: never waits
   sched.ready(b);
   sched.ready(c);
-  clock.run();
+  clock.turn();
   assert.ok(handled.includes('c'), 'the small frame went through');
   assert.ok(runs.reduce((n, r) => n + r.n, 0) < 100_000, "a's ops take more than a round");
   assert.ok(!handled.includes('b'), 'the large frame waits for the budget meanwhile');
-  while (sched.waiting > 0) clock.run();
+  while (sched.waiting > 0) clock.turn();
   assert.deepEqual(handled.sort(), ['b', 'c']);
   assert.equal(sched.decoding, 0);
 });
@@ -211,7 +189,7 @@ test('drop releases what a closed connection held and takes it out of the turns'
   assert.equal(a.queuedBytes, 0);
   assert.equal(sched.waiting, 0);
   const before = runs.length;
-  clock.run();
+  clock.turn();
   assert.equal(runs.length, before, 'no more turns for it');
 });
 
@@ -221,7 +199,7 @@ test('a frame whose handling throws is reported for its connection; the others g
   const good = source('good', 'B', 1);
   sched.ready(bad);
   sched.ready(good);
-  clock.run();
+  clock.turn();
   assert.deepEqual(events, ['failed bad: boom']);
   assert.deepEqual(handled, ['good']);
 });

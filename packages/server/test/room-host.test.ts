@@ -7,7 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isDeepStrictEqual } from 'node:util';
 import { PROTOCOL_VERSION, defineMachine, type ErrorCode, type Machine, type ServerMessage } from '@hercules/core';
-import { ManualClock, MemoryStore, RoomHost, RoomRegistry, type Appended, type RoomAppend, type RoomMember, type RoomStore } from '../src/pipeline.ts';
+import { MemoryStore, RoomHost, RoomRegistry, type Appended, type RoomAppend, type RoomMember, type RoomStore } from '../src/pipeline.ts';
+import { FakeClock } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 import { watchRuns } from '@hercules/test-utils';
 
@@ -40,7 +41,7 @@ class GatedStore implements RoomStore {
 
 const settle = () => new Promise<void>((r) => setImmediate(r));
 /** The current task ends (the host appends what it gathered, in a microtask), then 0 ms timers run. */
-async function endOfTask(clock: ManualClock): Promise<void> {
+async function endOfTask(clock: FakeClock): Promise<void> {
   await Promise.resolve();
   clock.advance(0);
 }
@@ -73,13 +74,13 @@ const hello = (client: string, machine: Machine<any, any> = chat, have = 0, v = 
 });
 const say = (seq: number, text: string) => ({ t: 'ops', ops: [{ seq, name: 'say', args: { text } }] });
 
-async function hostOver(store: RoomStore, clock: ManualClock, extra: Partial<ConstructorParameters<typeof RoomHost>[0]> = {}) {
+async function hostOver(store: RoomStore, clock: FakeClock, extra: Partial<ConstructorParameters<typeof RoomHost>[0]> = {}) {
   const loaded = await store.open('r', { machine: chat.name, version: chat.version, initial: chat.initial });
   return new RoomHost({ name: 'r', machine: chat, loaded, store, clock, ...extra });
 }
 
 /** Join `m` as client `client` and let its claim through, so it is welcomed. */
-async function welcomed(host: RoomHost, store: GatedStore, clock: ManualClock, m: FakeMember, client: string, v = PROTOCOL_VERSION): Promise<void> {
+async function welcomed(host: RoomHost, store: GatedStore, clock: FakeClock, m: FakeMember, client: string, v = PROTOCOL_VERSION): Promise<void> {
   host.join(m);
   host.receive(m.id, hello(client, chat, 0, v));
   await endOfTask(clock);
@@ -93,7 +94,7 @@ async function welcomed(host: RoomHost, store: GatedStore, clock: ManualClock, m
 /** A host over a GatedStore with members a and b welcomed, in that order. */
 async function hostOfTwo() {
   const store = new GatedStore();
-  const clock = new ManualClock();
+  const clock = new FakeClock({ microtasks: true });
   const host = await hostOver(store, clock);
   const a = member('a');
   const b = member('b');
@@ -109,7 +110,7 @@ test("an op runs on the server after its tentative log went to the other members
   let b: FakeMember | undefined;
   const watched = watchRuns(chat, () => seenByB.push(b!.got.length));
   const store = new GatedStore();
-  const clock = new ManualClock();
+  const clock = new FakeClock({ microtasks: true });
   const host = await hostOver(store, clock, { machine: watched });
   const a = member('a');
   b = member('b');
@@ -142,7 +143,7 @@ test("an op runs on the server after its tentative log went to the other members
 // spec: AUTH-STORED
 test('an op is announced only once the store confirmed its entry, and the welcome only once the claim is stored', async () => {
   const store = new GatedStore();
-  const clock = new ManualClock();
+  const clock = new FakeClock({ microtasks: true });
   const host = await hostOver(store, clock);
   const disk = () => store.inner.disk.rooms.get('r')!;
   // Whenever the host sends a log entry, the store must hold it already.
@@ -194,7 +195,7 @@ test('outputs go out in engine order: a bookkeeping output waits behind an op st
 // spec: LOG-COALESCE
 test('the ops of many frames released by one commit reach each member as one log message, in order, whoever sent them', async () => {
   const store = new GatedStore();
-  const clock = new ManualClock();
+  const clock = new FakeClock({ microtasks: true });
   const host = await hostOver(store, clock);
   const a = member('a');
   const b = member('b');
@@ -390,7 +391,7 @@ test('protocol 5: members ack what they were sent ahead of its commit; what coun
 // spec: SEC-CONTAINED
 test('a failed append poisons the room: nothing later of it is sent, members are told and closed, and the room reloads from the store', async () => {
   const store = new GatedStore();
-  const clock = new ManualClock();
+  const clock = new FakeClock({ microtasks: true });
   const failures: string[] = [];
   const registry = new RoomRegistry({ store, clock, events: { failed: (_h, stage) => failures.push(stage) } });
   const host = (await registry.acquire('r', chat)) as RoomHost;
@@ -443,7 +444,7 @@ test('a failed append poisons the room: nothing later of it is sent, members are
 // spec: STABLE-CHECKPOINT
 test('checkpoints are written apart from commits, after them, and no output waits for one', async () => {
   const store = new GatedStore();
-  const clock = new ManualClock();
+  const clock = new FakeClock({ microtasks: true });
   const checkpointed: number[] = [];
   const host = await hostOver(store, clock, { checkpointEvery: 2, events: { checkpointed: (p) => checkpointed.push(p) } });
   const a = member('a');
@@ -483,7 +484,7 @@ test('checkpoints are written apart from commits, after them, and no output wait
 // spec: LOG-CONTIGUOUS
 test('two hosts of one room: the second to append loses (fenced) and stops serving; the first goes on', async () => {
   const store = new GatedStore();
-  const clock = new ManualClock();
+  const clock = new FakeClock({ microtasks: true });
   const failed: unknown[] = [];
   const first = await hostOver(store, clock);
   const second = await hostOver(store, clock, { events: { failed: (_s, e) => failed.push(e) } });
@@ -509,7 +510,7 @@ test('two hosts of one room: the second to append loses (fenced) and stops servi
 
 test('an idle room is unloaded and reloads from the store on the next join', async () => {
   const store = new GatedStore();
-  const clock = new ManualClock();
+  const clock = new FakeClock({ microtasks: true });
   const registry = new RoomRegistry({ store, clock, idleUnloadMs: 1000 });
   const host = (await registry.acquire('r', chat)) as RoomHost;
   const a = member('a');
@@ -562,7 +563,7 @@ test('a room migrated on load appends the migration before any input, and announ
   // and nothing to send, so it was not queued, and the welcome that followed (bookkeeping, as
   // the client's record was stored) went out with the migrated checkpoint before the append.
   const store = new GatedStore();
-  const clock = new ManualClock();
+  const clock = new FakeClock({ microtasks: true });
   // Under v1: client a is known to the room and one of its ops is stored.
   const loaded1 = await store.inner.open('r', { machine: countV1.name, version: countV1.version, initial: countV1.initial });
   const v1 = new RoomHost({ name: 'r', machine: countV1, loaded: loaded1, store: store.inner, clock });

@@ -8,7 +8,8 @@ import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { connect } from '@hercules/client';
 import { ClientCodec, PROTOCOL_VERSION, type ServerMessage } from '@hercules/core';
-import { createRoomService, MemoryStore, ManualClock, delayedConnection, type Connection, type ConnectionEvents, type RoomInit } from '../src/index.ts';
+import { createRoomService, MemoryStore, delayedConnection, type Connection, type ConnectionEvents, type RoomInit } from '../src/index.ts';
+import { FakeClock } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 import { online, until } from './helpers.ts';
 
@@ -110,7 +111,7 @@ test('handleConnection serves any Connection, and refuses one whose request name
 });
 
 test('delayedConnection delays frames both ways and the close after them, counting delayed bytes as buffered', () => {
-  const clock = new ManualClock();
+  const clock = new FakeClock({ microtasks: true });
   const sent: string[] = [];
   const heard: string[] = [];
   let events: ConnectionEvents | undefined;

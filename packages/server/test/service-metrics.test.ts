@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { LogEntry, RoomOutput, ServerMessage } from '@hercules/core';
 import { createMetrics, type Metrics } from '../src/metrics.ts';
-import { ManualClock } from '../src/clock.ts';
+import { FakeClock } from '@hercules/test-utils';
 import type { OutputPath } from '../src/room-host.ts';
 import { ServiceMetrics, VISIBLE_DELAY_KEEP_MS } from '../src/service-metrics.ts';
 import { FencedError, StorageError } from '../src/store/room-store.ts';
@@ -31,8 +31,8 @@ async function count(metric: { get(): Promise<unknown> }, labels: Record<string,
     .reduce((n, v) => n + v.value, 0);
 }
 
-function setup(): { clock: ManualClock; metrics: Metrics; sm: ServiceMetrics; clients: Map<string, string> } {
-  const clock = new ManualClock(1000);
+function setup(): { clock: FakeClock; metrics: Metrics; sm: ServiceMetrics; clients: Map<string, string> } {
+  const clock = new FakeClock({ start: 1000, microtasks: true });
   const metrics = createMetrics();
   const clients = new Map<string, string>();
   return { clock, metrics, clients, sm: new ServiceMetrics(metrics, clock, (conn) => clients.get(conn)) };

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import { ClientCodec, type ServerMessage } from '@hercules/core';
-import { ManualClock } from '../src/clock.ts';
+import { FakeClock } from '@hercules/test-utils';
 import type { Connection, ConnectionEvents } from '../src/connection.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { resolveLimits } from '../src/room-service.ts';
@@ -53,7 +53,7 @@ function memoryConnection() {
 }
 
 function setup(limits: Parameters<typeof resolveLimits>[1]['limits'] = {}) {
-  const clock = new ManualClock(0);
+  const clock = new FakeClock({ start: 0, microtasks: true });
   const metrics = createMetrics();
   const ready: Session[] = [];
   const dropped: Session[] = [];

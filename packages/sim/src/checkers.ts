@@ -200,6 +200,8 @@ export interface Hooks {
   closed?(s: SimState, conn: string, by: ClosedBy, error?: { code: string; fatal: boolean }): void;
   /** Room service: a backend revoked `user`; the service says it closed `cut` connections. */
   revoked?(s: SimState, user: string, cut: number): void;
+  /** Room service: connection `conn` (opened just before) is a hostile peer of `kind`, to be closed with one of `expect` (hostile-peer.ts). */
+  hostileOpened?(s: SimState, conn: string, kind: string, expect: readonly string[]): void;
 }
 
 /** What a submit through the server's own API came to: its result, or the error code it was refused with. */
@@ -1073,6 +1075,7 @@ export class Checks {
     roomInput: [],
     closed: [],
     revoked: [],
+    hostileOpened: [],
   };
   private readonly memo = new Map<ClientState, unknown[]>();
 
@@ -1150,5 +1153,8 @@ export class Checks {
   }
   revoked(s: SimState, user: string, cut: number): void {
     for (const f of this.hooks.revoked) f(s, user, cut);
+  }
+  hostileOpened(s: SimState, conn: string, kind: string, expect: readonly string[]): void {
+    for (const f of this.hooks.hostileOpened) f(s, conn, kind, expect);
   }
 }

@@ -308,16 +308,17 @@ export class ClusterServer implements ServerSide {
     const inc = n.incarnation;
     n.clock = {
       now: () => sim.now,
-      setTimeout: (fn, ms) => {
-        const timer = { cancelled: false };
+      after: (ms, fn) => {
+        let live = true;
         this.later(n, inc, Math.max(0, ms), `${n.id} timer`, () => {
-          if (!timer.cancelled) fn();
+          if (live) fn();
         });
-        return timer;
+        return () => {
+          live = false;
+        };
       },
-      clearTimeout: (timer) => {
-        (timer as { cancelled: boolean }).cancelled = true;
-      },
+      // A microtask, as on the system clock: the run lets microtasks run before the next event.
+      defer: (fn) => queueMicrotask(fn),
     };
     const store = new ClusterStore({
       log: this.nats<ShardLog>(n, inc, this.shared),
@@ -386,9 +387,9 @@ export class ClusterServer implements ServerSide {
     );
     const beat = () => {
       this.checkPeers(n);
-      n.clock.setTimeout(beat, BEAT_MS);
+      n.clock.after(BEAT_MS, beat);
     };
-    n.clock.setTimeout(beat, BEAT_MS);
+    n.clock.after(BEAT_MS, beat);
   }
 
   /**

@@ -9,7 +9,8 @@
  * The rules checked here and what the simulator does to exercise them: SEC-LIMITS (a third of the
  * seeds run small op rates), SEC-AUTHN and SEC-AUTHOR (half the seeds authenticate their clients
  * as users, half of those with credentials that expire), SEC-ACCESS (some of those revoke users'
- * access mid-run). Other SEC rules are the fuzzer's, the soak's or tests' (docs/spec.md).
+ * access mid-run), SEC-MALFORMED (a third of the seeds add hostile peers, hostile-peer.ts). Other
+ * SEC rules are the fuzzer's, the soak's or tests' (docs/spec.md).
  */
 import { SERVER_CLIENT, SYSTEM_CLIENT, type ClientMessage } from '@hercules/core';
 import type { Checker, Credential, Fail, SimState } from './checkers.ts';
@@ -205,6 +206,39 @@ export const SEC_CHECKERS: readonly Checker[] = [
             fail(
               `revoking ${user} reported ${cut} connections closed; ${open} were open (${[...t.conns].map(([id, c]) => `${id}:${c.cred?.user}:${c.open ? 'open' : 'closed'}:${c.lastError?.code ?? ''}`).join(' ')})`,
             );
+        },
+      };
+    },
+  },
+  {
+    rule: 'SEC-MALFORMED',
+    description:
+      'a hostile peer (ops before or without hello, bytes that are not MessagePack, a text frame, a frame past the decoded bound, a revoked user) is closed with the fatal error its first bad frame calls for, and nothing of it reaches the room',
+    create: (fail: Fail) => {
+      /** Hostile connections not closed yet: their kind and the codes they may be closed with. */
+      const peers = new Map<string, { kind: string; expect: readonly string[]; at: number }>();
+      const what = (conn: string) => `hostile peer ${conn} (${peers.get(conn)!.kind}, opened at ${peers.get(conn)!.at})`;
+      return {
+        hostileOpened(s, conn, kind, expect) {
+          peers.set(conn, { kind, expect, at: s.now });
+        },
+        roomJoined(_s, conn) {
+          if (peers.has(conn)) fail(`the room joined ${what(conn)}`);
+        },
+        roomInput(_s, conn, frame) {
+          if (peers.has(conn)) fail(`the room got a ${String((frame as { t?: unknown }).t)} frame from ${what(conn)}`);
+        },
+        closed(_s, conn, by, error) {
+          const p = peers.get(conn);
+          if (!p) return;
+          if (by === 'server' && (!error || !error.fatal || !p.expect.includes(error.code)))
+            fail(
+              `the service closed ${what(conn)} with ${error ? `${error.fatal ? 'fatal' : 'non-fatal'} ${error.code}` : 'no error'}; expected fatal ${p.expect.join(' or ')}`,
+            );
+          peers.delete(conn);
+        },
+        end() {
+          for (const conn of peers.keys()) fail(`${what(conn)} is still open at the end of the run`);
         },
       };
     },

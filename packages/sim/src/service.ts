@@ -26,6 +26,7 @@ import {
   type RoomRegistryOptions,
   type RoomStore,
 } from '@hercules/server/pipeline';
+import type { HostileFrame, HostilePeer } from './hostile-peer.ts';
 import type { Ledger } from './machine.ts';
 import { ROOM, type Simulation } from './sim.ts';
 
@@ -233,6 +234,31 @@ export class ServiceLinks {
     );
   }
 
+  /**
+   * A hostile peer (hostile-peer.ts) connects as `cred` and sends its frames, each `gapMs[i]`
+   * after the one before; it never reads what the service sends and never answers a ping.
+   */
+  openHostile(conn: string, peer: HostilePeer, cred: SimCredential | undefined, gapMs: readonly number[]): void {
+    const sim = this.sim;
+    const mute: ClientEnd = { down() {}, closed() {}, ping() {} };
+    const link = new SimConnection(sim, conn, mute, this.running, () => this.links.delete(conn));
+    this.links.set(conn, link);
+    const headers: Record<string, string> = cred ? { 'x-sim-user': cred.user, 'x-sim-expires': String(cred.expiresAt) } : {};
+    sim.checks.opened(sim, conn, cred);
+    sim.checks.hostileOpened(sim, conn, peer.kind, peer.expect);
+    sim.reactions = true; // admission answers in a promise
+    this.service.handleConnection(link, { url: `/?room=${ROOM}`, headers, acceptedAt: sim.now }).catch((e: unknown) =>
+      sim.callback(() => {
+        throw e;
+      }),
+    );
+    let at = sim.now;
+    peer.frames.forEach((frame, i) => {
+      at += gapMs[i] ?? 0;
+      sim.q.push(at, `hostile ${peer.kind} frame ${i} on ${conn}`, () => link.deliverRaw(frame));
+    });
+  }
+
   /** A frame from the client arrives at the service's end of `conn`. */
   receive(conn: string, msg: ClientMessage): void {
     this.links.get(conn)?.deliver(msg);
@@ -278,7 +304,7 @@ export class SimConnection implements Connection {
   readonly bufferedAmount = 0;
   private events?: ConnectionEvents;
   private paused = false;
-  private readonly waiting: Uint8Array[] = [];
+  private readonly waiting: { bytes: Uint8Array; isBinary: boolean }[] = [];
   private closeTold = false;
   private frames = 0;
   /** The last error the service sent on it (told to the checkers with its close). */
@@ -344,7 +370,16 @@ export class SimConnection implements Connection {
     if (msg.t === 'ops') this.sim.count('ops-frames-delivered');
     this.sim.checks.delivered(this.sim, this.id, msg);
     if (this.frames++ === 0) this.sim.reactions = true; // the hello: the service joins the room in a promise
-    this.waiting.push(bytes);
+    this.waiting.push({ bytes, isBinary: true });
+    this.flush();
+  }
+
+  /** A hostile peer's frame arrives as it sent it (bytes that may not decode, or a text frame). */
+  deliverRaw(frame: HostileFrame): void {
+    if (!this.isOpen || !this.running()) return;
+    if (frame.msg) this.sim.checks.delivered(this.sim, this.id, frame.msg);
+    this.sim.reactions = true; // a hello among them: the service joins the room in a promise
+    this.waiting.push({ bytes: frame.bytes, isBinary: frame.isBinary });
     this.flush();
   }
 
@@ -358,7 +393,10 @@ export class SimConnection implements Connection {
   }
 
   private flush(): void {
-    while (this.events && !this.paused && this.isOpen && this.running() && this.waiting.length > 0) this.events.message(this.waiting.shift()!, true);
+    while (this.events && !this.paused && this.isOpen && this.running() && this.waiting.length > 0) {
+      const { bytes, isBinary } = this.waiting.shift()!;
+      this.events.message(bytes, isBinary);
+    }
   }
 
   private serverClosed(): void {

@@ -52,7 +52,6 @@ import {
   MemoryStore,
   type RoomRegistry,
   type Appended,
-  type Clock as ServerClock,
   type LoadedRoom,
   type RoomAppend,
   type RoomHost,
@@ -68,7 +67,8 @@ import { API_AUTHOR, CHECKERS, Checks, Violation, type Checker, type ClientState
 import { ClusterServer, clusterConfigFor, type ClusterConfig } from './cluster.ts';
 import type { ShardLog } from '@hercules/cluster/pipeline';
 import type { Limits } from '@hercules/server';
-import { ServiceLinks, SimAuth, type AuthConfig, type ClientEnd } from './service.ts';
+import { ServiceLinks, SimAuth, type AuthConfig, type ClientEnd, type SimCredential } from './service.ts';
+import { hostilePeer, type HostilePeer } from './hostile-peer.ts';
 
 export { CHECKERS, Violation };
 
@@ -442,6 +442,8 @@ export interface ServerSide {
   upgrade(): void;
   /** A backend revokes `user`'s access on every running process (RoomService.revoke). */
   revoke?(user: string): void;
+  /** A hostile peer connects to the running process, as `cred` (hostile-peer.ts); false if nothing accepts connections now. */
+  hostile?(conn: string, peer: HostilePeer, cred: SimCredential | undefined, gapMs: readonly number[]): boolean;
   /** Its processes keep timers for good: the event queue never drains by itself. */
   readonly endless: boolean;
 }
@@ -576,18 +578,19 @@ class SingleServer implements ServerSide {
     const epoch = this.epoch;
     const alive = () => this.proc?.epoch === epoch;
     // The server's timers are events on the simulated clock; a dead process's never fire.
-    const clock: ServerClock = {
+    const clock: Clock = {
       now: cpuClock(sim, sim.cfg.serverOpMs),
-      setTimeout: (fn, ms) => {
-        const timer = { cancelled: false };
+      after: (ms, fn) => {
+        let live = true;
         sim.q.push(sim.now + Math.max(0, ms), 'server timer', () => {
-          if (!timer.cancelled && alive()) fn();
+          if (live && alive()) fn();
         });
-        return timer;
+        return () => {
+          live = false;
+        };
       },
-      clearTimeout: (timer) => {
-        (timer as { cancelled: boolean }).cancelled = true;
-      },
+      // A microtask, as on the system clock: the run lets microtasks run before the next event.
+      defer: (fn) => queueMicrotask(fn),
     };
     const store = new SimStore(sim, this, this.disk);
     const links = new ServiceLinks(sim, {
@@ -649,6 +652,12 @@ class SingleServer implements ServerSide {
     if (this.sim.rng.chance(this.sim.cfg.rates.serverRestart * 10) && this.proc) this.restart();
   }
 
+  hostile(conn: string, peer: HostilePeer, cred: SimCredential | undefined, gapMs: readonly number[]): boolean {
+    if (!this.proc) return false;
+    this.proc.links.openHostile(conn, peer, cred, gapMs);
+    return true;
+  }
+
   /** The service ticks on its own clock (ack timeouts, idle unloads, heartbeats). */
   tick(): void {}
 
@@ -693,6 +702,10 @@ export class Simulation implements SimState {
   /** The id of the last character each client typed: a burst goes on after it (TEXT-NO-INTERLEAVE). */
   private readonly typed = new Map<string, number>();
   readonly apiOn: boolean;
+  /** Hostile peers (hostile-peer.ts) connect in this run: drawn apart, so other draws stay as they were. */
+  private readonly hostileRng: Rng;
+  readonly hostileOn: boolean;
+  private hostileN = 0;
   /** Each idempotency key used, with the args it was first submitted with. */
   private readonly apiKeys = new Map<string, { key: string; by: number; note: string }>();
   readonly cfg: SimConfig;
@@ -758,6 +771,8 @@ export class Simulation implements SimState {
     this.receiptsOn = opts.receipts ?? new Rng(seed ^ 0x4ec1).chance(0.5);
     this.apiRng = new Rng(seed ^ 0xa91);
     this.apiOn = this.apiRng.chance(0.5);
+    this.hostileRng = new Rng(seed ^ 0x4057);
+    this.hostileOn = cfg.cluster === undefined && this.hostileRng.chance(0.3);
     this.upgradeRng = new Rng(seed ^ 0x0b9a3);
     this.textRng = new Rng(seed ^ 0x7e87);
     this.textOn = this.textRng.chance(0.6);
@@ -911,6 +926,7 @@ export class Simulation implements SimState {
     this.auth.revoke(user, this.authRng.int(a.revokeMs[0], a.revokeMs[1]));
     this.count('revoke');
     this.side.revoke?.(user);
+    if (this.hostileOn && this.hostileRng.chance(0.5)) this.hostileRandom(user);
   }
 
   /** Refused `revoked` or `forbidden`: the app signs in again later, a new process over the same disk (its durable ops go out then). */
@@ -1306,6 +1322,25 @@ export class Simulation implements SimState {
       c.stalledUntil = this.now + this.rng.int(100, 3 * this.cfg.ackTimeoutMs);
     }
     if (this.cfg.auth && !this.stopSubmitting && this.authRng.chance(this.cfg.auth.revokeRate * 10)) this.revokeRandom();
+    if (this.hostileOn && !this.stopSubmitting && this.hostileRng.chance(0.03)) this.hostileRandom();
+  }
+
+  /**
+   * A hostile peer connects (hostile-peer.ts): as the user just revoked, with hello and ops, or
+   * as a random user (anonymously without authentication) with one of the other kinds.
+   */
+  private hostileRandom(revoked?: string): void {
+    const r = this.hostileRng;
+    const users = this.auth.users();
+    const conn = `x${++this.hostileN}`;
+    const peer = hostilePeer(r, conn, this.serverMachine, revoked !== undefined ? 'revoked' : undefined);
+    const user = revoked ?? (users.length > 0 ? r.pick(users) : undefined);
+    const cred = user === undefined ? undefined : { user, expiresAt: Infinity, denied: this.auth.revokedNow(user) };
+    // A user revoked now is refused at the door (SEC-ACCESS); a backend may revoke its user
+    // before its bad frame is handled: then `revoked`.
+    const expect = cred?.denied ? ['forbidden'] : this.auth.on ? [...peer.expect, 'revoked'] : peer.expect;
+    const gaps = peer.frames.map(() => r.int(0, 5));
+    if (this.side.hostile?.(conn, { ...peer, expect }, cred, gaps)) this.count(`hostile-${peer.kind}`);
   }
 
   /**

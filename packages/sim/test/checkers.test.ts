@@ -364,6 +364,14 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
     (sim, h) => h.sequenced!(sim, { ...lastOf(sim, aClient(sim).id), author: 'planted' }, undefined),
     /is authored by planted; its client's user is/,
   ],
+  'SEC-MALFORMED': [
+    // A hostile peer that sent ops before its hello is closed with another error than not-ready.
+    (sim, h) => {
+      h.hostileOpened!(sim, 'x-planted', 'ops-first', ['not-ready']);
+      h.closed!(sim, 'x-planted', 'server', { code: 'internal', fatal: true });
+    },
+    /the service closed hostile peer x-planted \(ops-first, opened at \d+\) with fatal internal; expected fatal not-ready/,
+  ],
 };
 
 test('every checker has a planted violation here', () => {

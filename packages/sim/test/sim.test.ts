@@ -514,6 +514,20 @@ test('the checker catches a service that skips a revoked user’s cut', async ()
   );
 });
 
+// Hostile peers (hostile-peer.ts) connect in some seeds: ops before hello, or none at all.
+test('the checkers catch a session that goes on after ops before its hello (its hello then joins it, and its later ops reach the room)', async () => {
+  await expectCaught(() => {
+    const p = proto(Session);
+    const orig = p.cut as (this: unknown, reason: string, ...rest: unknown[]) => void;
+    p.cut = function (this: unknown, reason: string, ...rest: unknown[]) {
+      if (reason !== 'not-ready') orig.call(this, reason, ...rest);
+    };
+    return () => {
+      p.cut = orig;
+    };
+  }, ['SEC-MALFORMED', 'SEC-LIMITS']);
+});
+
 test('the checker catches a session that never arms its credential’s expiry', async () => {
   await expectCaught(
     () => {

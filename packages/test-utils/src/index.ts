@@ -107,6 +107,7 @@ export function watchRuns<M extends Machine<any, any>>(machine: M, onRun: (op: s
 }
 
 export { FakeClock } from './fake-clock.ts';
-export { faultProxy, type FaultProxy } from './fault-proxy.ts';
+export { Rng } from './rng.ts';
+export { faultProxy, type FaultProxy, type FaultProxyOptions } from './fault-proxy.ts';
 export { CHROMIUM_ARGS, findChromium } from './chromium.ts';
 export { countSubscriptions } from './subscriptions.ts';

@@ -74,3 +74,32 @@ test('cutSome closes the links chosen and leaves the others forwarding; cut clos
   await proxy.close();
   echo.close();
 });
+
+test('with rttMs (and jitter) each direction waits half the round trip, and chunks keep their order', async () => {
+  const echo = await echoServer();
+  const proxy = await faultProxy(echo.port, { rttMs: 60, jitterMs: 20, seed: 7 });
+  const s = await client(proxy.port);
+  const got: number[] = [];
+  const all = new Promise<void>((resolve) =>
+    s.on('data', (c: Buffer) => {
+      got.push(...c);
+      if (got.length >= 50) resolve();
+    }),
+  );
+  const t0 = performance.now();
+  // 50 writes of one byte each, some milliseconds apart: each is its own chunk, each with its own jitter.
+  for (let i = 0; i < 50; i++) {
+    s.write(Buffer.from([i]));
+    if (i % 10 === 9) await new Promise((r) => setTimeout(r, 3));
+  }
+  await all;
+  // Timers may fire up to a millisecond early (libuv keeps whole milliseconds): one per direction.
+  assert.ok(performance.now() - t0 >= 60 - 2, `the echo came back after ${performance.now() - t0} ms, under the 60 ms round trip`);
+  assert.deepEqual(
+    got,
+    Array.from({ length: 50 }, (_, i) => i),
+  );
+  s.destroy();
+  await proxy.close();
+  echo.close();
+});

@@ -5,6 +5,7 @@
  * command line. A flag wins over its variable. `--help` is written from the same table.
  */
 import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { HerculesError } from '@hercules/core';
 
 export interface OptionSpec {
   name: string;
@@ -50,12 +51,12 @@ export function parseOptions(
     parsed = parseArgs({ args: argv, allowPositionals: true, options }) as { values: Values; positionals: string[] };
   } catch (e) {
     const unknown = /^Unknown option '([^']+)'/.exec((e as Error).message);
-    throw new Error(unknown ? `unknown option ${unknown[1]}` : (e as Error).message);
+    throw new HerculesError('bad-argument', unknown ? `unknown option ${unknown[1]}` : (e as Error).message);
   }
   const specs = commandGroups(parsed.positionals[0]).flatMap((g) => g.options);
   const own = new Set(specs.map((s) => s.name));
   const stray = Object.keys(parsed.values).find((k) => !own.has(k));
-  if (stray !== undefined) throw new Error(`unknown option --${stray}${parsed.positionals[0] ? ` for ${parsed.positionals[0]}` : ''}`);
+  if (stray !== undefined) throw new HerculesError('bad-argument', `unknown option --${stray}${parsed.positionals[0] ? ` for ${parsed.positionals[0]}` : ''}`);
   const values: Values = { ...parsed.values };
   for (const s of specs) {
     if (s.noEnv || values[s.name] !== undefined) continue;
@@ -69,7 +70,7 @@ export function parseOptions(
 function booleanOf(name: string, v: string): boolean {
   if (v === '1' || v === 'true') return true;
   if (v === '0' || v === 'false') return false;
-  throw new Error(`${name} must be 1, true, 0 or false, got ${JSON.stringify(v)}`);
+  throw new HerculesError('bad-argument', `${name} must be 1, true, 0 or false, got ${JSON.stringify(v)}`);
 }
 
 /** The options part of --help: each flag, its description, and its environment variable. */
