@@ -23,6 +23,11 @@ export {
   checkRoomName,
   compareRoomNames,
   exportProblem,
+  DEFAULT_RETENTION,
+  checkRetention,
+  retentionFor,
+  retentionCut,
+  retentionStart,
 } from './store/room-store.ts';
 export type {
   RoomStore,
@@ -36,4 +41,9 @@ export type {
   StoredRoomInfo,
   RoomExport,
   RoomPeek,
+  HistoryRetention,
+  RetentionSetting,
+  HistoryEntry,
+  HistoryQuery,
+  RoomHistory,
 } from './store/room-store.ts';

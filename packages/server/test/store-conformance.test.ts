@@ -37,9 +37,10 @@ function breakNextSqliteAppend(db: Database.Database, room: string): void {
 }
 
 const sqlite =
-  (opts: { checkpointEvery?: number }): StoreFactory =>
-  () => {
+  (base: { checkpointEvery?: number }): StoreFactory =>
+  (setup) => {
     const { dir, cleanup } = tempDir('conformance');
+    const opts = { ...base, ...setup };
     return {
       store: new SqliteStore(dir, opts),
       reopen: () => new SqliteStore(dir, opts),
@@ -48,11 +49,11 @@ const sqlite =
     };
   };
 
-const memory: StoreFactory = () => {
+const memory: StoreFactory = (setup) => {
   const disk = new MemoryDisk();
   return {
-    store: new MemoryStore({ disk }),
-    reopen: () => new MemoryStore({ disk }),
+    store: new MemoryStore({ disk, ...setup }),
+    reopen: () => new MemoryStore({ disk, ...setup }),
     breakNextAppend: (store, room) => (store as MemoryStore).failAppend({ room, stage: 'during' }),
   };
 };
@@ -166,7 +167,7 @@ test('runRoomStoreTests registers one test per case with any (name, fn) runner, 
   // A store that does not persist and cannot fail part-way: the cases that need that are skipped.
   runRoomStoreTests(
     'bare',
-    () => ({ store: new MemoryStore() }),
+    (setup) => ({ store: new MemoryStore(setup) }),
     (name, fn) => registered.push([name, fn]),
   );
   assert.equal(registered.length, roomStoreCases(memory).length);
