@@ -26,6 +26,7 @@ export {
   DEFAULT_RETENTION,
   checkRetention,
   retentionFor,
+  retentionSetting,
   retentionCut,
   retentionStart,
 } from './store/room-store.ts';
@@ -42,6 +43,7 @@ export type {
   RoomExport,
   RoomPeek,
   HistoryRetention,
+  HistoryOption,
   RetentionSetting,
   HistoryEntry,
   HistoryQuery,

@@ -6,7 +6,7 @@
  */
 import { HerculesError } from '@hercules/core';
 import { SqliteStore } from './store/sqlite.ts';
-import { checkRetention, type HistoryRetention, type RetentionSetting, type RoomStore } from './store/room-store.ts';
+import { retentionSetting, type HistoryOption, type RetentionSetting, type RoomStore } from './store/room-store.ts';
 import { createServer as createFrontDoor, type Deployment, type FrontDoorOptions, type HerculesServer as FrontDoor } from './front-door.ts';
 import { sqliteCursors } from './webhook-cursors-sqlite.ts';
 import type { Limits } from './room-service.ts';
@@ -25,20 +25,7 @@ export interface ServerOptions<Store extends RoomStore = SqliteStore> extends Fr
    * room, and per machine (by name) in `machines`. Default the last 10,000 ops. A store given
    * (`store`) is configured where it is made (MemoryStoreOptions.retention).
    */
-  history?: HistoryRetention & { machines?: Record<string, HistoryRetention> };
-}
-
-/** The `history` option as a store's retention setting, checked now (throws `bad-argument`). */
-export function historyRetention(h: ServerOptions['history']): RetentionSetting {
-  if (h === undefined) return checkRetention('createServer: history', undefined);
-  if (h === null || typeof h !== 'object') throw new HerculesError('bad-argument', 'createServer: history must be { ops?, days?, machines? }');
-  const { machines, ...all } = h;
-  const base = checkRetention('createServer: history', all);
-  if (machines === undefined) return base;
-  if (machines === null || typeof machines !== 'object')
-    throw new HerculesError('bad-argument', 'createServer: history.machines must be an object of machine name to { ops?, days? }');
-  const per = new Map(Object.entries(machines).map(([m, r]) => [m, checkRetention(`createServer: history.machines.${m}`, r)]));
-  return (machine) => per.get(machine) ?? base;
+  history?: HistoryOption;
 }
 
 export type HerculesServer<Store extends RoomStore = SqliteStore> = FrontDoor<Store>;
@@ -64,7 +51,7 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
   }
   if (dataDir === undefined)
     throw new HerculesError('bad-argument', 'createServer: `dataDir` is required (a directory for the SQLite file), unless you give a `store`');
-  const retention = historyRetention(opts.history);
+  const retention = retentionSetting('createServer', opts.history);
   return createFrontDoor({ ...opts, deployment: sqliteDeployment(dataDir, (opts.webhooks?.length ?? 0) > 0, retention) as unknown as Deployment<Store> });
 }
 

@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, ROOMS_PAGE_MAX, type RoomFile, type RoomSummary, type ServerOptions } from '../src/index.ts';
 import { MAX_STATE_DEPTH } from '../src/room-file.ts';
 import { ADMIN_ROUTES } from '../src/admin-http.ts';
-import { historyRetention } from '../src/server.ts';
+import { retentionSetting } from '../src/store/room-store.ts';
 import { chat, spreadsheet } from '../../../apps/machines.ts';
 import { online, rawConnection, tempDir, until } from './helpers.ts';
 
@@ -511,7 +511,7 @@ test('history: server.room(name).stateAt and log, and the admin API over them (/
   const sheet = srv.room('sheet', 'spreadsheet');
   for (let i = 0; i < 12; i++) await sheet.submit('setCell', { row: 0, col: 0, text: `v${i}` }, { author: 'a' });
   await until(async () => (await sheet.log()).start >= 10, 10_000, 'the spreadsheet room keeps no history');
-  assert.throws(() => historyRetention({ ops: -1 }), isCode('bad-argument'));
-  assert.throws(() => historyRetention({ days: 0 }), isCode('bad-argument'));
-  assert.throws(() => historyRetention({ machines: { chat: { ops: 1.5 } } }), isCode('bad-argument'));
+  assert.throws(() => retentionSetting('createServer', { ops: -1 }), isCode('bad-argument'));
+  assert.throws(() => retentionSetting('createServer', { days: 0 }), isCode('bad-argument'));
+  assert.throws(() => retentionSetting('createServer', { machines: { chat: { ops: 1.5 } } }), isCode('bad-argument'));
 });

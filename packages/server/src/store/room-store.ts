@@ -130,6 +130,22 @@ export function checkRetention(where: string, r: HistoryRetention | undefined): 
   return { ...(r.ops !== undefined ? { ops: r.ops } : {}), ...(r.days !== undefined ? { days: r.days } : {}) };
 }
 
+/** The servers' `history` option: a retention for every room, and per machine (by name). */
+export type HistoryOption = HistoryRetention & { machines?: Record<string, HistoryRetention> };
+
+/** A `history` option as a store's retention setting, checked now (throws `bad-argument` naming `caller`). */
+export function retentionSetting(caller: string, h: HistoryOption | undefined): RetentionSetting {
+  if (h === undefined) return checkRetention(`${caller}: history`, undefined);
+  if (h === null || typeof h !== 'object') throw new HerculesError('bad-argument', `${caller}: history must be { ops?, days?, machines? }`);
+  const { machines, ...all } = h;
+  const base = checkRetention(`${caller}: history`, all);
+  if (machines === undefined) return base;
+  if (machines === null || typeof machines !== 'object')
+    throw new HerculesError('bad-argument', `${caller}: history.machines must be an object of machine name to { ops?, days? }`);
+  const per = new Map(Object.entries(machines).map(([m, r]) => [m, checkRetention(`${caller}: history.machines.${m}`, r)]));
+  return (machine) => per.get(machine) ?? base;
+}
+
 /** The retention of a room running `machine`: the setting's, checked. */
 export function retentionFor(setting: RetentionSetting | undefined, machine: string): HistoryRetention {
   return checkRetention(`retention of machine ${machine}`, typeof setting === 'function' ? setting(machine) : setting);
