@@ -179,3 +179,21 @@ test('runRoomStoreTests registers one test per case with any (name, fn) runner, 
     'bare: a failed append leaves nothing half-written: not its entries, records or checkpoint',
   ]);
 });
+
+test('the conformance suite fails a store that ignores the retention it is configured with, in the history cases and no other', async () => {
+  // Made with the default retention (the last 10,000 ops) whatever the case asks, and the real clock.
+  const failed = await failures(() => {
+    const disk = new MemoryDisk();
+    return { store: new MemoryStore({ disk }), reopen: () => new MemoryStore({ disk }) };
+  });
+  assert.deepEqual(
+    [...failed.keys()].sort(),
+    [
+      'history: checkpoints keep the last `ops` ops (and a state to rebuild them from), and prune what is older',
+      'history: checkpoints keep the ops of the last `days` days, with the time each was committed, and prune what is older',
+      'history: ops 0 keeps nothing behind the checkpoint',
+    ],
+    [...failed].map(([n, m]) => `${n}: ${m}`).join('\n'),
+  );
+  assert.match(failed.get('history: ops 0 keeps nothing behind the checkpoint')!, /history starts at the checkpoint/);
+});
