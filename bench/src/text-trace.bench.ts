@@ -12,7 +12,7 @@
  * ClientRoom's `room.text('doc')`, every patch an op applied to the Submitted view, no server;
  * also the ops alone through `applyOp`, without the room; Yjs: `Y.Text` insert/delete), check the
  * result is `endContent` exactly, and report the time, the heap it retains (after gc) and the
- * size of the final document encoded (Hercules: the state as msgpack, the form stored and sent;
+ * size of the final document encoded (Hercules: the state as msgpack, the form sent (the stores keep JSON);
  * Yjs: `Y.encodeStateAsUpdate`). Then the cost of one keystroke in a 100k-character document
  * (automerge-paper's end state, with all its runs and tombstones) against one in an empty one.
  */

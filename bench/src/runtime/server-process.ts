@@ -32,9 +32,10 @@ const opts = JSON.parse(process.argv[2] ?? '{}') as {
 const { createServer, MemoryStore } = await import('@hercules/server');
 const machines = await import('../../../apps/machines.ts');
 const { kvMap, kvKeyedMap } = await import('../peers/kv-machine.ts');
+const { textBench } = await import('../text/machine.ts');
 
 const common = {
-  machines: [machines.chat, machines.spreadsheet, machines.interiorDesign, machines.byteArray, kvMap, kvKeyedMap],
+  machines: [machines.chat, machines.spreadsheet, machines.interiorDesign, machines.byteArray, kvMap, kvKeyedMap, textBench],
   simulateRttMs: opts.simulateRttMs ?? 0,
   commitWindowMs: opts.commitWindowMs ?? 0,
   // The load generators send far more than one user would: lift the per-connection op rate

@@ -432,6 +432,15 @@ export interface components {
                 [key: string]: Record<string, never>;
             };
             stable: number;
+            /** @description The digest of the room's state at each checkpoint within the file's log, oldest first (at most 256): what hercules replay checks (docs/replay.md). Absent in exports from before they were recorded. */
+            digests?: components["schemas"]["StateDigest"][];
+            /** @description The digest of the state at the file's head, as the server held it when it exported a loaded room; absent otherwise. */
+            head?: components["schemas"]["StateDigest"];
+        };
+        /** @description The SHA-256 of the room's state at position pos, as JSON with every object's keys sorted, in lowercase hex (docs/replay.md). */
+        StateDigest: {
+            pos: number;
+            digest: string;
         };
         /** @description A log entry as the history reads it. */
         HistoryEntry: {

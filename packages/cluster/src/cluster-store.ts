@@ -60,6 +60,10 @@ import {
   checkRoomName,
   compareRoomNames,
   exportProblem,
+  type CheckpointDigest,
+  importedDigests,
+  keepDigests,
+  stateDigest,
 } from '@hercules/server/pipeline';
 import { LeaseConflictError, type LeaseTable, type LogMessage, type ShardLog, WrongLastSequenceError } from './shard-log.ts';
 
@@ -166,6 +170,8 @@ export interface LogBody {
   stable: number;
   /** When the writer made the append (its wall clock, ms since the epoch): its entries' commit time. Absent in records from before it was recorded. */
   time?: number;
+  /** The digest of the state of the append's checkpoint (RoomExport.digests); absent without one, and in records from before digests. */
+  digest?: CheckpointDigest;
 }
 
 /** The body of a checkpoint record. */
@@ -179,6 +185,8 @@ export interface CkptBody {
   meta: RoomMeta;
   /** When the room's last append with entries or client records was made (ms since the epoch, the writer's wall clock); absent in checkpoints from before it was recorded. */
   lastActivity?: number;
+  /** The checkpoint digests from `pos` on (RoomExport.digests), so that they outlive the log records purged before it; absent in checkpoints from before digests. */
+  digests?: CheckpointDigest[];
 }
 
 /** A record read back: its parts joined, counted by the replay rule. */
@@ -243,6 +251,8 @@ interface OpenRoom {
   confirmedCkpts?: { first: number; pos: number; lastActivity: number }[];
   /** When its last append with entries or client records was made (StoredRoomInfo.lastActivity). */
   lastActivity: number;
+  /** The digest of each checkpoint given, from its written checkpoint's on (state-digest.ts). */
+  digests: CheckpointDigest[];
 }
 
 /** A room as read apart from its writer: as a load would build it, its checkpoint's state, the bytes read. */
@@ -775,7 +785,8 @@ export class ClusterStore implements RoomStore {
       if (!loaded) {
         if (!init) return undefined;
         const meta: RoomMeta = { machine: init.machine, version: init.version, created: this.wallClock() };
-        const ck: CkptBody = { pos: 0, state: init.initial, suffix: [], clients: {}, stable: 0, meta, lastActivity: meta.created };
+        const digests = [{ pos: 0, digest: digestOf(room, 0, init.initial) }];
+        const ck: CkptBody = { pos: 0, state: init.initial, suffix: [], clients: {}, stable: 0, meta, lastActivity: meta.created, digests };
         const body = encode(ck, `room ${room}: its initial state`);
         await this.publish(s, this.record(s, this.subject(k, 'ckpt', room), 0, body));
         loaded = { r: this.fromCheckpoint(room, k, 0, ck, body.length), state: ck.state };
@@ -813,6 +824,7 @@ export class ClusterStore implements RoomStore {
       latest: undefined,
       inFlight: new Set(),
       lastActivity: ck.lastActivity ?? ck.meta.created ?? 0,
+      digests: ck.digests ?? [],
     };
   }
 
@@ -876,6 +888,7 @@ export class ClusterStore implements RoomStore {
         stable: write.checkpoint?.pos ?? 0,
         time: this.wallClock(),
       };
+      if (write.checkpoint) body.digest = { pos: write.checkpoint.pos, digest: digestOf(room, write.checkpoint.pos, write.checkpoint.state) };
       const bytes = encode(body, `room ${room}: an append`);
       msgs = this.record(s, this.subject(r.shard, 'log', room), r.rev + 1, bytes);
       // The room moves now (appends take effect in call order); a failure fails every later one too (the shard re-claims).
@@ -885,6 +898,7 @@ export class ClusterStore implements RoomStore {
       Object.assign(r.clients, body.clients);
       r.stable = Math.max(r.stable, body.stable);
       r.logBytesSince += bytes.length;
+      if (body.digest) r.digests = keepDigests(r.digests, body.digest, r.writtenPos);
       if (body.entries.length > 0 || Object.keys(body.clients).length > 0) r.lastActivity = this.wallClock();
       if (write.checkpoint) {
         const cp = write.checkpoint;
@@ -925,6 +939,7 @@ export class ClusterStore implements RoomStore {
       stable: r.stable,
       meta: r.meta,
       lastActivity: r.lastActivity,
+      digests: keepDigests(r.digests, undefined, cp.pos),
     };
   }
 
@@ -1286,6 +1301,7 @@ export class ClusterStore implements RoomStore {
         clients: { ...r.clients },
         stable: r.stable,
       },
+      digests: keepDigests(r.digests, undefined, r.writtenPos),
     };
   }
 
@@ -1323,6 +1339,7 @@ export class ClusterStore implements RoomStore {
       stable: d.stable,
       meta: { machine: data.meta.machine, version: data.meta.version, created: now },
       lastActivity: now,
+      digests: importedDigests(data),
     };
     const body = encode(ck, `import room ${room}`);
     await this.locked(room, async () => {
@@ -1583,7 +1600,17 @@ function follow(r: OpenRoom, recs: readonly Rec[]): void {
     for (const e of b.entries) r.tail.push(e);
     r.head += b.entries.length;
     r.rev++;
+    if (b.digest) r.digests = keepDigests(r.digests, b.digest, r.writtenPos);
     if ((b.entries.length > 0 || Object.keys(b.clients).length > 0) && rec.time !== undefined) r.lastActivity = Math.max(r.lastActivity, rec.time);
+  }
+}
+
+/** A checkpoint state's digest (state-digest.ts), or a StorageError of kind 'value' naming the room. */
+function digestOf(room: string, pos: number, state: unknown): string {
+  try {
+    return stateDigest(state);
+  } catch (e) {
+    throw new StorageError(`room ${room}: cannot digest its checkpoint at ${pos}: ${(e as Error).message}`, e, 'value');
   }
 }
 

@@ -8,8 +8,7 @@
  */
 import { Annotation, ChangeSet, type ChangeSpec, type Extension, StateEffect, Transaction } from '@codemirror/state';
 import { type DecorationSet, type EditorView, type PluginValue, ViewPlugin, type ViewUpdate } from '@codemirror/view';
-import { textAt, textToString, type Text, type TextHandle, type TextPath, type TextView } from '@hercules/core';
-import { placeAt } from './anchor.ts';
+import { textAt, textPlaceAt, textToString, type Text, type TextHandle, type TextPath, type TextView } from '@hercules/core';
 import { buildDecorations, cursorTheme, type PeerLike } from './decorations.ts';
 import { changesBetween, stringDiff, type TextChange } from './diff.ts';
 import { viewMarks, viewMarksFacet, type ViewMarks } from './marks.ts';
@@ -167,7 +166,7 @@ class Binding implements PluginValue {
     const { anchor, head } = u.state.selection.main;
     const mine = this.opts.cursors || {};
     const key = this.opts.presenceKey ?? 'cursor';
-    const cursor = { path: pathKey(this.opts.path), anchor: placeAt(t, anchor), head: placeAt(t, head), name: mine.name, color: mine.color };
+    const cursor = { path: pathKey(this.opts.path), anchor: textPlaceAt(t, anchor), head: textPlaceAt(t, head), name: mine.name, color: mine.color };
     // A remote edit maps our selection but leaves it on the same characters: nothing to resend
     // (else every keystroke in the room would make every other member send its presence).
     const json = JSON.stringify(cursor);

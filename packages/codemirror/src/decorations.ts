@@ -5,8 +5,7 @@
  */
 import type { Range } from '@codemirror/state';
 import { Decoration, type DecorationSet, EditorView, WidgetType } from '@codemirror/view';
-import type { Text } from '@hercules/core';
-import { indexOf, isPlace } from './anchor.ts';
+import { isTextPlace, textPlaceIndex, type Text } from '@hercules/core';
 import { newRanges } from './diff.ts';
 
 /** One other connection's presence (room.presence.others()). */
@@ -72,9 +71,9 @@ interface CursorValue {
 function peerDecorations(doc: Text, input: DecorationInput, out: Range<Decoration>[]): void {
   for (const peer of input.peers) {
     const v = (peer.value as Record<string, unknown> | null)?.[input.presenceKey] as CursorValue | undefined;
-    if (v === null || typeof v !== 'object' || v.path !== input.path || !isPlace(v.anchor) || !isPlace(v.head)) continue;
-    const anchor = indexOf(doc, v.anchor);
-    const head = indexOf(doc, v.head);
+    if (v === null || typeof v !== 'object' || v.path !== input.path || !isTextPlace(v.anchor) || !isTextPlace(v.head)) continue;
+    const anchor = textPlaceIndex(doc, v.anchor);
+    const head = textPlaceIndex(doc, v.head);
     // Their characters have not reached us yet: drawn once they have.
     if (anchor < 0 || head < 0) continue;
     const name = typeof v.name === 'string' ? v.name : (peer.user ?? peer.client.slice(0, 8));

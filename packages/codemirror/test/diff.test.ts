@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { applyOp, createText, defineMachine, deleteArgs, insertArgs, textOps, textToString, TEXT_DELETE, TEXT_INSERT, type Text } from '@hercules/core';
-import { indexOf, placeAt } from '../src/anchor.ts';
+import { indexOf, placeAt } from '../src/index.ts';
 import { applyChanges, changesBetween, newRanges, stringDiff, textDiff } from '../src/diff.ts';
 
 const machine = defineMachine({ name: 'cm-diff', version: 1, initial: { doc: createText('aaa') }, ops: { ...textOps() } });

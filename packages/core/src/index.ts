@@ -27,6 +27,9 @@ export {
   textHandle,
   isText,
   textIndexOf,
+  textPlaceAt,
+  textPlaceIndex,
+  isTextPlace,
   insertArgs,
   deleteArgs,
   textClockEnd,
@@ -36,7 +39,20 @@ export {
   TEXT_INSERT,
   TEXT_DELETE,
 } from './text.ts';
-export type { Text, TextRun, TextChunk, TextId, TextAnchor, TextPath, TextHandle, TextRoom, TextView, TextInsertArgs, TextDeleteArgs } from './text.ts';
+export type {
+  Text,
+  TextRun,
+  TextChunk,
+  TextId,
+  TextAnchor,
+  TextPath,
+  TextHandle,
+  TextRoom,
+  TextView,
+  TextInsertArgs,
+  TextDeleteArgs,
+  TextPlace,
+} from './text.ts';
 export { prepareRestore, storedRoomVersion, cannotRun } from './room-migration.ts';
 export type { PreparedRestore } from './room-migration.ts';
 export { findNonJson, domainCopy, domainBytes, scanOp, sameArgs, GENESIS_DIGEST, MAX_ARG_DEPTH } from './args.ts';

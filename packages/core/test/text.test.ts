@@ -9,9 +9,12 @@ import {
   findNonJson,
   HerculesError,
   insertArgs,
+  isTextPlace,
   keyedMap,
   textAt,
   textOps,
+  textPlaceAt,
+  textPlaceIndex,
   textToString,
   type OpInvocation,
   type Text,
@@ -321,4 +324,29 @@ test('room.text: two clients type at one place while apart; both end with the sa
   await net.settle();
   assert.equal(ta.toString('visible'), tb.toString('visible'));
   assert.equal(ta.toString('visible').length, 7);
+});
+
+test('a place from an index and back gives the index, at every index of a text edited by two clients; isTextPlace checks the form', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.record({ who: fc.constantFrom('a', 'b'), at: fc.nat(), del: fc.nat(3), s: fc.string({ maxLength: 4 }) }), { maxLength: 30 }),
+      (edits) => {
+        let s = machine.initial;
+        let pos = 0;
+        for (const e of edits) {
+          const at = e.at % (s.doc.len + 1);
+          const n = Math.min(e.del, s.doc.len - at);
+          if (n > 0) s = run(s, e.who, 'textDelete', deleteArgs(s.doc, 'doc', at, n), ++pos);
+          if (e.s.length > 0) s = run(s, e.who, 'textInsert', insertArgs(s.doc, 'doc', e.who, at, e.s), ++pos);
+        }
+        for (let i = 0; i <= s.doc.len; i++) {
+          const place = textPlaceAt(s.doc, i);
+          assert.ok(isTextPlace(place));
+          assert.equal(textPlaceIndex(s.doc, place), i);
+        }
+      },
+    ),
+    { numRuns: 200 },
+  );
+  for (const bad of [undefined, 'a', ['a'], ['a', 1.5], [1, 2], ['a', 1, 2]]) assert.equal(isTextPlace(bad), false, JSON.stringify(bad));
 });

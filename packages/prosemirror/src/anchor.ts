@@ -1,41 +1,9 @@
 /**
- * A place in the rich text that stays on its character: the id of the character before it, or
- * null for the start (the same form as @hercules/codemirror's, so a cursor in presence reads the
- * same for both bindings). Text typed before it moves it along; text typed right at it goes after
- * it; a deleted character leaves it where its tombstone lies. Also: the ranges of a text one view
- * has and another lacks, found by ids (the view marks).
+ * The ranges of a text one view has and another lacks, found by ids (the view marks). A place
+ * from an index and an index from a place (cursors and selections) are core's: `textPlaceAt`,
+ * `textPlaceIndex` in @hercules/core, shared with @hercules/codemirror.
  */
 import type { Text } from '@hercules/core';
-import { idAt } from './flat.ts';
-
-export type TextPlace = readonly [client: string, clock: number] | null;
-
-/** The place at visible index `index` of `t` (clamped to 0..len). */
-export function placeAt(t: Text, index: number): TextPlace {
-  const i = Math.min(Math.max(0, index), t.len);
-  return i === 0 ? null : idAt(t, i - 1);
-}
-
-/** The visible index of `place` in `t`, or -1 when `t` does not hold its character (not arrived yet). */
-export function indexOf(t: Text, place: TextPlace): number {
-  if (place === null) return 0;
-  const c = t.clients.indexOf(place[0]);
-  if (c < 0) return -1;
-  const k = place[1];
-  let i = 0;
-  for (const ch of t.chunks)
-    for (const r of ch.runs) {
-      const n = r.t !== undefined ? r.t.length : r.d!;
-      if (r.c === c && k >= r.k && k < r.k + n) return r.t !== undefined ? i + k - r.k + 1 : i;
-      if (r.t !== undefined) i += n;
-    }
-  return -1;
-}
-
-/** A place as presence carries it: checked, since a peer's presence is its own to shape. */
-export function isPlace(v: unknown): v is TextPlace {
-  return v === null || (Array.isArray(v) && v.length === 2 && typeof v[0] === 'string' && Number.isSafeInteger(v[1]));
-}
 
 /** Each client's visible clocks in `t` (by its index in `t.clients`), as sorted [from, to) intervals. */
 function visibleIds(t: Text): Map<number, [number, number][]> {

@@ -11,8 +11,7 @@
 import type { Node, Schema } from 'prosemirror-model';
 import { Plugin, PluginKey, TextSelection, type EditorState, type Transaction } from 'prosemirror-state';
 import { DecorationSet, type EditorView } from 'prosemirror-view';
-import type { TextPath, TextView } from '@hercules/core';
-import { indexOf, placeAt } from './anchor.ts';
+import { textPlaceAt, textPlaceIndex, type TextPath, type TextView } from '@hercules/core';
 import { docToFlat, flatToDoc, Positions, sameFlat } from './convert.ts';
 import { buildDecorations, type PeerLike } from './decorations.ts';
 import { flatOf } from './flat.ts';
@@ -154,7 +153,7 @@ class Binding {
     const was = new Positions(state.doc);
     const is = new Positions(tr.doc);
     const move = (pos: number) => {
-      const i = indexOf(now.text, placeAt(before.text, was.toFlat(pos)));
+      const i = textPlaceIndex(now.text, textPlaceAt(before.text, was.toFlat(pos)));
       return i < 0 ? null : is.toPos(i);
     };
     const anchor = move(sel.anchor);
@@ -210,8 +209,8 @@ class Binding {
     const key = this.opts.presenceKey ?? 'cursor';
     const cursor = {
       path: pathKey(this.opts.path),
-      anchor: placeAt(mirror.text, pos.toFlat(anchor)),
-      head: placeAt(mirror.text, pos.toFlat(head)),
+      anchor: textPlaceAt(mirror.text, pos.toFlat(anchor)),
+      head: textPlaceAt(mirror.text, pos.toFlat(head)),
       name: mine.name,
       color: mine.color,
     };

@@ -5,8 +5,8 @@
  */
 import type { Node } from 'prosemirror-model';
 import { Decoration, DecorationSet } from 'prosemirror-view';
-import type { Text } from '@hercules/core';
-import { indexOf, isPlace, newRanges } from './anchor.ts';
+import { isTextPlace, textPlaceIndex, type Text } from '@hercules/core';
+import { newRanges } from './anchor.ts';
 import { Positions } from './convert.ts';
 
 /** One other connection's presence (room.presence.others()). */
@@ -59,9 +59,9 @@ interface CursorValue {
 function peerDecorations(input: DecorationInput, pos: Positions, out: Decoration[]): void {
   for (const peer of input.peers) {
     const v = (peer.value as Record<string, unknown> | null)?.[input.presenceKey] as CursorValue | undefined;
-    if (v === null || typeof v !== 'object' || v.path !== input.path || !isPlace(v.anchor) || !isPlace(v.head)) continue;
-    const anchor = indexOf(input.text, v.anchor);
-    const head = indexOf(input.text, v.head);
+    if (v === null || typeof v !== 'object' || v.path !== input.path || !isTextPlace(v.anchor) || !isTextPlace(v.head)) continue;
+    const anchor = textPlaceIndex(input.text, v.anchor);
+    const head = textPlaceIndex(input.text, v.head);
     // Their characters have not reached us yet: drawn once they have.
     if (anchor < 0 || head < 0) continue;
     // A cursor that names no one takes the name and colour its presence shows (`{ name, color }`).

@@ -2,7 +2,7 @@ export { hercules, docOf, setViewMarks, isFromRoom, herculesKey, type BindableRo
 export { schema } from './schema.ts';
 export { docToFlat, flatToDoc } from './convert.ts';
 export { flatOf, type Flat, type MarkValue } from './flat.ts';
-export { placeAt, indexOf, type TextPlace } from './anchor.ts';
+export { textPlaceAt as placeAt, textPlaceIndex as indexOf, type TextPlace } from '@hercules/core';
 export type { PeerLike } from './decorations.ts';
 export {
   createRichText,

@@ -11,7 +11,8 @@ import { roomFileProblem } from './room-file.ts';
 import type { RoomHost } from './room-host.ts';
 import { logPage, stateAt, type LogPage } from './history.ts';
 import type { RoomRegistry } from './room-registry.ts';
-import { compareRoomNames, type RoomStore, type StoredRoomInfo } from './store/room-store.ts';
+import { compareRoomNames, type RoomExport, type RoomStore, type StoredRoomInfo } from './store/room-store.ts';
+import { stateDigest, type CheckpointDigest } from './store/state-digest.ts';
 
 /** See RoomService.room. */
 export interface ServerRoom {
@@ -65,6 +66,17 @@ export interface RoomFile {
   entries: LogEntry[];
   clients: Record<string, ClientRecord>;
   stable: number;
+  /**
+   * The digest of the room's state at each checkpoint within this file's log (from
+   * `checkpoint.pos` to its head), oldest first (state-digest.ts): what `hercules replay` checks a
+   * replay against. Absent in exports from before digests were recorded (they import alike).
+   */
+  digests?: CheckpointDigest[];
+  /**
+   * The digest of the state at the file's head, as the server held it when it exported the room
+   * (a loaded room whose log in the store reached its head); absent otherwise.
+   */
+  head?: CheckpointDigest;
 }
 
 /** What `rooms()` takes: the page after `after` (a room name: the previous page's `next`), of at most `limit` rooms. */
@@ -222,6 +234,7 @@ export class BackendApi {
     await store.importRoom(name, {
       meta: { machine: file.machine.name, version: file.machine.version },
       durable: { checkpoint: file.checkpoint, suffix: file.entries, clients: file.clients, stable: file.stable },
+      ...(file.digests ? { digests: file.digests } : {}),
     });
   }
 
@@ -288,16 +301,7 @@ export class BackendApi {
         if (!store.exportRoom) throw new HerculesError('bad-argument', 'this room store cannot export rooms (no exportRoom)');
         const ex = await store.exportRoom(name);
         if (!ex) throw new HerculesError('bad-room', `room ${name} does not exist`);
-        const d = ex.durable;
-        return {
-          format: 'hercules-room',
-          formatVersion: 1,
-          machine: { name: ex.meta.machine, version: ex.meta.version },
-          checkpoint: d.checkpoint,
-          entries: d.suffix,
-          clients: d.clients,
-          stable: d.stable,
-        };
+        return roomFileOf(ex, registry.get(name)?.engine);
       },
       stateAt: (position) => stateAt(store, machines, name, position),
       log: (range) => logPage(store, name, range),
@@ -318,4 +322,25 @@ export class BackendApi {
       },
     };
   }
+}
+
+/**
+ * A store's export as a room file: its checkpoint digests within the file's log, and the digest
+ * of the state at its head when `engine` (the room loaded here) is at that head.
+ */
+function roomFileOf(ex: RoomExport, engine: { head(): number; headSnapshot(): unknown } | undefined): RoomFile {
+  const d = ex.durable;
+  const head = d.checkpoint.pos + d.suffix.length;
+  const digests = (ex.digests ?? []).filter((x) => x.pos >= d.checkpoint.pos && x.pos <= head);
+  return {
+    format: 'hercules-room',
+    formatVersion: 1,
+    machine: { name: ex.meta.machine, version: ex.meta.version },
+    checkpoint: d.checkpoint,
+    entries: d.suffix,
+    clients: d.clients,
+    stable: d.stable,
+    ...(ex.digests ? { digests } : {}),
+    ...(engine && engine.head() === head ? { head: { pos: head, digest: stateDigest(engine.headSnapshot()) } } : {}),
+  };
 }

@@ -5,12 +5,14 @@
  *   hercules revoke    close a user's connections on a running server (admin API)
  *   hercules nats-dev  run a local NATS cluster for trying cluster mode
  *   hercules audit     check a room's history in a cluster's NATS streams
+ *   hercules replay    run a room export's log again and check it reproduces the recorded states
  * Every option has an environment variable (options.ts); `hercules --help` lists both.
  */
 import { readFileSync } from 'node:fs';
 import { audit, natsDev } from './cli/cluster-commands.ts';
 import { fail } from './cli/common.ts';
 import { type OptionGroup, parseOptions, renderOptions } from './cli/options.ts';
+import { REPLAY_OPTIONS, replay } from './cli/replay.ts';
 import { ADMIN_OPTIONS, revoke, rooms } from './cli/rooms.ts';
 import { serve } from './cli/serve.ts';
 import { SERVE_OPTIONS } from './cli/serve-options.ts';
@@ -48,6 +50,7 @@ const COMMANDS: Record<
   revoke: { groups: ADMIN_OPTIONS, run: revoke },
   'nats-dev': { groups: CLUSTER_TOOLS, run: (v) => natsDev(v) },
   audit: { groups: CLUSTER_TOOLS, run: (v) => audit(v) },
+  replay: { groups: REPLAY_OPTIONS, run: replay },
 };
 
 function help(): string {
@@ -56,6 +59,7 @@ function help(): string {
        hercules revoke --user <id> [--room name] [--reason text] [--url url]
        hercules nats-dev [--nodes 3] [--dir <dir>]
        hercules audit --nats <urls> --room <name> [--shards 64] [--nats-prefix hc]
+       hercules replay <file> --machines <module> [--json]
        hercules --version
 
 serve runs a Hercules sync server: WebSocket on /?room=NAME, /healthz, /metrics, and with
@@ -65,12 +69,19 @@ hercules audit reads a room's claims, checkpoints and log records from the clust
 (read-only), applies the replay rule and walks the chain; prints a JSON report and exits 1 if it
 finds a problem (a log without a checkpoint, a broken chain, an op in the room twice).
 
+hercules replay runs a room export's log (hercules rooms export) again through the machines
+module's machine and compares the state's digest at every checkpoint the export recorded and at
+its head, and each op's outcome (applied or threw). Exit 0: all match; 1: they differ (it prints
+the first position where, the op there and its author); 2: the file or module cannot be replayed.
+To attach a room to a bug report: hercules rooms export <room> --out room.json, then whoever
+reproduces it runs hercules replay room.json --machines <module> (docs/replay.md).
+
 hercules nats-dev starts <nodes> nats-server processes (the machine's binary) on free ports with
 their data in <dir> (default: a temp directory) and prints the --nats value; Ctrl-C stops them.
 
 Every option can be set in its environment variable instead (twelve-factor; a flag wins over
 its variable), listed under each option as env NAME.
-${renderOptions([...SERVE_OPTIONS, ...ADMIN_OPTIONS.map((g) => ({ ...g, options: g.options.filter((o) => o.name !== 'admin-token-file') })), ...CLUSTER_TOOLS.map((g) => ({ ...g, options: g.options.filter((o) => o.name !== 'nats' && o.name !== 'nats-prefix') })), ...GENERAL])}
+${renderOptions([...SERVE_OPTIONS, ...ADMIN_OPTIONS.map((g) => ({ ...g, options: g.options.filter((o) => o.name !== 'admin-token-file') })), ...CLUSTER_TOOLS.map((g) => ({ ...g, options: g.options.filter((o) => o.name !== 'nats' && o.name !== 'nats-prefix') })), ...REPLAY_OPTIONS.map((g) => ({ ...g, options: g.options.filter((o) => o.name !== 'machines') })), ...GENERAL])}
 `;
 }
 

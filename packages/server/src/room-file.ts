@@ -19,6 +19,8 @@
  */
 import { findNonJson, MAX_OP_NAME, MAX_SERVER_KEYS, RECENT_DIGESTS, scanOp, type ClientRecord, type LogEntry } from '@hercules/core';
 import type { RoomFile } from './room-service.ts';
+import { digestsProblem } from './store/room-store.ts';
+import { DIGEST_PATTERN } from './store/state-digest.ts';
 
 /**
  * Largest room file an import takes, as JSON: the body limit of `PUT /admin/rooms/:room`, and
@@ -186,6 +188,21 @@ function checkRoom(file: RoomFile): void {
     if (rec && e.seq > rec.highWater) fail(`entries[${i}].seq`, `at most the highWater of client ${show(e.client)} (${rec.highWater})`, e.seq);
   }
   int('stable', file.stable, 0, head);
+  checkDigests(file, base, head);
+}
+
+/** The checkpoint digests (positions from the checkpoint to the head, increasing) and the head's digest, if the file has them. */
+function checkDigests(file: RoomFile, base: number, head: number): void {
+  const problem = digestsProblem(file.digests, head);
+  if (problem) throw new Problem(problem);
+  const first = file.digests?.[0];
+  if (first && first.pos < base) fail('digests[0].pos', `a position within the log (${base}..${head})`, first.pos);
+  const h: unknown = file.head;
+  if (h === undefined) return;
+  if (!isPlain(h)) fail('head', 'an object { pos, digest }', h);
+  onlyFields('head', h, new Set(['pos', 'digest']));
+  int('head.pos', h.pos, head, head);
+  if (typeof h.digest !== 'string' || !DIGEST_PATTERN.test(h.digest)) fail('head.digest', '64 lowercase hex digits (a SHA-256)', h.digest);
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   type Appended,
   type LoadedRoom,
   type RoomAppend,
+  type RoomExport,
   type RoomInit,
   type RoomStore,
 } from '../src/index.ts';
@@ -160,6 +161,44 @@ test('the conformance suite fails a store whose failed writes are half-written',
   assert.match(failed.get('a failed append leaves nothing half-written: not its entries, records or checkpoint')!, /nothing of the broken append is visible/);
   assert.ok(failed.has('a failed append of one room does not fail the appends of other rooms made in the same turn'));
   assert.equal(failed.size, 2, [...failed.keys()].join('\n'));
+});
+
+const DIGEST_CASE =
+  'checkpoint digests (with exportRoom): each checkpoint given has the digest of its state recorded, within the log kept and bounded; a restart and an import keep them';
+
+/** Exports and imports, but records no checkpoint digests (as a store written before them). */
+class NoDigests extends Delegating {
+  async exportRoom(room: string): Promise<RoomExport | undefined> {
+    const ex = await this.inner.exportRoom(room);
+    if (ex) delete ex.digests;
+    return ex;
+  }
+  importRoom(room: string, data: RoomExport) {
+    return this.inner.importRoom(room, data);
+  }
+}
+
+/** Records each checkpoint's digest at the position before it: the digest of another state. */
+class MisplacedDigests extends NoDigests {
+  override async exportRoom(room: string): Promise<RoomExport | undefined> {
+    const ex = await this.inner.exportRoom(room);
+    if (ex?.digests) ex.digests = ex.digests.map((d) => ({ pos: Math.max(0, d.pos - 1), digest: d.digest }));
+    return ex;
+  }
+}
+
+test('the conformance suite fails a store that records no checkpoint digests, or records them at the wrong position, in the digest case and no other', async () => {
+  for (const [Store, why] of [
+    [NoDigests, /the export must carry the checkpoint digests/],
+    [MisplacedDigests, /has its digest recorded|is of the state at/],
+  ] as const) {
+    const failed = await failures(() => {
+      const d = new MemoryDisk();
+      return { store: new Store(d), reopen: () => new Store(d) };
+    });
+    assert.deepEqual([...failed.keys()], [DIGEST_CASE], Store.name);
+    assert.match(failed.get(DIGEST_CASE)!, why, Store.name);
+  }
 });
 
 test('runRoomStoreTests registers one test per case with any (name, fn) runner, and reports skips', async () => {

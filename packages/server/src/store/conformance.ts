@@ -16,6 +16,7 @@
 import assert from 'node:assert/strict';
 import type { ClientRecord, LogEntry } from '@hercules/core';
 import { compareRoomNames, type HistoryRetention, type LoadedRoom, type RoomAppend, type RoomInit, type RoomStore } from './room-store.ts';
+import { MAX_CHECKPOINT_DIGESTS, stateDigest } from './state-digest.ts';
 
 export interface StoreUnderTest {
   /** The store to test, over empty storage of its own. */
@@ -642,6 +643,61 @@ def('peek (optional) reads the meta and the log after a position, and leaves the
   );
   assertRoomHolds(await load(store, 'r'), entries(1, 6), 'after the peeks');
 });
+
+def(
+  'checkpoint digests (with exportRoom): each checkpoint given has the digest of its state recorded, within the log kept and bounded; a restart and an import keep them',
+  async ({ store, restart }) => {
+    if (!store.exportRoom || !store.importRoom) return { skipped: 'this store has no export or import (optional)' };
+    await store.open('r', INIT);
+    await store.append('r', { after: 0, entries: entries(1, 3), checkpoint: { pos: 2, state: stateAt(2) } });
+    await store.append('r', { after: 1, entries: entries(4, 5), checkpoint: { pos: 4, state: stateAt(4) } });
+    const digestsOf = async (s: RoomStore, room: string) => {
+      const ex = await s.exportRoom!(room);
+      assert.ok(ex?.digests, `room ${room}: the export must carry the checkpoint digests`);
+      return { ex, digests: ex.digests };
+    };
+    const { ex, digests } = await digestsOf(store, 'r');
+    const positions = digests.map((d) => d.pos);
+    assert.ok(positions.includes(4), `the newest checkpoint given (4) has its digest recorded, got positions ${positions.join(', ')}`);
+    assert.ok(
+      positions.includes(ex.durable.checkpoint.pos),
+      `the exported checkpoint (${ex.durable.checkpoint.pos}) has its digest, got ${positions.join(', ')}`,
+    );
+    for (const [i, d] of digests.entries()) {
+      assert.equal(d.digest, stateDigest(d.pos === 0 ? INIT.initial : stateAt(d.pos)), `the digest at ${d.pos} is of the state at ${d.pos}`);
+      assert.ok(d.pos <= 5 && (i === 0 || d.pos > digests[i - 1].pos), `positions increase, within the log: ${positions.join(', ')}`);
+    }
+    // Bounded: MAX_CHECKPOINT_DIGESTS + 20 checkpoints more (one append each, in flight together).
+    const more = MAX_CHECKPOINT_DIGESTS + 20;
+    await Promise.all(
+      settle(
+        Array.from({ length: more }, (_, i) => store.append('r', { after: 2 + i, entries: [entry(6 + i)], checkpoint: { pos: 6 + i, state: stateAt(6 + i) } })),
+      ),
+    );
+    const head = 5 + more;
+    let after = (await digestsOf(store, 'r')).digests;
+    assert.ok(after.length <= MAX_CHECKPOINT_DIGESTS, `at most ${MAX_CHECKPOINT_DIGESTS} digests kept, got ${after.length}`);
+    assert.deepEqual(after[after.length - 1], { pos: head, digest: stateDigest(stateAt(head)) }, 'the newest is kept');
+    let current = store;
+    if (restart) {
+      // Closing may write the newest checkpoint and drop the log (and digests) before it.
+      current = await restart();
+      const reopened = await digestsOf(current, 'r');
+      const cp = reopened.ex.durable.checkpoint.pos;
+      assert.deepEqual(
+        reopened.digests,
+        after.filter((d) => d.pos >= cp),
+        'a restart keeps those within the log',
+      );
+      after = reopened.digests;
+    }
+    const full = await current.exportRoom!('r');
+    assert.ok(full);
+    await current.importRoom!('copy', full);
+    const kept = after.filter((d) => d.pos >= full.durable.checkpoint.pos);
+    assert.deepEqual((await digestsOf(current, 'copy')).digests, kept, 'an import keeps those within its log');
+  },
+);
 
 def(
   'exportRoom, importRoom and deleteRoom (optional): a room exported and imported under another name loads the same; delete removes it',

@@ -41,6 +41,7 @@ import {
   retentionFor,
   retentionStart,
 } from './room-store.ts';
+import { importedDigests, keepDigests, stateDigest, type CheckpointDigest } from './state-digest.ts';
 
 interface MemoryRoom {
   meta: RoomMeta;
@@ -55,6 +56,8 @@ interface MemoryRoom {
   bases: { pos: number; json: string }[];
   past: { json: string; time: number }[];
   clients: Map<string, string>;
+  /** The digest of each checkpoint given, within the log kept (state-digest.ts). */
+  digests: CheckpointDigest[];
   /** When its last append with entries or client records landed (its creation or import, before any). */
   lastActivity: number;
 }
@@ -128,6 +131,7 @@ export class MemoryStore implements RoomStore {
         clients,
         stable: r.stable,
       },
+      digests: r.digests.map((d) => ({ ...d })),
     };
   }
 
@@ -148,6 +152,7 @@ export class MemoryStore implements RoomStore {
       bases: [],
       past: [],
       clients: new Map(Object.entries(d.clients).map(([c, rec]) => [c, toJson(room, rec, `client record ${c}`)])),
+      digests: importedDigests(data),
       lastActivity: this.now(),
     });
   }
@@ -188,6 +193,7 @@ export class MemoryStore implements RoomStore {
         bases: [],
         past: [],
         clients: new Map(),
+        digests: [{ pos: 0, digest: digestOf(room, init.initial) }],
         lastActivity: now,
       };
       this.disk.rooms.set(room, r);
@@ -231,6 +237,7 @@ export class MemoryStore implements RoomStore {
     const clients = Object.entries(w.clients ?? {}).map(([c, rec]) => [c, toJson(room, rec, `the record of client ${c}`)] as const);
     const cp =
       w.checkpoint && w.checkpoint.pos > r.checkpoint.pos ? { pos: w.checkpoint.pos, json: toJson(room, w.checkpoint.state, 'its checkpoint') } : undefined;
+    const digest = cp && { pos: cp.pos, digest: digestOf(room, w.checkpoint!.state) };
     if (fault === 'during') throw injected(room, fault);
     const now = this.now();
     for (const e of entries) {
@@ -238,7 +245,10 @@ export class MemoryStore implements RoomStore {
       r.times.push(now);
     }
     for (const [c, json] of clients) r.clients.set(c, json);
-    if (cp) this.advance(r, cp, now);
+    if (cp) {
+      this.advance(r, cp, now);
+      r.digests = keepDigests(r.digests, digest, cp.pos);
+    }
     if (w.checkpoint) r.stable = Math.max(r.stable, w.checkpoint.pos);
     r.rev++;
     if (entries.length > 0 || clients.length > 0) r.lastActivity = now;
@@ -362,6 +372,14 @@ function toJson(room: string, v: unknown, what: string): string {
     return json;
   } catch (e) {
     throw new StorageError(`room ${room}: cannot store ${what}: ${(e as Error).message}; nothing of this write was stored`, e, 'value');
+  }
+}
+
+function digestOf(room: string, state: unknown): string {
+  try {
+    return stateDigest(state);
+  } catch (e) {
+    throw new StorageError(`room ${room}: cannot digest its checkpoint: ${(e as Error).message}; nothing of this write was stored`, e, 'value');
   }
 }
 

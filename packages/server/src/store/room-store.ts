@@ -39,6 +39,7 @@
  * stays what makes two writers unable to both succeed.
  */
 import { HerculesError, type ClientRecord, type LogEntry, type RoomDurableState } from '@hercules/core';
+import { DIGEST_PATTERN, MAX_CHECKPOINT_DIGESTS, type CheckpointDigest } from './state-digest.ts';
 
 /** What a room is, set when it is created. */
 export interface RoomMeta {
@@ -77,6 +78,14 @@ export interface LoadedRoom {
 export interface RoomExport {
   meta: Pick<RoomMeta, 'machine' | 'version'>;
   durable: RoomDurableState;
+  /**
+   * The digest of the state at each checkpoint the store was given (an append's `checkpoint`,
+   * the initial state, an import's), by position, oldest first: those whose position is still
+   * within the log it keeps, at most MAX_CHECKPOINT_DIGESTS (state-digest.ts). What `hercules
+   * replay` checks a replay against. Absent from a store that records none; an import stores
+   * those given.
+   */
+  digests?: CheckpointDigest[];
 }
 
 /** Why an export cannot be imported, or undefined: consecutive positions after the checkpoint, a stable position within the log. */
@@ -93,6 +102,22 @@ export function exportProblem(data: RoomExport): string | undefined {
   if (!d.clients || typeof d.clients !== 'object' || Array.isArray(d.clients)) return 'durable.clients must be an object of client records';
   const head = d.checkpoint.pos + d.suffix.length;
   if (!Number.isSafeInteger(d.stable) || d.stable < 0 || d.stable > head) return `durable.stable must be a position within the log (0..${head})`;
+  return digestsProblem(data.digests, head);
+}
+
+/** Why a list of checkpoint digests is not one (positions increasing, each at most `head`, digests as stateDigest writes them), or undefined. */
+export function digestsProblem(list: unknown, head: number, path = 'digests'): string | undefined {
+  if (list === undefined) return undefined;
+  if (!Array.isArray(list) || list.length > MAX_CHECKPOINT_DIGESTS) return `${path} must be a list of at most ${MAX_CHECKPOINT_DIGESTS} { pos, digest }`;
+  let last = -1;
+  for (let i = 0; i < list.length; i++) {
+    const x = list[i] as CheckpointDigest;
+    if (!x || typeof x !== 'object' || Object.keys(x).some((k) => k !== 'pos' && k !== 'digest')) return `${path}[${i}] must be { pos, digest }`;
+    if (!Number.isSafeInteger(x.pos) || x.pos <= last || x.pos > head)
+      return `${path}[${i}].pos must be a position after ${last} and at most the head, ${head}, got ${String(x.pos)}`;
+    if (typeof x.digest !== 'string' || !DIGEST_PATTERN.test(x.digest)) return `${path}[${i}].digest must be 64 lowercase hex digits (a SHA-256)`;
+    last = x.pos;
+  }
   return undefined;
 }
 

@@ -61,6 +61,7 @@ import {
   retentionFor,
   retentionStart,
 } from './room-store.ts';
+import { importedDigests, keepDigests, stateDigest, type CheckpointDigest } from './state-digest.ts';
 
 export { StorageError };
 
@@ -77,6 +78,8 @@ export interface PreparedWrite {
   clients: [client: string, json: string][];
   /** `json` is set when the checkpoint state itself is due to be written, else only the position. */
   checkpoint?: { pos: number; state: unknown; json?: string };
+  /** The digest of the checkpoint's state, recorded with the write (appends only; state-digest.ts). */
+  digest?: CheckpointDigest;
 }
 
 export interface StoredRoom {
@@ -224,7 +227,8 @@ export class SqliteStore implements RoomStore {
           stable INTEGER NOT NULL,
           rev INTEGER NOT NULL DEFAULT 0,
           created INTEGER NOT NULL DEFAULT 0,
-          last_append INTEGER NOT NULL DEFAULT 0
+          last_append INTEGER NOT NULL DEFAULT 0,
+          digests TEXT NOT NULL DEFAULT '[]'
         );
         CREATE TABLE IF NOT EXISTS log_chunks (
           room TEXT NOT NULL,
@@ -345,11 +349,13 @@ export class SqliteStore implements RoomStore {
         .all()
         .map((c) => c.name),
     );
-    if (cols.has('rev') && cols.has('created') && cols.has('last_append')) return;
+    if (cols.has('rev') && cols.has('created') && cols.has('last_append') && cols.has('digests')) return;
     this.db.transaction(() => {
       if (!cols.has('rev')) this.db.exec('ALTER TABLE rooms ADD COLUMN rev INTEGER NOT NULL DEFAULT 0');
       if (!cols.has('created')) this.db.exec('ALTER TABLE rooms ADD COLUMN created INTEGER NOT NULL DEFAULT 0');
       if (!cols.has('last_append')) this.db.exec('ALTER TABLE rooms ADD COLUMN last_append INTEGER NOT NULL DEFAULT 0');
+      // The checkpoint digests (state-digest.ts): none for a room written before them.
+      if (!cols.has('digests')) this.db.exec(`ALTER TABLE rooms ADD COLUMN digests TEXT NOT NULL DEFAULT '[]'`);
     })();
   }
 
@@ -385,6 +391,8 @@ export class SqliteStore implements RoomStore {
       // Never back: an older checkpoint over a newer one would name log entries already pruned.
       advanceCheckpoint: db.prepare('UPDATE rooms SET checkpoint_pos = ?, checkpoint = ?, stable = max(stable, ?) WHERE room = ? AND checkpoint_pos < ?'),
       setStable: db.prepare('UPDATE rooms SET stable = ? WHERE room = ?'),
+      getDigests: db.prepare<[string], { digests: string }>('SELECT digests FROM rooms WHERE room = ?'),
+      setDigests: db.prepare('UPDATE rooms SET digests = ? WHERE room = ?'),
       setCheckpoint: db.prepare('UPDATE rooms SET checkpoint_pos = ?, checkpoint = ?, stable = max(stable, ?) WHERE room = ?'),
       insertLog: db.prepare('INSERT INTO log_chunks (room, first, last, entries, time) VALUES (?, ?, ?, ?, ?)'),
       // History (HistoryRetention): the state a checkpoint replaces is kept, then pruned with the log.
@@ -448,7 +456,11 @@ export class SqliteStore implements RoomStore {
   create(room: string, machine: string, version: number, initial: unknown): void {
     const json = JSON.stringify(initial);
     const now = this.now();
-    this.stmts.insertRoom.run(room, machine, version, 0, json, 0, now, now);
+    const digests = JSON.stringify([{ pos: 0, digest: stateDigest(initial) }]);
+    this.db.transaction(() => {
+      this.stmts.insertRoom.run(room, machine, version, 0, json, 0, now, now);
+      this.stmts.setDigests.run(digests, room);
+    })();
     this.heads.set(room, { rev: 0, head: 0 });
     this.written.set(room, 0);
     this.checkpointBytes.set(room, json.length);
@@ -561,6 +573,14 @@ export class SqliteStore implements RoomStore {
     return keep === undefined ? start : Math.min(start, Math.max(keep - 1, cp - (this.retain.retainAtMost ?? 100_000)));
   }
 
+  /**
+   * Where a room's checkpoint digests start with the checkpoint at `cp`: the log an export carries
+   * (from the checkpoint, and what webhooks keep), not the history kept behind it.
+   */
+  private keptFrom(room: string, cp: number): number {
+    return this.pruneTo(room, cp, cp);
+  }
+
   /** Before a checkpoint at `cp` replaces the room's state on disk: keep that state as history (inside the write's transaction). */
   private keepHistory(room: string, cp: number): void {
     this.stmts.keepState.run(room, cp);
@@ -580,8 +600,22 @@ export class SqliteStore implements RoomStore {
 
   private writeCheckpoint(room: string, cp: { pos: number; state: unknown }): void {
     this.keepHistory(room, cp.pos);
-    if (this.stmts.advanceCheckpoint.run(cp.pos, JSON.stringify(cp.state), cp.pos, room, cp.pos).changes > 0) this.prune(room, cp.pos);
+    if (this.stmts.advanceCheckpoint.run(cp.pos, JSON.stringify(cp.state), cp.pos, room, cp.pos).changes > 0) {
+      this.prune(room, cp.pos);
+      this.recordDigest(room, undefined, this.keptFrom(room, cp.pos));
+    }
     this.written.set(room, cp.pos);
+  }
+
+  /**
+   * Add a checkpoint's digest to the room's list (if given) and drop those before `from`, the
+   * first position whose log is kept (state-digest.ts keepDigests); inside the caller's transaction.
+   */
+  private recordDigest(room: string, d: CheckpointDigest | undefined, from: number): void {
+    const row = this.stmts.getDigests.get(room);
+    if (!row) return;
+    const list = keepDigests(JSON.parse(row.digests) as CheckpointDigest[], d, from);
+    this.stmts.setDigests.run(JSON.stringify(list), room);
   }
 
   /** Write a room's latest checkpoint now (on unload or shutdown). */
@@ -611,6 +645,7 @@ export class SqliteStore implements RoomStore {
       return {
         meta: { machine: r.machine, version: r.version },
         durable: { checkpoint: { pos: r.checkpoint_pos, state: JSON.parse(r.checkpoint) }, suffix, clients, stable: r.stable },
+        digests: JSON.parse(this.stmts.getDigests.get(room)?.digests ?? '[]') as CheckpointDigest[],
       };
     } catch (e) {
       throw new StorageError(`room ${room}: cannot read it for an export: ${(e as Error).message}. Check the data file is readable.`, e);
@@ -628,6 +663,7 @@ export class SqliteStore implements RoomStore {
       if (s.getRoom.get(room)) throw new HerculesError('bad-argument', `import room ${room}: it exists; delete it first or import under another name`);
       const now = this.now();
       s.insertRoom.run(room, data.meta.machine, data.meta.version, d.checkpoint.pos, JSON.stringify(d.checkpoint.state), d.stable, now, now);
+      s.setDigests.run(JSON.stringify(importedDigests(data)), room);
       if (d.suffix.length) s.insertLog.run(room, d.suffix[0].pos, d.suffix[d.suffix.length - 1].pos, JSON.stringify(d.suffix), now);
       for (const [client, rec] of Object.entries(d.clients)) s.upsertClient.run(room, client, JSON.stringify(rec));
     });
@@ -760,6 +796,8 @@ export class SqliteStore implements RoomStore {
       // what the caller changes after the call does not change what is written.
       const prepared = this.serialize(room, { appended: write.entries ?? [], clients: write.clients ?? {}, checkpoint: write.checkpoint });
       const checkpoint = write.checkpoint && { pos: write.checkpoint.pos, state: write.checkpoint.state };
+      // Every checkpoint given has its digest recorded, whether or not its state is written now.
+      if (checkpoint) prepared.digest = this.digestOf(room, checkpoint);
       q = { room, checked, checkpoint, prepared, resolve: () => {}, reject: () => {} };
     } catch (e) {
       return Promise.reject(e);
@@ -777,6 +815,14 @@ export class SqliteStore implements RoomStore {
       });
     }
     return settled;
+  }
+
+  private digestOf(room: string, cp: { pos: number; state: unknown }): CheckpointDigest {
+    try {
+      return { pos: cp.pos, digest: stateDigest(cp.state) };
+    } catch (e) {
+      throw new StorageError(`room ${room}: cannot digest its checkpoint at ${cp.pos}: ${(e as Error).message}`, e, 'value');
+    }
   }
 
   async release(room: string): Promise<void> {
@@ -959,8 +1005,10 @@ export class SqliteStore implements RoomStore {
       stable = 0;
     let clients: Map<string, string> | undefined;
     let cp: { pos: number; json: string } | undefined;
+    let digest: CheckpointDigest | undefined;
     for (const i of g.members) {
       const w = batch[i].prepared;
+      if (w.digest && w.digest.pos > (digest?.pos ?? -1)) digest = w.digest;
       if (w.log) {
         if (chunks.length === 0) first = w.log.first;
         last = w.log.last;
@@ -981,6 +1029,7 @@ export class SqliteStore implements RoomStore {
       this.prune(room, cp.pos);
       g.wroteCheckpoint = cp.pos;
     }
+    if (digest || g.wroteCheckpoint !== undefined) this.recordDigest(room, digest, this.keptFrom(room, g.wroteCheckpoint ?? this.written.get(room) ?? 0));
     // Last: the rev moves only with everything above written.
     s.bumpRev.run(g.to.rev - g.from.rev, stable, chunks.length > 0 || clients ? now : null, room);
   }
