@@ -17,6 +17,8 @@ export type { components, paths } from './schema.ts';
 export type RoomSummary = components['schemas']['RoomSummary'];
 export type RoomFile = components['schemas']['RoomFile'];
 export type SubmitResult = components['schemas']['SubmitResult'];
+export type LogPage = components['schemas']['LogPage'];
+export type HistoryEntry = components['schemas']['HistoryEntry'];
 export type RoomsPage = { rooms: RoomSummary[]; next?: string };
 export type SubmitRequest = paths['/admin/rooms/{room}/ops']['post']['requestBody']['content']['application/json'];
 export type RevokeRequest = paths['/admin/revoke']['post']['requestBody']['content']['application/json'];
@@ -37,6 +39,10 @@ export interface AdminClient {
   allRooms(pageSize?: number): AsyncGenerator<RoomSummary>;
   /** The room's state after the last op it ordered. */
   state(room: string): Promise<unknown>;
+  /** The room's state after the op at `position`, rebuilt from the history the server keeps (docs/history.md); `not-retained` if it was pruned. */
+  stateAt(room: string, position: number): Promise<unknown>;
+  /** A page of the room's retained log (at most 1,000 entries; `next` is the following page's `from`). */
+  log(room: string, range?: { from?: number; to?: number }): Promise<LogPage>;
   /** The room as a file another server imports (`importRoom`), or a bug report carries. */
   exportRoom(room: string): Promise<RoomFile>;
   /** Create a room from an export; refused if the room exists. */
@@ -64,6 +70,10 @@ export function createAdminClient(opts: AdminClientOptions): AdminClient {
     rooms: async (query = {}) => answer(await send(() => raw.GET('/admin/rooms', { params: { query } }))) as RoomsPage,
     allRooms: (pageSize) => pages(client, pageSize),
     state: async (name) => (answer(await send(() => raw.GET('/admin/rooms/{room}/state', room(name)))) as { state: unknown }).state,
+    stateAt: async (name, at) =>
+      (answer(await send(() => raw.GET('/admin/rooms/{room}/state', { params: { path: { room: name }, query: { at } } }))) as { state: unknown }).state,
+    log: async (name, range = {}) =>
+      answer(await send(() => raw.GET('/admin/rooms/{room}/log', { params: { path: { room: name }, query: range } }))) as LogPage,
     exportRoom: async (name) => answer(await send(() => raw.GET('/admin/rooms/{room}/export', room(name)))) as RoomFile,
     importRoom: async (name, file) => {
       answer(await send(() => raw.PUT('/admin/rooms/{room}', { ...room(name), body: file })));

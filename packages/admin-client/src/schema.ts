@@ -109,10 +109,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The room's state after the last op it ordered (loads the room if needed) */
+        /** The room's state after the last op it ordered (loads the room if needed); with at=P, its state after position P, rebuilt from the retained history */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description A log position (0: the initial state): the state after the op at it, rebuilt from the history the server keeps (docs/history.md). Without it, the state now. */
+                    at?: number;
+                };
                 header?: never;
                 path: {
                     room: components["parameters"]["room"];
@@ -121,20 +124,71 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description The state */
+                /** @description The state (with at: the position and the state there) */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
                         "application/json": {
+                            /** @description Only with at: the position asked. */
+                            position?: number;
                             state: unknown;
                         };
                     };
                 };
+                400: components["responses"]["Error"];
                 401: components["responses"]["Error"];
                 404: components["responses"]["Error"];
                 409: components["responses"]["Error"];
+                410: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/rooms/{room}/log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A page of the room's retained log (docs/history.md): each entry with its position, op, args, author, client and commit time */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description The first position to read (default: the first retained entry, start + 1). */
+                    from?: number;
+                    /** @description The last position to read (default: the head). A page holds at most 1,000 entries; next names the following page's from. */
+                    to?: number;
+                };
+                header?: never;
+                path: {
+                    room: components["parameters"]["room"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The page */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["LogPage"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                410: components["responses"]["Error"];
             };
         };
         put?: never;
@@ -387,6 +441,38 @@ export interface components {
         StateDigest: {
             pos: number;
             digest: string;
+        };
+        /** @description A log entry as the history reads it. */
+        HistoryEntry: {
+            /** @description Its position in the room's log. */
+            pos: number;
+            /** @description The op's name. */
+            name: string;
+            /** @description The op's arguments (JSON); null if it was refused. */
+            args: unknown;
+            /** @description The user id the server stamped. */
+            author: string;
+            /** @description The client id that submitted it (~server for the backend API). */
+            client: string;
+            /** @description Its seq under that client. */
+            seq: number;
+            /** @description When the server committed it, ms since the epoch (0: unknown, stored before this was recorded). */
+            time: number;
+            /** @description The op threw at its position (a no-op), or was refused: why. */
+            error?: string;
+            /** @description It was refused before ordering. */
+            refused?: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        LogPage: {
+            /** @description The first retained position: the state at start can be read, and every entry from start + 1 to head. */
+            start: number;
+            /** @description The position of the room's last stored entry. */
+            head: number;
+            entries: components["schemas"]["HistoryEntry"][];
+            /** @description The from of the next page, when the range asked holds more. */
+            next?: number;
         };
     };
     responses: {

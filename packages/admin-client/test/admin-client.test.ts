@@ -42,6 +42,17 @@ test('every method against a server; errors keep the server code', async (t) => 
     ((await admin.state('room-3')) as { messages: { text: string }[] }).messages.map((m) => m.text),
     ['hello 3'],
   );
+  // History: the state at a position, and the log with each entry's author and commit time.
+  await admin.submit('room-3', { op: 'say', args: { text: 'again' }, author: 'other' });
+  assert.deepEqual(await admin.stateAt('room-3', 1), { messages: [{ id: '~server:1', author: 'backend', text: 'hello 3' }] });
+  const log = await admin.log('room-3', { from: 2 });
+  assert.deepEqual(
+    log.entries.map((e) => [e.pos, e.name, e.author, e.client]),
+    [[2, 'say', 'other', '~server']],
+  );
+  assert.ok(log.entries[0].time > 0);
+  assert.deepEqual([log.start, log.head], [0, 2]);
+  await rejectsWith(admin.stateAt('room-3', 3), 'bad-argument');
   const file = await admin.exportRoom('room-3');
   await admin.importRoom('copy', file);
   assert.deepEqual(await admin.state('copy'), await admin.state('room-3'));

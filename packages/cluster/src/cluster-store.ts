@@ -42,6 +42,11 @@ import {
   type RoomExport,
   type RoomPeek,
   type StoredRoomInfo,
+  type HistoryEntry,
+  type HistoryQuery,
+  type RetentionSetting,
+  type RoomHistory,
+  retentionFor,
   type RoomInit,
   type RoomMeta,
   type Clock,
@@ -95,8 +100,13 @@ export interface ClusterStoreOptions {
    * through it, so a simulation can run the store on simulated time.
    */
   clock?: Clock;
-  /** The wall clock for a room's creation time (default Date.now). */
+  /** The wall clock for a room's creation time and its appends' commit times (default Date.now). */
   wallClock?: () => number;
+  /**
+   * How much history `history` reads behind the newest checkpoint (HistoryRetention), per store or
+   * per machine. Default DEFAULT_RETENTION. The stream itself keeps it all while `purge` is off.
+   */
+  retention?: RetentionSetting;
   /** This node gave up a shard (its lease was lost or taken): close the connections to its rooms. */
   onShardLost?: (shard: number, why: string) => void;
   /** Something worth logging happened (a re-claim, a refused append). */
@@ -157,6 +167,8 @@ export interface LogBody {
   entries: LogEntry[];
   clients: Record<string, ClientRecord>;
   stable: number;
+  /** When the writer made the append (its wall clock, ms since the epoch): its entries' commit time. Absent in records from before it was recorded. */
+  time?: number;
   /** The digest of the state of the append's checkpoint (RoomExport.digests); absent without one, and in records from before digests. */
   digest?: CheckpointDigest;
 }
@@ -234,6 +246,8 @@ interface OpenRoom {
   inFlight: Set<Promise<unknown>>;
   /** The first sequence of the last checkpoint confirmed since the room was loaded: purges stop before it. */
   prevCkptSeq?: number;
+  /** The checkpoints confirmed since the room was loaded, oldest first: purges also keep those history keeps (HistoryRetention). */
+  confirmedCkpts?: { first: number; pos: number; lastActivity: number }[];
   /** When its last append with entries or client records was made (StoredRoomInfo.lastActivity). */
   lastActivity: number;
   /** The digest of each checkpoint given, from its written checkpoint's on (state-digest.ts). */
@@ -348,6 +362,7 @@ export class ClusterStore implements RoomStore {
     this.graceMs = Math.max(this.leases.ttlMs, opts.leaseGraceMs ?? 15_000);
     this.clock = opts.clock ?? systemClock;
     this.wallClock = opts.wallClock ?? Date.now;
+    if (typeof opts.retention !== 'function') retentionFor(opts.retention, 'any'); // checked now
   }
 
   shardOf(room: string): number {
@@ -863,7 +878,12 @@ export class ClusterStore implements RoomStore {
       if (r.rev !== write.after) throw new FencedError(room, write.after, r.rev);
       head = checkAgainstHead(room, checked, r.head);
       // Taken now: what the caller changes after the call does not change what is written.
-      const body: LogBody = { entries: copy([...(write.entries ?? [])], room), clients: copy(write.clients ?? {}, room), stable: write.checkpoint?.pos ?? 0 };
+      const body: LogBody = {
+        entries: copy([...(write.entries ?? [])], room),
+        clients: copy(write.clients ?? {}, room),
+        stable: write.checkpoint?.pos ?? 0,
+        time: this.wallClock(),
+      };
       if (write.checkpoint) body.digest = { pos: write.checkpoint.pos, digest: digestOf(room, write.checkpoint.pos, write.checkpoint.state) };
       const bytes = encode(body, `room ${room}: an append`);
       msgs = this.record(s, this.subject(r.shard, 'log', room), r.rev + 1, bytes);
@@ -934,18 +954,25 @@ export class ClusterStore implements RoomStore {
     if (s.state !== 'owned' || String(s.claimSeq) !== claim) return Promise.resolve();
     const first = seq - Math.max(0, Math.ceil(bytes / Math.max(256, this.log.maxPayload - HEADROOM)) - 1);
     return this.publish(s, [this.confirmation(s, this.subject(r.shard, 'ckpt', r.name), seq)]).then(
-      () => this.confirmed(r, s, first),
+      () => this.confirmed(r, s, first, ck),
       () => {}, // the pipeline broke: loads start from an older confirmed checkpoint and walk the log
     );
   }
 
   /** A checkpoint's confirmation was acked: the room's messages before the previous confirmed checkpoint are not needed any more. */
-  private confirmed(r: OpenRoom, s: Shard, first: number): void {
+  private confirmed(r: OpenRoom, s: Shard, first: number, ck: CkptBody): void {
     // Only inside the unbroken run and before the deadline: then no claim can precede this checkpoint.
     if (s.state !== 'owned' || this.now() >= s.deadline) return;
-    // Keep the previous confirmed checkpoint too (and the log after it): purge only before it.
-    const before = r.prevCkptSeq;
+    // Keep the previous confirmed checkpoint too (and the log after it): purge only before it,
+    // and before the oldest checkpoint history keeps (none known: nothing is purged).
+    const prev = r.prevCkptSeq;
     r.prevCkptSeq = first;
+    const kept = (r.confirmedCkpts ??= []);
+    kept.push({ first, pos: ck.pos, lastActivity: ck.lastActivity ?? 0 });
+    const start = this.historyStart(r.meta.machine, kept);
+    if (start < 0) return;
+    kept.splice(0, start);
+    const before = prev === undefined ? undefined : Math.min(prev, kept[0].first);
     if (before === undefined || !this.purge) return;
     for (const kind of ['log', 'ckpt'] as const) {
       const p = this.log
@@ -954,6 +981,21 @@ export class ClusterStore implements RoomStore {
       this.purges.add(p);
       p.finally(() => this.purges.delete(p));
     }
+  }
+
+  /**
+   * The index in `ckpts` (oldest first, the newest last) of the oldest checkpoint history keeps:
+   * walking back from the newest, the first at or before the retention's cut; -1 if none is.
+   */
+  private historyStart(machine: string, ckpts: readonly { pos: number; lastActivity: number }[]): number {
+    const policy = retentionFor(this.opts.retention, machine);
+    const newest = ckpts[ckpts.length - 1].pos;
+    for (let i = ckpts.length - 1; i >= 0; i--) {
+      const byOps = policy.ops !== undefined && ckpts[i].pos <= newest - policy.ops;
+      const byDays = policy.days !== undefined && ckpts[i].lastActivity < this.wallClock() - policy.days * 86_400_000;
+      if (byOps || byDays) return i;
+    }
+    return -1;
   }
 
   /**
@@ -1165,6 +1207,79 @@ export class ClusterStore implements RoomStore {
       entries.push(e);
     }
     return { meta, from: first ?? Math.max(after + 1, got.r.writtenPos + 1), entries };
+  }
+
+  /**
+   * The room's retained history (RoomStore.history), read from the stream like `peek` (any node):
+   * the confirmed checkpoints from the newest back to the first at or before the retention's cut
+   * (HistoryRetention, by position, or by the checkpoint's last append time for `days`), and the
+   * chain of log records after the oldest of them. Entries carried in a checkpoint's suffix take
+   * that checkpoint's last append time. The stream keeps older history while `purge` is off; it
+   * is not read.
+   */
+  async history(room: string, q: HistoryQuery): Promise<RoomHistory | undefined> {
+    this.checkOpen(`read the history of room ${String(room)}`);
+    checkRoomName(room);
+    const k = this.shardOf(room);
+    try {
+      if (!(await this.log.last(k, this.subject(k, 'ckpt', room)))) return undefined;
+      return await this.underClaims(k, (claims) => this.historyWith(k, room, claims, q));
+    } catch (e) {
+      throw asStorageError(e, `room ${room}: cannot read its history from stream ${k}`);
+    }
+  }
+
+  private async historyWith(k: number, room: string, claims: Claims, q: HistoryQuery): Promise<RoomHistory | undefined> {
+    const kept = await this.keptBases(k, room, claims);
+    if (!kept) return undefined;
+    const oldest = kept[0];
+    const ck0 = oldest.body as CkptBody;
+    const r = this.fromCheckpoint(room, k, oldest.rev, ck0, oldest.bytes);
+    const timed: HistoryEntry[] = ck0.suffix.map((e) => ({ ...e, time: ck0.lastActivity ?? 0 }));
+    const recs = validRecords(claims, await this.log.read(k, this.subject(k, 'log', room), oldest.seq + 1));
+    for (const rec of recs) {
+      const rev = r.rev;
+      follow(r, [rec]);
+      if (r.rev !== rev) for (const e of (rec.body as LogBody).entries) timed.push({ ...e, time: (rec.body as LogBody).time ?? rec.time ?? 0 });
+    }
+    const start = ck0.pos;
+    const head = r.head;
+    const meta = { ...r.meta };
+    const range = (from: number, to: number) => timed.filter((e) => e.pos >= Math.max(from, start + 1) && e.pos <= Math.min(to, head));
+    if (!('stateAt' in q)) return { meta, start, head, entries: range(q.from, q.to) };
+    const p = q.stateAt;
+    if (!(p >= start && p <= head)) return { meta, start, head, entries: [] };
+    const base = kept.findLast((c) => (c.body as CkptBody).pos <= p)!.body as CkptBody;
+    return { meta, start, head, base: { pos: base.pos, state: base.state }, entries: range(base.pos + 1, p) };
+  }
+
+  /**
+   * The checkpoints history keeps, oldest first, with their bodies: from the newest one a load
+   * could start from back to the first at or before the retention's cut. Undefined: no such room.
+   */
+  private async keptBases(k: number, room: string, claims: Claims): Promise<Rec[] | undefined> {
+    const ckptSubject = this.subject(k, 'ckpt', room);
+    const { readHeaders, readAt } = this.log;
+    const headersOnly = readHeaders !== undefined && readAt !== undefined;
+    const msgs = headersOnly ? await readHeaders.call(this.log, k, ckptSubject) : await this.log.read(k, ckptSubject);
+    const { bases } = chainBase(claims, msgs, headersOnly);
+    const kept: Rec[] = [];
+    const seen: { pos: number; lastActivity: number }[] = [];
+    for (let i = bases.length - 1; i >= 0; i--) {
+      const c = bases[i];
+      if (headersOnly) {
+        const parts = await readAt.call(this.log, k, c.partSeqs);
+        for (const p of parts)
+          if (p.subject !== ckptSubject || p.headers[H_CLAIM] !== String(c.claim ?? p.headers[H_CLAIM]) || Number(p.headers[H_REV]) !== c.rev)
+            throw new StorageError(`room ${room}: its checkpoint at seq ${p.seq} in stream ${k} changed while it was read (a purge?); retry`);
+        c.body = joinBody(parts);
+      }
+      const ck = c.body as CkptBody;
+      kept.unshift(c);
+      seen.unshift({ pos: ck.pos, lastActivity: ck.lastActivity ?? 0 });
+      if (this.historyStart(ck.meta.machine, seen) === 0) break;
+    }
+    return kept.length > 0 ? kept : undefined;
   }
 
   /** The room as stored (the checkpoint a load would start from, the log after it, the client records): read like `peek`. */

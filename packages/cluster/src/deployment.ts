@@ -6,7 +6,15 @@
  * (backend calls); one whose owner died is taken over once the owner's lease expires.
  */
 import { HerculesError } from '@hercules/core';
-import { reconnectToResume, runBackendCall, type Deployment, type Placement, type RoomLocator, type RoomService } from '@hercules/server/core';
+import {
+  reconnectToResume,
+  runBackendCall,
+  type Deployment,
+  type Placement,
+  type RetentionSetting,
+  type RoomLocator,
+  type RoomService,
+} from '@hercules/server/core';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { callBackend, serveBackendCalls } from './backend-calls.ts';
 import { clusterLocator } from './cluster-locator.ts';
@@ -26,6 +34,8 @@ export interface ClusterDeploymentOptions {
   duplicateWindowMs?: number;
   /** Whether the server sends webhooks: their positions then live in a KV bucket of the cluster (webhook-cursors.ts). */
   webhooks: boolean;
+  /** How much history the store reads behind checkpoints (ClusterStoreOptions.retention). */
+  retention?: RetentionSetting;
 }
 
 /** What the node's handle shows once the deployment is open and the service attached. */
@@ -125,6 +135,7 @@ async function placement(
     nodeId,
     shards: opts.shards,
     subjectPrefix: prefix,
+    retention: opts.retention,
     onShardLost: (k, why) => {
       service?.log.warn({ shard: k, why }, 'gave up a shard; its rooms move to another node');
       service?.failRooms((room) => store.shardOf(room) === k, reconnectToResume(`the room moved to another server (${why})`));

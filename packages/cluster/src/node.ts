@@ -6,7 +6,7 @@
  * the admin API for any room: a room another node serves is relayed or forwarded there.
  */
 import { HerculesError } from '@hercules/core';
-import { createServer, type FrontDoorOptions, type RoomService } from '@hercules/server/core';
+import { createServer, retentionSetting, type FrontDoorOptions, type HistoryOption, type RoomService } from '@hercules/server/core';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { auditRoom, type RoomAudit } from './audit.ts';
 import type { ClusterStore } from './cluster-store.ts';
@@ -29,6 +29,12 @@ export interface ClusterNodeOptions extends Omit<FrontDoorOptions<ClusterStore>,
   prefix?: string;
   /** JetStream's duplicate window for the streams this node creates (default 2 min; see JetStreamLogOptions). */
   duplicateWindowMs?: number;
+  /**
+   * How much history `room(name).stateAt` and `log` read behind the newest checkpoint
+   * (docs/history.md): `{ ops?, days?, machines? }`, default the last 10,000 ops. The streams
+   * keep older history too (purging is off); it is not read.
+   */
+  history?: HistoryOption;
 }
 
 export interface ClusterNode {
@@ -48,10 +54,11 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
   const prefix = opts.prefix ?? 'hc';
   if (!/^[A-Za-z0-9_-]+$/.test(prefix))
     throw new HerculesError('bad-argument', `createClusterNode: prefix must be letters, digits, _ or -, got ${JSON.stringify(prefix)}`);
-  const { nats, nodeId, shards, leaseMs, replicas, duplicateWindowMs, ...server } = opts;
+  const { nats, nodeId, shards, leaseMs, replicas, duplicateWindowMs, history, ...server } = opts;
+  const retention = retentionSetting('createClusterNode', history);
   let parts: ClusterParts | undefined;
   const deployment = clusterDeployment(
-    { nats, nodeId, shards, leaseMs, replicas, prefix, duplicateWindowMs, webhooks: (opts.webhooks?.length ?? 0) > 0 },
+    { nats, nodeId, shards, leaseMs, replicas, prefix, duplicateWindowMs, retention, webhooks: (opts.webhooks?.length ?? 0) > 0 },
     (p) => {
       parts = p;
     },

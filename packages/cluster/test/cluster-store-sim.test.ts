@@ -13,11 +13,12 @@ import { Rng } from '@hercules/test-utils';
 import { SimLeaseTable, SimShardLog } from '../src/sim-log.ts';
 
 let cases = 0;
-const factory: StoreFactory = () => {
+const factory: StoreFactory = (setup) => {
   const rng = new Rng(++cases).source();
   const log = new SimShardLog(rng, Date.now, {}, { subjectPrefix: 'hc', maxPayload: 1024 * 1024 });
   const leases = new SimLeaseTable(2000, rng, Date.now);
-  const make = () => new ClusterStore({ log, leases, nodeId: 'node-a', shards: 2 });
+  const make = () =>
+    new ClusterStore({ log, leases, nodeId: 'node-a', shards: 2, retention: setup?.retention, ...(setup?.now ? { wallClock: setup.now } : {}) });
   return { store: make(), reopen: make };
 };
 

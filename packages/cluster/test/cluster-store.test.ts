@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { systemClock } from '@hercules/server/pipeline';
-import { runRoomStoreTests, type StoreFactory } from '@hercules/server/store-conformance';
+import { runRoomStoreTests, type StoreFactory, type StoreSetup } from '@hercules/server/store-conformance';
 import { auditRoom } from '../src/audit.ts';
 import { ClusterStore, roomToken } from '../src/cluster-store.ts';
 import { JetStreamLeases, JetStreamShardLog } from '../src/jetstream-log.ts';
@@ -27,14 +27,14 @@ after(async () => {
 });
 
 let cases = 0;
-async function storeOver(prefix: string, nodeId: string, shards = 2): Promise<ClusterStore> {
+async function storeOver(prefix: string, nodeId: string, shards = 2, setup: StoreSetup = {}): Promise<ClusterStore> {
   const log = await JetStreamShardLog.open(nc, { streamPrefix: prefix.toUpperCase(), subjectPrefix: prefix });
-  return new ClusterStore({ log, leases, nodeId, shards, subjectPrefix: prefix });
+  return new ClusterStore({ log, leases, nodeId, shards, subjectPrefix: prefix, retention: setup.retention, ...(setup.now ? { wallClock: setup.now } : {}) });
 }
 
-const factory: StoreFactory = async () => {
+const factory: StoreFactory = async (setup) => {
   const prefix = `c${++cases}`;
-  return { store: await storeOver(prefix, 'node-a'), reopen: () => storeOver(prefix, 'node-a') };
+  return { store: await storeOver(prefix, 'node-a', 2, setup), reopen: () => storeOver(prefix, 'node-a', 2, setup) };
 };
 
 runRoomStoreTests('ClusterStore', factory, test);

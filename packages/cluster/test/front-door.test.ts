@@ -237,3 +237,46 @@ test("webhooks from cluster nodes: each room's commits POSTed, in order, signed,
   await until(() => positions().includes(9), 20_000, 'the ninth, from B');
   assert.deepEqual([...new Set(positions())], [1, 2, 3, 4, 5, 6, 7, 8, 9], 'nothing skipped across the move (a repeat is allowed: at least once)');
 });
+
+// spec: HIST-REPLAY, HIST-RETAIN
+test('history on a node, for a room the OTHER node owns: /state?at= and /log answer from the owner, with retention honoured by its checkpoints', async (t) => {
+  const [a, b] = await nodes(2, { admin: { token: ADMIN }, idleUnloadMs: 100, history: { ops: 10 } });
+  t.after(async () => {
+    await b.close();
+    await a.close();
+  });
+  // Node A takes the room's shard: the room is created and served there. Three rounds of 10 ops,
+  // each ended by the room unloading (no member: after 100 ms), which writes its checkpoint: at 10, 20, 30.
+  const room = a.service.room('annals', 'chat');
+  for (let i = 1; i <= 30; i++) {
+    assert.equal((await room.submit('say', { text: `line ${i}` }, { author: `user${i % 3}` })).position, i);
+    if (i % 10 === 0) await until(() => !a.service.loadedRooms().includes('annals'), 10_000, `the room unloaded after ${i} ops`);
+  }
+  assert.deepEqual(a.store.owned(), [a.store.shardOf('annals')], 'A owns the shard');
+  const onA = admin(a.url);
+  const onB = admin(b.url);
+  // History is read from the newest checkpoint (30) back to the first at or before 30 - 10.
+  const log = await onB('GET', '/admin/rooms/annals/log');
+  assert.equal(log.status, 200);
+  assert.deepEqual(log, await onA('GET', '/admin/rooms/annals/log'), 'the same answer on both nodes');
+  const { start, head, entries } = log.body as { start: number; head: number; entries: { pos: number; author: string; client: string; time: number }[] };
+  assert.equal(start, 20, 'the last 10 ops behind the checkpoint at 30 are read, from the checkpoint at 20');
+  assert.equal(head, 30);
+  assert.deepEqual(
+    entries.map((e) => [e.pos, e.author, e.client]),
+    Array.from({ length: 30 - start }, (_, i) => [start + 1 + i, `user${(start + 1 + i) % 3}`, '~server']),
+  );
+  assert.ok(entries.every((e) => e.time > 1_600_000_000_000));
+  for (const p of [start, start + 3, 30]) {
+    const at = await onB('GET', `/admin/rooms/annals/state?at=${p}`);
+    assert.equal(at.status, 200);
+    assert.deepEqual(
+      at.body.state.messages.map((m: { text: string }) => m.text),
+      Array.from({ length: p }, (_, i) => `line ${i + 1}`),
+      `the state at ${p}, on B`,
+    );
+  }
+  const gone = await onB('GET', `/admin/rooms/annals/state?at=${start - 1}`);
+  assert.deepEqual([gone.status, gone.body.error], [410, 'not-retained']);
+  assert.equal(b.service.loadedRooms().length, 0, 'B served nothing itself');
+});

@@ -17,6 +17,8 @@ export const ERROR_CODES = [
   'store-in-use',
   /** A room store write lost: the room is not where the writer expected (another writer wrote first). */
   'fenced',
+  /** A read of a room's history (stateAt, log) named a position the server no longer keeps (its retention, docs/history.md). */
+  'not-retained',
   // Sent by a server in an error frame; a fatal one becomes the client room's failure.
   'protocol-version',
   'machine-mismatch',

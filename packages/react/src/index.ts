@@ -13,3 +13,4 @@ export {
   useUndo,
 } from './hooks.ts';
 export { Inspector, trackOp } from './inspector.tsx';
+export { TimeTravel, type HistorySource, type HistoryEntryInfo } from './time-travel.tsx';

@@ -5,6 +5,7 @@
 import { useEffect, useState, type CSSProperties } from 'react';
 import { VIEWS, type AppRoom, type Machine, type OpHandle, type Stage } from '@hercules/core';
 import { useMembers, usePositions, useStatus, useTick } from './hooks.ts';
+import { TimeTravel, type HistorySource } from './time-travel.tsx';
 
 const STAGES: Stage[] = ['durable', 'authoritative', 'visible'];
 const box: CSSProperties = { font: '12px/1.4 ui-monospace, monospace', background: '#111827', color: '#e5e7eb', padding: 10, borderRadius: 8, minWidth: 300 };
@@ -47,7 +48,12 @@ function pct(xs: number[], p: number): string {
   return s[Math.min(s.length - 1, Math.floor(p * s.length))].toFixed(1);
 }
 
-export function Inspector({ room, title = 'Hercules inspector' }: { room: AppRoom<Machine<any, any>>; title?: string }) {
+/**
+ * `history`: where to read the room's retained log on the server (docs/history.md); with it, the
+ * inspector shows a time-travel slider over it (the state at any position, who wrote each op, the
+ * five views' positions on it).
+ */
+export function Inspector({ room, title = 'Hercules inspector', history }: { room: AppRoom<Machine<any, any>>; title?: string; history?: HistorySource }) {
   useTick(250);
   useTrackedOps(room);
   const [open, setOpen] = useState(true);
@@ -127,6 +133,7 @@ export function Inspector({ room, title = 'Hercules inspector' }: { room: AppRoo
               })}
             </tbody>
           </table>
+          {history && <TimeTravel source={history} positions={pos} />}
         </>
       )}
     </aside>

@@ -301,3 +301,56 @@ test('useUndo re-renders as canUndo and canRedo change; undo and redo act on the
   assert.deepEqual(seen, ['false/false', 'true/false', 'false/true', 'true/false']);
   await act(async () => root.unmount());
 });
+
+test('<Inspector history>: a slider over the retained log shows the state at a position, who wrote the op there, and the views on it', async () => {
+  const { Inspector } = await import('../src/index.ts');
+  const room = new ClientRoom(machine, { clientId: 'c', now: () => 0, notify: 'sync' });
+  room.ops.incA();
+  // A server's history: positions 2..5 kept; the state at p counts p.
+  const entries = [3, 4, 5].map((pos) => ({
+    pos,
+    name: 'incA',
+    args: {},
+    author: `user${pos}`,
+    client: `client-${pos}`,
+    time: Date.UTC(2026, 10, 28, 12, 0, pos),
+  }));
+  const asked: number[] = [];
+  const history = {
+    log: async () => ({ start: 2, head: 5, entries }),
+    stateAt: async (p: number) => {
+      asked.push(p);
+      return { n: p };
+    },
+  };
+  const el = document.createElement('div');
+  const root = createRoot(el as unknown as Element);
+  await act(async () => {
+    root.render(<Inspector room={room as never} history={history} />);
+  });
+  await act(async () => {}); // the state read settles
+  const q = (id: string) => el.querySelector(`[data-testid="${id}"]`) as unknown as HTMLInputElement;
+  assert.equal(q('tt-slider').min, '2');
+  assert.equal(q('tt-slider').max, '5');
+  assert.equal(q('tt-at').textContent, '5', 'at the head at first');
+  assert.match(q('tt-op').textContent ?? '', /#5 incA by user5 \(client client-5\) at 12:00:05/);
+  assert.deepEqual(JSON.parse(q('tt-state').textContent ?? ''), { n: 5 });
+  // Slide back to 3.
+  await act(async () => {
+    const input = q('tt-slider');
+    Object.getOwnPropertyDescriptor(win.HTMLInputElement.prototype, 'value')!.set!.call(input, '3');
+    input.dispatchEvent(new win.Event('input', { bubbles: true }) as unknown as Event);
+  });
+  await act(async () => {});
+  assert.equal(q('tt-at').textContent, '3');
+  assert.match(q('tt-op').textContent ?? '', /#3 incA by user3/);
+  assert.deepEqual(JSON.parse(q('tt-state').textContent ?? ''), { n: 3 });
+  assert.deepEqual(asked, [5, 3]);
+  // The five views' marks stand at the client's positions.
+  const positions = room.positions();
+  for (const v of ['stable', 'visible', 'authoritative', 'durable', 'submitted'] as const)
+    assert.equal(q(`tt-mark-${v}`).getAttribute('data-pos'), String(positions[v]));
+  await act(async () => {
+    root.unmount();
+  });
+});

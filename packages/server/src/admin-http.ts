@@ -7,6 +7,8 @@
  *   POST /admin/revoke                { user, room?, reason? } -> { closed }        (server.revoke)
  *   GET  /admin/rooms?after=&limit=   -> { rooms: RoomSummary[], next? }               (server.rooms)
  *   GET  /admin/rooms/:room/state     -> { state }                                     (server.room(r).state)
+ *   GET  /admin/rooms/:room/state?at=P -> { position, state }                          (server.room(r).stateAt)
+ *   GET  /admin/rooms/:room/log?from=&to= -> LogPage                                   (server.room(r).log)
  *   POST /admin/rooms/:room/ops       { op, args?, author, key?, machine? } -> result  (server.room(r).submit)
  *   GET  /admin/rooms/:room/export    -> RoomFile                                      (server.room(r).export)
  *   PUT  /admin/rooms/:room           RoomFile -> { imported }                         (server.importRoom)
@@ -73,7 +75,29 @@ const ROUTES: { method: string; path: string; handle: Handle }[] = [
   {
     method: 'GET',
     path: '/admin/rooms/{room}/state',
-    handle: async (service, _req, res, room) => reply(res, 200, { state: await service.room(room).state() }),
+    async handle(service, req, res, room) {
+      const at = new URL(req.url ?? '/', 'http://admin').searchParams.get('at');
+      if (at === null) return reply(res, 200, { state: await service.room(room).state() });
+      const position = positionParam('at', at);
+      if (typeof position === 'string') return reply(res, 400, { error: 'bad-argument', message: position });
+      reply(res, 200, { position, state: await service.room(room).stateAt(position) });
+    },
+  },
+  {
+    method: 'GET',
+    path: '/admin/rooms/{room}/log',
+    async handle(service, req, res, room) {
+      const q = new URL(req.url ?? '/', 'http://admin').searchParams;
+      const range: { from?: number; to?: number } = {};
+      for (const k of ['from', 'to'] as const) {
+        const v = q.get(k);
+        if (v === null) continue;
+        const p = positionParam(k, v);
+        if (typeof p === 'string') return reply(res, 400, { error: 'bad-argument', message: p });
+        range[k] = p;
+      }
+      reply(res, 200, await service.room(room).log(range));
+    },
   },
   {
     method: 'POST',
@@ -112,6 +136,12 @@ const ROUTES: { method: string; path: string; handle: Handle }[] = [
     handle: async (service, _req, res, room) => reply(res, 200, { deleted: await service.room(room).delete() }),
   },
 ];
+
+/** A log position from the query (`name=value`), or why it is not one. */
+function positionParam(name: string, v: string): number | string {
+  const n = Number(v);
+  return /^(0|[1-9][0-9]*)$/.test(v) && Number.isSafeInteger(n) ? n : `${name} must be a log position (an integer >= 0), got ${v.slice(0, 40)}`;
+}
 
 /** Every route as [method, path], what docs/admin-api.openapi.json describes (a test keeps the two in step). */
 export const ADMIN_ROUTES: readonly (readonly [string, string])[] = ROUTES.map((r) => [r.method, r.path] as const);
@@ -165,9 +195,12 @@ export function adminHttp(admin: AdminOptions, service: Service): (req: Incoming
 /** A HerculesError as an HTTP answer: its code and message, with the status that fits. */
 function answerError(res: ServerResponse, e: unknown): void {
   if (!(e instanceof HerculesError) || !isErrorCode(e.code)) throw e; // a bug: the server's 500 handler logs it
-  const status = e.code === 'bad-room' ? 404 : e.code === 'bad-argument' || e.code === 'unknown-op' ? 400 : e.code === 'machine-mismatch' ? 409 : 503;
+  const status = ERROR_STATUS[e.code] ?? 503;
   reply(res, status, { error: e.code, message: e.message });
 }
+
+/** The HTTP status of an error's code; any other is 503. */
+const ERROR_STATUS: Partial<Record<string, number>> = { 'bad-room': 404, 'bad-argument': 400, 'unknown-op': 400, 'machine-mismatch': 409, 'not-retained': 410 };
 
 function reply(res: ServerResponse, status: number, body: unknown): void {
   // Serialised before the status is set: a body JSON cannot write (a state nested deeper than its

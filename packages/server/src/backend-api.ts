@@ -9,6 +9,7 @@ import { HerculesError, machineAt, type ClientRecord, type LogEntry, type Machin
 import { ROOM_NAME } from './admission.ts';
 import { roomFileProblem } from './room-file.ts';
 import type { RoomHost } from './room-host.ts';
+import { logPage, stateAt, type LogPage } from './history.ts';
 import type { RoomRegistry } from './room-registry.ts';
 import { compareRoomNames, type RoomExport, type RoomStore, type StoredRoomInfo } from './store/room-store.ts';
 import { stateDigest, type CheckpointDigest } from './store/state-digest.ts';
@@ -30,6 +31,23 @@ export interface ServerRoom {
   state(): Promise<unknown>;
   /** The room as stored (checkpoint, the log after it, client records), to import elsewhere. Rejects with `bad-room` if there is none. */
   export(): Promise<RoomFile>;
+  /**
+   * The room's state after the op at `position` (0: its initial state), as stored, rebuilt from
+   * the history the server keeps (docs/history.md): the same state every replica had there
+   * (HIST-REPLAY). Rejects with `not-retained` for a position checkpoints pruned (older than
+   * `log().start`), `bad-argument` past the head or for a store that keeps no history, `bad-room`
+   * if there is no such room. Ops not yet stored are not in it.
+   */
+  stateAt(position: number): Promise<unknown>;
+  /**
+   * A page of the retained log, from `from` (default: the first retained entry) to `to` (default:
+   * the head), at most LOG_PAGE_MAX (1,000) entries, `next` naming the next page's `from`. Each
+   * entry has its position (`pos`), op (`name`), `args`, `author` (the user id), `client`, `seq`
+   * and `time` (the server's commit time, ms since the epoch); `error` if the op threw there,
+   * `refused` if it was refused. `start` and `head` bound what can be read. Rejects like `stateAt`
+   * (`not-retained` if `from` was pruned).
+   */
+  log(range?: { from?: number; to?: number }): Promise<LogPage>;
   /**
    * Delete the room: its connections are closed with `bad-room` (fatal), then everything stored
    * goes. False if there was none. A client connecting afterwards starts a new, empty room.
@@ -265,7 +283,7 @@ export class BackendApi {
   }
 
   private serverRoom(name: string, create: string | undefined): ServerRoom {
-    const { store, registry } = this.deps;
+    const { store, registry, machines } = this.deps;
     const hostFor = (n: string, c: string | undefined) => this.hostFor(n, c);
     const listeners = this.listeners;
     return {
@@ -285,6 +303,8 @@ export class BackendApi {
         if (!ex) throw new HerculesError('bad-room', `room ${name} does not exist`);
         return roomFileOf(ex, registry.get(name)?.engine);
       },
+      stateAt: (position) => stateAt(store, machines, name, position),
+      log: (range) => logPage(store, name, range),
       async delete() {
         if (!store.deleteRoom) throw new HerculesError('bad-argument', 'this room store cannot delete rooms (no deleteRoom)');
         await registry.evict(name, 'bad-room', `room ${name} was deleted`);

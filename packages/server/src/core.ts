@@ -10,6 +10,7 @@ export type { Deployment, DeploymentContext, FrontDoorOptions, HerculesServer, L
 export { hereLocator } from './room-locator.ts';
 export type { BackendCall, EdgeSocket, RelayLink, RemoteRooms, RoomLocation, RoomLocator } from './room-locator.ts';
 export { locatedBackend, runBackendCall, type Backend } from './located-backend.ts';
+export { LOG_PAGE_MAX, replayFrom, type LogPage } from './history.ts';
 export { withEarlyFrames } from './routed-upgrade.ts';
 export { staticFiles, type HttpHandler } from './static-files.ts';
 export { memoryCursors, newWebhookSecret, standardWebhookSignature, webhookSignature } from './webhooks.ts';

@@ -29,6 +29,10 @@ export async function runBackendCall(local: Local, c: BackendCall): Promise<unkn
       return local.room(c.room, c.machine).submit(c.op, c.args, { author: c.author, ...(c.key !== undefined ? { key: c.key } : {}) });
     case 'state':
       return local.room(c.room, c.machine).state();
+    case 'stateAt':
+      return local.room(c.room).stateAt(c.position);
+    case 'log':
+      return local.room(c.room).log({ ...(c.from !== undefined ? { from: c.from } : {}), ...(c.to !== undefined ? { to: c.to } : {}) });
     case 'export':
       return local.room(c.room).export();
     case 'delete':
@@ -65,6 +69,15 @@ export function locatedBackend(local: Local, locator: RoomLocator): Backend {
           return at(name, () => r.submit(op, args, o), { call: 'submit', room: name, ...m, op, args, author: o.author, ...key });
         },
         state: () => at(name, () => r.state(), { call: 'state', room: name, ...m }),
+        // History is read from the store, where the room is served (a cluster node's store may hold only its shards').
+        stateAt: (position) => at(name, () => r.stateAt(position), { call: 'stateAt', room: name, position }),
+        log: (range) =>
+          at(name, () => r.log(range), {
+            call: 'log',
+            room: name,
+            ...(range?.from !== undefined ? { from: range.from } : {}),
+            ...(range?.to !== undefined ? { to: range.to } : {}),
+          }),
         export: () => at(name, () => r.export(), { call: 'export', room: name }),
         delete: () => at(name, () => r.delete(), { call: 'delete', room: name }),
         // Commits reach the node that serves the room: a listener hears those of the rooms served here.

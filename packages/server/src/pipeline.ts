@@ -23,6 +23,12 @@ export {
   checkRoomName,
   compareRoomNames,
   exportProblem,
+  DEFAULT_RETENTION,
+  checkRetention,
+  retentionFor,
+  retentionSetting,
+  retentionCut,
+  retentionStart,
 } from './store/room-store.ts';
 export { stateDigest, keepDigests, importedDigests, MAX_CHECKPOINT_DIGESTS, DIGEST_PATTERN } from './store/state-digest.ts';
 export type { CheckpointDigest } from './store/state-digest.ts';
@@ -38,4 +44,10 @@ export type {
   StoredRoomInfo,
   RoomExport,
   RoomPeek,
+  HistoryRetention,
+  HistoryOption,
+  RetentionSetting,
+  HistoryEntry,
+  HistoryQuery,
+  RoomHistory,
 } from './store/room-store.ts';

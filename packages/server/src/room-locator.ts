@@ -34,6 +34,8 @@ export interface RelayLink {
 export type BackendCall =
   | { call: 'submit'; room: string; machine?: string; op: string; args?: unknown; author: string; key?: string }
   | { call: 'state'; room: string; machine?: string }
+  | { call: 'stateAt'; room: string; position: number }
+  | { call: 'log'; room: string; from?: number; to?: number }
   | { call: 'export'; room: string }
   | { call: 'delete'; room: string }
   | { call: 'import'; room: string; file: RoomFile }

@@ -6,7 +6,7 @@
  */
 import { HerculesError } from '@hercules/core';
 import { SqliteStore } from './store/sqlite.ts';
-import type { RoomStore } from './store/room-store.ts';
+import { retentionSetting, type HistoryOption, type RetentionSetting, type RoomStore } from './store/room-store.ts';
 import { createServer as createFrontDoor, type Deployment, type FrontDoorOptions, type HerculesServer as FrontDoor } from './front-door.ts';
 import { sqliteCursors } from './webhook-cursors-sqlite.ts';
 import type { Limits } from './room-service.ts';
@@ -19,6 +19,13 @@ export interface ServerOptions<Store extends RoomStore = SqliteStore> extends Fr
    * unless `store` or `deployment` is given; with a `store`, only the webhooks' positions go there.
    */
   dataDir?: string;
+  /**
+   * How much history the SQLite store keeps behind checkpoints for `room(name).stateAt` and
+   * `log` (docs/history.md): the last `ops` ops and/or those of the last `days` days, for every
+   * room, and per machine (by name) in `machines`. Default the last 10,000 ops. A store given
+   * (`store`) is configured where it is made (MemoryStoreOptions.retention).
+   */
+  history?: HistoryOption;
 }
 
 export type HerculesServer<Store extends RoomStore = SqliteStore> = FrontDoor<Store>;
@@ -44,16 +51,18 @@ export async function createServer<Store extends RoomStore = SqliteStore>(opts: 
   }
   if (dataDir === undefined)
     throw new HerculesError('bad-argument', 'createServer: `dataDir` is required (a directory for the SQLite file), unless you give a `store`');
-  return createFrontDoor({ ...opts, deployment: sqliteDeployment(dataDir, (opts.webhooks?.length ?? 0) > 0) as unknown as Deployment<Store> });
+  const retention = retentionSetting('createServer', opts.history);
+  return createFrontDoor({ ...opts, deployment: sqliteDeployment(dataDir, (opts.webhooks?.length ?? 0) > 0, retention) as unknown as Deployment<Store> });
 }
 
 /** Rooms in a SQLite file in `dataDir`, which the server opens and closes; the webhooks' positions beside it. */
-function sqliteDeployment(dataDir: string, webhooks: boolean): Deployment<SqliteStore> {
+function sqliteDeployment(dataDir: string, webhooks: boolean, retention: RetentionSetting): Deployment<SqliteStore> {
   return {
     async open({ metrics, undelivered }) {
       // Checkpoints are timed by the rooms (apart from their commits): the store writes each one it is given.
       const store = new SqliteStore(dataDir, {
         checkpointEvery: 1,
+        retention,
         // What webhooks have not delivered stays in the log past a checkpoint.
         ...(webhooks ? { retainFrom: (room: string) => undelivered(room) ?? Number.POSITIVE_INFINITY } : {}),
         onCommit: (c) => {

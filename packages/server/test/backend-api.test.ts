@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, ROOMS_PAGE_MAX, type RoomFile, type RoomSummary, type ServerOptions } from '../src/index.ts';
 import { MAX_STATE_DEPTH } from '../src/room-file.ts';
 import { ADMIN_ROUTES } from '../src/admin-http.ts';
+import { retentionSetting } from '../src/store/room-store.ts';
 import { chat, spreadsheet } from '../../../apps/machines.ts';
 import { online, rawConnection, tempDir, until } from './helpers.ts';
 
@@ -459,4 +460,58 @@ test('admin HTTP lists a migrated room, not loaded, with the version it migrated
     ],
     'the migrated room lists its new version (and the migration entry); the other still v1 until it loads',
   );
+});
+
+// spec: HIST-REPLAY, HIST-RETAIN
+test('history: server.room(name).stateAt and log, and the admin API over them (/state?at=, /log), with retention honoured by checkpoints', async (t) => {
+  const srv = await server(t, { admin: { token: ADMIN }, checkpointEvery: 5, history: { ops: 10, machines: { spreadsheet: { ops: 0 } } } });
+  t.after(srv.dir.cleanup);
+  const room = srv.room('annals', 'chat');
+  for (let i = 1; i <= 40; i++) assert.equal((await room.submit('say', { text: `line ${i}` }, { author: `user${i % 3}` })).position, i);
+  // The room checkpoints every 5 ops; each checkpoint prunes what is more than 10 ops (and a checkpoint) behind it.
+  let page = await room.log();
+  await until(async () => (page = await room.log()).head === 40 && page.start >= 25, 10_000, 'checkpoints pruned the history');
+  assert.ok(page.start <= 30, `the last 10 ops behind the newest checkpoint are kept: history starts at ${page.start}`);
+  assert.deepEqual(
+    page.entries.map((e) => [e.pos, e.name, e.author, e.client, (e.args as { text: string }).text]),
+    Array.from({ length: 40 - page.start }, (_, i) => [page.start + 1 + i, 'say', `user${(page.start + 1 + i) % 3}`, '~server', `line ${page.start + 1 + i}`]),
+  );
+  assert.ok(
+    page.entries.every((e) => e.time > 1_600_000_000_000 && e.time <= Date.now()),
+    'each entry has its commit time',
+  );
+  for (let p = page.start; p <= 40; p++) {
+    const s = (await room.stateAt(p)) as { messages: { text: string }[] };
+    assert.deepEqual(
+      s.messages.map((m) => m.text),
+      Array.from({ length: p }, (_, i) => `line ${i + 1}`),
+      `the state at ${p}`,
+    );
+  }
+  assert.deepEqual(await room.stateAt(40), await room.state());
+  await assert.rejects(room.stateAt(page.start - 1), isCode('not-retained'));
+  await assert.rejects(room.stateAt(41), isCode('bad-argument'));
+  await assert.rejects(room.log({ from: 1 }), isCode('not-retained'));
+  await assert.rejects(srv.room('no-such-room').stateAt(0), isCode('bad-room'));
+  // The same over HTTP.
+  const base = srv.url.replace('ws://', 'http://');
+  const get = (path: string) => fetch(`${base}${path}`, { headers: { authorization: `Bearer ${ADMIN}` } });
+  const at = await get(`/admin/rooms/annals/state?at=${page.start + 1}`);
+  assert.equal(at.status, 200);
+  assert.deepEqual(await at.json(), { position: page.start + 1, state: await room.stateAt(page.start + 1) });
+  const log = await get(`/admin/rooms/annals/log?from=${page.start + 1}&to=${page.start + 2}`);
+  assert.deepEqual(await log.json(), { start: page.start, head: 40, entries: page.entries.slice(0, 2) });
+  const gone = await get('/admin/rooms/annals/state?at=0');
+  assert.equal(gone.status, 410);
+  assert.equal(((await gone.json()) as { error: string }).error, 'not-retained');
+  for (const q of ['state?at=x', 'state?at=-1', 'log?from=1.5', 'log?to=']) assert.equal((await get(`/admin/rooms/annals/${q}`)).status, 400, q);
+  assert.equal((await get('/admin/rooms/nowhere/log')).status, 404);
+  assert.deepEqual(await (await get('/admin/rooms/annals/state')).json(), { state: await room.state() });
+  // Per machine: spreadsheet rooms keep nothing behind the checkpoint.
+  const sheet = srv.room('sheet', 'spreadsheet');
+  for (let i = 0; i < 12; i++) await sheet.submit('setCell', { row: 0, col: 0, text: `v${i}` }, { author: 'a' });
+  await until(async () => (await sheet.log()).start >= 10, 10_000, 'the spreadsheet room keeps no history');
+  assert.throws(() => retentionSetting('createServer', { ops: -1 }), isCode('bad-argument'));
+  assert.throws(() => retentionSetting('createServer', { days: 0 }), isCode('bad-argument'));
+  assert.throws(() => retentionSetting('createServer', { machines: { chat: { ops: 1.5 } } }), isCode('bad-argument'));
 });

@@ -37,6 +37,8 @@ test('a bad option or value is one line and exit 2', () => {
     [['serve', '--machines', MACHINES, '--memory', '--data-dir', 'x'], '--memory writes nothing, so --data-dir has no use with it; give one'],
     [['serve', '--machines', MACHINES, '--memory', '--nats', 'nats://127.0.0.1:1'], '--memory and --nats each say where the rooms live; give one'],
     [['serve', '--machines', '/nonexistent/machines.ts'], '--machines /nonexistent/machines.ts: no such file'],
+    [['serve', '--machines', MACHINES, '--history-ops', '1.5'], '--history-ops must be an integer >= 0, got "1.5"'],
+    [['serve', '--machines', MACHINES, '--history-days', '0'], '--history-days must be a number > 0, got "0"'],
     [['start'], 'unknown command "start"'],
   ] as const) {
     const r = hercules(...args);

@@ -38,9 +38,10 @@ function breakNextSqliteAppend(db: Database.Database, room: string): void {
 }
 
 const sqlite =
-  (opts: { checkpointEvery?: number }): StoreFactory =>
-  () => {
+  (base: { checkpointEvery?: number }): StoreFactory =>
+  (setup) => {
     const { dir, cleanup } = tempDir('conformance');
+    const opts = { ...base, ...setup };
     return {
       store: new SqliteStore(dir, opts),
       reopen: () => new SqliteStore(dir, opts),
@@ -49,11 +50,11 @@ const sqlite =
     };
   };
 
-const memory: StoreFactory = () => {
+const memory: StoreFactory = (setup) => {
   const disk = new MemoryDisk();
   return {
-    store: new MemoryStore({ disk }),
-    reopen: () => new MemoryStore({ disk }),
+    store: new MemoryStore({ disk, ...setup }),
+    reopen: () => new MemoryStore({ disk, ...setup }),
     breakNextAppend: (store, room) => (store as MemoryStore).failAppend({ room, stage: 'during' }),
   };
 };
@@ -205,7 +206,7 @@ test('runRoomStoreTests registers one test per case with any (name, fn) runner, 
   // A store that does not persist and cannot fail part-way: the cases that need that are skipped.
   runRoomStoreTests(
     'bare',
-    () => ({ store: new MemoryStore() }),
+    (setup) => ({ store: new MemoryStore(setup) }),
     (name, fn) => registered.push([name, fn]),
   );
   assert.equal(registered.length, roomStoreCases(memory).length);
@@ -216,4 +217,22 @@ test('runRoomStoreTests registers one test per case with any (name, fn) runner, 
     'bare: what was appended survives close and a new store over the same storage',
     'bare: a failed append leaves nothing half-written: not its entries, records or checkpoint',
   ]);
+});
+
+test('the conformance suite fails a store that ignores the retention it is configured with, in the history cases and no other', async () => {
+  // Made with the default retention (the last 10,000 ops) whatever the case asks, and the real clock.
+  const failed = await failures(() => {
+    const disk = new MemoryDisk();
+    return { store: new MemoryStore({ disk }), reopen: () => new MemoryStore({ disk }) };
+  });
+  assert.deepEqual(
+    [...failed.keys()].sort(),
+    [
+      'history: checkpoints keep the last `ops` ops (and a state to rebuild them from), and prune what is older',
+      'history: checkpoints keep the ops of the last `days` days, with the time each was committed, and prune what is older',
+      'history: ops 0 keeps nothing behind the checkpoint',
+    ],
+    [...failed].map(([n, m]) => `${n}: ${m}`).join('\n'),
+  );
+  assert.match(failed.get('history: ops 0 keeps nothing behind the checkpoint')!, /history starts at the checkpoint/);
 });

@@ -55,14 +55,14 @@ test('the log is stored in chunks and reloads entry by entry, in order, rejected
 test('a checkpoint inside a chunk: covered chunks are pruned, the straddling one stays, reload gives only the entries after it', (t) => {
   const { dir, cleanup } = tempDir('store-checkpoint');
   t.after(cleanup);
-  const store = new SqliteStore(dir, { checkpointEvery: 5 });
+  const store = new SqliteStore(dir, { checkpointEvery: 5, retention: { ops: 0 } });
   store.create('r', 'chat', 1, { messages: [] });
   store.commit([['r', { appended: range(1, 4), clients: {} }]]);
   store.commit([['r', { appended: range(5, 10), clients: {} }]]);
   // Checkpoint at 7: the chunk 1-4 is covered, the chunk 5-10 straddles it.
   store.commit([['r', { appended: range(11, 12), clients: {}, checkpoint: { pos: 7, state: { messages: ['through 7'] } } }]]);
   store.close();
-  const again = new SqliteStore(dir, { checkpointEvery: 5 });
+  const again = new SqliteStore(dir, { checkpointEvery: 5, retention: { ops: 0 } });
   t.after(() => again.close());
   const d = again.load('r')!.durable;
   assert.deepEqual(d.checkpoint, { pos: 7, state: { messages: ['through 7'] } });
@@ -236,7 +236,7 @@ test('a group whose transaction fails at commit is retried room by room: only th
 test('checkpoints through append are written lazily: the stable position at once, the state when due or on release; never one whose append failed', async (t) => {
   const { dir, cleanup } = tempDir('store-lazy');
   t.after(cleanup);
-  const store = new SqliteStore(dir, { checkpointEvery: 5 });
+  const store = new SqliteStore(dir, { checkpointEvery: 5, retention: { ops: 0 } });
   const row = (room: string) => store.db.prepare('SELECT checkpoint_pos AS pos, stable, rev FROM rooms WHERE room = ?').get(room);
   const chunks = (room: string) => store.db.prepare('SELECT first, last FROM log_chunks WHERE room = ? ORDER BY first').all(room);
   await store.open('r', INIT);
@@ -252,7 +252,7 @@ test('checkpoints through append are written lazily: the stable position at once
   assert.deepEqual(row('r'), { pos: 8, stable: 8, rev: 3 });
   assert.deepEqual(chunks('r'), [{ first: 9, last: 9 }]);
   await store.close();
-  const again = new SqliteStore(dir, { checkpointEvery: 5 });
+  const again = new SqliteStore(dir, { checkpointEvery: 5, retention: { ops: 0 } });
   t.after(() => again.close());
   const d = (await again.open('r'))!.durable;
   assert.deepEqual(d.checkpoint, { pos: 8, state: { messages: ['8'] } });

@@ -330,6 +330,8 @@ export class ClusterServer implements ServerSide {
       leaseMarginMs: this.cfg.marginMs,
       leaseGraceMs: this.cfg.graceMs,
       purge: this.cfg.purge,
+      // No history kept: a purge drops what the previous confirmed checkpoint covers, as before history.
+      retention: { ops: 0 },
       clock: n.clock,
       wallClock: () => sim.now,
       onShardLost: (_k, why) => {

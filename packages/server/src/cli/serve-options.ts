@@ -27,6 +27,12 @@ export const SERVE_OPTIONS: readonly OptionGroup[] = [
       { name: 'simulate-rtt', arg: 'ms', help: 'delay every frame by half this each way, to see the views differ locally (default 0)' },
       { name: 'checkpoint-every', arg: 'n', help: "write a room's checkpoint state at most every n ops (default 1000)" },
       {
+        name: 'history-ops',
+        arg: 'n',
+        help: 'keep the last n ops of each room behind its checkpoint, for stateAt and log\n(docs/history.md; default 10000 unless --history-days is given)',
+      },
+      { name: 'history-days', arg: 'days', help: 'keep the ops of the last <days> days behind the checkpoint (with --history-ops: both limits)' },
+      {
         name: 'commit-window',
         arg: 'ms',
         help: 'group-commit batching: gather writes this long into one transaction\n(default 0: one commit per event-loop turn)',

@@ -5,6 +5,7 @@ import type { JwtOptions } from '../auth.ts';
 import { createServer, type Limits, type ServerOptions } from '../server.ts';
 import { staticFiles } from '../static-files.ts';
 import { MemoryStore } from '../store/memory.ts';
+import { retentionSetting, type HistoryOption } from '../store/room-store.ts';
 import type { WebhookOptions } from '../webhooks.ts';
 import { cannotStart, fail, loadCluster, num, type ClusterModule } from './common.ts';
 import { loadError, loadModule, machinesOf } from './machines-module.ts';
@@ -121,8 +122,19 @@ async function commonOptions(str: Str) {
     simulateRttMs: num('simulate-rtt', str('simulate-rtt'), 0),
     checkpointEvery: num('checkpoint-every', str('checkpoint-every'), 1000) || 1000,
     commitWindowMs: num('commit-window', str('commit-window'), 0),
+    history: historyOf(str),
     log: level ?? 'info',
   };
+}
+
+/** --history-ops and --history-days as the servers' `history` option (docs/history.md). */
+function historyOf(str: Str): HistoryOption | undefined {
+  const ops = str('history-ops'),
+    days = str('history-days');
+  if (ops !== undefined && !/^(0|[1-9][0-9]*)$/.test(ops)) fail(`--history-ops must be an integer >= 0, got ${JSON.stringify(ops)}`);
+  if (days !== undefined && !(Number(days) > 0 && Number.isFinite(Number(days)))) fail(`--history-days must be a number > 0, got ${JSON.stringify(days)}`);
+  if (ops === undefined && days === undefined) return undefined;
+  return { ...(ops !== undefined ? { ops: Number(ops) } : {}), ...(days !== undefined ? { days: Number(days) } : {}) };
 }
 
 function staticHandler(dir: string) {
@@ -160,7 +172,8 @@ async function startClusterNode(str: Str, common: Awaited<ReturnType<typeof comm
 }
 
 async function startEmbedded(str: Str, common: Awaited<ReturnType<typeof commonOptions>>, memory: boolean): Promise<Running> {
-  const server = await createServer(memory ? { ...common, store: new MemoryStore() } : { ...common, dataDir: resolve(str('data-dir') ?? 'data') });
+  const store = () => new MemoryStore({ retention: retentionSetting('hercules serve', common.history) });
+  const server = await createServer(memory ? { ...common, store: store() } : { ...common, dataDir: resolve(str('data-dir') ?? 'data') });
   if (memory) server.log.info({}, 'rooms are kept in memory only (--memory): they are gone when this server stops');
   return server;
 }

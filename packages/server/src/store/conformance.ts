@@ -15,7 +15,7 @@
  */
 import assert from 'node:assert/strict';
 import type { ClientRecord, LogEntry } from '@hercules/core';
-import { compareRoomNames, type LoadedRoom, type RoomAppend, type RoomInit, type RoomStore } from './room-store.ts';
+import { compareRoomNames, type HistoryRetention, type LoadedRoom, type RoomAppend, type RoomInit, type RoomStore } from './room-store.ts';
 import { MAX_CHECKPOINT_DIGESTS, stateDigest } from './state-digest.ts';
 
 export interface StoreUnderTest {
@@ -36,7 +36,17 @@ export interface StoreUnderTest {
   teardown?: () => Promise<void> | void;
 }
 
-export type StoreFactory = () => Promise<StoreUnderTest> | StoreUnderTest;
+/**
+ * What a case asks of the store it gets: its history retention and its clock (the store's `now`,
+ * for entries' commit times). A factory passes them to the store it makes; the history cases need
+ * it to (a store with `history` must honour the retention it is configured with).
+ */
+export interface StoreSetup {
+  retention?: HistoryRetention;
+  now?: () => number;
+}
+
+export type StoreFactory = (setup?: StoreSetup) => Promise<StoreUnderTest> | StoreUnderTest;
 
 /** A case's outcome: nothing (it passed), or why it was skipped. It rejects on failure. */
 // biome-ignore lint/suspicious/noConfusingVoidType: a case written as an async function with no return value passes; `undefined` would refuse it at compile time
@@ -123,8 +133,8 @@ function assertRoomHolds(
 
 // ------------------------------------------------------------------ the cases
 
-const cases: [name: string, body: Body][] = [];
-const def = (name: string, body: Body) => cases.push([name, body]);
+const cases: [name: string, body: Body, setup?: StoreSetup][] = [];
+const def = (name: string, body: Body, setup?: StoreSetup) => cases.push([name, body, setup]);
 
 def('a room never created does not open without init, and is not listed', async ({ store }) => {
   assert.equal(await store.open('never'), undefined);
@@ -849,15 +859,112 @@ def('close settles the appends in flight; a closed store refuses every call with
   }
 });
 
+// ------------------------------------------------------------------ history (HistoryRetention)
+
+/** The clock of the history cases, in ms; a case moves it. */
+const historyClock = { now: 0 };
+const DAY = 86_400_000;
+
+/**
+ * Write `rounds` rounds of 10 entries to a new room, each with a checkpoint at its last entry,
+ * and release the room after each (a release writes the checkpoint a store deferred): states are
+ * then written at 10, 20, … . `at(k)`: the clock during round k (1-based).
+ */
+async function historyRooms(store: RoomStore, room: string, rounds: number, at: (k: number) => number = () => 0): Promise<void> {
+  let rev = (await store.open(room, INIT)).rev;
+  for (let k = 1; k <= rounds; k++) {
+    historyClock.now = at(k);
+    const to = 10 * k;
+    rev = (await store.append(room, { after: rev, entries: entries(to - 9, to), checkpoint: { pos: to, state: stateAt(to) } })).rev;
+    await store.release(room);
+    rev = (await load(store, room)).rev;
+  }
+}
+
+/** What a store's history of the fixture room must read: every retained entry, and the state at every retained position. */
+async function assertHistory(store: RoomStore, room: string, head: number, what: string): Promise<number> {
+  const h = await store.history!(room, { from: 1, to: head + 5 });
+  assert.ok(h, `${what}: the room has a history`);
+  assert.equal(h.head, head, `${what}: the head`);
+  const log = entries(1, head);
+  assert.deepEqual(
+    h.entries.map(({ time, ...e }) => e),
+    log.slice(h.start),
+    `${what}: the entries from start + 1 (${h.start + 1}) to the head, each as appended`,
+  );
+  assert.ok(
+    h.entries.every((e) => typeof e.time === 'number'),
+    `${what}: every entry has its commit time`,
+  );
+  for (let p = h.start; p <= head; p++) {
+    const at = await store.history!(room, { stateAt: p });
+    assert.ok(at?.base, `${what}: a state to rebuild position ${p} from`);
+    assert.ok(at.base.pos >= h.start && at.base.pos <= p, `${what}: the base for ${p} is at ${at.base.pos}, within ${h.start}..${p}`);
+    assert.deepEqual(at.base.state, at.base.pos === 0 ? INIT.initial : stateAt(at.base.pos), `${what}: the state kept at ${at.base.pos}`);
+    assert.deepEqual(
+      at.entries.map(({ time, ...e }) => e),
+      log.slice(at.base.pos, p),
+      `${what}: the entries from ${at.base.pos + 1} to ${p}`,
+    );
+  }
+  for (const p of [h.start - 1, head + 1]) assert.equal((await store.history!(room, { stateAt: p }))?.base, undefined, `${what}: no state at ${p}`);
+  return h.start;
+}
+
+def(
+  'history: checkpoints keep the last `ops` ops (and a state to rebuild them from), and prune what is older',
+  async (c) => {
+    if (!c.store.history) return { skipped: 'the store keeps no history (no history method)' };
+    await historyRooms(c.store, 'r', 4);
+    // Checkpoints written at 10, 20, 30, 40; ops 5 cuts at 35: kept from the state at 30.
+    const start = await assertHistory(c.store, 'r', 40, 'after 4 checkpoints');
+    assert.ok(start <= 35, `at least the last 5 ops behind the checkpoint at 40 are kept: history starts at ${start}`);
+    assert.ok(start >= 25, `at most 5 ops plus the 10 between two checkpoints are kept: history starts at ${start}`);
+    assertRoomHolds(await load(c.store, 'r'), entries(1, 40), 'the room loads as before');
+    if (c.restart) {
+      const store = await c.restart();
+      assert.equal(await assertHistory(store, 'r', 40, 'after a restart'), start, 'the history survives a restart');
+    }
+    assert.equal(await c.store.history('nope', { from: 1, to: 2 }), undefined, 'no history of a room that does not exist');
+  },
+  { retention: { ops: 5 }, now: () => historyClock.now },
+);
+
+def(
+  'history: ops 0 keeps nothing behind the checkpoint',
+  async (c) => {
+    if (!c.store.history) return { skipped: 'the store keeps no history (no history method)' };
+    await historyRooms(c.store, 'r', 3);
+    assert.equal(await assertHistory(c.store, 'r', 30, 'after 3 checkpoints'), 30, 'history starts at the checkpoint');
+  },
+  { retention: { ops: 0 }, now: () => historyClock.now },
+);
+
+def(
+  'history: checkpoints keep the ops of the last `days` days, with the time each was committed, and prune what is older',
+  async (c) => {
+    if (!c.store.history) return { skipped: 'the store keeps no history (no history method)' };
+    const at = (k: number) => 1_000 * DAY + [0, 0, 2, 2.5, 4, 4.2][k] * DAY;
+    await historyRooms(c.store, 'r', 5, at);
+    // At the checkpoint at 50 (day 4.2), days 1 cuts at 30: 31..50 were committed after day 3.2.
+    const h = (await c.store.history('r', { from: 1, to: 50 }))!;
+    assert.ok(h.start <= 30, `the ops of the last day are kept: history starts at ${h.start}`);
+    assert.ok(h.start >= 20, `at most those plus the 10 between two checkpoints: history starts at ${h.start}`);
+    for (const e of h.entries) assert.equal(e.time, at(Math.ceil(e.pos / 10)), `entry ${e.pos}: the time it was committed`);
+    await assertHistory(c.store, 'r', 50, 'after 5 checkpoints');
+  },
+  { retention: { days: 1 }, now: () => historyClock.now },
+);
+
 // ------------------------------------------------------------------ running them
 
 /** The suite's cases against stores from `factory`, one fresh store per case. */
 export function roomStoreCases(factory: StoreFactory): ConformanceCase[] {
-  return cases.map(([name, body]) => ({ name, run: () => runCase(factory, body) }));
+  return cases.map(([name, body, setup]) => ({ name, run: () => runCase(factory, body, setup) }));
 }
 
-async function runCase(factory: StoreFactory, body: Body): Promise<CaseResult> {
-  const sut = await factory();
+async function runCase(factory: StoreFactory, body: Body, setup: StoreSetup | undefined): Promise<CaseResult> {
+  const sut = await factory(setup);
   const open = [sut.store];
   const ctx: Ctx = { store: sut.store };
   if (sut.reopen) {

@@ -33,6 +33,13 @@ import {
   exportProblem,
   type RoomMeta,
   type RoomStore,
+  type HistoryEntry,
+  type HistoryQuery,
+  type RetentionSetting,
+  type RoomHistory,
+  retentionCut,
+  retentionFor,
+  retentionStart,
 } from './room-store.ts';
 import { importedDigests, keepDigests, stateDigest, type CheckpointDigest } from './state-digest.ts';
 
@@ -43,6 +50,11 @@ interface MemoryRoom {
   stable: number;
   /** The entries after the checkpoint, as JSON: index i is position checkpoint.pos + 1 + i. */
   log: string[];
+  /** When each entry of `log` was committed (the store's clock), index for index. */
+  times: number[];
+  /** The history kept behind the checkpoint (HistoryRetention): older states, ascending, and the entries after the oldest, up to the checkpoint. */
+  bases: { pos: number; json: string }[];
+  past: { json: string; time: number }[];
   clients: Map<string, string>;
   /** The digest of each checkpoint given, within the log kept (state-digest.ts). */
   digests: CheckpointDigest[];
@@ -77,19 +89,24 @@ export interface AppendFault {
 export interface MemoryStoreOptions {
   /** The data to work on (default: a new, empty disk). */
   disk?: MemoryDisk;
-  /** The clock a room's `created` is read from (ms since the epoch). Default `Date.now`. */
+  /** The clock a room's `created` and its entries' commit times are read from (ms since the epoch). Default `Date.now`. */
   now?: () => number;
+  /** How much history to keep behind checkpoints, per store or per machine (HistoryRetention). Default DEFAULT_RETENTION. */
+  retention?: RetentionSetting;
 }
 
 export class MemoryStore implements RoomStore {
   readonly disk: MemoryDisk;
   private readonly now: () => number;
+  private readonly retention: RetentionSetting | undefined;
   private faults: { room?: string; skip: number; stage: AppendFaultStage }[] = [];
   private closed = false;
 
   constructor(opts: MemoryStoreOptions = {}) {
     this.disk = opts.disk ?? new MemoryDisk();
     this.now = opts.now ?? Date.now;
+    this.retention = opts.retention;
+    if (typeof this.retention !== 'function') retentionFor(this.retention, 'any'); // checked now
   }
 
   /** Make a later append fail (see `AppendFault`). Faults queue up; each strikes once. */
@@ -131,6 +148,9 @@ export class MemoryStore implements RoomStore {
       checkpoint: { pos: d.checkpoint.pos, json: toJson(room, d.checkpoint.state, 'its checkpoint') },
       stable: d.stable,
       log: d.suffix.map((e) => toJson(room, e, `log entry ${e.pos}`)),
+      times: d.suffix.map(() => this.now()),
+      bases: [],
+      past: [],
       clients: new Map(Object.entries(d.clients).map(([c, rec]) => [c, toJson(room, rec, `client record ${c}`)])),
       digests: importedDigests(data),
       lastActivity: this.now(),
@@ -169,6 +189,9 @@ export class MemoryStore implements RoomStore {
         checkpoint: { pos: 0, json: toJson(room, init.initial, 'its initial state') },
         stable: 0,
         log: [],
+        times: [],
+        bases: [],
+        past: [],
         clients: new Map(),
         digests: [{ pos: 0, digest: digestOf(room, init.initial) }],
         lastActivity: now,
@@ -216,18 +239,73 @@ export class MemoryStore implements RoomStore {
       w.checkpoint && w.checkpoint.pos > r.checkpoint.pos ? { pos: w.checkpoint.pos, json: toJson(room, w.checkpoint.state, 'its checkpoint') } : undefined;
     const digest = cp && { pos: cp.pos, digest: digestOf(room, w.checkpoint!.state) };
     if (fault === 'during') throw injected(room, fault);
-    for (const e of entries) r.log.push(e);
+    const now = this.now();
+    for (const e of entries) {
+      r.log.push(e);
+      r.times.push(now);
+    }
     for (const [c, json] of clients) r.clients.set(c, json);
     if (cp) {
-      r.log.splice(0, cp.pos - r.checkpoint.pos);
-      r.checkpoint = cp;
+      this.advance(r, cp, now);
       r.digests = keepDigests(r.digests, digest, cp.pos);
     }
     if (w.checkpoint) r.stable = Math.max(r.stable, w.checkpoint.pos);
     r.rev++;
-    if (entries.length > 0 || clients.length > 0) r.lastActivity = this.now();
+    if (entries.length > 0 || clients.length > 0) r.lastActivity = now;
     if (fault === 'after') throw injected(room, fault);
     return { rev: r.rev, head };
+  }
+
+  /** Move the checkpoint to `cp`: what it covers becomes history, then retention prunes it. */
+  private advance(r: MemoryRoom, cp: { pos: number; json: string }, now: number): void {
+    const n = cp.pos - r.checkpoint.pos;
+    const covered = r.log.splice(0, n);
+    const times = r.times.splice(0, n);
+    r.bases.push(r.checkpoint);
+    for (let i = 0; i < covered.length; i++) r.past.push({ json: covered[i], time: times[i] });
+    r.checkpoint = cp;
+    const policy = retentionFor(this.retention, r.meta.machine);
+    // The first kept position (past[0]) follows the oldest base.
+    const first = r.bases[0].pos + 1;
+    let older = 0;
+    if (policy.days !== undefined) {
+      const before = now - policy.days * 86_400_000;
+      for (let i = 0; i < r.past.length && r.past[i].time < before; i++) older = first + i;
+    }
+    const start = retentionStart(
+      r.bases.map((b) => b.pos),
+      cp.pos,
+      retentionCut(policy, cp.pos, older),
+    );
+    r.bases = r.bases.filter((b) => b.pos >= start && b.pos < cp.pos);
+    r.past.splice(0, start - first + 1);
+  }
+
+  async history(room: string, q: HistoryQuery): Promise<RoomHistory | undefined> {
+    if (this.closed) throw closedError(`read the history of room ${String(room)}`);
+    checkRoomName(room);
+    const r = this.disk.rooms.get(room);
+    if (!r) return undefined;
+    const head = r.checkpoint.pos + r.log.length;
+    const start = r.bases.length > 0 ? r.bases[0].pos : r.checkpoint.pos;
+    // Every kept entry from start + 1 on: the past, then the log.
+    const at = (pos: number): HistoryEntry => {
+      const i = pos - start - 1;
+      const j = i - r.past.length;
+      return j < 0 ? { ...JSON.parse(r.past[i].json), time: r.past[i].time } : { ...JSON.parse(r.log[j]), time: r.times[j] };
+    };
+    const range = (from: number, to: number) => {
+      const out: HistoryEntry[] = [];
+      for (let p = Math.max(from, start + 1); p <= Math.min(to, head); p++) out.push(at(p));
+      return out;
+    };
+    const meta = { ...r.meta };
+    if (!('stateAt' in q)) return { meta, start, head, entries: range(q.from, q.to) };
+    const p = q.stateAt;
+    if (!(p >= start && p <= head)) return { meta, start, head, entries: [] };
+    let base = r.checkpoint;
+    if (p < base.pos) for (const b of r.bases) if (b.pos <= p) base = b;
+    return { meta, start, head, base: { pos: base.pos, state: JSON.parse(base.json) }, entries: range(base.pos + 1, p) };
   }
 
   private takeFault(room: string): AppendFaultStage | undefined {

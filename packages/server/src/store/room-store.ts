@@ -121,6 +121,108 @@ export function digestsProblem(list: unknown, head: number, path = 'digests'): s
   return undefined;
 }
 
+/**
+ * How much of a room's history a store keeps behind its checkpoint (docs/history.md): the log
+ * entries and the older checkpoint states that `history` reads. Each limit given caps what is
+ * kept; when both are given, the tighter one wins. Checkpoints prune: when one is written, the
+ * store keeps the entries after the newest kept state at or before the cut (the checkpoint minus
+ * `ops`, or the last entry older than `days`), and that state; so it keeps at least what the
+ * limits name (while the room has it) and at most that plus the ops between two written
+ * checkpoints. `{ ops: 0 }` keeps nothing behind the checkpoint.
+ */
+export interface HistoryRetention {
+  /** Keep the last this many ops behind the checkpoint (an integer >= 0). */
+  ops?: number;
+  /** Keep the ops committed in the last this many days (a number > 0; fractions allowed). */
+  days?: number;
+}
+
+/** A store's retention when none is configured: the last 10,000 ops. */
+export const DEFAULT_RETENTION: Readonly<HistoryRetention> = Object.freeze({ ops: 10_000 });
+
+/** A retention per server, or per machine (by the room's machine name). */
+export type RetentionSetting = HistoryRetention | ((machine: string) => HistoryRetention);
+
+/** Check a retention setting: throws `bad-argument`; `{}` or undefined is the default. */
+export function checkRetention(where: string, r: HistoryRetention | undefined): HistoryRetention {
+  if (r === undefined) return DEFAULT_RETENTION;
+  if (r === null || typeof r !== 'object') throw new HerculesError('bad-argument', `${where}: retention must be { ops?, days? }`);
+  if (r.ops !== undefined && (!Number.isSafeInteger(r.ops) || r.ops < 0))
+    throw new HerculesError('bad-argument', `${where}: retention.ops must be an integer >= 0, got ${String(r.ops)}`);
+  if (r.days !== undefined && (typeof r.days !== 'number' || !Number.isFinite(r.days) || r.days <= 0))
+    throw new HerculesError('bad-argument', `${where}: retention.days must be a number > 0, got ${String(r.days)}`);
+  if (r.ops === undefined && r.days === undefined) return DEFAULT_RETENTION;
+  return { ...(r.ops !== undefined ? { ops: r.ops } : {}), ...(r.days !== undefined ? { days: r.days } : {}) };
+}
+
+/** The servers' `history` option: a retention for every room, and per machine (by name). */
+export type HistoryOption = HistoryRetention & { machines?: Record<string, HistoryRetention> };
+
+/** A `history` option as a store's retention setting, checked now (throws `bad-argument` naming `caller`). */
+export function retentionSetting(caller: string, h: HistoryOption | undefined): RetentionSetting {
+  if (h === undefined) return checkRetention(`${caller}: history`, undefined);
+  if (h === null || typeof h !== 'object') throw new HerculesError('bad-argument', `${caller}: history must be { ops?, days?, machines? }`);
+  const { machines, ...all } = h;
+  const base = checkRetention(`${caller}: history`, all);
+  if (machines === undefined) return base;
+  if (machines === null || typeof machines !== 'object')
+    throw new HerculesError('bad-argument', `${caller}: history.machines must be an object of machine name to { ops?, days? }`);
+  const per = new Map(Object.entries(machines).map(([m, r]) => [m, checkRetention(`${caller}: history.machines.${m}`, r)]));
+  return (machine) => per.get(machine) ?? base;
+}
+
+/** The retention of a room running `machine`: the setting's, checked. */
+export function retentionFor(setting: RetentionSetting | undefined, machine: string): HistoryRetention {
+  return checkRetention(`retention of machine ${machine}`, typeof setting === 'function' ? setting(machine) : setting);
+}
+
+/**
+ * Where a checkpoint at `cp` lets retention cut: entries at or before the returned position may
+ * go. `older`: the last position committed before `now - days` (0: none), if `days` is set.
+ */
+export function retentionCut(r: HistoryRetention, cp: number, older: number): number {
+  const byOps = r.ops === undefined ? 0 : cp - r.ops;
+  const byDays = r.days === undefined ? 0 : older;
+  return Math.max(0, Math.min(cp, r.ops === undefined && r.days === undefined ? cp : Math.max(byOps, byDays)));
+}
+
+/**
+ * The position history is kept from after a checkpoint at `cp`: the newest of the kept states
+ * (`bases`, ascending, all before `cp`) at or before `cut`; the oldest if none is (what is kept
+ * must start at a state); `cp` itself if the cut reaches it or nothing older is kept.
+ */
+export function retentionStart(bases: readonly number[], cp: number, cut: number): number {
+  if (cut >= cp || bases.length === 0) return cp;
+  let start = bases[0];
+  for (const b of bases) if (b <= cut) start = b;
+  return start;
+}
+
+/** A log entry as history reads it: with the time the store committed it. */
+export interface HistoryEntry extends LogEntry {
+  /** When the store committed it, in ms since the epoch by the store's clock (0: unknown, written before this was recorded). */
+  readonly time: number;
+}
+
+/** What `RoomStore.history` reads: entries of a range, or what rebuilds the state at a position. */
+export type HistoryQuery = { from: number; to: number } | { stateAt: number };
+
+/** What `RoomStore.history` answers. */
+export interface RoomHistory {
+  meta: RoomMeta;
+  /** The first retained position: the state at `start` can be rebuilt, and every entry from `start + 1` to `head` is kept. */
+  start: number;
+  /** The position of the room's last stored entry. */
+  head: number;
+  /**
+   * For `{ stateAt: p }` with start <= p <= head: the newest kept state at or before p (its
+   * position and value), and `entries` run from there to p. Absent otherwise.
+   */
+  base?: { pos: number; state: unknown };
+  /** For `{ from, to }`: the kept entries with positions in both [from, to] and [start + 1, head], in order. */
+  entries: HistoryEntry[];
+}
+
 /** What `RoomStore.peek` reads. */
 export interface RoomPeek {
   meta: RoomMeta;
@@ -254,6 +356,13 @@ export interface RoomStore {
    * serves no webhooks, and the backend API then needs the room's machine named.
    */
   peek?(room: string, after: number, max: number): Promise<RoomPeek | undefined>;
+  /**
+   * A read of the room's retained history (`HistoryRetention`): the entries of a range with
+   * their commit times, or the newest kept state at or before a position and the entries from
+   * there to it. Like `peek`, touches nothing the writer relies on. Undefined: no such room.
+   * Optional: without it, the backend API's `stateAt` and `log` refuse.
+   */
+  history?(room: string, q: HistoryQuery): Promise<RoomHistory | undefined>;
   /** The room as stored (meta, checkpoint, the log after it, client records), for an export; touches no cache. Optional. */
   exportRoom?(room: string): Promise<RoomExport | undefined>;
   /**

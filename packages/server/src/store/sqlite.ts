@@ -53,6 +53,13 @@ import {
   exportProblem,
   type RoomMeta,
   type RoomStore,
+  type HistoryEntry,
+  type HistoryQuery,
+  type RetentionSetting,
+  type RoomHistory,
+  retentionCut,
+  retentionFor,
+  retentionStart,
 } from './room-store.ts';
 import { importedDigests, keepDigests, stateDigest, type CheckpointDigest } from './state-digest.ts';
 
@@ -110,6 +117,12 @@ export interface SqliteStoreOptions {
   retainFrom?: (room: string) => number;
   /** At most this many entries are kept behind a checkpoint for `retainFrom`. Default 100,000. */
   retainAtMost?: number;
+  /**
+   * How much history (`history`: older states and the log after them) to keep behind checkpoints,
+   * per store or per machine (HistoryRetention); pruned when a checkpoint's state is written.
+   * Default DEFAULT_RETENTION.
+   */
+  retention?: RetentionSetting;
 }
 
 /** An append waiting for the group commit of its turn. */
@@ -165,11 +178,12 @@ export class SqliteStore implements RoomStore {
   /** close() synced the WAL itself: syncs still in flight then count as done. */
   private syncedAtClose = false;
 
-  private readonly retain: Pick<SqliteStoreOptions, 'retainFrom' | 'retainAtMost'>;
+  private readonly retain: Pick<SqliteStoreOptions, 'retainFrom' | 'retainAtMost' | 'retention'>;
 
   constructor(dataDir: string, opts: SqliteStoreOptions = {}) {
     this.checkpointEvery = opts.checkpointEvery ?? 1000;
-    this.retain = { retainFrom: opts.retainFrom, retainAtMost: opts.retainAtMost };
+    this.retain = { retainFrom: opts.retainFrom, retainAtMost: opts.retainAtMost, retention: opts.retention };
+    if (typeof opts.retention !== 'function') retentionFor(opts.retention, 'any'); // checked now
     this.now = opts.now ?? Date.now;
     this.onCommit = opts.onCommit;
     this.onSync = opts.onSync;
@@ -223,6 +237,12 @@ export class SqliteStore implements RoomStore {
           entries TEXT NOT NULL,
           PRIMARY KEY (room, first)
         ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS history_states (
+          room TEXT NOT NULL,
+          pos INTEGER NOT NULL,
+          state TEXT NOT NULL,
+          PRIMARY KEY (room, pos)
+        ) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS clients (
           room TEXT NOT NULL,
           client TEXT NOT NULL,
@@ -232,6 +252,7 @@ export class SqliteStore implements RoomStore {
       `);
       this.migrateRowPerOpLog();
       this.migrateRoomColumns();
+      this.migrateChunkTimes();
       this.stmts = this.prepare();
       this.syncOffTheEventLoop();
     } catch (e) {
@@ -338,6 +359,12 @@ export class SqliteStore implements RoomStore {
     })();
   }
 
+  /** A data file from before history: log chunks get their commit time (0: unknown). */
+  private migrateChunkTimes(): void {
+    const cols = this.db.prepare<[], { name: string }>(`SELECT name FROM pragma_table_info('log_chunks')`).all();
+    if (!cols.some((c) => c.name === 'time')) this.db.exec('ALTER TABLE log_chunks ADD COLUMN time INTEGER NOT NULL DEFAULT 0');
+  }
+
   private prepare() {
     const db = this.db;
     return {
@@ -367,7 +394,28 @@ export class SqliteStore implements RoomStore {
       getDigests: db.prepare<[string], { digests: string }>('SELECT digests FROM rooms WHERE room = ?'),
       setDigests: db.prepare('UPDATE rooms SET digests = ? WHERE room = ?'),
       setCheckpoint: db.prepare('UPDATE rooms SET checkpoint_pos = ?, checkpoint = ?, stable = max(stable, ?) WHERE room = ?'),
-      insertLog: db.prepare('INSERT INTO log_chunks (room, first, last, entries) VALUES (?, ?, ?, ?)'),
+      insertLog: db.prepare('INSERT INTO log_chunks (room, first, last, entries, time) VALUES (?, ?, ?, ?, ?)'),
+      // History (HistoryRetention): the state a checkpoint replaces is kept, then pruned with the log.
+      keepState: db.prepare(
+        'INSERT OR IGNORE INTO history_states (room, pos, state) SELECT room, checkpoint_pos, checkpoint FROM rooms WHERE room = ? AND checkpoint_pos < ?',
+      ),
+      historyBases: db.prepare<[string], { pos: number }>('SELECT pos FROM history_states WHERE room = ? ORDER BY pos'),
+      dropStates: db.prepare('DELETE FROM history_states WHERE room = ? AND (pos < ? OR pos >= ?)'),
+      lastBefore: db.prepare<[string, number], { last: number | null }>('SELECT max(last) AS last FROM log_chunks WHERE room = ? AND time < ?'),
+      historyRoom: db.prepare<
+        [string],
+        { machine: string; version: number; created: number; checkpoint_pos: number; start: number | null; last: number | null }
+      >(
+        `SELECT machine, version, created, checkpoint_pos, (SELECT min(pos) FROM history_states WHERE room = rooms.room) AS start,
+          (SELECT last FROM log_chunks WHERE room = rooms.room ORDER BY first DESC LIMIT 1) AS last FROM rooms WHERE room = ?`,
+      ),
+      historyState: db.prepare<[string, number], { pos: number; state: string }>(
+        'SELECT pos, state FROM history_states WHERE room = ? AND pos <= ? ORDER BY pos DESC LIMIT 1',
+      ),
+      checkpointState: db.prepare<[string], { state: string }>('SELECT checkpoint AS state FROM rooms WHERE room = ?'),
+      historyChunks: db.prepare<[string, number, number], { entries: string; time: number }>(
+        'SELECT entries, time FROM log_chunks WHERE room = ? AND last >= ? AND first <= ? ORDER BY first',
+      ),
       // A chunk that straddles the checkpoint stays; load skips its covered entries.
       pruneLog: db.prepare('DELETE FROM log_chunks WHERE room = ? AND last <= ?'),
       upsertClient: db.prepare('INSERT INTO clients (room, client, record) VALUES (?, ?, ?) ON CONFLICT (room, client) DO UPDATE SET record = excluded.record'),
@@ -471,12 +519,13 @@ export class SqliteStore implements RoomStore {
     const run = this.db.transaction(() => {
       for (const w of batch) {
         if (w.log || w.clients.length) s.touch.run(now, w.room);
-        if (w.log) s.insertLog.run(w.room, w.log.first, w.log.last, w.log.json);
+        if (w.log) s.insertLog.run(w.room, w.log.first, w.log.last, w.log.json, now);
         for (const [client, json] of w.clients) s.upsertClient.run(w.room, client, json);
         if (w.checkpoint) {
           if (w.checkpoint.json !== undefined) {
+            this.keepHistory(w.room, w.checkpoint.pos);
             s.setCheckpoint.run(w.checkpoint.pos, w.checkpoint.json, w.checkpoint.pos, w.room);
-            s.pruneLog.run(w.room, this.pruneTo(w.room, w.checkpoint.pos));
+            this.prune(w.room, w.checkpoint.pos);
             written.set(w.room, w.checkpoint.pos);
           } else s.setStable.run(w.checkpoint.pos, w.room);
         }
@@ -514,16 +563,46 @@ export class SqliteStore implements RoomStore {
     this.logBytesSince.delete(room);
   }
 
-  /** Delete log chunks ending at or before this, once a checkpoint at `cp` covers them (SqliteStoreOptions.retainFrom). */
-  private pruneTo(room: string, cp: number): number {
+  /**
+   * Delete log chunks ending at or before this, once a checkpoint at `cp` covers them: the
+   * history kept starts at `start` (HistoryRetention), and webhooks may need older entries
+   * (SqliteStoreOptions.retainFrom).
+   */
+  private pruneTo(room: string, cp: number, start: number): number {
     const keep = this.retain.retainFrom?.(room);
-    return keep === undefined ? cp : Math.min(cp, Math.max(keep - 1, cp - (this.retain.retainAtMost ?? 100_000)));
+    return keep === undefined ? start : Math.min(start, Math.max(keep - 1, cp - (this.retain.retainAtMost ?? 100_000)));
+  }
+
+  /**
+   * Where a room's checkpoint digests start with the checkpoint at `cp`: the log an export carries
+   * (from the checkpoint, and what webhooks keep), not the history kept behind it.
+   */
+  private keptFrom(room: string, cp: number): number {
+    return this.pruneTo(room, cp, cp);
+  }
+
+  /** Before a checkpoint at `cp` replaces the room's state on disk: keep that state as history (inside the write's transaction). */
+  private keepHistory(room: string, cp: number): void {
+    this.stmts.keepState.run(room, cp);
+  }
+
+  /** A checkpoint at `cp` was written (inside the transaction): drop the history and the log retention no longer keeps. */
+  private prune(room: string, cp: number): void {
+    const s = this.stmts;
+    const machine = s.peekRoom.get(room)?.machine ?? '';
+    const policy = retentionFor(this.retain.retention, machine);
+    const older = policy.days === undefined ? 0 : (s.lastBefore.get(room, this.now() - policy.days * 86_400_000)?.last ?? 0);
+    const bases = s.historyBases.all(room).map((b) => b.pos);
+    const start = retentionStart(bases, cp, retentionCut(policy, cp, older));
+    s.dropStates.run(room, start, cp);
+    s.pruneLog.run(room, this.pruneTo(room, cp, start));
   }
 
   private writeCheckpoint(room: string, cp: { pos: number; state: unknown }): void {
+    this.keepHistory(room, cp.pos);
     if (this.stmts.advanceCheckpoint.run(cp.pos, JSON.stringify(cp.state), cp.pos, room, cp.pos).changes > 0) {
-      this.stmts.pruneLog.run(room, this.pruneTo(room, cp.pos));
-      this.recordDigest(room, undefined, this.pruneTo(room, cp.pos));
+      this.prune(room, cp.pos);
+      this.recordDigest(room, undefined, this.keptFrom(room, cp.pos));
     }
     this.written.set(room, cp.pos);
   }
@@ -585,7 +664,7 @@ export class SqliteStore implements RoomStore {
       const now = this.now();
       s.insertRoom.run(room, data.meta.machine, data.meta.version, d.checkpoint.pos, JSON.stringify(d.checkpoint.state), d.stable, now, now);
       s.setDigests.run(JSON.stringify(importedDigests(data)), room);
-      if (d.suffix.length) s.insertLog.run(room, d.suffix[0].pos, d.suffix[d.suffix.length - 1].pos, JSON.stringify(d.suffix));
+      if (d.suffix.length) s.insertLog.run(room, d.suffix[0].pos, d.suffix[d.suffix.length - 1].pos, JSON.stringify(d.suffix), now);
       for (const [client, rec] of Object.entries(d.clients)) s.upsertClient.run(room, client, JSON.stringify(rec));
     });
     try {
@@ -603,6 +682,7 @@ export class SqliteStore implements RoomStore {
     checkRoomName(room);
     const del = this.db.transaction(() => {
       this.db.prepare('DELETE FROM log_chunks WHERE room = ?').run(room);
+      this.db.prepare('DELETE FROM history_states WHERE room = ?').run(room);
       this.db.prepare('DELETE FROM clients WHERE room = ?').run(room);
       return this.db.prepare('DELETE FROM rooms WHERE room = ?').run(room).changes > 0;
     });
@@ -620,6 +700,40 @@ export class SqliteStore implements RoomStore {
     const failed = await this.syncWal();
     if (failed) throw failed;
     return existed;
+  }
+
+  async history(room: string, q: HistoryQuery): Promise<RoomHistory | undefined> {
+    if (this.closed) throw closedError(`read the history of room ${String(room)}`);
+    checkRoomName(room);
+    try {
+      // One read transaction: a checkpoint written in between cannot tear what is read.
+      return this.db.transaction(() => this.readHistory(room, q))();
+    } catch (e) {
+      throw new StorageError(`room ${room}: cannot read its history: ${(e as Error).message}. Check the data file is readable.`, e);
+    }
+  }
+
+  private readHistory(room: string, q: HistoryQuery): RoomHistory | undefined {
+    const s = this.stmts;
+    const r = s.historyRoom.get(room);
+    if (!r) return undefined;
+    const meta = { machine: r.machine, version: r.version, created: r.created };
+    const start = r.start ?? r.checkpoint_pos;
+    const head = Math.max(r.checkpoint_pos, r.last ?? 0);
+    const range = (from: number, to: number): HistoryEntry[] => {
+      const lo = Math.max(from, start + 1),
+        hi = Math.min(to, head);
+      const out: HistoryEntry[] = [];
+      if (lo > hi) return out;
+      for (const c of s.historyChunks.iterate(room, lo, hi))
+        for (const e of JSON.parse(c.entries) as LogEntry[]) if (e.pos >= lo && e.pos <= hi) out.push({ ...e, time: c.time });
+      return out;
+    };
+    if (!('stateAt' in q)) return { meta, start, head, entries: range(q.from, q.to) };
+    const p = q.stateAt;
+    if (!(p >= start && p <= head)) return { meta, start, head, entries: [] };
+    const base = p >= r.checkpoint_pos ? { pos: r.checkpoint_pos, state: s.checkpointState.get(room)!.state } : s.historyState.get(room, p)!;
+    return { meta, start, head, base: { pos: base.pos, state: JSON.parse(base.state) }, entries: range(base.pos + 1, p) };
   }
 
   async peek(room: string, after: number, max: number): Promise<RoomPeek | undefined> {
@@ -907,14 +1021,15 @@ export class SqliteStore implements RoomStore {
       }
     }
     // Each chunk is a JSON array of consecutive entries, and the chunks follow each other: one row.
-    if (chunks.length) s.insertLog.run(room, first, last, chunks.length === 1 ? chunks[0] : `[${chunks.map((c) => c.slice(1, -1)).join(',')}]`);
+    if (chunks.length) s.insertLog.run(room, first, last, chunks.length === 1 ? chunks[0] : `[${chunks.map((c) => c.slice(1, -1)).join(',')}]`, now);
     if (clients) for (const [client, json] of clients) s.upsertClient.run(room, client, json);
     g.wroteCheckpoint = undefined;
+    if (cp) this.keepHistory(room, cp.pos);
     if (cp && s.advanceCheckpoint.run(cp.pos, cp.json, cp.pos, room, cp.pos).changes > 0) {
-      s.pruneLog.run(room, this.pruneTo(room, cp.pos));
+      this.prune(room, cp.pos);
       g.wroteCheckpoint = cp.pos;
     }
-    if (digest || g.wroteCheckpoint !== undefined) this.recordDigest(room, digest, this.pruneTo(room, g.wroteCheckpoint ?? this.written.get(room) ?? 0));
+    if (digest || g.wroteCheckpoint !== undefined) this.recordDigest(room, digest, this.keptFrom(room, g.wroteCheckpoint ?? this.written.get(room) ?? 0));
     // Last: the rev moves only with everything above written.
     s.bumpRev.run(g.to.rev - g.from.rev, stable, chunks.length > 0 || clients ? now : null, room);
   }
