@@ -292,6 +292,25 @@ export class ClusterServer implements ServerSide {
     });
   }
 
+  /** A node's clock for one incarnation: its timers die with it. */
+  private nodeClock(n: SimNode, inc: number): SimNode['clock'] {
+    const sim = this.sim;
+    return {
+      now: () => sim.now,
+      after: (ms, fn) => {
+        let live = true;
+        this.later(n, inc, Math.max(0, ms), `${n.id} timer`, () => {
+          if (live) fn();
+        });
+        return () => {
+          live = false;
+        };
+      },
+      // A microtask, as on the system clock: the run lets microtasks run before the next event.
+      defer: (fn) => queueMicrotask(fn),
+    };
+  }
+
   private start(n: SimNode): void {
     const sim = this.sim;
     n.incarnation++;
@@ -306,20 +325,7 @@ export class ClusterServer implements ServerSide {
     n.backlog = [];
     n.draining = false;
     const inc = n.incarnation;
-    n.clock = {
-      now: () => sim.now,
-      after: (ms, fn) => {
-        let live = true;
-        this.later(n, inc, Math.max(0, ms), `${n.id} timer`, () => {
-          if (live) fn();
-        });
-        return () => {
-          live = false;
-        };
-      },
-      // A microtask, as on the system clock: the run lets microtasks run before the next event.
-      defer: (fn) => queueMicrotask(fn),
-    };
+    n.clock = this.nodeClock(n, inc);
     const store = new ClusterStore({
       log: this.nats<ShardLog>(n, inc, this.shared),
       leases: this.nats<LeaseTable>(n, inc, this.leases),
