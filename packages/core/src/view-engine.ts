@@ -604,7 +604,7 @@ export class ViewEngine<S = unknown> {
     if (typeof k === 'number' && k < this.textFloor)
       throw new HerculesError(
         'bad-argument',
-        `${name}: clock ${k} is below ${this.textFloor}, the first this client may use (its inserts, or an earlier process's, may hold the ones below): take the clock from room.text(), or at least room.textClockFloor() (the op was not submitted)`,
+        `${name}: clock ${k} is below ${this.textFloor}, the first this client may use (earlier inserts may hold those below): take it from room.text() or room.textClockFloor(); op not submitted`,
       );
   }
 
@@ -1345,7 +1345,7 @@ export class ViewEngine<S = unknown> {
     this.ackDue = false;
     this.out.fatal = {
       code: 'client-id-conflict',
-      message: `${detail}: another client uses the same id, or this client's store was copied or restored from a backup. This client's pending ops were not delivered. Give each client its own id and store (let the library generate the id), or discard this store.`,
+      message: `${detail}: another client uses this id, or this store was copied or restored from a backup; no pending op was delivered. Give each client its own id and store (let the library make the id), or discard this store.`,
     };
   }
 
@@ -1373,7 +1373,7 @@ export class ViewEngine<S = unknown> {
     const missing = next - 1 > from ? `seqs ${from} to ${next - 1}` : `seq ${from}`;
     this.out.fatal = {
       code: 'seq-gap',
-      message: `this client's store holds its op seq ${next} but not ${missing}, which the server never received (it holds this client's ops up to seq ${this.highWater}): the store lost them (a disk or a store adapter that dropped a write) or the server lost them (restored from an older backup). The ops from seq ${next} on cannot be ordered without them, so none was sent, and reconnecting cannot change that; they stay in the store (with their args, as its load() returns them), and room.pending() lists them. Submit again what still matters from a new store (a new client id), then discard this one, and check the store adapter.`,
+      message: `this client's store holds its op seq ${next} but not ${missing}, which the server never received (it holds up to seq ${this.highWater}): the store dropped a write, or the server was restored from an older backup. Ops from seq ${next} on cannot be ordered, so none was sent, and reconnecting cannot change that; they stay in the store and room.pending() lists them. Submit again what matters from a new store (new client id), discard this one, and check the store adapter.`,
     };
   }
 
