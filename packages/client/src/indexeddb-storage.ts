@@ -165,7 +165,7 @@ function lockStore(locks: StoreLocks | undefined, dbName: string): StoreLock {
               e?.name === 'TimeoutError' || e?.name === 'AbortError'
                 ? new HerculesError(
                     'store-in-use',
-                    `client storage "${dbName}" (IndexedDB) is open in another tab or window. A store belongs to one tab at a time: close the other tab, or give this one its own store name (a duplicated tab copies sessionStorage, and with it any id kept there).`,
+                    `client storage "${dbName}" (IndexedDB) is open in another tab or window; a store belongs to one tab: close the other, or give this one its own store name (a duplicated tab copies sessionStorage and any id kept there).`,
                   )
                 : new HerculesError('storage-failed', `cannot lock client storage "${dbName}": ${e?.message ?? e}`, { cause: e }),
             );

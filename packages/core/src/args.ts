@@ -75,7 +75,7 @@ export function domainCopy(op: string, args: unknown): unknown {
   if (bad)
     throw new HerculesError(
       'bad-argument',
-      `${op}(${bad}): op arguments must be JSON data (null, booleans, finite numbers, strings, arrays, plain objects without undefined values), because they travel to the server and every other client and must mean the same everywhere`,
+      `${op}(${bad}): op arguments must be JSON data (null, booleans, finite numbers, strings, arrays, plain objects), to mean the same on every client`,
     );
   return deepFreezeFresh(copy);
 }

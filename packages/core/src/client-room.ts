@@ -307,18 +307,18 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
    */
   readonly engine: ViewEngine<StateOf<M>>;
   readonly ops: OpStubs<M>;
-  private driver: RoomDriver | undefined;
-  private readonly handles = new Map<number, Handle>();
-  private readonly listeners = new Map<ViewName, Set<Listener<StateOf<M>>>>();
-  private readonly memberListeners = new Set<(members: readonly string[]) => void>();
-  private readonly receipts = new ReceiptBook();
-  private readonly presenceListeners = new Set<(others: readonly PeerPresence<PresenceOf<M>>[]) => void>();
-  private othersCache: readonly PeerPresence<PresenceOf<M>>[] | undefined;
+  #driver: RoomDriver | undefined;
+  readonly #handles = new Map<number, Handle>();
+  readonly #listeners = new Map<ViewName, Set<Listener<StateOf<M>>>>();
+  readonly #memberListeners = new Set<(members: readonly string[]) => void>();
+  readonly #receipts = new ReceiptBook();
+  readonly #presenceListeners = new Set<(others: readonly PeerPresence<PresenceOf<M>>[]) => void>();
+  #othersCache: readonly PeerPresence<PresenceOf<M>>[] | undefined;
 
   readonly presence: RoomPresence<PresenceOf<M>> = {
     set: (value) => {
       this.engine.setPresence(value);
-      this.pump();
+      this.#pump();
     },
     update: (partial) => {
       if (partial === null || typeof partial !== 'object' || Array.isArray(partial))
@@ -328,37 +328,37 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
       this.presence.set({ ...base, ...partial } as PresenceOf<M>);
     },
     get: () => this.engine.ownPresenceValue() as PresenceOf<M> | undefined,
-    others: () => (this.othersCache ??= Object.freeze(this.engine.presence() as PeerPresence<PresenceOf<M>>[])),
+    others: () => (this.#othersCache ??= Object.freeze(this.engine.presence() as PeerPresence<PresenceOf<M>>[])),
     subscribe: (listener) => {
       if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'presence.subscribe(listener): listener must be a function');
-      this.presenceListeners.add(listener);
+      this.#presenceListeners.add(listener);
       return () => {
-        this.presenceListeners.delete(listener);
+        this.#presenceListeners.delete(listener);
       };
     },
   };
-  private readonly progressListeners = new Set<(positions: ViewPositions) => void>();
-  private readonly rejectedListeners = new Set<(op: OpHandle) => void>();
+  readonly #progressListeners = new Set<(positions: ViewPositions) => void>();
+  readonly #rejectedListeners = new Set<(op: OpHandle) => void>();
   /** The positions last returned (kept by identity while equal) and last told to progress listeners. */
-  private lastPositions: ViewPositions | undefined;
-  private progressNotified: ViewPositions | undefined;
+  #lastPositions: ViewPositions | undefined;
+  #progressNotified: ViewPositions | undefined;
   /** One of our ops changed stage since progress listeners were last called. */
-  private opsProgressed = false;
+  #opsProgressed = false;
   private readonly notified = new Map<ViewName, StateOf<M>>();
-  private readonly notifyMode: 'microtask' | 'sync';
+  readonly #notifyMode: 'microtask' | 'sync';
   private readonly now: () => number;
   /** until() calls waiting, so close() can settle them. */
-  private readonly waiters = new Set<(e: HerculesError) => void>();
-  private notifyScheduled = false;
-  private readonly recv = { frames: 0, applyMs: 0, notifies: 0, notifyMs: 0 };
+  readonly #waiters = new Set<(e: HerculesError) => void>();
+  #notifyScheduled = false;
+  readonly #recv = { frames: 0, applyMs: 0, notifies: 0, notifyMs: 0 };
   /** An ack held until this turn's notification round (holdAck). */
-  private heldAck: AckMessage | undefined;
-  private closed = false;
+  #heldAck: AckMessage | undefined;
+  #closed = false;
   /** The fatal error that stopped this room, if any. */
-  private failure: HerculesError | undefined;
-  private readonly history: UndoStack<StateOf<M>> | undefined;
-  private readonly undoListeners = new Set<(status: UndoStatus) => void>();
-  private undoSaid: UndoStatus = { canUndo: false, canRedo: false };
+  #failure: HerculesError | undefined;
+  readonly #history: UndoStack<StateOf<M>> | undefined;
+  readonly #undoListeners = new Set<(status: UndoStatus) => void>();
+  #undoSaid: UndoStatus = { canUndo: false, canRedo: false };
 
   constructor(
     readonly machine: M,
@@ -378,30 +378,30 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
           ? {}
           : {
               onOwnRun: (before: StateOf<M>, after: StateOf<M>, ops: readonly OwnOp[], patches: readonly Patch[]) => {
-                this.history!.ran(before, after, ops, patches);
-                this.undoChanged();
+                this.#history!.ran(before, after, ops, patches);
+                this.#undoChanged();
               },
             }),
       },
       opts.restore,
     );
-    this.driver = driver;
-    this.notifyMode = opts.notify ?? 'microtask';
+    this.#driver = driver;
+    this.#notifyMode = opts.notify ?? 'microtask';
     for (const v of VIEWS) this.notified.set(v, this.engine.getState(v));
     for (const op of this.engine.pending()) {
       const h = new Handle(op);
       h.restored = true;
-      this.handles.set(op.seq, h);
+      this.#handles.set(op.seq, h);
     }
     const stubs: Record<string, (args?: unknown) => OpHandle> = {};
     for (const name of machine.opNames) stubs[name] = (args?: unknown) => this.submit(name, args);
     this.ops = Object.freeze(stubs) as OpStubs<M>;
-    if (opts.undo !== false) this.history = new UndoStack(machine, opts.undo ?? {}, now);
+    if (opts.undo !== false) this.#history = new UndoStack(machine, opts.undo ?? {}, now);
   }
 
   attach(driver: RoomDriver): void {
-    this.driver = driver;
-    this.pump();
+    this.#driver = driver;
+    this.#pump();
   }
 
   // ---------------------------------------------------------------- app API
@@ -421,8 +421,8 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   subscribe(view: ViewName, listener: Listener<StateOf<M>>, opts?: { immediate?: boolean }): () => void {
     if (!VIEWS.includes(view)) throw new HerculesError('bad-argument', `unknown view ${JSON.stringify(view)}; use one of ${VIEWS.join(', ')}`);
     if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'subscribe(view, listener): listener must be a function');
-    let set = this.listeners.get(view);
-    if (!set) this.listeners.set(view, (set = new Set()));
+    let set = this.#listeners.get(view);
+    if (!set) this.#listeners.set(view, (set = new Set()));
     set.add(listener);
     if (opts?.immediate) listener(this.engine.getState(view), view);
     return () => {
@@ -440,13 +440,13 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     if (t !== undefined && !(typeof t === 'number' && t >= 0))
       throw new HerculesError('bad-argument', `until: timeoutMs must be a non-negative number, got ${String(t)}`);
     return new Promise<StateOf<M>>((resolve, reject) => {
-      if (this.closed) return reject(new HerculesError('closed', 'until: the room is closed'));
+      if (this.#closed) return reject(new HerculesError('closed', 'until: the room is closed'));
       let timer: ReturnType<typeof setTimeout> | undefined;
       let off = () => {};
       const end = (e?: HerculesError, s?: StateOf<M>) => {
         off();
         if (timer) clearTimeout(timer);
-        this.waiters.delete(end);
+        this.#waiters.delete(end);
         if (e) reject(e);
         else resolve(s!);
       };
@@ -459,7 +459,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
         }
         if (ok) end(undefined, s);
       };
-      this.waiters.add(end);
+      this.#waiters.add(end);
       off = this.subscribe(view, check);
       if (t !== undefined) timer = setTimeout(() => end(new HerculesError('timeout', `until(${view}): no state matched within ${t} ms`)), t);
       check(this.engine.getState(view));
@@ -467,9 +467,9 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   }
 
   onMembers(listener: (members: readonly string[]) => void): () => void {
-    this.memberListeners.add(listener);
+    this.#memberListeners.add(listener);
     return () => {
-      this.memberListeners.delete(listener);
+      this.#memberListeners.delete(listener);
     };
   }
 
@@ -480,55 +480,55 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   onReceipts(listener: () => void): () => void {
     if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onReceipts(listener): listener must be a function');
     const fn = () => listener(); // one subscription per call, even of the same function
-    if (this.receipts.add(fn)) this.askReceipts(true);
+    if (this.#receipts.add(fn)) this.#askReceipts(true);
     return () => {
-      if (!this.receipts.remove(fn)) return;
-      this.receipts.reset(); // no longer kept up to date: say nothing rather than something stale
-      this.askReceipts(false);
+      if (!this.#receipts.remove(fn)) return;
+      this.#receipts.reset(); // no longer kept up to date: say nothing rather than something stale
+      this.#askReceipts(false);
     };
   }
 
   seenBy(op: OpHandle): readonly string[] {
-    return this.receipts.seenBy(op.position, this.engine.members(), this.clientId);
+    return this.#receipts.seenBy(op.position, this.engine.members(), this.clientId);
   }
 
   memberPositions(): readonly MemberPosition[] {
-    return this.receipts.positions(this.engine.members(), this.clientId, this.engine.positions().authoritative);
+    return this.#receipts.positions(this.engine.members(), this.clientId, this.engine.positions().authoritative);
   }
 
   /** Ask the server for receipts on this connection, or to stop; a welcome asks again (receiveReceipts). */
-  private askReceipts(on: boolean): void {
-    if (this.closed || this.engine.connection() !== 'ready') return;
-    this.driver?.send({ t: 'receipts', on });
+  #askReceipts(on: boolean): void {
+    if (this.#closed || this.engine.connection() !== 'ready') return;
+    this.#driver?.send({ t: 'receipts', on });
   }
 
   /** Receipts' part of a server message: true if it was the acks message, which is nothing else's. */
-  private receiveReceipts(msg: ServerMessage, before: boolean): boolean {
+  #receiveReceipts(msg: ServerMessage, before: boolean): boolean {
     if (msg.t === 'acks') {
-      this.receipts.apply(msg);
-      this.receipts.notify((m) => this.driver?.warn?.(m));
+      this.#receipts.apply(msg);
+      this.#receipts.notify((m) => this.#driver?.warn?.(m));
       return true;
     }
-    if (msg.t === 'welcome' && !before && this.receipts.wanted()) {
-      this.receipts.reset();
-      this.askReceipts(true);
+    if (msg.t === 'welcome' && !before && this.#receipts.wanted()) {
+      this.#receipts.reset();
+      this.#askReceipts(true);
     }
     return false;
   }
 
   positions(): ViewPositions {
     const p = this.engine.positions();
-    const l = this.lastPositions;
+    const l = this.#lastPositions;
     if (l && l.stable === p.stable && l.visible === p.visible && l.authoritative === p.authoritative && l.durable === p.durable && l.submitted === p.submitted)
       return l;
-    return (this.lastPositions = Object.freeze(p));
+    return (this.#lastPositions = Object.freeze(p));
   }
 
   onRejected(listener: (op: OpHandle) => void): () => void {
     if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onRejected(listener): listener must be a function');
-    this.rejectedListeners.add(listener);
+    this.#rejectedListeners.add(listener);
     return () => {
-      this.rejectedListeners.delete(listener);
+      this.#rejectedListeners.delete(listener);
     };
   }
 
@@ -537,14 +537,14 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
    * an earlier session (sent offline, refused after a migration, say), which no caller holds a
    * handle of, is reported as a warning rather than dropped without a word.
    */
-  private tellRejected(h: Handle): void {
-    const d = this.driver;
-    if (this.rejectedListeners.size === 0) {
+  #tellRejected(h: Handle): void {
+    const d = this.#driver;
+    if (this.#rejectedListeners.size === 0) {
       if (h.restored)
         d?.warn?.(`op ${h.seq} (${h.name}), kept from before this session, was rejected: ${h.error ?? 'refused'} [pass onRejected to hear of each]`);
       return;
     }
-    for (const fn of [...this.rejectedListeners]) {
+    for (const fn of [...this.#rejectedListeners]) {
       try {
         fn(h);
       } catch (e) {
@@ -555,10 +555,10 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   onProgress(listener: (positions: ViewPositions) => void): () => void {
     if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onProgress(listener): listener must be a function');
-    if (this.progressListeners.size === 0) this.progressNotified = this.positions();
-    this.progressListeners.add(listener);
+    if (this.#progressListeners.size === 0) this.#progressNotified = this.positions();
+    this.#progressListeners.add(listener);
     return () => {
-      this.progressListeners.delete(listener);
+      this.#progressListeners.delete(listener);
     };
   }
 
@@ -569,7 +569,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   /** Handles of our ops not yet visible (including ones recovered after a restart). */
   pending(): OpHandle[] {
-    return this.engine.pending().map((op) => this.handleFor(op));
+    return this.engine.pending().map((op) => this.#handleFor(op));
   }
 
   text(path: TextPath): TextHandle<OpHandle> {
@@ -582,8 +582,8 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   submit(name: string, args?: unknown): OpHandle {
     if (name === UNDO_OP) throw new HerculesError('unknown-op', `${UNDO_OP} is the engine's own op: call room.undo() or room.redo()`);
-    const history = this.history;
-    if (!history) return this.submitOp(name, args);
+    const history = this.#history;
+    if (!history) return this.#submitOp(name, args);
     // Ops run in runs (ViewEngine.onOwnRun): those of another step, and the ops before one with a
     // declared inverse (computed from the state just before it), run first, so a run is one
     // step's. That runs them before their send; it only happens when steps meet in one turn.
@@ -594,121 +594,121 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     history.submitted(seq, joins);
     let h: Handle;
     try {
-      h = this.submitOp(name, args);
+      h = this.#submitOp(name, args);
     } catch (e) {
       history.abandon(seq);
       throw e;
     }
     if (inverse) this.engine.getState('submitted');
-    this.undoChanged();
+    this.#undoChanged();
     return h;
   }
 
   undo(): OpHandle | undefined {
-    return this.submitUndo(false);
+    return this.#submitUndo(false);
   }
 
   redo(): OpHandle | undefined {
-    return this.submitUndo(true);
+    return this.#submitUndo(true);
   }
 
   canUndo(): boolean {
-    return this.history?.canUndo() ?? false;
+    return this.#history?.canUndo() ?? false;
   }
 
   canRedo(): boolean {
-    return this.history?.canRedo() ?? false;
+    return this.#history?.canRedo() ?? false;
   }
 
   onUndoChange(listener: (status: UndoStatus) => void): () => void {
     if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onUndoChange(listener): listener must be a function');
-    this.undoListeners.add(listener);
+    this.#undoListeners.add(listener);
     return () => {
-      this.undoListeners.delete(listener);
+      this.#undoListeners.delete(listener);
     };
   }
 
   undoGroup<T>(fn: () => T): T {
     if (typeof fn !== 'function') throw new HerculesError('bad-argument', 'undoGroup(fn): fn must be a function');
-    return this.history ? this.history.group(fn) : fn();
+    return this.#history ? this.#history.group(fn) : fn();
   }
 
   stopCapturing(): void {
-    this.history?.stopCapturing();
+    this.#history?.stopCapturing();
   }
 
-  private submitUndo(redo: boolean): OpHandle | undefined {
-    if (!this.history) return undefined;
+  #submitUndo(redo: boolean): OpHandle | undefined {
+    if (!this.#history) return undefined;
     // Our ops run now, so every step holds what it changed (and the undo runs in a run of its own).
     if (this.engine.submittedWaiting()) this.engine.getState('submitted');
-    const args = redo ? this.history.takeRedo() : this.history.takeUndo();
+    const args = redo ? this.#history.takeRedo() : this.#history.takeUndo();
     if (args === undefined) return undefined;
-    const h = this.submitOp(UNDO_OP, args);
-    this.undoChanged();
+    const h = this.#submitOp(UNDO_OP, args);
+    this.#undoChanged();
     return h;
   }
 
   /** Tell undo listeners if canUndo or canRedo changed. */
-  private undoChanged(): void {
-    const h = this.history;
-    if (!h || (h.canUndo() === this.undoSaid.canUndo && h.canRedo() === this.undoSaid.canRedo)) return;
+  #undoChanged(): void {
+    const h = this.#history;
+    if (!h || (h.canUndo() === this.#undoSaid.canUndo && h.canRedo() === this.#undoSaid.canRedo)) return;
     const now = h.status();
-    this.undoSaid = now;
-    for (const fn of [...this.undoListeners]) {
+    this.#undoSaid = now;
+    for (const fn of [...this.#undoListeners]) {
       try {
         fn(now);
       } catch (e) {
-        this.driver?.warn?.(`an undo listener threw: ${errorMessage(e)}`);
+        this.#driver?.warn?.(`an undo listener threw: ${errorMessage(e)}`);
       }
     }
   }
 
-  private submitOp(name: string, args?: unknown): Handle {
-    if (this.closed) throw new HerculesError('bad-argument', 'this room is closed; connect again to submit ops');
+  #submitOp(name: string, args?: unknown): Handle {
+    if (this.#closed) throw new HerculesError('bad-argument', 'this room is closed; connect again to submit ops');
     // A store whose history the server does not share can deliver nothing, now or later.
-    if (this.failure?.code === 'client-id-conflict') throw new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}`);
+    if (this.#failure?.code === 'client-id-conflict') throw new HerculesError(this.#failure.code, `this room stopped: ${this.#failure.message}`);
     const op = this.engine.submit(name, args);
-    const h = this.handleFor(op);
+    const h = this.#handleFor(op);
     // After any other fatal refusal the op is still kept (OP-KEPT-AFTER-FATAL): it runs in
     // Submitted and goes to the store like any other, and the next connect() on that store sends
     // it; only its server stages fail, at once, since this room will not send it.
-    if (this.failure)
-      h.fail(new HerculesError(this.failure.code, `this room stopped: ${this.failure.message}; the op is kept on this device for the next connect()`));
+    if (this.#failure)
+      h.fail(new HerculesError(this.#failure.code, `this room stopped: ${this.#failure.message}; the op is kept on this device for the next connect()`));
     // The op runs after the turn's send (the driver's flushSends drains the engine), or at the
     // first read of Submitted; in 'sync' mode now, for the listeners this call notifies.
-    this.pump(this.notifyMode !== 'sync');
+    this.#pump(this.#notifyMode !== 'sync');
     return h;
   }
 
   close(): void {
-    this.closed = true;
-    for (const end of [...this.waiters]) end(new HerculesError('closed', 'the room was closed while until() waited'));
+    this.#closed = true;
+    for (const end of [...this.#waiters]) end(new HerculesError('closed', 'the room was closed while until() waited'));
     // The driver finished its writes before this: an op still Submitted was not stored, and no
     // answer will come for it in this process (HANDLE-DURABLE-AFTER-FATAL).
-    for (const [seq, h] of this.handles) {
+    for (const [seq, h] of this.#handles) {
       if (h.stage !== 'submitted') continue;
       h.fail(new HerculesError('closed', `the room was closed before this device's store confirmed op ${seq} (${h.name}); it is not durable here`), true);
-      this.handles.delete(seq);
+      this.#handles.delete(seq);
     }
-    this.listeners.clear();
-    this.memberListeners.clear();
-    this.presenceListeners.clear();
-    this.progressListeners.clear();
-    this.rejectedListeners.clear();
-    this.undoListeners.clear();
+    this.#listeners.clear();
+    this.#memberListeners.clear();
+    this.#presenceListeners.clear();
+    this.#progressListeners.clear();
+    this.#rejectedListeners.clear();
+    this.#undoListeners.clear();
   }
 
   // ---------------------------------------------------------------- driver API
 
   receive(msg: ServerMessage): void {
     const t0 = this.now();
-    if (!this.receiveReceipts(msg, true)) {
+    if (!this.#receiveReceipts(msg, true)) {
       this.engine.receive(msg);
-      this.pump();
-      this.receiveReceipts(msg, false);
+      this.#pump();
+      this.#receiveReceipts(msg, false);
     }
-    this.recv.frames++;
-    this.recv.applyMs += this.now() - t0;
+    this.#recv.frames++;
+    this.#recv.applyMs += this.now() - t0;
   }
   /**
    * Frames the connection delivered together, in order, as one step: one rebase of our pending
@@ -719,20 +719,20 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     if (msgs.length === 1) return this.receive(msgs[0]);
     const t0 = this.now();
     this.engine.receiveAll(msgs);
-    this.pump();
-    this.recv.frames += msgs.length;
-    this.recv.applyMs += this.now() - t0;
+    this.#pump();
+    this.#recv.frames += msgs.length;
+    this.#recv.applyMs += this.now() - t0;
   }
   durable(seq: number): void {
     this.engine.durable(seq);
-    this.pump();
+    this.#pump();
   }
   /** The submitting turn ended: send what may go before it is durable (ViewEngine.flushSends). */
   flushSends(): void {
     this.engine.flushSends();
     // The frame goes out first, then the ops it carries run (ViewEngine.submit).
-    this.pump(true);
-    if (this.engine.submittedWaiting()) this.pump();
+    this.#pump(true);
+    if (this.engine.submittedWaiting()) this.#pump();
   }
   /**
    * Set one of this client's keyed presences (protocol 8: a tab of a shared client, docs/tabs.md):
@@ -741,39 +741,39 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
    */
   setPresenceOf(key: string, value: PresenceOf<M> | null): void {
     this.engine.setPresence(value, key);
-    this.pump();
+    this.#pump();
   }
   /** Send our latest presence now (the driver paces these: RoomDriver.presenceDue). */
   flushPresence(): void {
     this.engine.flushPresence();
-    this.pump();
+    this.#pump();
   }
   /** The store saved a base holding our ops up to `ownSeq` (ViewEngine.baseSaved). */
   baseSaved(ownSeq: number): void {
     this.engine.baseSaved(ownSeq);
-    this.pump();
+    this.#pump();
   }
   /** The store holds a reservation of our seqs up to `seq` (ViewEngine.reserved). */
   reserved(seq: number): void {
     this.engine.reserved(seq);
-    this.pump();
+    this.#pump();
   }
   /** The transport connected, at `at` by the wall clock (HelloMessage.at). */
   connected(at?: number): void {
-    this.heldAck = undefined; // it was for the connection before: this one starts with a hello
+    this.#heldAck = undefined; // it was for the connection before: this one starts with a hello
     this.engine.connected(at);
-    this.pump();
+    this.#pump();
   }
   disconnected(): void {
-    this.heldAck = undefined;
+    this.#heldAck = undefined;
     this.engine.disconnected();
-    this.pump();
+    this.#pump();
   }
   tick(): void {
     const t0 = this.now();
     this.engine.tick();
-    this.pump();
-    this.recv.applyMs += this.now() - t0;
+    this.#pump();
+    this.#recv.applyMs += this.now() - t0;
   }
   nextDeadline(): number {
     return this.engine.nextDeadline();
@@ -790,10 +790,10 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   /** Deliver pending notifications now (for 'microtask' mode callers that cannot wait). */
   flushNotifications(): void {
     const t0 = this.now();
-    this.flushNotificationsNow();
-    this.recv.notifies++;
-    this.recv.notifyMs += this.now() - t0;
-    this.releaseAck();
+    this.#flushNotificationsNow();
+    this.#recv.notifies++;
+    this.#recv.notifyMs += this.now() - t0;
+    this.#releaseAck();
   }
 
   /**
@@ -801,38 +801,38 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
    * (ReceiveStats): cheap (two clock reads per frame and per notification round), always on.
    */
   receiveStats(): Omit<ReceiveStats, 'decodeMs'> {
-    return { ...this.recv };
+    return { ...this.#recv };
   }
 
-  private flushNotificationsNow(): void {
-    this.notifyScheduled = false;
+  #flushNotificationsNow(): void {
+    this.#notifyScheduled = false;
     for (const v of VIEWS) {
       const s = this.engine.getState(v);
       if (this.notified.get(v) === s) continue;
       this.notified.set(v, s);
-      const set = this.listeners.get(v);
+      const set = this.#listeners.get(v);
       if (!set) continue;
       for (const fn of [...set]) {
         try {
           fn(s, v);
         } catch (e) {
-          this.driver?.warn?.(`a ${v} listener threw: ${errorMessage(e)}`);
+          this.#driver?.warn?.(`a ${v} listener threw: ${errorMessage(e)}`);
         }
       }
     }
-    if (this.progressListeners.size > 0) this.notifyProgress();
+    if (this.#progressListeners.size > 0) this.#notifyProgress();
   }
 
-  private notifyProgress(): void {
+  #notifyProgress(): void {
     const p = this.positions();
-    if (p === this.progressNotified && !this.opsProgressed) return;
-    this.progressNotified = p;
-    this.opsProgressed = false;
-    for (const fn of [...this.progressListeners]) {
+    if (p === this.#progressNotified && !this.#opsProgressed) return;
+    this.#progressNotified = p;
+    this.#opsProgressed = false;
+    for (const fn of [...this.#progressListeners]) {
       try {
         fn(p);
       } catch (e) {
-        this.driver?.warn?.(`a progress listener threw: ${errorMessage(e)}`);
+        this.#driver?.warn?.(`a progress listener threw: ${errorMessage(e)}`);
       }
     }
   }
@@ -841,75 +841,75 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
    * Handles in seq order, and our ops take positions in seq order: the stable ones are a prefix.
    * A visible op without a position was settled inside a checkpoint, which is stable.
    */
-  private settleStable(): void {
+  #settleStable(): void {
     const stable = this.engine.positions().stable;
     let t: number | undefined;
-    for (const [seq, h] of this.handles) {
+    for (const [seq, h] of this.#handles) {
       const op = h.op;
       if (op.stage !== 'visible' || (op.pos !== undefined && op.pos > stable)) break;
       h.reachStable((t ??= this.now()));
-      this.handles.delete(seq);
+      this.#handles.delete(seq);
     }
   }
 
-  private handleFor(op: OwnOp): Handle {
-    let h = this.handles.get(op.seq);
-    if (!h) this.handles.set(op.seq, (h = new Handle(op)));
+  #handleFor(op: OwnOp): Handle {
+    let h = this.#handles.get(op.seq);
+    if (!h) this.#handles.set(op.seq, (h = new Handle(op)));
     return h;
   }
 
-  private pump(deferSubmitted = false): void {
+  #pump(deferSubmitted = false): void {
     const o = this.engine.drain(deferSubmitted);
-    const d = this.driver;
+    const d = this.#driver;
     if (o.persist.length) d?.persist(o.persist);
     for (const m of o.send) {
       if (m.t === 'ack') {
-        this.holdAck(m);
+        this.#holdAck(m);
         continue;
       }
-      if (this.heldAck) {
+      if (this.#heldAck) {
         // What was held goes first: the order of messages is kept. Ops carry it (VIS-ACK-WITH-OPS).
         if (m.t === 'ops') {
-          d?.send({ ...m, ack: this.takeHeldAck() });
+          d?.send({ ...m, ack: this.#takeHeldAck() });
           continue;
         }
-        this.sendHeldAck();
+        this.#sendHeldAck();
       }
       d?.send(m);
     }
     // 'sync' mode holds no ack past this step's messages (VIS-ACK-AFTER-NOTIFY is microtask mode's).
-    if (this.heldAck && this.notifyMode === 'sync') this.sendHeldAck();
+    if (this.#heldAck && this.#notifyMode === 'sync') this.#sendHeldAck();
     for (const w of o.warnings) d?.warn?.(w);
     if (o.resync !== undefined) d?.resync?.(o.resync);
     if (o.fatal) {
       if (d?.fatal?.(o.fatal.code, o.fatal.message) !== false) {
         // Nothing pending will progress on this client any more: say so to whoever awaits it.
-        const err = (this.failure = new HerculesError(o.fatal.code, o.fatal.message));
-        for (const [seq, h] of this.handles) {
+        const err = (this.#failure = new HerculesError(o.fatal.code, o.fatal.message));
+        for (const [seq, h] of this.#handles) {
           h.fail(err);
           // Durable is a fact of the device, not of the connection: an op still being written
           // keeps its handle until the store answers (HANDLE-DURABLE-AFTER-FATAL).
-          if (h.stage !== 'submitted') this.handles.delete(seq);
+          if (h.stage !== 'submitted') this.#handles.delete(seq);
         }
       }
     }
     let undoRejected = false;
     for (const op of o.progressed) {
-      const h = this.handleFor(op);
+      const h = this.#handleFor(op);
       h.settle();
-      if (op.stage === 'rejected') this.tellRejected(h);
-      if (op.stage === 'rejected' && this.history) {
-        this.history.rejected(op.seq);
+      if (op.stage === 'rejected') this.#tellRejected(h);
+      if (op.stage === 'rejected' && this.#history) {
+        this.#history.rejected(op.seq);
         undoRejected = true;
       }
-      if (op.stage === 'rejected' || (this.failure && op.stage !== 'submitted')) this.handles.delete(op.seq);
+      if (op.stage === 'rejected' || (this.#failure && op.stage !== 'submitted')) this.#handles.delete(op.seq);
     }
-    if (undoRejected) this.undoChanged();
-    if (o.progressed.length || o.changed.has('stable')) this.settleStable();
+    if (undoRejected) this.#undoChanged();
+    if (o.progressed.length || o.changed.has('stable')) this.#settleStable();
     if (o.presenceChanged) {
-      this.othersCache = undefined;
+      this.#othersCache = undefined;
       const others = this.presence.others();
-      for (const fn of [...this.presenceListeners]) {
+      for (const fn of [...this.#presenceListeners]) {
         try {
           fn(others);
         } catch (e) {
@@ -918,10 +918,10 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
       }
     }
     if (this.engine.presencePending()) d?.presenceDue?.();
-    if ((o.membersChanged || o.progressed.length) && this.receipts.wanted()) this.receipts.notify((m) => d?.warn?.(m));
+    if ((o.membersChanged || o.progressed.length) && this.#receipts.wanted()) this.#receipts.notify((m) => d?.warn?.(m));
     if (o.membersChanged) {
       const m = this.engine.members();
-      for (const fn of [...this.memberListeners]) {
+      for (const fn of [...this.#memberListeners]) {
         try {
           fn(m);
         } catch (e) {
@@ -932,20 +932,20 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     // Progress without a new snapshot (an entry that changes no state, a stage change) still
     // counts for progress listeners; without any, the hot path skips this.
     let progress = false;
-    if (this.progressListeners.size > 0) {
-      if (o.progressed.length) this.opsProgressed = true;
-      progress = this.opsProgressed || this.positions() !== this.progressNotified;
+    if (this.#progressListeners.size > 0) {
+      if (o.progressed.length) this.#opsProgressed = true;
+      progress = this.#opsProgressed || this.positions() !== this.#progressNotified;
     }
     if (o.changed.size === 0 && !progress) {
-      if (!this.notifyScheduled) this.releaseAck();
+      if (!this.#notifyScheduled) this.#releaseAck();
       return;
     }
-    if (this.notifyMode === 'sync') this.flushNotifications();
-    else if (!this.notifyScheduled) {
-      this.notifyScheduled = true;
+    if (this.#notifyMode === 'sync') this.flushNotifications();
+    else if (!this.#notifyScheduled) {
+      this.#notifyScheduled = true;
       queueMicrotask(() => {
-        if (this.notifyScheduled) this.flushNotifications();
-        else this.releaseAck();
+        if (this.#notifyScheduled) this.flushNotifications();
+        else this.#releaseAck();
       });
     }
   }
@@ -955,27 +955,27 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
    * remote op before this client writes to its socket, and the acks of the frames one turn
    * brings go as one (cumulative: the last position, and the highest durable seq said).
    */
-  private holdAck(m: AckMessage): void {
-    const h = this.heldAck;
+  #holdAck(m: AckMessage): void {
+    const h = this.#heldAck;
     const durable = Math.max(m.durable ?? 0, h?.durable ?? 0);
-    this.heldAck = durable > 0 ? { t: 'ack', pos: Math.max(m.pos, h?.pos ?? 0), durable } : { t: 'ack', pos: Math.max(m.pos, h?.pos ?? 0) };
+    this.#heldAck = durable > 0 ? { t: 'ack', pos: Math.max(m.pos, h?.pos ?? 0), durable } : { t: 'ack', pos: Math.max(m.pos, h?.pos ?? 0) };
   }
 
   /**
    * Send the held ack now, unless ops submitted in this turn are about to go (the driver's
    * flushSends at the turn's end): they carry it, one frame instead of two (VIS-ACK-WITH-OPS).
    */
-  private releaseAck(): void {
-    if (this.heldAck && !this.engine.sendsDue()) this.sendHeldAck();
+  #releaseAck(): void {
+    if (this.#heldAck && !this.engine.sendsDue()) this.#sendHeldAck();
   }
 
-  private sendHeldAck(): void {
-    this.driver?.send({ t: 'ack', ...this.takeHeldAck() });
+  #sendHeldAck(): void {
+    this.#driver?.send({ t: 'ack', ...this.#takeHeldAck() });
   }
 
-  private takeHeldAck(): { pos: number; durable?: number } {
-    const { pos, durable } = this.heldAck!;
-    this.heldAck = undefined;
+  #takeHeldAck(): { pos: number; durable?: number } {
+    const { pos, durable } = this.#heldAck!;
+    this.#heldAck = undefined;
     return durable === undefined ? { pos } : { pos, durable };
   }
 }

@@ -24,7 +24,7 @@ function report(what: string): void {
   if (warned.has(key)) return;
   warned.add(key);
   console.warn(
-    `hercules: op "${runningName}" of machine "${runningMachine}" called ${what}: ops must be deterministic (every replica runs them), so replicas diverge. Read the time or the random number before submitting and pass it in the op's args.`,
+    `hercules: op "${runningName}" of machine "${runningMachine}" called ${what}: ops must be deterministic (every replica runs them), so replicas diverge: read it before submitting and pass it in the op's args.`,
   );
 }
 

@@ -42,24 +42,24 @@ export interface UndoStatus {
  * sent: the bookkeeping adds no op run and no delay before the send.
  */
 export class UndoStack<S> {
-  private readonly undos: Step[] = [];
-  private redos: Step[] = [];
+  readonly #undos: Step[] = [];
+  #redos: Step[] = [];
   /** The redo stack the last submitted op emptied, until the next one (abandon puts it back). */
-  private emptied: Step[] = [];
+  #emptied: Step[] = [];
   /** The top undo step may still take ops (none of undo, redo or stopCapturing since). */
   private open = false;
-  private turnOpen = false;
-  private groupDepth = 0;
-  private readonly captureMs: number;
-  private readonly maxSteps: number;
+  #turnOpen = false;
+  #groupDepth = 0;
+  readonly #captureMs: number;
+  readonly #maxSteps: number;
 
   constructor(
     private readonly machine: Machine<S, any, any>,
     opts: UndoOptions,
     private readonly now: () => number,
   ) {
-    this.captureMs = opts.captureMs ?? 500;
-    this.maxSteps = opts.maxSteps ?? 500;
+    this.#captureMs = opts.captureMs ?? 500;
+    this.#maxSteps = opts.maxSteps ?? 500;
   }
 
   status(): UndoStatus {
@@ -67,39 +67,39 @@ export class UndoStack<S> {
   }
 
   canUndo(): boolean {
-    return this.undos.length > 0;
+    return this.#undos.length > 0;
   }
 
   canRedo(): boolean {
-    return this.redos.length > 0;
+    return this.#redos.length > 0;
   }
 
   /** Whether an op submitted now joins the top step (else it starts a new one). */
   joins(): boolean {
-    const top = this.undos[this.undos.length - 1];
-    return top !== undefined && this.open && (this.groupDepth > 0 || this.turnOpen || this.now() - top.lastAt < this.captureMs);
+    const top = this.#undos[this.#undos.length - 1];
+    return top !== undefined && this.open && (this.#groupDepth > 0 || this.#turnOpen || this.now() - top.lastAt < this.#captureMs);
   }
 
   /** Our op `seq` was submitted: it joins the top step (`joins()`), or starts one. New ops end redo. */
   submitted(seq: number, joins: boolean): void {
     const t = this.now();
     if (joins) {
-      const top = this.undos[this.undos.length - 1];
+      const top = this.#undos[this.#undos.length - 1];
       top.last = seq;
       top.waiting++;
       top.lastAt = t;
     } else {
-      this.undos.push({ items: [], first: seq, last: seq, waiting: 1, lastAt: t });
+      this.#undos.push({ items: [], first: seq, last: seq, waiting: 1, lastAt: t });
       // Trimmed in batches: shifting a 500-step array on every op costs more than the op's record.
-      if (this.undos.length > this.maxSteps + 64) this.undos.splice(0, this.undos.length - this.maxSteps);
+      if (this.#undos.length > this.#maxSteps + 64) this.#undos.splice(0, this.#undos.length - this.#maxSteps);
     }
-    this.emptied = this.redos;
-    if (this.redos.length > 0) this.redos = [];
+    this.#emptied = this.#redos;
+    if (this.#redos.length > 0) this.#redos = [];
     this.open = true;
-    if (!this.turnOpen) {
-      this.turnOpen = true;
+    if (!this.#turnOpen) {
+      this.#turnOpen = true;
       queueMicrotask(() => {
-        this.turnOpen = false;
+        this.#turnOpen = false;
       });
     }
   }
@@ -108,10 +108,10 @@ export class UndoStack<S> {
   ran(before: S, after: S, ops: readonly { readonly seq: number; readonly name: string; readonly args: unknown }[], patches: readonly Patch[]): void {
     const last = ops[ops.length - 1].seq;
     // The step is the top one but where steps met in one turn (then the room ran them apart).
-    let at = this.undos.length - 1;
-    while (at >= 0 && !(this.undos[at].first <= last && last <= this.undos[at].last)) at--;
+    let at = this.#undos.length - 1;
+    while (at >= 0 && !(this.#undos[at].first <= last && last <= this.#undos[at].last)) at--;
     if (at < 0) return; // not ours to track (an undo or a redo op, or ops restored from storage)
-    const step = this.undos[at];
+    const step = this.#undos[at];
     const first = ops[0].seq;
     const left = ops.length;
     step.waiting = step.waiting > left ? step.waiting - left : 0;
@@ -134,24 +134,24 @@ export class UndoStack<S> {
       }
     }
     // A step whose ops all ran and changed nothing is no step.
-    if (step.items.length === 0 && step.waiting === 0) this.undos.splice(at, 1);
+    if (step.items.length === 0 && step.waiting === 0) this.#undos.splice(at, 1);
   }
 
   /** Steps whose ops all ran and changed nothing are no steps. */
-  private dropEmpty(): void {
-    for (const stack of [this.undos, this.redos])
+  #dropEmpty(): void {
+    for (const stack of [this.#undos, this.#redos])
       for (let i = stack.length - 1; i >= 0; i--) if (stack[i].items.length === 0 && stack[i].waiting === 0) stack.splice(i, 1);
   }
 
   /** Run `fn`; the ops it submits are one step (nested groups join the outer one). */
   group<T>(fn: () => T): T {
-    if (this.groupDepth === 0) this.stopCapturing();
-    this.groupDepth++;
+    if (this.#groupDepth === 0) this.stopCapturing();
+    this.#groupDepth++;
     try {
       return fn();
     } finally {
-      this.groupDepth--;
-      if (this.groupDepth === 0) this.stopCapturing();
+      this.#groupDepth--;
+      if (this.#groupDepth === 0) this.stopCapturing();
     }
   }
 
@@ -162,19 +162,19 @@ export class UndoStack<S> {
 
   /** Take the top undo step (its ops have all run): the arguments of the op that undoes it. */
   takeUndo(): UndoArgs | undefined {
-    if (this.undos.length > this.maxSteps) this.undos.splice(0, this.undos.length - this.maxSteps);
-    const step = this.undos.pop();
+    if (this.#undos.length > this.#maxSteps) this.#undos.splice(0, this.#undos.length - this.#maxSteps);
+    const step = this.#undos.pop();
     if (!step) return undefined;
-    this.redos.push(step);
+    this.#redos.push(step);
     this.open = false;
     return { do: actionsOf(step, false), of: step.items[0].first };
   }
 
   /** Take the top redo step: the arguments of the op that redoes it (undefined: none). */
   takeRedo(): UndoArgs | undefined {
-    const step = this.redos.pop();
+    const step = this.#redos.pop();
     if (!step) return undefined;
-    this.undos.push(step);
+    this.#undos.push(step);
     this.open = false;
     return { do: actionsOf(step, true), of: step.items[0].first, redo: true };
   }
@@ -182,13 +182,13 @@ export class UndoStack<S> {
   /** The submit of `seq` threw (nothing was submitted): as if it had not come. */
   abandon(seq: number): void {
     this.rejected(seq);
-    if (this.emptied.length > 0 && this.redos.length === 0) this.redos = this.emptied;
-    this.emptied = [];
+    if (this.#emptied.length > 0 && this.#redos.length === 0) this.#redos = this.#emptied;
+    this.#emptied = [];
   }
 
   /** Our op `seq` was rejected: it did nothing, so there is nothing of it to undo. */
   rejected(seq: number): void {
-    for (const stack of [this.undos, this.redos]) {
+    for (const stack of [this.#undos, this.#redos]) {
       for (const step of stack) {
         if (seq < step.first || seq > step.last) continue;
         const at = step.items.findIndex((it) => it.first <= seq && seq <= it.last);
@@ -196,7 +196,7 @@ export class UndoStack<S> {
         else if (--step.items[at].left === 0) step.items.splice(at, 1);
       }
     }
-    this.dropEmpty();
+    this.#dropEmpty();
   }
 }
 

@@ -160,55 +160,55 @@ export class ViewEngine<S = unknown> {
   readonly clientId: string;
   private author: string;
   /** What the server lets this client do, from the last welcome; 'write' until told otherwise. */
-  private access: 'read' | 'write' = 'write';
+  #access: 'read' | 'write' = 'write';
   private readonly now: () => number;
-  private readonly cpuNow: () => number;
-  private readonly onOwnRun: ((before: S, after: S, ops: readonly OwnOp[], patches: readonly Patch[]) => void) | undefined;
+  readonly #cpuNow: () => number;
+  readonly #onOwnRun: ((before: S, after: S, ops: readonly OwnOp[], patches: readonly Patch[]) => void) | undefined;
   private batching: Batching;
 
   // --- the five snapshots
-  private stableState: S;
-  private visibleState: S;
-  private authState: S;
-  private durableState: S;
+  #stableState: S;
+  #visibleState: S;
+  #authState: S;
+  #durableState: S;
   /** Read through `submitted()`: the last `ownUnapplied` ops of submittedList are not in it yet. */
-  private submittedState: S;
+  #submittedState: S;
   /**
    * Ops submitted and not yet applied to the Submitted snapshot: `submit` leaves that to the
    * first read (a getState, the notification round after the turn's send, a step that rebases),
    * so the op goes on the wire before the speculative run, not after it (60.6 of submit's 124 µs
    * at the median after 100 ms idle: bench/src/submit-idle.bench.ts).
    */
-  private ownUnapplied = 0;
+  #ownUnapplied = 0;
 
   // --- positions and lists
   private stableLen = 0;
-  private visibleLen = 0;
+  #visibleLen = 0;
   private authLen = 0;
   /**
    * The longest Authoritative log a server has announced to this process (a base restored from
    * the store does not count: the room may have been restored from a backup since).
    */
-  private heardLen = 0;
-  private settled: AuthItem[] = [];
-  private authList: AuthItem[] = [];
+  #heardLen = 0;
+  #settled: AuthItem[] = [];
+  #authList: AuthItem[] = [];
   /**
    * The Authoritative snapshot right after each held entry. Visible and Stable are prefixes of
    * Authoritative, so advancing them is a lookup, not a second and third application of every
    * op (a third of a client's CPU under the paper's byte-array load). Entries leave these lists
    * at the stable frontier, so what this keeps alive is bounded by the unstable window.
    */
-  private afterOf = new WeakMap<AuthItem, S>();
+  #afterOf = new WeakMap<AuthItem, S>();
   /**
    * Entries at the end of the Authoritative log that are not yet applied: authState is the state
    * before them. A step applies them together (materialize), so a busy room's entries copy a
    * large map once or twice per step, not once each.
    */
-  private unapplied: AuthItem[] = [];
+  #unapplied: AuthItem[] = [];
   /** A Notify-Visible or Notify-Stable came in this step; its lists move at the step's end. */
-  private progressDue = false;
-  private durableList: OwnOp[] = [];
-  private submittedList: OwnOp[] = [];
+  #progressDue = false;
+  #durableList: OwnOp[] = [];
+  #submittedList: OwnOp[] = [];
   /**
    * Other clients' entries the server sent before storing them (LOG-TENTATIVE), from authLen + 1:
    * in Durable and Submitted, never Authoritative, until a committed message (VIEW-TENTATIVE).
@@ -216,28 +216,28 @@ export class ViewEngine<S = unknown> {
    */
   private tentList: LogEntry[] = [];
   /** The state after the tentative entries (log[1..authLen + tentList.length]); undefined when there are none. */
-  private tentState: S | undefined;
+  #tentState: S | undefined;
   /** Set while promoting every tentative entry: the Authoritative state they end at, and how many (see materialize). */
-  private adoptTent: { state: S; n: number } | undefined;
+  #adoptTent: { state: S; n: number } | undefined;
 
   // --- own-op bookkeeping
   private lastSeq = 0;
-  private highWater = 0;
-  private visibleSeq = 0;
+  #highWater = 0;
+  #visibleSeq = 0;
   private serverStable = 0;
   /** Highest seq of our ops inside the Stable view (they leave client storage with a base). */
-  private stableOwnSeq = 0;
+  #stableOwnSeq = 0;
   /** Our ops up to here are inside a base the store holds (restored, or baseSaved): a restart never restores them. */
-  private settledSeq = 0;
+  #settledSeq = 0;
   /**
    * Seqs of our rejected ops whose rejection the server may still keep: it forgets them once we
    * say a saved base holds them (SettledMessage, OP-VERDICT-KEPT). Rejections are rare: a short list.
    */
-  private unsettledRejections = new Set<number>();
+  #unsettledRejections = new Set<number>();
   /** Our op digest chain at lastSeq; undefined when a restored store kept none. */
-  private headDigest: number | undefined = GENESIS_DIGEST;
+  #headDigest: number | undefined = GENESIS_DIGEST;
   /** The seq of our last op that exists (persisted, or submitted in this process); below lastSeq after a restart from a reservation. */
-  private prevSeq = 0;
+  #prevSeq = 0;
   /**
    * Our ops up to here may be sent before the store confirms them: the store holds a reservation
    * of these seqs, so a crash can never reuse one (DUR-BEFORE-SEND). 0 with a store that keeps
@@ -245,12 +245,12 @@ export class ViewEngine<S = unknown> {
    */
   private reservedSeq = 0;
   /** The highest seq our store confirmed (in this process, or restored): ops run at most RECENT_DIGESTS ahead of it. */
-  private durableSeq = 0;
+  #durableSeq = 0;
   /**
    * Restored past seqs an earlier process reserved: our last persisted op and its digest, which
    * each hello asks the server to verify (HelloMessage.verify).
    */
-  private verifyFrom: { seq: number; digest: number | undefined } | undefined;
+  #verifyFrom: { seq: number; digest: number | undefined } | undefined;
   /**
    * The lowest clock our text inserts may take (TEXT-ID-ONCE): above every clock of our ops
    * this process does not hold, which an earlier one may have sent, of the inserts it restored,
@@ -259,40 +259,40 @@ export class ViewEngine<S = unknown> {
    * its commit welcomes us without it, until that client sends it again (simulator seed 1075).
    * 0 for a new client.
    */
-  private textFloor = 0;
+  #textFloor = 0;
   /** Submitted ops may be sent before they are durable: at the end of the turn (flushSends). */
-  private sendDue = false;
+  #sendDue = false;
   /** An own op became authoritative this step straight from the Submitted list (sent before it was durable). */
-  private ackedEarly = false;
+  #ackedEarly = false;
   /** Ops with seq <= sentSeq went out on the current connection. */
-  private sentSeq = 0;
+  #sentSeq = 0;
 
   // --- presence: ephemeral, apart from every view
   /** The other connections' presence, by client id, and key (protocol 8) if any (PresenceMessage). */
   private peers = new Map<string, PeerPresence>();
   /** Ours, as last set (undefined: none), and whether the server has yet to hear it. */
-  private ownPresence: unknown = undefined;
-  private presenceDue = false;
+  #ownPresence: unknown = undefined;
+  #presenceDue = false;
   /** Our keyed presences (protocol 8: the tabs of a shared client), and the keys the server has yet to hear. */
-  private keyedPresence = new Map<string, unknown>();
-  private keyedDue = new Set<string>();
+  #keyedPresence = new Map<string, unknown>();
+  #keyedDue = new Set<string>();
 
   // --- connection
-  private connState: 'offline' | 'hello-sent' | 'ready' | 'resync' = 'offline';
-  private memberList: readonly string[] = [];
+  #connState: 'offline' | 'hello-sent' | 'ready' | 'resync' = 'offline';
+  #memberList: readonly string[] = [];
 
   // --- batching
-  private inbox: ServerMessage[] = [];
-  private flushAt = Infinity;
+  #inbox: ServerMessage[] = [];
+  #flushAt = Infinity;
   /** When remote ops were last applied (auto batching: at most one immediate step per interval). */
   private lastRemoteStep = -Infinity;
-  private opCostMs = 0; // EWMA of CPU per re-applied op, for auto batching
+  #opCostMs = 0; // EWMA of CPU per re-applied op, for auto batching
   private needRebase = false;
   /** Verdicts from the welcome being processed, for ops compacted into its checkpoint. */
-  private welcomeRejected: ReadonlyMap<number, Rejection> = NO_REJECTIONS;
-  private ackDue = false;
+  #welcomeRejected: ReadonlyMap<number, Rejection> = NO_REJECTIONS;
+  #ackDue = false;
   /** durableSeq as last told the server on this connection (AckMessage.durable). */
-  private durableSaid = 0;
+  #durableSaid = 0;
 
   // --- statistics (read by the inspector and benchmarks)
   readonly stats = { rebases: 0, rebasedOps: 0, framesBatched: 0, flushes: 0, divergences: 0 };
@@ -309,9 +309,9 @@ export class ViewEngine<S = unknown> {
     this.clientId = opts.clientId;
     this.author = opts.author ?? opts.clientId;
     this.now = opts.now;
-    this.cpuNow = opts.cpuNow ?? opts.now;
+    this.#cpuNow = opts.cpuNow ?? opts.now;
     this.batching = validateBatching(opts.batching ?? 'off');
-    this.onOwnRun = opts.onOwnRun;
+    this.#onOwnRun = opts.onOwnRun;
 
     const base = restore?.base;
     // A base of an older version is migrated here only to show something offline: the welcome
@@ -320,35 +320,35 @@ export class ViewEngine<S = unknown> {
       base ? (base.v !== undefined && base.v !== machine.version ? migrateState(machine, base.state, base.v) : deepFreeze(base.state)) : machine.initial
     ) as S;
     const pos0 = base ? base.pos : 0;
-    this.stableState = this.visibleState = this.authState = this.durableState = this.submittedState = s0;
-    this.stableLen = this.visibleLen = this.authLen = this.serverStable = pos0;
+    this.#stableState = this.#visibleState = this.#authState = this.#durableState = this.#submittedState = s0;
+    this.stableLen = this.#visibleLen = this.authLen = this.serverStable = pos0;
     if (restore) {
       this.lastSeq = restore.lastSeq;
-      this.stableOwnSeq = this.settledSeq = base?.ownSeq ?? 0;
-      this.headDigest = restore.lastDigest ?? (restore.lastSeq === 0 ? GENESIS_DIGEST : undefined);
+      this.#stableOwnSeq = this.#settledSeq = base?.ownSeq ?? 0;
+      this.#headDigest = restore.lastDigest ?? (restore.lastSeq === 0 ? GENESIS_DIGEST : undefined);
       const t = this.now();
       for (const r of restore.durable) {
-        if (r.client !== this.clientId || r.seq <= this.stableOwnSeq) continue;
-        const op = this.makeOwn(r.seq, r.name, r.args === undefined ? undefined : deepFreeze(structuredClone(r.args)), 'durable', t);
+        if (r.client !== this.clientId || r.seq <= this.#stableOwnSeq) continue;
+        const op = this.#makeOwn(r.seq, r.name, r.args === undefined ? undefined : deepFreeze(structuredClone(r.args)), 'durable', t);
         if (r.digest !== undefined) op.digest = r.digest;
         // Written against an older version: applied and sent as such, translated (MigrateFrom.op).
         if (r.v !== undefined && r.v !== machine.version) Object.assign(op, { v: r.v });
-        this.durableList.push(op);
+        this.#durableList.push(op);
         if (r.after !== undefined) op.after = r.after;
         if (r.seq > this.lastSeq) {
           this.lastSeq = r.seq;
-          this.headDigest = r.digest;
+          this.#headDigest = r.digest;
         }
       }
-      this.prevSeq = this.durableSeq = this.lastSeq;
+      this.#prevSeq = this.#durableSeq = this.lastSeq;
       // Seqs an earlier process reserved may be on the server without being here: never reuse them.
       if (restore.reservedSeq !== undefined && restore.reservedSeq > this.lastSeq) {
-        this.verifyFrom = { seq: this.lastSeq, digest: this.headDigest };
+        this.#verifyFrom = { seq: this.lastSeq, digest: this.#headDigest };
         this.lastSeq = restore.reservedSeq;
       }
       this.reservedSeq = this.lastSeq;
-      this.textFloor = Math.max(textClockFloor(unheldSeq(this.durableList, this.stableOwnSeq, this.lastSeq)), heldClockEnd(this.durableList));
-      this.durableState = this.submittedState = this.fold(this.authState, this.durableList, this.authLen + 1);
+      this.#textFloor = Math.max(textClockFloor(unheldSeq(this.#durableList, this.#stableOwnSeq, this.lastSeq)), heldClockEnd(this.#durableList));
+      this.#durableState = this.#submittedState = this.fold(this.#authState, this.#durableList, this.authLen + 1);
     }
   }
 
@@ -364,13 +364,13 @@ export class ViewEngine<S = unknown> {
       case 'submitted':
         return this.submitted();
       case 'durable':
-        return this.durableState;
+        return this.#durableState;
       case 'authoritative':
-        return this.authState;
+        return this.#authState;
       case 'visible':
-        return this.visibleState;
+        return this.#visibleState;
       case 'stable':
-        return this.stableState;
+        return this.#stableState;
       default:
         throw new HerculesError('bad-argument', `unknown view ${JSON.stringify(view)}; use one of ${VIEWS.join(', ')}`);
     }
@@ -380,10 +380,10 @@ export class ViewEngine<S = unknown> {
   positions() {
     return {
       stable: this.stableLen,
-      visible: this.visibleLen,
+      visible: this.#visibleLen,
       authoritative: this.authLen,
-      durable: this.authLen + this.tentList.length + this.durableList.length,
-      submitted: this.authLen + this.tentList.length + this.durableList.length + this.submittedList.length,
+      durable: this.authLen + this.tentList.length + this.#durableList.length,
+      submitted: this.authLen + this.tentList.length + this.#durableList.length + this.#submittedList.length,
     };
   }
 
@@ -391,7 +391,7 @@ export class ViewEngine<S = unknown> {
   viewLog(view: ViewName): { upTo: number; tail: string[] } {
     const p = this.positions();
     if (view === 'stable' || view === 'visible' || view === 'authoritative') return { upTo: p[view], tail: [] };
-    const own = view === 'durable' ? this.durableList : [...this.durableList, ...this.submittedList];
+    const own = view === 'durable' ? this.#durableList : [...this.#durableList, ...this.#submittedList];
     return { upTo: this.authLen, tail: [...this.tentList.map((e) => `${e.client}:${e.seq}`), ...own.map((o) => o.id)] };
   }
 
@@ -402,29 +402,29 @@ export class ViewEngine<S = unknown> {
 
   /** Entries between stable and authoritative the engine still holds (for checks and inspection). */
   heldEntries(): readonly LogEntry[] {
-    return [...this.settled, ...this.authList];
+    return [...this.#settled, ...this.#authList];
   }
 
   pending(): readonly OwnOp[] {
-    return [...this.authList.filter((e) => e.own).map((e) => e.own!), ...this.durableList, ...this.submittedList];
+    return [...this.#authList.filter((e) => e.own).map((e) => e.own!), ...this.#durableList, ...this.#submittedList];
   }
 
   members(): readonly string[] {
-    return this.memberList;
+    return this.#memberList;
   }
 
   /** What the server lets this client do ('write' until a welcome says otherwise). */
   accessLevel(): 'read' | 'write' {
-    return this.access;
+    return this.#access;
   }
 
   connection(): 'offline' | 'connecting' | 'ready' {
-    return this.connState === 'offline' || this.connState === 'resync' ? 'offline' : this.connState === 'hello-sent' ? 'connecting' : 'ready';
+    return this.#connState === 'offline' || this.#connState === 'resync' ? 'offline' : this.#connState === 'hello-sent' ? 'connecting' : 'ready';
   }
 
   /** What must be persisted for this client to restart: see ClientRestore. */
   persistedShape(): { lastSeq: number; highWater: number } {
-    return { lastSeq: this.lastSeq, highWater: this.highWater };
+    return { lastSeq: this.lastSeq, highWater: this.#highWater };
   }
 
   /**
@@ -434,12 +434,12 @@ export class ViewEngine<S = unknown> {
    * so the Durable view after a crash is never behind the one before.
    */
   baseToSave(): BaseSnapshot {
-    return { pos: this.stableLen, state: this.stableState, ownSeq: this.stableOwnSeq };
+    return { pos: this.stableLen, state: this.#stableState, ownSeq: this.#stableOwnSeq };
   }
 
   /** When the adapter should call `tick` next (ms on the engine clock), or Infinity. */
   nextDeadline(): number {
-    return this.inbox.length > 0 ? this.flushAt : Infinity;
+    return this.#inbox.length > 0 ? this.#flushAt : Infinity;
   }
 
   setBatching(b: Batching): void {
@@ -456,7 +456,7 @@ export class ViewEngine<S = unknown> {
 
   /** Our presence as last set (undefined: none). */
   ownPresenceValue(): unknown {
-    return this.ownPresence;
+    return this.#ownPresence;
   }
 
   /**
@@ -476,35 +476,35 @@ export class ViewEngine<S = unknown> {
       value = deepFreeze(domainCopy('presence', value));
     }
     if (key === undefined) {
-      this.ownPresence = value ?? undefined;
-      this.presenceDue = true;
+      this.#ownPresence = value ?? undefined;
+      this.#presenceDue = true;
       return;
     }
     if (value === undefined || value === null) {
-      if (!this.keyedPresence.delete(key)) return;
+      if (!this.#keyedPresence.delete(key)) return;
     } else {
-      if (!this.keyedPresence.has(key) && this.keyedPresence.size >= MAX_PRESENCE_KEYS)
+      if (!this.#keyedPresence.has(key) && this.#keyedPresence.size >= MAX_PRESENCE_KEYS)
         throw new HerculesError('too-large', `presence not set: ${MAX_PRESENCE_KEYS} keyed presences are set already; clear one first`);
-      this.keyedPresence.set(key, value);
+      this.#keyedPresence.set(key, value);
     }
-    this.keyedDue.add(key);
+    this.#keyedDue.add(key);
   }
 
   /** Whether a presence change waits for flushPresence. */
   presencePending(): boolean {
-    return (this.presenceDue || this.keyedDue.size > 0) && this.connState === 'ready';
+    return (this.#presenceDue || this.#keyedDue.size > 0) && this.#connState === 'ready';
   }
 
   /** Send our latest presence, if it changed since the last one sent (on a ready connection). */
   flushPresence(): void {
-    if (this.connState !== 'ready') return;
-    if (this.presenceDue) this.out.send.push({ t: 'presence', value: this.ownPresence ?? null });
-    this.presenceDue = false;
-    for (const key of this.keyedDue) this.out.send.push({ t: 'presence', key, value: this.keyedPresence.get(key) ?? null });
-    this.keyedDue.clear();
+    if (this.#connState !== 'ready') return;
+    if (this.#presenceDue) this.out.send.push({ t: 'presence', value: this.#ownPresence ?? null });
+    this.#presenceDue = false;
+    for (const key of this.#keyedDue) this.out.send.push({ t: 'presence', key, value: this.#keyedPresence.get(key) ?? null });
+    this.#keyedDue.clear();
   }
 
-  private onPresence(peers: readonly PeerPresence[]): void {
+  #onPresence(peers: readonly PeerPresence[]): void {
     for (const p of peers) {
       if (p.client === this.clientId) continue;
       const id = peerId(p);
@@ -522,19 +522,19 @@ export class ViewEngine<S = unknown> {
    */
   drain(deferSubmitted = false): EngineOutput {
     if (deferSubmitted) {
-      if (this.ownUnapplied > 0) this.out.changed.add('submitted');
+      if (this.#ownUnapplied > 0) this.out.changed.add('submitted');
     } else this.submitted();
-    if (this.ackDue && this.connState === 'ready') {
+    if (this.#ackDue && this.#connState === 'ready') {
       // Piggybacked, never a frame of its own: it only sharpens the server's test for a copied store.
-      const grew = this.durableSeq > this.durableSaid;
+      const grew = this.#durableSeq > this.#durableSaid;
       // What we hold, tentative entries too (protocol 5): the server keeps the stable frontier and
       // visibility within what it stored (AUTH-STORED).
       const pos = this.authLen + this.tentList.length;
-      this.out.send.push(grew ? { t: 'ack', pos, durable: this.durableSeq } : { t: 'ack', pos });
-      if (grew) this.durableSaid = this.durableSeq;
+      this.out.send.push(grew ? { t: 'ack', pos, durable: this.#durableSeq } : { t: 'ack', pos });
+      if (grew) this.#durableSaid = this.#durableSeq;
     }
-    this.ackDue = false;
-    if (this.unsettledRejections.size > 0 && this.connState === 'ready') this.saySettled();
+    this.#ackDue = false;
+    if (this.#unsettledRejections.size > 0 && this.#connState === 'ready') this.#saySettled();
     const o = this.out;
     this.out = ViewEngine.emptyOutput();
     return o;
@@ -550,7 +550,7 @@ export class ViewEngine<S = unknown> {
     if (!hasOp(this.machine, name)) {
       throw new HerculesError('unknown-op', `unknown op "${name}" for machine ${this.machine.name}; known ops: ${[...this.machine.opNames].join(', ')}`);
     }
-    if (this.access === 'read') {
+    if (this.#access === 'read') {
       throw new HerculesError('forbidden', `${name}: this client has read-only access to the room; the server refuses its ops`);
     }
     // The op, the log and every replica hold these args exactly as the wire and the stores will
@@ -562,19 +562,19 @@ export class ViewEngine<S = unknown> {
     // The first op after seqs an earlier process reserved declares the gap, and starts a new
     // digest chain: the ops in the gap, if any reached the server, are not known here.
     const seq = this.lastSeq + 1;
-    const after = seq === this.prevSeq + 1 ? undefined : this.prevSeq;
-    const scan = scanOp(after === undefined ? (this.headDigest ?? 0) : GENESIS_DIGEST, name, args);
+    const after = seq === this.#prevSeq + 1 ? undefined : this.#prevSeq;
+    const scan = scanOp(after === undefined ? (this.#headDigest ?? 0) : GENESIS_DIGEST, name, args);
     if ('problem' in scan) throw new HerculesError('too-large', `${name}: ${scan.problem}; split the change into smaller ops`);
-    this.lastSeq = this.prevSeq = seq;
-    const op = this.makeOwn(seq, name, args, 'submitted', this.now());
+    this.lastSeq = this.#prevSeq = seq;
+    const op = this.#makeOwn(seq, name, args, 'submitted', this.now());
     op.bytes = scan.bytes;
     if (after !== undefined) op.after = after;
-    if (this.headDigest !== undefined || after !== undefined) op.digest = this.headDigest = scan.digest;
-    this.submittedList.push(op);
+    if (this.#headDigest !== undefined || after !== undefined) op.digest = this.#headDigest = scan.digest;
+    this.#submittedList.push(op);
     // Past this insert's clocks for good: our views may lose it for a while (its anchor is a
     // tentative character a crashed server lost), and a clock taken from them would be its again.
-    this.textFloor = Math.max(this.textFloor, textClockEnd(name, args));
-    this.ownUnapplied++;
+    this.#textFloor = Math.max(this.#textFloor, textClockEnd(name, args));
+    this.#ownUnapplied++;
     this.out.progressed.push(op);
     this.out.persist.push({
       client: this.clientId,
@@ -584,13 +584,13 @@ export class ViewEngine<S = unknown> {
       ...(op.digest !== undefined ? { digest: op.digest } : {}),
       ...(after !== undefined ? { after } : {}),
     });
-    if (seq <= this.reservedSeq) this.sendDue = true;
+    if (seq <= this.reservedSeq) this.#sendDue = true;
     return op;
   }
 
   /** The lowest clock our text inserts may take (TEXT-ID-ONCE; text.ts, textClockFloor). */
   textClockFloor(): number {
-    return this.textFloor;
+    return this.#textFloor;
   }
 
   /**
@@ -599,12 +599,12 @@ export class ViewEngine<S = unknown> {
    * at submit.
    */
   private checkTextClock(name: string, args: unknown): void {
-    if (name !== TEXT_INSERT || this.textFloor === 0) return;
+    if (name !== TEXT_INSERT || this.#textFloor === 0) return;
     const k = (args as { k?: unknown } | null)?.k;
-    if (typeof k === 'number' && k < this.textFloor)
+    if (typeof k === 'number' && k < this.#textFloor)
       throw new HerculesError(
         'bad-argument',
-        `${name}: clock ${k} is below ${this.textFloor}, the first this client may use (its inserts, or an earlier process's, may hold the ones below): take the clock from room.text(), or at least room.textClockFloor() (the op was not submitted)`,
+        `${name}: clock ${k} is below ${this.#textFloor}, the first this client may use (earlier inserts may hold those below): take it from room.text() or room.textClockFloor(); op not submitted`,
       );
   }
 
@@ -615,7 +615,7 @@ export class ViewEngine<S = unknown> {
   reserved(seq: number): void {
     if (seq <= this.reservedSeq) return;
     this.reservedSeq = seq;
-    this.sendPending();
+    this.#sendPending();
   }
 
   /**
@@ -624,9 +624,9 @@ export class ViewEngine<S = unknown> {
    * burst of submits is one frame, and a submit returns without encoding or writing anything.
    */
   flushSends(): void {
-    if (!this.sendDue) return;
-    this.sendDue = false;
-    this.sendPending();
+    if (!this.#sendDue) return;
+    this.#sendDue = false;
+    this.#sendPending();
   }
 
   /**
@@ -634,7 +634,7 @@ export class ViewEngine<S = unknown> {
    * snapshot, so the driver asks this too, not only whether Stable changed (OP-VERDICT-KEPT).
    */
   stableOwnUnsaved(): boolean {
-    return this.stableOwnSeq > this.settledSeq;
+    return this.#stableOwnSeq > this.#settledSeq;
   }
 
   /**
@@ -642,24 +642,24 @@ export class ViewEngine<S = unknown> {
    * survives a restart, so the server may forget their rejections (OP-VERDICT-KEPT).
    */
   baseSaved(ownSeq: number): void {
-    if (ownSeq > this.settledSeq) this.settledSeq = ownSeq;
+    if (ownSeq > this.#settledSeq) this.#settledSeq = ownSeq;
   }
 
   /** Tell the server which of the rejections it keeps for us our store now holds (protocol 6). */
-  private saySettled(): void {
-    const settled = this.settledSeq;
+  #saySettled(): void {
+    const settled = this.#settledSeq;
     let said = false;
-    for (const seq of this.unsettledRejections) {
+    for (const seq of this.#unsettledRejections) {
       if (seq > settled) continue;
-      this.unsettledRejections.delete(seq);
+      this.#unsettledRejections.delete(seq);
       said = true;
     }
     if (said) this.out.send.push({ t: 'settled', seq: settled });
   }
 
   /** The server rejected our op `seq` and keeps the rejection until we say it is settled. */
-  private noteRejection(seq: number): void {
-    this.unsettledRejections.add(seq);
+  #noteRejection(seq: number): void {
+    this.#unsettledRejections.add(seq);
   }
 
   /** The seq the next `submit` will take. */
@@ -669,38 +669,38 @@ export class ViewEngine<S = unknown> {
 
   /** Ops submitted that have not run yet (`ownUnapplied`): the next drain or read runs them. */
   submittedWaiting(): boolean {
-    return this.ownUnapplied > 0;
+    return this.#ownUnapplied > 0;
   }
 
   /** Ops wait for flushSends (submitted in this turn under a reservation). */
   sendsDue(): boolean {
-    return this.sendDue;
+    return this.#sendDue;
   }
 
   /** Storage confirms every op up to `seq` is persisted (§4.3 step 2, Make-Durable). */
   durable(seq: number): void {
     this.submitted();
-    if (seq > this.durableSeq) this.durableSeq = seq;
+    if (seq > this.#durableSeq) this.#durableSeq = seq;
     let n = 0;
-    while (n < this.submittedList.length && this.submittedList[n].seq <= seq) n++;
+    while (n < this.#submittedList.length && this.#submittedList[n].seq <= seq) n++;
     if (n === 0) return;
-    const moved = this.submittedList.splice(0, n);
+    const moved = this.#submittedList.splice(0, n);
     const t = this.now();
-    const first = this.authLen + this.tentList.length + this.durableList.length + 1;
-    this.durableList.push(...moved);
-    const before = this.durableState;
+    const first = this.authLen + this.tentList.length + this.#durableList.length + 1;
+    this.#durableList.push(...moved);
+    const before = this.#durableState;
     // If nothing stays memory-only the two logs are equal: share the snapshot.
-    this.durableState = this.submittedList.length === 0 ? this.submittedState : applyOps(this.machine, this.durableState, moved, first);
-    if (this.durableState !== before) this.out.changed.add('durable');
+    this.#durableState = this.#submittedList.length === 0 ? this.#submittedState : applyOps(this.machine, this.#durableState, moved, first);
+    if (this.#durableState !== before) this.out.changed.add('durable');
     for (const op of moved) this.advance(op, 'durable', t);
-    this.sendPending();
+    this.#sendPending();
   }
 
   /** The transport connected (at `at`, by the wall clock: HelloMessage.at): introduce ourselves (Register, §4.6). */
   connected(at?: number): void {
     this.flushInbox();
-    this.connState = 'hello-sent';
-    this.sentSeq = this.highWater;
+    this.#connState = 'hello-sent';
+    this.#sentSeq = this.#highWater;
     this.out.send.push({
       t: 'hello',
       v: PROTOCOL_VERSION,
@@ -708,7 +708,7 @@ export class ViewEngine<S = unknown> {
       machine: { name: this.machine.name, version: this.machine.version },
       have: this.authLen,
       ...(at !== undefined ? { at } : {}),
-      ...this.verifyRequest(),
+      ...this.#verifyRequest(),
     });
   }
 
@@ -717,17 +717,17 @@ export class ViewEngine<S = unknown> {
     this.flushInbox();
     // Whatever that flush wanted to say (acks, register) was for the dead connection.
     this.out.send = [];
-    this.ackDue = false;
-    this.connState = 'offline';
+    this.#ackDue = false;
+    this.#connState = 'offline';
     // Others' presence is unknown offline; ours is said again after the next welcome.
     if (this.peers.size) {
       this.peers.clear();
       this.out.presenceChanged = true;
     }
-    if (this.ownPresence !== undefined) this.presenceDue = true;
-    this.keyedDue = new Set(this.keyedPresence.keys());
-    if (this.memberList.length) {
-      this.memberList = [];
+    if (this.#ownPresence !== undefined) this.#presenceDue = true;
+    this.#keyedDue = new Set(this.#keyedPresence.keys());
+    if (this.#memberList.length) {
+      this.#memberList = [];
       this.out.membersChanged = true;
     }
   }
@@ -749,34 +749,34 @@ export class ViewEngine<S = unknown> {
       if (!this.admit(msg)) continue;
       if (!stepping) this.submitted(); // (a step moves our ops between lists and snapshots)
       stepping = true;
-      this.process(msg);
+      this.#process(msg);
     }
-    if (stepping) this.finishStep();
+    if (stepping) this.#finishStep();
   }
 
   /** Whether `msg` is to be processed now: not while offline or resyncing, nor queued for a batch. */
   private admit(msg: ServerMessage): boolean {
-    if (this.connState === 'resync') return false; // the adapter is replacing this connection
-    if (this.connState === 'offline') {
+    if (this.#connState === 'resync') return false; // the adapter is replacing this connection
+    if (this.#connState === 'offline') {
       this.out.warnings.push(`ignored ${msg.t} received while offline`);
       return false;
     }
     // Presence touches no log: never batched behind log frames.
     if (msg.t === 'presence') {
-      this.onPresence(msg.peers);
+      this.#onPresence(msg.peers);
       return false;
     }
-    const due = this.inbox.length > 0 ? this.flushAt : this.batchDeadline(msg);
+    const due = this.#inbox.length > 0 ? this.#flushAt : this.#batchDeadline(msg);
     if (due === undefined) return true;
-    this.inbox.push(msg);
+    this.#inbox.push(msg);
     this.stats.framesBatched++;
-    this.flushAt = due;
+    this.#flushAt = due;
     return false;
   }
 
   /** Clock tick: processes a due batch (§4.5). */
   tick(): void {
-    if (this.inbox.length > 0 && this.now() >= this.flushAt) this.flushInbox();
+    if (this.#inbox.length > 0 && this.now() >= this.#flushAt) this.flushInbox();
   }
 
   // ================================================================ processing
@@ -785,15 +785,15 @@ export class ViewEngine<S = unknown> {
    * When a frame should be processed (§4.5): at a deadline, queued, or now (undefined; auto
    * batching then notes the time of this step).
    */
-  private batchDeadline(msg: ServerMessage): number | undefined {
+  #batchDeadline(msg: ServerMessage): number | undefined {
     const b = this.batching;
     if (b === 'off') return undefined;
     if (!carriesRemoteOps(msg, this.clientId)) return undefined;
     const now = this.now();
-    const interval = this.batchInterval();
+    const interval = this.#batchInterval();
     if (!('auto' in b)) return now + interval;
     const budget = b.budgetMs ?? 4;
-    const estimate = this.opCostMs * (this.durableList.length + this.submittedList.length + countEntries(msg));
+    const estimate = this.#opCostMs * (this.#durableList.length + this.#submittedList.length + countEntries(msg));
     if (estimate > budget) return now + interval;
     // Cheap, but the last step was less than an interval ago: wait for the interval's end.
     if (now - this.lastRemoteStep < interval) return this.lastRemoteStep + interval;
@@ -801,83 +801,83 @@ export class ViewEngine<S = unknown> {
     return undefined;
   }
 
-  private batchInterval(): number {
+  #batchInterval(): number {
     const b = this.batching;
     if (b === 'off') return 0;
     return b.intervalMs ?? 16;
   }
 
   private flushInbox(): void {
-    if (this.inbox.length === 0) return;
+    if (this.#inbox.length === 0) return;
     this.submitted();
-    const msgs = this.inbox;
-    this.inbox = [];
-    this.flushAt = Infinity;
+    const msgs = this.#inbox;
+    this.#inbox = [];
+    this.#flushAt = Infinity;
     this.lastRemoteStep = this.now();
     this.stats.flushes++;
-    for (const m of msgs) this.process(m);
-    this.finishStep();
+    for (const m of msgs) this.#process(m);
+    this.#finishStep();
   }
 
   /** Update lists for one message; snapshots of speculative views are rebased once per step. */
-  private process(msg: ServerMessage): void {
-    if (this.connState === 'resync') return;
+  #process(msg: ServerMessage): void {
+    if (this.#connState === 'resync') return;
     switch (msg.t) {
       case 'welcome':
-        this.materialize();
-        return this.onWelcome(msg);
+        this.#materialize();
+        return this.#onWelcome(msg);
       case 'log': {
-        if (this.connState !== 'ready') {
+        if (this.#connState !== 'ready') {
           this.out.warnings.push('log before welcome ignored');
           return;
         }
         if (msg.tentative) {
           if (msg.committed !== undefined) this.promote(msg.committed);
-          if (this.outOfStep()) return;
+          if (this.#outOfStep()) return;
           return this.onTentative(msg.from, msg.entries);
         }
         // A server confirms every tentative entry (committed) before it sends a later log as stored.
         if (this.tentList.length > 0) {
-          this.resync(`log at ${msg.from} while entries from ${this.authLen + 1} are still tentative`);
+          this.#resync(`log at ${msg.from} while entries from ${this.authLen + 1} are still tentative`);
           return;
         }
         if (msg.from !== this.authLen + 1) {
-          this.resync(`log gap: expected position ${this.authLen + 1}, got ${msg.from}`);
+          this.#resync(`log gap: expected position ${this.authLen + 1}, got ${msg.from}`);
           return;
         }
         for (const w of msg.entries) {
-          this.onEntry(w);
-          if (this.outOfStep()) return;
+          this.#onEntry(w);
+          if (this.#outOfStep()) return;
         }
         return;
       }
       case 'committed':
-        if (this.connState !== 'ready') return;
+        if (this.#connState !== 'ready') return;
         return this.promote(msg.pos);
       // Both only move entries between lists, which the step's end does once for all of them.
       case 'visible':
-        if (msg.seq > this.visibleSeq) this.visibleSeq = msg.seq;
-        this.progressDue = true;
+        if (msg.seq > this.#visibleSeq) this.#visibleSeq = msg.seq;
+        this.#progressDue = true;
         return;
       case 'stable':
         // A frontier is never past what the server stored: tentative entries up to it are (protocol 5).
-        if (this.tentList.length > 0 && this.connState === 'ready') {
+        if (this.tentList.length > 0 && this.#connState === 'ready') {
           this.promote(msg.pos);
-          if (this.outOfStep()) return;
+          if (this.#outOfStep()) return;
         }
         if (msg.pos > this.serverStable) this.serverStable = msg.pos;
-        this.progressDue = true;
+        this.#progressDue = true;
         return;
       case 'members':
-        this.memberList = msg.members;
+        this.#memberList = msg.members;
         this.out.membersChanged = true;
         return;
       case 'deregister':
         // Removed from the visibility set (ack timeout): ask to be re-added (§4.6).
-        this.memberList = this.memberList.filter((m) => m !== this.clientId);
+        this.#memberList = this.#memberList.filter((m) => m !== this.clientId);
         this.out.membersChanged = true;
-        if (this.connState === 'ready') {
-          this.ackDue = true;
+        if (this.#connState === 'ready') {
+          this.#ackDue = true;
           this.out.send.push({ t: 'register' });
         }
         return;
@@ -885,7 +885,7 @@ export class ViewEngine<S = unknown> {
       case 'acks': // delivery receipts: the room's (ClientRoom.receive), never queued here
         return;
       case 'presence':
-        return this.onPresence(msg.peers);
+        return this.#onPresence(msg.peers);
       case 'error': {
         // A code this version does not know (a newer server): kept in the message, not the code.
         const known = isErrorCode(msg.code);
@@ -902,112 +902,112 @@ export class ViewEngine<S = unknown> {
     }
   }
 
-  private onWelcome(w: WelcomeMessage): void {
-    this.durableSaid = 0; // say it again on each connection: the room may have restarted without it
+  #onWelcome(w: WelcomeMessage): void {
+    this.#durableSaid = 0; // say it again on each connection: the room may have restarted without it
     if (w.v !== PROTOCOL_VERSION) {
       this.out.fatal = { code: 'protocol-version', message: `server speaks protocol ${w.v}, this client ${PROTOCOL_VERSION}; upgrade the older side` };
       return;
     }
-    const conflict = this.ownershipConflict(w);
-    if (conflict !== undefined) return this.conflict(conflict);
+    const conflict = this.#ownershipConflict(w);
+    if (conflict !== undefined) return this.#conflict(conflict);
     // A log shorter than one a server already announced to us: every announced entry was stored
     // first (AUTH-STORED), so this server serves a stale copy of the room (a cluster node that
     // lost the room without knowing it yet). Adopting it would move our views back (VIEW-*,
     // STABLE-MONOTONIC); reconnect instead, to whichever server holds the room now.
-    if (w.checkpoint && w.checkpoint.pos + w.entries.length < this.heardLen)
-      return this.resync(`stale server: its welcome's log ends at ${w.checkpoint.pos + w.entries.length}, before position ${this.heardLen} announced to us`);
-    this.connState = 'ready';
-    this.access = w.access ?? 'write';
+    if (w.checkpoint && w.checkpoint.pos + w.entries.length < this.#heardLen)
+      return this.#resync(`stale server: its welcome's log ends at ${w.checkpoint.pos + w.entries.length}, before position ${this.#heardLen} announced to us`);
+    this.#connState = 'ready';
+    this.#access = w.access ?? 'write';
     // What was sent ahead of its commit on an earlier connection: the welcome brings the stored log.
     if (this.tentList.length > 0) {
       this.tentList = [];
-      this.tentState = undefined;
+      this.#tentState = undefined;
       this.needRebase = true;
     }
     if (w.author !== this.author) {
       this.author = w.author;
       // Our speculative ops ran with a guessed author: recompute them with the real one.
-      for (const op of [...this.durableList, ...this.submittedList]) (op as { author: string }).author = w.author;
+      for (const op of [...this.#durableList, ...this.#submittedList]) (op as { author: string }).author = w.author;
       this.needRebase = true;
     }
-    this.welcomeRejected = new Map((w.rejected ?? []).map((r) => [r.seq, r]));
-    for (const r of w.rejected ?? []) this.noteRejection(r.seq);
+    this.#welcomeRejected = new Map((w.rejected ?? []).map((r) => [r.seq, r]));
+    for (const r of w.rejected ?? []) this.#noteRejection(r.seq);
     if (w.checkpoint) {
       // Snapshots handed to the app are immutable, including ones that came off the wire.
-      this.resetTo(w.checkpoint.pos, deepFreeze(w.checkpoint.state as S));
+      this.#resetTo(w.checkpoint.pos, deepFreeze(w.checkpoint.state as S));
       // Our ops up to highWater that the entries do not carry are inside the checkpoint (our
       // ops are ordered by seq, and the entries follow the checkpoint).
       const firstOwn = w.entries.find((e) => e.client === this.clientId);
-      this.stableOwnSeq = Math.max(this.stableOwnSeq, firstOwn ? firstOwn.seq - 1 : w.highWater);
+      this.#stableOwnSeq = Math.max(this.#stableOwnSeq, firstOwn ? firstOwn.seq - 1 : w.highWater);
     } else if (w.from !== this.authLen + 1) {
-      return this.resync(`welcome resumes at ${w.from} but we hold ${this.authLen}`);
+      return this.#resync(`welcome resumes at ${w.from} but we hold ${this.authLen}`);
     }
     for (const e of w.entries) {
-      this.onEntry({ k: 'op', e });
-      if (this.connState !== 'ready') return;
+      this.#onEntry({ k: 'op', e });
+      if (this.#connState !== 'ready') return;
     }
     // Our ops the server already ordered but we did not see (their entries were compacted into
     // the checkpoint) are authoritative and, being in the checkpoint, visible to all.
     // (Ops sent before they were durable may be among them, still in the Submitted list.)
     const t = this.now();
-    for (let op = this.heldHead(); op !== undefined && op.seq <= w.highWater; op = this.heldHead()) {
-      this.settleCompacted(this.shiftHeld(), this.welcomeRejected, t);
+    for (let op = this.#heldHead(); op !== undefined && op.seq <= w.highWater; op = this.#heldHead()) {
+      this.#settleCompacted(this.#shiftHeld(), this.#welcomeRejected, t);
       this.needRebase = true;
     }
-    this.welcomeRejected = NO_REJECTIONS;
+    this.#welcomeRejected = NO_REJECTIONS;
     if (w.highWater > this.lastSeq) {
       // Nothing we hold is that old (checked above): continue the server's chain.
-      this.lastSeq = this.prevSeq = w.highWater;
-      this.headDigest = w.digest;
+      this.lastSeq = this.#prevSeq = w.highWater;
+      this.#headDigest = w.digest;
     }
-    if (w.highWater > this.highWater) this.highWater = w.highWater;
+    if (w.highWater > this.#highWater) this.#highWater = w.highWater;
     this.onVisible(w.visibleSeq);
     this.onStable(w.stable);
-    this.memberList = w.members;
+    this.#memberList = w.members;
     this.out.membersChanged = true;
     this.peers = new Map((w.presence ?? []).filter((p) => p.client !== this.clientId).map((p) => [peerId(p), p]));
     this.out.presenceChanged = true;
-    this.ackDue = true;
-    this.sentSeq = this.highWater;
-    const hole = this.ownHole();
-    if (hole !== undefined) return this.holeFound(hole);
-    this.sendPending();
+    this.#ackDue = true;
+    this.#sentSeq = this.#highWater;
+    const hole = this.#ownHole();
+    if (hole !== undefined) return this.#holeFound(hole);
+    this.#sendPending();
   }
 
   /** Drop everything older than a server checkpoint and restart the certain views from it. */
-  private resetTo(pos: number, state: S): void {
+  #resetTo(pos: number, state: S): void {
     // Ops in our lists that the checkpoint covers are settled below; the rest are re-derived.
     const t = this.now();
-    for (const e of [...this.settled, ...this.authList]) {
+    for (const e of [...this.#settled, ...this.#authList]) {
       if (!e.own) continue;
       if (e.pos > pos) {
         // Ordered after the checkpoint: it will come again in the welcome entries.
-        this.durableList.unshift(e.own);
+        this.#durableList.unshift(e.own);
       } else {
         // Inside the checkpoint, which is stable: every member has it.
         this.advance(e.own, 'visible', t);
       }
     }
-    this.durableList.sort((a, b) => a.seq - b.seq);
-    this.settled = [];
-    this.authList = [];
-    this.stableLen = this.visibleLen = this.authLen = pos;
+    this.#durableList.sort((a, b) => a.seq - b.seq);
+    this.#settled = [];
+    this.#authList = [];
+    this.stableLen = this.#visibleLen = this.authLen = pos;
     this.serverStable = Math.max(this.serverStable, pos);
-    if (pos > this.heardLen) this.heardLen = pos;
-    this.stableState = this.visibleState = this.authState = state;
+    if (pos > this.#heardLen) this.#heardLen = pos;
+    this.#stableState = this.#visibleState = this.#authState = state;
     this.out.changed.add('stable').add('visible').add('authoritative');
     this.needRebase = true;
   }
 
   /** `promoted`: a tentative entry now stored; the speculative logs already hold it, and it was acked. */
-  private onEntry(w: WireEntry, promoted = false): void {
+  #onEntry(w: WireEntry, promoted = false): void {
     const pos = this.authLen + 1;
     let entry: AuthItem;
     if (w.k === 'own') {
-      const own = this.heldHead();
+      const own = this.#heldHead();
       if (!own || own.seq !== w.seq) {
         this.stats.divergences++;
-        return this.resync(`server ordered our op seq ${w.seq} but we hold ${own ? own.seq : 'none'}`);
+        return this.#resync(`server ordered our op seq ${w.seq} but we hold ${own ? own.seq : 'none'}`);
       }
       entry = {
         pos,
@@ -1024,17 +1024,17 @@ export class ViewEngine<S = unknown> {
       };
     } else {
       const e = w.e;
-      if (e.pos !== pos) return this.resync(`entry at ${e.pos} where ${pos} was expected`);
+      if (e.pos !== pos) return this.#resync(`entry at ${e.pos} where ${pos} was expected`);
       let own: OwnOp | undefined;
       if (e.client === this.clientId) {
         // Our op in full form (catch-up). Ours with a lower seq were ordered before it, inside
         // the checkpoint: they are authoritative and visible.
         const t = this.now();
-        for (let op = this.heldHead(); op !== undefined && op.seq < e.seq; op = this.heldHead()) {
-          this.settleCompacted(this.shiftHeld(), this.welcomeRejected, t);
+        for (let op = this.#heldHead(); op !== undefined && op.seq < e.seq; op = this.#heldHead()) {
+          this.#settleCompacted(this.#shiftHeld(), this.#welcomeRejected, t);
           this.needRebase = true;
         }
-        const head = this.heldHead();
+        const head = this.#heldHead();
         if (head !== undefined && head.seq === e.seq) {
           own = head;
           // Written against an older version, it was ordered as its translation (the server
@@ -1043,32 +1043,32 @@ export class ViewEngine<S = unknown> {
           const ordered = tr !== undefined && !('refuse' in tr) ? tr : own;
           // A refused op enters the log without its arguments: only its name can be compared.
           if (ordered.name !== e.name || (!e.refused && !sameArgs(ordered.args, e.args))) {
-            return this.conflict(`the server ordered a different op (${e.name}) than ours (${own.name}) under ${own.id}`);
+            return this.#conflict(`the server ordered a different op (${e.name}) than ours (${own.name}) under ${own.id}`);
           }
-        } else if (this.durableList.some((o) => o.seq === e.seq) || this.submittedList.some((o) => o.seq === e.seq)) {
+        } else if (this.#durableList.some((o) => o.seq === e.seq) || this.#submittedList.some((o) => o.seq === e.seq)) {
           this.out.warnings.push(`our op seq ${e.seq} ordered out of sequence`);
           this.stats.divergences++;
         }
       }
       entry = own ? { ...e, own } : e;
     }
-    this.unapplied.push(entry); // applied at the step's end, with the entries around it (materialize)
+    this.#unapplied.push(entry); // applied at the step's end, with the entries around it (materialize)
     this.authLen = pos;
-    if (pos > this.heardLen) this.heardLen = pos;
+    if (pos > this.#heardLen) this.#heardLen = pos;
     // A promoted entry was acked when it came (protocol 5): its promotion tells the server nothing.
-    if (!promoted) this.ackDue = true;
-    const blocksVisible = entry.client === this.clientId && entry.seq > this.visibleSeq;
-    if (this.authList.length === 0 && !blocksVisible) {
-      this.settled.push(entry);
-      this.visibleLen = pos;
+    if (!promoted) this.#ackDue = true;
+    const blocksVisible = entry.client === this.clientId && entry.seq > this.#visibleSeq;
+    if (this.#authList.length === 0 && !blocksVisible) {
+      this.#settled.push(entry);
+      this.#visibleLen = pos;
     } else {
-      this.authList.push(entry);
+      this.#authList.push(entry);
     }
     if (entry.client === this.clientId) {
-      if (entry.seq > this.highWater) this.highWater = entry.seq;
-      if (entry.error !== undefined) this.noteRejection(entry.seq);
+      if (entry.seq > this.#highWater) this.#highWater = entry.seq;
+      if (entry.error !== undefined) this.#noteRejection(entry.seq);
       if (entry.own) {
-        if (this.heldHead() === entry.own) this.shiftHeld();
+        if (this.#heldHead() === entry.own) this.#shiftHeld();
         const t = this.now();
         entry.own.pos = pos;
         if (entry.error !== undefined) {
@@ -1079,7 +1079,7 @@ export class ViewEngine<S = unknown> {
           this.needRebase = true;
         } else {
           this.advance(entry.own, 'authoritative', t);
-          if (entry.seq <= this.visibleSeq) this.advance(entry.own, 'visible', t);
+          if (entry.seq <= this.#visibleSeq) this.advance(entry.own, 'visible', t);
         }
       }
       // An own op moving from Durable to Authoritative changes no speculative log.
@@ -1095,29 +1095,29 @@ export class ViewEngine<S = unknown> {
    */
   private onTentative(from: number, entries: readonly WireEntry[]): void {
     const at = this.authLen + this.tentList.length + 1;
-    if (from !== at) return this.resync(`tentative log gap: expected position ${at}, got ${from}`);
+    if (from !== at) return this.#resync(`tentative log gap: expected position ${at}, got ${from}`);
     const added: LogEntry[] = [];
     for (const w of entries) {
       // Our own ops are announced only once stored (AUTH-STORED): never tentative.
-      if (w.k !== 'op' || w.e.client === this.clientId) return this.resync(`our own op came as tentative at ${at + added.length}`);
-      if (w.e.pos !== at + added.length) return this.resync(`tentative entry at ${w.e.pos} where ${at + added.length} was expected`);
+      if (w.k !== 'op' || w.e.client === this.clientId) return this.#resync(`our own op came as tentative at ${at + added.length}`);
+      if (w.e.pos !== at + added.length) return this.#resync(`tentative entry at ${w.e.pos} where ${at + added.length} was expected`);
       added.push(w.e);
     }
     if (added.length === 0) return;
-    this.materialize();
+    this.#materialize();
     // The server sends them before it runs them (LOG-RUN-AFTER-SEND): an op that throws here is
     // what its verdict will be (ops are deterministic), and this copy carries it, so the entry
     // is skipped, not run again, wherever it is applied after its promotion.
-    this.tentState = applyOps(this.machine, this.tentState ?? this.authState, added, at, (i, error) => {
+    this.#tentState = applyOps(this.machine, this.#tentState ?? this.#authState, added, at, (i, error) => {
       added[i] = { ...added[i], error };
     });
     for (const e of added) this.tentList.push(e);
     this.needRebase = true;
-    this.ackDue = true; // they count as held (protocol 5)
+    this.#ackDue = true; // they count as held (protocol 5)
   }
 
   /** The server applied `e` without error; this replica did not. Ops must be deterministic. */
-  private diverged(e: LogEntry, error: string): void {
+  #diverged(e: LogEntry, error: string): void {
     this.stats.divergences++;
     this.out.warnings.push(`op ${e.client}:${e.seq} (${e.name}) threw here but not on the server: ${error}. Ops must be deterministic.`);
   }
@@ -1130,15 +1130,15 @@ export class ViewEngine<S = unknown> {
     const moved = this.tentList.splice(0, n);
     // Promoting all of them, with nothing else waiting to be applied: Authoritative ends where the
     // tentative state does, and Durable and Submitted, which rest on it, keep their snapshots.
-    if (this.tentList.length === 0 && this.unapplied.length === 0 && this.tentState !== undefined) this.adoptTent = { state: this.tentState, n };
-    if (this.tentList.length === 0) this.tentState = undefined;
+    if (this.tentList.length === 0 && this.#unapplied.length === 0 && this.#tentState !== undefined) this.#adoptTent = { state: this.#tentState, n };
+    if (this.tentList.length === 0) this.#tentState = undefined;
     for (const e of moved) {
-      this.onEntry({ k: 'op', e }, true);
-      if (this.outOfStep()) return;
+      this.#onEntry({ k: 'op', e }, true);
+      if (this.#outOfStep()) return;
     }
     // A stable frontier or a Notify-Visible may have come before this (it covers them): the
     // step's end moves Visible and Stable up to what is now Authoritative.
-    this.progressDue = true;
+    this.#progressDue = true;
   }
 
   /**
@@ -1146,22 +1146,22 @@ export class ViewEngine<S = unknown> {
    * them, ending at visibleLen) in one draft, whose result is the Visible state, then the rest in
    * another (see `unapplied`).
    */
-  private materialize(): void {
-    const run = this.unapplied;
-    const ackedEarly = this.ackedEarly;
-    this.ackedEarly = false;
-    const adoptTent = this.adoptTent;
-    this.adoptTent = undefined;
+  #materialize(): void {
+    const run = this.#unapplied;
+    const ackedEarly = this.#ackedEarly;
+    this.#ackedEarly = false;
+    const adoptTent = this.#adoptTent;
+    this.#adoptTent = undefined;
     if (run.length === 0) return;
-    this.unapplied = [];
-    const diverged = (from: number) => (i: number, error: string) => this.diverged(run[from + i], error);
+    this.#unapplied = [];
+    const diverged = (from: number) => (i: number, error: string) => this.#diverged(run[from + i], error);
     // Our ops became authoritative, accepted, and no other entry came between: Authoritative is
     // now exactly the Durable log, so its snapshot is the Durable one (ops are deterministic).
     // Adopting it saves re-running the ops and makes the two views one object again. Ops sent
     // under a reservation may be acknowledged before they are durable (they come off the
     // Submitted list, `ackedEarly`): then Durable, empty of our ops, becomes Authoritative too,
     // and Submitted keeps its log and its snapshot, which Authoritative adopts if no op is left.
-    const adopt = !this.needRebase && this.durableList.length === 0 && run.every((e) => e.own !== undefined && e.error === undefined);
+    const adopt = !this.needRebase && this.#durableList.length === 0 && run.every((e) => e.own !== undefined && e.error === undefined);
     // Not adopting, an op of ours acked before it was durable has left the Submitted list while
     // the Durable snapshot lacks it: Durable and Submitted are rebuilt on the new Authoritative
     // state. (Promoted entries set no needRebase, so a step that promotes others' tentative
@@ -1173,86 +1173,86 @@ export class ViewEngine<S = unknown> {
         : !adopt
           ? undefined
           : !ackedEarly
-            ? this.durableState
-            : this.submittedList.length === 0
-              ? this.submittedState
+            ? this.#durableState
+            : this.#submittedList.length === 0
+              ? this.#submittedState
               : undefined;
     let k = 0;
-    while (k < run.length && run[k].pos <= this.visibleLen) k++;
-    let state = this.authState;
+    while (k < run.length && run[k].pos <= this.#visibleLen) k++;
+    let state = this.#authState;
     if (k > 0) {
       state =
         k === run.length && adopted !== undefined ? adopted : applyOps(this.machine, state, k === run.length ? run : run.slice(0, k), run[0].pos, diverged(0));
-      this.afterOf.set(run[k - 1], state);
-      if (this.visibleState !== state) {
-        this.visibleState = state;
+      this.#afterOf.set(run[k - 1], state);
+      if (this.#visibleState !== state) {
+        this.#visibleState = state;
         this.out.changed.add('visible');
       }
     }
     if (k < run.length) {
       state = adopted ?? applyOps(this.machine, state, k === 0 ? run : run.slice(k), run[k].pos, diverged(k));
-      this.afterOf.set(run[run.length - 1], state);
+      this.#afterOf.set(run[run.length - 1], state);
     }
-    if (adopt && ackedEarly && this.durableState !== state) {
-      this.durableState = state;
+    if (adopt && ackedEarly && this.#durableState !== state) {
+      this.#durableState = state;
       this.out.changed.add('durable');
     }
-    if (state !== this.authState) this.out.changed.add('authoritative');
-    this.authState = state;
+    if (state !== this.#authState) this.out.changed.add('authoritative');
+    this.#authState = state;
   }
 
   private onVisible(seq: number): void {
-    this.materialize();
-    if (seq > this.visibleSeq) this.visibleSeq = seq;
+    this.#materialize();
+    if (seq > this.#visibleSeq) this.#visibleSeq = seq;
     let n = 0;
-    while (n < this.authList.length) {
-      const e = this.authList[n];
-      if (e.client === this.clientId && e.seq > this.visibleSeq) {
+    while (n < this.#authList.length) {
+      const e = this.#authList[n];
+      if (e.client === this.clientId && e.seq > this.#visibleSeq) {
         // VIS-BY-STABLE: every member holds the log up to the stable frontier, so our own ops
         // there are visible (a protocol-3 server sends no Notify-Visible the frontier covers).
         if (e.pos > this.serverStable) break;
-        this.visibleSeq = e.seq;
+        this.#visibleSeq = e.seq;
       }
       n++;
     }
     if (n === 0) return;
-    const moved = this.authList.splice(0, n);
-    const first = this.visibleLen + 1;
-    this.settled.push(...moved);
-    this.visibleLen += moved.length;
-    const before = this.visibleState;
-    this.visibleState =
-      this.authList.length === 0 ? this.authState : (this.afterOf.get(moved[moved.length - 1]) ?? applyOps(this.machine, this.visibleState, moved, first));
-    if (before !== this.visibleState) this.out.changed.add('visible');
+    const moved = this.#authList.splice(0, n);
+    const first = this.#visibleLen + 1;
+    this.#settled.push(...moved);
+    this.#visibleLen += moved.length;
+    const before = this.#visibleState;
+    this.#visibleState =
+      this.#authList.length === 0 ? this.#authState : (this.#afterOf.get(moved[moved.length - 1]) ?? applyOps(this.machine, this.#visibleState, moved, first));
+    if (before !== this.#visibleState) this.out.changed.add('visible');
     const t = this.now();
     for (const e of moved) if (e.own && e.own.stage === 'authoritative') this.advance(e.own, 'visible', t);
     this.onStable(this.serverStable);
   }
 
   private onStable(pos: number): void {
-    this.materialize();
+    this.#materialize();
     if (pos > this.serverStable) this.serverStable = pos;
     // Stable is a prefix of Visible on this client: clamp to what we have made visible.
-    const target = Math.min(this.serverStable, this.visibleLen);
+    const target = Math.min(this.serverStable, this.#visibleLen);
     if (target <= this.stableLen) return;
     const n = target - this.stableLen;
-    const moved = this.settled.splice(0, n);
-    for (const e of moved) if (e.client === this.clientId && e.seq > this.stableOwnSeq) this.stableOwnSeq = e.seq;
-    const before = this.stableState;
-    this.stableState =
-      target === this.visibleLen
-        ? this.visibleState
-        : (this.afterOf.get(moved[moved.length - 1]) ?? applyOps(this.machine, this.stableState, moved, this.stableLen + 1));
+    const moved = this.#settled.splice(0, n);
+    for (const e of moved) if (e.client === this.clientId && e.seq > this.#stableOwnSeq) this.#stableOwnSeq = e.seq;
+    const before = this.#stableState;
+    this.#stableState =
+      target === this.#visibleLen
+        ? this.#visibleState
+        : (this.#afterOf.get(moved[moved.length - 1]) ?? applyOps(this.machine, this.#stableState, moved, this.stableLen + 1));
     this.stableLen = target;
-    if (before !== this.stableState) this.out.changed.add('stable');
+    if (before !== this.#stableState) this.out.changed.add('stable');
   }
 
   /** After a batch of messages: one rebase of Durable and Submitted on Authoritative (§4.4/4.5). */
-  private finishStep(): void {
-    this.materialize();
-    if (this.progressDue) {
-      this.progressDue = false;
-      this.onVisible(this.visibleSeq); // ends with onStable
+  #finishStep(): void {
+    this.#materialize();
+    if (this.#progressDue) {
+      this.#progressDue = false;
+      this.onVisible(this.#visibleSeq); // ends with onStable
       this.onStable(this.serverStable); // in case Visible did not move
     }
     this.rebase();
@@ -1263,43 +1263,43 @@ export class ViewEngine<S = unknown> {
     if (!this.needRebase) return;
     this.needRebase = false;
     // Our new ops run alone first, so their effect is told apart from the remote ops' (undo).
-    if (this.onOwnRun && this.ownUnapplied > 0) this.submitted();
-    this.ackedEarly = false; // (what it would have adopted is recomputed here)
-    const t0 = this.cpuNow();
-    const beforeD = this.durableState;
-    const beforeS = this.submittedState;
-    this.ownUnapplied = 0; // (folded below with the rest)
-    const nd = this.durableList.length;
-    const ns = this.submittedList.length;
+    if (this.#onOwnRun && this.#ownUnapplied > 0) this.submitted();
+    this.#ackedEarly = false; // (what it would have adopted is recomputed here)
+    const t0 = this.#cpuNow();
+    const beforeD = this.#durableState;
+    const beforeS = this.#submittedState;
+    this.#ownUnapplied = 0; // (folded below with the rest)
+    const nd = this.#durableList.length;
+    const ns = this.#submittedList.length;
     const nt = this.tentList.length;
-    const base = nt === 0 ? this.authState : this.tentState!;
-    this.durableState = nd === 0 ? base : this.fold(base, this.durableList, this.authLen + nt + 1);
-    this.submittedState = ns === 0 ? this.durableState : this.fold(this.durableState, this.submittedList, this.authLen + nt + nd + 1);
-    if (beforeD !== this.durableState) this.out.changed.add('durable');
-    if (beforeS !== this.submittedState) this.out.changed.add('submitted');
+    const base = nt === 0 ? this.#authState : this.#tentState!;
+    this.#durableState = nd === 0 ? base : this.fold(base, this.#durableList, this.authLen + nt + 1);
+    this.#submittedState = ns === 0 ? this.#durableState : this.fold(this.#durableState, this.#submittedList, this.authLen + nt + nd + 1);
+    if (beforeD !== this.#durableState) this.out.changed.add('durable');
+    if (beforeS !== this.#submittedState) this.out.changed.add('submitted');
     this.stats.rebases++;
     this.stats.rebasedOps += nd + ns;
     if (nd + ns > 0) {
-      const perOp = (this.cpuNow() - t0) / (nd + ns);
-      this.opCostMs = this.opCostMs === 0 ? perOp : this.opCostMs * 0.8 + perOp * 0.2;
+      const perOp = (this.#cpuNow() - t0) / (nd + ns);
+      this.#opCostMs = this.#opCostMs === 0 ? perOp : this.#opCostMs * 0.8 + perOp * 0.2;
     }
   }
 
   /** The Submitted snapshot, with the ops `submit` left unapplied run now, in one draft. */
   private submitted(): S {
-    const k = this.ownUnapplied;
-    if (k === 0) return this.submittedState;
-    this.ownUnapplied = 0;
-    const list = this.submittedList;
+    const k = this.#ownUnapplied;
+    if (k === 0) return this.#submittedState;
+    this.#ownUnapplied = 0;
+    const list = this.#submittedList;
     const from = list.length - k;
-    const first = this.authLen + this.tentList.length + this.durableList.length + from + 1;
-    const before = this.submittedState;
+    const first = this.authLen + this.tentList.length + this.#durableList.length + from + 1;
+    const before = this.#submittedState;
     const ops = from === 0 ? list : list.slice(from);
-    const patches: Patch[] | undefined = this.onOwnRun ? [] : undefined;
-    this.submittedState = applyOps(this.machine, before, ops, first, undefined, patches);
-    if (this.submittedState !== before) this.out.changed.add('submitted');
-    if (patches) this.onOwnRun!(before, this.submittedState, ops, patches);
-    return this.submittedState;
+    const patches: Patch[] | undefined = this.#onOwnRun ? [] : undefined;
+    this.#submittedState = applyOps(this.machine, before, ops, first, undefined, patches);
+    if (this.#submittedState !== before) this.out.changed.add('submitted');
+    if (patches) this.#onOwnRun!(before, this.#submittedState, ops, patches);
+    return this.#submittedState;
   }
 
   private fold(state: S, ops: readonly OwnOp[], firstPosition: number): S {
@@ -1311,9 +1311,9 @@ export class ViewEngine<S = unknown> {
    * store restored from a backup, has ops under the same seqs that are not the ones the server
    * ordered. Taking them for ours would report them Visible while they exist nowhere.
    */
-  private ownershipConflict(w: WelcomeMessage): string | undefined {
+  #ownershipConflict(w: WelcomeMessage): string | undefined {
     const h = w.highWater;
-    const held = [...this.durableList, ...this.submittedList];
+    const held = [...this.#durableList, ...this.#submittedList];
     if (held.length === 0 || held[0].seq > h) return undefined;
     const id = `client id ${this.clientId}`;
     const atH = held.find((o) => o.seq === h);
@@ -1323,7 +1323,11 @@ export class ViewEngine<S = unknown> {
       // Ours only if the server's chain at our last persisted op before it is ours (HelloMessage.verify).
       const next = held.find((o) => o.seq > h);
       const v =
-        next === undefined ? (this.verifyFrom !== undefined && h > this.verifyFrom.seq && h <= this.lastSeq ? this.verifyFrom : undefined) : this.gapBase(next);
+        next === undefined
+          ? this.#verifyFrom !== undefined && h > this.#verifyFrom.seq && h <= this.lastSeq
+            ? this.#verifyFrom
+            : undefined
+          : this.#gapBase(next);
       if (v === undefined || h <= v.seq) return `the server holds ops up to seq ${h} under ${id}, but this client only ever wrote up to seq ${this.lastSeq}`;
       if (w.digest === undefined || v.digest === undefined) return undefined; // a record or a store from before digests: nothing to compare
       if (!w.verified?.some((x) => x.seq === v.seq && x.digest === v.digest)) {
@@ -1338,14 +1342,14 @@ export class ViewEngine<S = unknown> {
   }
 
   /** Another client wrote under our id: stop, loudly; nothing of ours may be taken as ordered. */
-  private conflict(detail: string): void {
+  #conflict(detail: string): void {
     this.stats.divergences++;
-    this.connState = 'resync';
+    this.#connState = 'resync';
     this.out.send = [];
-    this.ackDue = false;
+    this.#ackDue = false;
     this.out.fatal = {
       code: 'client-id-conflict',
-      message: `${detail}: another client uses the same id, or this client's store was copied or restored from a backup. This client's pending ops were not delivered. Give each client its own id and store (let the library generate the id), or discard this store.`,
+      message: `${detail}: another client uses this id, or this store was copied or restored from a backup; no pending op was delivered. Give each client its own id and store (let the library make the id), or discard this store.`,
     };
   }
 
@@ -1353,9 +1357,9 @@ export class ViewEngine<S = unknown> {
    * The first of our ops the server has not ordered that does not follow the one before it (the
    * server's high-water mark, for the first) and declares no gap from there (LOG-OWN-HOLE).
    */
-  private ownHole(): { from: number; next: number } | undefined {
-    let prev = this.highWater;
-    for (const op of [...this.durableList, ...this.submittedList]) {
+  #ownHole(): { from: number; next: number } | undefined {
+    let prev = this.#highWater;
+    for (const op of [...this.#durableList, ...this.#submittedList]) {
       if (op.seq !== prev + 1 && (op.after === undefined || op.after > prev)) return { from: prev + 1, next: op.seq };
       prev = op.seq;
     }
@@ -1366,35 +1370,35 @@ export class ViewEngine<S = unknown> {
    * Our own ops have a hole the server would refuse with a fatal seq-gap on every connection:
    * stop before sending any, and say which seqs are missing and what can be done (LOG-OWN-HOLE).
    */
-  private holeFound({ from, next }: { from: number; next: number }): void {
-    this.connState = 'resync';
+  #holeFound({ from, next }: { from: number; next: number }): void {
+    this.#connState = 'resync';
     this.out.send = [];
-    this.ackDue = false;
+    this.#ackDue = false;
     const missing = next - 1 > from ? `seqs ${from} to ${next - 1}` : `seq ${from}`;
     this.out.fatal = {
       code: 'seq-gap',
-      message: `this client's store holds its op seq ${next} but not ${missing}, which the server never received (it holds this client's ops up to seq ${this.highWater}): the store lost them (a disk or a store adapter that dropped a write) or the server lost them (restored from an older backup). The ops from seq ${next} on cannot be ordered without them, so none was sent, and reconnecting cannot change that; they stay in the store (with their args, as its load() returns them), and room.pending() lists them. Submit again what still matters from a new store (a new client id), then discard this one, and check the store adapter.`,
+      message: `this client's store holds its op seq ${next} but not ${missing}, which the server never received (it holds up to seq ${this.#highWater}): the store dropped a write, or the server was restored from an older backup. Ops from seq ${next} on cannot be ordered, so none was sent, and reconnecting cannot change that; they stay in the store and room.pending() lists them. Submit again what matters from a new store (new client id), discard this one, and check the store adapter.`,
     };
   }
 
-  private outOfStep(): boolean {
-    return this.connState === 'resync';
+  #outOfStep(): boolean {
+    return this.#connState === 'resync';
   }
 
   /** This connection is out of step: ignore the rest of it; the adapter reconnects. */
-  private resync(reason: string): void {
+  #resync(reason: string): void {
     this.out.warnings.push(`${reason}; reconnecting to resynchronise`);
-    this.connState = 'resync';
-    this.inbox = [];
-    this.flushAt = Infinity;
+    this.#connState = 'resync';
+    this.#inbox = [];
+    this.#flushAt = Infinity;
     this.out.send = [];
-    this.ackDue = false;
+    this.#ackDue = false;
     this.out.resync = reason;
   }
 
   /** Send Deliver-Operation for durable ops the server has not been sent on this connection. */
-  private sendPending(): void {
-    if (this.connState !== 'ready') return;
+  #sendPending(): void {
+    if (this.#connState !== 'ready') return;
     // Split into frames the server accepts: a bounded number of ops and of bytes per frame.
     let ops: { seq: number; name: string; args: unknown; after?: number; v?: number }[] = [];
     let bytes = 0;
@@ -1402,11 +1406,11 @@ export class ViewEngine<S = unknown> {
     // RECENT_DIGESTS of them, so a restart can verify its last persisted op among the server's
     // recent digests. A burst past that waits for its write and goes in one frame, as it would
     // without reservations: sending part of it early would split it in two frames for nothing.
-    const n = this.submittedList.length;
-    const last = n > 0 ? this.submittedList[n - 1].seq : 0;
-    const early = n > 0 && last <= this.reservedSeq && last <= this.durableSeq + RECENT_DIGESTS;
-    for (const op of early ? [...this.durableList, ...this.submittedList] : this.durableList) {
-      if (op.seq <= this.sentSeq) continue;
+    const n = this.#submittedList.length;
+    const last = n > 0 ? this.#submittedList[n - 1].seq : 0;
+    const early = n > 0 && last <= this.reservedSeq && last <= this.#durableSeq + RECENT_DIGESTS;
+    for (const op of early ? [...this.#durableList, ...this.#submittedList] : this.#durableList) {
+      if (op.seq <= this.#sentSeq) continue;
       // Ops restored from a store are measured when first sent.
       const b = (op.bytes ??= wireBytes(op.name, op.args));
       if (ops.length > 0 && (ops.length >= MAX_OPS_PER_FRAME || bytes + b > FRAME_BUDGET_BYTES)) {
@@ -1419,44 +1423,44 @@ export class ViewEngine<S = unknown> {
       if (op.v !== undefined) sent.v = op.v;
       ops.push(sent);
       bytes += b;
-      this.sentSeq = op.seq;
+      this.#sentSeq = op.seq;
     }
     if (ops.length > 0) this.out.send.push({ t: 'ops', ops });
   }
 
   /** The op before the gap `op` declares, and our digest there (undefined: `op` declares none). */
-  private gapBase(op: OwnOp): { seq: number; digest: number | undefined } | undefined {
+  #gapBase(op: OwnOp): { seq: number; digest: number | undefined } | undefined {
     if (op.after === undefined) return undefined;
-    const before = [...this.durableList, ...this.submittedList].find((o) => o.seq === op.after);
+    const before = [...this.#durableList, ...this.#submittedList].find((o) => o.seq === op.after);
     // (Not held: ordered and settled already, so the server's ops in the gap follow it.)
     return { seq: op.after, digest: before ? before.digest : undefined };
   }
 
   /** What each hello asks the server to verify: the op before every gap we hold, and the restart's. */
-  private verifyRequest(): { verify?: number[] } {
+  #verifyRequest(): { verify?: number[] } {
     const seqs = new Set<number>();
-    for (const o of [...this.durableList, ...this.submittedList]) if (o.after !== undefined) seqs.add(o.after);
-    if (this.verifyFrom !== undefined) seqs.add(this.verifyFrom.seq);
+    for (const o of [...this.#durableList, ...this.#submittedList]) if (o.after !== undefined) seqs.add(o.after);
+    if (this.#verifyFrom !== undefined) seqs.add(this.#verifyFrom.seq);
     return seqs.size ? { verify: [...seqs].slice(-MAX_VERIFY) } : {};
   }
 
   /** Our oldest op not yet ordered, as far as we know: Durable ones first, then Submitted ones. */
-  private heldHead(): OwnOp | undefined {
-    return this.durableList.length > 0 ? this.durableList[0] : this.submittedList[0];
+  #heldHead(): OwnOp | undefined {
+    return this.#durableList.length > 0 ? this.#durableList[0] : this.#submittedList[0];
   }
 
   /**
    * Take heldHead() out of its list: the server ordered it. One from the Submitted list was
    * sent before it was durable (DUR-BEFORE-SEND): the Durable log grows by it (materialize).
    */
-  private shiftHeld(): OwnOp {
-    if (this.durableList.length > 0) return this.durableList.shift()!;
-    this.ackedEarly = true;
-    return this.submittedList.shift()!;
+  #shiftHeld(): OwnOp {
+    if (this.#durableList.length > 0) return this.#durableList.shift()!;
+    this.#ackedEarly = true;
+    return this.#submittedList.shift()!;
   }
 
   /** Our op was ordered but its entry is inside a checkpoint: learn its verdict from the welcome. */
-  private settleCompacted(op: OwnOp, rejected: ReadonlyMap<number, Rejection>, t: number): void {
+  #settleCompacted(op: OwnOp, rejected: ReadonlyMap<number, Rejection>, t: number): void {
     const r = rejected.get(op.seq);
     if (r !== undefined) {
       op.error = r.error;
@@ -1468,7 +1472,7 @@ export class ViewEngine<S = unknown> {
     }
   }
 
-  private makeOwn(seq: number, name: string, args: unknown, stage: Stage, t: number): OwnOp {
+  #makeOwn(seq: number, name: string, args: unknown, stage: Stage, t: number): OwnOp {
     const op: OwnOp = { id: `${this.clientId}:${seq}`, client: this.clientId, seq, name, args, author: this.author, stage, times: {} };
     if (stage === 'durable') op.times.submitted = t;
     op.times[stage] = t;

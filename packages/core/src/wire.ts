@@ -25,23 +25,23 @@ export const ClientFrame = { Other: 0, Ops: 1, Ack: 2, OpsWithAck: 3 } as const;
 
 /** Interns strings: first use sends the string, later uses its index. */
 export class Interner {
-  private ids = new Map<string, number>();
+  #ids = new Map<string, number>();
   ref(s: string): string | number {
-    const i = this.ids.get(s);
+    const i = this.#ids.get(s);
     if (i !== undefined) return i;
-    this.ids.set(s, this.ids.size);
+    this.#ids.set(s, this.#ids.size);
     return s;
   }
 }
 export class Uninterner {
-  private names: string[] = [];
+  #names: string[] = [];
   get(r: unknown, what: string): string {
     if (typeof r === 'string') {
-      if (this.names.length >= 100_000) bad(`too many distinct ${what}s on one connection`);
-      this.names.push(r);
+      if (this.#names.length >= 100_000) bad(`too many distinct ${what}s on one connection`);
+      this.#names.push(r);
       return r;
     }
-    if (typeof r === 'number' && Number.isInteger(r) && r >= 0 && r < this.names.length) return this.names[r];
+    if (typeof r === 'number' && Number.isInteger(r) && r >= 0 && r < this.#names.length) return this.#names[r];
     return bad(`bad ${what} reference`);
   }
 }
@@ -54,14 +54,14 @@ export const isNat = (v: unknown): v is number => typeof v === 'number' && Numbe
 
 /** Client side of one connection: encodes ClientMessages, decodes server frames. */
 export class ClientCodec {
-  private outNames = new Interner();
-  private inRefs = new Uninterner();
+  #outNames = new Interner();
+  #inRefs = new Uninterner();
 
   encode(m: ClientMessage): Uint8Array {
     if (m.t === 'ops' && consecutive(m.ops)) {
       // With an ack (protocol 3): [OpsWithAck, pos, durable or 0, first seq, name, args, ...].
       const t: unknown[] = m.ack ? [ClientFrame.OpsWithAck, m.ack.pos, m.ack.durable ?? 0, m.ops[0].seq] : [ClientFrame.Ops, m.ops[0].seq];
-      for (const o of m.ops) t.push(this.outNames.ref(o.name), o.args);
+      for (const o of m.ops) t.push(this.#outNames.ref(o.name), o.args);
       return pack(t);
     }
     if (m.t === 'ack') return pack(m.durable === undefined ? [ClientFrame.Ack, m.pos] : [ClientFrame.Ack, m.pos, m.durable]);
@@ -100,10 +100,10 @@ export class ClientCodec {
                   : { k: 'own', seq: t[0], error: String(t[1]) },
             );
           } else {
-            const client = this.inRefs.get(t[0], 'client');
-            const name = this.inRefs.get(t[2], 'op name');
+            const client = this.#inRefs.get(t[0], 'client');
+            const name = this.#inRefs.get(t[2], 'op name');
             if (!isNat(t[1])) return bad('log: bad seq');
-            const author = t.length > 4 && t[4] !== null ? this.inRefs.get(t[4], 'author') : client;
+            const author = t.length > 4 && t[4] !== null ? this.#inRefs.get(t[4], 'author') : client;
             const e: LogEntry =
               t.length <= 5
                 ? { pos: from + i - first, client, seq: t[1], name, args: t[3], author }
@@ -123,18 +123,18 @@ export class ClientCodec {
       case ServerFrame.Stable:
         return isNat(v[1]) ? { t: 'stable', pos: v[1] } : bad('stable: bad pos');
       case ServerFrame.Acks:
-        return this.acks(v);
+        return this.#acks(v);
       default:
         return bad(`unknown frame type ${String(v[0])}`);
     }
   }
 
   /** [6, client, pos, client, pos, ...]: client ids interned as in log frames (protocol 7). */
-  private acks(v: unknown[]): ServerMessage {
+  #acks(v: unknown[]): ServerMessage {
     if (v.length % 2 !== 1) return bad('acks: expected client/position pairs');
     const acks: { client: string; pos: number }[] = [];
     for (let i = 1; i < v.length; i += 2) {
-      const client = this.inRefs.get(v[i], 'client');
+      const client = this.#inRefs.get(v[i], 'client');
       const pos = v[i + 1];
       if (!isNat(pos)) return bad('acks: bad position');
       acks.push({ client, pos });
