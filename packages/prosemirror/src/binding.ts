@@ -140,6 +140,9 @@ class Binding {
     const target = flatToDoc(this.#schema, flatOf(now));
     const tr = replaceTo(state, target);
     if (this.#mirror !== null && state.doc === this.#level) this.#keepSelection(state, tr, this.#mirror, now);
+    // A step or a selection clears the marks set for the next character (Ctrl+B, then type): a
+    // remote change arriving in between must not, or the word is typed plain.
+    if (state.storedMarks) tr.setStoredMarks(state.storedMarks);
     this.#mirror = now;
     this.#level = tr.doc;
     tr.setMeta(herculesKey, { fromRoom: true, decos: this.#build(tr.doc) } satisfies Meta).setMeta('addToHistory', false);

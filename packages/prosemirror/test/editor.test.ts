@@ -182,6 +182,29 @@ test('a caret right before a bold word is drawn outside its <strong>: the name l
   b.view.destroy();
 });
 
+test('marks set for the next character (Ctrl+B with no selection) survive a remote change arriving before the typing', async (t) => {
+  const { room } = await setup(t);
+  const [ra, rb] = [await room(), await room()];
+  const a = editor(ra, 'Ada');
+  const b = editor(rb, 'Bob');
+  type(a.view, 1, 'say ');
+  await until(() => text(b.view) === 'say ', 5000, 'the text');
+  a.view.dispatch(a.view.state.tr.setSelection(TextSelection.create(a.view.state.doc, 5)));
+  toggleMark(schema.marks.strong)(a.view.state, a.view.dispatch);
+  assert.ok(
+    a.view.state.storedMarks?.some((m) => m.type === schema.marks.strong),
+    'bold is set for the next character',
+  );
+  // Bob types at the start; Ada's editor takes his change before she types.
+  type(b.view, 1, 'Oh, ');
+  await until(() => text(a.view) === 'Oh, say ', 5000, "Bob's text in Ada's editor");
+  a.view.dispatch(a.view.state.tr.insertText('BOLD'));
+  await until(() => b.view.dom.querySelector('strong')?.textContent === 'BOLD', 5000, "Ada's bold word in Bob's editor");
+  assert.equal(a.view.dom.querySelector('strong')?.textContent, 'BOLD');
+  a.view.destroy();
+  b.view.destroy();
+});
+
 test('the text not yet Authoritative is underlined until the server orders it; the app toggles the marks', async (t) => {
   const { room } = await setup(t);
   const ra = await room();
