@@ -816,9 +816,10 @@ function upgradeHandler(d: {
       if (d.closing()) return accept((ws) => ws.close(1001, 'server shutting down'));
       // Refusals that need no hook are answered at once; admission repeats the cheap checks.
       const room = roomOf(req);
-      if (typeof room !== 'string') return accept((ws) => d.refuse(wsConnection(ws, remote), room));
+      if (typeof room !== 'string') return accept((ws) => d.refuse(wsConnection(ws, remote, req.socket), room));
       d.admission.admit(req).then(
-        (r) => accept((ws) => (isRefusal(r) ? d.refuse(wsConnection(ws, remote), r) : d.start(wsConnection(ws, remote), r, acceptedAt))),
+        (r) =>
+          accept((ws) => (isRefusal(r) ? d.refuse(wsConnection(ws, remote, req.socket), r) : d.start(wsConnection(ws, remote, req.socket), r, acceptedAt))),
         (e) => d.log.error({ err: (e as Error).stack }, 'admitting a connection failed'),
       );
     });

@@ -51,7 +51,7 @@ async function serve(service: RoomService, locator: RoomLocator & { remote: Remo
   // The frames that arrive until the service listens (its admission is async) are held, then handed over in order.
   const local = () =>
     service.handleConnection(
-      withEarlyFrames(wsConnection(ws as unknown as WsSocket, remote), early, () => {
+      withEarlyFrames(wsConnection(ws as unknown as WsSocket, remote, req.socket), early, () => {
         ws.off('message', hold);
         return gone;
       }),

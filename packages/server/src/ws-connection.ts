@@ -25,8 +25,28 @@ export interface WsSocket {
 /** How long a closed connection's peer has to answer the close before its socket is dropped. */
 const CLOSE_GRACE_MS = 1000;
 
-export function wsConnection(ws: WsSocket, remote: string): Connection {
-  let listening = false;
+/** The stream under a WebSocket (`req.socket` of its upgrade): what corking needs of it. */
+export interface CorkableSocket {
+  cork(): void;
+  uncork(): void;
+}
+
+/**
+ * A connection over `ws`. With `socket` (the upgrade's `req.socket`, the stream `ws` writes to),
+ * the frames sent to it in one event-loop turn go out in one write: the socket is corked at the
+ * turn's first send and uncorked in a microtask after it, before any I/O, so no frame waits for
+ * anything but the end of the code that sent it. A member of a busy room gets its log, committed,
+ * visible and stable frames of a turn separately, each one `writev` (ws uncorks its own header
+ * and payload pair at once): socket writes were 13.8 % of the server's busy time under the
+ * throughput load and 35 % at 100 busy rooms (issue 43).
+ */
+export function wsConnection(ws: WsSocket, remote: string, socket?: CorkableSocket): Connection {
+  let listening = false,
+    corked = false;
+  const uncork = () => {
+    corked = false;
+    socket!.uncork();
+  };
   ws.on('error', () => {}); // reported as a close; a vanished peer is not our error
   return {
     remote,
@@ -44,7 +64,13 @@ export function wsConnection(ws: WsSocket, remote: string): Connection {
       ws.on('close', () => events.close());
     },
     send(frame) {
-      if (ws.readyState === ws.OPEN) ws.send(frame, { binary: true });
+      if (ws.readyState !== ws.OPEN) return;
+      if (socket && !corked) {
+        corked = true;
+        socket.cork();
+        queueMicrotask(uncork);
+      }
+      ws.send(frame, { binary: true });
     },
     close(code, reason) {
       ws.close(code, reason.slice(0, 120));
