@@ -32,6 +32,10 @@ export interface LoadgenOptions {
   role: 'writer' | 'observer';
   /** Writer numbers in this process (keys and values are unique per writer). */
   writers: number[];
+  /** The room of each writer (same order as `writers`), for runs over many rooms (paper/rooms.ts); default `doc` for all. */
+  docs?: string[];
+  /** Writers connecting at once (default 1: one after another). */
+  connectBatch?: number;
   chunk: number;
   window: number;
   /** Yjs: updates to pre-encode per writer. */
@@ -82,8 +86,8 @@ async function closeWs(ws: WebSocket) {
 
 // ------------------------------------------------------------------ Hercules: raw frames
 
-async function hercules(w: number, onAck: () => void): Promise<Conn> {
-  const ws = await openWs(`ws://127.0.0.1:${opt.port}/?room=${opt.doc}`);
+async function hercules(w: number, onAck: () => void, _created: unknown, doc = opt.doc): Promise<Conn> {
+  const ws = await openWs(`ws://127.0.0.1:${opt.port}/?room=${doc}`);
   const codec = new ClientCodec();
   let welcomed = false,
     seq = 0;
@@ -130,7 +134,7 @@ async function hercules(w: number, onAck: () => void): Promise<Conn> {
 
 // ------------------------------------------------------------------ Yjs: raw y-protocols messages
 
-async function yjs(w: number, onAck: () => void): Promise<Conn> {
+async function yjs(w: number, onAck: () => void, _created: unknown, doc = opt.doc): Promise<Conn> {
   // Imported here, like the other peers' packages, so that a missing peer fails only its own run.
   const Y = await import('yjs');
   const encoding = await import('lib0/encoding');
@@ -151,7 +155,7 @@ async function yjs(w: number, onAck: () => void): Promise<Conn> {
     pool.id = doc.clientID;
     doc.destroy();
   }
-  const ws = await openWs(`ws://127.0.0.1:${opt.port}/${opt.doc}`);
+  const ws = await openWs(`ws://127.0.0.1:${opt.port}/${doc}`);
   const c: Conn = {
     sent: 0,
     acked: 0,
@@ -341,12 +345,25 @@ function pump(): void {
 
 let doc = opt.doc;
 try {
-  for (const w of opt.writers)
+  const batch = opt.connectBatch ?? 1;
+  for (let i = 0; i < opt.writers.length; i += batch) {
+    const part = opt.writers.slice(i, i + batch);
+    const connect = connectors[opt.system] as (w: number, onAck: () => void, created: (d: string) => void, doc?: string) => Promise<Conn>;
     conns.push(
-      await connectors[opt.system](w, pump, (d) => {
-        doc = d;
-      }),
+      ...(await Promise.all(
+        part.map((w, j) =>
+          connect(
+            w,
+            pump,
+            (d) => {
+              doc = d;
+            },
+            opt.docs?.[i + j],
+          ),
+        ),
+      )),
     );
+  }
 } catch (e) {
   console.error(`saturation-loadgen (${opt.system} ${opt.role}): ${(e as Error).stack}`);
   process.exit(1);

@@ -87,7 +87,7 @@ export interface Child {
   wait<T = any>(pred: (m: any) => boolean, timeoutMs?: number): Promise<T>;
 }
 
-export function spawnChild(script: string, arg: unknown, extraExecArgv: string[] = []): Child {
+export function spawnChild(script: string, arg: unknown, extraExecArgv: string[] = [], readyTimeoutMs = 60_000): Child {
   const proc = fork(resolve(here, script), [JSON.stringify(arg)], {
     execArgv: [...extraExecArgv, '--import', tsxUrl],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -126,7 +126,7 @@ export function spawnChild(script: string, arg: unknown, extraExecArgv: string[]
         }
       });
     });
-  const ready = wait((m) => m && m.ready !== undefined).then((m: any) => m.ready);
+  const ready = wait((m) => m && m.ready !== undefined, readyTimeoutMs).then((m: any) => m.ready);
   return {
     proc,
     ready,
