@@ -292,7 +292,7 @@ await a.close();
 await b.close();
 await server.close();
 `;
-const BROWSER_MJS = `import { connect, indexedDbStorage } from '@hercules/client';
+const BROWSER_MJS = `import { connect, indexedDbStorage } from '@hercules/client/lean';
 import { chat } from './machines.mjs';
 
 const room = await connect({
@@ -560,7 +560,7 @@ test('the packages install from their tarballs and work in a fresh project', { t
     }
   });
 
-  await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 38.7 KiB gzipped', async () => {
+  await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 35.4 KiB gzipped', async () => {
     const result = await build({
       absWorkingDir: project,
       entryPoints: ['browser.mjs'],
@@ -586,6 +586,9 @@ test('the packages install from their tarballs and work in a fresh project', { t
       .filter(([, i]) => i.bytesInOutput > 0)
       .map(([f]) => f);
     assert.ok(!inOutput.some((i) => /node_modules\/msgpackr\/|server-codec/.test(i)), `in the bundle: ${inOutput.join(', ')}`);
+    // Nor the features the snippet does not ask @hercules/client/lean for: undo's stacks, the
+    // text handle, stranded-store recovery (3.3 KiB gzipped together, bench/src/bundle-parts.ts).
+    assert.ok(!inOutput.some((i) => /\/(undo-stack|recover|keyed-map)\.js$/.test(i)), `in the bundle: ${inOutput.join(', ')}`);
     // Nor keyedMap's ops, which a client that does not use them must not pay for: only the
     // lookup the collaborative text's `room.text` reads a keyed field with (1.1 KB minified).
     const keyedBytes = Object.entries(Object.values(result.metafile.outputs)[0].inputs).find(([f]) => f.includes('@hercules/core/dist/keyed-map.js'))?.[1]
@@ -625,9 +628,12 @@ test('the packages install from their tarballs and work in a fresh project', { t
     // (LOG-OWN-HOLE), undo's join of a path's changes and the split storages 1.3 KiB together
     // (37.6 to 38.9, measured as a whole, not part by part), so it was 39; then shorter wording
     // of six long client messages and ES #private members (esbuild renames them; TS `private`
-    // names stay whole) won back 0.3 KiB (38.9 to 38.6 from dist/, 2026-11-28), so it is 38.7,
-    // and lower as more is won back (issue 41, item 5; docs/benchmarks.md, "Browser bundle size").
-    assert.ok(gz <= 38.7 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
+    // names stay whole) won back 0.3 KiB (38.9 to 38.6 from dist/, 2026-11-28), so it was 38.7;
+    // then the snippet moved to @hercules/client/lean, whose rooms have only the features the
+    // app passes (none here: no undo stacks, text handle or stranded-store recovery), 35.3 KiB
+    // from dist/ (2026-11-28), so it is 35.4, and lower as more is won back (issue 41, item 5;
+    // docs/benchmarks.md, "Browser bundle size").
+    assert.ok(gz <= 35.4 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
     // The README states this figure; it must be true (within 0.3 KiB: esbuild versions differ).
     const stated = Number(/no native module \((\d+\.\d) KiB\s+gzipped/.exec(readme)?.[1]);
     assert.ok(Math.abs(stated - gz / 1024) <= 0.3, `README.md says the browser client is ${stated} KiB gzipped; measured ${kib(gz)}`);

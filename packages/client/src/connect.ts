@@ -5,14 +5,16 @@
  * reconnecting WebSocketTransport; the room returned wraps them (room.ts).
  */
 import {
+  ALL_ROOM_FEATURES,
   ClientDriver,
-  ClientRoom,
   HerculesError,
+  LeanClientRoom,
   machineVersions,
   type Batching,
   type Clock,
   type Machine,
   type OpHandle,
+  type RoomFeatures,
   type UndoOptions,
 } from '@hercules/core';
 import { recoverPending, type RecoveredStore } from './recover.ts';
@@ -194,7 +196,23 @@ function reporter(room: string, onError: ((e: Error) => void) | undefined): (e: 
   };
 }
 
-export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<M>): Promise<ConnectedRoom<M>> {
+/**
+ * What a connected room may have beyond its core (room-features.ts): undo and `room.text`, and
+ * the recovery of stranded stores. `connect` gives them all; `@hercules/client/lean` only the
+ * ones the app passes, so its bundle holds no other.
+ */
+export interface ClientFeatures extends RoomFeatures {
+  /** Stranded-store recovery (recover.ts): without it, `recover` must not be set. */
+  readonly recoverPending?: typeof recoverPending;
+}
+
+/** Connect to a room, with every feature (undo, `room.text`, stranded-store recovery). */
+export function connect<M extends Machine<any, any>>(opts: ConnectOptions<M>): Promise<ConnectedRoom<M>> {
+  return connectWith(opts, { ...ALL_ROOM_FEATURES, recoverPending });
+}
+
+/** connect() with only `features`. */
+export async function connectWith<M extends Machine<any, any>>(opts: ConnectOptions<M>, features: ClientFeatures): Promise<ConnectedRoom<M>> {
   checkConnectOptions(opts);
   const storage = opts.storage ?? memoryStorage();
   const WebSocketImpl = opts.transport ? undefined : await resolveWebSocket(opts.WebSocket);
@@ -221,12 +239,13 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
     });
   const maxBackoffMs = opts.backoff?.maxMs ?? 5000;
 
-  const inner = new ClientRoom(opts.machine, {
+  const inner = new LeanClientRoom(opts.machine, {
     clientId,
     now: systemClock.now,
     batching: opts.batching,
     notify: opts.notify,
     undo: opts.undo,
+    features,
     restore: {
       lastSeq: stored.lastSeq,
       durable: stored.durable,
@@ -273,7 +292,7 @@ export async function connect<M extends Machine<any, any>>(opts: ConnectOptions<
       report(error);
     },
   });
-  const roomStorage = startRecovery(opts, storage, clientId, report);
+  const roomStorage = features.recoverPending ? startRecovery(opts, storage, clientId, report, features.recoverPending) : storage;
   room = new ConnectedClientRoom({ name: opts.room, inner, driver, transport, storage: roomStorage });
   if (opts.onStatus) room.onStatus(opts.onStatus);
   if (opts.onRejected) room.onRejected(opts.onRejected);
@@ -298,12 +317,13 @@ function startRecovery<M extends Machine<any, any>>(
   storage: ClientStorage,
   clientId: string,
   report: (e: Error) => void,
+  recover: typeof recoverPending,
 ): ClientStorage {
   const stores = typeof opts.recover === 'object' ? opts.recover : opts.recover === false || opts.transport ? undefined : storage.directory?.();
   if (!stores) return storage;
   const stop = new AbortController();
   const { storage: _storage, clientId: _clientId, recover: _recover, transport: _transport, onStatus: _onStatus, ...rest } = opts;
-  const running = recoverPending({ ...rest, stores, signal: stop.signal, exceptClientId: clientId, onError: report }).catch(report);
+  const running = recover({ ...rest, stores, signal: stop.signal, exceptClientId: clientId, onError: report }).catch(report);
   return {
     ...storage,
     close: async () => {

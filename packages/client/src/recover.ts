@@ -12,7 +12,7 @@
  * restarted client back in step, so recovery adds no second way of resending ops.
  */
 import { HerculesError, type Machine } from '@hercules/core';
-import { connect, openStore, type ConnectOptions, type ConnectedRoom } from './connect.ts';
+import { connectWith, openStore, type ConnectOptions, type ConnectedRoom } from './connect.ts';
 import type { ClaimedStore, ClientStorage, StoreDirectory } from './storage.ts';
 
 /** A store holding ops of the room that the server may not have. */
@@ -122,7 +122,8 @@ async function sendAll<M extends Machine<any, any>>(claimed: ClaimedStore, opts:
   // The claim outlives the room: deleting the store happens while it is still held.
   // Its warnings (the server unreachable, say) are the caller's own room's too; a refusal for
   // good ends the drain and is reported once, by recoverPending.
-  const room = await connect({ ...connectOpts, storage: { ...claimed.storage, close: async () => {} }, recover: false, onError: () => {} });
+  // No undo or text handles: a drain only sends what the store holds.
+  const room = await connectWith({ ...connectOpts, storage: { ...claimed.storage, close: async () => {} }, recover: false, onError: () => {} }, {});
   try {
     await confirmed(room, signal);
     await room.flushed();

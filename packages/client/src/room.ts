@@ -8,7 +8,7 @@ import {
   HerculesError,
   type AppRoom,
   type ClientDriver,
-  type ClientRoom,
+  type LeanClientRoom,
   type Listener,
   type Machine,
   type MemberPosition,
@@ -55,7 +55,7 @@ export interface ConnectedRoom<M extends Machine<any, any>> extends AppRoom<M> {
 
 export interface ConnectedClientRoomParts<M extends Machine<any, any>> {
   name: string;
-  inner: ClientRoom<M>;
+  inner: LeanClientRoom<M>;
   driver: ClientDriver<M>;
   transport: ClientTransport;
   storage: ClientStorage;
@@ -66,7 +66,7 @@ export class ConnectedClientRoom<M extends Machine<any, any>> implements Connect
   readonly machine: M;
   readonly clientId: string;
   readonly ops: OpStubs<M>;
-  readonly #inner: ClientRoom<M>;
+  readonly #inner: LeanClientRoom<M>;
   readonly #driver: ClientDriver<M>;
   readonly #transport: ClientTransport;
   readonly #storage: ClientStorage;

@@ -9,7 +9,7 @@
  * the engine resends what the server lacks: DUR-DELIVERED). The store, the clock and the
  * connection are given to it, so `connect()` and the simulator run this same code.
  */
-import type { ClientRoom, RoomDriver } from './client-room.ts';
+import type { LeanClientRoom, RoomDriver } from './client-room.ts';
 import type { Clock } from './clock.ts';
 import { HerculesError, errorMessage, type ErrorCode } from './errors.ts';
 import type { Machine } from './machine.ts';
@@ -145,7 +145,7 @@ export class ClientDriver<M extends Machine<any, any>> implements RoomDriver {
   #stopped = false;
 
   constructor(
-    readonly room: ClientRoom<M>,
+    readonly room: LeanClientRoom<M>,
     opts: ClientDriverOptions,
   ) {
     this.#opts = opts;

@@ -3,13 +3,14 @@
  * Wraps a ViewEngine and hands its outputs to a driver (client-driver.ts). Still no I/O of its
  * own: the driver, and the transport under it, decide how messages and writes travel.
  */
-import { textHandle, type TextHandle, type TextPath } from './text.ts';
+import type { TextHandle, TextPath } from './text.ts';
 import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
 import type { Machine, OpArgs, OpsOf, Patch, PresenceOf, StateOf } from './machine.ts';
 import type { AckMessage, ClientMessage, OpRecord, PeerPresence, ServerMessage } from './protocol.ts';
 import { ReceiptBook, type MemberPosition } from './receipts.ts';
 import { UNDO_OP } from './undo.ts';
-import { UndoStack, type UndoOptions, type UndoStatus } from './undo-stack.ts';
+import type { RoomFeatures } from './room-features.ts';
+import type { UndoOptions, UndoStack, UndoStatus } from './undo-stack.ts';
 import { VIEWS, ViewEngine, type BaseSnapshot, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
 
 /** What the room needs from the world: a way to send frames and to persist ops. */
@@ -197,8 +198,13 @@ export interface ClientRoomOptions {
   restore?: ClientRestore;
   /** 'microtask' (default) coalesces notifications of one tick; 'sync' notifies after each input. */
   notify?: 'microtask' | 'sync';
-  /** Undo tracking (docs/undo.md): on by default; false turns it off (undo() then does nothing). */
+  /** Undo tracking (docs/undo.md): on by default where the undo feature is given; false turns it off (undo() then does nothing). */
   undo?: UndoOptions | false;
+  /**
+   * The features this room has (room-features.ts): `ClientRoom` gives all of them unless told
+   * otherwise; `LeanClientRoom` only these.
+   */
+  features?: RoomFeatures;
 }
 
 interface Deferred {
@@ -299,7 +305,11 @@ class Handle implements OpHandle {
   }
 }
 
-export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
+/**
+ * The client room, with only the features its options give (room-features.ts); `ClientRoom`
+ * (full-client-room.ts) is this with all of them.
+ */
+export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   /**
    * The sans-I/O engine under this room: for drivers and the simulator's checkers, not for apps
    * (`positions()`, `onProgress()` and `pending()` say what an app or inspector needs; the room
@@ -359,6 +369,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   readonly #history: UndoStack<StateOf<M>> | undefined;
   readonly #undoListeners = new Set<(status: UndoStatus) => void>();
   #undoSaid: UndoStatus = { canUndo: false, canRedo: false };
+  readonly #textHandle: RoomFeatures['textHandle'];
 
   constructor(
     readonly machine: M,
@@ -366,6 +377,8 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     driver?: RoomDriver,
   ) {
     const now = (this.now = opts.now ?? (() => performance.now()));
+    const makeUndo = opts.undo === false ? undefined : opts.features?.undoStack;
+    this.#textHandle = opts.features?.textHandle;
     this.engine = new ViewEngine<StateOf<M>>(
       machine,
       {
@@ -374,7 +387,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
         now,
         cpuNow: opts.cpuNow ?? (() => performance.now()),
         batching: opts.batching,
-        ...(opts.undo === false
+        ...(!makeUndo
           ? {}
           : {
               onOwnRun: (before: StateOf<M>, after: StateOf<M>, ops: readonly OwnOp[], patches: readonly Patch[]) => {
@@ -396,7 +409,7 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     const stubs: Record<string, (args?: unknown) => OpHandle> = {};
     for (const name of machine.opNames) stubs[name] = (args?: unknown) => this.submit(name, args);
     this.ops = Object.freeze(stubs) as OpStubs<M>;
-    if (opts.undo !== false) this.#history = new UndoStack(machine, opts.undo ?? {}, now);
+    if (makeUndo) this.#history = makeUndo(machine, opts.undo || {}, now);
   }
 
   attach(driver: RoomDriver): void {
@@ -573,7 +586,12 @@ export class ClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   }
 
   text(path: TextPath): TextHandle<OpHandle> {
-    return textHandle(this, path);
+    if (!this.#textHandle)
+      throw new HerculesError(
+        'bad-argument',
+        'room.text() needs the text feature: connect() of @hercules/client has it; @hercules/client/lean, with features: [textFeature]',
+      );
+    return this.#textHandle(this, path);
   }
 
   textClockFloor(): number {

@@ -88,7 +88,10 @@ export type {
   Principal,
   ServerSubmitResult,
 } from './room-engine.ts';
-export { ClientRoom } from './client-room.ts';
+export { ClientRoom } from './full-client-room.ts';
+export { LeanClientRoom } from './client-room.ts';
+export { undoFeature, textFeature, ALL_ROOM_FEATURES } from './room-features.ts';
+export type { RoomFeatures } from './room-features.ts';
 export type { MemberPosition } from './receipts.ts';
 export { UNDO_OP, diffState, sameJson } from './undo.ts';
 export type { UndoAction, UndoArgs, Change } from './undo.ts';
