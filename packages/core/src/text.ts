@@ -89,18 +89,26 @@ export interface TextV1 {
 
 /** An anchor in an op's arguments: a character's id and where its author saw it (a search hint). */
 export type TextAnchor = readonly [client: string, clock: number, hint: number];
+/**
+ * An anchor on a character of the op's own client (ctx.client): `[clock, hint]`, the client's id
+ * not repeated (TEXT-OWN-ID). On the wire an anchor's client id, a UUID, was up to 76 of an
+ * insert's 99 bytes, and most anchors name the author's own text.
+ */
+export type TextOwnAnchor = readonly [clock: number, hint: number];
+/** A range of deleted ids: `[client, clock, count, hint]`, or `[clock, count, hint]` for the op's own client's. */
+export type TextRange = readonly [client: string, clock: number, count: number, hint: number] | readonly [clock: number, count: number, hint: number];
 
 export interface TextInsertArgs {
   readonly p: TextPath;
-  readonly l: TextAnchor | null;
-  readonly r: TextAnchor | null;
+  readonly l: TextAnchor | TextOwnAnchor | null;
+  readonly r: TextAnchor | TextOwnAnchor | null;
   readonly k: number;
   readonly t: string;
 }
 export interface TextDeleteArgs {
   readonly p: TextPath;
-  /** Ranges of ids: `[client, clock, count, hint]`. */
-  readonly d: readonly (readonly [string, number, number, number])[];
+  /** Ranges of ids. */
+  readonly d: readonly TextRange[];
 }
 
 /** Where a text is in the state: a key, or the keys down to it (a KeyedMap on the way is looked into). */
@@ -323,11 +331,43 @@ function store(t: Text, chunks: readonly TextChunk[], ci: number, runs: TextRun[
 /** An anchor with its client as an index in `clients`. */
 type Anchor = readonly [client: number, clock: number, hint: number];
 
-function checkAnchor(clients: readonly string[], a: unknown, what: string): Anchor | null {
+function checkAnchor(clients: readonly string[], a: unknown, what: string, self: string): Anchor | null {
   if (a === null) return null;
-  if (!Array.isArray(a) || typeof a[0] !== 'string' || !Number.isSafeInteger(a[1]) || !Number.isSafeInteger(a[2]))
-    throw bad(`${TEXT_INSERT}: ${what} must be null or [client, clock, hint]`);
-  return [clientIndex(clients, a[0]), a[1], a[2]];
+  const long = longAnchor(a, self);
+  if (long === undefined || typeof long[0] !== 'string' || !Number.isSafeInteger(long[1]) || !Number.isSafeInteger(long[2]))
+    throw bad(`${TEXT_INSERT}: ${what} must be null, [client, clock, hint] or [clock, hint] (a character of the op's own client)`);
+  return [clientIndex(clients, long[0]), long[1], long[2]];
+}
+
+/** An anchor with its client named (TEXT-OWN-ID: `[clock, hint]` is `self`'s); undefined if it is neither form. */
+function longAnchor(a: unknown, self: string): TextAnchor | undefined {
+  if (!Array.isArray(a)) return undefined;
+  return a.length === 2 ? [self, a[0], a[1]] : a.length === 3 ? (a as unknown as TextAnchor) : undefined;
+}
+
+/** A delete range with its client named (TEXT-OWN-ID); undefined if it is neither form. */
+function longRange(r: unknown, self: string): readonly [string, number, number, number] | undefined {
+  if (!Array.isArray(r)) return undefined;
+  return r.length === 3 ? [self, r[0], r[1], r[2]] : r.length === 4 ? (r as [string, number, number, number]) : undefined;
+}
+
+/**
+ * A text op's arguments with every anchor and range naming its client, `self` (the op's
+ * ctx.client) for the short forms (TEXT-OWN-ID): for code that reads ids out of ops. Other ops'
+ * arguments are returned as they are.
+ */
+export function textLongArgs(name: string, args: unknown, self: string): unknown {
+  if (args === null || typeof args !== 'object') return args;
+  if (name === TEXT_INSERT) {
+    const a = args as TextInsertArgs;
+    const long = (x: unknown) => (x === null ? null : (longAnchor(x, self) ?? x));
+    return { ...a, l: long(a.l), r: long(a.r) };
+  }
+  if (name === TEXT_DELETE && Array.isArray((args as TextDeleteArgs).d)) {
+    const a = args as TextDeleteArgs;
+    return { ...a, d: a.d.map((r) => longRange(r, self) ?? r) };
+  }
+  return args;
 }
 
 function clientIndex(clients: readonly string[], c: string): number {
@@ -356,8 +396,8 @@ export function textInsert(state: unknown, a: TextInsertArgs, ctx: { readonly cl
     throw bad(`${TEXT_INSERT}: clocks ${a.k}..${a.k + a.t.length - 1} are past those of op seq ${ctx.seq} (below ${(ctx.seq + 1) * TEXT_CLOCKS_PER_SEQ})`);
   const t = draftText(state, a.p, TEXT_INSERT);
   const clients = current(t.clients);
-  const L = checkAnchor(clients, a.l, 'l');
-  const R = checkAnchor(clients, a.r, 'r');
+  const L = checkAnchor(clients, a.l, 'l', ctx.client);
+  const R = checkAnchor(clients, a.r, 'r', ctx.client);
   let me = clients.indexOf(ctx.client);
   const w = t as unknown as { len: number; clients: string[]; next: number[] };
   if (me < 0) {
@@ -405,12 +445,13 @@ function deleteIn(t: Text, c: number, k: number, n: number, hint: number): numbe
 }
 
 /** The delete op: each range of ids becomes tombstones (a character deleted twice is deleted once). */
-export function textDelete(state: unknown, a: TextDeleteArgs): void {
+export function textDelete(state: unknown, a: TextDeleteArgs, ctx: { readonly client: string }): void {
   if (a === null || typeof a !== 'object' || !Array.isArray(a.d)) throw bad(`${TEXT_DELETE}: expected { p, d: [[client, clock, count, hint], ...] }`);
   const t = draftText(state, a.p, TEXT_DELETE);
-  for (const range of a.d) {
-    if (!Array.isArray(range) || typeof range[0] !== 'string' || !range.slice(1, 4).every(Number.isSafeInteger) || range[2] < 1)
-      throw bad(`${TEXT_DELETE}: a range is [client, clock, count >= 1, hint]`);
+  for (const r of a.d) {
+    const range = longRange(r, ctx.client);
+    if (range === undefined || typeof range[0] !== 'string' || !range.slice(1, 4).every(Number.isSafeInteger) || range[2] < 1)
+      throw bad(`${TEXT_DELETE}: a range is [client, clock, count >= 1, hint], or [clock, count >= 1, hint] for the op's own client`);
     const [client, k, n, hint] = range;
     const c = clientIndex(current(t.clients), client);
     for (let done = 0; done < n; ) done += deleteIn(t, c, k + done, n - done, hint + done);
@@ -446,10 +487,12 @@ function visibleAt(t: Text, i: number): { loc: Loc; full: number } {
   throw new HerculesError('internal', 'text: the chunk counts disagree with the runs');
 }
 
-function anchorAt(t: Text, loc: Loc, full: number): TextAnchor | null {
+/** The anchor on the character at `loc`, short when it is `self`'s (TEXT-OWN-ID). */
+function anchorAt(t: Text, loc: Loc, full: number, self: string | undefined): TextAnchor | TextOwnAnchor | null {
   if (loc.ci >= t.chunks.length) return null;
   const r = t.chunks[loc.ci].runs[loc.ri];
-  return [t.clients[r[0]], r[1] + loc.off, full];
+  const c = t.clients[r[0]];
+  return c === self ? [r[1] + loc.off, full] : [c, r[1] + loc.off, full];
 }
 
 function checkRange(t: Text, index: number, length: number, call: string): void {
@@ -466,16 +509,19 @@ export function insertArgs(t0: Text, path: TextPath, client: string, index: numb
   checkRange(t, index, 0, 'text.insert');
   if (typeof s !== 'string') throw bad(`text.insert: expected a string, got ${typeof s}`);
   const k = Math.max(textNextClock(t, client), floor);
-  if (index === 0) return { p: path, l: null, r: anchorAt(t, normal(t.chunks, { ci: 0, ri: 0, off: 0 }), 0), k, t: s };
+  if (index === 0) return { p: path, l: null, r: anchorAt(t, normal(t.chunks, { ci: 0, ri: 0, off: 0 }), 0, client), k, t: s };
   const { loc, full } = visibleAt(t, index - 1);
-  return { p: path, l: anchorAt(t, loc, full), r: anchorAt(t, after(t.chunks, loc), full + 1), k, t: s };
+  return { p: path, l: anchorAt(t, loc, full, client), r: anchorAt(t, after(t.chunks, loc), full + 1, client), k, t: s };
 }
 
-/** The arguments of a delete of `length` visible characters from `index`: one range per run piece. */
-export function deleteArgs(t0: Text, path: TextPath, index: number, length: number): TextDeleteArgs {
+/**
+ * The arguments of a delete of `length` visible characters from `index`: one range per run
+ * piece; the ranges of `client`'s own characters, when given, in the short form (TEXT-OWN-ID).
+ */
+export function deleteArgs(t0: Text, path: TextPath, index: number, length: number, client?: string): TextDeleteArgs {
   const t = compactText(t0);
   checkRange(t, index, length, 'text.delete');
-  const d: [string, number, number, number][] = [];
+  const d: TextRange[] = [];
   if (length === 0) return { p: path, d };
   let { loc, full } = visibleAt(t, index);
   for (let left = length; left > 0; ) {
@@ -483,7 +529,8 @@ export function deleteArgs(t0: Text, path: TextPath, index: number, length: numb
     const n = runSize(r) - loc.off;
     if (typeof r[2] === 'string') {
       const m = Math.min(n, left);
-      d.push([t.clients[r[0]], r[1] + loc.off, m, full]);
+      const c = t.clients[r[0]];
+      d.push(c === client ? [r[1] + loc.off, m, full] : [c, r[1] + loc.off, m, full]);
       left -= m;
     }
     full += n;
@@ -537,7 +584,7 @@ export function textHandle<H>(room: TextRoom<H>, path: TextPath): TextHandle<H> 
       return s.length > 0 ? room.submit(TEXT_INSERT, args) : undefined;
     },
     delete(index, length) {
-      const args = deleteArgs(at(), path, index, length);
+      const args = deleteArgs(at(), path, index, length, room.clientId);
       return args.d.length > 0 ? room.submit(TEXT_DELETE, args) : undefined;
     },
     toString: (view) => textToString(at(view)),

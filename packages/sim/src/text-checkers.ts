@@ -7,13 +7,13 @@
 import {
   VIEWS,
   compactText,
+  textLongArgs,
   textRunLeft,
   textRunSize,
   textRunText,
   textToString,
   type LogEntry,
   type Text,
-  type TextDeleteArgs,
   type TextInsertArgs,
 } from '@hercules/core';
 import type { Checker, SimState } from './checkers.ts';
@@ -114,7 +114,9 @@ export const TEXT_CHECKERS: readonly Checker[] = [
             const a = e.args as TextInsertArgs;
             for (let i = 0; i < a.t.length; i++) inserted.set(`${e.client}:${a.k + i}`, { ch: a.t[i], pos: e.pos });
           } else if (e.name === 'textDelete') {
-            for (const [c, k, n] of (e.args as TextDeleteArgs).d) for (let i = 0; i < n; i++) deleted.add(`${c}:${k + i}`);
+            // Every range with its client (TEXT-OWN-ID: an own one may leave it out).
+            const long = textLongArgs(e.name, e.args, e.client) as { d: readonly (readonly [string, number, number, number])[] };
+            for (const [c, k, n] of long.d) for (let i = 0; i < n; i++) deleted.add(`${c}:${k + i}`);
           }
         },
         step: check,
