@@ -560,7 +560,7 @@ test('the packages install from their tarballs and work in a fresh project', { t
     }
   });
 
-  await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 38.7 KiB gzipped', async () => {
+  await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 38.9 KiB gzipped', async () => {
     const result = await build({
       absWorkingDir: project,
       entryPoints: ['browser.mjs'],
@@ -626,8 +626,10 @@ test('the packages install from their tarballs and work in a fresh project', { t
     // (37.6 to 38.9, measured as a whole, not part by part), so it was 39; then shorter wording
     // of six long client messages and ES #private members (esbuild renames them; TS `private`
     // names stay whole) won back 0.3 KiB (38.9 to 38.6 from dist/, 2026-11-28), so it is 38.7,
-    // and lower as more is won back (issue 41, item 5; docs/benchmarks.md, "Browser bundle size").
-    assert.ok(gz <= 38.7 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
+    // and lower as more is won back (issue 41, item 5; docs/benchmarks.md, "Browser bundle size");
+    // the text's compact layout with reading the old one (TEXT-LAYOUT) and own ids left out of
+    // ops (TEXT-OWN-ID) add 207 B gzipped from the sources (39,321 to 39,528 B), so 38.9.
+    assert.ok(gz <= 38.9 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
     // The README states this figure; it must be true (within 0.3 KiB: esbuild versions differ).
     const stated = Number(/no native module \((\d+\.\d) KiB\s+gzipped/.exec(readme)?.[1]);
     assert.ok(Math.abs(stated - gz / 1024) <= 0.3, `README.md says the browser client is ${stated} KiB gzipped; measured ${kib(gz)}`);

@@ -335,7 +335,7 @@ function checkAnchor(clients: readonly string[], a: unknown, what: string, self:
   if (a === null) return null;
   const long = longAnchor(a, self);
   if (long === undefined || typeof long[0] !== 'string' || !Number.isSafeInteger(long[1]) || !Number.isSafeInteger(long[2]))
-    throw bad(`${TEXT_INSERT}: ${what} must be null, [client, clock, hint] or [clock, hint] (a character of the op's own client)`);
+    throw bad(`${TEXT_INSERT}: ${what} must be null, [client, clock, hint] or [clock, hint]`);
   return [clientIndex(clients, long[0]), long[1], long[2]];
 }
 
@@ -451,7 +451,7 @@ export function textDelete(state: unknown, a: TextDeleteArgs, ctx: { readonly cl
   for (const r of a.d) {
     const range = longRange(r, ctx.client);
     if (range === undefined || typeof range[0] !== 'string' || !range.slice(1, 4).every(Number.isSafeInteger) || range[2] < 1)
-      throw bad(`${TEXT_DELETE}: a range is [client, clock, count >= 1, hint], or [clock, count >= 1, hint] for the op's own client`);
+      throw bad(`${TEXT_DELETE}: a range is [client?, clock, count >= 1, hint]`);
     const [client, k, n, hint] = range;
     const c = clientIndex(current(t.clients), client);
     for (let done = 0; done < n; ) done += deleteIn(t, c, k + done, n - done, hint + done);
