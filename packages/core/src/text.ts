@@ -32,7 +32,7 @@
  * a string (their text) and deleted when it is a number (their count), the first one's left
  * origin `[lc, lk]` (absent: the start). A run is a tuple, not an object with keys, and keeps no
  * right origin (placing an insert reads the op's R, never a run's): 780,213 B of JSON for
- * automerge-paper's end state became 372,175 (Yjs encodes 311,037; docs/benchmarks.md). A text
+ * automerge-paper's end state became 380,606 (Yjs encodes 311,037; docs/benchmarks.md). A text
  * stored before that (`$text: 1`, runs `{ c, k, t | d, l, r }`) still reads: every function here
  * takes it, and an op turns it into this layout in its draft (`compactText`).
  * A chunk splits past CHUNK_MAX runs, so an edit copies one chunk of runs and the
