@@ -65,6 +65,8 @@ interface Run {
   ms: number;
   heapMiB: number;
   bytes: number;
+  /** The state as JSON, as the server and client stores keep it (Hercules only). */
+  json?: number;
 }
 
 /** Replay through a ClientRoom's text handle: what an editor binding does per keystroke. */
@@ -82,8 +84,9 @@ function herculesRoom(patches: Patch[], end: string): Run {
   if (out !== end) throw new Error('Hercules (room): the replay does not give endContent');
   const heap = heapMiB() - before;
   const bytes = encode(room.getState('submitted')).length;
+  const json = Buffer.byteLength(JSON.stringify(room.getState('submitted')));
   consume(room);
-  return { ms, heapMiB: heap, bytes };
+  return { ms, heapMiB: heap, bytes, json };
 }
 
 /** The ops alone, through applyOp (index to anchors on the state, then the op): the pure cost. */
@@ -103,7 +106,7 @@ function herculesOps(patches: Patch[], end: string): Run {
   if (out !== end) throw new Error('Hercules (ops): the replay does not give endContent');
   const heap = heapMiB() - before;
   consume(s);
-  return { ms, heapMiB: heap, bytes: encode(s).length };
+  return { ms, heapMiB: heap, bytes: encode(s).length, json: Buffer.byteLength(JSON.stringify(s)) };
 }
 
 function yjs(patches: Patch[], end: string): Run {
@@ -150,12 +153,14 @@ for (const name of names) {
   console.log(
     `\n## ${name}: ${patches.length.toLocaleString('en-US')} patches, ${end.length.toLocaleString('en-US')} characters at the end (median of ${reps}, alternating)\n`,
   );
-  console.log('| system | replay ms | µs per patch | heap retained MiB | encoded document bytes |');
-  console.log('|---|--:|--:|--:|--:|');
+  console.log('| system | replay ms | µs per patch | heap retained MiB | encoded document bytes | × Yjs | state as JSON bytes (at rest) | × Yjs |');
+  console.log('|---|--:|--:|--:|--:|--:|--:|--:|');
+  const yjsBytes = runs['Yjs (Y.Text)'][0].bytes;
+  const times = (n: number | undefined) => (n === undefined ? '' : fmt(n / yjsBytes));
   for (const [sys, rs] of Object.entries(runs)) {
     const ms = median(rs.map((x) => x.ms));
     console.log(
-      `| ${sys} | ${fmt(ms)} | ${fmt((ms * 1000) / patches.length)} | ${fmt(median(rs.map((x) => x.heapMiB)))} | ${rs[0].bytes.toLocaleString('en-US')} |`,
+      `| ${sys} | ${fmt(ms)} | ${fmt((ms * 1000) / patches.length)} | ${fmt(median(rs.map((x) => x.heapMiB)))} | ${rs[0].bytes.toLocaleString('en-US')} | ${times(rs[0].bytes)} | ${rs[0].json?.toLocaleString('en-US') ?? ''} | ${times(rs[0].json)} |`,
     );
   }
   if (name === 'automerge-paper') {

@@ -121,9 +121,6 @@ async function herculesWire(room: ConnectedRoom<typeof textBench>, watcher: Prom
   return { writerMs, watcherMs };
 }
 
-/** The text with each run as a tuple instead of an object with its keys: the size a layout without keys would have at rest (not a format Hercules reads). */
-const asTuples = (t: Text) => ({ ...t, chunks: t.chunks.map((c) => ({ ...c, runs: c.runs.map((r) => [r.c, r.k, r.t ?? r.d, r.l, r.r]) })) });
-
 /** The median ms of `fn` over 5 runs (after one not counted). */
 function timedMedian(fn: () => unknown): number {
   fn();
@@ -156,7 +153,6 @@ async function herculesRest(relay: CountingRelay, end: string, state: { doc: Tex
     'state as msgpack (the welcome)': packed.length,
     'state as JSON (what both stores keep)': bytes(json),
     'client store: SQLite files': storeBytes,
-    'what-if: the state as JSON with each run a tuple [c, k, t or d, l, r]': bytes(JSON.stringify(asTuples(state.doc))),
   };
   const decodeMs = {
     'the same client again, from its store, until it holds the text': reopenMs,

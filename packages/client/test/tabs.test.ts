@@ -371,7 +371,7 @@ test("a leader that took over from a store with seqs it may not hold (as a crash
   await last.stable;
   for (const r of [second, follower, peer]) await until(() => r.text('doc').toString('stable') === 'aby!', 5000, 'stable in every room');
   const held = peer.getState('stable').doc;
-  const ks = held.chunks.flatMap((c) => c.runs.filter((r) => held.clients[r.c] === second.clientId).map((r) => r.k));
+  const ks = held.chunks.flatMap((c) => c.runs.filter((r) => held.clients[r[0]] === second.clientId).map((r) => r[1]));
   assert.ok(ks.length >= 2 && ks.slice(1).every((k) => k >= floor), `the follower's characters are past the floor: ${ks}`);
 });
 

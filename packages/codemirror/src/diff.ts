@@ -5,7 +5,7 @@
  * edit copies only the chunk it touches) are skipped, so the cost is that of the chunks that
  * changed, not of the document.
  */
-import { textToString, type Text } from '@hercules/core';
+import { compactText, textRunSize, textToString, type Text } from '@hercules/core';
 
 /** A change in the old text's coordinates: replace `from..to` by `insert`. */
 export interface TextChange {
@@ -25,7 +25,7 @@ interface Seg {
 function segments(t: Text, from: number, to: number): Seg[] {
   const out: Seg[] = [];
   for (let ci = from; ci < to; ci++)
-    for (const r of t.chunks[ci].runs) out.push({ c: t.clients[r.c], k: r.k, n: r.t !== undefined ? r.t.length : r.d!, t: r.t ?? '' });
+    for (const r of t.chunks[ci].runs) out.push({ c: t.clients[r[0]], k: r[1], n: textRunSize(r), t: typeof r[2] === 'string' ? r[2] : '' });
   return out;
 }
 
@@ -95,8 +95,11 @@ class Changes {
  * insert into a 100k-character text made by createText (one run in one chunk); by pieces, 1 to
  * 14 µs (2026-11-28, load 7).
  */
-export function textDiff(a: Text, b: Text): TextChange[] | null {
-  if (a === b) return [];
+export function textDiff(a0: Text, b0: Text): TextChange[] | null {
+  if (a0 === b0) return [];
+  // A text stored in the layout before TEXT-LAYOUT is read converted (no chunk shared then).
+  const a = compactText(a0);
+  const b = compactText(b0);
   const { head, tail } = shared(a, b);
   let pos = 0;
   for (let ci = 0; ci < head; ci++) pos += a.chunks[ci].v;

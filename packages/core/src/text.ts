@@ -23,14 +23,19 @@
  *
  * Deleted characters stay as tombstones (their text dropped) so later ops can still anchor on them.
  *
- * Layout: `{ $text: 1, len, clients, next, chunks }`; `len` is the visible length; `clients`
- * the ids of the clients that inserted, in the order of their first insert (a run names its
- * client by its index there: a client id, a UUID, is stored once, not thrice per run), `next[i]`
- * the lowest clock client `i` may use next; `chunks` is a list of `{ v, f, runs }` (`v` visible and
- * `f` total characters of the chunk), and a run is `{ c, k, t | d, l, r }`: characters
- * `[c, k]`, `[c, k+1]`, ... typed one after another by one client, either visible (`t`, their
- * text) or deleted (`d`, their count), with the first one's left origin `l` and the run's right
- * origin `r`. A chunk splits past CHUNK_MAX runs, so an edit copies one chunk of runs and the
+ * Layout (TEXT-LAYOUT): `{ $text: 2, len, clients, next, chunks }`; `len` is the visible length;
+ * `clients` the ids of the clients that inserted, in the order of their first insert (a run names
+ * its client by its index there: a client id, a UUID, is stored once per text), `next[i]` the
+ * lowest clock client `i` may use next; `chunks` is a list of `{ v, f, runs }` (`v` visible and
+ * `f` total characters of the chunk), and a run is a tuple `[c, k, x]` or `[c, k, x, lc, lk]`:
+ * characters `[c, k]`, `[c, k+1]`, ... typed one after another by one client, visible when `x` is
+ * a string (their text) and deleted when it is a number (their count), the first one's left
+ * origin `[lc, lk]` (absent: the start). A run is a tuple, not an object with keys, and keeps no
+ * right origin (placing an insert reads the op's R, never a run's): 780,213 B of JSON for
+ * automerge-paper's end state became 380,606 (Yjs encodes 311,037; docs/benchmarks.md). A text
+ * stored before that (`$text: 1`, runs `{ c, k, t | d, l, r }`) still reads: every function here
+ * takes it, and an op turns it into this layout in its draft (`compactText`).
+ * A chunk splits past CHUNK_MAX runs, so an edit copies one chunk of runs and the
  * chunk list (pointers), not the text: see docs/benchmarks.md (collaborative text).
  */
 import { HerculesError } from './errors.ts';
@@ -41,17 +46,13 @@ import { MAX_OP_BYTES } from './protocol.ts';
 /** A character's id: the client that inserted it and its clock. */
 export type TextId = readonly [client: number, clock: number];
 
-export interface TextRun {
-  /** The client's index in `Text.clients`. */
-  readonly c: number;
-  readonly k: number;
-  /** The visible characters (absent on a deleted run). */
-  readonly t?: string;
-  /** The number of deleted characters (absent on a visible run). */
-  readonly d?: number;
-  readonly l: TextId | null;
-  readonly r: TextId | null;
-}
+/**
+ * A run: `[c, k, x]` or `[c, k, x, lc, lk]`: the client's index in `Text.clients`, the first
+ * clock, the visible characters (a string) or the number of deleted ones, and the first
+ * character's left origin `[lc, lk]` (absent: the start). Read it with `textRunText`,
+ * `textRunSize` and `textRunLeft`.
+ */
+export type TextRun = readonly [c: number, k: number, x: string | number, lc?: number, lk?: number];
 
 export interface TextChunk {
   readonly v: number;
@@ -61,27 +62,53 @@ export interface TextChunk {
 
 /** A collaborative text as state: see the module comment, `createText` and `textOps`. */
 export interface Text {
-  readonly $text: 1;
+  readonly $text: 2;
   readonly len: number;
   readonly clients: readonly string[];
   readonly next: readonly number[];
   readonly chunks: readonly TextChunk[];
 }
 
+/** A run as a text stored before TEXT-LAYOUT holds it (`$text: 1`): still read, never written. */
+export interface TextRunV1 {
+  readonly c: number;
+  readonly k: number;
+  readonly t?: string;
+  readonly d?: number;
+  readonly l: TextId | null;
+  readonly r: TextId | null;
+}
+/** A text stored before TEXT-LAYOUT. */
+export interface TextV1 {
+  readonly $text: 1;
+  readonly len: number;
+  readonly clients: readonly string[];
+  readonly next: readonly number[];
+  readonly chunks: readonly { readonly v: number; readonly f: number; readonly runs: readonly TextRunV1[] }[];
+}
+
 /** An anchor in an op's arguments: a character's id and where its author saw it (a search hint). */
 export type TextAnchor = readonly [client: string, clock: number, hint: number];
+/**
+ * An anchor on a character of the op's own client (ctx.client): `[clock, hint]`, the client's id
+ * not repeated (TEXT-OWN-ID). On the wire an anchor's client id, a UUID, was up to 76 of an
+ * insert's 99 bytes, and most anchors name the author's own text.
+ */
+export type TextOwnAnchor = readonly [clock: number, hint: number];
+/** A range of deleted ids: `[client, clock, count, hint]`, or `[clock, count, hint]` for the op's own client's. */
+export type TextRange = readonly [client: string, clock: number, count: number, hint: number] | readonly [clock: number, count: number, hint: number];
 
 export interface TextInsertArgs {
   readonly p: TextPath;
-  readonly l: TextAnchor | null;
-  readonly r: TextAnchor | null;
+  readonly l: TextAnchor | TextOwnAnchor | null;
+  readonly r: TextAnchor | TextOwnAnchor | null;
   readonly k: number;
   readonly t: string;
 }
 export interface TextDeleteArgs {
   readonly p: TextPath;
-  /** Ranges of ids: `[client, clock, count, hint]`. */
-  readonly d: readonly (readonly [string, number, number, number])[];
+  /** Ranges of ids. */
+  readonly d: readonly TextRange[];
 }
 
 /** Where a text is in the state: a key, or the keys down to it (a KeyedMap on the way is looked into). */
@@ -116,18 +143,45 @@ export function textClockFloor(unknownSeq: number): number {
 /** A new text holding `s` (for `initial`, or to assign inside an op). */
 export function createText(s = ''): Text {
   if (typeof s !== 'string') throw bad(`createText: expected a string, got ${typeof s}`);
-  const runs: TextRun[] = s.length > 0 ? [{ c: 0, k: 0, t: s, l: null, r: null }] : [];
+  const runs: TextRun[] = s.length > 0 ? [[0, 0, s]] : [];
   // Client 0, '', holds the initial text.
-  return { $text: 1, len: s.length, clients: [''], next: [s.length], chunks: [{ v: s.length, f: s.length, runs }] };
+  return { $text: 2, len: s.length, clients: [''], next: [s.length], chunks: [{ v: s.length, f: s.length, runs }] };
 }
 
+/** A text in the state, in today's layout or the one before (TEXT-LAYOUT): read both with `compactText`. */
 export function isText(v: unknown): v is Text {
-  const t = v as Partial<Text> | null;
-  return t !== null && typeof t === 'object' && t.$text === 1 && Array.isArray(t.chunks) && typeof t.len === 'number';
+  const t = v as Partial<Text> | Partial<TextV1> | null;
+  return t !== null && typeof t === 'object' && (t.$text === 2 || t.$text === 1) && Array.isArray(t.chunks) && typeof t.len === 'number';
 }
 
-const runSize = (r: TextRun): number => (r.t !== undefined ? r.t.length : r.d!);
-const hasId = (r: TextRun, c: number, k: number): boolean => r.c === c && k >= r.k && k < r.k + runSize(r);
+/** A run's visible characters, or undefined when it is deleted. */
+export const textRunText = (r: TextRun): string | undefined => (typeof r[2] === 'string' ? r[2] : undefined);
+/** How many characters a run holds, visible or deleted. */
+export const textRunSize = (r: TextRun): number => (typeof r[2] === 'string' ? r[2].length : r[2]);
+/** A run's first character's left origin (null: the start). */
+export const textRunLeft = (r: TextRun): TextId | null => (r.length > 3 ? [r[3]!, r[4]!] : null);
+const runSize = textRunSize;
+const hasId = (r: TextRun, c: number, k: number): boolean => r[0] === c && k >= r[1] && k < r[1] + runSize(r);
+/** A run from its parts. */
+const mkRun = (c: number, k: number, x: string | number, l: TextId | null): TextRun => (l === null ? [c, k, x] : [c, k, x, l[0], l[1]]);
+
+/**
+ * `t` in today's layout (TEXT-LAYOUT): itself, or a text stored before it converted (memoised
+ * per snapshot: a frozen one is converted once). Runs keep their ids, text and left origins and
+ * drop their right origins, which no placement reads.
+ */
+const compacted = new WeakMap<object, Text>();
+export function compactText(t: Text | TextV1): Text {
+  if (t.$text === 2) return t;
+  const hit = compacted.get(t);
+  if (hit !== undefined) return hit;
+  const chunks = t.chunks.map((ch) =>
+    Object.freeze({ v: ch.v, f: ch.f, runs: Object.freeze(ch.runs.map((r) => Object.freeze(mkRun(r.c, r.k, r.t ?? r.d!, r.l)))) }),
+  );
+  const out: Text = { $text: 2, len: t.len, clients: t.clients, next: t.next, chunks: Object.freeze(chunks) };
+  if (Object.isFrozen(t)) compacted.set(t, Object.freeze(out));
+  return out;
+}
 const sameId = (a: TextId | null, b: TextId | null): boolean => (a === null ? b === null : b !== null && a[0] === b[0] && a[1] === b[1]);
 
 /** The text at `path` in `root` (a state or an op's draft). */
@@ -150,7 +204,7 @@ export function textToString(t: Text): string {
   const hit = strings.get(t);
   if (hit !== undefined) return hit;
   const parts: string[] = [];
-  for (const ch of t.chunks) for (const r of ch.runs) if (r.t !== undefined) parts.push(r.t);
+  for (const ch of compactText(t).chunks) for (const r of ch.runs) if (typeof r[2] === 'string') parts.push(r[2]);
   const s = parts.join('');
   if (Object.isFrozen(t)) strings.set(t, s);
   return s;
@@ -172,7 +226,7 @@ function locate(chunks: readonly TextChunk[], c: number, k: number, hint: number
   for (let n = 0; n < chunks.length; n++) {
     const ci = (start + n) % chunks.length;
     const runs = chunks[ci].runs;
-    for (let ri = 0; ri < runs.length; ri++) if (hasId(runs[ri], c, k)) return { ci, ri, off: k - runs[ri].k };
+    for (let ri = 0; ri < runs.length; ri++) if (hasId(runs[ri], c, k)) return { ci, ri, off: k - runs[ri][1] };
   }
   throw bad(`text: no character ${k} of client #${c} (its insert was refused or belongs to another text)`);
 }
@@ -208,13 +262,15 @@ function placeInsert(chunks: readonly TextChunk[], L: Anchor | null, R: Anchor |
   while (loc.ci < chunks.length) {
     const run = chunks[loc.ci].runs[loc.ri];
     const size = runSize(run);
-    const rHere = R !== null && run.c === R[0] && R[1] >= run.k + loc.off && R[1] < run.k + size;
-    if (rHere && R[1] === run.k + loc.off) break;
+    const [c, k] = run;
+    const rHere = R !== null && c === R[0] && R[1] >= k + loc.off && R[1] < k + size;
+    if (rHere && R[1] === k + loc.off) break;
     // Inside a run, a character's left origin is the one before it: L, or one passed.
-    const mine = loc.off > 0 || (run.l === null ? L === null : (L !== null && sameId(run.l, [L[0], L[1]])) || inPieces(passed, run.l));
+    const l = textRunLeft(run);
+    const mine = loc.off > 0 || (l === null ? L === null : (L !== null && sameId(l, [L[0], L[1]])) || inPieces(passed, l));
     if (!mine) break;
-    const end = rHere ? R[1] - run.k : size;
-    passed.push([run.c, run.k + loc.off, run.k + end]);
+    const end = rHere ? R[1] - k : size;
+    passed.push([c, k + loc.off, k + end]);
     if (rHere) return { ci: loc.ci, ri: loc.ri, off: end };
     loc = normal(chunks, { ci: loc.ci, ri: loc.ri + 1, off: 0 });
   }
@@ -224,18 +280,18 @@ function placeInsert(chunks: readonly TextChunk[], L: Anchor | null, R: Anchor |
 // ---------------------------------------------------------------- editing runs
 
 function piece(run: TextRun, from: number, to: number): TextRun {
-  const l: TextId | null = from === 0 ? run.l : [run.c, run.k + from - 1];
-  return run.t !== undefined ? { c: run.c, k: run.k + from, t: run.t.slice(from, to), l, r: run.r } : { c: run.c, k: run.k + from, d: to - from, l, r: run.r };
+  const l: TextId | null = from === 0 ? textRunLeft(run) : [run[0], run[1] + from - 1];
+  return mkRun(run[0], run[1] + from, typeof run[2] === 'string' ? run[2].slice(from, to) : to - from, l);
 }
 
 /** `b` continues `a`: one client's characters typed one after the other, in the same state. */
 function joins(a: TextRun, b: TextRun): boolean {
-  const end = a.k + runSize(a);
-  return a.c === b.c && b.k === end && (a.t === undefined) === (b.t === undefined) && sameId(b.l, [a.c, end - 1]) && sameId(a.r, b.r);
+  const end = a[1] + runSize(a);
+  return a[0] === b[0] && b[1] === end && typeof a[2] === typeof b[2] && b.length > 3 && b[3] === a[0] && b[4] === end - 1;
 }
 
 function join(a: TextRun, b: TextRun): TextRun {
-  return a.t !== undefined ? { ...a, t: a.t + b.t! } : { ...a, d: a.d! + b.d! };
+  return mkRun(a[0], a[1], typeof a[2] === 'string' ? a[2] + (b[2] as string) : a[2] + (b[2] as number), textRunLeft(a));
 }
 
 /** Append `run` to `out`, joined to its last run when it continues it. */
@@ -256,7 +312,7 @@ function chunksOf(runs: TextRun[]): TextChunk[] {
   for (const r of runs) {
     const n = runSize(r);
     f += n;
-    if (r.t !== undefined) v += n;
+    if (typeof r[2] === 'string') v += n;
     Object.freeze(r);
   }
   return [Object.freeze({ v, f, runs: Object.freeze(runs) })];
@@ -275,17 +331,60 @@ function store(t: Text, chunks: readonly TextChunk[], ci: number, runs: TextRun[
 /** An anchor with its client as an index in `clients`. */
 type Anchor = readonly [client: number, clock: number, hint: number];
 
-function checkAnchor(clients: readonly string[], a: unknown, what: string): Anchor | null {
+function checkAnchor(clients: readonly string[], a: unknown, what: string, self: string): Anchor | null {
   if (a === null) return null;
-  if (!Array.isArray(a) || typeof a[0] !== 'string' || !Number.isSafeInteger(a[1]) || !Number.isSafeInteger(a[2]))
-    throw bad(`${TEXT_INSERT}: ${what} must be null or [client, clock, hint]`);
-  return [clientIndex(clients, a[0]), a[1], a[2]];
+  const long = longAnchor(a, self);
+  if (long === undefined || typeof long[0] !== 'string' || !Number.isSafeInteger(long[1]) || !Number.isSafeInteger(long[2]))
+    throw bad(`${TEXT_INSERT}: ${what} must be null, [client, clock, hint] or [clock, hint]`);
+  return [clientIndex(clients, long[0]), long[1], long[2]];
+}
+
+/** An anchor with its client named (TEXT-OWN-ID: `[clock, hint]` is `self`'s); undefined if it is neither form. */
+function longAnchor(a: unknown, self: string): TextAnchor | undefined {
+  if (!Array.isArray(a)) return undefined;
+  return a.length === 2 ? [self, a[0], a[1]] : a.length === 3 ? (a as unknown as TextAnchor) : undefined;
+}
+
+/** A delete range with its client named (TEXT-OWN-ID); undefined if it is neither form. */
+function longRange(r: unknown, self: string): readonly [string, number, number, number] | undefined {
+  if (!Array.isArray(r)) return undefined;
+  return r.length === 3 ? [self, r[0], r[1], r[2]] : r.length === 4 ? (r as [string, number, number, number]) : undefined;
+}
+
+/**
+ * A text op's arguments with every anchor and range naming its client, `self` (the op's
+ * ctx.client) for the short forms (TEXT-OWN-ID): for code that reads ids out of ops. Other ops'
+ * arguments are returned as they are.
+ */
+export function textLongArgs(name: string, args: unknown, self: string): unknown {
+  if (args === null || typeof args !== 'object') return args;
+  if (name === TEXT_INSERT) {
+    const a = args as TextInsertArgs;
+    const long = (x: unknown) => (x === null ? null : (longAnchor(x, self) ?? x));
+    return { ...a, l: long(a.l), r: long(a.r) };
+  }
+  if (name === TEXT_DELETE && Array.isArray((args as TextDeleteArgs).d)) {
+    const a = args as TextDeleteArgs;
+    return { ...a, d: a.d.map((r) => longRange(r, self) ?? r) };
+  }
+  return args;
 }
 
 function clientIndex(clients: readonly string[], c: string): number {
   const i = clients.indexOf(c);
   if (i < 0) throw bad(`text: no character of client ${c} (its insert was refused or belongs to another text)`);
   return i;
+}
+
+/** The text at `path` of an op's draft, turned into today's layout in the draft if it was stored before it (TEXT-LAYOUT). */
+function draftText(state: unknown, path: TextPath, call: string): Text {
+  const t = textAt(state, path, call);
+  if (t.$text !== 2) {
+    const w = t as unknown as { $text: number; chunks: readonly TextChunk[] };
+    w.chunks = compactText(current(t) as unknown as TextV1).chunks;
+    w.$text = 2;
+  }
+  return t;
 }
 
 /** The insert op: `a.t` as the characters `[ctx.client, a.k]`, ... between the anchors. */
@@ -295,10 +394,10 @@ export function textInsert(state: unknown, a: TextInsertArgs, ctx: { readonly cl
   // The bound a restarted client's floor rests on (TEXT-ID-ONCE): never reached by a free clock.
   if (a.k + a.t.length > (ctx.seq + 1) * TEXT_CLOCKS_PER_SEQ)
     throw bad(`${TEXT_INSERT}: clocks ${a.k}..${a.k + a.t.length - 1} are past those of op seq ${ctx.seq} (below ${(ctx.seq + 1) * TEXT_CLOCKS_PER_SEQ})`);
-  const t = textAt(state, a.p, TEXT_INSERT);
+  const t = draftText(state, a.p, TEXT_INSERT);
   const clients = current(t.clients);
-  const L = checkAnchor(clients, a.l, 'l');
-  const R = checkAnchor(clients, a.r, 'r');
+  const L = checkAnchor(clients, a.l, 'l', ctx.client);
+  const R = checkAnchor(clients, a.r, 'r', ctx.client);
   let me = clients.indexOf(ctx.client);
   const w = t as unknown as { len: number; clients: string[]; next: number[] };
   if (me < 0) {
@@ -314,7 +413,7 @@ export function textInsert(state: unknown, a: TextInsertArgs, ctx: { readonly cl
   const ci = at.off === 0 && at.ri === 0 && at.ci > 0 ? at.ci - 1 : at.ci;
   const old = chunks[ci].runs;
   const ri = ci === at.ci ? at.ri : old.length;
-  const run: TextRun = { c: me, k: a.k, t: a.t, l: L === null ? null : [L[0], L[1]], r: R === null ? null : [R[0], R[1]] };
+  const run = mkRun(me, a.k, a.t, L === null ? null : [L[0], L[1]]);
   const runs: TextRun[] = old.slice(0, ri);
   if (at.off > 0) push(runs, piece(old[ri], 0, at.off));
   push(runs, run);
@@ -333,11 +432,11 @@ function deleteIn(t: Text, c: number, k: number, n: number, hint: number): numbe
   const old = chunks[at.ci].runs;
   const run = old[at.ri];
   const m = Math.min(n, runSize(run) - at.off);
-  if (run.t === undefined) return m;
+  if (typeof run[2] !== 'string') return m;
   const runs: TextRun[] = old.slice(0, at.ri);
   if (at.off > 0) runs.push(piece(run, 0, at.off));
   const gone = piece(run, at.off, at.off + m);
-  push(runs, { c: gone.c, k: gone.k, d: m, l: gone.l, r: gone.r });
+  push(runs, mkRun(gone[0], gone[1], m, textRunLeft(gone)));
   if (at.off + m < runSize(run)) runs.push(piece(run, at.off + m, runSize(run)));
   for (let i = at.ri + 1; i < old.length; i++) push(runs, old[i]);
   store(t, chunks, at.ci, runs);
@@ -346,12 +445,13 @@ function deleteIn(t: Text, c: number, k: number, n: number, hint: number): numbe
 }
 
 /** The delete op: each range of ids becomes tombstones (a character deleted twice is deleted once). */
-export function textDelete(state: unknown, a: TextDeleteArgs): void {
+export function textDelete(state: unknown, a: TextDeleteArgs, ctx: { readonly client: string }): void {
   if (a === null || typeof a !== 'object' || !Array.isArray(a.d)) throw bad(`${TEXT_DELETE}: expected { p, d: [[client, clock, count, hint], ...] }`);
-  const t = textAt(state, a.p, TEXT_DELETE);
-  for (const range of a.d) {
-    if (!Array.isArray(range) || typeof range[0] !== 'string' || !range.slice(1, 4).every(Number.isSafeInteger) || range[2] < 1)
-      throw bad(`${TEXT_DELETE}: a range is [client, clock, count >= 1, hint]`);
+  const t = draftText(state, a.p, TEXT_DELETE);
+  for (const r of a.d) {
+    const range = longRange(r, ctx.client);
+    if (range === undefined || typeof range[0] !== 'string' || !range.slice(1, 4).every(Number.isSafeInteger) || range[2] < 1)
+      throw bad(`${TEXT_DELETE}: a range is [client?, clock, count >= 1, hint]`);
     const [client, k, n, hint] = range;
     const c = clientIndex(current(t.clients), client);
     for (let done = 0; done < n; ) done += deleteIn(t, c, k + done, n - done, hint + done);
@@ -378,18 +478,21 @@ function visibleAt(t: Text, i: number): { loc: Loc; full: number } {
     for (let ri = 0; ri < ch.runs.length; ri++) {
       const r = ch.runs[ri];
       const n = runSize(r);
-      if (r.t !== undefined && i < n) return { loc: { ci, ri, off: i }, full: full + i };
-      if (r.t !== undefined) i -= n;
+      const vis = typeof r[2] === 'string';
+      if (vis && i < n) return { loc: { ci, ri, off: i }, full: full + i };
+      if (vis) i -= n;
       full += n;
     }
   }
   throw new HerculesError('internal', 'text: the chunk counts disagree with the runs');
 }
 
-function anchorAt(t: Text, loc: Loc, full: number): TextAnchor | null {
+/** The anchor on the character at `loc`, short when it is `self`'s (TEXT-OWN-ID). */
+function anchorAt(t: Text, loc: Loc, full: number, self: string | undefined): TextAnchor | TextOwnAnchor | null {
   if (loc.ci >= t.chunks.length) return null;
   const r = t.chunks[loc.ci].runs[loc.ri];
-  return [t.clients[r.c], r.k + loc.off, full];
+  const c = t.clients[r[0]];
+  return c === self ? [r[1] + loc.off, full] : [c, r[1] + loc.off, full];
 }
 
 function checkRange(t: Text, index: number, length: number, call: string): void {
@@ -401,27 +504,33 @@ function checkRange(t: Text, index: number, length: number, call: string): void 
  * The arguments of an insert of `s` at visible index `index` of `t`, by `client`, whose clocks
  * start at `floor` or later (the room's textClockFloor()).
  */
-export function insertArgs(t: Text, path: TextPath, client: string, index: number, s: string, floor = 0): TextInsertArgs {
+export function insertArgs(t0: Text, path: TextPath, client: string, index: number, s: string, floor = 0): TextInsertArgs {
+  const t = compactText(t0);
   checkRange(t, index, 0, 'text.insert');
   if (typeof s !== 'string') throw bad(`text.insert: expected a string, got ${typeof s}`);
   const k = Math.max(textNextClock(t, client), floor);
-  if (index === 0) return { p: path, l: null, r: anchorAt(t, normal(t.chunks, { ci: 0, ri: 0, off: 0 }), 0), k, t: s };
+  if (index === 0) return { p: path, l: null, r: anchorAt(t, normal(t.chunks, { ci: 0, ri: 0, off: 0 }), 0, client), k, t: s };
   const { loc, full } = visibleAt(t, index - 1);
-  return { p: path, l: anchorAt(t, loc, full), r: anchorAt(t, after(t.chunks, loc), full + 1), k, t: s };
+  return { p: path, l: anchorAt(t, loc, full, client), r: anchorAt(t, after(t.chunks, loc), full + 1, client), k, t: s };
 }
 
-/** The arguments of a delete of `length` visible characters from `index`: one range per run piece. */
-export function deleteArgs(t: Text, path: TextPath, index: number, length: number): TextDeleteArgs {
+/**
+ * The arguments of a delete of `length` visible characters from `index`: one range per run
+ * piece; the ranges of `client`'s own characters, when given, in the short form (TEXT-OWN-ID).
+ */
+export function deleteArgs(t0: Text, path: TextPath, index: number, length: number, client?: string): TextDeleteArgs {
+  const t = compactText(t0);
   checkRange(t, index, length, 'text.delete');
-  const d: [string, number, number, number][] = [];
+  const d: TextRange[] = [];
   if (length === 0) return { p: path, d };
   let { loc, full } = visibleAt(t, index);
   for (let left = length; left > 0; ) {
     const r = t.chunks[loc.ci].runs[loc.ri];
     const n = runSize(r) - loc.off;
-    if (r.t !== undefined) {
+    if (typeof r[2] === 'string') {
       const m = Math.min(n, left);
-      d.push([t.clients[r.c], r.k + loc.off, m, full]);
+      const c = t.clients[r[0]];
+      d.push(c === client ? [r[1] + loc.off, m, full] : [c, r[1] + loc.off, m, full]);
       left -= m;
     }
     full += n;
@@ -475,7 +584,7 @@ export function textHandle<H>(room: TextRoom<H>, path: TextPath): TextHandle<H> 
       return s.length > 0 ? room.submit(TEXT_INSERT, args) : undefined;
     },
     delete(index, length) {
-      const args = deleteArgs(at(), path, index, length);
+      const args = deleteArgs(at(), path, index, length, room.clientId);
       return args.d.length > 0 ? room.submit(TEXT_DELETE, args) : undefined;
     },
     toString: (view) => textToString(at(view)),
@@ -487,10 +596,11 @@ export function textHandle<H>(room: TextRoom<H>, path: TextPath): TextHandle<H> 
 export function textIndexOf(t: Text, client: string, k: number): number {
   const c = t.clients.indexOf(client);
   let i = 0;
-  for (const ch of t.chunks)
+  for (const ch of compactText(t).chunks)
     for (const r of ch.runs) {
-      if (hasId(r, c, k)) return r.t !== undefined ? i + k - r.k : -1;
-      if (r.t !== undefined) i += r.t.length;
+      const s = textRunText(r);
+      if (hasId(r, c, k)) return s !== undefined ? i + k - r[1] : -1;
+      if (s !== undefined) i += s.length;
     }
   return -1;
 }
@@ -510,15 +620,16 @@ export type TextPlace = readonly [client: string, clock: number] | null;
 export function textPlaceAt(t: Text, index: number): TextPlace {
   let left = Math.min(Math.max(0, index), t.len);
   if (left === 0) return null;
-  for (const ch of t.chunks) {
+  for (const ch of compactText(t).chunks) {
     if (left > ch.v) {
       left -= ch.v;
       continue;
     }
     for (const r of ch.runs) {
-      if (r.t === undefined) continue;
-      if (left <= r.t.length) return [t.clients[r.c], r.k + left - 1];
-      left -= r.t.length;
+      const s = textRunText(r);
+      if (s === undefined) continue;
+      if (left <= s.length) return [t.clients[r[0]], r[1] + left - 1];
+      left -= s.length;
     }
   }
   return null;
@@ -531,10 +642,11 @@ export function textPlaceIndex(t: Text, place: TextPlace): number {
   if (c < 0) return -1;
   const k = place[1];
   let i = 0;
-  for (const ch of t.chunks)
+  for (const ch of compactText(t).chunks)
     for (const r of ch.runs) {
-      if (hasId(r, c, k)) return r.t !== undefined ? i + k - r.k + 1 : i;
-      if (r.t !== undefined) i += r.t.length;
+      const s = textRunText(r);
+      if (hasId(r, c, k)) return s !== undefined ? i + k - r[1] + 1 : i;
+      if (s !== undefined) i += s.length;
     }
   return -1;
 }

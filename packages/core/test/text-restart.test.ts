@@ -21,6 +21,7 @@ import {
   type ClientRestore,
   type OpHandle,
   type OpRecord,
+  type Text,
   type TextInsertArgs,
 } from '../src/index.ts';
 import { HandStore, Net, driverClient } from './driver-net.ts';
@@ -37,8 +38,7 @@ const notes = defineMachine({
   },
 });
 
-const ids = (t: { chunks: readonly { runs: readonly { k: number; t?: string; d?: number }[] }[] }) =>
-  t.chunks.flatMap((c) => c.runs.map((r) => [r.k, r.t ?? r.d]));
+const ids = (t: Text) => t.chunks.flatMap((c) => c.runs.map((r) => [r[1], r[2]]));
 
 // spec: TEXT-ID-ONCE
 test('a client restarted after a crash takes clocks past every one its earlier process may have sent: what it typed, and what it typed after that, lands where it typed it', () => {

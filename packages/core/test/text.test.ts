@@ -15,6 +15,9 @@ import {
   textOps,
   textPlaceAt,
   textPlaceIndex,
+  textRunLeft,
+  textRunSize,
+  textRunText,
   textToString,
   type OpInvocation,
   type Text,
@@ -38,15 +41,15 @@ function checkShape(t: Text): string {
     let v = 0;
     let f = 0;
     for (const r of ch.runs) {
-      const n = r.t !== undefined ? r.t.length : r.d!;
+      const n = textRunSize(r);
       assert.ok(n > 0, 'an empty run');
       for (let i = 0; i < n; i++) {
-        const id = `${r.c}:${r.k + i}`;
+        const id = `${r[0]}:${r[1] + i}`;
         assert.ok(!ids.has(id), `id ${id} is held twice`);
         ids.add(id);
       }
       f += n;
-      if (r.t !== undefined) v += n;
+      if (textRunText(r) !== undefined) v += n;
     }
     assert.equal(ch.v, v, 'a chunk visible count');
     assert.equal(ch.f, f, 'a chunk total count');
@@ -66,11 +69,13 @@ function checkTree(t: Text): void {
   const ids: string[] = [];
   const left: (string | null)[] = [];
   for (const ch of t.chunks)
-    for (const r of ch.runs)
-      for (let i = 0; i < (r.t !== undefined ? r.t.length : r.d!); i++) {
-        ids.push(`${r.c}:${r.k + i}`);
-        left.push(i > 0 ? `${r.c}:${r.k + i - 1}` : r.l && `${r.l[0]}:${r.l[1]}`);
+    for (const r of ch.runs) {
+      const l = textRunLeft(r);
+      for (let i = 0; i < textRunSize(r); i++) {
+        ids.push(`${r[0]}:${r[1] + i}`);
+        left.push(i > 0 ? `${r[0]}:${r[1] + i - 1}` : l && `${l[0]}:${l[1]}`);
       }
+    }
   const at = new Map(ids.map((id, i) => [id, i]));
   for (let i = 0; i < ids.length; i++) {
     const j = left[i] === null ? -1 : at.get(left[i]!)!;
@@ -233,9 +238,10 @@ test('concurrent edits from several clients converge with nothing lost or duplic
       let held = 0;
       for (const ch of final.chunks)
         for (const r of ch.runs) {
-          const n = r.t !== undefined ? r.t.length : r.d!;
+          const n = textRunSize(r);
+          const s = textRunText(r);
           held += n;
-          if (r.t !== undefined) for (let i = 0; i < n; i++) if (r.c !== 0) assert.equal(r.t[i], inserted.get(`${final.clients[r.c]}:${r.k + i}`));
+          if (s !== undefined) for (let i = 0; i < n; i++) if (r[0] !== 0) assert.equal(s[i], inserted.get(`${final.clients[r[0]]}:${r[1] + i}`));
         }
       assert.equal(held, inserted.size + 'hello'.length);
     }),

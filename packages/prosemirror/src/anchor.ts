@@ -3,17 +3,18 @@
  * from an index and an index from a place (cursors and selections) are core's: `textPlaceAt`,
  * `textPlaceIndex` in @hercules/core, shared with @hercules/codemirror.
  */
-import type { Text } from '@hercules/core';
+import { compactText, textRunText, type Text } from '@hercules/core';
 
 /** Each client's visible clocks in `t` (by its index in `t.clients`), as sorted [from, to) intervals. */
 function visibleIds(t: Text): Map<number, [number, number][]> {
   const by = new Map<number, [number, number][]>();
-  for (const ch of t.chunks)
+  for (const ch of compactText(t).chunks)
     for (const r of ch.runs) {
-      if (r.t === undefined) continue;
-      const list = by.get(r.c) ?? [];
-      list.push([r.k, r.k + r.t.length]);
-      by.set(r.c, list);
+      const s = textRunText(r);
+      if (s === undefined) continue;
+      const list = by.get(r[0]) ?? [];
+      list.push([r[1], r[1] + s.length]);
+      by.set(r[0], list);
     }
   for (const list of by.values()) list.sort((x, y) => x[0] - y[0]);
   return by;
@@ -48,20 +49,22 @@ export function newRanges(a: Text | null, b: Text): { from: number; to: number }
   const inA = visibleIds(a);
   const out: { from: number; to: number }[] = [];
   let i = 0;
-  for (const ch of b.chunks)
+  for (const ch of compactText(b).chunks)
     for (const r of ch.runs) {
-      if (r.t === undefined) continue;
-      const list = inA.get(a.clients.indexOf(b.clients[r.c])) ?? [];
-      const end = r.k + r.t.length;
-      let k = r.k;
+      const s = textRunText(r);
+      if (s === undefined) continue;
+      const list = inA.get(a.clients.indexOf(b.clients[r[0]])) ?? [];
+      const k0 = r[1];
+      const end = k0 + s.length;
+      let k = k0;
       // Walk the intervals of `a` that overlap the run: the gaps between them are new.
       for (let j = firstAfter(list, k); k < end; j++) {
         const [from, to] = j < list.length ? list[j] : [end, end];
-        if (from > k) push(out, i + k - r.k, i + Math.min(from, end) - r.k);
+        if (from > k) push(out, i + k - k0, i + Math.min(from, end) - k0);
         k = Math.max(k, Math.min(to, end));
         if (from >= end) break;
       }
-      i += r.t.length;
+      i += s.length;
     }
   return out;
 }

@@ -4,7 +4,7 @@
  * RichText and a ProseMirror document both read to it; the binding sends the difference between
  * two of them as ops, and builds the document from it.
  */
-import type { Text } from '@hercules/core';
+import { compactText, textRunSize, textRunText, type Text } from '@hercules/core';
 import { idKey, type BlockAttrs, type CharId, type MarkSpan, type RichText } from './rich.ts';
 
 /** A mark's value on a character: true, its attributes, or null (not marked). */
@@ -37,13 +37,13 @@ function runsByClient(t: Text): Map<number, Placed[]> {
   if (hit !== undefined) return hit;
   const by = new Map<number, Placed[]>();
   let i = 0;
-  for (const ch of t.chunks)
+  for (const ch of compactText(t).chunks)
     for (const r of ch.runs) {
-      const visible = r.t !== undefined;
-      const n = visible ? r.t!.length : r.d!;
-      let list = by.get(r.c);
-      if (list === undefined) by.set(r.c, (list = []));
-      list.push({ k: r.k, n, before: i, visible });
+      const visible = typeof r[2] === 'string';
+      const n = textRunSize(r);
+      let list = by.get(r[0]);
+      if (list === undefined) by.set(r[0], (list = []));
+      list.push({ k: r[1], n, before: i, visible });
       if (visible) i += n;
     }
   for (const list of by.values()) list.sort((a, b) => a.k - b.k);
@@ -78,10 +78,11 @@ export function spanRange(t: Text, sp: MarkSpan): { from: number; to: number } |
 /** Each separator's id, in order: the visible `\n`s of the text. */
 export function separators(t: Text): CharId[] {
   const out: CharId[] = [];
-  for (const ch of t.chunks)
+  for (const ch of compactText(t).chunks)
     for (const r of ch.runs) {
-      if (r.t === undefined) continue;
-      for (let o = r.t.indexOf('\n'); o >= 0; o = r.t.indexOf('\n', o + 1)) out.push([t.clients[r.c], r.k + o]);
+      const s = textRunText(r);
+      if (s === undefined) continue;
+      for (let o = s.indexOf('\n'); o >= 0; o = s.indexOf('\n', o + 1)) out.push([t.clients[r[0]], r[1] + o]);
     }
   return out;
 }
@@ -104,22 +105,23 @@ export function textRange(t: Text, from: number, to: number): { text: string; se
   const parts: string[] = [];
   const seps: CharId[] = [];
   let i = 0;
-  for (const ch of t.chunks) {
+  for (const ch of compactText(t).chunks) {
     if (i >= to) break;
     if (i + ch.v <= from) {
       i += ch.v;
       continue;
     }
     for (const r of ch.runs) {
-      if (r.t === undefined) continue;
+      const rt = textRunText(r);
+      if (rt === undefined) continue;
       const a = Math.max(from - i, 0);
-      const b = Math.min(to - i, r.t.length);
+      const b = Math.min(to - i, rt.length);
       if (a < b) {
-        const s = r.t.slice(a, b);
+        const s = rt.slice(a, b);
         parts.push(s);
-        for (let o = s.indexOf('\n'); o >= 0; o = s.indexOf('\n', o + 1)) seps.push([t.clients[r.c], r.k + a + o]);
+        for (let o = s.indexOf('\n'); o >= 0; o = s.indexOf('\n', o + 1)) seps.push([t.clients[r[0]], r[1] + a + o]);
       }
-      i += r.t.length;
+      i += rt.length;
     }
   }
   return { text: parts.join(''), seps };
@@ -164,15 +166,16 @@ export function flatOf(rich: RichText): Flat {
 /** The id of the character at visible index `i` of `t`. */
 export function idAt(t: Text, i: number): CharId {
   let left = i;
-  for (const ch of t.chunks) {
+  for (const ch of compactText(t).chunks) {
     if (left >= ch.v) {
       left -= ch.v;
       continue;
     }
     for (const r of ch.runs) {
-      if (r.t === undefined) continue;
-      if (left < r.t.length) return [t.clients[r.c], r.k + left];
-      left -= r.t.length;
+      const s = textRunText(r);
+      if (s === undefined) continue;
+      if (left < s.length) return [t.clients[r[0]], r[1] + left];
+      left -= s.length;
     }
   }
   throw new RangeError(`no character ${i} in a text of ${t.len}`);

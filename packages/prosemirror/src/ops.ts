@@ -96,7 +96,7 @@ function submitText(
   const hint = range === null ? 0 : new Positions(doc).toFlat(range.from) - w.lo;
   const r = replacement(w.old.text, w.next.text, Math.max(hint, 0));
   const tp = textPathOf(path);
-  if (r.del > 0) room.submit(TEXT_DELETE, deleteArgs(t, tp, w.lo + r.at, r.del));
+  if (r.del > 0) room.submit(TEXT_DELETE, deleteArgs(t, tp, w.lo + r.at, r.del, room.clientId));
   // Anchored on the mirror's characters; the clock follows the ops already submitted, and is at
   // least the room's floor: the view may lack inserts of ours (docs/spec.md, TEXT-ID-ONCE).
   const k = Math.max(textNextClock(now().text, room.clientId), room.textClockFloor?.() ?? 0);

@@ -22,7 +22,19 @@
  * Why ids and not indexes: two people formatting concurrently name the same characters on every
  * replica whatever text was typed before them; an index would move under a concurrent insert.
  */
-import { createText, current, HerculesError, isText, textAt, textIndexOf, type Text, type TextAnchor, type TextPath } from '@hercules/core';
+import {
+  compactText,
+  createText,
+  current,
+  HerculesError,
+  isText,
+  textAt,
+  textIndexOf,
+  textRunSize,
+  type Text,
+  type TextAnchor,
+  type TextPath,
+} from '@hercules/core';
 
 /** A character's id as marks and blocks name it: its client and clock. */
 export type CharId = readonly [client: string, clock: number];
@@ -133,12 +145,12 @@ function fullRunsOf(t: Text): Map<number, FullRun[]> {
   if (hit !== undefined) return hit;
   const by = new Map<number, FullRun[]>();
   let i = 0;
-  for (const ch of t.chunks)
+  for (const ch of compactText(t).chunks)
     for (const r of ch.runs) {
-      const n = r.t !== undefined ? r.t.length : r.d!;
-      let list = by.get(r.c);
-      if (list === undefined) by.set(r.c, (list = []));
-      list.push([r.k, n, i]);
+      const n = textRunSize(r);
+      let list = by.get(r[0]);
+      if (list === undefined) by.set(r[0], (list = []));
+      list.push([r[1], n, i]);
       i += n;
     }
   for (const list of by.values()) list.sort((a, b) => a[0] - b[0]);

@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { EditorState, TextSelection, type Transaction } from 'prosemirror-state';
 import { setBlockType, toggleMark } from 'prosemirror-commands';
 import { wrapInList } from 'prosemirror-schema-list';
-import { applyOp, defineMachine, HerculesError, textOps } from '@hercules/core';
+import { applyOp, defineMachine, HerculesError, textOps, textRunSize, textRunText, type TextRun } from '@hercules/core';
 import { docToFlat, flatToDoc, sameFlat } from '../src/convert.ts';
 import { flatOf } from '../src/flat.ts';
 import { changedRange, submitChanges } from '../src/ops.ts';
@@ -150,13 +150,16 @@ test('each kind of edit becomes ops that reproduce it on the state, and the stat
   );
 });
 
+/** A run's parts by name. */
+const runOf = (r: TextRun) => ({ c: r[0], k: r[1], t: textRunText(r), n: textRunSize(r) });
+
 /** Bold characters of the final state by id. */
 function boldIds(rich: RichText): Set<string> {
   const flat = flatOf(rich);
   const ids = new Set<string>();
   let i = 0;
   for (const ch of rich.text.chunks)
-    for (const r of ch.runs) {
+    for (const r of ch.runs.map(runOf)) {
       if (r.t === undefined) continue;
       for (let o = 0; o < r.t.length; o++, i++) if (flat.marks.get('strong')?.[i] === true) ids.add(`${rich.text.clients[r.c]}:${r.k + o}`);
     }
@@ -216,8 +219,8 @@ function reference(rich: RichText, ops: readonly Op[]): ReturnType<typeof flatOf
   const full = new Map<string, number>();
   const chars: { id: string; ch: string }[] = [];
   for (const ch of rich.text.chunks)
-    for (const r of ch.runs)
-      for (let o = 0; o < (r.t?.length ?? r.d!); o++) {
+    for (const r of ch.runs.map(runOf))
+      for (let o = 0; o < r.n; o++) {
         const id = `${rich.text.clients[r.c]}:${r.k + o}`;
         full.set(id, full.size);
         if (r.t !== undefined) chars.push({ id, ch: r.t[o] });
@@ -249,14 +252,14 @@ function reference(rich: RichText, ops: readonly Op[]): ReturnType<typeof flatOf
 function visible(rich: RichText): string[] {
   const out: string[] = [];
   for (const ch of rich.text.chunks)
-    for (const r of ch.runs) if (r.t !== undefined) for (let o = 0; o < r.t.length; o++) out.push(`${rich.text.clients[r.c]}:${r.k + o}`);
+    for (const r of ch.runs.map(runOf)) if (r.t !== undefined) for (let o = 0; o < r.t.length; o++) out.push(`${rich.text.clients[r.c]}:${r.k + o}`);
   return out;
 }
 
 /** Every character's id, deleted ones included. */
 function known(rich: RichText): Set<string> {
   const out = new Set<string>();
-  for (const ch of rich.text.chunks) for (const r of ch.runs) for (let o = 0; o < (r.t?.length ?? r.d!); o++) out.add(`${rich.text.clients[r.c]}:${r.k + o}`);
+  for (const ch of rich.text.chunks) for (const r of ch.runs.map(runOf)) for (let o = 0; o < r.n; o++) out.add(`${rich.text.clients[r.c]}:${r.k + o}`);
   return out;
 }
 

@@ -66,7 +66,7 @@ const text = {
   },
   textDelete(s: Pick<LedgerState, 'doc' | 'log'>, a: Parameters<typeof textDelete>[1], ctx: OpContext) {
     work.ops++;
-    textDelete(s, a);
+    textDelete(s, a, ctx);
     s.log.push(`${ctx.client}:${ctx.seq}`);
   },
 };

@@ -4,7 +4,18 @@
  * in bursts at one place, under every fault the simulator makes; these read its `doc` in the
  * reference fold of the global log and in every live client's views.
  */
-import { VIEWS, textToString, type LogEntry, type Text, type TextDeleteArgs, type TextInsertArgs } from '@hercules/core';
+import {
+  VIEWS,
+  compactText,
+  textLongArgs,
+  textRunLeft,
+  textRunSize,
+  textRunText,
+  textToString,
+  type LogEntry,
+  type Text,
+  type TextInsertArgs,
+} from '@hercules/core';
 import type { Checker, SimState } from './checkers.ts';
 
 /** The characters of `t` in order, tombstones included: id, left origin, and the character or null (deleted). */
@@ -12,13 +23,15 @@ function flatten(t: Text): { ids: string[]; left: (string | null)[]; chars: (str
   const ids: string[] = [];
   const left: (string | null)[] = [];
   const chars: (string | null)[] = [];
-  for (const ch of t.chunks)
+  for (const ch of compactText(t).chunks)
     for (const r of ch.runs) {
-      const n = r.t !== undefined ? r.t.length : r.d!;
-      for (let i = 0; i < n; i++) {
-        ids.push(`${t.clients[r.c]}:${r.k + i}`);
-        left.push(i > 0 ? `${t.clients[r.c]}:${r.k + i - 1}` : r.l === null ? null : `${t.clients[r.l[0]]}:${r.l[1]}`);
-        chars.push(r.t !== undefined ? r.t[i] : null);
+      const [c, k] = r;
+      const s = textRunText(r);
+      const l = textRunLeft(r);
+      for (let i = 0; i < textRunSize(r); i++) {
+        ids.push(`${t.clients[c]}:${k + i}`);
+        left.push(i > 0 ? `${t.clients[c]}:${k + i - 1}` : l === null ? null : `${t.clients[l[0]]}:${l[1]}`);
+        chars.push(s !== undefined ? s[i] : null);
       }
     }
   return { ids, left, chars };
@@ -101,7 +114,9 @@ export const TEXT_CHECKERS: readonly Checker[] = [
             const a = e.args as TextInsertArgs;
             for (let i = 0; i < a.t.length; i++) inserted.set(`${e.client}:${a.k + i}`, { ch: a.t[i], pos: e.pos });
           } else if (e.name === 'textDelete') {
-            for (const [c, k, n] of (e.args as TextDeleteArgs).d) for (let i = 0; i < n; i++) deleted.add(`${c}:${k + i}`);
+            // Every range with its client (TEXT-OWN-ID: an own one may leave it out).
+            const long = textLongArgs(e.name, e.args, e.client) as { d: readonly (readonly [string, number, number, number])[] };
+            for (const [c, k, n] of long.d) for (let i = 0; i < n; i++) deleted.add(`${c}:${k + i}`);
           }
         },
         step: check,

@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MIGRATE_OP, SYSTEM_CLIENT, createText, type ClientMessage, type LogEntry, type OpHandle, type ServerMessage } from '@hercules/core';
+import { MIGRATE_OP, SYSTEM_CLIENT, createText, type ClientMessage, type TextRun, type LogEntry, type OpHandle, type ServerMessage } from '@hercules/core';
 import { CHECKERS, Violation, configFor, Simulation } from '../src/sim.ts';
 import { observe, type Checker, type ClientState, type Hooks, type LiveClient, type SimState, type Step } from '../src/checkers.ts';
 import { ledger } from '../src/machine.ts';
@@ -323,10 +323,10 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
     // p typed "a" then "b" after it at the start, and q's "d", typed after the start, lies between them.
     (sim, h) => {
       const n = sim.global.length;
-      const runs = [
-        { c: 1, k: 0, t: 'a', l: null, r: null },
-        { c: 2, k: 0, t: 'd', l: null, r: null },
-        { c: 1, k: 1, t: 'b', l: [1, 0], r: null },
+      const runs: TextRun[] = [
+        [1, 0, 'a'],
+        [2, 0, 'd'],
+        [1, 1, 'b', 1, 0],
       ];
       const doc = { ...createText(), len: 3, clients: ['', 'p', 'q'], next: [0, 2, 1], chunks: [{ v: 3, f: 3, runs }] };
       const e: LogEntry = { pos: n + 1, client: 'c0', seq: 99999, name: 'inc', args: { key: 'a', by: 1 }, author: 'c0' };

@@ -17,7 +17,7 @@
  * follower's) may lack inserts the store holds or an earlier leader sent; a follower's insert
  * moves past every clock those can hold, as above.
  */
-import { TEXT_DELETE, TEXT_INSERT, textAt, textNextClock, type TextAnchor, type TextDeleteArgs, type TextInsertArgs } from '@hercules/core';
+import { TEXT_DELETE, TEXT_INSERT, textAt, textLongArgs, textNextClock, type TextAnchor, type TextDeleteArgs, type TextInsertArgs } from '@hercules/core';
 import type { TabRequest } from './messages.ts';
 
 /** Old clocks `from` to `to` (exclusive) of the characters request `req` inserted are now `+ by`. */
@@ -48,10 +48,12 @@ export class TextClocks {
     const live = (this.#moves.get(tab)?.get(key) ?? []).filter((m) => m.req > seen);
     this.#moves.get(tab)?.set(key, live);
     const moves = r.failed ? live.filter((m) => !r.failed!.includes(m.req)) : live;
-    if (name === TEXT_DELETE) return this.#delete(args as TextDeleteArgs, moves, client);
-    const a = args as TextInsertArgs;
+    // Ids named in full (an own character's may be short, TEXT-OWN-ID), so a moved one is found.
+    const long = textLongArgs(name, args, client);
+    if (name === TEXT_DELETE) return this.#delete(long as TextDeleteArgs, moves, client);
+    const a = long as TextInsertArgs;
     const anchor = (x: TextAnchor | null): TextAnchor | null => (x && x[0] === client ? [client, shift(moves, x[1]), x[2]] : x);
-    const out = { ...a, l: anchor(a.l), r: anchor(a.r) };
+    const out = { ...a, l: anchor(a.l as TextAnchor | null), r: anchor(a.r as TextAnchor | null) };
     const next = nextClock(state(), a, client, floor);
     if (next === undefined || !Number.isSafeInteger(a.k) || typeof a.t !== 'string' || a.k >= next) return out;
     this.#remember(tab, key, { req, from: a.k, to: a.k + a.t.length, by: next - a.k });
@@ -67,8 +69,9 @@ export class TextClocks {
   /** Each range of the follower's own characters, split where its parts moved by different amounts. */
   #delete(a: TextDeleteArgs, moves: readonly Move[], client: string): TextDeleteArgs {
     if (!Array.isArray(a.d) || moves.length === 0) return a;
-    const d: [string, number, number, number][] = [];
-    for (const range of a.d) {
+    const d: (readonly [string, number, number, number])[] = [];
+    for (const r of a.d) {
+      const range = r as readonly [string, number, number, number];
       const [c, k, n, hint] = range;
       if (c !== client || !Number.isSafeInteger(k) || !Number.isSafeInteger(n)) {
         d.push(range);
