@@ -23,6 +23,7 @@ import { JetStreamLeases, JetStreamShardLog, natsShortcomings } from './jetstrea
 import { registerClusterMetrics } from './metrics.ts';
 import { Relay } from './relay.ts';
 import { natsWebhookCursors } from './webhook-cursors.ts';
+import { notReady, ReadinessProbe } from './readiness.ts';
 
 export interface ClusterDeploymentOptions {
   nats: string[];
@@ -45,6 +46,12 @@ export interface ClusterParts {
   relay: Relay;
   service: RoomService;
 }
+
+/**
+ * /healthz says not ready once JetStream has not answered a probe (every second) for this long:
+ * three missed probes, the client library's own ping limit for a silent server (connectNats).
+ */
+const READY_STALE_MS = 3000;
 
 /** A backend call forwarded to another node waits this long for its answer: a commit, or a room loading from the stream. */
 const CALL_TIMEOUT_MS = 30_000;
@@ -150,6 +157,10 @@ async function placement(
   });
   let relay: Relay | undefined;
   let calls: { unsubscribe(): void } | undefined;
+  const probe = new ReadinessProbe(async () => {
+    await log.probe();
+    await leases.probe(`${prefix}_probe_${nodeId}`);
+  });
   return {
     store,
     ...(cursors ? { webhookCursors: () => cursors } : {}),
@@ -161,15 +172,25 @@ async function placement(
       attached({ nodeId, store, relay: node.relay, service: svc });
       return node.locator;
     },
-    health: () => ({
-      ...(nc.isClosed() || leaseNc.isClosed() ? { reason: 'the connection to NATS is closed' } : {}),
-      fields: { node: nodeId, shards: store.owned(), relayed: relay?.counts() },
-    }),
+    health: () => {
+      const reason = notReady({
+        now: performance.now(),
+        closed: nc.isClosed() || leaseNc.isClosed(),
+        lastOkAt: probe.lastOkAt,
+        lastError: probe.lastError,
+        leaseAges: store.leaseAges(),
+        leaseMs,
+        staleMs: READY_STALE_MS,
+      });
+      return { ...(reason ? { reason } : {}), fields: { node: nodeId, shards: store.owned(), relayed: relay?.counts() } };
+    },
     stopping() {
+      probe.stop();
       calls?.unsubscribe();
       relay?.close();
     },
     async close() {
+      probe.stop();
       await store.close();
       await nc.close();
       await leaseNc.close();
