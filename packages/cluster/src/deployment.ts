@@ -24,6 +24,7 @@ import { registerClusterMetrics } from './metrics.ts';
 import { Relay } from './relay.ts';
 import { natsWebhookCursors } from './webhook-cursors.ts';
 import { notReady, ReadinessProbe } from './readiness.ts';
+import { Rebalancer } from './rebalancer.ts';
 
 export interface ClusterDeploymentOptions {
   nats: string[];
@@ -37,6 +38,10 @@ export interface ClusterDeploymentOptions {
   webhooks: boolean;
   /** How much history the store reads behind checkpoints (ClusterStoreOptions.retention). */
   retention?: RetentionSetting;
+  /** Place shards over the live nodes (placement.ts), moving them when nodes join, return or drain. Default true. */
+  placement?: boolean;
+  /** How long a node must be heard without a break before shards move to it, ms. Default 5000. */
+  settleMs?: number;
 }
 
 /** What the node's handle shows once the deployment is open and the service attached. */
@@ -45,6 +50,8 @@ export interface ClusterParts {
   store: ClusterStore;
   relay: Relay;
   service: RoomService;
+  /** Shard placement, if on. */
+  rebalancer?: Rebalancer;
 }
 
 /**
@@ -157,6 +164,7 @@ async function placement(
   });
   let relay: Relay | undefined;
   let calls: { unsubscribe(): void } | undefined;
+  let rebalancer: Rebalancer | undefined;
   const probe = new ReadinessProbe(async () => {
     await log.probe();
     await leases.probe(`${prefix}_probe_${nodeId}`);
@@ -167,9 +175,9 @@ async function placement(
     describe: { node: nodeId, nats: opts.nats, natsVersion: log.serverVersion, shards: store.shards, leaseMs },
     attach(svc) {
       service = svc;
-      const node = attachService(svc, { nc, prefix, nodeId, store, log, leaseMs });
-      ({ relay, calls, observer } = node);
-      attached({ nodeId, store, relay: node.relay, service: svc });
+      const node = attachService(svc, { nc, prefix, nodeId, store, log, leaseMs, placement: opts.placement ?? true, settleMs: opts.settleMs ?? 5000 });
+      ({ relay, calls, observer, rebalancer } = node);
+      attached({ nodeId, store, relay: node.relay, service: svc, rebalancer });
       return node.locator;
     },
     health: () => {
@@ -186,11 +194,13 @@ async function placement(
     },
     stopping() {
       probe.stop();
+      rebalancer?.stop();
       calls?.unsubscribe();
       relay?.close();
     },
     async close() {
       probe.stop();
+      rebalancer?.stop();
       await store.close();
       await nc.close();
       await leaseNc.close();
@@ -201,8 +211,17 @@ async function placement(
 /** The node's parts over its service: the relay, the backend calls it answers, its metrics, and the locator of its rooms. */
 function attachService(
   svc: RoomService,
-  env: { nc: NatsConnection; prefix: string; nodeId: string; store: ClusterStore; log: JetStreamShardLog; leaseMs: number },
-): { relay: Relay; calls: { unsubscribe(): void }; observer: ClusterStoreObserver; locator: RoomLocator } {
+  env: {
+    nc: NatsConnection;
+    prefix: string;
+    nodeId: string;
+    store: ClusterStore;
+    log: JetStreamShardLog;
+    leaseMs: number;
+    placement: boolean;
+    settleMs: number;
+  },
+): { relay: Relay; calls: { unsubscribe(): void }; observer: ClusterStoreObserver; locator: RoomLocator; rebalancer?: Rebalancer } {
   const { nc, prefix, nodeId, store, log, leaseMs } = env;
   const relay = new Relay({
     nc,
@@ -233,6 +252,7 @@ function attachService(
     (c) => runBackendCall(svc, c),
     (m) => svc.log.warn(m),
   );
+  const rebalancer = env.placement ? placeShards(svc, store, relay, env.settleMs) : undefined;
   for (const lack of natsShortcomings(log.serverVersion))
     svc.log.warn({ natsVersion: log.serverVersion }, `nats-server ${log.serverVersion}: ${lack}; run a current release in production (docs/deployment.md)`);
   const locator = clusterLocator({
@@ -245,6 +265,27 @@ function attachService(
     relay: (node, room, request, socket) => relay.open(node, room, request, socket),
     call: (node, call) => callBackend(nc, prefix, node, call, CALL_TIMEOUT_MS),
     peers: () => relay.peers(),
+    ...(rebalancer ? { preferred: (k: number) => rebalancer.preferred(k) } : {}),
   });
-  return { relay, calls, observer, locator };
+  return { relay, calls, observer, locator, ...(rebalancer ? { rebalancer } : {}) };
+}
+
+/** Shard placement on this node: its shards that belong elsewhere are handed over as on a clean close (their rooms' members reconnect). */
+function placeShards(svc: RoomService, store: ClusterStore, relay: Relay, settleMs: number): Rebalancer {
+  return new Rebalancer({
+    nodeId: store.nodeId,
+    shards: store.shards,
+    settleMs,
+    heard: () => relay.peers(),
+    draining: () => relay.drainingPeers(),
+    owned: () => store.owned(),
+    handOver: async (k, to) => {
+      const t0 = performance.now();
+      const moved = await store.handOver(k, to, () =>
+        svc.failRooms((room) => store.shardOf(room) === k, reconnectToResume(`the room moved to node ${to} (shard placement)`)),
+      );
+      if (moved) svc.log.info({ shard: k, to, ms: Math.round(performance.now() - t0) }, 'handed a shard over (placement)');
+    },
+    onWarning: (m) => svc.log.warn(m),
+  });
 }
