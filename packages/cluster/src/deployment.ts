@@ -181,17 +181,20 @@ async function placement(
       return node.locator;
     },
     health: () => {
-      const reason = notReady({
-        now: performance.now(),
-        closed: nc.isClosed() || leaseNc.isClosed(),
-        lastOkAt: probe.lastOkAt,
-        lastError: probe.lastError,
-        leaseAges: store.leaseAges(),
-        leaseMs,
-        staleMs: READY_STALE_MS,
-      });
+      const reason = relay?.draining
+        ? 'draining: this node hands its rooms over to the other nodes (POST /admin/drain)'
+        : notReady({
+            now: performance.now(),
+            closed: nc.isClosed() || leaseNc.isClosed(),
+            lastOkAt: probe.lastOkAt,
+            lastError: probe.lastError,
+            leaseAges: store.leaseAges(),
+            leaseMs,
+            staleMs: READY_STALE_MS,
+          });
       return { ...(reason ? { reason } : {}), fields: { node: nodeId, shards: store.owned(), relayed: relay?.counts() } };
     },
+    drain: () => drainNode(store, relay, rebalancer),
     stopping() {
       probe.stop();
       rebalancer?.stop();
@@ -268,6 +271,26 @@ function attachService(
     ...(rebalancer ? { preferred: (k: number) => rebalancer.preferred(k) } : {}),
   });
   return { relay, calls, observer, locator, ...(rebalancer ? { rebalancer } : {}) };
+}
+
+/** How long POST /admin/drain waits for the node to hold no shard before it answers with those left. */
+const DRAIN_WAIT_MS = 30_000;
+
+/**
+ * Drain: the node's heartbeats say it drains, so every node (this one too) leaves it out of
+ * placement: its shards are handed over by the rebalancer, new rooms go elsewhere. Resolves when
+ * it holds no shard, or after DRAIN_WAIT_MS with those it holds.
+ */
+async function drainNode(store: ClusterStore, relay: Relay | undefined, rebalancer: Rebalancer | undefined): Promise<{ draining: boolean; shards: number[] }> {
+  if (!relay || !rebalancer)
+    throw new HerculesError('bad-argument', 'this node places no shards (placement: false): it cannot drain; stop it with SIGTERM instead');
+  relay.draining = true;
+  const deadline = performance.now() + DRAIN_WAIT_MS;
+  while (store.owned().length > 0 && performance.now() < deadline) {
+    await rebalancer.tick();
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { draining: true, shards: store.owned() };
 }
 
 /** Shard placement on this node: its shards that belong elsewhere are handed over as on a clean close (their rooms' members reconnect). */
