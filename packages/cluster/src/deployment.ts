@@ -23,7 +23,7 @@ import { JetStreamLeases, JetStreamShardLog, natsShortcomings } from './jetstrea
 import { registerClusterMetrics } from './metrics.ts';
 import { Relay } from './relay.ts';
 import { natsWebhookCursors } from './webhook-cursors.ts';
-import { notReady, ReadinessProbe } from './readiness.ts';
+import { notReady, ReadinessProbe, type ReadinessFacts } from './readiness.ts';
 import { Rebalancer } from './rebalancer.ts';
 
 export interface ClusterDeploymentOptions {
@@ -183,15 +183,7 @@ async function placement(
     health: () => {
       const reason = relay?.draining
         ? 'draining: this node hands its rooms over to the other nodes (POST /admin/drain)'
-        : notReady({
-            now: performance.now(),
-            closed: nc.isClosed() || leaseNc.isClosed(),
-            lastOkAt: probe.lastOkAt,
-            lastError: probe.lastError,
-            leaseAges: store.leaseAges(),
-            leaseMs,
-            staleMs: READY_STALE_MS,
-          });
+        : notReady({ closed: nc.isClosed() || leaseNc.isClosed(), ...readinessFacts(probe, store, leaseMs) });
       return { ...(reason ? { reason } : {}), fields: { node: nodeId, shards: store.owned(), relayed: relay?.counts() } };
     },
     drain: () => drainNode(store, relay, rebalancer),
@@ -271,6 +263,11 @@ function attachService(
     ...(rebalancer ? { preferred: (k: number) => rebalancer.preferred(k) } : {}),
   });
   return { relay, calls, observer, locator, ...(rebalancer ? { rebalancer } : {}) };
+}
+
+/** What readiness.ts decides on, but the connections' state. */
+function readinessFacts(probe: ReadinessProbe, store: ClusterStore, leaseMs: number): Omit<ReadinessFacts, 'closed'> {
+  return { now: performance.now(), lastOkAt: probe.lastOkAt, lastError: probe.lastError, leaseAges: store.leaseAges(), leaseMs, staleMs: READY_STALE_MS };
 }
 
 /** How long POST /admin/drain waits for the node to hold no shard before it answers with those left. */
