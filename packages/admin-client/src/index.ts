@@ -53,6 +53,12 @@ export interface AdminClient {
   submit(room: string, op: SubmitRequest): Promise<SubmitResult>;
   /** Close a user's connections (in one room, or all) with the fatal `revoked`; resolves with how many. */
   revoke(target: RevokeRequest): Promise<{ closed: number }>;
+  /**
+   * Drain a cluster node (this client's `url`): it hands its rooms over to the other nodes, as on
+   * SIGTERM, and takes no new ones; resolves once it holds no shard, or after 30 s with the shards
+   * it still holds. Rejects (`bad-argument`) on a server that is not a cluster node.
+   */
+  drain(): Promise<{ draining: boolean; shards: number[] }>;
   /** The openapi-fetch client under these methods, for a call they do not cover. */
   readonly raw: Client<paths>;
 }
@@ -81,6 +87,7 @@ export function createAdminClient(opts: AdminClientOptions): AdminClient {
     deleteRoom: async (name) => (answer(await send(() => raw.DELETE('/admin/rooms/{room}', room(name)))) as { deleted: boolean }).deleted,
     submit: async (name, op) => answer(await send(() => raw.POST('/admin/rooms/{room}/ops', { ...room(name), body: op }))) as SubmitResult,
     revoke: async (target) => answer(await send(() => raw.POST('/admin/revoke', { body: target }))) as { closed: number },
+    drain: async () => answer(await send(() => raw.POST('/admin/drain', {}))) as { draining: boolean; shards: number[] },
   };
   return client;
 }

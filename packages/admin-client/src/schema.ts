@@ -4,6 +4,47 @@
  */
 
 export interface paths {
+    "/admin/drain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Drain this cluster node: hand its rooms over to the other nodes (as on SIGTERM: their members reconnect and resume there) and take no new ones; answers once it holds no shard, or after 30 s with the shards it still holds. 409 on a server that is not a cluster node */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The node drains; the shards it still holds (empty once drained) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            draining: boolean;
+                            shards: number[];
+                        };
+                    };
+                };
+                401: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/revoke": {
         parameters: {
             query?: never;

@@ -17,10 +17,11 @@ export interface ClusterLocatorOptions extends Pick<RemoteRooms, 'relay' | 'call
   /** How long `locate` waits for a shard without a live owner, ms: the lease plus a NATS election. */
   waitMs: number;
   clock?: Pick<Clock, 'now' | 'after'>;
+  preferred?: RouteOptions['preferred'];
 }
 
 export function clusterLocator(o: ClusterLocatorOptions): RoomLocator & { remote: RemoteRooms } {
-  const route: RouteOptions = { store: o.store, nodeId: o.nodeId, alive: o.alive, clock: o.clock ?? systemClock, waitMs: o.waitMs };
+  const route: RouteOptions = { store: o.store, nodeId: o.nodeId, alive: o.alive, clock: o.clock ?? systemClock, waitMs: o.waitMs, preferred: o.preferred };
   return {
     async locate(room) {
       const r = await routeRoom(room, route);

@@ -317,6 +317,8 @@ class Shard {
   /** The join barrier in flight (confirmWriter), and the one that follows it for the joins that came after it was sent. */
   barrier: Promise<void> | undefined;
   nextBarrier: Promise<void> | undefined;
+  /** Being handed over to this node (handOver): its rooms are not opened here meanwhile. */
+  leaving: string | undefined;
   constructor(readonly k: number) {}
 }
 
@@ -382,6 +384,40 @@ export class ClusterStore implements RoomStore {
     return [...this.shardState.values()].filter((s) => s.state === 'owned' && this.now() < s.deadline).map((s) => s.k);
   }
 
+  /** Whether this node owns the shard and is not handing it over. */
+  owns(shard: number): boolean {
+    const s = this.shardState.get(shard);
+    return s?.state === 'owned' && !s.leaving && !s.acquiring;
+  }
+
+  /**
+   * Give the shard to node `to`, as a clean close does (placement.ts decides when): from now on
+   * its rooms are refused here (NotOwnerError naming `to`); `before` runs then (the service
+   * fails the shard's rooms, so their members reconnect), the rooms loaded here write their
+   * checkpoints, and the lease is released for `to` to take. Nothing in flight is cut off: the
+   * next owner's claim fences whatever this node still had on the way.
+   */
+  async handOver(shard: number, to: string, before?: () => void): Promise<boolean> {
+    const s = this.shardState.get(shard);
+    if (!s || s.state !== 'owned' || s.leaving || s.acquiring || this.closed) return false;
+    s.leaving = to;
+    try {
+      before?.();
+      for (const [name, r] of [...this.rooms_]) if (r.shard === shard) await this.locked(name, () => this.releaseNow(name)).catch(() => {});
+      if (s.renewTimer) s.renewTimer();
+      s.renewTimer = undefined;
+      if (s.refreshing) await s.refreshing.catch(() => {});
+      if (s.state !== 'owned') return false;
+      s.state = 'idle';
+      s.generation++;
+      await this.leases.release(this.leaseKey(shard), s.leaseRev).catch(() => {});
+      this.opts.observer?.shardLost?.(shard);
+      return true;
+    } finally {
+      s.leaving = undefined;
+    }
+  }
+
   /** This node's claim on a shard it owns: the claim's sequence in the stream and its epoch (undefined if it does not own the shard). */
   claimOf(shard: number): { seq: number; epoch: number } | undefined {
     const s = this.shardState.get(shard);
@@ -412,6 +448,7 @@ export class ClusterStore implements RoomStore {
     // A take in progress holds the lease before its claim has landed: nothing may be published
     // for the shard until then (it would go out under the previous claim's epoch and sequence).
     if (s.acquiring) await s.acquiring;
+    if (s.leaving) throw new NotOwnerError(k, s.leaving, `(shard ${k})`);
     if (s.state === 'owned') {
       if (this.now() >= s.deadline) await this.refresh(s);
       if (s.resync) await s.resync;

@@ -23,6 +23,8 @@ import { JetStreamLeases, JetStreamShardLog, natsShortcomings } from './jetstrea
 import { registerClusterMetrics } from './metrics.ts';
 import { Relay } from './relay.ts';
 import { natsWebhookCursors } from './webhook-cursors.ts';
+import { notReady, ReadinessProbe, type ReadinessFacts } from './readiness.ts';
+import { Rebalancer } from './rebalancer.ts';
 
 export interface ClusterDeploymentOptions {
   nats: string[];
@@ -36,6 +38,10 @@ export interface ClusterDeploymentOptions {
   webhooks: boolean;
   /** How much history the store reads behind checkpoints (ClusterStoreOptions.retention). */
   retention?: RetentionSetting;
+  /** Place shards over the live nodes (placement.ts), moving them when nodes join, return or drain. Default true. */
+  placement?: boolean;
+  /** How long a node must be heard without a break before shards move to it, ms. Default 5000. */
+  settleMs?: number;
 }
 
 /** What the node's handle shows once the deployment is open and the service attached. */
@@ -44,7 +50,15 @@ export interface ClusterParts {
   store: ClusterStore;
   relay: Relay;
   service: RoomService;
+  /** Shard placement, if on. */
+  rebalancer?: Rebalancer;
 }
+
+/**
+ * /healthz says not ready once JetStream has not answered a probe (every second) for this long:
+ * three missed probes, the client library's own ping limit for a silent server (connectNats).
+ */
+const READY_STALE_MS = 3000;
 
 /** A backend call forwarded to another node waits this long for its answer: a commit, or a room loading from the stream. */
 const CALL_TIMEOUT_MS = 30_000;
@@ -150,26 +164,38 @@ async function placement(
   });
   let relay: Relay | undefined;
   let calls: { unsubscribe(): void } | undefined;
+  let rebalancer: Rebalancer | undefined;
+  const probe = new ReadinessProbe(async () => {
+    await log.probe();
+    await leases.probe(`${prefix}_probe_${nodeId}`);
+  });
   return {
     store,
     ...(cursors ? { webhookCursors: () => cursors } : {}),
     describe: { node: nodeId, nats: opts.nats, natsVersion: log.serverVersion, shards: store.shards, leaseMs },
     attach(svc) {
       service = svc;
-      const node = attachService(svc, { nc, prefix, nodeId, store, log, leaseMs });
-      ({ relay, calls, observer } = node);
-      attached({ nodeId, store, relay: node.relay, service: svc });
+      const node = attachService(svc, { nc, prefix, nodeId, store, log, leaseMs, placement: opts.placement ?? true, settleMs: opts.settleMs ?? 5000 });
+      ({ relay, calls, observer, rebalancer } = node);
+      attached({ nodeId, store, relay: node.relay, service: svc, rebalancer });
       return node.locator;
     },
-    health: () => ({
-      ...(nc.isClosed() || leaseNc.isClosed() ? { reason: 'the connection to NATS is closed' } : {}),
-      fields: { node: nodeId, shards: store.owned(), relayed: relay?.counts() },
-    }),
+    health: () => {
+      const reason = relay?.draining
+        ? 'draining: this node hands its rooms over to the other nodes (POST /admin/drain)'
+        : notReady({ closed: nc.isClosed() || leaseNc.isClosed(), ...readinessFacts(probe, store, leaseMs) });
+      return { ...(reason ? { reason } : {}), fields: { node: nodeId, shards: store.owned(), relayed: relay?.counts() } };
+    },
+    drain: () => drainNode(store, relay, rebalancer),
     stopping() {
+      probe.stop();
+      rebalancer?.stop();
       calls?.unsubscribe();
       relay?.close();
     },
     async close() {
+      probe.stop();
+      rebalancer?.stop();
       await store.close();
       await nc.close();
       await leaseNc.close();
@@ -180,8 +206,17 @@ async function placement(
 /** The node's parts over its service: the relay, the backend calls it answers, its metrics, and the locator of its rooms. */
 function attachService(
   svc: RoomService,
-  env: { nc: NatsConnection; prefix: string; nodeId: string; store: ClusterStore; log: JetStreamShardLog; leaseMs: number },
-): { relay: Relay; calls: { unsubscribe(): void }; observer: ClusterStoreObserver; locator: RoomLocator } {
+  env: {
+    nc: NatsConnection;
+    prefix: string;
+    nodeId: string;
+    store: ClusterStore;
+    log: JetStreamShardLog;
+    leaseMs: number;
+    placement: boolean;
+    settleMs: number;
+  },
+): { relay: Relay; calls: { unsubscribe(): void }; observer: ClusterStoreObserver; locator: RoomLocator; rebalancer?: Rebalancer } {
   const { nc, prefix, nodeId, store, log, leaseMs } = env;
   const relay = new Relay({
     nc,
@@ -212,6 +247,7 @@ function attachService(
     (c) => runBackendCall(svc, c),
     (m) => svc.log.warn(m),
   );
+  const rebalancer = env.placement ? placeShards(svc, store, relay, env.settleMs) : undefined;
   for (const lack of natsShortcomings(log.serverVersion))
     svc.log.warn({ natsVersion: log.serverVersion }, `nats-server ${log.serverVersion}: ${lack}; run a current release in production (docs/deployment.md)`);
   const locator = clusterLocator({
@@ -224,6 +260,52 @@ function attachService(
     relay: (node, room, request, socket) => relay.open(node, room, request, socket),
     call: (node, call) => callBackend(nc, prefix, node, call, CALL_TIMEOUT_MS),
     peers: () => relay.peers(),
+    ...(rebalancer ? { preferred: (k: number) => rebalancer.preferred(k) } : {}),
   });
-  return { relay, calls, observer, locator };
+  return { relay, calls, observer, locator, ...(rebalancer ? { rebalancer } : {}) };
+}
+
+/** What readiness.ts decides on, but the connections' state. */
+function readinessFacts(probe: ReadinessProbe, store: ClusterStore, leaseMs: number): Omit<ReadinessFacts, 'closed'> {
+  return { now: performance.now(), lastOkAt: probe.lastOkAt, lastError: probe.lastError, leaseAges: store.leaseAges(), leaseMs, staleMs: READY_STALE_MS };
+}
+
+/** How long POST /admin/drain waits for the node to hold no shard before it answers with those left. */
+const DRAIN_WAIT_MS = 30_000;
+
+/**
+ * Drain: the node's heartbeats say it drains, so every node (this one too) leaves it out of
+ * placement: its shards are handed over by the rebalancer, new rooms go elsewhere. Resolves when
+ * it holds no shard, or after DRAIN_WAIT_MS with those it holds.
+ */
+async function drainNode(store: ClusterStore, relay: Relay | undefined, rebalancer: Rebalancer | undefined): Promise<{ draining: boolean; shards: number[] }> {
+  if (!relay || !rebalancer)
+    throw new HerculesError('bad-argument', 'this node places no shards (placement: false): it cannot drain; stop it with SIGTERM instead');
+  relay.draining = true;
+  const deadline = performance.now() + DRAIN_WAIT_MS;
+  while (store.owned().length > 0 && performance.now() < deadline) {
+    await rebalancer.tick();
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { draining: true, shards: store.owned() };
+}
+
+/** Shard placement on this node: its shards that belong elsewhere are handed over as on a clean close (their rooms' members reconnect). */
+function placeShards(svc: RoomService, store: ClusterStore, relay: Relay, settleMs: number): Rebalancer {
+  return new Rebalancer({
+    nodeId: store.nodeId,
+    shards: store.shards,
+    settleMs,
+    heard: () => relay.peers(),
+    draining: () => relay.drainingPeers(),
+    owned: () => store.owned(),
+    handOver: async (k, to) => {
+      const t0 = performance.now();
+      const moved = await store.handOver(k, to, () =>
+        svc.failRooms((room) => store.shardOf(room) === k, reconnectToResume(`the room moved to node ${to} (shard placement)`)),
+      );
+      if (moved) svc.log.info({ shard: k, to, ms: Math.round(performance.now() - t0) }, 'handed a shard over (placement)');
+    },
+    onWarning: (m) => svc.log.warn(m),
+  });
 }

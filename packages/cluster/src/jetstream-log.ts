@@ -323,6 +323,11 @@ export class JetStreamShardLog implements ShardLog {
     }
   }
 
+  /** Whether JetStream answers: an account info request, answered by the meta leader (readiness.ts). */
+  async probe(): Promise<void> {
+    await this.jsm.getAccountInfo();
+  }
+
   async lastSeq(shard: number): Promise<number> {
     return (await this.jsm.streams.info(this.stream(shard))).state.last_seq;
   }
@@ -385,6 +390,11 @@ export class JetStreamLeases implements LeaseTable {
     const e = await this.kv.get(key);
     if (!e || e.operation !== 'PUT') return undefined;
     return { value: e.string(), rev: e.revision };
+  }
+
+  /** Whether the bucket takes a write, as a renewal does (needs its stream's quorum): `key` is written, and expires with the ttl (readiness.ts). */
+  async probe(key: string): Promise<void> {
+    await this.kv.put(key, '');
   }
 
   async release(key: string, rev: number): Promise<void> {

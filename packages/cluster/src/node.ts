@@ -35,6 +35,14 @@ export interface ClusterNodeOptions extends Omit<FrontDoorOptions<ClusterStore>,
    * keep older history too (purging is off); it is not read.
    */
   history?: HistoryOption;
+  /**
+   * Place shards over the live nodes by rendezvous hashing (placement.ts): a shard a settled
+   * node should own moves to it (handed over as on SIGTERM) when it joins or returns, and away
+   * from a node that drains. Default true; false: a shard stays with whichever node took it.
+   */
+  placement?: boolean;
+  /** How long a node must be heard without a break before shards move to it, ms. Default 5000. */
+  settleMs?: number;
 }
 
 export interface ClusterNode {
@@ -54,11 +62,11 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
   const prefix = opts.prefix ?? 'hc';
   if (!/^[A-Za-z0-9_-]+$/.test(prefix))
     throw new HerculesError('bad-argument', `createClusterNode: prefix must be letters, digits, _ or -, got ${JSON.stringify(prefix)}`);
-  const { nats, nodeId, shards, leaseMs, replicas, duplicateWindowMs, history, ...server } = opts;
+  const { nats, nodeId, shards, leaseMs, replicas, duplicateWindowMs, history, placement, settleMs, ...server } = opts;
   const retention = retentionSetting('createClusterNode', history);
   let parts: ClusterParts | undefined;
   const deployment = clusterDeployment(
-    { nats, nodeId, shards, leaseMs, replicas, prefix, duplicateWindowMs, retention, webhooks: (opts.webhooks?.length ?? 0) > 0 },
+    { nats, nodeId, shards, leaseMs, replicas, prefix, duplicateWindowMs, retention, placement, settleMs, webhooks: (opts.webhooks?.length ?? 0) > 0 },
     (p) => {
       parts = p;
     },

@@ -7,7 +7,7 @@
  *   <p>.relay.<O>.in     E -> O   a client frame, headers Hc-Id and Hc-N (per connection, from 0)
  *   <p>.relay.<E>.out    O -> E   a frame for the client, same headers
  *   (either way)                  a close: headers Hc-Id, Hc-Close (code), Hc-Reason
- *   <p>.node.<id>.beat   every node, every `beatMs`: proof of life
+ *   <p>.node.<id>.beat   every node, every `beatMs`: proof of life (body `drain` while it drains)
  *
  * Core NATS delivers at most once, in order per publisher: a gap in Hc-N, or a peer node whose
  * heartbeats stop, closes the connection (the client reconnects and resumes exactly once, as
@@ -78,6 +78,10 @@ export class Relay {
   private readonly orphans = new Map<string, string[]>();
   /** When each node's last heartbeat arrived (performance.now). */
   private readonly lastBeat = new Map<string, number>();
+  /** The nodes whose last heartbeat said they drain (placement moves their shards away). */
+  private readonly drainingNodes = new Set<string>();
+  /** Whether this node drains: its heartbeats say so. */
+  draining = false;
   private beatTimer: ReturnType<typeof setInterval> | undefined;
   private seq = 0;
   private closed = false;
@@ -107,13 +111,17 @@ export class Relay {
     this.subs.push(
       this.nc.subscribe(`${this.p}.node.*.beat`, {
         callback: (err, m) => {
-          if (!err) this.lastBeat.set(m.subject.split('.')[2], performance.now());
+          if (err) return;
+          const node = m.subject.split('.')[2];
+          this.lastBeat.set(node, performance.now());
+          if (m.data.length > 0) this.drainingNodes.add(node);
+          else this.drainingNodes.delete(node);
         },
       }),
     );
     const beat = () => {
       try {
-        this.nc.publish(`${this.p}.node.${this.nodeId}.beat`);
+        this.nc.publish(`${this.p}.node.${this.nodeId}.beat`, this.draining ? 'drain' : undefined);
       } catch {
         /* the connection is closing */
       }
@@ -134,6 +142,11 @@ export class Relay {
   /** The other nodes whose heartbeats are arriving. */
   peers(): string[] {
     return [...this.lastBeat.keys()].filter((n) => n !== this.nodeId && this.alive(n));
+  }
+
+  /** The nodes heard saying they drain, this one included if it does. */
+  drainingPeers(): string[] {
+    return [...this.drainingNodes].filter((n) => n !== this.nodeId && this.alive(n)).concat(this.draining ? [this.nodeId] : []);
   }
 
   /** Relayed connections (edge side, owner side). */

@@ -11,7 +11,12 @@ export type Route = { local: true } | { local: false; owner: string };
 
 export interface RouteOptions {
   /** The node's store (a `ClusterStore`): the shard of a room, and taking a shard. */
-  store: { shardOf(room: string): number; acquire(shard: number): Promise<unknown> };
+  store: { shardOf(room: string): number; acquire(shard: number): Promise<unknown>; owns?(shard: number): boolean };
+  /**
+   * The node that should own a shard (placement.ts), if placement is on: a shard this node does
+   * not hold goes there while that node is alive, instead of being taken here.
+   */
+  preferred?(shard: number): string | undefined;
   nodeId: string;
   /** Whether a node is alive (its heartbeats arrive). */
   alive(node: string): boolean;
@@ -26,6 +31,8 @@ export interface RouteOptions {
 export async function routeRoom(room: string, opts: RouteOptions): Promise<Route> {
   const k = opts.store.shardOf(room);
   const deadline = opts.clock.now() + opts.waitMs;
+  const p = opts.preferred?.(k);
+  if (p !== undefined && p !== opts.nodeId && opts.alive(p) && !opts.store.owns?.(k)) return { local: false, owner: p };
   for (;;) {
     try {
       await opts.store.acquire(k);

@@ -30,11 +30,25 @@ after(async () => {
 });
 
 let prefixes = 0;
+// Placement off: these tests pin which node owns a room (placement would move it once a node
+// settles, after 5 s); placement.test.ts and placement-nodes.test.ts test it.
 async function nodes(n: number, extra: Partial<Parameters<typeof createClusterNode>[0]> = {}): Promise<ClusterNode[]> {
   const prefix = `fd${++prefixes}`;
   const out: ClusterNode[] = [];
   for (let i = 0; i < n; i++)
-    out.push(await createClusterNode({ nats: cluster.urls, nodeId: `node-${i}`, port: 0, machines: [chat], prefix, shards: 4, log: 'warn', ...extra }));
+    out.push(
+      await createClusterNode({
+        nats: cluster.urls,
+        nodeId: `node-${i}`,
+        port: 0,
+        machines: [chat],
+        prefix,
+        shards: 4,
+        log: 'warn',
+        placement: false,
+        ...extra,
+      }),
+    );
   return out;
 }
 

@@ -24,11 +24,25 @@ after(async () => {
 });
 
 let prefixes = 0;
+// Placement off: these tests pin which node owns a room (placement would move it once a node
+// settles, after 5 s); placement.test.ts and placement-nodes.test.ts test it.
 async function nodes(n: number, extra: Partial<Parameters<typeof createClusterNode>[0]> = {}): Promise<ClusterNode[]> {
   const prefix = `n${++prefixes}`;
   const out: ClusterNode[] = [];
   for (let i = 0; i < n; i++)
-    out.push(await createClusterNode({ nats: cluster.urls, nodeId: `node-${i}`, port: 0, machines: [chat], prefix, shards: 4, log: 'warn', ...extra }));
+    out.push(
+      await createClusterNode({
+        nats: cluster.urls,
+        nodeId: `node-${i}`,
+        port: 0,
+        machines: [chat],
+        prefix,
+        shards: 4,
+        log: 'warn',
+        placement: false,
+        ...extra,
+      }),
+    );
   return out;
 }
 
@@ -103,7 +117,7 @@ test('when the owner node goes away, its rooms move: a client with both URLs res
 test('the owner cut off from NATS: another node takes the room after its lease, the client resumes there exactly once; healed, the old owner gives the shard up and wrote nothing that counts', async () => {
   const proxies = await Promise.all(cluster.servers.map((s) => faultProxy(s.port)));
   const prefix = `n${++prefixes}`;
-  const common = { port: 0, machines: [chat], prefix, shards: 4, leaseMs: 1000, log: 'warn' as const };
+  const common = { port: 0, machines: [chat], prefix, shards: 4, leaseMs: 1000, log: 'warn' as const, placement: false };
   const a = await createClusterNode({ ...common, nats: proxies.map((p) => `nats://127.0.0.1:${p.port}`), nodeId: 'cut' });
   const b = await createClusterNode({ ...common, nats: cluster.urls, nodeId: 'whole' });
   try {

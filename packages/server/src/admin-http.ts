@@ -13,6 +13,7 @@
  *   GET  /admin/rooms/:room/export    -> RoomFile                                      (server.room(r).export)
  *   PUT  /admin/rooms/:room           RoomFile -> { imported }                         (server.importRoom)
  *   DELETE /admin/rooms/:room         -> { deleted }                                   (server.room(r).delete)
+ *   POST /admin/drain                 -> { draining, shards }                          (a cluster node hands its rooms over)
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -36,12 +37,31 @@ export function checkAdminOptions(caller: string, admin: AdminOptions | undefine
 }
 
 /** The backend calls the routes make: a service's, or a cluster node's through its locator (located-backend.ts), whose revoke is async. */
-type Service = Pick<RoomService, 'room' | 'rooms' | 'importRoom'> & { revoke: (target: Parameters<RoomService['revoke']>[0]) => number | Promise<number> };
+type Service = Pick<RoomService, 'room' | 'rooms' | 'importRoom'> & {
+  revoke: (target: Parameters<RoomService['revoke']>[0]) => number | Promise<number>;
+  /** Hand this server's rooms over to the other nodes and take no new ones (a cluster node's: Placement.drain). */
+  drain?: () => Promise<DrainResult>;
+};
+
+/** What `POST /admin/drain` answers: whether the node drains, and the shards it still holds (none once it is drained). */
+export interface DrainResult {
+  draining: boolean;
+  shards: number[];
+}
 /** Answers a request (the body is read by the route that needs one); `room`: the path's `{room}`. */
 type Handle = (service: Service, req: IncomingMessage, res: ServerResponse, room: string) => Promise<void>;
 
 /** The routes: one table that serves them and that docs/admin-api.openapi.json describes (ADMIN_ROUTES). */
 const ROUTES: { method: string; path: string; handle: Handle }[] = [
+  {
+    method: 'POST',
+    path: '/admin/drain',
+    async handle(service, _req, res) {
+      if (!service.drain)
+        return reply(res, 409, { error: 'bad-argument', message: 'this server is not a cluster node: it has no other node to hand its rooms to' });
+      reply(res, 200, await service.drain());
+    },
+  },
   {
     method: 'POST',
     path: '/admin/revoke',

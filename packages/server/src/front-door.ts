@@ -14,7 +14,7 @@ import type { Logger } from 'pino';
 import { HerculesError, PROTOCOL_VERSION, type LogEntry } from '@hercules/core';
 import type { RoomStore } from './store/room-store.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
-import { adminHttp, checkAdminOptions, type AdminOptions } from './admin-http.ts';
+import { adminHttp, checkAdminOptions, type AdminOptions, type DrainResult } from './admin-http.ts';
 import { checkWebhooks, memoryCursors, Webhooks, type WebhookCursors, type WebhookOptions } from './webhooks.ts';
 import { boundConnections, boundedHttpOptions, countPendingCloses } from './upgrade-bound.ts';
 import { StoreHealth } from './store-health.ts';
@@ -91,6 +91,12 @@ export interface Placement<Store extends RoomStore = RoomStore> {
   health?(): { reason?: string; fields?: Record<string, unknown> };
   /** What the start-up log line says of it. */
   describe?: Record<string, unknown>;
+  /**
+   * Hand this node's rooms over to the other nodes and take no new ones (`POST /admin/drain`);
+   * resolves once it holds none, or with those it still holds after a while. Absent: the server
+   * cannot drain (embedded).
+   */
+  drain?(): Promise<DrainResult>;
   /** Stop reaching other nodes (before the service closes). */
   stopping?(): void;
   /** Release what `open` took (after the service closed): a store it opened, its connections. */
@@ -256,7 +262,8 @@ async function openParts(opts: FrontDoorOptions<any>, deployment: Deployment<any
         service.log,
         metrics,
       );
-    const admin = opts.admin ? adminHttp(opts.admin, locatedBackend(service, locator)) : undefined;
+    const drain = placement.drain?.bind(placement);
+    const admin = opts.admin ? adminHttp(opts.admin, { ...locatedBackend(service, locator), ...(drain ? { drain } : {}) }) : undefined;
     return { service, placement, locator, health, ...(webhooks ? { webhooks } : {}), ...(admin ? { admin } : {}) };
   } catch (e) {
     // The webhooks' positions could not be opened (the data directory's lock): let go of what was opened so far.

@@ -166,6 +166,7 @@ test('admin HTTP: list rooms, read a room, submit an op as a named author (idemp
   assert.deepEqual(await status(fetch(`${base}/admin/rooms`, { method: 'POST', headers: auth })), [405, 'method-not-allowed']);
   assert.equal((await fetch(`${base}/admin/rooms`)).status, 401);
   assert.deepEqual(await status(post('/admin/rooms/new-one/ops', { op: 'say', args: { text: 'hi' }, author: 'ci', machine: 'chat' })), [200, undefined]);
+  assert.deepEqual(await status(post('/admin/drain', {})), [409, 'bad-argument'], 'an embedded server has no node to drain to');
 });
 
 test('docs/admin-api.openapi.json describes exactly the routes the admin API serves', () => {
