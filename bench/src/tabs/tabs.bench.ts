@@ -15,6 +15,7 @@
  *
  *   npm run bench:tabs
  *   BENCH_TABS_BASE=../hercules-main npm run bench:tabs
+ *   BENCH_TABS_PARTS=path npm run bench:tabs    (only some of latency, delivery, path, memory)
  */
 import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
@@ -24,6 +25,9 @@ import { freePort, tempDir } from '@hercules/test-utils';
 import { repoRoot } from '../harness.ts';
 
 const HISTORY = 2000;
+/** BENCH_TABS_PARTS=path,latency (say) runs only those of latency, delivery, path and memory. */
+const PARTS = process.env.BENCH_TABS_PARTS?.split(',');
+const part = (name: string) => !PARTS || PARTS.includes(name);
 /** Ops from each tab in the delivery and path measurements. */
 const ROUNDS = 200;
 const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;
@@ -103,15 +107,17 @@ async function main() {
       const room = `bench-tabs-${Date.now().toString(36)}`;
       const trios: Trio[] = [];
       for (const b of builds) trios.push(await trio(browser, b, room));
-      await latency(trios);
-      await delivery(trios);
+      if (part('latency')) await latency(trios);
+      if (part('delivery')) await delivery(trios);
       const paths: Trio[] = [];
-      for (const b of builds) paths.push(await trio(browser, b, `${room}-path`, instrument));
-      await path(paths);
+      if (part('path')) {
+        for (const b of builds) paths.push(await trio(browser, b, `${room}-path`, instrument));
+        await path(paths);
+      }
       await idbCommit(trios[0]!.leader);
-      for (const t of trios) await fill(t.leader);
+      if (part('memory')) for (const t of trios) await fill(t.leader);
       for (const t of [...trios, ...paths]) await Promise.all([t.leader.context().close(), t.other.context().close()]);
-      for (const n of [1, 3, 10]) for (const b of builds) await memory(browser, b.name, opener(b, room), n);
+      if (part('memory')) for (const n of [1, 3, 10]) for (const b of builds) await memory(browser, b.name, opener(b, room), n);
       console.log(
         `machine: ${process.platform} ${process.arch}, ${(await import('node:os')).cpus().length} cores; chromium ${browser.version()}; ${new Date().toISOString().slice(0, 10)}`,
       );
@@ -165,7 +171,7 @@ async function delivery(trios: Trio[]) {
     console.log(`[${t.name}] delivery to another browser, from the leader tab:   ${fmt(o.leader)}`);
     console.log(`[${t.name}] delivery to another browser, from a follower tab:   ${fmt(o.follower)}`);
     const diffs = o.follower.map((f, i) => f - o.leader[i]!);
-    console.log(`[${t.name}]   follower minus leader, paired: median ${q(diffs, 0.5).toFixed(3)} ms`);
+    console.log(`[${t.name}]   follower minus leader, paired: median ${q(diffs, 0.5).toFixed(3)} ms, p90 ${q(diffs, 0.9).toFixed(3)} ms`);
   }
 }
 
@@ -226,6 +232,21 @@ function instrument() {
       );
     },
   });
+  // Each readwrite IndexedDB transaction: when it was opened and when it completed (the store's
+  // own 'complete' handler runs after this one), to split the leader's part into its write.
+  w.__idb = [] as { start: number; done: number }[];
+  const tx = IDBDatabase.prototype.transaction;
+  IDBDatabase.prototype.transaction = function (this: IDBDatabase, ...a: Parameters<IDBDatabase['transaction']>) {
+    const t = tx.apply(this, a);
+    if (a[1] === 'readwrite') {
+      const rec = { start: now(), done: 0 };
+      w.__idb.push(rec);
+      t.addEventListener('complete', () => {
+        rec.done = now();
+      });
+    }
+    return t;
+  };
   const send = WebSocket.prototype.send;
   const latin = new TextDecoder('latin1');
   WebSocket.prototype.send = function (this: WebSocket, data: any) {
@@ -238,6 +259,24 @@ function instrument() {
   };
 }
 
+/** The leader's part of one op, from `from` (its submit, or its receipt from a follower) to its WebSocket send. */
+interface LeaderPart {
+  /** `from` → the store write that holds it starts; the write; its completion → the send. */
+  toWrite: number;
+  write: number;
+  toSend: number;
+}
+
+/** The first readwrite IndexedDB transaction the leader opened after `from` and before `sent`. */
+async function leaderPart(leader: Page, from: number, sent: number): Promise<LeaderPart | undefined> {
+  const rec = await leader.evaluate(
+    ([from, sent]) => ((window as any).__idb as { start: number; done: number }[]).find((r) => r.start >= from! && r.start <= sent!),
+    [from, sent],
+  );
+  if (!rec || !rec.done) return undefined;
+  return { toWrite: rec.start - from, write: rec.done - rec.start, toSend: sent - rec.done };
+}
+
 /** Where the time goes from a submit to the leader's WebSocket send (instrumented pages). */
 async function path(trios: Trio[]) {
   const out = trios.map(() => ({
@@ -246,6 +285,7 @@ async function path(trios: Trio[]) {
     leaderToSend: [] as number[],
     follower: [] as number[],
     leader: [] as number[],
+    parts: { leader: [] as LeaderPart[], follower: [] as LeaderPart[] },
   }));
   const submit = (p: Page, text: string) =>
     p.evaluate((text) => {
@@ -261,28 +301,47 @@ async function path(trios: Trio[]) {
         const t0 = await submit(t[who], text);
         await t.leader.waitForFunction((x) => (window as any).__path.sent.has(x), text);
         const sent = (await stamp(t.leader, 'sent', text))!;
-        if (who === 'leader') out[k]!.leader.push(sent - t0);
-        else {
+        const o = out[k]!;
+        if (who === 'leader') {
+          o.leader.push(sent - t0);
+          const part = await leaderPart(t.leader, t0, sent);
+          if (part) o.parts.leader.push(part);
+        } else {
           const posted = (await stamp(t.follower, 'posted', text))!;
           const received = (await stamp(t.leader, 'received', text))!;
-          out[k]!.follower.push(sent - t0);
-          out[k]!.toPost.push(posted - t0);
-          out[k]!.hop.push(received - posted);
-          out[k]!.leaderToSend.push(sent - received);
+          o.follower.push(sent - t0);
+          o.toPost.push(posted - t0);
+          o.hop.push(received - posted);
+          o.leaderToSend.push(sent - received);
+          const part = await leaderPart(t.leader, received, sent);
+          if (part) o.parts.follower.push(part);
         }
         await new Promise((r) => setTimeout(r, 10));
       }
     }
   }
+  for (const [k, t] of trios.entries()) printPath(t.name, out[k]!);
+}
+
+function printPath(
+  name: string,
+  o: { toPost: number[]; hop: number[]; leaderToSend: number[]; follower: number[]; leader: number[]; parts: Record<'leader' | 'follower', LeaderPart[]> },
+) {
   const m = (xs: number[]) => q(xs, 0.5).toFixed(2);
-  for (const [k, t] of trios.entries()) {
-    const o = out[k]!;
+  const mp = (xs: number[]) => `${m(xs)} (p90 ${q(xs, 0.9).toFixed(2)})`;
+  console.log(
+    `[${name}] submit → WebSocket send, median: leader tab ${m(o.leader)} ms; follower tab ${m(o.follower)} ms = ` +
+      `submit → post ${m(o.toPost)} + BroadcastChannel hop ${m(o.hop)} (p90 ${q(o.hop, 0.9).toFixed(2)}) + leader's receipt → send ${m(o.leaderToSend)} ms (medians of each part)`,
+  );
+  for (const who of ['leader', 'follower'] as const) {
+    const p = o.parts[who];
     console.log(
-      `[${t.name}] submit → WebSocket send, median: leader tab ${m(o.leader)} ms; follower tab ${m(o.follower)} ms = ` +
-        `submit → post ${m(o.toPost)} + BroadcastChannel hop ${m(o.hop)} (p90 ${q(o.hop, 0.9).toFixed(2)}) + leader's receipt → send ${m(o.leaderToSend)} ms (medians of each part)`,
+      `[${name}]   in the leader, ${who}'s op (n ${p.length}): ${who === 'leader' ? 'submit' : 'receipt'} → store write starts ${mp(p.map((x) => x.toWrite))}, ` +
+        `the write ${mp(p.map((x) => x.write))}, its completion → send ${mp(p.map((x) => x.toSend))} ms`,
     );
-    console.log(`[${t.name}]   follower minus leader, submit → send, paired: median ${m(o.follower.map((f, i) => f - o.leader[i]!))} ms`);
   }
+  const diffs = o.follower.map((f, i) => f - o.leader[i]!);
+  console.log(`[${name}]   follower minus leader, submit → send, paired: median ${mp(diffs)} ms`);
 }
 
 /**
