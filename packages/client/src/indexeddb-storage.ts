@@ -15,6 +15,7 @@ import { HerculesError, type BaseSnapshot, type OpRecord } from '@hercules/core'
 import { indexedDbDirectory } from './indexeddb-directory.ts';
 import type { ClientStorage, OpTag, StoredClient } from './storage.ts';
 
+type BaseRow = { pos: number; state: unknown; ownSeq?: number; v?: number };
 interface ClientRow {
   room: string;
   clientId: string;
@@ -22,7 +23,8 @@ interface ClientRow {
   lastDigest?: number;
   /** ClientStorage.reserve */
   reservedSeq?: number;
-  base?: { pos: number; state: unknown; ownSeq?: number; v?: number };
+  /** A base written by version 1 of the database; version 2 keeps it in the `base` store until the next saveBase. */
+  base?: BaseRow;
   /** StoredClient.marks */
   marks?: Record<string, number>;
 }
@@ -72,11 +74,17 @@ const LOCK_WAIT_MS = 1500;
 /** Opens (creating if new) the store's database. */
 function openDatabase(idb: IDBFactory, dbName: string): Promise<IDBDatabase> {
   return new Promise<IDBDatabase>((res, rej) => {
-    const r = idb.open(dbName, 1);
+    // Version 2 keeps each room's base in a store of its own: in the client row (version 1),
+    // every append read and rewrote the whole base state with the row's last seq.
+    const r = idb.open(dbName, 2);
     r.onupgradeneeded = () => {
       const db = r.result;
-      db.createObjectStore('client', { keyPath: 'room' });
-      db.createObjectStore('ops', { keyPath: ['room', 'seq'] });
+      for (const [name, keyPath] of [
+        ['client', 'room'],
+        ['ops', ['room', 'seq']],
+        ['base', 'room'],
+      ] as const)
+        if (!db.objectStoreNames.contains(name)) db.createObjectStore(name, { keyPath: keyPath as string | string[] });
     };
     r.onsuccess = () => res(r.result);
     r.onerror = () => rej(new HerculesError('storage-failed', `cannot open IndexedDB ${dbName}: ${r.error?.message}`));
@@ -183,8 +191,8 @@ function lockStore(locks: StoreLocks | undefined, dbName: string): StoreLock {
   };
 }
 
-/** A room's client row and op rows as ClientStorage.load returns them. */
-function storedClient(row: ClientRow, ops: OpRow[]): StoredClient {
+/** A room's client row, op rows and base as ClientStorage.load returns them. */
+function storedClient(row: ClientRow, ops: OpRow[], base: BaseRow | undefined): StoredClient {
   return {
     clientId: row.clientId,
     lastSeq: row.lastSeq,
@@ -193,20 +201,31 @@ function storedClient(row: ClientRow, ops: OpRow[]): StoredClient {
     durable: ops.map((o) => o.op),
     ...(row.marks ? { marks: row.marks, tags: ops.flatMap((o) => (o.tag ? [{ seq: o.seq, ...o.tag }] : [])) } : {}),
     // A base from before ownSeq was kept: its ops were pruned by seq already, so 0 (keep all) is exact.
-    ...(row.base
-      ? { base: { pos: row.base.pos, state: row.base.state, ownSeq: row.base.ownSeq ?? 0, ...(row.base.v !== undefined ? { v: row.base.v } : {}) } }
-      : {}),
+    ...(base ? { base: { pos: base.pos, state: base.state, ownSeq: base.ownSeq ?? 0, ...(base.v !== undefined ? { v: base.v } : {}) } } : {}),
   };
 }
 
-/** In `t`: the room's base, if newer than the one held, and the deletion of the ops it holds (one transaction: ClientStorage.saveBase). */
+/** The base held for `row`'s room: the base store's, or one version 1 left in the client row. */
+const heldBase = (row: ClientRow, stored: BaseRow | undefined): BaseRow | undefined => stored ?? row.base;
+
+/**
+ * In `t`: the room's base, if newer than the one held, and the deletion of the ops it holds (one
+ * transaction: ClientStorage.saveBase); a base version 1 left in the client row goes.
+ */
 function writeBase(t: IDBTransaction, KeyRange: typeof IDBKeyRange, room: string, base: BaseSnapshot): void {
-  const s = t.objectStore('client');
-  const g = s.get(room);
-  g.onsuccess = () => {
-    const row = g.result as ClientRow | undefined;
-    if (!row || (row.base && row.base.pos >= base.pos)) return;
-    s.put({ ...row, base: { pos: base.pos, state: base.state, ownSeq: base.ownSeq, ...(base.v !== undefined ? { v: base.v } : {}) } });
+  const clients = t.objectStore('client');
+  const bases = t.objectStore('base');
+  const g = clients.get(room);
+  const b = bases.get(room);
+  b.onsuccess = () => {
+    const row = g.result as ClientRow | undefined; // a transaction answers its requests in order: g was asked first
+    const held = row && heldBase(row, b.result as BaseRow | undefined);
+    if (!row || (held && held.pos >= base.pos)) return;
+    bases.put({ room, pos: base.pos, state: base.state, ownSeq: base.ownSeq, ...(base.v !== undefined ? { v: base.v } : {}) });
+    if (row.base) {
+      const { base: _legacy, ...rest } = row;
+      clients.put(rest);
+    }
     if (base.ownSeq > 0) t.objectStore('ops').delete(KeyRange.bound([room, 0], [room, base.ownSeq]));
   };
 }
@@ -274,11 +293,12 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
     ...(locks ? { directory: () => indexedDbDirectory({ indexedDB: idb, IDBKeyRange: KeyRange, locks }) } : {}),
     async load(room): Promise<StoredClient | undefined> {
       const db = await opened;
-      const t = tx(db, ['client', 'ops'], 'readonly');
+      const t = tx(db, ['client', 'ops', 'base'], 'readonly');
       const row = (await req(t.objectStore('client').get(room))) as ClientRow | undefined;
       if (!row) return undefined;
       const ops = (await req(t.objectStore('ops').getAll(KeyRange.bound([room, 0], [room, Number.MAX_SAFE_INTEGER])))) as OpRow[];
-      return storedClient(row, ops);
+      const base = (await req(t.objectStore('base').get(room))) as BaseRow | undefined;
+      return storedClient(row, ops, heldBase(row, base));
     },
     async init(room, clientId) {
       const db = await opened;
@@ -299,7 +319,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
     async saveBase(room, base) {
       const db = await opened;
       // One transaction: the base and the deletion of the ops it holds (ClientStorage.saveBase).
-      const t = tx(db, ['client', 'ops'], 'readwrite');
+      const t = tx(db, ['client', 'ops', 'base'], 'readwrite');
       writeBase(t, KeyRange, room, base);
       await done(t);
     },

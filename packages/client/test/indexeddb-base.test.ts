@@ -1,0 +1,85 @@
+/**
+ * The IndexedDB store keeps a room's base in a store of its own (database version 2), so an
+ * append rewrites only the small client row, not the whole base state; a version-1 database
+ * (base inside the client row) still loads, and its base moves out at the next saveBase.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
+import { indexedDbStorage } from '../src/index.ts';
+
+const op = (seq: number) => ({ seq, name: 'say', args: { text: `m${seq}` } });
+const big = { items: Array.from({ length: 1000 }, (_, i) => ({ id: i, text: `item ${i}` })) };
+
+/** The raw rows of a database, read with a plain IndexedDB connection. */
+async function rows(factory: IDBFactory, name: string, store: string): Promise<any[]> {
+  const db = await new Promise<IDBDatabase>((res, rej) => {
+    const r = factory.open(name);
+    r.onsuccess = () => res(r.result);
+    r.onerror = () => rej(r.error);
+  });
+  try {
+    if (!db.objectStoreNames.contains(store)) return [];
+    return await new Promise((res, rej) => {
+      const r = db.transaction([store], 'readonly').objectStore(store).getAll();
+      r.onsuccess = () => res(r.result);
+      r.onerror = () => rej(r.error);
+    });
+  } finally {
+    db.close();
+  }
+}
+
+test('an append after a base rewrites the client row without the base; load gives the base back', async () => {
+  const factory = new IDBFactory();
+  const s = indexedDbStorage('b', { indexedDB: factory, IDBKeyRange });
+  await s.init('room', 'c1');
+  await s.append('room', [op(1), op(2)]);
+  await s.saveBase('room', { pos: 5, state: big, ownSeq: 1 });
+  await s.append('room', [op(3)]);
+  await s.close();
+  const [client] = await rows(factory, 'b', 'client');
+  assert.equal(client.lastSeq, 3);
+  assert.equal(client.base, undefined, 'the client row holds no base');
+  assert.equal((await rows(factory, 'b', 'base'))[0].pos, 5);
+  const again = indexedDbStorage('b', { indexedDB: factory, IDBKeyRange });
+  const got = (await again.load('room'))!;
+  assert.deepEqual(got.base, { pos: 5, state: big, ownSeq: 1 });
+  assert.deepEqual(
+    got.durable.map((o) => o.seq),
+    [2, 3],
+  );
+  await again.close();
+});
+
+test('a version-1 database (the base in the client row) loads, and its base moves out at the next saveBase', async () => {
+  const factory = new IDBFactory();
+  await new Promise<void>((res, rej) => {
+    const r = factory.open('old', 1);
+    r.onupgradeneeded = () => {
+      const db = r.result;
+      db.createObjectStore('client', { keyPath: 'room' });
+      db.createObjectStore('ops', { keyPath: ['room', 'seq'] });
+      const t = r.transaction!;
+      t.objectStore('client').put({ room: 'room', clientId: 'c-old', lastSeq: 2, base: { pos: 4, state: { n: 1 }, ownSeq: 1 } });
+      t.objectStore('ops').put({ room: 'room', seq: 2, op: op(2) });
+    };
+    r.onsuccess = () => {
+      r.result.close();
+      res();
+    };
+    r.onerror = () => rej(r.error);
+  });
+  const s = indexedDbStorage('old', { indexedDB: factory, IDBKeyRange });
+  const got = (await s.load('room'))!;
+  assert.equal(got.clientId, 'c-old');
+  assert.deepEqual(got.base, { pos: 4, state: { n: 1 }, ownSeq: 1 });
+  await s.saveBase('room', { pos: 3, state: { stale: true }, ownSeq: 1 });
+  assert.equal((await s.load('room'))!.base!.pos, 4, 'an older base never replaces the one version 1 held');
+  await s.saveBase('room', { pos: 9, state: { n: 2 }, ownSeq: 2 });
+  await s.close();
+  const [client] = await rows(factory, 'old', 'client');
+  assert.equal(client.base, undefined, 'the version-1 base left the client row');
+  assert.deepEqual((await rows(factory, 'old', 'base'))[0], { room: 'room', pos: 9, state: { n: 2 }, ownSeq: 2 });
+  assert.deepEqual(await rows(factory, 'old', 'ops'), [], 'the ops inside the base went with it');
+});
