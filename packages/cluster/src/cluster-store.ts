@@ -313,6 +313,8 @@ interface PendingAppend {
   body: Uint8Array;
   claim: Record<string, string>;
   ckpt: OutMsg[];
+  /** Too large for a batch: its parts on the room's subject, in the flush's order. */
+  parts?: OutMsg[];
   resolve: (ckptSeqs: number[]) => void;
   reject: (e: unknown) => void;
 }
@@ -771,10 +773,12 @@ export class ClusterStore implements RoomStore {
    * of `ckpt` (its last is the checkpoint's last part) once the whole flush is confirmed.
    */
   private sendRecord(s: Shard, room: string, rev: number, body: Uint8Array, ckpt: OutMsg[]): Promise<number[]> {
-    if (!this.batchAppends || batchCost(room, body) > this.batchLimit())
-      return this.publish(s, [...this.record(s, this.subject(s.k, 'log', room), rev, body), ...ckpt]);
+    if (!this.batchAppends) return this.publish(s, [...this.record(s, this.subject(s.k, 'log', room), rev, body), ...ckpt]);
+    // A large record waits its turn in the queue all the same: published ahead of records queued
+    // before it, it would break their room's chain (found by the cluster simulator, seed 12).
+    const parts = batchCost(room, body) > this.batchLimit() ? this.record(s, this.subject(s.k, 'log', room), rev, body) : undefined;
     return new Promise((resolve, reject) => {
-      s.pending.push({ room, rev, body, claim: this.claimHeaders(s), ckpt, resolve, reject });
+      s.pending.push({ room, rev, body, claim: this.claimHeaders(s), ckpt, ...(parts ? { parts } : {}), resolve, reject });
       // A 0 ms timer (setImmediate on the system clock): after every room host's commit of this
       // turn (microtasks) and the other I/O callbacks of this loop iteration, as SQLite's group commit.
       if (s.pending.length === 1) this.clock.after(0, () => this.flush(s));
@@ -806,6 +810,12 @@ export class ClusterStore implements RoomStore {
       size = 0;
     };
     for (const it of items) {
+      if (it.parts) {
+        close();
+        ckptAt.push(msgs.length + it.parts.length);
+        msgs.push(...it.parts, ...it.ckpt);
+        continue;
+      }
       const cost = batchCost(it.room, it.body);
       if (size + cost > this.batchLimit() || (batch.length > 0 && batch[0].claim[H_CLAIM] !== it.claim[H_CLAIM])) close();
       batch.push(it);

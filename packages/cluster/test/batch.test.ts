@@ -123,3 +123,22 @@ test("a batch refused by the stream's fence is refused whole: none of its rooms'
   for (const room of ROOMS) assert.deepEqual(await loadedBy(b, room), { rev: 0, head: 0 }, room);
   await b.close();
 });
+
+test('a record too large for a batch goes in parts on its room subject, in its turn: after the records queued before it, before those after', async () => {
+  const rng = new Rng(1).source();
+  const log = new SimShardLog(rng, () => performance.now(), { maxAckMs: 2 }, { subjectPrefix: 'hc', maxPayload: 2048 });
+  const leases = new SimLeaseTable(2000, rng, () => performance.now());
+  const a = store(log, leases, 'a');
+  await a.open('r', INIT);
+  const big = { ...entry(2), args: { text: 'x'.repeat(3000) } } as LogEntry;
+  // One turn: a small record, a large one (parts on hc.0.log.<r>), a small one.
+  await Promise.all([
+    a.append('r', { after: 0, entries: [entry(1)] }),
+    a.append('r', { after: 1, entries: [big] }),
+    a.append('r', { after: 2, entries: [entry(3)] }),
+  ]);
+  await a.close();
+  const b = store(log, leases, 'b');
+  assert.deepEqual(await loadedBy(b, 'r'), { rev: 3, head: 3 });
+  await b.close();
+});
