@@ -36,6 +36,8 @@ export interface ClusterDeploymentOptions {
   webhooks: boolean;
   /** How much history the store reads behind checkpoints (ClusterStoreOptions.retention). */
   retention?: RetentionSetting;
+  /** ClusterStoreOptions.batchAppends. */
+  batchAppends?: boolean;
 }
 
 /** What the node's handle shows once the deployment is open and the service attached. */
@@ -136,6 +138,7 @@ async function placement(
     shards: opts.shards,
     subjectPrefix: prefix,
     retention: opts.retention,
+    batchAppends: opts.batchAppends,
     onShardLost: (k, why) => {
       service?.log.warn({ shard: k, why }, 'gave up a shard; its rooms move to another node');
       service?.failRooms((room) => store.shardOf(room) === k, reconnectToResume(`the room moved to another server (${why})`));
