@@ -82,7 +82,17 @@ async function relayed(bus: Bus) {
   await sleep(2 * BEAT); // each hears the other's heartbeat
   const socket = new SlowSocket();
   const link = await edge.open('owner', 'r', { url: '/?room=r', headers: {} }, socket);
-  return { owner, edge, socket, link, conn, close: () => (owner.close(), edge.close()) };
+  return {
+    owner,
+    edge,
+    socket,
+    link,
+    conn,
+    close: () => {
+      owner.close();
+      edge.close();
+    },
+  };
 }
 
 test("a slow client behind the edge: the owner's relayed connection shows its unsent bytes, and drops them once the socket drains", async () => {
