@@ -388,8 +388,9 @@ export class Relay {
       this.endRelayed(r, 1000, 'client left', false);
       return;
     }
+    // (A header the message lacks reads as '': every frame has none.)
     const delivered = m.headers?.get(H_DELIVERED);
-    if (delivered !== undefined) {
+    if (delivered) {
       // Reports may pass each other on the way only across a reconnect of the NATS client: keep the newest.
       if (Number(delivered) >= r.delivered) {
         r.delivered = Number(delivered);

@@ -41,13 +41,14 @@ async function until(cond: () => boolean, what: string): Promise<void> {
 
 async function relayed(bus: Bus) {
   let conn!: Connection;
+  const got: Uint8Array[] = [];
   const owner = new Relay({
     nc: bus.connection(),
     nodeId: 'owner',
     beatMs: BEAT,
     async accept(c) {
       conn = c;
-      c.listen({ message() {}, close() {} });
+      c.listen({ message: (f) => got.push(f), close() {} });
       return { ok: true };
     },
   });
@@ -61,6 +62,7 @@ async function relayed(bus: Bus) {
     socket,
     link,
     conn,
+    got,
     close: () => {
       owner.close();
       edge.close();
@@ -70,8 +72,10 @@ async function relayed(bus: Bus) {
 
 test("a slow client behind the edge: the owner's relayed connection shows its unsent bytes, and drops them once the socket drains", async () => {
   const bus = new Bus();
-  const { socket, conn, close } = await relayed(bus);
+  const { socket, conn, link, got, close } = await relayed(bus);
   try {
+    link.send(new Uint8Array([7])); // the client's frames still reach the service beside the reports
+    await until(() => got.length === 1, 'the client frame reached the owner');
     const frame = new Uint8Array(10 << 10);
     for (let i = 0; i < 40; i++) conn.send(frame);
     // Delivered, then reported (every 64 KiB and every heartbeat). Without flow control the owner
