@@ -18,7 +18,7 @@ async function msPerAppend(keys: number): Promise<number> {
   await s.init('room', 'c');
   await s.saveBase('room', { pos: 1, state: stateOf(keys), ownSeq: 0 });
   const t = performance.now();
-  for (let i = 1; i <= 100; i++) await s.append('room', [{ seq: i, name: 'say', args: { text: 'x' } }]);
+  for (let i = 1; i <= 100; i++) await s.append('room', [{ client: 'c', seq: i, name: 'say', args: { text: 'x' } }]);
   const ms = (performance.now() - t) / 100;
   await s.close();
   return ms;

@@ -15,7 +15,10 @@
  * nodes here; CPU per op (nodes + NATS) says what a node and the log cost per op, which is what
  * adding machines divides.
  *
- *   node -C @hercules/source --import tsx bench/src/cluster/throughput.bench.ts [--nodes 1,2,3] [--rooms 1,1000] [--rounds 1] [--windows 5] [--window-ms 2000] [--in-flight 2000]
+ * `--batch on,off`: the cluster nodes with batched appends (a shard's appends of one turn as one
+ * message, the default) and without (one message an append), each beside embedded in turn.
+ *
+ *   node -C @hercules/source --import tsx bench/src/cluster/throughput.bench.ts [--nodes 1,2,3] [--rooms 1,1000] [--batch on] [--rounds 1] [--windows 5] [--window-ms 2000] [--in-flight 2000]
  */
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
@@ -34,6 +37,7 @@ const { values } = parseArgs({
     'warmup-ms': { type: 'string', default: '4000' },
     'in-flight': { type: 'string', default: '2000' },
     rounds: { type: 'string', default: '1' },
+    batch: { type: 'string', default: 'on' },
   },
 });
 const NODES = values.nodes.split(',').map(Number),
@@ -42,7 +46,8 @@ const NODES = values.nodes.split(',').map(Number),
   WINDOW_MS = Number(values['window-ms']),
   WARMUP_MS = Number(values['warmup-ms']),
   IN_FLIGHT = Number(values['in-flight']),
-  ROUNDS = Number(values.rounds);
+  ROUNDS = Number(values.rounds),
+  BATCH = values.batch.split(',');
 const SHARDS = 12;
 const MACHINES = fileURLToPath(new URL('../../../apps/machines.ts', import.meta.url));
 
@@ -53,10 +58,10 @@ interface Node {
 }
 
 /** A cluster node over `nats`, or with `dataDir` the embedded server (SQLite), for the baseline. */
-async function startNode(id: string, where: { nats: string[]; prefix: string } | { dataDir: string }): Promise<Node> {
+async function startNode(id: string, where: { nats: string[]; prefix: string; batch: string } | { dataDir: string }): Promise<Node> {
   const mode =
     'nats' in where
-      ? ['--nats', where.nats.join(','), '--node-id', id, '--shards', String(SHARDS), '--nats-prefix', where.prefix]
+      ? ['--nats', where.nats.join(','), '--node-id', id, '--shards', String(SHARDS), '--nats-prefix', where.prefix, '--nats-batch', where.batch]
       : ['--data-dir', where.dataDir];
   // The rate limits raised, as in the embedded runtime benchmark (R3): with the defaults (1,000
   // ops/s a connection) one room's two clients measure the limit, 2,000 ops/s.
@@ -74,6 +79,8 @@ interface Result {
   /** 0: the embedded server (SQLite). */
   nodes: number;
   rooms: number;
+  /** Batched appends (cluster nodes): on or off. */
+  batch: string;
   opsPerSec: number;
   nodeCores: number;
   natsCores: number;
@@ -84,14 +91,14 @@ interface Result {
   natsUsPerOp: number;
 }
 
-async function measure(nats: Awaited<ReturnType<typeof startNatsCluster>>, nNodes: number, nRooms: number, run: number): Promise<Result> {
+async function measure(nats: Awaited<ReturnType<typeof startNatsCluster>>, nNodes: number, nRooms: number, run: number, batch: string): Promise<Result> {
   const prefix = `tp${run}`;
   const nodes: Node[] = [];
   const gens: Child[] = [];
   const embedded = nNodes === 0;
   try {
     if (embedded) nodes.push(await startNode('embedded', { dataDir: join(data.dir, prefix) }));
-    else for (let i = 0; i < nNodes; i++) nodes.push(await startNode(`n${i}`, { nats: nats.urls, prefix }));
+    else for (let i = 0; i < nNodes; i++) nodes.push(await startNode(`n${i}`, { nats: nats.urls, prefix, batch }));
     // Rooms by the node that serves their shard.
     const byNode: string[][] = nodes.map(() => []);
     for (let r = 0; r < nRooms; r++) {
@@ -146,6 +153,7 @@ async function measure(nats: Awaited<ReturnType<typeof startNatsCluster>>, nNode
     return {
       nodes: nNodes,
       rooms: nRooms,
+      batch: embedded ? '' : batch,
       opsPerSec: Math.round(med.opsPerSec),
       nodeCores: +med.node.toFixed(2),
       natsCores: +med.nats.toFixed(2),
@@ -170,8 +178,8 @@ try {
   // The embedded server (SQLite, nodes 0) beside each cluster size, in turn, each round.
   for (let round = 1; round <= ROUNDS; round++)
     for (const rooms of ROOMS)
-      for (const n of [0, ...NODES]) {
-        const r = await measure(nats, n, rooms, ++run);
+      for (const [n, batch] of [[0, ''] as const, ...NODES.flatMap((n) => BATCH.map((b) => [n, b] as const))]) {
+        const r = await measure(nats, n, rooms, ++run, batch);
         results.push(r);
         console.log(JSON.stringify(r));
       }
@@ -179,9 +187,9 @@ try {
   await nats.close();
   data.cleanup();
 }
-console.log('\n| rooms | nodes | ops/s | node cores | NATS cores | load cores | CPU per op (nodes + NATS) | of it nodes | of it NATS |');
-console.log('|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
+console.log('\n| rooms | nodes | batch | ops/s | node cores | NATS cores | load cores | CPU per op (nodes + NATS) | of it nodes | of it NATS |');
+console.log('|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|');
 for (const r of results)
   console.log(
-    `| ${r.rooms} | ${r.nodes || 'embedded'} | ${r.opsPerSec} | ${r.nodeCores} | ${r.natsCores} | ${r.loadgenCores} | ${r.cpuUsPerOp} µs | ${r.nodeUsPerOp} µs | ${r.natsUsPerOp} µs |`,
+    `| ${r.rooms} | ${r.nodes || 'embedded'} | ${r.batch} | ${r.opsPerSec} | ${r.nodeCores} | ${r.natsCores} | ${r.loadgenCores} | ${r.cpuUsPerOp} µs | ${r.nodeUsPerOp} µs | ${r.natsUsPerOp} µs |`,
   );

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
 import { indexedDbStorage } from '../src/index.ts';
 
-const op = (seq: number) => ({ seq, name: 'say', args: { text: `m${seq}` } });
+const op = (seq: number) => ({ client: 'c1', seq, name: 'say', args: { text: `m${seq}` } });
 const big = { items: Array.from({ length: 1000 }, (_, i) => ({ id: i, text: `item ${i}` })) };
 
 /** The raw rows of a database, read with a plain IndexedDB connection. */

@@ -10,7 +10,7 @@
  * counted, not problems: the replay rule is there to ignore them.
  */
 import type { LogEntry } from '@hercules/core';
-import { type CkptBody, confirmedCheckpoints, type LogBody, RECORD_HEADERS as H, shardOf, subjectOf, validRecords } from './cluster-store.ts';
+import { type CkptBody, confirmedCheckpoints, type LogBody, RECORD_HEADERS as H, readRoomLog, shardOf, subjectOf, validRecords } from './cluster-store.ts';
 import type { ShardLog } from './shard-log.ts';
 
 export interface RoomAudit {
@@ -50,7 +50,7 @@ export async function auditRoom(log: ShardLog, room: string, opts: { subjectPref
   const ckptSubjectMsgs = await log.read(shard, subject('ckpt'));
   const confirmed = confirmedCheckpoints(claims, ckptSubjectMsgs);
   const ckptMsgs = ckptSubjectMsgs.filter((m) => !m.headers[H.mark]);
-  const logMsgs = (await log.read(shard, subject('log'))).filter((m) => !m.headers[H.mark]);
+  const logMsgs = (await readRoomLog(log, prefix, shard, room)).filter((m) => !m.headers[H.mark]);
   // A deletion that counts (a tombstone on the checkpoint subject) ends the room's history: what follows it is a room created again.
   const allCkpts = validRecords(claims, ckptMsgs);
   const allRecs = validRecords(claims, logMsgs);

@@ -107,6 +107,13 @@ export interface ClusterStoreOptions {
    * per machine. Default DEFAULT_RETENTION. The stream itself keeps it all while `purge` is off.
    */
   retention?: RetentionSetting;
+  /**
+   * Write a shard's log records of one event-loop turn as one message on the shard's batch
+   * subject (`<p>.k.batch`), fenced as one. Default true. Turn it off for a rolling upgrade from
+   * a version that does not read batches (a node that does not read them loads rooms short),
+   * and on again once every node runs this one.
+   */
+  batchAppends?: boolean;
   /** This node gave up a shard (its lease was lost or taken): close the connections to its rooms. */
   onShardLost?: (shard: number, why: string) => void;
   /** Something worth logging happened (a re-claim, a refused append). */
@@ -153,7 +160,7 @@ export function shardOf(room: string, shards: number): number {
 }
 
 /** The subject of a shard's claims (no room), or of a room's log or checkpoints. */
-export function subjectOf(prefix: string, shard: number, kind: 'claim' | 'log' | 'ckpt', room?: string): string {
+export function subjectOf(prefix: string, shard: number, kind: 'claim' | 'log' | 'ckpt' | 'batch', room?: string): string {
   return room === undefined ? `${prefix}.${shard}.${kind}` : `${prefix}.${shard}.${kind}.${roomToken(room)}`;
 }
 
@@ -221,8 +228,19 @@ export const RECORD_HEADERS = {
   mark: 'Hc-Mark',
   confirms: 'Hc-Confirms',
   deleted: 'Hc-Deleted',
+  batch: 'Hc-Batch',
 } as const;
-const { claim: H_CLAIM, epoch: H_EPOCH, rev: H_REV, part: H_PART, parts: H_PARTS, mark: H_MARK, confirms: H_CONFIRMS, deleted: H_DELETED } = RECORD_HEADERS;
+const {
+  claim: H_CLAIM,
+  epoch: H_EPOCH,
+  rev: H_REV,
+  part: H_PART,
+  parts: H_PARTS,
+  mark: H_MARK,
+  confirms: H_CONFIRMS,
+  deleted: H_DELETED,
+  batch: H_BATCH,
+} = RECORD_HEADERS;
 /** Room for the headers and the protocol's own in a message. */
 const HEADROOM = 1024;
 
@@ -286,6 +304,21 @@ function asStorageError(e: unknown, what: string): HerculesError {
 
 type ShardState = 'idle' | 'owned';
 
+type OutMsg = { subject: string; data: Uint8Array; headers: Record<string, string> };
+
+/** A room's append waiting for its shard's flush: its log record, the checkpoint's messages that follow it, its caller. */
+interface PendingAppend {
+  room: string;
+  rev: number;
+  body: Uint8Array;
+  claim: Record<string, string>;
+  ckpt: OutMsg[];
+  /** Too large for a batch: its parts on the room's subject, in the flush's order. */
+  parts?: OutMsg[];
+  resolve: (ckptSeqs: number[]) => void;
+  reject: (e: unknown) => void;
+}
+
 /** One shard as this node sees it: its lease, its claim, the pipeline's predicted sequence. */
 class Shard {
   state: ShardState = 'idle';
@@ -319,6 +352,8 @@ class Shard {
   nextBarrier: Promise<void> | undefined;
   /** Being handed over to this node (handOver): its rooms are not opened here meanwhile. */
   leaving: string | undefined;
+  /** Log records of this turn, not yet published: one batch message at the turn's end (batchAppends). */
+  pending: PendingAppend[] = [];
   constructor(readonly k: number) {}
 }
 
@@ -338,6 +373,7 @@ export class ClusterStore implements RoomStore {
   private readonly clock: Clock;
   private readonly wallClock: () => number;
   private readonly opts: ClusterStoreOptions;
+  private readonly batchAppends: boolean;
   /** This store instance in message ids: unique across nodes and restarts (JetStream drops a repeated id within its window). */
   private readonly instance = randomUUID();
   private claimAttempts = 0;
@@ -358,6 +394,7 @@ export class ClusterStore implements RoomStore {
     this.prefix = opts.subjectPrefix ?? 'hc';
     this.checkpointEvery = Math.max(1, opts.checkpointEvery ?? 1000);
     this.purge = opts.purge ?? false;
+    this.batchAppends = opts.batchAppends ?? true;
     this.marginMs = opts.leaseMarginMs ?? Math.min(500, Math.floor(this.leases.ttlMs / 4));
     if (this.marginMs >= this.leases.ttlMs / 2)
       throw new HerculesError('bad-argument', `the lease margin (${this.marginMs} ms) must be under half the lease (${this.leases.ttlMs} ms)`);
@@ -435,7 +472,7 @@ export class ClusterStore implements RoomStore {
     return l ? (JSON.parse(l.value) as { node: string }).node : undefined;
   }
 
-  private subject(shard: number, kind: 'claim' | 'log' | 'ckpt', room?: string): string {
+  private subject(shard: number, kind: 'claim' | 'log' | 'ckpt' | 'batch', room?: string): string {
     return subjectOf(this.prefix, shard, kind, room);
   }
 
@@ -766,6 +803,80 @@ export class ClusterStore implements RoomStore {
     });
   }
 
+  /**
+   * A room's log record (rev `rev`) and the checkpoint messages that follow it (`ckpt`): with
+   * batchAppends, queued for the shard's batch at the end of this event-loop turn (a record too
+   * large for one goes in parts on the room's subject, as without). Resolves with the sequences
+   * of `ckpt` (its last is the checkpoint's last part) once the whole flush is confirmed.
+   */
+  private sendRecord(s: Shard, room: string, rev: number, body: Uint8Array, ckpt: OutMsg[]): Promise<number[]> {
+    if (!this.batchAppends) return this.publish(s, [...this.record(s, this.subject(s.k, 'log', room), rev, body), ...ckpt]);
+    // A large record waits its turn in the queue all the same: published ahead of records queued
+    // before it, it would break their room's chain (found by the cluster simulator, seed 12).
+    const parts = batchCost(room, body) > this.batchLimit() ? this.record(s, this.subject(s.k, 'log', room), rev, body) : undefined;
+    return new Promise((resolve, reject) => {
+      s.pending.push({ room, rev, body, claim: this.claimHeaders(s), ckpt, ...(parts ? { parts } : {}), resolve, reject });
+      // A 0 ms timer (setImmediate on the system clock): after every room host's commit of this
+      // turn (microtasks) and the other I/O callbacks of this loop iteration, as SQLite's group commit.
+      if (s.pending.length === 1) this.clock.after(0, () => this.flush(s));
+    });
+  }
+
+  /** The most bytes of records in one batch message. */
+  private batchLimit(): number {
+    return Math.max(256, this.log.maxPayload - HEADROOM);
+  }
+
+  /**
+   * The shard's queued records as batch messages, in order, each under the size limit; a
+   * record's checkpoint closes its batch and follows it (a load reads the log after its
+   * checkpoint: a later record of the room must not come before it). One fenced publish: the
+   * pipeline confirms all of it or none.
+   */
+  private flush(s: Shard): void {
+    const items = s.pending;
+    s.pending = [];
+    if (items.length === 0) return;
+    const msgs: OutMsg[] = [];
+    const ckptAt: number[] = [];
+    let batch: PendingAppend[] = [];
+    let size = 0;
+    const close = () => {
+      if (batch.length > 0) msgs.push(batchMessage(this.subject(s.k, 'batch'), batch));
+      batch = [];
+      size = 0;
+    };
+    for (const it of items) {
+      if (it.parts) {
+        close();
+        ckptAt.push(msgs.length + it.parts.length);
+        msgs.push(...it.parts, ...it.ckpt);
+        continue;
+      }
+      const cost = batchCost(it.room, it.body);
+      if (size + cost > this.batchLimit() || (batch.length > 0 && batch[0].claim[H_CLAIM] !== it.claim[H_CLAIM])) close();
+      batch.push(it);
+      size += cost;
+      if (it.ckpt.length > 0) close();
+      ckptAt.push(msgs.length);
+      msgs.push(...it.ckpt);
+    }
+    close();
+    this.publish(s, msgs).then(
+      (seqs) => {
+        for (const [i, it] of items.entries()) it.resolve(seqs.slice(ckptAt[i], ckptAt[i] + it.ckpt.length));
+      },
+      (e) => {
+        for (const it of items) it.reject(e);
+      },
+    );
+  }
+
+  /** A room's log messages from `from` on: its own subject's and its records in the shard's batches, in stream order (`until`: read each up to a message of its own). */
+  private readLog(k: number, room: string, from: number, until?: { log: number; batch: number }): Promise<LogMessage[]> {
+    return readRoomLog(this.log, this.prefix, k, room, from, until);
+  }
+
   // ---------------------------------------------------------------- records
 
   /** A record as messages: its body's bytes in parts under the log's size limit, epoch and rev in the headers. */
@@ -880,7 +991,9 @@ export class ClusterStore implements RoomStore {
     // (or a replica serving the read) may be behind its log (nats-server < 2.11); a read that
     // stops at what it happens to have misses records, and the room reloads short: measured
     // under stream-leader kills, as a room recreated empty and as confirmed ops lost.
-    const [ckptMark, logMark] = await this.publish(s, [this.marker(s, ckptSubject), this.marker(s, logSubject)]);
+    const batchSubject = this.subject(s.k, 'batch');
+    const [ckptMark, logMark, batchMark] = await this.publish(s, [this.marker(s, ckptSubject), this.marker(s, logSubject), this.marker(s, batchSubject)]);
+    const until = { log: logMark, batch: batchMark };
     const ckptMsgs = await this.log.read(s.k, ckptSubject, 1, ckptMark);
     const { base, after, ckpts } = chainBase(s.claims, ckptMsgs);
     if (!base && ckpts > 0)
@@ -889,13 +1002,13 @@ export class ClusterStore implements RoomStore {
       );
     if (!base) {
       // Never created (or deleted), as far as a complete read shows. Defence in depth: no log record of it since either.
-      if (this.records(s, await this.log.read(s.k, logSubject, after + 1, logMark)).length > 0)
+      if (this.records(s, await this.readLog(s.k, room, after + 1, until)).length > 0)
         throw new StorageError(`room ${room} has log records but no valid checkpoint; it is not created again. Check the stream ${s.k} (an operator's purge?)`);
       return undefined;
     }
     const ck = base.body as CkptBody;
     const r = this.fromCheckpoint(room, s.k, base.rev, ck, base.bytes);
-    follow(r, this.records(s, await this.log.read(s.k, logSubject, base.seq + 1, logMark)));
+    follow(r, this.records(s, await this.readLog(s.k, room, base.seq + 1, until)));
     return { r, state: ck.state };
   }
 
@@ -903,7 +1016,8 @@ export class ClusterStore implements RoomStore {
     if (this.closed) return Promise.reject(closedError(`append to room ${String(room)}`));
     let r: OpenRoom | undefined;
     let s: Shard | undefined;
-    let msgs: { subject: string; data: Uint8Array; headers: Record<string, string> }[];
+    let msgs: OutMsg[];
+    let bytes: Uint8Array;
     let head: number;
     let ckpt: { body: CkptBody; bytes: number } | undefined;
     try {
@@ -922,8 +1036,8 @@ export class ClusterStore implements RoomStore {
         time: this.wallClock(),
       };
       if (write.checkpoint) body.digest = { pos: write.checkpoint.pos, digest: digestOf(room, write.checkpoint.pos, write.checkpoint.state) };
-      const bytes = encode(body, `room ${room}: an append`);
-      msgs = this.record(s, this.subject(r.shard, 'log', room), r.rev + 1, bytes);
+      bytes = encode(body, `room ${room}: an append`);
+      msgs = [];
       // The room moves now (appends take effect in call order); a failure fails every later one too (the shard re-claims).
       r.rev++;
       r.head = head;
@@ -950,8 +1064,9 @@ export class ClusterStore implements RoomStore {
     }
     const open = r;
     const shard = s;
-    const p = this.publish(s, msgs).then((seqs) => {
-      if (ckpt) void this.checkpointed(open, shard, ckpt.body, seqs[seqs.length - 1], ckpt.bytes, msgs[0].headers[H_CLAIM]);
+    const claim = String(s.claimSeq);
+    const p = this.sendRecord(s, room, r.rev, bytes, msgs).then((seqs) => {
+      if (ckpt) void this.checkpointed(open, shard, ckpt.body, seqs[seqs.length - 1], ckpt.bytes, claim);
       return { rev: write.after + 1, head };
     });
     open.inFlight.add(p);
@@ -1204,7 +1319,7 @@ export class ClusterStore implements RoomStore {
     }
     const ck = base.body as CkptBody;
     const r = this.fromCheckpoint(room, k, base.rev, ck, base.bytes);
-    if (log) follow(r, validRecords(claims, await this.log.read(k, this.subject(k, 'log', room), base.seq + 1)));
+    if (log) follow(r, validRecords(claims, await this.readLog(k, room, base.seq + 1)));
     return { r, state: ck.state, bytes: base.bytes + r.logBytesSince };
   }
 
@@ -1273,7 +1388,7 @@ export class ClusterStore implements RoomStore {
     const ck0 = oldest.body as CkptBody;
     const r = this.fromCheckpoint(room, k, oldest.rev, ck0, oldest.bytes);
     const timed: HistoryEntry[] = ck0.suffix.map((e) => ({ ...e, time: ck0.lastActivity ?? 0 }));
-    const recs = validRecords(claims, await this.log.read(k, this.subject(k, 'log', room), oldest.seq + 1));
+    const recs = validRecords(claims, await this.readLog(k, room, oldest.seq + 1));
     for (const rec of recs) {
       const rev = r.rev;
       follow(r, [rec]);
@@ -1656,6 +1771,98 @@ function joinBody(parts: readonly LogMessage[]): unknown {
     at += p.data.length;
   }
   return JSON.parse(dec.decode(joined));
+}
+
+/** What a record takes of a batch message: its body and its entry in the batch's index. */
+function batchCost(room: string, body: Uint8Array): number {
+  return body.length + Buffer.byteLength(room, 'utf8') + 32;
+}
+
+/**
+ * One message of several rooms' log records (headers: the claim's, `Hc-Batch` the count): a
+ * 4-byte big-endian length, an index of that length (JSON `[[room, rev, bytes], ...]`), then
+ * the records' bodies one after another, as the index says. A reader takes its room's records
+ * without parsing the others'.
+ */
+function batchMessage(subject: string, items: readonly PendingAppend[]): OutMsg {
+  const index = enc.encode(JSON.stringify(items.map((it) => [it.room, it.rev, it.body.length])));
+  const data = new Uint8Array(4 + index.length + items.reduce((a, it) => a + it.body.length, 0));
+  new DataView(data.buffer).setUint32(0, index.length);
+  data.set(index, 4);
+  let at = 4 + index.length;
+  for (const it of items) {
+    data.set(it.body, at);
+    at += it.body.length;
+  }
+  return { subject, data, headers: { ...items[0].claim, [H_BATCH]: String(items.length) } };
+}
+
+/** A batch message's records, in order: room, rev and body bytes. A message that is not a whole batch throws (StorageError). */
+export function batchRecords(m: LogMessage): { room: string; rev: number; body: Uint8Array }[] {
+  try {
+    const view = new DataView(m.data.buffer, m.data.byteOffset, m.data.byteLength);
+    const n = view.getUint32(0);
+    const index = JSON.parse(dec.decode(m.data.subarray(4, 4 + n))) as [string, number, number][];
+    let at = 4 + n;
+    const out = index.map(([room, rev, len]) => {
+      const body = m.data.subarray(at, at + len);
+      at += len;
+      return { room, rev, body };
+    });
+    if (at !== m.data.length || out.length !== Number(m.headers[H_BATCH])) throw new Error(`${at} bytes of ${m.data.length} indexed`);
+    return out;
+  } catch (e) {
+    throw new StorageError(`the batch at seq ${m.seq} (${m.subject}) cannot be read: ${(e as Error).message}. Check the stream`, e);
+  }
+}
+
+/**
+ * A room's records in batch messages as messages of the room's log subject: the batch's
+ * sequence and claim headers, the record's rev, one part. `validRecords` reads them as any record.
+ */
+export function fromBatches(msgs: readonly LogMessage[], room: string, logSubject: string): LogMessage[] {
+  const out: LogMessage[] = [];
+  for (const m of msgs) {
+    if (m.headers[H_MARK] || m.headers[H_BATCH] === undefined) continue;
+    const { [H_BATCH]: _, ...headers } = m.headers;
+    for (const r of batchRecords(m))
+      if (r.room === room)
+        out.push({
+          seq: m.seq,
+          subject: logSubject,
+          data: r.body,
+          time: m.time,
+          headers: { ...headers, [H_REV]: String(r.rev), [H_PART]: '0', [H_PARTS]: '1' },
+        });
+  }
+  return out;
+}
+
+/**
+ * A room's log messages with seq >= `from`: those of its own subject and its records in the
+ * shard's batch messages, merged in stream order. `until`: read each subject up to that message
+ * of its own (a read barrier), else up to its last.
+ */
+export async function readRoomLog(
+  log: ShardLog,
+  prefix: string,
+  k: number,
+  room: string,
+  from = 1,
+  until?: { log: number; batch: number },
+): Promise<LogMessage[]> {
+  const logSubject = subjectOf(prefix, k, 'log', room);
+  const [own, batches] = await Promise.all([log.read(k, logSubject, from, until?.log), log.read(k, subjectOf(prefix, k, 'batch'), from, until?.batch)]);
+  const mine = fromBatches(batches, room, logSubject);
+  if (mine.length === 0) return own;
+  const out: LogMessage[] = [];
+  let i = 0;
+  for (const m of mine) {
+    while (i < own.length && own[i].seq < m.seq) out.push(own[i++]);
+    out.push(m);
+  }
+  while (i < own.length) out.push(own[i++]);
+  return out;
 }
 
 /** A room's name from one of its subjects (its last token). */

@@ -42,6 +42,8 @@ export interface ClusterDeploymentOptions {
   placement?: boolean;
   /** How long a node must be heard without a break before shards move to it, ms. Default 5000. */
   settleMs?: number;
+  /** ClusterStoreOptions.batchAppends. */
+  batchAppends?: boolean;
 }
 
 /** What the node's handle shows once the deployment is open and the service attached. */
@@ -150,6 +152,7 @@ async function placement(
     shards: opts.shards,
     subjectPrefix: prefix,
     retention: opts.retention,
+    batchAppends: opts.batchAppends,
     onShardLost: (k, why) => {
       service?.log.warn({ shard: k, why }, 'gave up a shard; its rooms move to another node');
       service?.failRooms((room) => store.shardOf(room) === k, reconnectToResume(`the room moved to another server (${why})`));

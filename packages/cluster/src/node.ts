@@ -29,6 +29,8 @@ export interface ClusterNodeOptions extends Omit<FrontDoorOptions<ClusterStore>,
   prefix?: string;
   /** JetStream's duplicate window for the streams this node creates (default 2 min; see JetStreamLogOptions). */
   duplicateWindowMs?: number;
+  /** A shard's appends of one turn as one message (default true; ClusterStoreOptions.batchAppends: off for a rolling upgrade from a version without it). */
+  batchAppends?: boolean;
   /**
    * How much history `room(name).stateAt` and `log` read behind the newest checkpoint
    * (docs/history.md): `{ ops?, days?, machines? }`, default the last 10,000 ops. The streams
@@ -62,11 +64,11 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
   const prefix = opts.prefix ?? 'hc';
   if (!/^[A-Za-z0-9_-]+$/.test(prefix))
     throw new HerculesError('bad-argument', `createClusterNode: prefix must be letters, digits, _ or -, got ${JSON.stringify(prefix)}`);
-  const { nats, nodeId, shards, leaseMs, replicas, duplicateWindowMs, history, placement, settleMs, ...server } = opts;
+  const { nats, nodeId, shards, leaseMs, replicas, duplicateWindowMs, history, placement, settleMs, batchAppends, ...server } = opts;
   const retention = retentionSetting('createClusterNode', history);
   let parts: ClusterParts | undefined;
   const deployment = clusterDeployment(
-    { nats, nodeId, shards, leaseMs, replicas, prefix, duplicateWindowMs, retention, placement, settleMs, webhooks: (opts.webhooks?.length ?? 0) > 0 },
+    { nats, nodeId, shards, leaseMs, replicas, prefix, duplicateWindowMs, retention, placement, settleMs, batchAppends, webhooks: (opts.webhooks?.length ?? 0) > 0 },
     (p) => {
       parts = p;
     },

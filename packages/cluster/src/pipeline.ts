@@ -5,6 +5,7 @@
  * Importing it loads neither the NATS clients nor `ws`.
  */
 export {
+  batchRecords,
   ClusterStore,
   confirmedCheckpoints,
   counts,

@@ -11,8 +11,20 @@
  *
  * Core NATS delivers at most once, in order per publisher: a gap in Hc-N, or a peer node whose
  * heartbeats stop, closes the connection (the client reconnects and resumes exactly once, as
- * after any cut). Flow control across the relay is not implemented: the owner sees a
- * `bufferedAmount` of 0 for relayed connections.
+ * after any cut).
+ *
+ * Flow control, so that a slow client or a slow link is bounded as on a direct connection (the
+ * room service's own bounds apply to what the owner sees):
+ *   - the owner counts the bytes it sent; the edge reports (headers Hc-Id, Hc-Delivered: bytes
+ *     it handed to the client's socket, Hc-Buffered: the socket's unsent bytes) every
+ *     REPORT_BYTES delivered and every heartbeat. The relayed connection's `bufferedAmount` is
+ *     what is still on the way plus what the client's socket holds: the service's slow-consumer
+ *     cut (maxSendBufferBytes) and presence holding act on it. An edge that stops reporting
+ *     (frozen, or a slow link) lets it grow, and the connection is cut like a slow reader;
+ *   - the service's `pause()` / `resume()` (its input bound) go to the edge (Hc-Flow: pause or
+ *     resume), which stops reading the client's socket. A pause is sent again every heartbeat
+ *     while it holds; an edge that hears none for 3 heartbeats resumes (a resume may be lost:
+ *     core NATS delivers at most once).
  */
 import { HerculesError } from '@hercules/core';
 import type { Connection, ConnectionEvents, ConnectionRequest } from '@hercules/server/core';
@@ -22,6 +34,14 @@ const H_ID = 'Hc-Id';
 const H_N = 'Hc-N';
 const H_CLOSE = 'Hc-Close';
 const H_REASON = 'Hc-Reason';
+const H_DELIVERED = 'Hc-Delivered';
+const H_BUFFERED = 'Hc-Buffered';
+const H_FLOW = 'Hc-Flow';
+/**
+ * The edge reports its delivery at least every this many bytes: the owner's view of a relayed
+ * connection's backlog is at most this far behind (against a 16 MiB maxSendBufferBytes).
+ */
+const REPORT_BYTES = 64 << 10;
 
 export interface RelayOptions {
   nc: NatsConnection;
@@ -39,6 +59,11 @@ export interface RelayOptions {
 export interface EdgeSocket {
   send(frame: Uint8Array): void;
   close(code: number, reason: string): void;
+  /** Bytes sent to the socket and not yet written out (a WebSocket's bufferedAmount); absent: 0. */
+  readonly bufferedAmount?: number;
+  /** Stop and start reading the client's frames (the owner's input bound). */
+  pause?(): void;
+  resume?(): void;
 }
 
 interface Edge {
@@ -48,6 +73,12 @@ interface Edge {
   nOut: number;
   nIn: number;
   closed: boolean;
+  /** Bytes handed to the socket, and as last reported to the owner. */
+  delivered: number;
+  reported: number;
+  reportedBuffered: number;
+  /** Paused by the owner: when its last pause arrived (performance.now). */
+  pausedAt?: number;
 }
 
 interface Relayed {
@@ -57,6 +88,12 @@ interface Relayed {
   nIn: number;
   nOut: number;
   closed: boolean;
+  /** Bytes sent to the edge; bytes the edge last said it delivered, and what its socket held then. */
+  sent: number;
+  delivered: number;
+  edgeBuffered: number;
+  /** The service paused its input. */
+  paused: boolean;
 }
 
 export class Relay {
@@ -167,7 +204,7 @@ export class Relay {
     socket: EdgeSocket,
   ): Promise<{ id: string; send(frame: Uint8Array): void; close(code: number, reason: string): void }> {
     const id = `${this.nodeId}/${++this.seq}`;
-    const edge: Edge = { id, owner, socket, nOut: 0, nIn: 0, closed: false };
+    const edge: Edge = { id, owner, socket, nOut: 0, nIn: 0, closed: false, delivered: 0, reported: 0, reportedBuffered: 0 };
     this.edges.set(id, edge);
     const body = {
       id,
@@ -217,6 +254,8 @@ export class Relay {
       edge.socket.close(Number(close) || 1011, m.headers?.get(H_REASON) ?? '');
       return;
     }
+    const flow = m.headers?.get(H_FLOW);
+    if (flow) return this.edgeFlow(edge, flow === 'pause');
     const n = Number(m.headers?.get(H_N));
     if (n !== edge.nIn) {
       this.cutEdge(edge, 1012, `the relay from node ${edge.owner} lost a frame (expected ${edge.nIn}, got ${n}); reconnect`);
@@ -224,6 +263,42 @@ export class Relay {
     }
     edge.nIn++;
     edge.socket.send(m.data);
+    edge.delivered += m.data.length;
+    if (edge.delivered - edge.reported >= REPORT_BYTES) this.report(edge);
+  }
+
+  /** The owner paused (or resumed) the client's input. */
+  private edgeFlow(edge: Edge, pause: boolean): void {
+    if (pause) {
+      if (edge.pausedAt === undefined) edge.socket.pause?.();
+      edge.pausedAt = performance.now();
+    } else if (edge.pausedAt !== undefined) {
+      edge.pausedAt = undefined;
+      edge.socket.resume?.();
+    }
+  }
+
+  /** Tell the owner how much of its output reached the client's socket, and what the socket holds. */
+  private report(edge: Edge): void {
+    edge.reported = edge.delivered;
+    edge.reportedBuffered = edge.socket.bufferedAmount ?? 0;
+    const h = natsHeaders();
+    h.set(H_ID, edge.id);
+    h.set(H_DELIVERED, String(edge.delivered));
+    h.set(H_BUFFERED, String(edge.reportedBuffered));
+    try {
+      this.nc.publish(`${this.p}.relay.${edge.owner}.in`, new Uint8Array(0), { headers: h });
+    } catch {
+      /* the connection is closing */
+    }
+  }
+
+  /** Every heartbeat: reports that changed, and a pause the owner stopped repeating lifted. */
+  private edgeTick(): void {
+    for (const edge of this.edges.values()) {
+      if (edge.delivered !== edge.reported || (edge.socket.bufferedAmount ?? 0) !== edge.reportedBuffered) this.report(edge);
+      if (edge.pausedAt !== undefined && performance.now() - edge.pausedAt >= 3 * this.beatMs) this.edgeFlow(edge, false);
+    }
   }
 
   private cutEdge(edge: Edge, code: number, reason: string): void {
@@ -244,29 +319,9 @@ export class Relay {
       m.respond(JSON.stringify({ ok: false, message: 'malformed relay request' }));
       return;
     }
-    const r: Relayed = { id: body.id, edge: body.edge, nIn: 0, nOut: 0, closed: false };
+    const r: Relayed = { id: body.id, edge: body.edge, nIn: 0, nOut: 0, closed: false, sent: 0, delivered: 0, edgeBuffered: 0, paused: false };
     this.relayed.set(r.id, r);
-    const out = `${this.p}.relay.${body.edge}.out`;
-    const conn: Connection = {
-      remote: `${body.edge}/${body.remote}`,
-      get isOpen() {
-        return !r.closed;
-      },
-      bufferedAmount: 0,
-      listen: (events) => {
-        r.events = events;
-        // Ended before the service listened (its edge went silent while this node took the
-        // shard): say so, or the service's session waits for a close that already happened.
-        if (r.closed) queueMicrotask(() => events.close());
-      },
-      send: (frame) => {
-        if (!r.closed) this.publish(out, r.id, r.nOut++, frame);
-      },
-      close: (code, reason) => this.endRelayed(r, code, reason, true),
-      terminate: () => this.endRelayed(r, 1006, 'terminated', true),
-      pause: () => {},
-      resume: () => {},
-    };
+    const conn = this.relayedConnection(r, `${body.edge}/${body.remote}`);
     let verdict: { ok: true } | { ok: false; owner?: string; message: string };
     try {
       const acceptedAt = typeof body.acceptedAt === 'number' && Number.isSafeInteger(body.acceptedAt) && body.acceptedAt >= 0 ? body.acceptedAt : undefined;
@@ -287,6 +342,50 @@ export class Relay {
     m.respond(JSON.stringify(verdict));
   }
 
+  /** The room service's side of a relayed connection. */
+  private relayedConnection(r: Relayed, remote: string): Connection {
+    const out = `${this.p}.relay.${r.edge}.out`;
+    return {
+      remote,
+      get isOpen() {
+        return !r.closed;
+      },
+      // What is on the way to the edge or unsent in the client's socket, as far as the edge's last report says.
+      get bufferedAmount() {
+        return r.sent - r.delivered + r.edgeBuffered;
+      },
+      listen: (events) => {
+        r.events = events;
+        // Ended before the service listened (its edge went silent while this node took the
+        // shard): say so, or the service's session waits for a close that already happened.
+        if (r.closed) queueMicrotask(() => events.close());
+      },
+      send: (frame) => {
+        if (r.closed) return;
+        r.sent += frame.length;
+        this.publish(out, r.id, r.nOut++, frame);
+      },
+      close: (code, reason) => this.endRelayed(r, code, reason, true),
+      terminate: () => this.endRelayed(r, 1006, 'terminated', true),
+      pause: () => this.ownerFlow(r, true),
+      resume: () => this.ownerFlow(r, false),
+    };
+  }
+
+  /** The service paused (or resumed) a relayed connection's input: tell its edge. */
+  private ownerFlow(r: Relayed, pause: boolean): void {
+    if (r.closed) return;
+    r.paused = pause;
+    const h = natsHeaders();
+    h.set(H_ID, r.id);
+    h.set(H_FLOW, pause ? 'pause' : 'resume');
+    try {
+      this.nc.publish(`${this.p}.relay.${r.edge}.out`, new Uint8Array(0), { headers: h });
+    } catch {
+      /* the connection is closing */
+    }
+  }
+
   private onIn(m: Msg): void {
     const id = m.headers?.get(H_ID);
     const r = id ? this.relayed.get(id) : undefined;
@@ -300,6 +399,16 @@ export class Relay {
     }
     if (m.headers?.get(H_CLOSE)) {
       this.endRelayed(r, 1000, 'client left', false);
+      return;
+    }
+    // (A header the message lacks reads as '': every frame has none.)
+    const delivered = m.headers?.get(H_DELIVERED);
+    if (delivered) {
+      // Reports may pass each other on the way only across a reconnect of the NATS client: keep the newest.
+      if (Number(delivered) >= r.delivered) {
+        r.delivered = Number(delivered);
+        r.edgeBuffered = Number(m.headers?.get(H_BUFFERED)) || 0;
+      }
       return;
     }
     const n = Number(m.headers?.get(H_N));
@@ -326,6 +435,8 @@ export class Relay {
 
   /** Peers that stopped beating: what is relayed to or from them is closed (clients reconnect). */
   private checkPeers(): void {
+    this.edgeTick();
+    for (const r of this.relayed.values()) if (r.paused) this.ownerFlow(r, true);
     for (const edge of [...this.edges.values()]) {
       if (!this.alive(edge.owner)) this.cutEdge(edge, 1012, `node ${edge.owner}, which served this room, stopped answering; reconnect`);
     }

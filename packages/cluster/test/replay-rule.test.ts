@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { LogEntry } from '@hercules/core';
-import { ClusterStore, confirmedCheckpoints, counts, RECORD_HEADERS as H, roomToken, validRecords } from '../src/cluster-store.ts';
+import { batchRecords, ClusterStore, confirmedCheckpoints, counts, RECORD_HEADERS as H, readRoomLog, roomToken, validRecords } from '../src/cluster-store.ts';
 import type { LogMessage, ShardLog } from '../src/shard-log.ts';
 import { Rng } from '@hercules/test-utils';
 import { SimLeaseTable, SimShardLog } from '../src/sim-log.ts';
@@ -26,20 +26,26 @@ function world() {
 }
 
 /** A log that hands every publish to `before` first (which may publish something itself). */
-function intercepted(log: ShardLog, before: (subject: string, headers: Record<string, string>) => Promise<void>): ShardLog {
+function intercepted(log: ShardLog, before: (subject: string, headers: Record<string, string>, data: Uint8Array) => Promise<void>): ShardLog {
   return new Proxy(log, {
     get: (target, prop, receiver) =>
       prop === 'publish'
         ? async (...args: Parameters<ShardLog['publish']>) => {
-            await before(args[1], args[3].headers ?? {});
+            await before(args[1], args[3].headers ?? {}, args[2]);
             return log.publish(...args);
           }
         : Reflect.get(target, prop, receiver),
   });
 }
 
-const store = (log: ShardLog, leases: SimLeaseTable, nodeId: string) =>
-  new ClusterStore({ log, leases, nodeId, shards: 1, subjectPrefix: 'hc', checkpointEvery: 1 });
+const store = (log: ShardLog, leases: SimLeaseTable, nodeId: string, batchAppends = true) =>
+  new ClusterStore({ log, leases, nodeId, shards: 1, subjectPrefix: 'hc', checkpointEvery: 1, batchAppends });
+
+/** Whether a message is the room's log record of `rev`: on its subject, or in a batch. */
+const isRecord = (subject: string, headers: Record<string, string>, data: Uint8Array, rev: number) =>
+  subject === LOG
+    ? headers[H.rev] === String(rev)
+    : subject === 'hc.0.batch' && !headers[H.mark] && batchRecords({ seq: 0, subject, data, headers }).some((r) => r.room === 'r' && r.rev === rev);
 
 const tags = (loaded: Awaited<ReturnType<ClusterStore['open']>>) => {
   const d = loaded!.durable;
@@ -47,41 +53,42 @@ const tags = (loaded: Awaited<ReturnType<ClusterStore['open']>>) => {
 };
 
 // spec: CLUSTER-CHAIN
-test('a checkpoint that landed while the append before it did not is not where a load starts', async () => {
-  const { log, leases } = world();
-  let intrude = false;
-  // Right before the log record of rev 2 goes out, another writer's message (a stale owner's:
-  // under no current claim) takes its place in the stream: the record is refused, and the
-  // checkpoint sent behind it finds the stream at the sequence it expected and lands.
-  const planted = intercepted(log, async (subject, headers) => {
-    if (intrude && subject === LOG && headers[H.rev] === '2') {
-      intrude = false;
-      await log.publish(0, LOG, new Uint8Array(0), { msgId: 'stale', headers: { [H.claim]: '0', [H.epoch]: '0', [H.mark]: '1' } });
-    }
+for (const batched of [true, false])
+  test(`a checkpoint that landed while the append before it did not is not where a load starts (${batched ? 'batched appends' : 'one message an append'})`, async () => {
+    const { log, leases } = world();
+    let intrude = false;
+    // Right before the log record of rev 2 goes out, another writer's message (a stale owner's:
+    // under no current claim) takes its place in the stream: the record is refused, and the
+    // checkpoint sent behind it finds the stream at the sequence it expected and lands.
+    const planted = intercepted(log, async (subject, headers, data) => {
+      if (intrude && isRecord(subject, headers, data, 2)) {
+        intrude = false;
+        await log.publish(0, LOG, new Uint8Array(0), { msgId: 'stale', headers: { [H.claim]: '0', [H.epoch]: '0', [H.mark]: '1' } });
+      }
+    });
+    const a = store(planted, leases, 'a', batched);
+    await a.open('r', INIT);
+    await a.append('r', { after: 0, entries: [entry(1)], checkpoint: { pos: 1, state: { n: 1 } } });
+    intrude = true;
+    await assert.rejects(a.append('r', { after: 1, entries: [entry(2)], checkpoint: { pos: 2, state: { n: 2 } } }), /not confirmed|wrong last sequence/);
+    // The checkpoint at rev 2 is in the stream and counts by the claim rule, but nobody confirmed it.
+    const ckpts = await log.read(0, CKPT);
+    const claims = (await log.read(0, 'hc.0.claim')).map((m) => ({ seq: m.seq, epoch: Number(m.headers[H.epoch]) }));
+    const rev2 = validRecords(claims, ckpts).find((r) => r.rev === 2);
+    assert.ok(rev2, 'the checkpoint of rev 2 landed and counts');
+    assert.ok(!confirmedCheckpoints(claims, ckpts).has(rev2.seq), 'and is not confirmed');
+    assert.ok(
+      (await readRoomLog(log, 'hc', 0, 'r')).every((m) => m.headers[H.rev] !== '2'),
+      'the log record of rev 2 never landed',
+    );
+    await a.close();
+    // A load starts from the confirmed checkpoint of rev 1: the room is at 1, not at the unlanded 2.
+    const b = store(log, leases, 'b');
+    const loaded = await b.open('r');
+    assert.equal(loaded!.rev, 1);
+    assert.deepEqual(tags(loaded), { head: 1, pos: 1, state: { n: 1 } });
+    await b.close();
   });
-  const a = store(planted, leases, 'a');
-  await a.open('r', INIT);
-  await a.append('r', { after: 0, entries: [entry(1)], checkpoint: { pos: 1, state: { n: 1 } } });
-  intrude = true;
-  await assert.rejects(a.append('r', { after: 1, entries: [entry(2)], checkpoint: { pos: 2, state: { n: 2 } } }), /not confirmed|wrong last sequence/);
-  // The checkpoint at rev 2 is in the stream and counts by the claim rule, but nobody confirmed it.
-  const ckpts = await log.read(0, CKPT);
-  const claims = (await log.read(0, 'hc.0.claim')).map((m) => ({ seq: m.seq, epoch: Number(m.headers[H.epoch]) }));
-  const rev2 = validRecords(claims, ckpts).find((r) => r.rev === 2);
-  assert.ok(rev2, 'the checkpoint of rev 2 landed and counts');
-  assert.ok(!confirmedCheckpoints(claims, ckpts).has(rev2.seq), 'and is not confirmed');
-  assert.ok(
-    (await log.read(0, LOG)).every((m) => m.headers[H.rev] !== '2'),
-    'the log record of rev 2 never landed',
-  );
-  await a.close();
-  // A load starts from the confirmed checkpoint of rev 1: the room is at 1, not at the unlanded 2.
-  const b = store(log, leases, 'b');
-  const loaded = await b.open('r');
-  assert.equal(loaded!.rev, 1);
-  assert.deepEqual(tags(loaded), { head: 1, pos: 1, state: { n: 1 } });
-  await b.close();
-});
 
 // spec: CLUSTER-CHAIN
 test('the replay rule: a message counts only under the last claim before it, whatever the epochs; older messages by their epoch', () => {

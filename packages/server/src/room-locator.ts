@@ -22,6 +22,11 @@ export interface RoomLocator {
 export interface EdgeSocket {
   send(frame: Uint8Array): void;
   close(code: number, reason: string): void;
+  /** Bytes sent and not yet written out (the WebSocket's bufferedAmount): the relay reports it to the owner, whose bounds act on it. */
+  readonly bufferedAmount?: number;
+  /** Stop and start reading the client's frames (the owner's input bound, across the relay). */
+  pause?(): void;
+  resume?(): void;
 }
 
 /** The relayed side of a client's connection: its frames go to the node serving the room. */

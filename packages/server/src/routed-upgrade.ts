@@ -77,6 +77,11 @@ async function serve(service: RoomService, locator: RoomLocator & { remote: Remo
       const link = await locator.remote.relay(at.node, room, request, {
         send: (frame) => ws.readyState === ws.OPEN && ws.send(frame, { binary: true }),
         close: (code, reason) => ws.close(code >= 1000 && code < 5000 && code !== 1005 && code !== 1006 ? code : 1011, reason),
+        get bufferedAmount() {
+          return ws.bufferedAmount;
+        },
+        pause: () => ws.pause(),
+        resume: () => ws.resume(),
       });
       ws.off('message', hold);
       if (gone) return link.close(1000, 'client left');

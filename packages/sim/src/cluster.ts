@@ -779,6 +779,14 @@ export class ClusterServer implements ServerSide {
   }
 }
 
+/** A batch message's records (docs/deployment.md, restated): a 4-byte big-endian index length, the index `[[room, rev, bytes], ...]`, the bodies in order. */
+function batchOf(m: LogMessage): { room: string; rev: number; body: Uint8Array }[] {
+  const n = Buffer.from(m.data).readUInt32BE(0);
+  const index = JSON.parse(Buffer.from(m.data.subarray(4, 4 + n)).toString('utf8')) as [string, number, number][];
+  let at = 4 + n;
+  return index.map(([room, rev, len]) => ({ room, rev, body: m.data.subarray(at, (at += len)) }));
+}
+
 /**
  * The room's chain as a fresh reader finds it, walked as each message lands (the stream only
  * grows at its end, and a later claim never changes what counted before it): the replay rule of
@@ -795,6 +803,7 @@ class Chain {
   private parts: LogMessage[] = [];
   private readonly claimSubject = subjectOf(PREFIX, 0, 'claim');
   private readonly logSubject = subjectOf(PREFIX, 0, 'log', ROOM);
+  private readonly batchSubject = subjectOf(PREFIX, 0, 'batch');
 
   constructor(
     private readonly sequenced: (e: LogEntry) => void,
@@ -822,6 +831,11 @@ class Chain {
     // Sent under a claim that another one followed: a stale owner's, or from before a re-claim.
     const stale = Number(m.headers[H.claim]) !== this.lastClaim;
     if (stale) this.count('cluster-stale-landed');
+    if (m.subject === this.batchSubject && !m.headers[H.mark] && !stale) {
+      // A batch: the room's records in it, each whole (one part), in order.
+      for (const r of batchOf(m)) if (r.room === ROOM) this.take(r.rev, r.body);
+      return;
+    }
     if (m.subject !== this.logSubject || m.headers[H.mark]) return;
     if (stale) {
       this.parts = [];
@@ -841,7 +855,12 @@ class Chain {
     if (this.parts.length < parts) return;
     const bytes = Buffer.concat(this.parts.map((p) => p.data));
     this.parts = [];
-    const body = JSON.parse(bytes.toString('utf8')) as { entries: LogEntry[] };
+    this.take(rev, bytes);
+  }
+
+  /** A whole record that counts: onto the chain if it follows it. */
+  private take(rev: number, bytes: Uint8Array): void {
+    const body = JSON.parse(Buffer.from(bytes).toString('utf8')) as { entries: LogEntry[] };
     if (rev !== this.rev + 1) return;
     if (body.entries.length > 0 && body.entries[0].pos !== this.head + 1) return;
     this.rev = rev;

@@ -69,6 +69,11 @@ export const SERVE_OPTIONS: readonly OptionGroup[] = [
       { name: 'lease-ms', arg: 'ms', help: "how long a dead node's rooms wait before another takes them (default 2000)" },
       { name: 'nats-replicas', arg: 'n', help: 'replicas of each stream (default 3; 1 for a single NATS server)' },
       { name: 'nats-prefix', arg: 'name', help: 'subject and stream prefix, for several clusters on one NATS (default hc)' },
+      {
+        name: 'nats-batch',
+        arg: 'on|off',
+        help: "a shard's appends of one turn as one message (default on); off while a rolling\nupgrade runs nodes that do not read batches",
+      },
     ],
   },
   {

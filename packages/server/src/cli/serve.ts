@@ -158,6 +158,8 @@ async function startClusterNode(str: Str, common: Awaited<ReturnType<typeof comm
     if (!Number.isInteger(n) || n < 1) fail(`--${flag} must be a positive integer, got ${JSON.stringify(str(flag))}`);
     return n;
   };
+  const batch = str('nats-batch');
+  if (batch !== undefined && batch !== 'on' && batch !== 'off') fail(`--nats-batch must be on or off, got ${JSON.stringify(batch)}`);
   const cluster: ClusterModule = await loadCluster();
   const node = await cluster.createClusterNode({
     ...common,
@@ -167,6 +169,7 @@ async function startClusterNode(str: Str, common: Awaited<ReturnType<typeof comm
     leaseMs: int('lease-ms', 2000),
     replicas: int('nats-replicas', 3),
     ...(str('nats-prefix') ? { prefix: str('nats-prefix') } : {}),
+    ...(batch !== undefined ? { batchAppends: batch === 'on' } : {}),
   });
   return { close: () => node.close(), log: node.service.log };
 }
@@ -181,7 +184,7 @@ async function startEmbedded(str: Str, common: Awaited<ReturnType<typeof commonO
 export async function serve(values: Values, positionals: string[]): Promise<void> {
   if (positionals.length > 1) fail(`unexpected argument ${JSON.stringify(positionals[1])}`);
   const str: Str = (name) => values[name] as string | undefined;
-  const clusterFlags = ['node-id', 'shards', 'lease-ms', 'nats-replicas', 'nats-prefix'].filter((f) => str(f) !== undefined);
+  const clusterFlags = ['node-id', 'shards', 'lease-ms', 'nats-replicas', 'nats-prefix', 'nats-batch'].filter((f) => str(f) !== undefined);
   if (!str('nats') && clusterFlags.length) fail(`--${clusterFlags[0]} needs --nats (cluster mode)`);
   if (values.memory && str('nats')) fail('--memory and --nats each say where the rooms live; give one');
   if (values.memory && str('data-dir') !== undefined) fail('--memory writes nothing, so --data-dir has no use with it; give one');
