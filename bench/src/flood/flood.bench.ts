@@ -109,13 +109,28 @@ const tickers = honest.map((h, i) =>
 );
 
 await sleep(QUIET_S * 1000);
-phase = 'flood';
-let flooded = { sent: 0, verdicts: 0, closes: 0, closeCodes: {} };
+// The flood phase is timed from the moment every flooder's connection is open, and its counts
+// asked for at its end: on a loaded machine (load 18-32) the flooder process took longer than
+// `--flood-s` to start (tsx compiling its imports), and the bench, timing from the fork and
+// reading a count up to 500 ms old, reported 0 ops sent in 3 of 6 runs (2026-11-28).
+const forkedAt = performance.now();
 const flooder = fork(join(here, 'flooder-proc.ts'), [url, String(FLOODERS), SHAPE, 'flood', values['same-room'] ? 'same' : 'own'], { execArgv });
-flooder.on('message', (m: typeof flooded) => {
-  flooded = m;
-});
+const fromFlooder = <T>(t: string) =>
+  new Promise<T>((r) => {
+    const on = (m: { t?: string }) => {
+      if (m.t !== t) return;
+      flooder.off('message', on);
+      r(m as T);
+    };
+    flooder.on('message', on);
+  });
+await fromFlooder('ready');
+const startS = (performance.now() - forkedAt) / 1000;
+phase = 'flood';
 await sleep(FLOOD_S * 1000);
+const counts = fromFlooder<{ sent: number; verdicts: number; closes: number; closeCodes: Record<number, number> }>('counts');
+flooder.send({ t: 'report' });
+const flooded = await counts;
 flooder.kill('SIGKILL');
 const atFloodEnd = { rss: rssOf(server) };
 phase = 'after';
@@ -138,7 +153,7 @@ console.log(
   `flood: ${FLOODERS} connections${values['same-room'] ? ' in one room' : ', each in its own room'}, shape ${SHAPE}, ${FLOOD_S} s, then ${AFTER_S} s idle; limits ${values.limits ?? 'default'}; honest: ${HONEST_ROOMS} rooms x ${PER_ROOM} clients, an op each every ${EVERY_MS} ms`,
 );
 console.log(
-  `  flooders: ${flooded.sent} ops sent, ${flooded.verdicts} ordered (${(flooded.verdicts / FLOOD_S).toFixed(0)}/s), ${flooded.closes} connections closed by the server ${JSON.stringify(flooded.closeCodes)}`,
+  `  flooders: ${flooded.sent} ops sent, ${flooded.verdicts} ordered (${(flooded.verdicts / FLOOD_S).toFixed(0)}/s), ${flooded.closes} connections closed by the server ${JSON.stringify(flooded.closeCodes)}; their process took ${startS.toFixed(1)} s to connect`,
 );
 console.log(
   `  server RSS: ${MB(before.rss)} before, peak ${MB(peakRss)} (at ${peakAt.toFixed(1)} s), ${MB(atFloodEnd.rss)} when the flood stopped, ${MB(end.rss)} at the end`,

@@ -22,7 +22,8 @@ const [url, nStr, shape, prefix, sameRoom] = process.argv.slice(2);
 const n = Number(nStr);
 let sent = 0,
   verdicts = 0,
-  closes = 0;
+  closes = 0,
+  opened = 0;
 const closeCodes: Record<number, number> = {};
 const PER = shape === 'large' ? 4 : 10_000;
 const reconnects = shape !== 'small' && shape !== 'large';
@@ -84,6 +85,8 @@ function flood(k: number, generation: number): void {
   });
   if (shape === 'presence-deaf') ws.on('open', () => (ws as unknown as { _socket: { pause(): void } })._socket.pause());
   ws.on('open', () => {
+    // Every connection open: the flood starts now (the bench times its phase from here).
+    if (++opened === n) process.send!({ t: 'ready' });
     ws.send(codec.encode({ t: 'hello', v: PROTOCOL_VERSION, client: `flooder-${prefix}-${k}-${generation}`, machine: { name: 'chat', version: 1 }, have: 0 }));
     const pump = () => {
       if (stopped || ws.readyState !== ws.OPEN) return;
@@ -110,4 +113,7 @@ function flood(k: number, generation: number): void {
   });
 }
 for (let k = 0; k < n; k++) flood(k, 0);
-setInterval(() => process.send!({ sent, verdicts, closes, closeCodes }), 500);
+// The counts, on the bench's asking (as the flood phase ends: its last figures, not half a second old).
+process.on('message', (m: { t?: string }) => {
+  if (m.t === 'report') process.send!({ t: 'counts', sent, verdicts, closes, closeCodes });
+});

@@ -62,7 +62,7 @@ import {
   type CheckpointDigest,
   importedDigests,
   keepDigests,
-  stateDigest,
+  checkpointDigest,
 } from '@hercules/server/pipeline';
 import { LeaseConflictError, type LeaseTable, type LogMessage, type ShardLog, WrongLastSequenceError } from './shard-log.ts';
 
@@ -929,7 +929,7 @@ export class ClusterStore implements RoomStore {
       if (!loaded) {
         if (!init) return undefined;
         const meta: RoomMeta = { machine: init.machine, version: init.version, created: this.wallClock() };
-        const digests = [{ pos: 0, digest: digestOf(room, 0, init.initial) }];
+        const digests = [{ pos: 0, digest: checkpointDigest(room, 0, init.initial) }];
         const ck: CkptBody = { pos: 0, state: init.initial, suffix: [], clients: {}, stable: 0, meta, lastActivity: meta.created, digests };
         const body = encode(ck, `room ${room}: its initial state`);
         await this.publish(s, this.record(s, this.subject(k, 'ckpt', room), 0, body));
@@ -1035,7 +1035,7 @@ export class ClusterStore implements RoomStore {
         stable: write.checkpoint?.pos ?? 0,
         time: this.wallClock(),
       };
-      if (write.checkpoint) body.digest = { pos: write.checkpoint.pos, digest: digestOf(room, write.checkpoint.pos, write.checkpoint.state) };
+      if (write.checkpoint) body.digest = { pos: write.checkpoint.pos, digest: checkpointDigest(room, write.checkpoint.pos, write.checkpoint.state) };
       bytes = encode(body, `room ${room}: an append`);
       msgs = [];
       // The room moves now (appends take effect in call order); a failure fails every later one too (the shard re-claims).
@@ -1750,15 +1750,6 @@ function follow(r: OpenRoom, recs: readonly Rec[]): void {
     r.rev++;
     if (b.digest) r.digests = keepDigests(r.digests, b.digest, r.writtenPos);
     if ((b.entries.length > 0 || Object.keys(b.clients).length > 0) && rec.time !== undefined) r.lastActivity = Math.max(r.lastActivity, rec.time);
-  }
-}
-
-/** A checkpoint state's digest (state-digest.ts), or a StorageError of kind 'value' naming the room. */
-function digestOf(room: string, pos: number, state: unknown): string {
-  try {
-    return stateDigest(state);
-  } catch (e) {
-    throw new StorageError(`room ${room}: cannot digest its checkpoint at ${pos}: ${(e as Error).message}`, e, 'value');
   }
 }
 

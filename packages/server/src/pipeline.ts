@@ -30,7 +30,7 @@ export {
   retentionCut,
   retentionStart,
 } from './store/room-store.ts';
-export { stateDigest, keepDigests, importedDigests, MAX_CHECKPOINT_DIGESTS, DIGEST_PATTERN } from './store/state-digest.ts';
+export { stateDigest, checkpointDigest, keepDigests, importedDigests, MAX_CHECKPOINT_DIGESTS, DIGEST_PATTERN } from './store/state-digest.ts';
 export type { CheckpointDigest } from './store/state-digest.ts';
 export type {
   RoomStore,

@@ -1,12 +1,16 @@
 /**
  * The simulation's cluster mode: the room served by N nodes over a replicated log, as
- * `hercules serve --nats` runs it. Each node runs the server's own pipeline (a RoomRegistry and
- * its RoomHost) over its own real `ClusterStore`, on a shared simulated shard log and lease table
- * (`@hercules/cluster/pipeline`: stream-wide fence, duplicate ids, elections, lost acks, stale
- * reads, lease revisions going back, two winners of one create). A client's connection lands on
- * a random node (a load balancer without affinity), which routes it with the cluster's own
- * `routeRoom`: served there, or relayed to the shard's live owner, or held until a dead owner's
- * lease expires.
+ * `hercules serve --nats` runs it. Each node runs the room service the server runs
+ * (`createRoomService` through service.ts: admission with the authenticate and access hooks,
+ * sessions, the input scheduler, over a RoomRegistry and its RoomHost) over its own real
+ * `ClusterStore`, as deployment.ts plugs them in, on a shared simulated shard log and lease
+ * table (`@hercules/cluster/pipeline`: stream-wide fence, duplicate ids, elections, lost acks,
+ * stale reads, lease revisions going back, two winners of one create). A client's connection
+ * lands on a random node (a load balancer without affinity), which routes it with the
+ * cluster's own `routeRoom` (what its locator answers): served there by that node's service, or
+ * relayed to the shard's live owner, whose service serves it once it took the shard (relay.ts
+ * `accept`), or held until a dead owner's lease expires. A backend's revocation reaches every
+ * node's service; hostile peers connect to a node's service directly.
  *
  * Faults, on the simulated clock: node crashes (SIGKILL: nothing more is sent or answered; a new
  * process starts later under the same id), pauses (SIGSTOP: timers, answers and frames wait
@@ -33,9 +37,12 @@ import {
   type SimLeaseFaults,
   subjectOf,
 } from '@hercules/cluster/pipeline';
-import { type Clock, type LoadedRoom, reconnectToResume, type RoomHost, type RoomInit, RoomRegistry, type RoomStore } from '@hercules/server/pipeline';
+import type { ClientMessage, ServerMessage } from '@hercules/core';
+import { type Clock, type LoadedRoom, reconnectToResume, type RoomHost, type RoomInit, type RoomStore } from '@hercules/server/pipeline';
 import type { Rng } from './rng.ts';
-import { type Endpoint, ROOM, type ServerSide, type SimClient, ServerLinks, type Simulation } from './sim.ts';
+import type { HostilePeer } from './hostile-peer.ts';
+import { type ClientEnd, ServiceLinks, type SimCredential } from './service.ts';
+import { type Endpoint, ROOM, type ServerSide, type SimClient, type Simulation } from './sim.ts';
 
 export interface ClusterConfig {
   nodes: number;
@@ -106,7 +113,8 @@ interface SimNode {
   cutSince: number | undefined;
   clock: Clock;
   store: ClusterStore;
-  links: ServerLinks;
+  /** The node's room service (service.ts) and its ends of the connections it serves. */
+  links: ServiceLinks;
   /** Client connections that landed here, by connection id. */
   edges: Map<string, EdgeConn>;
   /** Connections served here for clients on other nodes: by connection id, their edge and the edge's relay attempt. */
@@ -342,7 +350,7 @@ export class ClusterServer implements ServerSide {
       wallClock: () => sim.now,
       onShardLost: (_k, why) => {
         sim.count('cluster-shard-lost');
-        registry.failRooms(() => true, reconnectToResume(`the room moved to another server (${why})`));
+        n.links.service.failRooms(() => true, reconnectToResume(`the room moved to another server (${why})`));
       },
     });
     n.store = store;
@@ -367,12 +375,14 @@ export class ClusterServer implements ServerSide {
       rooms: () => store.rooms(),
       close: () => store.close(),
     };
-    const registry = new RoomRegistry({
+    // The room service the server runs, over the node's store (as deployment.ts plugs it in):
+    // admission, hello, join, limits, chunking; a room it cannot load now (not the owner after
+    // all, NATS electing) closes the client with storage-failed, and it comes back.
+    n.links = new ServiceLinks(sim, {
       store: observed,
       clock: n.clock,
-      ackTimeoutMs: sim.cfg.ackTimeoutMs,
-      checkpointEvery: sim.cfg.checkpointEvery,
-      idleUnloadMs: sim.cfg.idleUnloadMs,
+      running: () => this.alive(n, inc),
+      machine: sim.serverMachine,
       events: {
         failed: (_h, stage, e) => {
           sim.count('room-failed');
@@ -381,18 +391,6 @@ export class ClusterServer implements ServerSide {
         unloaded: () => sim.count('room-unloaded'),
       },
     });
-    // A room this node cannot load now (not the owner after all, NATS electing): the client is closed and comes back.
-    n.links = new ServerLinks(
-      sim,
-      registry,
-      () => this.alive(n, inc),
-      sim.serverMachine,
-      (conn, e) => {
-        sim.count('cluster-load-refused');
-        sim.note(`${n.id} cannot load the room for ${conn}: ${(e as Error)?.message}`);
-        n.links.links.get(conn)?.close(1011, 'room unavailable, retry', 'storage-failed');
-      },
-    );
     const beat = () => {
       this.checkPeers(n);
       n.clock.after(BEAT_MS, beat);
@@ -416,6 +414,7 @@ export class ClusterServer implements ServerSide {
     sim.count(why);
     sim.note(`${n.id} crashed`);
     n.running = false;
+    n.links.died();
     for (const c of sim.clients) if (c.endpoint && this.endpointNode.get(c.endpoint)?.node === n) sim.breakLink(c, false);
     sim.q.push(sim.now + sim.rng.int(100, 1500), `${n.id} up`, () => {
       if (!n.running) this.start(n);
@@ -546,19 +545,20 @@ export class ClusterServer implements ServerSide {
           sim.note(`${n.id} routes ${ec.conn}: ${r.local ? 'here' : `to ${r.owner}`}`);
           if (r.local) {
             ec.state = 'local';
-            n.links.open(
-              ec.conn,
-              (msg) => {
+            const end: ClientEnd = {
+              down: (msg) => {
                 sim.checks.announced(sim, n.id, n.store.claimOf(0)?.epoch, msg);
                 sim.sendDown(ec.c, ec.conn, ec.epoch, msg);
               },
-              () => {
+              closed: () => {
                 ec.state = 'closed';
                 n.edges.delete(ec.conn);
                 sim.closeDown(ec.c, ec.conn, ec.epoch);
               },
-            );
-            for (const f of ec.early.splice(0)) n.links.receive(ec.conn, f);
+              ping: sim.clientEnd(ec.c, ec.conn).ping,
+            };
+            n.links.open(ec.conn, end, sim.auth.credential(ec.c.id));
+            for (const f of ec.early.splice(0)) n.links.receive(ec.conn, f as ClientMessage);
             return;
           }
           const owner = this.nodes.find((x) => x.id === r.owner)!;
@@ -603,26 +603,25 @@ export class ClusterServer implements ServerSide {
         // An earlier attempt of the same connection accepted late: the edge gave up on it.
         this.dropRelayed(o, ec.conn);
         o.relayed.set(ec.conn, { edge: e, edgeInc: eInc, attempt });
-        o.links.open(
-          ec.conn,
-          (msg) => {
-            // Owner -> edge -> client. Lost if either side is dead or cut off: the edge then
-            // sees a gap in the relay's frame numbers (or stops hearing the owner) and closes
-            // the client's socket; no frame after the lost one reaches the client.
-            if (!this.alive(e, eInc) || ec.broken) return;
-            if (sim.now < e.cutUntil || sim.now < o.cutUntil) {
-              ec.broken = true;
-              this.run(e, eInc, `${e.id} relay gap`, () => this.closeClient(e, ec, 'cluster-relay-gap'));
-              return;
-            }
-            sim.checks.announced(sim, o.id, o.store.claimOf(0)?.epoch, msg);
-            sim.sendDown(ec.c, ec.conn, ec.epoch, msg, this.hop() + Math.max(0, e.pausedUntil - sim.now));
-          },
-          () => {
-            o.relayed.delete(ec.conn);
-            this.later(e, eInc, this.hop(), `${e.id} relay closed`, () => this.closeClient(e, ec, undefined));
-          },
-        );
+        const down = (msg: ServerMessage) => {
+          // Owner -> edge -> client. Lost if either side is dead or cut off: the edge then
+          // sees a gap in the relay's frame numbers (or stops hearing the owner) and closes
+          // the client's socket; no frame after the lost one reaches the client.
+          if (!this.alive(e, eInc) || ec.broken) return;
+          if (sim.now < e.cutUntil || sim.now < o.cutUntil) {
+            ec.broken = true;
+            this.run(e, eInc, `${e.id} relay gap`, () => this.closeClient(e, ec, 'cluster-relay-gap'));
+            return;
+          }
+          sim.checks.announced(sim, o.id, o.store.claimOf(0)?.epoch, msg);
+          sim.sendDown(ec.c, ec.conn, ec.epoch, msg, this.hop() + Math.max(0, e.pausedUntil - sim.now));
+        };
+        const closed = () => {
+          o.relayed.delete(ec.conn);
+          this.later(e, eInc, this.hop(), `${e.id} relay closed`, () => this.closeClient(e, ec, undefined));
+        };
+        // The owner's service serves it (relay.ts `accept`: handleConnection once the shard is taken).
+        o.links.open(ec.conn, { down, closed, ping: sim.clientEnd(ec.c, ec.conn).ping }, sim.auth.credential(ec.c.id));
         this.later(e, eInc, this.hop(), `${e.id} relay accepted`, () => {
           if (!current()) {
             // Given up on (timed out, or the client left): the owner drops it.
@@ -668,7 +667,7 @@ export class ClusterServer implements ServerSide {
     ec.upAt = Math.max(ec.upAt, this.sim.now + this.hop());
     this.sim.q.push(ec.upAt, `${o.id} relayed frame`, () =>
       this.run(o, oInc, `${o.id} relayed frame`, () => {
-        if (o.relayed.has(ec.conn)) o.links.receive(ec.conn, frame);
+        if (o.relayed.has(ec.conn)) o.links.receive(ec.conn, frame as ClientMessage);
         // A frame for a connection the owner ended unbeknownst to the edge: say so (relay.ts).
         else if (ec.state === 'relayed' && ec.owner === o) this.tellEdgeClosed(o, e, eInc, ec.conn);
       }),
@@ -679,7 +678,7 @@ export class ClusterServer implements ServerSide {
     const ec = n.edges.get(conn);
     if (!ec) return;
     if (ec.state === 'routing') ec.early.push(frame);
-    else if (ec.state === 'local') n.links.receive(conn, frame);
+    else if (ec.state === 'local') n.links.receive(conn, frame as ClientMessage);
     else if (ec.state === 'relayed') this.forward(n, ec, frame);
   }
 
@@ -721,6 +720,38 @@ export class ClusterServer implements ServerSide {
     return undefined;
   }
 
+  /**
+   * A backend revokes `user`'s access (RoomService.revoke on every node, as the admin API's
+   * revoke reaches each peer): each node's service cuts the user's connections it serves. Not
+   * made while a node is paused or still working through what arrived meanwhile: the call would
+   * wait there, and its connections stay open past the revocation (the backend's call fails;
+   * new connections are still refused at the door, the access hook answering none).
+   */
+  revoke(user: string): void {
+    const sim = this.sim;
+    const running = this.nodes.filter((n) => n.running);
+    if (running.some((n) => sim.now < n.pausedUntil || n.backlog.length > 0)) {
+      sim.count('cluster-revoke-unreachable');
+      return;
+    }
+    let cut = 0;
+    for (const n of running) cut += n.links.service.revoke({ user, reason: 'the simulation revoked this user' });
+    sim.checks.revoked(sim, user, cut);
+  }
+
+  /**
+   * A hostile peer connects to a node's service (its first frame is refused before any room is
+   * loaded, so the node need not own the room): the node by its number, so the run's own draws
+   * stay as they were.
+   */
+  hostile(conn: string, peer: HostilePeer, cred: SimCredential | undefined, gapMs: readonly number[]): boolean {
+    const n = this.nodes[Number(conn.replace(/\D/g, '')) % this.nodes.length];
+    if (!n.running || this.sim.now < n.pausedUntil || n.backlog.length > 0) return false;
+    const inc = n.incarnation;
+    n.links.openHostile(conn, peer, cred, gapMs, (label, fn) => this.run(n, inc, `${n.id} ${label}`, fn));
+    return true;
+  }
+
   /** Every running node that believes it owns the shard, and its epoch. */
   owners(): { node: string; epoch: number }[] {
     const out: { node: string; epoch: number }[] = [];
@@ -731,9 +762,8 @@ export class ClusterServer implements ServerSide {
     return out;
   }
 
-  tick(): void {
-    for (const n of this.nodes) this.run(n, n.incarnation, `${n.id} tick`, () => n.links.registry.tick());
-  }
+  /** Each node's service ticks on its node's clock (ack timeouts, idle unloads, heartbeats). */
+  tick(): void {}
 
   fault(): void {
     const sim = this.sim;

@@ -227,7 +227,8 @@ export class ServiceLinks {
     const headers: Record<string, string> = cred ? { 'x-sim-user': cred.user, 'x-sim-expires': String(cred.expiresAt) } : {};
     sim.checks.opened(sim, conn, cred);
     sim.reactions = true; // admission answers in a promise
-    this.service.handleConnection(link, { url: `/?room=${ROOM}`, headers, acceptedAt: sim.now }).catch((e: unknown) =>
+    // Whole ms, as Date.now gives (the hello's `at` must be): a cluster's simulated time has fractions.
+    this.service.handleConnection(link, { url: `/?room=${ROOM}`, headers, acceptedAt: Math.floor(sim.now) }).catch((e: unknown) =>
       sim.callback(() => {
         throw e;
       }),
@@ -237,8 +238,15 @@ export class ServiceLinks {
   /**
    * A hostile peer (hostile-peer.ts) connects as `cred` and sends its frames, each `gapMs[i]`
    * after the one before; it never reads what the service sends and never answers a ping.
+   * `run`: how a frame's arrival runs in the process (a cluster node's waits out its pauses).
    */
-  openHostile(conn: string, peer: HostilePeer, cred: SimCredential | undefined, gapMs: readonly number[]): void {
+  openHostile(
+    conn: string,
+    peer: HostilePeer,
+    cred: SimCredential | undefined,
+    gapMs: readonly number[],
+    run: (label: string, fn: () => void) => void = (_label, fn) => fn(),
+  ): void {
     const sim = this.sim;
     const mute: ClientEnd = { down() {}, closed() {}, ping() {} };
     const link = new SimConnection(sim, conn, mute, this.running, () => this.links.delete(conn));
@@ -247,7 +255,7 @@ export class ServiceLinks {
     sim.checks.opened(sim, conn, cred);
     sim.checks.hostileOpened(sim, conn, peer.kind, peer.expect);
     sim.reactions = true; // admission answers in a promise
-    this.service.handleConnection(link, { url: `/?room=${ROOM}`, headers, acceptedAt: sim.now }).catch((e: unknown) =>
+    this.service.handleConnection(link, { url: `/?room=${ROOM}`, headers, acceptedAt: Math.floor(sim.now) }).catch((e: unknown) =>
       sim.callback(() => {
         throw e;
       }),
@@ -255,7 +263,8 @@ export class ServiceLinks {
     let at = sim.now;
     peer.frames.forEach((frame, i) => {
       at += gapMs[i] ?? 0;
-      sim.q.push(at, `hostile ${peer.kind} frame ${i} on ${conn}`, () => link.deliverRaw(frame));
+      const label = `hostile ${peer.kind} frame ${i} on ${conn}`;
+      sim.q.push(at, label, () => run(label, () => link.deliverRaw(frame)));
     });
   }
 

@@ -19,11 +19,13 @@
  * the simulated one (moving on with the ops the server executes, serverOpMs), its connections
  * simulated ones that carry the wire format's bytes. So hello, join, chunking, limits,
  * revocation and credential expiry run here, and what the checkers check is the code the server
- * runs, not a copy of its policy. Cluster mode is not there yet: its nodes run the pipeline below
- * the service (RoomRegistry and RoomHost, `ServerLinks` below standing in for the service's
- * hello and join). Store completions and admission are promises: after an event that settles
- * one, the run lets the reactions to it run (microtasks) before the next event, so a run is
- * still one deterministic sequence.
+ * runs, not a copy of its policy. In cluster mode each node runs the same service over its
+ * `ClusterStore` (cluster.ts), serving the connections routed to it by the cluster's rule and
+ * those relayed to it; its seeds authenticate users, revoke access, run small op rates and add
+ * hostile peers as single-server seeds do (credentials do not expire there: a paused node's
+ * expiry timer fires late). Store completions and admission are promises: after an event that
+ * settles one, the run lets the reactions to it run (microtasks) before the next event, so a
+ * run is still one deterministic sequence.
  */
 import { isDeepStrictEqual } from 'node:util';
 import {
@@ -50,17 +52,14 @@ import {
 import {
   MemoryDisk,
   MemoryStore,
-  type RoomRegistry,
   type Appended,
   type LoadedRoom,
   type RoomAppend,
   type RoomHost,
   type RoomInit,
-  type RoomMember,
   type RoomRegistryOptions,
   type RoomStore,
 } from '@hercules/server/pipeline';
-import assert from 'node:assert/strict';
 import { Rng } from './rng.ts';
 import { LEDGERS, ledger, ledgerAt, type ledgerV2, work, type AnyLedgerState, type Ledger } from './machine.ts';
 import { API_AUTHOR, CHECKERS, Checks, Violation, type Checker, type ClientState, type SimState } from './checkers.ts';
@@ -186,8 +185,7 @@ export function configFor(seed: number, overrides: Partial<SimConfig> = {}, mode
     ...(mode.cluster ? { cluster: clusterConfigFor(r), crashBeforeCommit: 0 } : {}),
     seqBlock: r.pick([0, 2, 5, 1000, 1000]),
     ...upgradeFor(seed),
-    // The cluster's nodes serve their links without the room service (ServerLinks): no users, no limits.
-    ...(mode.cluster ? { limits: {}, serverOpMs: 0 } : securityFor(seed)),
+    ...(mode.cluster ? clusterSecurityFor(seed) : securityFor(seed)),
     ...overrides,
   };
 }
@@ -218,6 +216,19 @@ function securityFor(seed: number): Pick<SimConfig, 'auth' | 'limits' | 'serverO
     : undefined;
   const limits: Partial<Limits> = r.chance(0.3) ? { opsPerSecond: r.pick([20, 60, 200]), opsBurst: r.pick([3, 20, 100]) } : {};
   return { ...(auth ? { auth } : {}), limits, serverOpMs: r.pick([0, 0.02, 0.3, 1]) };
+}
+
+/**
+ * A cluster seed's users and limits: securityFor's, without credentials that expire, and with
+ * the nodes' clocks not moved by the ops they execute. A paused node (SIGSTOP) runs its timers
+ * once it resumes, so an expiry it closes late cannot be told from a session that never closes
+ * it (SEC-AUTHN holds the close to the credential's moment).
+ */
+function clusterSecurityFor(seed: number): Pick<SimConfig, 'auth' | 'limits' | 'serverOpMs'> {
+  const { auth, limits } = securityFor(seed);
+  if (!auth) return { limits, serverOpMs: 0 };
+  const { ttlMs: _expiry, ...lasting } = auth;
+  return { auth: lasting, limits, serverOpMs: 0 };
 }
 
 /**
@@ -446,86 +457,6 @@ export interface ServerSide {
   hostile?(conn: string, peer: HostilePeer, cred: SimCredential | undefined, gapMs: readonly number[]): boolean;
   /** Its processes keep timers for good: the event queue never drains by itself. */
   readonly endless: boolean;
-}
-
-/** The server's end of one client connection: a member of the room once its host is loaded. */
-export interface ServerLink extends RoomMember {
-  host?: RoomHost;
-  /** Frames that arrived while the room was loading. */
-  early: unknown[];
-  closed: boolean;
-}
-
-/**
- * A cluster node's ends of its client links, without the room service (cluster.ts; the embedded
- * server runs the service: ServiceLinks, service.ts): each connection joins the room's host once
- * the registry loaded it. `down` carries what the server sends to the client and `closed` tells the
- * client the server closed its end (the caller adds what lies between: a relay, say).
- */
-export class ServerLinks {
-  readonly links = new Map<string, ServerLink>();
-  constructor(
-    private readonly sim: Simulation,
-    readonly registry: RoomRegistry,
-    /** The process still runs: a dead one sends nothing and learns nothing. */
-    private readonly running: () => boolean,
-    /** The machine this process's code has (the newest version it runs). */
-    private readonly machine: Ledger,
-    /** The room could not be loaded for this connection (default: a bug of the simulation). */
-    private readonly loadFailed: (conn: string, e: unknown) => void = (_conn, e) => assert.fail(`loading the room failed: ${(e as Error).stack ?? e}`),
-  ) {}
-
-  open(conn: string, down: (msg: ServerMessage) => void, closed: () => void): void {
-    const sim = this.sim;
-    const link: ServerLink = {
-      id: conn,
-      early: [],
-      closed: false,
-      send: (msg) =>
-        sim.callback(() => {
-          if (this.running() && !link.closed) down(msg);
-        }),
-      close: () =>
-        sim.callback(() => {
-          if (link.closed || !this.running()) return;
-          link.closed = true;
-          this.links.delete(conn);
-          closed();
-        }),
-    };
-    this.links.set(conn, link);
-    sim.reactions = true;
-    this.registry.acquire(ROOM, this.machine, { join: true }).then(
-      (host) =>
-        sim.callback(() => {
-          if (!this.running() || link.closed) return;
-          if (typeof host === 'string') throw new Error(`the simulated room refused its machine: ${host}`);
-          link.host = host;
-          host.join(link);
-          for (const frame of link.early.splice(0)) host.receive(conn, frame);
-        }),
-      (e) =>
-        sim.callback(() => {
-          if (!this.running() || link.closed) return;
-          this.loadFailed(conn, e);
-        }),
-    );
-  }
-
-  receive(conn: string, frame: unknown): void {
-    const link = this.links.get(conn);
-    if (!link || link.closed) return;
-    if (link.host) link.host.receive(conn, frame);
-    else link.early.push(frame);
-  }
-
-  close(conn: string): void {
-    const link = this.links.get(conn);
-    if (!link) return;
-    link.closed = true;
-    this.links.delete(conn);
-    link.host?.leave(conn);
-  }
 }
 
 /**
@@ -772,7 +703,7 @@ export class Simulation implements SimState {
     this.apiRng = new Rng(seed ^ 0xa91);
     this.apiOn = this.apiRng.chance(0.5);
     this.hostileRng = new Rng(seed ^ 0x4057);
-    this.hostileOn = cfg.cluster === undefined && this.hostileRng.chance(0.3);
+    this.hostileOn = this.hostileRng.chance(0.3);
     this.upgradeRng = new Rng(seed ^ 0x0b9a3);
     this.textRng = new Rng(seed ^ 0x7e87);
     this.textOn = this.textRng.chance(0.6);

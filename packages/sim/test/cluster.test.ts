@@ -1,6 +1,6 @@
 /**
  * The simulator's cluster mode: the room on 2-3 nodes over a simulated replicated log, each node
- * running the server's pipeline over its own real ClusterStore. A seed replays exactly, the
+ * running the room service over its own real ClusterStore. A seed replays exactly, the
  * faults happen, every checker's hooks are reached, and stores that break the cluster's rules
  * (planted through the log every node sees) are caught, naming a rule.
  */
@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RECORD_HEADERS, type ShardLog } from '@hercules/cluster/pipeline';
 import type { Checker, Hooks } from '../src/checkers.ts';
+import { Session } from '../../server/src/session.ts';
 import { CHECKERS, configFor, runSeed, Simulation, type SimResult } from '../src/sim.ts';
 
 const CLUSTER = { cluster: true };
@@ -238,4 +239,28 @@ test('an owner answering a relay attempt the edge gave up on does not take over 
     late += r.counts['cluster-relay-late-accept'] ?? 0;
   }
   assert.ok(late > 0, 'no relay attempt was answered after a later one: the planted delay no longer meets the case');
+});
+
+// SEC-MALFORMED and SEC-LIMITS on cluster seeds.
+// Each node runs the room service (service.ts): a session bug is caught by a cluster seed. The
+// plant is the single-server one of sim.test.ts, a session that goes on after ops before its
+// hello; hostile peers connect to the nodes in a third of the seeds (seed 3 catches it: a
+// no-hello peer left open to the end of the run).
+test('a cluster seed catches a session that goes on after ops before its hello', async () => {
+  const p = (Session as unknown as { prototype: Record<string, unknown> }).prototype;
+  const orig = p.cut as (this: unknown, reason: string, ...rest: unknown[]) => void;
+  p.cut = function (this: unknown, reason: string, ...rest: unknown[]) {
+    if (reason !== 'not-ready') orig.call(this, reason, ...rest);
+  };
+  try {
+    let caught: SimResult | undefined;
+    for (let s = 1; s <= 20 && !caught; s++) {
+      const r = await runSeed(s, {}, CLUSTER);
+      if (!r.ok) caught = r;
+    }
+    assert.ok(caught, 'the planted session bug went unnoticed');
+    assert.ok(caught.rule === 'SEC-MALFORMED' || caught.rule === 'SEC-LIMITS', `expected SEC-MALFORMED or SEC-LIMITS, got ${caught.error}`);
+  } finally {
+    p.cut = orig;
+  }
 });

@@ -41,7 +41,7 @@ import {
   retentionFor,
   retentionStart,
 } from './room-store.ts';
-import { importedDigests, keepDigests, stateDigest, type CheckpointDigest } from './state-digest.ts';
+import { checkpointDigest, importedDigests, keepDigests, type CheckpointDigest } from './state-digest.ts';
 
 interface MemoryRoom {
   meta: RoomMeta;
@@ -193,7 +193,7 @@ export class MemoryStore implements RoomStore {
         bases: [],
         past: [],
         clients: new Map(),
-        digests: [{ pos: 0, digest: digestOf(room, init.initial) }],
+        digests: [{ pos: 0, digest: checkpointDigest(room, 0, init.initial) }],
         lastActivity: now,
       };
       this.disk.rooms.set(room, r);
@@ -237,7 +237,7 @@ export class MemoryStore implements RoomStore {
     const clients = Object.entries(w.clients ?? {}).map(([c, rec]) => [c, toJson(room, rec, `the record of client ${c}`)] as const);
     const cp =
       w.checkpoint && w.checkpoint.pos > r.checkpoint.pos ? { pos: w.checkpoint.pos, json: toJson(room, w.checkpoint.state, 'its checkpoint') } : undefined;
-    const digest = cp && { pos: cp.pos, digest: digestOf(room, w.checkpoint!.state) };
+    const digest = cp && { pos: cp.pos, digest: checkpointDigest(room, cp.pos, w.checkpoint!.state) };
     if (fault === 'during') throw injected(room, fault);
     const now = this.now();
     for (const e of entries) {
@@ -372,14 +372,6 @@ function toJson(room: string, v: unknown, what: string): string {
     return json;
   } catch (e) {
     throw new StorageError(`room ${room}: cannot store ${what}: ${(e as Error).message}; nothing of this write was stored`, e, 'value');
-  }
-}
-
-function digestOf(room: string, state: unknown): string {
-  try {
-    return stateDigest(state);
-  } catch (e) {
-    throw new StorageError(`room ${room}: cannot digest its checkpoint: ${(e as Error).message}; nothing of this write was stored`, e, 'value');
   }
 }
 

@@ -61,7 +61,7 @@ import {
   retentionFor,
   retentionStart,
 } from './room-store.ts';
-import { importedDigests, keepDigests, stateDigest, type CheckpointDigest } from './state-digest.ts';
+import { checkpointDigest, importedDigests, keepDigests, stateDigest, type CheckpointDigest } from './state-digest.ts';
 
 export { StorageError };
 
@@ -797,7 +797,7 @@ export class SqliteStore implements RoomStore {
       const prepared = this.serialize(room, { appended: write.entries ?? [], clients: write.clients ?? {}, checkpoint: write.checkpoint });
       const checkpoint = write.checkpoint && { pos: write.checkpoint.pos, state: write.checkpoint.state };
       // Every checkpoint given has its digest recorded, whether or not its state is written now.
-      if (checkpoint) prepared.digest = this.digestOf(room, checkpoint);
+      if (checkpoint) prepared.digest = { pos: checkpoint.pos, digest: checkpointDigest(room, checkpoint.pos, checkpoint.state) };
       q = { room, checked, checkpoint, prepared, resolve: () => {}, reject: () => {} };
     } catch (e) {
       return Promise.reject(e);
@@ -815,14 +815,6 @@ export class SqliteStore implements RoomStore {
       });
     }
     return settled;
-  }
-
-  private digestOf(room: string, cp: { pos: number; state: unknown }): CheckpointDigest {
-    try {
-      return { pos: cp.pos, digest: stateDigest(cp.state) };
-    } catch (e) {
-      throw new StorageError(`room ${room}: cannot digest its checkpoint at ${cp.pos}: ${(e as Error).message}`, e, 'value');
-    }
   }
 
   async release(room: string): Promise<void> {

@@ -11,7 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import { configure } from 'safe-stable-stringify';
-import type { RoomExport } from './room-store.ts';
+import { type RoomExport, StorageError } from './room-store.ts';
 
 /** The digest of the room's state at checkpoint position `pos`. */
 export interface CheckpointDigest {
@@ -35,6 +35,19 @@ const canonical = configure({ deterministic: true, circularValue: TypeError, big
 export function stateDigest(state: unknown): string {
   const json = canonical(state) ?? 'null';
   return createHash('sha256').update(json, 'utf8').digest('hex');
+}
+
+/**
+ * The digest of a checkpoint a store is given, or a StorageError of kind 'value' naming the room
+ * and position (a state JSON cannot hold: a cycle, a BigInt). Every store asks for it before it
+ * writes anything of the write (memory, SQLite, the cluster's), so nothing of it is stored then.
+ */
+export function checkpointDigest(room: string, pos: number, state: unknown): string {
+  try {
+    return stateDigest(state);
+  } catch (e) {
+    throw new StorageError(`room ${room}: cannot digest its checkpoint at ${pos}: ${(e as Error).message}; nothing of this write was stored`, e, 'value');
+  }
 }
 
 /**
