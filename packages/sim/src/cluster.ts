@@ -150,6 +150,13 @@ interface EdgeConn {
   relayAttempt?: number;
   /** A frame from the owner was lost: the edge delivers none after it (it closes the client's socket). */
   broken?: boolean;
+  /**
+   * When the edge accepted it, whole ms (as Date.now gives; the hello's `at` must be): the
+   * service that serves it orders it by this (routed-upgrade.ts; relay.ts carries it to the
+   * owner), not by when routing or a relay's take of the shard ended. Stamped later, a relayed
+   * connection opened before its client's next one replaced that one (seeds 70, 157).
+   */
+  acceptedAt: number;
 }
 
 /** Beats every 500 ms; a node silent for 3 of them is taken for dead (relay.ts). */
@@ -529,7 +536,17 @@ export class ClusterServer implements ServerSide {
   }
 
   private edgeOpen(n: SimNode, c: SimClient, conn: string): void {
-    const ec: EdgeConn = { c, conn, epoch: c.epoch, state: 'routing', early: [], upAt: 0, attempt: 0, deadline: this.sim.now + this.cfg.leaseMs + 3000 };
+    const ec: EdgeConn = {
+      c,
+      conn,
+      epoch: c.epoch,
+      state: 'routing',
+      early: [],
+      upAt: 0,
+      attempt: 0,
+      deadline: this.sim.now + this.cfg.leaseMs + 3000,
+      acceptedAt: Math.floor(this.sim.now),
+    };
     n.edges.set(conn, ec);
     this.route(n, ec);
   }
@@ -557,7 +574,7 @@ export class ClusterServer implements ServerSide {
               },
               ping: sim.clientEnd(ec.c, ec.conn).ping,
             };
-            n.links.open(ec.conn, end, sim.auth.credential(ec.c.id));
+            n.links.open(ec.conn, end, sim.auth.credential(ec.c.id), ec.acceptedAt);
             for (const f of ec.early.splice(0)) n.links.receive(ec.conn, f as ClientMessage);
             return;
           }
@@ -608,6 +625,12 @@ export class ClusterServer implements ServerSide {
           // sees a gap in the relay's frame numbers (or stops hearing the owner) and closes
           // the client's socket; no frame after the lost one reaches the client.
           if (!this.alive(e, eInc) || ec.broken) return;
+          // The edge forwards frames of the relay attempt it waits for or relays, no other:
+          // relay.ts gives each attempt an id, and an attempt the edge gave up on is unknown
+          // to it (a late accept's connection waits out its hello timeout on the owner, and
+          // that error is no frame of the client's socket).
+          const known = ec.state === 'relayed' ? ec.relayAttempt === attempt : ec.state === 'routing' && ec.attempt === attempt;
+          if (!known) return;
           if (sim.now < e.cutUntil || sim.now < o.cutUntil) {
             ec.broken = true;
             this.run(e, eInc, `${e.id} relay gap`, () => this.closeClient(e, ec, 'cluster-relay-gap'));
@@ -621,7 +644,7 @@ export class ClusterServer implements ServerSide {
           this.later(e, eInc, this.hop(), `${e.id} relay closed`, () => this.closeClient(e, ec, undefined));
         };
         // The owner's service serves it (relay.ts `accept`: handleConnection once the shard is taken).
-        o.links.open(ec.conn, { down, closed, ping: sim.clientEnd(ec.c, ec.conn).ping }, sim.auth.credential(ec.c.id));
+        o.links.open(ec.conn, { down, closed, ping: sim.clientEnd(ec.c, ec.conn).ping }, sim.auth.credential(ec.c.id), ec.acceptedAt);
         this.later(e, eInc, this.hop(), `${e.id} relay accepted`, () => {
           if (!current()) {
             // Given up on (timed out, or the client left): the owner drops it.

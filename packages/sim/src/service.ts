@@ -219,16 +219,22 @@ export class ServiceLinks {
     return h && h.state === 'serving' ? h : undefined;
   }
 
-  /** A client connects as `cred` (undefined: anonymous): the service admits it (or refuses it, telling why) and serves it. */
-  open(conn: string, end: ClientEnd, cred?: SimCredential): void {
+  /**
+   * A client connects as `cred` (undefined: anonymous): the service admits it (or refuses it,
+   * telling why) and serves it. `acceptedAt`: when the connection reached the server (a cluster
+   * node's edge, which routes and relays it first: relay.ts carries the edge's time), default now.
+   */
+  open(conn: string, end: ClientEnd, cred?: SimCredential, acceptedAt = Math.floor(this.sim.now)): void {
     const sim = this.sim;
-    const link = new SimConnection(sim, conn, end, this.running, () => this.links.delete(conn));
+    // A cluster node may open a connection id again (a relay's later attempt) before the
+    // earlier link's close is told: that close forgets its own link only, not the new one (it
+    // dropped the new link's hello: seed 23 of the cluster simulator).
+    const link: SimConnection = new SimConnection(sim, conn, end, this.running, () => this.links.get(conn) === link && this.links.delete(conn));
     this.links.set(conn, link);
     const headers: Record<string, string> = cred ? { 'x-sim-user': cred.user, 'x-sim-expires': String(cred.expiresAt) } : {};
     sim.checks.opened(sim, conn, cred);
     sim.reactions = true; // admission answers in a promise
-    // Whole ms, as Date.now gives (the hello's `at` must be): a cluster's simulated time has fractions.
-    this.service.handleConnection(link, { url: `/?room=${ROOM}`, headers, acceptedAt: Math.floor(sim.now) }).catch((e: unknown) =>
+    this.service.handleConnection(link, { url: `/?room=${ROOM}`, headers, acceptedAt }).catch((e: unknown) =>
       sim.callback(() => {
         throw e;
       }),
@@ -249,7 +255,7 @@ export class ServiceLinks {
   ): void {
     const sim = this.sim;
     const mute: ClientEnd = { down() {}, closed() {}, ping() {} };
-    const link = new SimConnection(sim, conn, mute, this.running, () => this.links.delete(conn));
+    const link: SimConnection = new SimConnection(sim, conn, mute, this.running, () => this.links.get(conn) === link && this.links.delete(conn));
     this.links.set(conn, link);
     const headers: Record<string, string> = cred ? { 'x-sim-user': cred.user, 'x-sim-expires': String(cred.expiresAt) } : {};
     sim.checks.opened(sim, conn, cred);
