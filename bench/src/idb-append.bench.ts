@@ -11,7 +11,9 @@ import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
 import { indexedDbStorage } from '@hercules/client';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' } } });
-const stateOf = (n: number) => ({ items: Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, { id: i, text: `item number ${i}`, done: i % 2 === 0 }])) });
+const stateOf = (n: number) => ({
+  items: Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, { id: i, text: `item number ${i}`, done: i % 2 === 0 }])),
+});
 
 async function msPerAppend(keys: number): Promise<number> {
   const s = indexedDbStorage('bench', { indexedDB: new IDBFactory(), IDBKeyRange });

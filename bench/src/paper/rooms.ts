@@ -15,7 +15,7 @@
  */
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { cpuSeconds, round, sleep, spawnChild, type Child } from '../runtime/common.ts';
+import { cpuSeconds, killOnExit, round, sleep, spawnChild, type Child } from '../runtime/common.ts';
 import type { PeerServer, PeerSystem } from '../peers/types.ts';
 import type { LoadgenOptions } from '../peers/saturation-loadgen.ts';
 
@@ -139,15 +139,7 @@ async function serverOf(system: string): Promise<PeerServer> {
 }
 
 let live: PeerServer | undefined;
-process.on('exit', () => {
-  if (live)
-    try {
-      process.kill(live.pid, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-});
-for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => process.exit(130));
+killOnExit(() => live);
 
 const results: Result[] = [];
 for (const rooms of ROOMS)

@@ -17,7 +17,7 @@
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { cpuSeconds, round, sleep, spawnChild, type Child } from '../runtime/common.ts';
+import { cpuSeconds, killOnExit, round, sleep, spawnChild, type Child } from '../runtime/common.ts';
 import { writePaperSection } from './report.ts';
 import { saturationChart, short } from './charts.ts';
 import type { PeerServer, PeerSystem } from '../peers/types.ts';
@@ -182,15 +182,7 @@ async function load(id: Id): Promise<PeerSystem | undefined> {
 
 // Servers started through spawn() (not spawnChild) must not outlive a crash or Ctrl-C either.
 let liveServer: PeerServer | undefined;
-process.on('exit', () => {
-  if (liveServer)
-    try {
-      process.kill(liveServer.pid, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-});
-for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => process.exit(130));
+killOnExit(() => liveServer);
 
 const only = values.only?.split(',');
 const results: Result[] = [];

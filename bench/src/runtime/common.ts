@@ -262,3 +262,20 @@ export function writeRuntimeSections(sections: (Section & { extra?: unknown })[]
     ) + '\n',
   );
 }
+
+/**
+ * Kill a process the benchmark started outside spawnChild (a peer's server) if the benchmark
+ * exits first, by a crash or Ctrl-C: `current()` names it, if any, at that moment.
+ */
+export function killOnExit(current: () => { pid: number } | undefined): void {
+  process.on('exit', () => {
+    const p = current();
+    if (p)
+      try {
+        process.kill(p.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+  });
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => process.exit(130));
+}
