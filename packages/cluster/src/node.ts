@@ -68,7 +68,20 @@ export async function createClusterNode(opts: ClusterNodeOptions): Promise<Clust
   const retention = retentionSetting('createClusterNode', history);
   let parts: ClusterParts | undefined;
   const deployment = clusterDeployment(
-    { nats, nodeId, shards, leaseMs, replicas, prefix, duplicateWindowMs, retention, placement, settleMs, batchAppends, webhooks: (opts.webhooks?.length ?? 0) > 0 },
+    {
+      nats,
+      nodeId,
+      shards,
+      leaseMs,
+      replicas,
+      prefix,
+      duplicateWindowMs,
+      retention,
+      placement,
+      settleMs,
+      batchAppends,
+      webhooks: (opts.webhooks?.length ?? 0) > 0,
+    },
     (p) => {
       parts = p;
     },
