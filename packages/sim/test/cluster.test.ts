@@ -159,9 +159,14 @@ test('the simulator catches the previous store: a checkpoint whose appends never
       'TEXT-NO-INTERLEAVE',
       'TEXT-INTACT',
       'TEXT-CONVERGE',
+      // Since cluster seeds run the room service (and its SEC checkers), the first seed the plant
+      // fails (674; it passes without the plant) fails SEC-LIMITS first: a room got an ops frame
+      // from a connection before it joined that room. How the broken fold leads there is not
+      // yet traced (an open item of issue 42's notes).
+      'SEC-LIMITS',
     ],
     // About one seed in 200 meets it (measured: 341, 445, 616, 680, 1354 of 1..2000, before the
-    // simulated clients edited a text; 620 since; 652 since the simulator runs the room service).
+    // simulated clients edited a text; 620 since; 652 since the simulator runs the room service; 674 since cluster seeds run it too).
     // The search starts just below the first so that the default test run stays short (from 330 it
     // took 590 s on a loaded machine); a change that moves it only makes the search longer.
     640,
@@ -214,8 +219,11 @@ test('a node that lost its shard without knowing it does not welcome a joiner fr
 // was `fresh`, and the simulator's reference kept v1's initial state at position 0 and took the next
 // owner's v2 checkpoint there for a broken chain. The reference now switches on any load at 0
 // under another created version (a migrated room keeps its created version, so this hides none).
-test("a room created under v2 whose creating node never heard its checkpoint land is v2's from position 0 (seed 5171)", async () => {
-  const r = await runSeed(5171, {}, CLUSTER);
+// Since cluster seeds run the room service their draws changed, and 5171 no longer creates the
+// room under v2: 5003, the first seed from 5000 that does (this test checks that such a seed
+// passes, not that its creating node lost the checkpoint's ack).
+test("a room created under v2 whose creating node never heard its checkpoint land is v2's from position 0 (seed 5171, now 5003)", async () => {
+  const r = await runSeed(5003, {}, CLUSTER);
   assert.ok(r.ok, r.error);
   assert.ok((r.counts['room-created-v2'] ?? 0) > 0, `the seed no longer creates the room under v2: ${JSON.stringify(r.counts)}`);
 });
