@@ -17,7 +17,7 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { cpuSeconds, killOnExit, round, sleep, spawnChild, type Child } from '../runtime/common.ts';
 import type { PeerServer, PeerSystem } from '../peers/types.ts';
-import type { LoadgenOptions } from '../peers/saturation-loadgen.ts';
+import type { LoadgenOptions, LoadgenStats } from '../peers/saturation-loadgen.ts';
 
 const { values } = parseArgs({
   options: {
@@ -44,13 +44,7 @@ const chunkOf = (rooms: number) => Math.max(1, Math.min(50, Math.floor(windowOf(
 /** Yjs writers send pre-encoded updates: several times the per-writer rate seen at each R. */
 const poolOf = (rooms: number) => Math.max(100, Math.ceil((SECONDS * 60_000) / (WRITERS_PER_ROOM * rooms)));
 
-interface Stats {
-  sent: number;
-  acked: number;
-  delivered: number;
-  exhausted: boolean;
-  errors: string[];
-}
+type Stats = LoadgenStats;
 interface Result {
   system: string;
   rooms: number;

@@ -21,7 +21,7 @@ import { cpuSeconds, killOnExit, round, sleep, spawnChild, type Child } from '..
 import { writePaperSection } from './report.ts';
 import { saturationChart, short } from './charts.ts';
 import type { PeerServer, PeerSystem } from '../peers/types.ts';
-import type { LoadgenOptions } from '../peers/saturation-loadgen.ts';
+import type { LoadgenOptions, LoadgenStats } from '../peers/saturation-loadgen.ts';
 
 const { values } = parseArgs({ options: { only: { type: 'string' }, seconds: { type: 'string', default: '6' } } });
 const SECONDS = Number(values.seconds),
@@ -64,13 +64,7 @@ function runnableSeconds(pid: number): number {
   }
 }
 
-interface Stats {
-  sent: number;
-  acked: number;
-  delivered: number;
-  exhausted: boolean;
-  errors: string[];
-}
+type Stats = LoadgenStats;
 interface Result {
   system: string;
   deliveredPerS: number;

@@ -44,6 +44,15 @@ export interface LoadgenOptions {
   create?: boolean;
 }
 
+/** What a load-generator process answers to `stats` (the sums over its clients). */
+export interface LoadgenStats {
+  sent: number;
+  acked: number;
+  delivered: number;
+  exhausted: boolean;
+  errors: string[];
+}
+
 /** One connected client. `write` makes n edits; counters are read by the parent. */
 interface Conn {
   sent: number;
