@@ -267,6 +267,34 @@ async function readBase(t: IDBTransaction, KeyRange: typeof IDBKeyRange, room: s
 }
 
 /**
+ * ClientStorage.saveBase: one transaction writes the base (what changed of its parts since the
+ * state this store last wrote; the first save of a store writes them all) and deletes the ops it
+ * holds. Saves run one after another, each against the state the one before it wrote.
+ */
+function baseSaver(opened: Promise<IDBDatabase>, KeyRange: typeof IDBKeyRange): (room: string, base: BaseSnapshot) => Promise<void> {
+  /** Per room, the state whose parts the database holds. */
+  const saved = new Map<string, unknown>();
+  const save = async (room: string, base: BaseSnapshot) => {
+    const db = await opened;
+    const ch = partChanges(saved.has(room) ? saved.get(room) : undefined, base.state);
+    let wrote = false;
+    const t = tx(db, ['client', 'ops', 'base', 'part'], 'readwrite');
+    writeBase(t, KeyRange, room, base, ch, () => {
+      wrote = true;
+    });
+    await done(t);
+    // Only once it committed: after a failed write the rows are still those of the last base.
+    if (wrote) saved.set(room, base.state);
+  };
+  let saving: Promise<void> = Promise.resolve();
+  return (room, base) => {
+    const p = saving.then(() => save(room, base));
+    saving = p.catch(noop);
+    return p;
+  };
+}
+
+/**
  * `env` supplies another IndexedDB implementation (e.g. fake-indexeddb in tests) and, with
  * `locks`, another lock manager (default `navigator.locks`).
  */
@@ -318,22 +346,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       for (const it of items) it.fail(err);
     }
   };
-  /** Per room, the state whose parts the database holds (known once this store saved one: the first writes them all). */
-  const saved = new Map<string, unknown>();
-  let saving: Promise<void> = Promise.resolve();
-  const saveBase = async (room: string, base: BaseSnapshot) => {
-    const db = await opened;
-    const ch = partChanges(saved.has(room) ? saved.get(room) : undefined, base.state);
-    let wrote = false;
-    // One transaction: the base and the deletion of the ops it holds (ClientStorage.saveBase).
-    const t = tx(db, ['client', 'ops', 'base', 'part'], 'readwrite');
-    writeBase(t, KeyRange, room, base, ch, () => {
-      wrote = true;
-    });
-    await done(t);
-    // Only once it committed: after a failed write the rows are still those of the last base.
-    if (wrote) saved.set(room, base.state);
-  };
+  const saveBase = baseSaver(opened, KeyRange);
   return {
     durability: 'power-loss',
     keepsTags: true,
@@ -368,12 +381,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
     reserve(room, throughSeq) {
       return new Promise<void>((ok, fail) => enqueue({ room, ops: [], reserve: throughSeq, ok, fail }));
     },
-    saveBase(room, base) {
-      // One after another: each writes what changed since the state the one before it wrote.
-      const p = saving.then(() => saveBase(room, base));
-      saving = p.catch(noop);
-      return p;
-    },
+    saveBase,
     async close() {
       lock.close();
       try {
