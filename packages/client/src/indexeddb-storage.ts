@@ -11,11 +11,18 @@
  * `store-in-use` error (a duplicated tab, say: give it its own store). Where the Web Locks API
  * is missing the store opens unlocked.
  */
-import { HerculesError, type BaseSnapshot, type OpRecord } from '@hercules/core';
+import { HerculesError, joinParts, partChanges, partsUnder, type BaseSnapshot, type OpRecord, type PartChanges } from '@hercules/core';
 import { indexedDbDirectory } from './indexeddb-directory.ts';
 import type { ClientStorage, OpTag, StoredClient } from './storage.ts';
 
-type BaseRow = { pos: number; state: unknown; ownSeq?: number; v?: number };
+/** `parts` (version 3): `state` is the skeleton of a base kept in parts (core's base-parts.ts), its rows in the `part` store. */
+type BaseRow = { pos: number; state: unknown; ownSeq?: number; v?: number; parts?: 1 };
+/** One node of a base's keyedMap trie (core's base-parts.ts), keyed by its room and path. */
+interface PartRow {
+  room: string;
+  id: string;
+  row: unknown;
+}
 interface ClientRow {
   room: string;
   clientId: string;
@@ -75,14 +82,16 @@ const LOCK_WAIT_MS = 1500;
 function openDatabase(idb: IDBFactory, dbName: string): Promise<IDBDatabase> {
   return new Promise<IDBDatabase>((res, rej) => {
     // Version 2 keeps each room's base in a store of its own: in the client row (version 1),
-    // every append read and rewrote the whole base state with the row's last seq.
-    const r = idb.open(dbName, 2);
+    // every append read and rewrote the whole base state with the row's last seq. Version 3
+    // keeps a base's top-level keyedMaps in parts, so a save writes what changed (issue 43).
+    const r = idb.open(dbName, 3);
     r.onupgradeneeded = () => {
       const db = r.result;
       for (const [name, keyPath] of [
         ['client', 'room'],
         ['ops', ['room', 'seq']],
         ['base', 'room'],
+        ['part', ['room', 'id']],
       ] as const)
         if (!db.objectStoreNames.contains(name)) db.createObjectStore(name, { keyPath: keyPath as string | string[] });
     };
@@ -208,11 +217,27 @@ function storedClient(row: ClientRow, ops: OpRow[], base: BaseRow | undefined): 
 /** The base held for `row`'s room: the base store's, or one version 1 left in the client row. */
 const heldBase = (row: ClientRow, stored: BaseRow | undefined): BaseRow | undefined => stored ?? row.base;
 
+/** The keys of `room`'s part rows whose ids start with `prefix` ('' : all of them; every id starts with '['). */
+const partRange = (KeyRange: typeof IDBKeyRange, room: string, prefix: string) => KeyRange.bound([room, prefix], [room, `${prefix}\uffff`]);
+
+/** In `t`: the part rows `ch` changes (core's partChanges). */
+function writeParts(t: IDBTransaction, KeyRange: typeof IDBKeyRange, room: string, ch: PartChanges): void {
+  const parts = t.objectStore('part');
+  if (ch.dropAll) parts.delete(partRange(KeyRange, room, ''));
+  for (const id of ch.drop) {
+    parts.delete([room, id]);
+    parts.delete(partRange(KeyRange, room, partsUnder(id)));
+  }
+  for (const [id, row] of ch.put) parts.put({ room, id, row } satisfies PartRow);
+}
+
 /**
- * In `t`: the room's base, if newer than the one held, and the deletion of the ops it holds (one
- * transaction: ClientStorage.saveBase); a base version 1 left in the client row goes.
+ * In `t`: the room's base (its skeleton and the parts `ch` changes), if newer than the one held,
+ * and the deletion of the ops it holds (one transaction: ClientStorage.saveBase); a base version
+ * 1 left in the client row goes. `wrote` is called if it was written (once `t` commits, the
+ * part rows are those of `base`).
  */
-function writeBase(t: IDBTransaction, KeyRange: typeof IDBKeyRange, room: string, base: BaseSnapshot): void {
+function writeBase(t: IDBTransaction, KeyRange: typeof IDBKeyRange, room: string, base: BaseSnapshot, ch: PartChanges, wrote: () => void): void {
   const clients = t.objectStore('client');
   const bases = t.objectStore('base');
   const g = clients.get(room);
@@ -221,12 +246,51 @@ function writeBase(t: IDBTransaction, KeyRange: typeof IDBKeyRange, room: string
     const row = g.result as ClientRow | undefined; // a transaction answers its requests in order: g was asked first
     const held = row && heldBase(row, b.result as BaseRow | undefined);
     if (!row || (held && held.pos >= base.pos)) return;
-    bases.put({ room, pos: base.pos, state: base.state, ownSeq: base.ownSeq, ...(base.v !== undefined ? { v: base.v } : {}) });
+    bases.put({ room, pos: base.pos, state: ch.skeleton, ownSeq: base.ownSeq, parts: 1, ...(base.v !== undefined ? { v: base.v } : {}) } satisfies BaseRow & {
+      room: string;
+    });
+    writeParts(t, KeyRange, room, ch);
     if (row.base) {
       const { base: _legacy, ...rest } = row;
       clients.put(rest);
     }
     if (base.ownSeq > 0) t.objectStore('ops').delete(KeyRange.bound([room, 0], [room, base.ownSeq]));
+    wrote();
+  };
+}
+
+/** The base as held: a version-3 base's skeleton joined with its part rows (read in `t`). */
+async function readBase(t: IDBTransaction, KeyRange: typeof IDBKeyRange, room: string, base: BaseRow | undefined): Promise<BaseRow | undefined> {
+  if (!base?.parts) return base;
+  const rows = (await req(t.objectStore('part').getAll(partRange(KeyRange, room, '')))) as PartRow[];
+  return { ...base, state: joinParts(base.state, new Map(rows.map((r) => [r.id, r.row]))) };
+}
+
+/**
+ * ClientStorage.saveBase: one transaction writes the base (what changed of its parts since the
+ * state this store last wrote; the first save of a store writes them all) and deletes the ops it
+ * holds. Saves run one after another, each against the state the one before it wrote.
+ */
+function baseSaver(opened: Promise<IDBDatabase>, KeyRange: typeof IDBKeyRange): (room: string, base: BaseSnapshot) => Promise<void> {
+  /** Per room, the state whose parts the database holds. */
+  const saved = new Map<string, unknown>();
+  const save = async (room: string, base: BaseSnapshot) => {
+    const db = await opened;
+    const ch = partChanges(saved.has(room) ? saved.get(room) : undefined, base.state);
+    let wrote = false;
+    const t = tx(db, ['client', 'ops', 'base', 'part'], 'readwrite');
+    writeBase(t, KeyRange, room, base, ch, () => {
+      wrote = true;
+    });
+    await done(t);
+    // Only once it committed: after a failed write the rows are still those of the last base.
+    if (wrote) saved.set(room, base.state);
+  };
+  let saving: Promise<void> = Promise.resolve();
+  return (room, base) => {
+    const p = saving.then(() => save(room, base));
+    saving = p.catch(noop);
+    return p;
   };
 }
 
@@ -282,6 +346,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       for (const it of items) it.fail(err);
     }
   };
+  const saveBase = baseSaver(opened, KeyRange);
   return {
     durability: 'power-loss',
     keepsTags: true,
@@ -293,11 +358,11 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
     ...(locks ? { directory: () => indexedDbDirectory({ indexedDB: idb, IDBKeyRange: KeyRange, locks }) } : {}),
     async load(room): Promise<StoredClient | undefined> {
       const db = await opened;
-      const t = tx(db, ['client', 'ops', 'base'], 'readonly');
+      const t = tx(db, ['client', 'ops', 'base', 'part'], 'readonly');
       const row = (await req(t.objectStore('client').get(room))) as ClientRow | undefined;
       if (!row) return undefined;
       const ops = (await req(t.objectStore('ops').getAll(KeyRange.bound([room, 0], [room, Number.MAX_SAFE_INTEGER])))) as OpRow[];
-      const base = (await req(t.objectStore('base').get(room))) as BaseRow | undefined;
+      const base = await readBase(t, KeyRange, room, (await req(t.objectStore('base').get(room))) as BaseRow | undefined);
       return storedClient(row, ops, heldBase(row, base));
     },
     async init(room, clientId) {
@@ -316,13 +381,7 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
     reserve(room, throughSeq) {
       return new Promise<void>((ok, fail) => enqueue({ room, ops: [], reserve: throughSeq, ok, fail }));
     },
-    async saveBase(room, base) {
-      const db = await opened;
-      // One transaction: the base and the deletion of the ops it holds (ClientStorage.saveBase).
-      const t = tx(db, ['client', 'ops', 'base'], 'readwrite');
-      writeBase(t, KeyRange, room, base);
-      await done(t);
-    },
+    saveBase,
     async close() {
       lock.close();
       try {
