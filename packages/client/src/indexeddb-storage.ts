@@ -104,31 +104,16 @@ function tx(db: IDBDatabase, stores: string[], mode: IDBTransactionMode): IDBTra
 /** An append or a reservation (no ops), written in one transaction with those waiting beside it. */
 type BatchItem = { room: string; ops: readonly OpRecord[]; tags?: readonly OpTag[]; reserve?: number; ok: () => void; fail: (e: unknown) => void };
 
-/** Per room, what a batch changes in its client row: the last op written, the reservation, the tab marks. */
-type RowChange = { last?: OpRecord; reserve?: number; marks?: Record<string, number> };
-
-/** The client row after `c`, or undefined if `c` leaves it as it is. */
-function changedRow(row: ClientRow, { last, reserve, marks }: RowChange): ClientRow | undefined {
-  const next: ClientRow = { ...row };
-  if (last && row.lastSeq < last.seq) {
-    next.lastSeq = last.seq;
-    if (last.digest !== undefined) next.lastDigest = last.digest;
-    else delete next.lastDigest;
-  }
-  if (reserve !== undefined) next.reservedSeq = reserve;
-  if (marks) next.marks = mergeMarks(row.marks, marks);
-  return next.lastSeq !== row.lastSeq || next.reservedSeq !== row.reservedSeq || marks ? next : undefined;
-}
-
 /**
  * One batch's rows in `t`: each op (with its tag), and per room the client row's last seq,
  * reservation and tab marks. A room's row in `rows` (the store's copy of what it last committed)
- * is written without reading it; any other is read in `t` first. `wrote` hears each row put.
+ * is written without reading it; any other is read in `t` first. Each row written goes into
+ * `wrote`. True if nothing was read (so `t` may commit at once).
  */
-function writeBatch(t: IDBTransaction, items: readonly BatchItem[], rows: ReadonlyMap<string, ClientRow>, wrote: (row: ClientRow) => void): boolean {
+function writeBatch(t: IDBTransaction, items: readonly BatchItem[], rows: ReadonlyMap<string, ClientRow> | undefined, wrote: ClientRow[]): boolean {
   const opsStore = t.objectStore('ops');
   const clients = t.objectStore('client');
-  const rooms = new Map<string, RowChange>();
+  const rooms = new Map<string, { last?: OpRecord; reserve?: number; marks?: Record<string, number> }>();
   for (const it of items) {
     const r = rooms.get(it.room) ?? {};
     rooms.set(it.room, r);
@@ -141,76 +126,79 @@ function writeBatch(t: IDBTransaction, items: readonly BatchItem[], rows: Readon
       if (!r.last || r.last.seq < op.seq) r.last = op;
     }
   }
-  const put = (row: ClientRow, change: RowChange) => {
-    const next = changedRow(row, change);
-    if (next) clients.put(next);
-    wrote(next ?? row);
-  };
   let read = false;
-  for (const [room, change] of rooms) {
-    const held = rows.get(room);
-    if (held) {
-      put(held, change);
-      continue;
-    }
-    read = true;
-    const g = clients.get(room);
-    g.onsuccess = () => {
-      if (g.result) put(g.result as ClientRow, change);
+  for (const [room, { last, reserve, marks }] of rooms) {
+    const put = (row: ClientRow | undefined) => {
+      if (!row) return;
+      const next: ClientRow = { ...row };
+      if (last && row.lastSeq < last.seq) {
+        next.lastSeq = last.seq;
+        if (last.digest !== undefined) next.lastDigest = last.digest;
+        else delete next.lastDigest;
+      }
+      if (reserve !== undefined) next.reservedSeq = reserve;
+      if (marks) next.marks = mergeMarks(row.marks, marks);
+      if (next.lastSeq !== row.lastSeq || next.reservedSeq !== row.reservedSeq || marks) clients.put(next);
+      wrote.push(next);
     };
+    const held = rows?.get(room);
+    if (held) put(held);
+    else {
+      read = true;
+      const g = clients.get(room);
+      g.onsuccess = () => put(g.result as ClientRow | undefined);
+    }
   }
   return !read;
 }
 
 /**
- * The writer of appends and reservations: each batch in one transaction, started at once. While
- * no other write is in flight, a room's client row is the one this store last committed (the
- * store is this tab's alone, DUR-ONE-WRITER), so the batch puts it without reading it and
- * commits at once (`IDBTransaction.commit()`): the commit then runs in the browser while the
- * page's main thread does the rest of the submit's turn (the app's rendering of it), and the
- * write waits for that thread once, for its `complete` event, instead of three times (the read's
- * result, the put's, the completion). In the demo chat, the page rendered each submit for 6-14
- * ms in the same turn (React's synchronous render of the list and the layout it forces), and the
- * read's callback and then the completion each waited behind it (npm run bench:tabs, path).
- * A failed write forgets the rows (the next write reads them again); so does a write made while
- * another is in flight (it reads them in its transaction, which IndexedDB runs after the other).
+ * The store's appends and reservations, each batch in one transaction. While no other write of
+ * the store is in flight, a room's client row is the one this store last committed (the store
+ * is this tab's alone, DUR-ONE-WRITER), so a batch puts it without reading it and commits at once
+ * (`IDBTransaction.commit()`): the commit then runs in the browser while the page's main thread
+ * does the rest of the submit's turn (the app's rendering of it), and the write waits for that
+ * thread once, for its completion, instead of twice (the read's result, then the completion).
+ * In the demo chat that turn rendered for 6-14 ms (React's synchronous render and the layout it
+ * forced; npm run bench:tabs, path, and a Chromium trace). A write made while another (or a
+ * saveBase) is in flight reads the rows in its transaction, which IndexedDB runs after the
+ * other; a write keeps the rows it wrote only if it was alone when it completed, and a failed
+ * one forgets them all.
  */
-function batchWriter(db: () => IDBDatabase | Promise<IDBDatabase>) {
+function batchWriter(opened: Promise<IDBDatabase>) {
   const rows = new Map<string, ClientRow>();
-  const none = new Map<string, ClientRow>();
   let writing = 0;
-  /** Raised by each forgetting: a write that began before one does not keep the rows it wrote. */
-  let epoch = 0;
   return {
-    /** Writes `items` in one transaction; each item hears how it went. */
-    async write(items: readonly BatchItem[]): Promise<void> {
-      const written: ClientRow[] = [];
-      const began = epoch;
+    /** Writes `items` in one transaction, started in the call once `db` is open; each item hears how it went. */
+    async write(items: readonly BatchItem[], db: IDBDatabase | undefined): Promise<void> {
+      const wrote: ClientRow[] = [];
       writing++;
       try {
-        const d = db(); // no await once open: the transaction starts in the call (see indexedDbStorage)
-        const t = tx(d instanceof Promise ? await d : d, ['ops', 'client'], 'readwrite');
-        if (writeBatch(t, items, writing === 1 ? rows : none, (row) => written.push(row))) t.commit?.();
+        const t = tx(db ?? (await opened), ['ops', 'client'], 'readwrite');
+        if (writeBatch(t, items, writing === 1 ? rows : undefined, wrote)) t.commit?.();
         await done(t);
-        if (began === epoch) for (const row of written) rows.set(row.room, row);
+        if (writing > 1) rows.clear();
+        else for (const row of wrote) rows.set(row.room, row);
         for (const it of items) it.ok();
       } catch (e) {
         rows.clear();
-        epoch++;
         const err = new HerculesError(
           'storage-failed',
           `client storage write failed: ${(e as Error)?.message ?? e}. The ops stay Submitted (in memory) and will be retried.`,
-          { cause: e },
+          {
+            cause: e,
+          },
         );
         for (const it of items) it.fail(err);
       } finally {
         writing--;
       }
     },
-    /** Another transaction that may rewrite `room`'s row (saveBase) runs: forget it until the next write reads it. */
-    forget(room: string): void {
-      rows.delete(room);
-      epoch++;
+    /** Runs `fn`, another transaction that may rewrite a client row: the writes meanwhile read theirs. */
+    async alone(fn: () => Promise<void>): Promise<void> {
+      writing++;
+      rows.clear();
+      await fn().finally(() => writing--);
     },
   };
 }
@@ -338,11 +326,11 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
     if (db) void flush();
     else if (batch.length === 1) queueMicrotask(() => void flush());
   };
-  const writer = batchWriter(() => db ?? opened);
-  const flush = async () => {
+  const writer = batchWriter(opened);
+  const flush = () => {
     const items = batch;
     batch = [];
-    if (items.length > 0) await writer.write(items);
+    return items.length ? writer.write(items, db) : undefined;
   };
   return {
     durability: 'power-loss',
@@ -378,13 +366,15 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
     reserve(room, throughSeq) {
       return new Promise<void>((ok, fail) => enqueue({ room, ops: [], reserve: throughSeq, ok, fail }));
     },
-    async saveBase(room, base) {
-      writer.forget(room); // writeBase may rewrite the row (a version-1 base leaves it)
-      const db = await opened;
-      // One transaction: the base and the deletion of the ops it holds (ClientStorage.saveBase).
-      const t = tx(db, ['client', 'ops', 'base'], 'readwrite');
-      writeBase(t, KeyRange, room, base);
-      await done(t);
+    saveBase(room, base) {
+      // It may rewrite the row (a version-1 base leaves it): the writes meanwhile read it.
+      return writer.alone(async () => {
+        const db = await opened;
+        // One transaction: the base and the deletion of the ops it holds (ClientStorage.saveBase).
+        const t = tx(db, ['client', 'ops', 'base'], 'readwrite');
+        writeBase(t, KeyRange, room, base);
+        await done(t);
+      });
     },
     async close() {
       lock.close();
