@@ -322,7 +322,7 @@ function chunksOf(runs: TextRun[]): TextChunk[] {
 function store(t: Text, chunks: readonly TextChunk[], ci: number, runs: TextRun[]): void {
   const next = Array.from(chunks);
   next.splice(ci, 1, ...chunksOf(runs));
-  // Frozen, so neither Mutative's finalize nor the engine's freeze walks the chunk list again.
+  // Frozen, so neither the draft's finish nor the engine's freeze walks the chunk list again.
   (t as { chunks: readonly TextChunk[] }).chunks = Object.freeze(next);
 }
 
