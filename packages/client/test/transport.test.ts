@@ -306,7 +306,7 @@ test('with several URLs (a cluster without a load balancer), each reconnect afte
   assert.match(all[1].url, /^ws:\/\/b\.test:2\//);
   all[1].open();
   all[1].deliver(WELCOME); // b serves; then it goes away
-  all[1].close(1012, 'room moved');
+  all[1].close(1001, 'server shutting down');
   clock.advance(1);
   clock.advance(100);
   await turn();
@@ -315,4 +315,40 @@ test('with several URLs (a cluster without a load balancer), each reconnect afte
   clock.advance(100);
   await turn();
   assert.match(all[3].url, /^ws:\/\/a\.test:1\//, 'and round again');
+});
+
+test('with several URLs, a live server that closes a welcomed connection asking the client back (1011, 1012, 1013) is tried again first; a silent one is left', async () => {
+  const { clock, all } = setup({ url: ['ws://a.test:1', 'ws://b.test:2', 'ws://c.test:3'], backoff: { minMs: 100, maxMs: 100 }, watchdogMs: 2000 });
+  const next = async () => {
+    clock.advance(1);
+    clock.advance(100);
+    await turn();
+    return all[all.length - 1];
+  };
+  await turn();
+  all[0].open();
+  all[0].deliver(WELCOME);
+  // a relayed the room to its owner, which stopped answering: a cuts the relay and asks the
+  // client back (it serves any room; the next URL may be the frozen owner itself).
+  all[0].close(1012, 'node n1, which served this room, stopped answering; reconnect');
+  let s = await next();
+  assert.match(s.url, /^ws:\/\/a\.test:1\//);
+  for (const code of [1011, 1013]) {
+    s.open();
+    s.deliver(WELCOME);
+    s.close(code, 'reconnect to resume');
+    s = await next();
+    assert.match(s.url, /^ws:\/\/a\.test:1\//, `after ${code}`);
+  }
+  // Not welcomed (a refusal before the welcome): another node may serve it.
+  s.open();
+  s.close(1013, 'server full');
+  s = await next();
+  assert.match(s.url, /^ws:\/\/b\.test:2\//);
+  // b goes silent (frozen): the watchdog leaves it for the next URL.
+  s.open();
+  s.deliver(WELCOME);
+  clock.advance(2000);
+  s = await next();
+  assert.match(s.url, /^ws:\/\/c\.test:3\//);
 });

@@ -1,0 +1,194 @@
+/**
+ * Stalls when a node stops answering (issue 42, item 2), with real processes: three Hercules
+ * cluster nodes (`hercules serve --nats`) over a private 3-node NATS cluster, and several clients
+ * in one room, each given every node's URL starting at a different node (so some are on the
+ * room's owner and the others relayed to it through another node), each submitting a chat message
+ * every `--every-ms`. Repeatedly, the node that owns the room's shard is SIGSTOPped (a frozen VM,
+ * a long GC pause) and SIGCONTed once every client recovered (at least `--pause-ms` later), or
+ * SIGKILLed and started again (`--kills`). For each client, the time from the fault to the first
+ * op it submitted after the fault becoming Authoritative is recorded. At the end every client's
+ * ops must be Authoritative exactly once, in order, and the room's audit clean.
+ *
+ * Clients listed by `--baseline` (default 0) keep the client's default watchdog (15 s), the
+ * others use `--watchdog-ms`: both kinds see the same faults in the same run.
+ *
+ *   node -C @hercules/source --import tsx bench/src/cluster/freeze.bench.ts [--freezes 20] [--kills 0]
+ *     [--clients 6] [--baseline 0] [--watchdog-ms 2000] [--heartbeat-ms 1000] [--lease-ms 2000]
+ *     [--every-ms 200] [--pause-ms 4000]
+ */
+import type { ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { connect, type Room } from '@hercules/client';
+import { auditRoomOnNats, shardOf, startNatsCluster } from '@hercules/cluster';
+import { freePort, serveProcess, until } from '@hercules/test-utils';
+import { chat } from '../../../apps/machines.ts';
+
+const arg = (name: string, d: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : d;
+};
+const FREEZES = arg('freezes', 20);
+const KILLS = arg('kills', 0);
+const CLIENTS = arg('clients', 6);
+const BASELINE = arg('baseline', 0);
+const WATCHDOG_MS = arg('watchdog-ms', 2000);
+const HEARTBEAT_MS = arg('heartbeat-ms', 1000);
+const LEASE_MS = arg('lease-ms', 2000);
+const EVERY_MS = arg('every-ms', 200);
+const PAUSE_MS = arg('pause-ms', 4000);
+const SHARDS = 4;
+const PREFIX = 'fz';
+const ROOM = 'freeze-bench';
+const MACHINES = fileURLToPath(new URL('../../../apps/machines.ts', import.meta.url));
+
+interface Node {
+  id: string;
+  port: number;
+  proc?: ChildProcess;
+}
+interface Client {
+  i: number;
+  baseline: boolean;
+  room: Room<typeof chat>;
+  sent: number;
+  ms: number[];
+}
+
+const cluster = await startNatsCluster({ nodes: 3 });
+const nodes: Node[] = await Promise.all(['n0', 'n1', 'n2'].map(async (id) => ({ id, port: await freePort() })));
+
+async function start(n: Node): Promise<void> {
+  const args = [
+    ...['--machines', MACHINES, '--nats', cluster.urls.join(','), '--node-id', n.id, '--shards', String(SHARDS)],
+    ...['--lease-ms', String(LEASE_MS), '--nats-prefix', PREFIX, '--heartbeat', String(HEARTBEAT_MS), '--log-level', 'error'],
+  ];
+  n.proc = (await serveProcess(args, { port: n.port })).proc;
+}
+async function health(n: Node): Promise<{ ok: boolean; shards: number[] } | undefined> {
+  return fetch(`http://127.0.0.1:${n.port}/healthz`, { signal: AbortSignal.timeout(1000) }).then(
+    (r) => r.json(),
+    () => undefined,
+  );
+}
+
+for (const n of nodes) await start(n);
+const clients: Client[] = [];
+for (let i = 0; i < CLIENTS; i++) {
+  const urls = nodes.map((_, k) => `ws://127.0.0.1:${nodes[(i + k) % nodes.length].port}`);
+  const baseline = i < BASELINE;
+  const room = await connect({
+    url: urls,
+    room: ROOM,
+    machine: chat,
+    clientId: `c${i}`,
+    onError: () => {},
+    ...(baseline ? {} : { watchdogMs: WATCHDOG_MS }),
+  });
+  await room.whenOnline({ timeoutMs: 30_000 });
+  clients.push({ i, baseline, room, sent: 0, ms: [] });
+}
+const ticker = setInterval(() => {
+  for (const c of clients) c.room.submit('say', { text: `c${c.i}-${c.sent++}` });
+}, EVERY_MS);
+const shard = shardOf(ROOM, SHARDS);
+
+/** The highest index of client `c`'s messages in its Authoritative view (a scan from the end, bounded). */
+function lastOwn(c: Client): number {
+  const msgs = c.room.getState('authoritative').messages;
+  const prefix = `c${c.i}-`;
+  for (let k = msgs.length - 1, seen = 0; k >= 0 && seen < 2000; k--, seen++)
+    if (msgs[k].text.startsWith(prefix)) return Number(msgs[k].text.slice(prefix.length));
+  return -1;
+}
+
+/** Each client's time from now to an op it submits after now being Authoritative. */
+async function recoveries(): Promise<(number | undefined)[]> {
+  const t0 = performance.now();
+  const marks = clients.map((c) => c.sent);
+  const out: (number | undefined)[] = clients.map(() => undefined);
+  while (out.some((x) => x === undefined) && performance.now() - t0 < 60_000) {
+    for (const c of clients) if (out[c.i] === undefined && lastOwn(c) >= marks[c.i]) out[c.i] = performance.now() - t0;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return out;
+}
+
+async function owner(): Promise<Node> {
+  let found: Node | undefined;
+  await until(
+    async () => {
+      for (const n of nodes) if ((await health(n))?.shards.includes(shard)) found = n;
+      return found !== undefined;
+    },
+    30_000,
+    'a node to own the room',
+    100,
+  );
+  return found!;
+}
+
+const caughtUp = () => until(() => clients.every((c) => lastOwn(c) >= c.sent - 3), 60_000, 'every client caught up', 20);
+
+async function fault(kind: 'freeze' | 'kill', n: number): Promise<void> {
+  await caughtUp();
+  // Faults apart: the node that came back must be heard again before the next one.
+  await new Promise((r) => setTimeout(r, 1000));
+  const o = await owner();
+  const t0 = performance.now();
+  if (kind === 'freeze') o.proc!.kill('SIGSTOP');
+  else {
+    const exited = new Promise((r) => o.proc!.once('exit', r));
+    o.proc!.kill('SIGKILL');
+    await exited;
+  }
+  const ms = await recoveries();
+  if (kind === 'freeze') {
+    await new Promise((r) => setTimeout(r, Math.max(0, PAUSE_MS - (performance.now() - t0))));
+    o.proc!.kill('SIGCONT');
+  } else await start(o);
+  for (const c of clients) if (ms[c.i] !== undefined) c.ms.push(ms[c.i]!);
+  const show = clients.map((c) => (ms[c.i] === undefined ? 'none' : `${Math.round(ms[c.i]!)}`)).join(' ');
+  console.log(`${kind} ${n + 1} (${o.id}): next op Authoritative per client, ms: ${show}`);
+}
+
+for (let k = 0; k < FREEZES; k++) await fault('freeze', k);
+for (let k = 0; k < KILLS; k++) await fault('kill', k);
+
+clearInterval(ticker);
+await until(() => clients.every((c) => lastOwn(c) === c.sent - 1), 60_000, 'every op Authoritative', 20);
+const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
+const report = (label: string, xs: number[]) =>
+  xs.length
+    ? console.log(
+        `${label}: ${xs.length} recoveries, p50 ${Math.round(q(xs, 0.5))} ms, p99 ${Math.round(q(xs, 0.99))} ms, max ${Math.round(Math.max(...xs))} ms`,
+      )
+    : undefined;
+console.log(
+  `\n${FREEZES} freezes (SIGSTOP >= ${PAUSE_MS} ms), ${KILLS} kills; lease ${LEASE_MS} ms, server heartbeat ${HEARTBEAT_MS} ms, ${CLIENTS} clients, an op each every ${EVERY_MS} ms`,
+);
+report(
+  `watchdog ${WATCHDOG_MS} ms`,
+  clients.filter((c) => !c.baseline).flatMap((c) => c.ms),
+);
+report(
+  'watchdog default (15 s)',
+  clients.filter((c) => c.baseline).flatMap((c) => c.ms),
+);
+let bad = 0;
+for (const c of clients) {
+  const mine = c.room
+    .getState('authoritative')
+    .messages.filter((m) => m.text.startsWith(`c${c.i}-`))
+    .map((m) => Number(m.text.slice(`c${c.i}-`.length)));
+  const inOrder = mine.length === c.sent && mine.every((x, k) => x === k);
+  if (!inOrder) bad++;
+  console.log(`client c${c.i}: ${c.sent} submitted, ${mine.length} Authoritative, distinct ${new Set(mine).size}, exactly once in order: ${inOrder}`);
+}
+const audit = await auditRoomOnNats({ nats: cluster.urls, room: ROOM, prefix: PREFIX, shards: SHARDS });
+console.log(
+  `audit: ${audit.claims} claims, ${audit.counted} records on the chain, ignored ${JSON.stringify(audit.ignored)}, problems: ${audit.problems.length ? audit.problems.join('; ') : 'none'}`,
+);
+for (const c of clients) await c.room.close();
+for (const n of nodes) if (n.proc?.exitCode === null) n.proc.kill('SIGKILL');
+await cluster.close();
+process.exit(bad === 0 && audit.problems.length === 0 ? 0 : 1);
