@@ -9,16 +9,20 @@
  * op it submitted after the fault becoming Authoritative is recorded. At the end every client's
  * ops must be Authoritative exactly once, in order, and the room's audit clean.
  *
- * Clients listed by `--baseline` (default 0) keep the client's default watchdog (15 s), the
- * others use `--watchdog-ms`: both kinds see the same faults in the same run.
+ * The first `--baseline` clients (default 0) give a link up after 15 s without a frame (the
+ * client's watchdog before it followed the server's heartbeat), the others after `--watchdog-ms`,
+ * or by default twice the heartbeat the node announces (its default for a cluster node, 1 s):
+ * both kinds see the same faults in the same run.
  *
  *   node -C @hercules/source --import tsx bench/src/cluster/freeze.bench.ts [--freezes 20] [--kills 0]
- *     [--clients 6] [--baseline 0] [--watchdog-ms 2000] [--heartbeat-ms 1000] [--lease-ms 2000]
+ *     [--clients 6] [--baseline 0] [--watchdog-ms 0 (derived)] [--heartbeat-ms 0 (the node's default)] [--lease-ms 2000]
  *     [--every-ms 200] [--pause-ms 4000]
  */
 import type { ChildProcess } from 'node:child_process';
+import { mkdirSync, openSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { connect, type Room } from '@hercules/client';
+import { connect, type ConnectedRoom } from '@hercules/client';
 import { auditRoomOnNats, shardOf, startNatsCluster } from '@hercules/cluster';
 import { freePort, serveProcess, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
@@ -31,14 +35,17 @@ const FREEZES = arg('freezes', 20);
 const KILLS = arg('kills', 0);
 const CLIENTS = arg('clients', 6);
 const BASELINE = arg('baseline', 0);
-const WATCHDOG_MS = arg('watchdog-ms', 2000);
-const HEARTBEAT_MS = arg('heartbeat-ms', 1000);
+const WATCHDOG_MS = arg('watchdog-ms', 0);
+const HEARTBEAT_MS = arg('heartbeat-ms', 0);
 const LEASE_MS = arg('lease-ms', 2000);
 const EVERY_MS = arg('every-ms', 200);
 const PAUSE_MS = arg('pause-ms', 4000);
 const SHARDS = 4;
 const PREFIX = 'fz';
 const ROOM = 'freeze-bench';
+/** FREEZE_LOG_DIR=dir: each node's log (info level) in dir/<node>.log. */
+const LOG_DIR = process.env.FREEZE_LOG_DIR;
+if (LOG_DIR) mkdirSync(LOG_DIR, { recursive: true });
 const MACHINES = fileURLToPath(new URL('../../../apps/machines.ts', import.meta.url));
 
 interface Node {
@@ -49,7 +56,7 @@ interface Node {
 interface Client {
   i: number;
   baseline: boolean;
-  room: Room<typeof chat>;
+  room: ConnectedRoom<typeof chat>;
   sent: number;
   ms: number[];
 }
@@ -60,9 +67,11 @@ const nodes: Node[] = await Promise.all(['n0', 'n1', 'n2'].map(async (id) => ({ 
 async function start(n: Node): Promise<void> {
   const args = [
     ...['--machines', MACHINES, '--nats', cluster.urls.join(','), '--node-id', n.id, '--shards', String(SHARDS)],
-    ...['--lease-ms', String(LEASE_MS), '--nats-prefix', PREFIX, '--heartbeat', String(HEARTBEAT_MS), '--log-level', 'error'],
+    ...['--lease-ms', String(LEASE_MS), '--nats-prefix', PREFIX, '--log-level', LOG_DIR ? 'info' : 'error'],
+    ...(HEARTBEAT_MS ? ['--heartbeat', String(HEARTBEAT_MS)] : []),
   ];
-  n.proc = (await serveProcess(args, { port: n.port })).proc;
+  const stdio = LOG_DIR ? (['ignore', openSync(join(LOG_DIR, `${n.id}.log`), 'a'), 'pipe'] as const) : undefined;
+  n.proc = (await serveProcess(args, { port: n.port, ...(stdio ? { stdio: [...stdio] } : {}) })).proc;
 }
 async function health(n: Node): Promise<{ ok: boolean; shards: number[] } | undefined> {
   return fetch(`http://127.0.0.1:${n.port}/healthz`, { signal: AbortSignal.timeout(1000) }).then(
@@ -82,7 +91,7 @@ for (let i = 0; i < CLIENTS; i++) {
     machine: chat,
     clientId: `c${i}`,
     onError: () => {},
-    ...(baseline ? {} : { watchdogMs: WATCHDOG_MS }),
+    ...(baseline ? { watchdogMs: 15_000 } : WATCHDOG_MS ? { watchdogMs: WATCHDOG_MS } : {}),
   });
   await room.whenOnline({ timeoutMs: 30_000 });
   clients.push({ i, baseline, room, sent: 0, ms: [] });
@@ -164,14 +173,14 @@ const report = (label: string, xs: number[]) =>
       )
     : undefined;
 console.log(
-  `\n${FREEZES} freezes (SIGSTOP >= ${PAUSE_MS} ms), ${KILLS} kills; lease ${LEASE_MS} ms, server heartbeat ${HEARTBEAT_MS} ms, ${CLIENTS} clients, an op each every ${EVERY_MS} ms`,
+  `\n${FREEZES} freezes (SIGSTOP >= ${PAUSE_MS} ms), ${KILLS} kills; lease ${LEASE_MS} ms, server heartbeat ${HEARTBEAT_MS || 'default'} ms, ${CLIENTS} clients, an op each every ${EVERY_MS} ms`,
 );
 report(
-  `watchdog ${WATCHDOG_MS} ms`,
+  `watchdog ${WATCHDOG_MS ? `${WATCHDOG_MS} ms` : 'derived'}`,
   clients.filter((c) => !c.baseline).flatMap((c) => c.ms),
 );
 report(
-  'watchdog default (15 s)',
+  'watchdog 15 s',
   clients.filter((c) => c.baseline).flatMap((c) => c.ms),
 );
 let bad = 0;

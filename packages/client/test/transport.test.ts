@@ -218,6 +218,31 @@ test('the watchdog closes a link that has gone quiet for watchdogMs; any frame, 
 });
 
 // spec: LIVE-DEAD-LINK
+test('without watchdogMs, the watchdog is twice the heartbeat the server announces in its pings (at least 2 s); 15 s until then; the app’s choice wins', async () => {
+  const quietUntilClosed = async (opts: { watchdogMs?: number }, every: number | undefined) => {
+    const { clock, all } = setup(opts);
+    await turn();
+    const s = all[0];
+    s.open();
+    s.deliver(WELCOME);
+    s.deliver(every === undefined ? { t: 'ping' } : { t: 'ping', every });
+    let ms = 0;
+    while (closeCode(s) === undefined && ms < 60_000) {
+      clock.advance(100);
+      ms += 100;
+    }
+    assert.equal(closeCode(s), 4100);
+    return ms;
+  };
+  assert.equal(await quietUntilClosed({}, 1000), 2000, 'a cluster node pinging every second: 2 s');
+  assert.equal(await quietUntilClosed({}, 5000), 10_000);
+  assert.equal(await quietUntilClosed({}, 200), 2000, 'not under the 2 s floor');
+  assert.equal(await quietUntilClosed({}, undefined), 15_000, 'a server that does not say');
+  assert.equal(await quietUntilClosed({}, -5), 15_000, 'nor a nonsense value');
+  assert.equal(await quietUntilClosed({ watchdogMs: 4000 }, 1000), 4000, 'the app chose');
+});
+
+// spec: LIVE-DEAD-LINK
 test('on a dead link whose close never completes (a browser), the watchdog lets the socket go at once: offline, lost, a new attempt; the old one is no longer heard', async () => {
   const { clock, all, log, transport, statuses } = setup({ watchdogMs: 1000, backoff: { minMs: 100, maxMs: 100 } }, 'dead-link');
   await turn();
