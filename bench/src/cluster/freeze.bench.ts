@@ -16,7 +16,7 @@
  *
  *   node -C @hercules/source --import tsx bench/src/cluster/freeze.bench.ts [--freezes 20] [--kills 0]
  *     [--clients 6] [--baseline 0] [--watchdog-ms 0 (derived)] [--heartbeat-ms 0 (the node's default)] [--lease-ms 2000]
- *     [--every-ms 200] [--pause-ms 4000]
+ *     [--every-ms 200] [--pause-ms 4000] [--settle-ms 12000]
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
@@ -40,6 +40,7 @@ const HEARTBEAT_MS = arg('heartbeat-ms', 0);
 const LEASE_MS = arg('lease-ms', 2000);
 const EVERY_MS = arg('every-ms', 200);
 const PAUSE_MS = arg('pause-ms', 4000);
+const SETTLE_MS = arg('settle-ms', 12_000);
 const SHARDS = 4;
 const PREFIX = 'fz';
 const ROOM = 'freeze-bench';
@@ -59,6 +60,8 @@ interface Client {
   room: ConnectedRoom<typeof chat>;
   sent: number;
   ms: number[];
+  /** Status changes (performance.now, status, detail): printed for a recovery over 3 s. */
+  statuses: [number, string, string][];
 }
 
 const cluster = await startNatsCluster({ nodes: 3 });
@@ -80,6 +83,10 @@ async function health(n: Node): Promise<{ ok: boolean; shards: number[] } | unde
   );
 }
 
+// A run that throws leaves no node behind (the NATS servers see to themselves: startNatsCluster).
+process.once('exit', () => {
+  for (const n of nodes) if (n.proc?.exitCode === null) n.proc.kill('SIGKILL');
+});
 for (const n of nodes) await start(n);
 const clients: Client[] = [];
 for (let i = 0; i < CLIENTS; i++) {
@@ -94,7 +101,9 @@ for (let i = 0; i < CLIENTS; i++) {
     ...(baseline ? { watchdogMs: 15_000 } : WATCHDOG_MS ? { watchdogMs: WATCHDOG_MS } : {}),
   });
   await room.whenOnline({ timeoutMs: 30_000 });
-  clients.push({ i, baseline, room, sent: 0, ms: [] });
+  const c: Client = { i, baseline, room, sent: 0, ms: [], statuses: [] };
+  room.onStatus((st, detail) => c.statuses.push([performance.now(), st, detail ?? '']));
+  clients.push(c);
 }
 const ticker = setInterval(() => {
   for (const c of clients) c.room.submit('say', { text: `c${c.i}-${c.sent++}` });
@@ -140,8 +149,6 @@ const caughtUp = () => until(() => clients.every((c) => lastOwn(c) >= c.sent - 3
 
 async function fault(kind: 'freeze' | 'kill', n: number): Promise<void> {
   await caughtUp();
-  // Faults apart: the node that came back must be heard again before the next one.
-  await new Promise((r) => setTimeout(r, 1000));
   const o = await owner();
   const t0 = performance.now();
   if (kind === 'freeze') o.proc!.kill('SIGSTOP');
@@ -155,7 +162,19 @@ async function fault(kind: 'freeze' | 'kill', n: number): Promise<void> {
     await new Promise((r) => setTimeout(r, Math.max(0, PAUSE_MS - (performance.now() - t0))));
     o.proc!.kill('SIGCONT');
   } else await start(o);
+  // Faults apart: placement moves the room back to the node once it has been heard for 5 s
+  // (settleMs), and its members reconnect; the next fault comes after that, on connections
+  // that held (a client's backoff starts again only after a connection that held 5 s).
+  await new Promise((r) => setTimeout(r, SETTLE_MS));
   for (const c of clients) if (ms[c.i] !== undefined) c.ms.push(ms[c.i]!);
+  for (const c of clients)
+    if (!c.baseline && !(ms[c.i]! <= 3000))
+      console.log(
+        `  c${c.i}: ${c.statuses
+          .filter(([t]) => t >= t0 - 1000 && t <= t0 + 20_000)
+          .map(([t, st, d]) => `${Math.round(t - t0)} ${st} ${d.slice(0, 90)}`)
+          .join(' | ')}`,
+      );
   const show = clients.map((c) => (ms[c.i] === undefined ? 'none' : `${Math.round(ms[c.i]!)}`)).join(' ');
   console.log(`${kind} ${n + 1} (${o.id}): next op Authoritative per client, ms: ${show}`);
 }

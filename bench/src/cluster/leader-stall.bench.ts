@@ -34,6 +34,10 @@ const MACHINES = fileURLToPath(new URL('../../../apps/machines.ts', import.meta.
 
 const cluster = await startNatsCluster({ nodes: 3 });
 const nodes: { id: string; port: number; proc?: ChildProcess }[] = await Promise.all(['n0', 'n1', 'n2'].map(async (id) => ({ id, port: await freePort() })));
+// A run that throws leaves no node behind (the NATS servers see to themselves: startNatsCluster).
+process.once('exit', () => {
+  for (const n of nodes) if (n.proc?.exitCode === null) n.proc.kill('SIGKILL');
+});
 for (const n of nodes) {
   const args = [
     ...['--machines', MACHINES, '--nats', cluster.urls.join(','), '--node-id', n.id, '--shards', String(SHARDS)],
