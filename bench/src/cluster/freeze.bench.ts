@@ -41,6 +41,8 @@ const LEASE_MS = arg('lease-ms', 2000);
 const EVERY_MS = arg('every-ms', 200);
 const PAUSE_MS = arg('pause-ms', 4000);
 const SETTLE_MS = arg('settle-ms', 12_000);
+/** Clients that join through the owner just before each fault (its own clients), and leave after it. */
+const DIRECT = arg('direct', 2);
 const SHARDS = 4;
 const PREFIX = 'fz';
 const ROOM = 'freeze-bench';
@@ -57,6 +59,9 @@ interface Node {
 interface Client {
   i: number;
   baseline: boolean;
+  /** Joined through the owner just before a fault (DIRECT); it leaves after. */
+  direct?: boolean;
+  done?: boolean;
   room: ConnectedRoom<typeof chat>;
   sent: number;
   ms: number[];
@@ -106,7 +111,7 @@ for (let i = 0; i < CLIENTS; i++) {
   clients.push(c);
 }
 const ticker = setInterval(() => {
-  for (const c of clients) c.room.submit('say', { text: `c${c.i}-${c.sent++}` });
+  for (const c of clients) if (!c.done) c.room.submit('say', { text: `c${c.i}-${c.sent++}` });
 }, EVERY_MS);
 const shard = shardOf(ROOM, SHARDS);
 
@@ -123,7 +128,7 @@ function lastOwn(c: Client): number {
 async function recoveries(): Promise<(number | undefined)[]> {
   const t0 = performance.now();
   const marks = clients.map((c) => c.sent);
-  const out: (number | undefined)[] = clients.map(() => undefined);
+  const out: (number | undefined)[] = clients.map((c) => (c.done ? -1 : undefined));
   while (out.some((x) => x === undefined) && performance.now() - t0 < 60_000) {
     for (const c of clients) if (out[c.i] === undefined && lastOwn(c) >= marks[c.i]) out[c.i] = performance.now() - t0;
     await new Promise((r) => setTimeout(r, 10));
@@ -145,11 +150,56 @@ async function owner(): Promise<Node> {
   return found!;
 }
 
-const caughtUp = () => until(() => clients.every((c) => lastOwn(c) >= c.sent - 3), 60_000, 'every client caught up', 20);
+const caughtUp = () => until(() => clients.every((c) => c.done || lastOwn(c) >= c.sent - 3), 60_000, 'every client caught up', 20);
+
+/** Whether every op of `c` is Authoritative exactly once, in order (printed). */
+function verify(c: Client): boolean {
+  const prefix = `c${c.i}-`;
+  const mine = c.room
+    .getState('authoritative')
+    .messages.filter((m) => m.text.startsWith(prefix))
+    .map((m) => Number(m.text.slice(prefix.length)));
+  const ok = mine.length === c.sent && mine.every((x, k) => x === k);
+  if (!ok || !c.direct)
+    console.log(`client c${c.i}: ${c.sent} submitted, ${mine.length} Authoritative, distinct ${new Set(mine).size}, exactly once in order: ${ok}`);
+  return ok;
+}
+let bad = 0;
+
+/** DIRECT clients whose first URL is the owner's: on it, not relayed. */
+async function joinDirect(o: Node): Promise<Client[]> {
+  const out: Client[] = [];
+  for (let j = 0; j < DIRECT; j++) {
+    const k = nodes.indexOf(o);
+    const urls = nodes.map((_, m) => `ws://127.0.0.1:${nodes[(k + m) % nodes.length].port}`);
+    const i = clients.length;
+    const room = await connect({ url: urls, room: ROOM, machine: chat, clientId: `c${i}`, onError: () => {} });
+    await room.whenOnline({ timeoutMs: 30_000 });
+    const c: Client = { i, baseline: false, direct: true, room, sent: 0, ms: [], statuses: [] };
+    room.onStatus((st, detail) => c.statuses.push([performance.now(), st, detail ?? '']));
+    clients.push(c);
+    out.push(c);
+  }
+  await caughtUp();
+  // A ping or two first: the watchdog follows the interval they name.
+  await new Promise((r) => setTimeout(r, 2500));
+  return out;
+}
+
+async function leave(cs: Client[]): Promise<void> {
+  for (const c of cs) c.done = true;
+  await until(() => cs.every((c) => lastOwn(c) === c.sent - 1), 60_000, 'the direct clients caught up', 20);
+  for (const c of cs) {
+    if (!verify(c)) bad++;
+    await c.room.close();
+  }
+}
 
 async function fault(kind: 'freeze' | 'kill', n: number): Promise<void> {
   await caughtUp();
   const o = await owner();
+  const direct = await joinDirect(o);
+  if ((await owner()) !== o) console.log('  (the room moved while the direct clients joined)');
   const t0 = performance.now();
   if (kind === 'freeze') o.proc!.kill('SIGSTOP');
   else {
@@ -166,24 +216,25 @@ async function fault(kind: 'freeze' | 'kill', n: number): Promise<void> {
   // (settleMs), and its members reconnect; the next fault comes after that, on connections
   // that held (a client's backoff starts again only after a connection that held 5 s).
   await new Promise((r) => setTimeout(r, SETTLE_MS));
-  for (const c of clients) if (ms[c.i] !== undefined) c.ms.push(ms[c.i]!);
+  for (const c of clients) if (ms[c.i] !== undefined && ms[c.i]! >= 0) c.ms.push(ms[c.i]!);
   for (const c of clients)
-    if (!c.baseline && !(ms[c.i]! <= 3000))
+    if (!c.baseline && !c.done && !(ms[c.i]! <= 3000))
       console.log(
         `  c${c.i}: ${c.statuses
           .filter(([t]) => t >= t0 - 1000 && t <= t0 + 20_000)
           .map(([t, st, d]) => `${Math.round(t - t0)} ${st} ${d.slice(0, 90)}`)
           .join(' | ')}`,
       );
-  const show = clients.map((c) => (ms[c.i] === undefined ? 'none' : `${Math.round(ms[c.i]!)}`)).join(' ');
-  console.log(`${kind} ${n + 1} (${o.id}): next op Authoritative per client, ms: ${show}`);
+  const show = (cs: Client[]) => cs.map((c) => (ms[c.i] === undefined ? 'none' : `${Math.round(ms[c.i]!)}`)).join(' ');
+  console.log(`${kind} ${n + 1} (${o.id}): next op Authoritative, ms: on it ${show(direct)}; the others ${show(clients.filter((c) => !c.direct && !c.done))}`);
+  await leave(direct);
 }
 
 for (let k = 0; k < FREEZES; k++) await fault('freeze', k);
 for (let k = 0; k < KILLS; k++) await fault('kill', k);
 
 clearInterval(ticker);
-await until(() => clients.every((c) => lastOwn(c) === c.sent - 1), 60_000, 'every op Authoritative', 20);
+await until(() => clients.every((c) => c.done || lastOwn(c) === c.sent - 1), 60_000, 'every op Authoritative', 20);
 const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
 const report = (label: string, xs: number[]) =>
   xs.length
@@ -194,29 +245,30 @@ const report = (label: string, xs: number[]) =>
 console.log(
   `\n${FREEZES} freezes (SIGSTOP >= ${PAUSE_MS} ms), ${KILLS} kills; lease ${LEASE_MS} ms, server heartbeat ${HEARTBEAT_MS || 'default'} ms, ${CLIENTS} clients, an op each every ${EVERY_MS} ms`,
 );
+const watchdog = `watchdog ${WATCHDOG_MS ? `${WATCHDOG_MS} ms` : 'derived'}`;
 report(
-  `watchdog ${WATCHDOG_MS ? `${WATCHDOG_MS} ms` : 'derived'}`,
+  `the faulty node's own clients (${watchdog})`,
+  clients.filter((c) => c.direct).flatMap((c) => c.ms),
+);
+report(
+  `the other clients (${watchdog})`,
+  clients.filter((c) => !c.baseline && !c.direct).flatMap((c) => c.ms),
+);
+report(
+  `every client (${watchdog})`,
   clients.filter((c) => !c.baseline).flatMap((c) => c.ms),
 );
 report(
   'watchdog 15 s',
   clients.filter((c) => c.baseline).flatMap((c) => c.ms),
 );
-let bad = 0;
-for (const c of clients) {
-  const mine = c.room
-    .getState('authoritative')
-    .messages.filter((m) => m.text.startsWith(`c${c.i}-`))
-    .map((m) => Number(m.text.slice(`c${c.i}-`.length)));
-  const inOrder = mine.length === c.sent && mine.every((x, k) => x === k);
-  if (!inOrder) bad++;
-  console.log(`client c${c.i}: ${c.sent} submitted, ${mine.length} Authoritative, distinct ${new Set(mine).size}, exactly once in order: ${inOrder}`);
-}
+for (const c of clients) if (!c.done && !verify(c)) bad++;
+console.log(`clients that joined through the owner before a fault: ${clients.filter((c) => c.direct).length}, each exactly once in order unless printed above`);
 const audit = await auditRoomOnNats({ nats: cluster.urls, room: ROOM, prefix: PREFIX, shards: SHARDS });
 console.log(
   `audit: ${audit.claims} claims, ${audit.counted} records on the chain, ignored ${JSON.stringify(audit.ignored)}, problems: ${audit.problems.length ? audit.problems.join('; ') : 'none'}`,
 );
-for (const c of clients) await c.room.close();
+for (const c of clients) if (!c.done) await c.room.close();
 for (const n of nodes) if (n.proc?.exitCode === null) n.proc.kill('SIGKILL');
 await cluster.close();
 process.exit(bad === 0 && audit.problems.length === 0 ? 0 : 1);

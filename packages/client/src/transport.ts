@@ -82,12 +82,12 @@ export interface WebSocketTransportOptions {
 }
 
 /**
- * Close codes by which a live server asks a welcomed client to reconnect (to resume elsewhere,
- * or here): 1011 (the room failed, e.g. its storage, or its cluster shard moved), 1012 (the room
- * moved: the node relays to its new owner), 1013 (try again later). 1001 (going away: the server
- * stops) and closes the client makes itself are not among them.
+ * The close code by which a live server asks a welcomed client to reconnect to it: 1012 (a
+ * cluster node whose relay to the room's owner was cut, or whose room moved: it relays to the
+ * new owner). Not 1011 (the room failed here: a node cut off from NATS fails its rooms so, and
+ * can serve none until it is back), 1013, 1001 (the server stops), nor closes of the client's own.
  */
-const COME_BACK: ReadonlySet<number> = new Set([1011, 1012, 1013]);
+const COME_BACK: ReadonlySet<number> = new Set([1012]);
 
 /**
  * The least watchdog derived from a server's heartbeat: below it a client would give up a live
@@ -381,8 +381,8 @@ export class WebSocketTransport implements ClientTransport {
     this.#events?.lost();
     if (this.#stopped) return;
     // With several servers, the next attempt goes to the next one (this one died, went silent or
-    // is going away), unless the server closed a welcomed connection asking the client back: it
-    // is alive, and a cluster node serves any room. Rotating then could pick a frozen node,
+    // is going away), unless the server closed a welcomed connection asking the client back
+    // (COME_BACK): it is alive, and a cluster node serves any room. Rotating then could pick a frozen node,
     // which accepts TCP but never answers: 11.6-11.9 s to the next Authoritative op (the 10 s
     // connect timeout) against 1.7-2.8 s, measured with bench/src/cluster/freeze.bench.ts.
     if (!(a.welcomed && COME_BACK.has(ev.code))) this.#urlIndex++;
