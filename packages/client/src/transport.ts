@@ -313,7 +313,10 @@ export class WebSocketTransport implements ClientTransport {
     const sock = a.sock;
     sock.onopen = () => {
       if (this.#live !== a) return;
-      this.#armWatchdog();
+      // No watchdog until a frame comes: before its welcome the server sends none (no pings
+      // either) while it locates and loads the room, which the connect timeout bounds. A 2 s
+      // watchdog armed here cut cluster clients waiting for a new owner's claim, again and again
+      // (reconnects every 2-2.3 s for 10-20 s at a load average of 45, freeze.bench.ts).
       this.#events?.opened();
     };
     sock.onmessage = (ev) => this.#received(a, ev.data);

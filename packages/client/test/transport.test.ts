@@ -243,6 +243,29 @@ test('without watchdogMs, the watchdog is twice the heartbeat the server announc
 });
 
 // spec: LIVE-DEAD-LINK
+test('a connection waiting for its welcome (the server locating and loading the room) is bounded by the connect timeout, not by the watchdog', async () => {
+  const { clock, all, transport } = setup({ connectTimeoutMs: 10_000, backoff: { minMs: 100, maxMs: 100 } });
+  await turn();
+  all[0].open();
+  all[0].deliver(WELCOME);
+  all[0].deliver({ t: 'ping', every: 1000 }); // the watchdog is 2 s from now on
+  clock.advance(2000);
+  assert.equal(closeCode(all[0]), 4100, 'a silent welcomed link is left after 2 s');
+  clock.advance(100);
+  await turn();
+  const s = all[1];
+  s.open();
+  clock.advance(6000);
+  assert.equal(closeCode(s), undefined, '6 s without a frame before the welcome: still waiting');
+  s.deliver(WELCOME);
+  assert.equal(transport.status(), 'online');
+  clock.advance(1900);
+  assert.equal(closeCode(s), undefined);
+  clock.advance(100);
+  assert.equal(closeCode(s), 4100, 'welcomed, the watchdog applies');
+});
+
+// spec: LIVE-DEAD-LINK
 test('on a dead link whose close never completes (a browser), the watchdog lets the socket go at once: offline, lost, a new attempt; the old one is no longer heard', async () => {
   const { clock, all, log, transport, statuses } = setup({ watchdogMs: 1000, backoff: { minMs: 100, maxMs: 100 } }, 'dead-link');
   await turn();
