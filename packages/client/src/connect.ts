@@ -53,9 +53,11 @@ export interface ConnectOptions<M extends Machine<any, any>> {
    */
   backoff?: { minMs?: number; maxMs?: number };
   /**
-   * Give the connection up if no frame arrives for this long (the server pings every 5 s): the
-   * status says `offline` and a reconnect starts at once, without waiting for a dead socket to
-   * close. So `online` means a frame arrived within this long. Default 15000 ms.
+   * Give the connection up if no frame arrives for this long: the status says `offline` and a
+   * reconnect starts at once, without waiting for a dead socket to close. So `online` means a
+   * frame arrived within this long. Default: twice the heartbeat interval the server's pings
+   * announce, at least 2000 ms (10 s against an embedded server, 2 s against a cluster node);
+   * 15000 ms until the first ping, or from a server that does not announce it.
    */
   watchdogMs?: number;
   /**

@@ -71,13 +71,29 @@ export interface WebSocketTransportOptions {
   /** Defaults 100 and 5000 ms; starts again from minMs after a connection welcomed that held for maxMs. */
   backoff?: { minMs?: number; maxMs?: number };
   /**
-   * Give the connection up once no frame has arrived for this long (the server pings every
-   * 5 s; pongs do not count). Default 15000 ms.
+   * Give the connection up once no frame has arrived for this long (pongs do not count).
+   * Default: twice the heartbeat the server announces in its pings, at least 2000 ms (a server
+   * that pings every 5 s, the default: 10 s; a cluster node, every 1 s: 2 s); 15000 ms until a
+   * ping says it, or from a server that does not.
    */
   watchdogMs?: number;
   /** Default 10000 ms. */
   connectTimeoutMs?: number;
 }
+
+/**
+ * The close code by which a live server asks a welcomed client to reconnect to it: 1012 (a
+ * cluster node whose relay to the room's owner was cut, or whose room moved: it relays to the
+ * new owner). Not 1011 (the room failed here: a node cut off from NATS fails its rooms so, and
+ * can serve none until it is back), 1013, 1001 (the server stops), nor closes of the client's own.
+ */
+const COME_BACK: ReadonlySet<number> = new Set([1012]);
+
+/**
+ * The least watchdog derived from a server's heartbeat: below it a client would give up a live
+ * link at any pause of the server's event loop longer than a second.
+ */
+const WATCHDOG_FLOOR_MS = 2000;
 
 /** WebSocket close codes of our own (4000-4999 are the application's). */
 const CLOSE = { watchdog: 4100, badFrame: 4101, restart: 4102, connectTimeout: 4103 } as const;
@@ -99,7 +115,8 @@ export class WebSocketTransport implements ClientTransport {
   readonly #random: () => number;
   readonly #minMs: number;
   readonly #maxMs: number;
-  readonly #watchdogMs: number;
+  /** The watchdog: the app's choice, else derived from the server's announced heartbeat (#heard). */
+  #watchdogMs: number;
   readonly #connectTimeoutMs: number;
   #events: TransportEvents | undefined;
   /** The connection in use; a socket let go of is no longer it, even while it closes. */
@@ -296,7 +313,10 @@ export class WebSocketTransport implements ClientTransport {
     const sock = a.sock;
     sock.onopen = () => {
       if (this.#live !== a) return;
-      this.#armWatchdog();
+      // No watchdog until a frame comes: before its welcome the server sends none (no pings
+      // either) while it locates and loads the room, which the connect timeout bounds. A 2 s
+      // watchdog armed here cut cluster clients waiting for a new owner's claim, again and again
+      // (reconnects every 2-2.3 s for 10-20 s at a load average of 45, freeze.bench.ts).
       this.#events?.opened();
     };
     sock.onmessage = (ev) => this.#received(a, ev.data);
@@ -324,7 +344,7 @@ export class WebSocketTransport implements ClientTransport {
       a.sock.close(CLOSE.badFrame, 'bad frame');
       return;
     }
-    if (msg.t === 'ping') return;
+    if (msg.t === 'ping') return this.#heard(msg.every);
     this.#events?.message(msg);
     // The room may have stopped on this very frame (a fatal verdict in the welcome).
     if (msg.t === 'welcome' && !this.#stopped && this.#live === a) {
@@ -338,6 +358,22 @@ export class WebSocketTransport implements ClientTransport {
     }
   }
 
+  /**
+   * A ping saying the server's heartbeat: unless the app chose its watchdog, give a link up after
+   * two heartbeats without a frame (not less than WATCHDOG_FLOOR_MS). A frozen cluster node's
+   * clients then leave it within 2 s of its last frame rather than 15 s (freeze.bench.ts).
+   */
+  #heard(every: unknown): void {
+    if (this.#opts.watchdogMs !== undefined || typeof every !== 'number' || !(every >= 100 && every <= 600_000)) return;
+    const ms = Math.max(WATCHDOG_FLOOR_MS, 2 * every);
+    if (ms === this.#watchdogMs) return;
+    this.#watchdogMs = ms;
+    // The timer armed under the old value would fire only at its end (15 s): arm it again.
+    this.#cancelWatchdog?.();
+    this.#cancelWatchdog = undefined;
+    if (this.#live) this.#watch(Math.max(0, ms - (this.#clock.now() - this.#lastFrameAt)));
+  }
+
   /** The connection in use closed, or was let go of: offline, and a reconnect unless stopped. */
   #lost(a: Attempt, ev: { code: number; reason: string }): void {
     if (this.#live !== a) return;
@@ -347,8 +383,12 @@ export class WebSocketTransport implements ClientTransport {
     this.#cancelWatchdog = this.#cancelConnectTimeout = undefined;
     this.#events?.lost();
     if (this.#stopped) return;
-    // With several servers, the next attempt goes to the next one (this one died, or moved the room).
-    this.#urlIndex++;
+    // With several servers, the next attempt goes to the next one (this one died, went silent or
+    // is going away), unless the server closed a welcomed connection asking the client back
+    // (COME_BACK): it is alive, and a cluster node serves any room. Rotating then could pick a frozen node,
+    // which accepts TCP but never answers: 11.6-11.9 s to the next Authoritative op (the 10 s
+    // connect timeout) against 1.7-2.8 s, measured with bench/src/cluster/freeze.bench.ts.
+    if (!(a.welcomed && COME_BACK.has(ev.code))) this.#urlIndex++;
     // The backoff starts again only after a connection that held for its cap: one welcomed and
     // then closed at once by a refusal that recurs (a resync every welcome, a room that fails on
     // a frame) would otherwise reconnect every 50 ms on average (full jitter over 100) for ever.

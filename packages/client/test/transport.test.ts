@@ -218,6 +218,54 @@ test('the watchdog closes a link that has gone quiet for watchdogMs; any frame, 
 });
 
 // spec: LIVE-DEAD-LINK
+test('without watchdogMs, the watchdog is twice the heartbeat the server announces in its pings (at least 2 s); 15 s until then; the app’s choice wins', async () => {
+  const quietUntilClosed = async (opts: { watchdogMs?: number }, every: number | undefined) => {
+    const { clock, all } = setup(opts);
+    await turn();
+    const s = all[0];
+    s.open();
+    s.deliver(WELCOME);
+    s.deliver(every === undefined ? { t: 'ping' } : { t: 'ping', every });
+    let ms = 0;
+    while (closeCode(s) === undefined && ms < 60_000) {
+      clock.advance(100);
+      ms += 100;
+    }
+    assert.equal(closeCode(s), 4100);
+    return ms;
+  };
+  assert.equal(await quietUntilClosed({}, 1000), 2000, 'a cluster node pinging every second: 2 s');
+  assert.equal(await quietUntilClosed({}, 5000), 10_000);
+  assert.equal(await quietUntilClosed({}, 200), 2000, 'not under the 2 s floor');
+  assert.equal(await quietUntilClosed({}, undefined), 15_000, 'a server that does not say');
+  assert.equal(await quietUntilClosed({}, -5), 15_000, 'nor a nonsense value');
+  assert.equal(await quietUntilClosed({ watchdogMs: 4000 }, 1000), 4000, 'the app chose');
+});
+
+// spec: LIVE-DEAD-LINK
+test('a connection waiting for its welcome (the server locating and loading the room) is bounded by the connect timeout, not by the watchdog', async () => {
+  const { clock, all, transport } = setup({ connectTimeoutMs: 10_000, backoff: { minMs: 100, maxMs: 100 } });
+  await turn();
+  all[0].open();
+  all[0].deliver(WELCOME);
+  all[0].deliver({ t: 'ping', every: 1000 }); // the watchdog is 2 s from now on
+  clock.advance(2000);
+  assert.equal(closeCode(all[0]), 4100, 'a silent welcomed link is left after 2 s');
+  clock.advance(100);
+  await turn();
+  const s = all[1];
+  s.open();
+  clock.advance(6000);
+  assert.equal(closeCode(s), undefined, '6 s without a frame before the welcome: still waiting');
+  s.deliver(WELCOME);
+  assert.equal(transport.status(), 'online');
+  clock.advance(1900);
+  assert.equal(closeCode(s), undefined);
+  clock.advance(100);
+  assert.equal(closeCode(s), 4100, 'welcomed, the watchdog applies');
+});
+
+// spec: LIVE-DEAD-LINK
 test('on a dead link whose close never completes (a browser), the watchdog lets the socket go at once: offline, lost, a new attempt; the old one is no longer heard', async () => {
   const { clock, all, log, transport, statuses } = setup({ watchdogMs: 1000, backoff: { minMs: 100, maxMs: 100 } }, 'dead-link');
   await turn();
@@ -306,7 +354,7 @@ test('with several URLs (a cluster without a load balancer), each reconnect afte
   assert.match(all[1].url, /^ws:\/\/b\.test:2\//);
   all[1].open();
   all[1].deliver(WELCOME); // b serves; then it goes away
-  all[1].close(1012, 'room moved');
+  all[1].close(1001, 'server shutting down');
   clock.advance(1);
   clock.advance(100);
   await turn();
@@ -315,4 +363,44 @@ test('with several URLs (a cluster without a load balancer), each reconnect afte
   clock.advance(100);
   await turn();
   assert.match(all[3].url, /^ws:\/\/a\.test:1\//, 'and round again');
+});
+
+test('with several URLs, a live server that closes a welcomed connection asking the client back (1012) is tried again first; a room failed there (1011) or a silent server is left', async () => {
+  const { clock, all } = setup({ url: ['ws://a.test:1', 'ws://b.test:2', 'ws://c.test:3'], backoff: { minMs: 100, maxMs: 100 }, watchdogMs: 2000 });
+  const next = async () => {
+    clock.advance(1);
+    clock.advance(100);
+    await turn();
+    return all[all.length - 1];
+  };
+  await turn();
+  all[0].open();
+  all[0].deliver(WELCOME);
+  // a relayed the room to its owner, which stopped answering: a cuts the relay and asks the
+  // client back (it serves any room; the next URL may be the frozen owner itself).
+  all[0].close(1012, 'node n1, which served this room, stopped answering; reconnect');
+  let s = await next();
+  assert.match(s.url, /^ws:\/\/a\.test:1\//);
+  // Not welcomed (a refusal before the welcome): another node may serve it.
+  s.open();
+  s.close(1012, 'room moved, reconnect');
+  s = await next();
+  assert.match(s.url, /^ws:\/\/b\.test:2\//);
+  // b failed the room (a node cut off from NATS does so, and can serve none): the next one.
+  s.open();
+  s.deliver(WELCOME);
+  s.close(1011, 'the room moved to another server; reconnect to resume');
+  s = await next();
+  assert.match(s.url, /^ws:\/\/c\.test:3\//);
+  s.open();
+  s.deliver(WELCOME);
+  s.close(1012, 'room moved, reconnect');
+  s = await next();
+  assert.match(s.url, /^ws:\/\/c\.test:3\//, 'c, alive, asked the client back');
+  // c goes silent (frozen): the watchdog leaves it for the next URL.
+  s.open();
+  s.deliver(WELCOME);
+  clock.advance(2000);
+  s = await next();
+  assert.match(s.url, /^ws:\/\/a\.test:1\//);
 });

@@ -7,6 +7,9 @@
  *   <p>.relay.<O>.in     E -> O   a client frame, headers Hc-Id and Hc-N (per connection, from 0)
  *   <p>.relay.<E>.out    O -> E   a frame for the client, same headers
  *   (either way)                  a close: headers Hc-Id, Hc-Close (code), Hc-Reason
+ *   O -> E, E -> O                the owner's heartbeat: Hc-Ping (E pings the client's WebSocket),
+ *                                 Hc-Pong (the client answered): an idle relayed client that
+ *                                 sends no frame is alive as on a direct connection
  *   <p>.node.<id>.beat   every node, every `beatMs`: proof of life (body `drain` while it drains)
  *
  * Core NATS delivers at most once, in order per publisher: a gap in Hc-N, or a peer node whose
@@ -37,6 +40,8 @@ const H_REASON = 'Hc-Reason';
 const H_DELIVERED = 'Hc-Delivered';
 const H_BUFFERED = 'Hc-Buffered';
 const H_FLOW = 'Hc-Flow';
+const H_PING = 'Hc-Ping';
+const H_PONG = 'Hc-Pong';
 /**
  * The edge reports its delivery at least every this many bytes: the owner's view of a relayed
  * connection's backlog is at most this far behind (against a 16 MiB maxSendBufferBytes).
@@ -64,6 +69,8 @@ export interface EdgeSocket {
   /** Stop and start reading the client's frames (the owner's input bound). */
   pause?(): void;
   resume?(): void;
+  /** Ask the client for a WebSocket pong. */
+  ping?(): void;
 }
 
 interface Edge {
@@ -202,7 +209,7 @@ export class Relay {
     room: string,
     request: ConnectionRequest,
     socket: EdgeSocket,
-  ): Promise<{ id: string; send(frame: Uint8Array): void; close(code: number, reason: string): void }> {
+  ): Promise<{ id: string; send(frame: Uint8Array): void; close(code: number, reason: string): void; pong(): void }> {
     const id = `${this.nodeId}/${++this.seq}`;
     const edge: Edge = { id, owner, socket, nOut: 0, nIn: 0, closed: false, delivered: 0, reported: 0, reportedBuffered: 0 };
     this.edges.set(id, edge);
@@ -240,6 +247,9 @@ export class Relay {
         this.edges.delete(id);
         this.publishClose(`${this.p}.relay.${owner}.in`, id, code, reason);
       },
+      pong: () => {
+        if (!edge.closed) this.signal(`${this.p}.relay.${owner}.in`, id, H_PONG);
+      },
     };
   }
 
@@ -256,6 +266,7 @@ export class Relay {
     }
     const flow = m.headers?.get(H_FLOW);
     if (flow) return this.edgeFlow(edge, flow === 'pause');
+    if (m.headers?.get(H_PING)) return edge.socket.ping?.();
     const n = Number(m.headers?.get(H_N));
     if (n !== edge.nIn) {
       this.cutEdge(edge, 1012, `the relay from node ${edge.owner} lost a frame (expected ${edge.nIn}, got ${n}); reconnect`);
@@ -369,6 +380,11 @@ export class Relay {
       terminate: () => this.endRelayed(r, 1006, 'terminated', true),
       pause: () => this.ownerFlow(r, true),
       resume: () => this.ownerFlow(r, false),
+      // Without it, a relayed client with nothing to send was dropped after two heartbeats (2 s
+      // on a cluster node): the edge answers WebSocket pings, and only it sees the pong.
+      ping: () => {
+        if (!r.closed) this.signal(out, r.id, H_PING);
+      },
     };
   }
 
@@ -401,6 +417,7 @@ export class Relay {
       this.endRelayed(r, 1000, 'client left', false);
       return;
     }
+    if (m.headers?.get(H_PONG)) return r.events?.pong?.();
     // (A header the message lacks reads as '': every frame has none.)
     const delivered = m.headers?.get(H_DELIVERED);
     if (delivered) {
@@ -463,6 +480,18 @@ export class Relay {
       this.nc.publish(subject, data, { headers: h });
     } catch (e) {
       this.opts.onWarning?.(`relay ${id}: publishing failed: ${(e as Error).message}`);
+    }
+  }
+
+  /** A header-only message (a ping or a pong) about connection `id`. */
+  private signal(subject: string, id: string, header: string): void {
+    const h = natsHeaders();
+    h.set(H_ID, id);
+    h.set(header, '1');
+    try {
+      this.nc.publish(subject, new Uint8Array(0), { headers: h });
+    } catch {
+      /* the connection is closing */
     }
   }
 

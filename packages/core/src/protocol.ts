@@ -318,6 +318,12 @@ export interface AcksMessage {
 /** Heartbeat: lets a client (even a browser, which cannot see WebSocket pings) notice a dead link. */
 export interface PingMessage {
   readonly t: 'ping';
+  /**
+   * The server's heartbeat interval, ms (LIVE-DEAD-LINK): a client that did not choose its
+   * watchdog gives the link up after about two of them without a frame. Absent from servers
+   * before it: the client keeps its default.
+   */
+  readonly every?: number;
 }
 export type ServerMessage =
   | PingMessage

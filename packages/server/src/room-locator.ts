@@ -27,12 +27,16 @@ export interface EdgeSocket {
   /** Stop and start reading the client's frames (the owner's input bound, across the relay). */
   pause?(): void;
   resume?(): void;
+  /** Ask the client for a WebSocket pong (the owner's heartbeat, across the relay); `RelayLink.pong` when it answers. */
+  ping?(): void;
 }
 
 /** The relayed side of a client's connection: its frames go to the node serving the room. */
 export interface RelayLink {
   send(frame: Uint8Array): void;
   close(code: number, reason: string): void;
+  /** The client answered a ping (`EdgeSocket.ping`): proof of life for the owner's heartbeat. */
+  pong?(): void;
 }
 
 /** A backend call (what the admin HTTP API calls) as it travels to the node serving its room: JSON. */

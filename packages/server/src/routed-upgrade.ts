@@ -82,11 +82,13 @@ async function serve(service: RoomService, locator: RoomLocator & { remote: Remo
         },
         pause: () => ws.pause(),
         resume: () => ws.resume(),
+        ping: () => ws.readyState === ws.OPEN && ws.ping(),
       });
       ws.off('message', hold);
       if (gone) return link.close(1000, 'client left');
       ws.on('message', (data: Buffer) => link.send(data));
       ws.on('close', () => link.close(1000, 'client left'));
+      ws.on('pong', () => link.pong?.());
       for (const f of early) link.send(f);
       return;
     } catch (e) {

@@ -372,7 +372,7 @@ export class Session implements InputSource {
     }
     this.alive = false;
     this.conn.ping?.();
-    if (this.host) this.send({ t: 'ping' });
+    if (this.host) this.send({ t: 'ping', every: heartbeatMs });
   }
 
   /** The session as its room sees it (made once it joins). */

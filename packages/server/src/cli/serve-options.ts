@@ -23,7 +23,7 @@ export const SERVE_OPTIONS: readonly OptionGroup[] = [
         help: "serve the files under <dir> over HTTP on the server's port (index.html for /),\nso a browser app's ws://<location.host> reaches this server",
       },
       { name: 'ack-timeout', arg: 'ms', help: 'drop a member from the visibility set after this long without an ack (default 2000)' },
-      { name: 'heartbeat', arg: 'ms', help: 'ping interval; silent connections are dropped after two (default 5000)' },
+      { name: 'heartbeat', arg: 'ms', help: 'ping interval; silent connections are dropped after two (default 5000; 1000 with --nats)' },
       { name: 'simulate-rtt', arg: 'ms', help: 'delay every frame by half this each way, to see the views differ locally (default 0)' },
       { name: 'checkpoint-every', arg: 'n', help: "write a room's checkpoint state at most every n ops (default 1000)" },
       {

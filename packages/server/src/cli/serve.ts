@@ -161,8 +161,11 @@ async function startClusterNode(str: Str, common: Awaited<ReturnType<typeof comm
   const batch = str('nats-batch');
   if (batch !== undefined && batch !== 'on' && batch !== 'off') fail(`--nats-batch must be on or off, got ${JSON.stringify(batch)}`);
   const cluster: ClusterModule = await loadCluster();
+  // Without --heartbeat, the cluster node's own default (1 s, createClusterNode) applies.
+  const { heartbeatMs, ...rest } = common;
   const node = await cluster.createClusterNode({
-    ...common,
+    ...rest,
+    ...(str('heartbeat') !== undefined ? { heartbeatMs } : {}),
     nats,
     ...(str('node-id') ? { nodeId: str('node-id') } : {}),
     shards: int('shards', 64),
