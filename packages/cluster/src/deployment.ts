@@ -166,6 +166,7 @@ async function placement(
       pipelineBroken: (cause) => observer?.pipelineBroken?.(cause),
       claimed: (k) => observer?.claimed?.(k),
       shardLost: (k) => observer?.shardLost?.(k),
+      batchFlushed: (records, messages) => observer?.batchFlushed?.(records, messages),
     },
   });
   let relay: Relay | undefined;
