@@ -398,18 +398,25 @@ async function waitServersUp(ms: number): Promise<void> {
 const clones: { client: string; visible: number; conflict: number; other: string[] }[] = [];
 const cloneProblems: string[] = [];
 async function startClone(n: number): Promise<void> {
-  const p = procs.find((q) => q.child) ?? procs[0];
-  const c = `${p.name}c0`,
-    room = p.rooms[0];
-  const src = join(dir, 'clients', `${c}.sqlite`),
-    copy = join(dir, 'clones', `clone-${n}.sqlite`);
-  mkdirSync(join(dir, 'clones'), { recursive: true });
+  const storeOf = (c: string) => join(dir, 'clients', `${c}.sqlite`);
   // A client process started moments ago may not have a store with durable ops yet: on two
   // loaded cores one took over 40 s to open it (the first clone, at a third of a 2-minute chaos,
   // found no file). A copy of a store without ops is not a backup of this client's history (the
-  // server cannot tell it from the client's first start), so wait for one with ops made durable.
-  for (const by = performance.now() + 60_000; !(existsSync(src) && (durableMax.get(c) ?? 0) > 0); await new Promise((r) => setTimeout(r, 200)))
-    if (performance.now() > by) throw new Error(`soak: ${c} made no op durable within 60 s of the clone's time; its client process did not start`);
+  // server cannot tell it from the client's first start), so wait for one with ops made durable:
+  // the first running process's first client that has some (a process of 100 clients, killed
+  // about every two minutes, may be starting again at the clone's time).
+  const candidates = () =>
+    procs
+      .filter((q) => q.child)
+      .flatMap((q) => q.rooms.map((room, i) => ({ c: `${q.name}c${i}`, room })))
+      .filter(({ c }) => existsSync(storeOf(c)) && (durableMax.get(c) ?? 0) > 0);
+  let picked = candidates()[0];
+  for (const by = performance.now() + 60_000; !picked; await new Promise((r) => setTimeout(r, 200)), picked = candidates()[0])
+    if (performance.now() > by) throw new Error("soak: no running client made an op durable within 60 s of the clone's time; its client process did not start");
+  const { c, room } = picked;
+  const src = storeOf(c),
+    copy = join(dir, 'clones', `clone-${n}.sqlite`);
+  mkdirSync(join(dir, 'clones'), { recursive: true });
   // A backup: the file and its write-ahead log as they are now (SQLite ignores a torn tail).
   copyFileSync(src, copy);
   if (existsSync(`${src}-wal`)) copyFileSync(`${src}-wal`, `${copy}-wal`);
