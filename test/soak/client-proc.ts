@@ -1,6 +1,6 @@
 /**
  * One soak client process: several clients (one per room it is given), each with its own
- * SQLite store, submitting an op every 30-150 ms. Reports on stdout, one JSON line each:
+ * SQLite store, submitting an op every 30-150 ms (with opMs given: opMs/3 to 5 opMs/3). Reports on stdout, one JSON line each:
  *   {t:'restored', c, k, v1}       at start, before any frame: the highest k in c's Durable view; v1: under v2,
  *                                  how many of the ops it holds pending were written under v1 (inc, note)
  *   {t:'online', c, v}             c is online (welcomed), running machine version v
@@ -10,7 +10,7 @@
  *   {t:'too-old', c}               the server refused c as client-too-old; the process exits 3 (the app reloads)
  *   {t:'quiet', c}                 after 'stop' on stdin: nothing of c is pending any more
  * It may be SIGKILLed at any moment; on restart it resumes from its stores.
- *   args: url dir proc rooms [version: 1 (default) or 2, the soak machine's]
+ *   args: url dir proc rooms [version: 1 (default) or 2, the soak machine's] [opMs, default 90]
  * Under v1 about one op in six is a note (its own chain, j); under v2 every op is an add.
  */
 import { connect, type ConnectedRoom } from '@hercules/client';
@@ -18,7 +18,8 @@ import { sqliteStorage } from '@hercules/client-sqlite';
 import { HerculesError, OpRejectedError, type OpHandle } from '@hercules/core';
 import { soak, soakV2 } from './machine.ts';
 
-const [url, dir, proc, roomsArg, versionArg] = process.argv.slice(2);
+const [url, dir, proc, roomsArg, versionArg, opMsArg] = process.argv.slice(2);
+const opMs = Number(opMsArg ?? 90);
 const version = versionArg === '2' ? 2 : 1;
 // One server, or a cluster's nodes (comma-separated): the client moves to the next when its own goes.
 const urls = url.includes(',') ? url.split(',') : url;
@@ -90,7 +91,7 @@ for (const [i, room] of rooms.entries()) {
     let k = mine0?.n ?? 0;
     let j = mine0?.notes ?? 0;
     while (!stopping) {
-      await new Promise((res) => setTimeout(res, 30 + Math.random() * 120));
+      await new Promise((res) => setTimeout(res, (opMs / 3) * (1 + Math.random() * 4)));
       if (stopping) break;
       if (version === 1 && Math.random() < 1 / 6) {
         const note = ++j;

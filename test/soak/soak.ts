@@ -56,6 +56,10 @@
  * its writes after that count for nothing) and of NATS servers (one at a time: elections), on
  * top of the client kills and cut links. The same checks, plus `hercules audit` of every room
  * at the end (CLUSTER-CHAIN). No flood by default there (`--flooders` to add one).
+ * `--deploys` adds the operator's moves: drains (`POST /admin/drain`, then SIGTERM and a restart:
+ * a node's deploy) and rolling restarts (every node in turn, drained, stopped and started again,
+ * the next once the last answers /healthz). Per node (node-watch.ts), printed at the end: its
+ * memory and its ops' delay to Authoritative over the whole run, across its restarts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import Database from 'better-sqlite3';
@@ -69,6 +73,7 @@ import { connect } from '@hercules/client';
 import { auditRoomOnNats, startNatsCluster, type NatsCluster } from '@hercules/cluster';
 import { faultProxy, freePort, Rng, tempDir } from '@hercules/test-utils';
 import { NOTE_REFUSED, soak, soakV2 } from './machine.ts';
+import { watchNodes } from './node-watch.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const root = join(here, '..', '..');
@@ -84,6 +89,8 @@ try {
       'presence-flooders': { type: 'string' },
       'half-open': { type: 'string' },
       cluster: { type: 'boolean', default: false },
+      deploys: { type: 'boolean', default: false },
+      'op-ms': { type: 'string', default: '90' },
       seed: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -94,11 +101,15 @@ try {
 }
 if (args.help) {
   console.log(
-    'npm run soak -- [--cluster] [--minutes N, default 2] [--rooms R, default 4] [--procs P client processes, default 4] [--flooders F, default 2; 0 with --cluster] [--amplifiers A, default 2; 0 with --cluster] [--presence-flooders P, default 2; 0 with --cluster] [--half-open H, default 40; 0 with --cluster] [--seed S]',
+    'npm run soak -- [--cluster [--deploys]] [--minutes N, default 2] [--rooms R, default 4] [--procs P client processes, default 4] [--flooders F, default 2; 0 with --cluster] [--amplifiers A, default 2; 0 with --cluster] [--presence-flooders P, default 2; 0 with --cluster] [--half-open H, default 40; 0 with --cluster] [--op-ms M: mean ms between ops of a client, default 90] [--seed S]',
   );
   process.exit(0);
 }
 const cluster = args.cluster === true;
+/** Drains and rolling restarts among the cluster's chaos (--deploys). */
+const deploys = cluster && args.deploys === true;
+/** A client's mean time between its ops (30-150 ms at the default 90): many rooms on two cores need it longer. */
+const opMs = Number(args['op-ms']);
 const minutes = Number(args.minutes),
   nRooms = Number(args.rooms),
   nProcs = Number(args.procs),
@@ -116,7 +127,7 @@ const minutes = Number(args.minutes),
 const UPGRADE_TIMEOUT_MS = 3000,
   UPGRADE_SLACK_MS = 3000;
 const whole = (n: number) => Number.isInteger(n) && n >= 0;
-if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1) || ![nFlooders, nAmplifiers, nPresence, nHalfOpen].every(whole)) {
+if (!(minutes > 0) || !(nRooms >= 1) || !(nProcs >= 1) || !(opMs >= 1) || ![nFlooders, nAmplifiers, nPresence, nHalfOpen].every(whole)) {
   console.error('soak: --minutes, --rooms and --procs must be positive numbers, --flooders, --amplifiers, --presence-flooders and --half-open whole numbers');
   process.exit(2);
 }
@@ -132,6 +143,8 @@ const t0 = performance.now();
 // ---------------------------------------------------------------- server processes
 /** Cluster mode: the NATS servers' data, and the subjects' prefix (any). */
 const natsCluster: NatsCluster | undefined = cluster ? await startNatsCluster({ nodes: 3, dir: join(dir, 'nats') }) : undefined;
+/** The nodes' admin API token (drains). */
+const ADMIN_TOKEN = `soak-admin-${seed}-0123456789abcdef0123456789abcdef`;
 const NATS_PREFIX = 'soak',
   SHARDS = 4,
   LEASE_MS = 1000;
@@ -182,7 +195,11 @@ function startServer(slot: ServerSlot): void {
       cluster ? 'info' : 'warn',
     ],
     // Its log (JSON lines), kept with the data after a failure: <dir>/<name>.log, across restarts.
-    { cwd: root, stdio: ['ignore', openSync(join(dir, `${slot.name}.log`), 'a'), 'inherit'], env: { ...process.env, NODE_ENV: 'production' } },
+    {
+      cwd: root,
+      stdio: ['ignore', openSync(join(dir, `${slot.name}.log`), 'a'), 'inherit'],
+      env: { ...process.env, NODE_ENV: 'production', ...(cluster ? { HERCULES_ADMIN_TOKEN: ADMIN_TOKEN } : {}) },
+    },
   );
   const child = slot.child;
   child.once('exit', (code, signal) => {
@@ -237,9 +254,13 @@ interface Proc {
 const children = new Set<ChildProcess>();
 /** Client processes that exited without being killed (a crash): the soak fails on any. */
 const crashed: string[] = [];
+const roomStride = Math.ceil(nRooms / nProcs),
+  roomsPerProc = Math.min(nRooms, Math.max(3, 2 * roomStride));
 const procs: Proc[] = Array.from({ length: nProcs }, (_, p) => ({
   name: `p${p}`,
-  rooms: Array.from({ length: nRooms }, (_, r) => `room-${(p + r) % nRooms}`).slice(0, Math.min(nRooms, 3)),
+  // Each room has about two clients (three for a few rooms): process p takes roomsPerProc rooms
+  // from p x stride on. With the defaults (4 rooms, 4 processes): rooms p, p+1, p+2 (mod 4).
+  rooms: Array.from({ length: roomsPerProc }, (_, r) => `room-${(p * roomStride + r) % nRooms}`),
   kills: 0,
   version: 1,
 }));
@@ -274,7 +295,7 @@ async function startProc(p: Proc): Promise<void> {
   const version = (p.version = clientVersion);
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', join(here, 'client-proc.ts'), url, join(dir, 'clients'), p.name, p.rooms.join(','), String(p.version)],
+    ['--import', 'tsx', join(here, 'client-proc.ts'), url, join(dir, 'clients'), p.name, p.rooms.join(','), String(p.version), String(opMs)],
     {
       cwd: root,
       stdio: ['pipe', 'pipe', 'inherit'],
@@ -377,18 +398,25 @@ async function waitServersUp(ms: number): Promise<void> {
 const clones: { client: string; visible: number; conflict: number; other: string[] }[] = [];
 const cloneProblems: string[] = [];
 async function startClone(n: number): Promise<void> {
-  const p = procs.find((q) => q.child) ?? procs[0];
-  const c = `${p.name}c0`,
-    room = p.rooms[0];
-  const src = join(dir, 'clients', `${c}.sqlite`),
-    copy = join(dir, 'clones', `clone-${n}.sqlite`);
-  mkdirSync(join(dir, 'clones'), { recursive: true });
+  const storeOf = (c: string) => join(dir, 'clients', `${c}.sqlite`);
   // A client process started moments ago may not have a store with durable ops yet: on two
   // loaded cores one took over 40 s to open it (the first clone, at a third of a 2-minute chaos,
   // found no file). A copy of a store without ops is not a backup of this client's history (the
-  // server cannot tell it from the client's first start), so wait for one with ops made durable.
-  for (const by = performance.now() + 60_000; !(existsSync(src) && (durableMax.get(c) ?? 0) > 0); await new Promise((r) => setTimeout(r, 200)))
-    if (performance.now() > by) throw new Error(`soak: ${c} made no op durable within 60 s of the clone's time; its client process did not start`);
+  // server cannot tell it from the client's first start), so wait for one with ops made durable:
+  // the first running process's first client that has some (a process of 100 clients, killed
+  // about every two minutes, may be starting again at the clone's time).
+  const candidates = () =>
+    procs
+      .filter((q) => q.child)
+      .flatMap((q) => q.rooms.map((room, i) => ({ c: `${q.name}c${i}`, room })))
+      .filter(({ c }) => existsSync(storeOf(c)) && (durableMax.get(c) ?? 0) > 0);
+  let picked = candidates()[0];
+  for (const by = performance.now() + 60_000; !picked; await new Promise((r) => setTimeout(r, 200)), picked = candidates()[0])
+    if (performance.now() > by) throw new Error("soak: no running client made an op durable within 60 s of the clone's time; its client process did not start");
+  const { c, room } = picked;
+  const src = storeOf(c),
+    copy = join(dir, 'clones', `clone-${n}.sqlite`);
+  mkdirSync(join(dir, 'clones'), { recursive: true });
   // A backup: the file and its write-ahead log as they are now (SQLite ignores a torn tail).
   copyFileSync(src, copy);
   if (existsSync(`${src}-wal`)) copyFileSync(`${src}-wal`, `${copy}-wal`);
@@ -574,7 +602,9 @@ async function sampleInput(): Promise<void> {
 }
 
 // ---------------------------------------------------------------- chaos
-const counts = { clientKills: 0, serverKills: 0, serverPauses: 0, natsKills: 0, natsPauses: 0, disconnects: 0 };
+const counts = { clientKills: 0, serverKills: 0, serverPauses: 0, natsKills: 0, natsPauses: 0, disconnects: 0, drains: 0, rollingRestarts: 0 };
+/** Cluster mode: each node's memory and its ops' delay, across its restarts. */
+const nodeWatch = watchNodes(slots.map((slot) => ({ name: slot.name, port: slot.port, pid: () => slot.child?.pid })));
 // One clone at a third of the chaos (and one more each further minute), beside everything else.
 const cloneRuns: Promise<void>[] = [];
 const cloneTimer = setInterval(
@@ -588,6 +618,7 @@ const sampler = setInterval(() => {
   const mb = serverRssMb();
   if (mb !== undefined) rss.push({ t: (performance.now() - t0) / 1000, mb });
   void sampleInput();
+  if (cluster) void nodeWatch.sample();
 }, 2000);
 /** Server kills, from the kill to RECOVERY_MS after the restart: SEC-FAIR leaves out the honest ops in flight then (recovery is not fairness; DUR-* covers it). */
 const outages: { from: number; to: number }[] = [];
@@ -627,6 +658,72 @@ async function pauseServer(slot: ServerSlot, ms: number): Promise<void> {
   slot.pausedUntil = 0;
   slot.impaired = false;
   outages.push({ from: performance.now() - ms, to: performance.now() + RECOVERY_MS });
+}
+
+/** Until the node answers /healthz 200 (ready: it holds quorum and serves), or `ms` passed. */
+async function healthy(slot: ServerSlot, ms: number): Promise<boolean> {
+  const by = performance.now() + ms;
+  while (performance.now() < by) {
+    const ok = await fetch(`http://127.0.0.1:${slot.port}/healthz`, { signal: AbortSignal.timeout(1000) }).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) return true;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return false;
+}
+
+/**
+ * A node's deploy: drained (`POST /admin/drain`: its shards handed over, no new room), then
+ * SIGTERM (a clean close) and started again, as an operator replaces a node. Failures of the
+ * drain or a node that does not exit in 30 s (SIGKILLed then) are problems of the run.
+ */
+const deployProblems: string[] = [];
+const drainMs: number[] = [];
+async function deployNode(slot: ServerSlot): Promise<void> {
+  const child = slot.child;
+  if (!child || slot.impaired) return;
+  slot.impaired = true;
+  const from = performance.now();
+  try {
+    const res = await fetch(`http://127.0.0.1:${slot.port}/admin/drain`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      signal: AbortSignal.timeout(30_000),
+    });
+    const body = (await res.json()) as { draining?: boolean; shards?: number[] };
+    if (!res.ok || body.draining !== true) deployProblems.push(`${slot.name}: drain answered ${res.status} ${JSON.stringify(body)}`);
+    else if (body.shards?.length) log(`${slot.name}: drained with shards ${body.shards.join(',')} still held`);
+    counts.drains++;
+    drainMs.push(performance.now() - from);
+  } catch (e) {
+    deployProblems.push(`${slot.name}: drain failed: ${(e as Error).message}`);
+  }
+  slot.child = undefined; // let go first: its exit is ours, not a crash
+  const exited = child.exitCode !== null || child.signalCode !== null ? Promise.resolve(true) : new Promise((r) => child.once('exit', () => r(true)));
+  child.kill('SIGTERM');
+  if (!(await Promise.race([exited, new Promise((r) => setTimeout(() => r(false), 30_000))]))) {
+    deployProblems.push(`${slot.name}: did not exit within 30 s of SIGTERM`);
+    child.kill('SIGKILL');
+    await exited;
+  }
+  startServer(slot);
+  serverRestarts++;
+  if (!(await healthy(slot, 60_000))) deployProblems.push(`${slot.name}: not healthy within 60 s of its restart`);
+  slot.impaired = false;
+  outages.push({ from, to: performance.now() + RECOVERY_MS });
+}
+
+/** Every node in turn deployed, the next once the last is back and no other node is down or paused. */
+async function rollingRestart(): Promise<void> {
+  counts.rollingRestarts++;
+  log('rolling restart: every node in turn');
+  for (const slot of slots) {
+    while (slots.some((o) => o.impaired)) await new Promise((r) => setTimeout(r, 200));
+    await deployNode(slot);
+  }
+  log('rolling restart: done');
 }
 
 async function killNats(i: number): Promise<void> {
@@ -756,6 +853,11 @@ while (performance.now() < end) {
     // A NATS server, one at a time (the other two keep a majority): killed or paused. Its streams elect.
     const i = Math.floor(rand() * natsCluster!.servers.length);
     if (!natsImpaired) chaosTasks.push(x < 0.61 ? killNats(i) : pauseNats(i, 500 + rand() * 3500));
+  } else if (deploys && x < 0.75) {
+    // An operator's move, taken from the links' share: one node deployed (drain, SIGTERM, start),
+    // or now and then every node in turn; only while nothing else is down or paused.
+    const slot = slots[Math.floor(rand() * slots.length)];
+    if (!slots.some((o) => o.impaired)) chaosTasks.push(x < 0.735 ? deployNode(slot) : rollingRestart());
   } else {
     for (const p of proxies) counts.disconnects += p.cutSome(() => rand() < 0.3);
   }
@@ -764,7 +866,7 @@ clearInterval(cloneTimer);
 await stopFlood();
 const chaosSummary = () =>
   cluster
-    ? `${counts.clientKills} client SIGKILLs, ${counts.serverKills} node SIGKILLs (${serverRestarts} restarts), ${counts.serverPauses} node SIGSTOPs, ${counts.natsKills} NATS SIGKILLs, ${counts.natsPauses} NATS SIGSTOPs, ${counts.disconnects} links cut`
+    ? `${counts.clientKills} client SIGKILLs, ${counts.serverKills} node SIGKILLs (${serverRestarts} restarts), ${counts.serverPauses} node SIGSTOPs, ${counts.drains} drains (${counts.rollingRestarts} rolling restarts), ${counts.natsKills} NATS SIGKILLs, ${counts.natsPauses} NATS SIGSTOPs, ${counts.disconnects} links cut`
     : `${counts.clientKills} client SIGKILLs, ${counts.serverKills} server SIGKILLs (${serverRestarts} restarts), ${counts.disconnects} links cut`;
 log(`chaos over: ${chaosSummary()}; settling`);
 // Whatever the chaos has down or paused comes back first.
@@ -941,6 +1043,13 @@ console.log(
 );
 console.log(`chaos: ${chaosSummary()}; seed ${seed}`);
 if (cluster) console.log(`audit of every room's stream: ${audited} of ${nRooms} audited, problems: ${auditProblems.length}`);
+if (cluster) for (const line of nodeWatch.report()) console.log(`node ${line}`);
+if (deploys) {
+  const sorted = [...drainMs].sort((a, b) => a - b);
+  console.log(
+    `drains: ${drainMs.length}, POST /admin/drain answered in p50 ${Math.round(sorted[Math.floor(sorted.length / 2)] ?? NaN)} ms, max ${Math.round(sorted.at(-1) ?? NaN)} ms; deploy problems: ${deployProblems.length ? deployProblems.join('; ') : 'none'}`,
+  );
+}
 console.log(`restarted clients whose Durable view went back: ${durableBack.length}`);
 if (upgraded) {
   const everyone = procs.flatMap((p) => p.rooms.map((_, i) => `${p.name}c${i}`));
@@ -1050,6 +1159,8 @@ if (!bounded) violations.push(['SEC-MEMORY', `server memory grew from ${early.to
 for (const l of durableBack.slice(0, 10)) violations.push(['DUR-SURVIVES-RESTART', l]);
 for (const l of cloneProblems) violations.push(['LOG-ONE-HISTORY', l]);
 for (const l of auditProblems) violations.push(['CLUSTER-CHAIN', l]);
+// Not a rule of docs/spec.md: the operator's moves that docs/deployment.md promises (a drain answers, a node stops on SIGTERM and comes back ready).
+for (const l of deployProblems) violations.push(['DEPLOY', l]);
 violations.push(...floodProblems);
 violations.push(...upgradeProblems);
 for (const [rule, what] of violations) console.log(`  FAIL [${rule}] ${what}`);
@@ -1061,7 +1172,7 @@ const ok = violations.length === 0 && exercised;
 if (ok) removeDir();
 else
   console.log(
-    `data kept in ${dir}; rerun with: npm run soak -- ${cluster ? '--cluster ' : ''}--minutes ${minutes} --rooms ${nRooms} --procs ${nProcs} --flooders ${nFlooders} --seed ${seed}`,
+    `data kept in ${dir}; rerun with: npm run soak -- ${cluster ? '--cluster ' : ''}${deploys ? '--deploys ' : ''}--minutes ${minutes} --rooms ${nRooms} --procs ${nProcs} --op-ms ${opMs} --flooders ${nFlooders} --seed ${seed}`,
   );
 console.log(ok ? 'soak: PASS' : `soak: FAIL (${[...new Set(violations.map(([r]) => r))].join(', ') || 'nothing exercised'})`);
 process.exit(ok ? 0 : 1);

@@ -88,7 +88,10 @@ async function connectNats(servers: string[], nodeId: string): Promise<[NatsConn
     // A server that stops answering (frozen, a GC pause, a VM stalled) is left within about 3 s
     // for another one: the client library's default ping (every 2 minutes) would hold appends and
     // lease renewals for minutes.
-    const link = { maxReconnectAttempts: -1, pingInterval: 1000, maxPingOut: 3 };
+    // noAsyncTraces: the library builds an Error (a stack trace) for every request and its
+    // timeout in advance, for every append's publish: 2 % of a node's CPU at 100 rooms (profiled,
+    // throughput.bench.ts --cpu-prof). Our errors name the shard and the append instead.
+    const link = { maxReconnectAttempts: -1, pingInterval: 1000, maxPingOut: 3, noAsyncTraces: true };
     nc = await connect({ servers, name: `hercules-${nodeId}`, ...link });
     return [nc, await connect({ servers, name: `hercules-${nodeId}-leases`, ...link })];
   } catch (e) {
@@ -163,6 +166,7 @@ async function placement(
       pipelineBroken: (cause) => observer?.pipelineBroken?.(cause),
       claimed: (k) => observer?.claimed?.(k),
       shardLost: (k) => observer?.shardLost?.(k),
+      batchFlushed: (records, messages) => observer?.batchFlushed?.(records, messages),
     },
   });
   let relay: Relay | undefined;

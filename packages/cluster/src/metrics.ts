@@ -81,7 +81,21 @@ export function registerClusterMetrics(registry: Registry, src: ClusterMetricSou
     help: 'Shards given up (lease taken, or not renewed within the grace period)',
     registers: [registry],
   });
+  const batchRecords = new Counter({
+    name: 'hercules_cluster_batch_records_total',
+    help: "Log records published in batch messages (a shard's appends of one event-loop turn); over hercules_cluster_batch_messages_total, the records a message holds on average",
+    registers: [registry],
+  });
+  const batchMessages = new Counter({
+    name: 'hercules_cluster_batch_messages_total',
+    help: 'Messages published for batches of log records (batch messages, records too large for one, and the checkpoints that follow them)',
+    registers: [registry],
+  });
   return {
+    batchFlushed: (records, messages) => {
+      batchRecords.inc(records);
+      batchMessages.inc(messages);
+    },
     appendConfirmed: (ms) => appendSeconds.observe(ms / 1000),
     pipelineBroken: (cause) => breaks.inc({ cause }),
     claimed: () => claims.inc(),

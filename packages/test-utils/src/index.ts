@@ -64,10 +64,11 @@ export interface ServeProcess {
  */
 export async function serveProcess(
   args: string[],
-  opts: { port?: number; stdio?: StdioOptions; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+  /** `nodeArgs`: node's own options before the script (e.g. `--cpu-prof`, which NODE_OPTIONS does not take); `bin`: another build's bin/hercules.js (a benchmark's baseline). */
+  opts: { port?: number; stdio?: StdioOptions; env?: NodeJS.ProcessEnv; timeoutMs?: number; nodeArgs?: string[]; bin?: string } = {},
 ): Promise<ServeProcess> {
   const port = opts.port ?? (await freePort());
-  const proc = spawn(process.execPath, [HERCULES_BIN, 'serve', '--port', String(port), ...args], {
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), opts.bin ?? HERCULES_BIN, 'serve', '--port', String(port), ...args], {
     stdio: opts.stdio ?? ['ignore', 'ignore', 'pipe'],
     ...(opts.env ? { env: opts.env } : {}),
   });

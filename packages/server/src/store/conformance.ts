@@ -594,6 +594,9 @@ def("what append was given and what open returned are the caller's: changing the
   // Changed before the append settles: the store took what it writes when called (all but the
   // checkpoint's state, which the contract lets a store keep by reference until it writes it).
   (w.entries[0].args as { item: string }).item = 'changed';
+  // The entry after the checkpoint too: a store that keeps it by reference for its next
+  // checkpoint's suffix (the cluster store's release writes one) would store the change.
+  (w.entries[1].args as { item: string }).item = 'changed';
   w.entries.push(entry(3));
   w.clients.c1.highWater = 99;
   w.checkpoint.pos = 2;
