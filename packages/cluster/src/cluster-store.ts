@@ -245,14 +245,6 @@ const {
 } = RECORD_HEADERS;
 /** Room for the headers and the protocol's own in a message. */
 const HEADROOM = 1024;
-/**
- * A shard's batches published and not yet settled, at most: records queued meanwhile wait for
- * the one in flight to settle and go out together, as SQLite's group commit gathers the turns
- * that come while it syncs. Measured at 100 rooms on one node (throughput.bench.ts, 2-core VM,
- * load 25-30): a batch flushed every turn held 1.8 records on average, and NATS took about
- * as much CPU per op as the node itself.
- */
-const BATCHES_IN_FLIGHT = 1;
 
 /** What the store keeps of a room it has open. */
 interface OpenRoom {
@@ -373,8 +365,6 @@ class Shard {
   leaving: string | undefined;
   /** Log records of this turn, not yet published: one batch message at the turn's end (batchAppends). */
   pending: PendingAppend[] = [];
-  /** Flushes published and not settled (BATCHES_IN_FLIGHT). */
-  flushing = 0;
   constructor(readonly k: number) {}
 }
 
@@ -855,8 +845,6 @@ export class ClusterStore implements RoomStore {
    * pipeline confirms all of it or none.
    */
   private flush(s: Shard): void {
-    // Full: the flush in flight takes these up as it settles.
-    if (s.flushing >= BATCHES_IN_FLIGHT) return;
     const items = s.pending;
     s.pending = [];
     if (items.length === 0) return;
@@ -886,18 +874,11 @@ export class ClusterStore implements RoomStore {
     }
     close();
     this.opts.observer?.batchFlushed?.(items.length, msgs.length);
-    s.flushing++;
-    const settled = () => {
-      s.flushing--;
-      if (s.pending.length > 0) this.flush(s);
-    };
     this.publish(s, msgs).then(
       (seqs) => {
-        settled();
         for (const [i, it] of items.entries()) it.resolve(seqs.slice(ckptAt[i], ckptAt[i] + it.ckpt.length));
       },
       (e) => {
-        settled();
         for (const it of items) it.reject(e);
       },
     );
