@@ -41,7 +41,12 @@ test('property: a node joining takes its share and few other shards move (at mos
       const share = Math.floor(64 / (nodes.length + 1));
       // Each of the others holds at most the cap: the joiner holds the rest at least.
       assert.ok(after.filter((o) => o === joiner).length >= 64 - nodes.length * Math.ceil(64 / (nodes.length + 1)), 'the joiner takes its share');
-      assert.ok(moved <= share + nodes.length + 1 + 4, `${moved} moved for a share of ${share}`);
+      // Shards take their best node under the cap in shard order, so a shard pushed off a full
+      // node can push a later one: over 200,000 random name sets (2026-11-28) moves beyond
+      // share + nodes + 1 were at most 9 (1 in 10^5 that far; 0.5 % beyond 4, which this bound
+      // was, and which failed a run of 100 cases about 1 in 20). A placement with no stickiness
+      // (round robin over the names) moves most shards and fails it.
+      assert.ok(moved <= share + nodes.length + 1 + 12, `${moved} moved for a share of ${share}`);
     }),
   );
 });
