@@ -9,7 +9,7 @@
 import { HerculesError } from '@hercules/core';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect as netConnect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 
@@ -290,6 +290,32 @@ function spawnServer(spec: ServerSpec): Spawned {
   return { proc: c, stderrTail: () => stderrTail };
 }
 
+/** Whether the client port answers with a NATS INFO line naming `name` (another process on the port does not). */
+function clientInfoNames(port: number, name: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = netConnect({ host: '127.0.0.1', port });
+    let got = '';
+    const done = (ok: boolean) => {
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(2000, () => done(false));
+    sock.on('error', () => done(false));
+    sock.setEncoding('utf8').on('data', (d: string) => {
+      got += d;
+      const nl = got.indexOf('\n');
+      if (nl < 0) return;
+      const m = /^INFO\s+(\{.*\})\s*$/.exec(got.slice(0, nl));
+      try {
+        done(m !== null && JSON.parse(m[1]).server_name === name);
+      } catch {
+        done(false);
+      }
+    });
+    sock.on('close', () => done(false));
+  });
+}
+
 /** Resolves once `c` listens (its monitor port answers with its own name and port); throws NatsServerExitedError if it exits first. */
 async function listening(spec: ServerSpec, { proc: c, stderrTail }: Spawned, server: NatsServerProcess): Promise<void> {
   const { name, conf, dir, ports: p } = spec;
@@ -303,9 +329,12 @@ async function listening(spec: ServerSpec, { proc: c, stderrTail }: Spawned, ser
           throw new NatsServerExitedError(`${name} (nats-server -c ${conf}) exited (${c.exitCode ?? c.signalCode}) before it listened${log ? `: ${log}` : ''}`);
         });
       }
-      // Its own id: a monitor port answered by another process would not pass.
+      // Its own id: a monitor port answered by another process would not pass. Then its client
+      // port's INFO: the server answers its monitor port before it binds the client port, so
+      // with that port taken (the port-race test, at a load average of 30) the monitor alone said
+      // "listening" in the moment before the server exited.
       return server.monitor('varz').then(
-        (v) => v?.server_name === name && v?.port === p.client,
+        (v) => v?.server_name === name && v?.port === p.client && clientInfoNames(p.client, name),
         () => false,
       );
     },
