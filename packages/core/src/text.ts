@@ -143,7 +143,7 @@ export function textClockFloor(unknownSeq: number): number {
 /** A new text holding `s` (for `initial`, or to assign inside an op). */
 export function createText(s = ''): Text {
   if (typeof s !== 'string') throw bad(`createText: expected a string, got ${typeof s}`);
-  const runs: TextRun[] = s.length > 0 ? [[0, 0, s]] : [];
+  const runs: TextRun[] = s.length > 0 ? [mkRun(0, 0, s, null)] : [];
   // Client 0, '', holds the initial text.
   return { $text: 2, len: s.length, clients: [''], next: [s.length], chunks: [{ v: s.length, f: s.length, runs }] };
 }
@@ -162,8 +162,9 @@ export const textRunSize = (r: TextRun): number => (typeof r[2] === 'string' ? r
 export const textRunLeft = (r: TextRun): TextId | null => (r.length > 3 ? [r[3]!, r[4]!] : null);
 const runSize = textRunSize;
 const hasId = (r: TextRun, c: number, k: number): boolean => r[0] === c && k >= r[1] && k < r[1] + runSize(r);
-/** A run from its parts. */
-const mkRun = (c: number, k: number, x: string | number, l: TextId | null): TextRun => (l === null ? [c, k, x] : [c, k, x, l[0], l[1]]);
+/** A run from its parts, frozen (a chunk then need not walk its runs to freeze them). */
+const mkRun = (c: number, k: number, x: string | number, l: TextId | null): TextRun =>
+  Object.freeze(l === null ? ([c, k, x] as const) : ([c, k, x, l[0], l[1]] as const));
 
 /**
  * `t` in today's layout (TEXT-LAYOUT): itself, or a text stored before it converted (memoised
@@ -301,27 +302,34 @@ function push(out: TextRun[], run: TextRun): void {
   else out.push(run);
 }
 
-/** A chunk of `runs` (frozen: the engine need not walk it), split in two when it grew past CHUNK_MAX. */
-function chunksOf(runs: TextRun[]): TextChunk[] {
+/**
+ * The chunks of `runs` (frozen runs: mkRun's, or a snapshot's), `v` and `f` their visible and
+ * total characters, split in two while past CHUNK_MAX. The counts come from the chunk they
+ * replace and the edit, not a walk of the runs (that walk, with a freeze per run, was 5 % of a
+ * replay through room.text: docs/benchmarks.md, text).
+ */
+function chunksOf(runs: TextRun[], v: number, f: number): TextChunk[] {
   if (runs.length > CHUNK_MAX) {
-    const half = runs.length >> 1;
-    return [...chunksOf(runs.slice(0, half)), ...chunksOf(runs.slice(half))];
-  }
-  let v = 0;
-  let f = 0;
-  for (const r of runs) {
-    const n = runSize(r);
-    f += n;
-    if (typeof r[2] === 'string') v += n;
-    Object.freeze(r);
+    const left = runs.slice(0, runs.length >> 1);
+    let lv = 0;
+    let lf = 0;
+    for (const r of left) {
+      const n = runSize(r);
+      lf += n;
+      if (typeof r[2] === 'string') lv += n;
+    }
+    return [...chunksOf(left, lv, lf), ...chunksOf(runs.slice(runs.length >> 1), v - lv, f - lf)];
   }
   return [Object.freeze({ v, f, runs: Object.freeze(runs) })];
 }
 
-/** The chunk list with chunk `ci` replaced by the chunks of `runs` (frozen: no freeze walks it again). */
-function store(chunks: readonly TextChunk[], ci: number, runs: TextRun[]): readonly TextChunk[] {
+/**
+ * The chunk list with chunk `ci` replaced by the chunks of `runs`, which hold `dv` more visible
+ * and `df` more characters than it (frozen: no freeze walks it again).
+ */
+function store(chunks: readonly TextChunk[], ci: number, runs: TextRun[], dv: number, df: number): readonly TextChunk[] {
   const next = Array.from(chunks);
-  next.splice(ci, 1, ...chunksOf(runs));
+  next.splice(ci, 1, ...chunksOf(runs, chunks[ci].v + dv, chunks[ci].f + df));
   return Object.freeze(next);
 }
 
@@ -438,7 +446,7 @@ function inserted(t: Text, a: TextInsertArgs, ctx: Ctx): Edited {
   const nexts = Array.from(t.next);
   nexts[me] = a.k + a.t.length;
   const clients = added ? Object.freeze([...t.clients, ctx.client]) : t.clients;
-  return { chunks: store(chunks, ci, runs), len: t.len + a.t.length, clients, next: Object.freeze(nexts), me, added };
+  return { chunks: store(chunks, ci, runs, a.t.length, a.t.length), len: t.len + a.t.length, clients, next: Object.freeze(nexts), me, added };
 }
 
 /** Delete up to `n` characters from `[c, k]` within one run of `e`: how many it covered (deleted or not). */
@@ -455,7 +463,7 @@ function deleteIn(e: Edited, c: number, k: number, n: number, hint: number): num
   push(runs, mkRun(gone[0], gone[1], m, textRunLeft(gone)));
   if (at.off + m < runSize(run)) runs.push(piece(run, at.off + m, runSize(run)));
   for (let i = at.ri + 1; i < old.length; i++) push(runs, old[i]);
-  e.chunks = store(chunks, at.ci, runs);
+  e.chunks = store(chunks, at.ci, runs, -m, 0);
   e.len -= m;
   return m;
 }
