@@ -11,9 +11,11 @@
  *   frames of one read are one step.
  * - keys: a `keyedMap` of 1k, 10k, 100k keys; between two base saves 20 keys change (about what
  *   a busy room's Stable view moves by in the driver's 2 s); what is timed: saveBase of the
- *   memory store and of the SQLite store (ms per save). Before: the whole state copied or written.
+ *   memory store, of the SQLite store and of the IndexedDB store (fake-indexeddb in Node, whose
+ *   structured clone is JavaScript: slower than a browser's) (ms per save). Before: the whole
+ *   state copied or written.
  *
- *   node -C @hercules/source --import tsx bench/src/scale.bench.ts --baseline .baseline [--runs 5]
+ *   node -C @hercules/source --expose-gc --import tsx bench/src/scale.bench.ts --baseline .baseline [--runs 5] [--only rooms|keys] [--stores memory,sqlite,indexeddb]
  *
  * `--baseline <dir>`: another checkout inside this repository's folder (so its imports resolve
  * here), e.g. `git worktree add .baseline <commit>`. Without it only this tree is measured.
@@ -24,14 +26,16 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import * as current from '@hercules/core';
-import { memoryStorage } from '@hercules/client';
+import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
+import { indexedDbStorage, memoryStorage } from '@hercules/client';
 import { sqliteStorage } from '@hercules/client-sqlite';
 import type { ClientStorage } from '@hercules/client';
 import { prefilledKv } from './peers/kv-machine.ts';
 
 type Core = typeof current;
-type Storages = { memory: () => ClientStorage; sqlite: (file: string) => ClientStorage };
-const { values } = parseArgs({ options: { baseline: { type: 'string' }, runs: { type: 'string' }, only: { type: 'string' } } });
+type Storages = { memory: () => ClientStorage; sqlite: (file: string) => ClientStorage; indexeddb: () => ClientStorage };
+type Kind = keyof Storages;
+const { values } = parseArgs({ options: { baseline: { type: 'string' }, runs: { type: 'string' }, only: { type: 'string' }, stores: { type: 'string' } } });
 const RUNS = Number(values.runs ?? 5);
 const WRITERS = 4;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
@@ -108,10 +112,10 @@ function runRooms(C: Core, R: number, read: number, turns: number): number {
 }
 
 /** ms per saveBase of a 20-key change to a `keys`-key keyedMap, on a store of `kind`. */
-async function runKeys(S: Storages, kind: 'memory' | 'sqlite', keys: number, saves: number): Promise<number> {
+async function runKeys(S: Storages, kind: Kind, keys: number, saves: number): Promise<number> {
   const m = prefilledKv(current, keys, 'keyedMap');
   const dir = mkdtempSync(join(tmpdir(), 'scale-bench-'));
-  const store = kind === 'memory' ? S.memory() : S.sqlite(join(dir, 'c.sqlite'));
+  const store = kind === 'sqlite' ? S.sqlite(join(dir, 'c.sqlite')) : S[kind]();
   await store.init('room', 'c');
   let state = m.initial;
   let pos = 0;
@@ -126,6 +130,9 @@ async function runKeys(S: Storages, kind: 'memory' | 'sqlite', keys: number, sav
   let ms = 0;
   for (let s = 0; s < saves; s++) {
     step();
+    // With --expose-gc, the garbage of the untimed steps (and of the other side's runs) is
+    // collected before the timed save, not during it.
+    (globalThis as { gc?: () => void }).gc?.();
     const t0 = performance.now();
     await store.saveBase('room', { pos, state, ownSeq: 0 });
     ms += performance.now() - t0;
@@ -135,6 +142,8 @@ async function runKeys(S: Storages, kind: 'memory' | 'sqlite', keys: number, sav
   return ms / saves;
 }
 
+/** A store of `make` in a fresh fake-indexeddb, without Web Locks (Node has none). */
+const idb = (make: typeof indexedDbStorage) => () => make('bench', { indexedDB: new IDBFactory(), IDBKeyRange });
 const baseDir = values.baseline ? resolve(values.baseline) : undefined;
 const imp = async <T>(rel: string) => (await import(pathToFileURL(join(baseDir!, rel)).href)) as T;
 const base = baseDir ? await imp<Core>('packages/core/src/index.ts') : undefined;
@@ -142,9 +151,10 @@ const baseStores: Storages | undefined = baseDir
   ? {
       memory: (await imp<{ memoryStorage: Storages['memory'] }>('packages/client/src/storage.ts')).memoryStorage,
       sqlite: (await imp<{ sqliteStorage: Storages['sqlite'] }>('packages/client-sqlite/src/sqlite-storage.ts')).sqliteStorage,
+      indexeddb: idb((await imp<{ indexedDbStorage: typeof indexedDbStorage }>('packages/client/src/indexeddb-storage.ts')).indexedDbStorage),
     }
   : undefined;
-const stores: Storages = { memory: memoryStorage, sqlite: (f) => sqliteStorage(f) };
+const stores: Storages = { memory: memoryStorage, sqlite: (f) => sqliteStorage(f), indexeddb: idb(indexedDbStorage) };
 
 /** Run `f` on the baseline then this tree, RUNS times after a warm-up; medians and their ratio. */
 async function alternate(f: (side: 'before' | 'now') => number | Promise<number>): Promise<Record<string, string>> {
@@ -179,7 +189,8 @@ if (only.includes('rooms')) {
 }
 if (only.includes('keys')) {
   const rows: Record<string, Record<string, string>> = {};
-  for (const kind of ['memory', 'sqlite'] as const)
+  const kinds = (values.stores ?? 'memory,sqlite,indexeddb').split(',') as Kind[];
+  for (const kind of kinds)
     for (const keys of [1000, 10_000, 100_000]) {
       rows[`${kind} store, ${keys} keys`] = await alternate((side) => runKeys(side === 'before' ? baseStores! : stores, kind, keys, keys >= 100_000 ? 5 : 20));
     }

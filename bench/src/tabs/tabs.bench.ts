@@ -8,14 +8,16 @@
  *  - JS heap per tab after a forced GC with 1, 3 and 10 tabs of a room of 2000 messages.
  *  - where a follower's op spends its time on the way to the socket (timestamps in the pages:
  *    submit, the follower's post, the leader's receipt, the leader's WebSocket send), in a profile
- *    of its own whose pages are instrumented, ROUNDS ops each from the leader and a follower.
+ *    of its own whose pages are instrumented, ROUNDS ops each from the leader and a follower;
+ *  - the hop between two quiet tabs alone: a BroadcastChannel against a MessagePort handed out
+ *    by a SharedWorker, HOPS messages each, alternating.
  * The demo server (apps/web/serve.ts) runs without an emulated round trip. With
  * BENCH_TABS_BASE=<another checkout, its dependencies installed>, that checkout's demo server runs
  * too ("old"), and each measurement alternates old and new in this one run.
  *
  *   npm run bench:tabs
  *   BENCH_TABS_BASE=../hercules-main npm run bench:tabs
- *   BENCH_TABS_PARTS=path npm run bench:tabs    (only some of latency, delivery, path, memory)
+ *   BENCH_TABS_PARTS=path npm run bench:tabs    (only some of latency, delivery, path, hop, memory)
  */
 import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
@@ -25,11 +27,13 @@ import { freePort, tempDir } from '@hercules/test-utils';
 import { repoRoot } from '../harness.ts';
 
 const HISTORY = 2000;
-/** BENCH_TABS_PARTS=path,latency (say) runs only those of latency, delivery, path and memory. */
+/** BENCH_TABS_PARTS=path,latency (say) runs only those of latency, delivery, path, hop and memory. */
 const PARTS = process.env.BENCH_TABS_PARTS?.split(',');
 const part = (name: string) => !PARTS || PARTS.includes(name);
 /** Ops from each tab in the delivery and path measurements. */
 const ROUNDS = 200;
+/** Messages over each channel in the hop measurement. */
+const HOPS = 300;
 const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;
 const fmt = (xs: number[]) => `median ${q(xs, 0.5).toFixed(3)} ms, p90 ${q(xs, 0.9).toFixed(3)} ms (n ${xs.length})`;
 
@@ -114,6 +118,7 @@ async function main() {
         for (const b of builds) paths.push(await trio(browser, b, `${room}-path`, instrument));
         await path(paths);
       }
+      if (part('hop')) await hop(browser, builds.at(-1)!);
       await idbCommit(trios[0]!.leader);
       if (part('memory')) for (const t of trios) await fill(t.leader);
       for (const t of [...trios, ...paths]) await Promise.all([t.leader.context().close(), t.other.context().close()]);
@@ -342,6 +347,63 @@ function printPath(
   }
   const diffs = o.follower.map((f, i) => f - o.leader[i]!);
   console.log(`[${name}]   follower minus leader, submit → send, paired: median ${mp(diffs)} ms`);
+}
+
+/**
+ * The hop between two tabs alone, in two quiet pages of one profile (the server's /healthz, no
+ * app): one-way latency of a message (posted → received, one clock) over a BroadcastChannel and
+ * over a MessagePort the two pages got from a SharedWorker (which makes a MessageChannel and
+ * hands one end to each), HOPS messages each, alternating, 10 ms apart.
+ */
+async function hop(browser: Browser, b: Build) {
+  const ctx = await browser.newContext();
+  const [a, z] = [await ctx.newPage(), await ctx.newPage()];
+  for (const p of [a, z]) await p.goto(`${b.base}/healthz`);
+  const src = `const ports = []; onconnect = (e) => { ports.push(e.ports[0]); if (ports.length === 2) { const c = new MessageChannel(); ports[0].postMessage(0, [c.port1]); ports[1].postMessage(0, [c.port2]); } };`;
+  const url = await a.evaluate((src) => URL.createObjectURL(new Blob([src], { type: 'text/javascript' })), src);
+  const join = (p: Page) =>
+    p.evaluate((url) => {
+      const w = window as any;
+      w.__name ??= (f: unknown) => f;
+      const now = () => performance.timeOrigin + performance.now();
+      w.__got = new Map<string, number>();
+      const record = (ev: MessageEvent) => {
+        if (ev.data?.id) w.__got.set(ev.data.id, now() - ev.data.at);
+      };
+      w.__bc = new BroadcastChannel('hop');
+      w.__bc.onmessage = record;
+      return new Promise<void>((res) => {
+        const worker = new SharedWorker(url);
+        worker.port.onmessage = (ev) => {
+          w.__port = ev.ports[0];
+          w.__port.onmessage = record;
+          res();
+        };
+        w.__worker = worker;
+      });
+    }, url);
+  await Promise.all([join(a), join(z)]);
+  const out = { bc: [] as number[], port: [] as number[] };
+  for (let i = 0; i < HOPS; i++) {
+    for (const via of ['bc', 'port'] as const) {
+      const id = `${via} ${i}`;
+      await a.evaluate(
+        ([via, id]) => {
+          const w = window as any;
+          (via === 'bc' ? w.__bc : w.__port).postMessage({ id, at: performance.timeOrigin + performance.now() });
+        },
+        [via, id],
+      );
+      await z.waitForFunction((id) => (window as any).__got.has(id), id);
+      out[via].push(await z.evaluate((id) => (window as any).__got.get(id) as number, id));
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+  console.log(`[${b.name}] one hop between two quiet tabs, BroadcastChannel: ${fmt(out.bc)}`);
+  console.log(`[${b.name}] one hop between two quiet tabs, MessagePort (from a SharedWorker): ${fmt(out.port)}`);
+  const diffs = out.port.map((p, i) => p - out.bc[i]!);
+  console.log(`[${b.name}]   MessagePort minus BroadcastChannel, paired: median ${q(diffs, 0.5).toFixed(3)} ms, p90 ${q(diffs, 0.9).toFixed(3)} ms`);
+  await ctx.close();
 }
 
 /**

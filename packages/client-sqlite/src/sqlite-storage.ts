@@ -11,9 +11,8 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { HerculesError, type BaseSnapshot, type OpRecord } from '@hercules/core';
+import { HerculesError, joinParts, partChanges, partsUnder, type BaseSnapshot, type OpRecord, type PartChanges } from '@hercules/core';
 import type { ClientStorage, StoredClient } from '@hercules/client';
-import { joinParts, partChanges, under, type PartChanges } from './base-parts.ts';
 
 /** How long opening waits for another holder of the store's lock (one that is dying, say). */
 const LOCK_WAIT_MS = 1000;
@@ -46,7 +45,7 @@ function addMissingColumns(db: Database.Database): void {
   if (!cols.has('reserved_seq')) db.exec('ALTER TABLE client ADD COLUMN reserved_seq INTEGER');
   // The machine version of the base (BaseSnapshot.v; docs/migrations.md).
   if (!cols.has('base_v')) db.exec('ALTER TABLE client ADD COLUMN base_v INTEGER');
-  // 1: `base` is the skeleton of a base kept in parts (base-parts.ts), its rows in base_part.
+  // 1: `base` is the skeleton of a base kept in parts (core's base-parts.ts), its rows in base_part.
   if (!cols.has('base_split')) db.exec('ALTER TABLE client ADD COLUMN base_split INTEGER');
 }
 
@@ -132,7 +131,7 @@ function prepareStatements(db: Database.Database) {
 }
 
 /** A room's client row and durable ops as ClientStorage.load returns them; `parts`: its base's part rows. */
-function storedClient(c: ClientRow, durable: OpRecord[], parts: () => Map<string, string>): StoredClient {
+function storedClient(c: ClientRow, durable: OpRecord[], parts: () => Map<string, unknown>): StoredClient {
   return {
     clientId: c.client_id,
     lastSeq: c.last_seq,
@@ -144,7 +143,7 @@ function storedClient(c: ClientRow, durable: OpRecord[], parts: () => Map<string
       ? {
           base: {
             pos: c.base_pos,
-            state: c.base_split === 1 ? joinParts(c.base, parts()) : JSON.parse(c.base),
+            state: c.base_split === 1 ? joinParts(JSON.parse(c.base), parts()) : JSON.parse(c.base),
             ownSeq: c.base_own_seq ?? 0,
             ...(c.base_v !== null ? { v: c.base_v } : {}),
           },
@@ -156,20 +155,20 @@ function storedClient(c: ClientRow, durable: OpRecord[], parts: () => Map<string
 /**
  * The base and the deletion of the ops it holds are one transaction (see ClientStorage.saveBase):
  * a failure or a crash at any write of it leaves the base before it whole. The base is kept in
- * parts (base-parts.ts): what changed since the last base this process saved is written, the
+ * parts (core's base-parts.ts): what changed since the last base this process saved is written, the
  * first save of a process writes them all.
  */
 function baseSaver(db: Database.Database, st: ReturnType<typeof prepareStatements>): (room: string, base: BaseSnapshot) => void {
   /** Per room, the state whose parts the store holds (known only once this process saved one). */
   const saved = new Map<string, unknown>();
   const write = db.transaction((room: string, base: BaseSnapshot, ch: PartChanges): boolean => {
-    if (st.setBase.run(base.pos, ch.skeleton, base.ownSeq, base.v ?? null, room, base.pos).changes === 0) return false;
+    if (st.setBase.run(base.pos, JSON.stringify(ch.skeleton), base.ownSeq, base.v ?? null, room, base.pos).changes === 0) return false;
     if (ch.dropAll) st.delParts.run(room);
     for (const id of ch.drop) {
       st.delPart.run(room, id);
-      st.delPartsUnder.run(room, under(id), under(id));
+      st.delPartsUnder.run(room, partsUnder(id), partsUnder(id));
     }
-    for (const [id, value] of ch.put) st.putPart.run(room, id, value);
+    for (const [id, value] of ch.put) st.putPart.run(room, id, JSON.stringify(value));
     st.delOps.run(room, base.ownSeq);
     return true;
   });
@@ -222,7 +221,7 @@ export function sqliteStorage(file: string, opts?: { lockWaitMs?: number }): Cli
       const c = getClient.get(room);
       if (!c) return undefined;
       const durable = getOps.all(room).map((r) => JSON.parse(r.op) as OpRecord);
-      return storedClient(c, durable, () => new Map(getParts.all(room).map((r) => [r.part, r.value])));
+      return storedClient(c, durable, () => new Map(getParts.all(room).map((r) => [r.part, JSON.parse(r.value) as unknown])));
     },
     async init(room, clientId) {
       insClient.run(room, clientId);

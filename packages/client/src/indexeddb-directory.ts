@@ -36,7 +36,7 @@ function lockIfFree(locks: StoreLocks, name: string): Promise<(() => void) | und
   });
 }
 
-/** True if `name` exists and was written by indexedDbStorage (version 1 or 2, a client and an ops store). */
+/** True if `name` exists and was written by indexedDbStorage (version 1, 2 or 3, a client and an ops store). */
 function isClientStore(idb: IDBFactory, name: string): Promise<boolean> {
   return new Promise((resolve) => {
     const r = idb.open(name);
@@ -46,7 +46,7 @@ function isClientStore(idb: IDBFactory, name: string): Promise<boolean> {
     r.onerror = () => resolve(false);
     r.onsuccess = () => {
       const db = r.result;
-      const ours = (db.version === 1 || db.version === 2) && db.objectStoreNames.contains('client') && db.objectStoreNames.contains('ops');
+      const ours = db.version >= 1 && db.version <= 3 && db.objectStoreNames.contains('client') && db.objectStoreNames.contains('ops');
       db.close();
       resolve(ours);
     };

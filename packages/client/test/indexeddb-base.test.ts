@@ -2,11 +2,15 @@
  * The IndexedDB store keeps a room's base in a store of its own (database version 2), so an
  * append rewrites only the small client row, not the whole base state; a version-1 database
  * (base inside the client row) still loads, and its base moves out at the next saveBase.
+ * Version 3 keeps a base's top-level keyedMaps in parts (core's base-parts.ts), so a save
+ * writes the trie nodes that changed; a version-2 database (the base whole) still loads.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
+import { IDBFactory, IDBKeyRange, IDBObjectStore } from 'fake-indexeddb';
+import { keyedMap } from '@hercules/core';
 import { indexedDbStorage } from '../src/index.ts';
+import { keyedStates } from './keyed-states.ts';
 
 const op = (seq: number) => ({ client: 'c1', seq, name: 'say', args: { text: `m${seq}` } });
 const big = { items: Array.from({ length: 1000 }, (_, i) => ({ id: i, text: `item ${i}` })) };
@@ -80,6 +84,125 @@ test('a version-1 database (the base in the client row) loads, and its base move
   await s.close();
   const [client] = await rows(factory, 'old', 'client');
   assert.equal(client.base, undefined, 'the version-1 base left the client row');
-  assert.deepEqual((await rows(factory, 'old', 'base'))[0], { room: 'room', pos: 9, state: { n: 2 }, ownSeq: 2 });
+  assert.deepEqual((await rows(factory, 'old', 'base'))[0], { room: 'room', pos: 9, state: { n: 2 }, ownSeq: 2, parts: 1 });
   assert.deepEqual(await rows(factory, 'old', 'ops'), [], 'the ops inside the base went with it');
+});
+
+/** Counts (and, with `failAt`, fails) the puts and deletes of every object store: the store's write steps. */
+function idbWrites() {
+  const proto = IDBObjectStore.prototype as unknown as Record<'put' | 'delete', (...a: unknown[]) => unknown>;
+  const real = { put: proto.put, delete: proto.delete };
+  const meter = { count: 0, failAt: 0, partPuts: 0 };
+  for (const name of ['put', 'delete'] as const)
+    proto[name] = function (this: IDBObjectStore, ...a: unknown[]) {
+      meter.count++;
+      if (name === 'put' && this.name === 'part') meter.partPuts++;
+      if (meter.count === meter.failAt) throw new Error(`planted fault at write step ${meter.count}: ${name} in ${this.name}`);
+      return real[name].apply(this, a);
+    };
+  const reset = () => Object.assign(meter, { count: 0, failAt: 0, partPuts: 0 });
+  return { meter, reset, restore: () => Object.assign(proto, real) };
+}
+
+test('a keyedMap base: a save writes the trie nodes that changed, not the whole state; a fault at any write step of a save leaves the base before it whole', async (t) => {
+  const { initial, run } = keyedStates();
+  let s1 = initial;
+  for (let i = 0; i < 3000; i++) s1 = run(s1, `k${i}`, i);
+  const s2 = run(run(run(s1, 'k5', -5), 'fresh', 7), 'k2999', -1);
+  const factory = new IDBFactory();
+  const writes = idbWrites();
+  t.after(writes.restore);
+  /** A store holding ops 1..3 and a base of s1 holding op 1. */
+  const fresh = async (name: string) => {
+    const s = indexedDbStorage(name, { indexedDB: factory, IDBKeyRange });
+    await s.init('room', 'c1');
+    await s.append('room', [op(1), op(2), op(3)]);
+    await s.saveBase('room', { pos: 10, state: s1, ownSeq: 1 });
+    return s;
+  };
+  const s = await fresh('parts');
+  assert.deepEqual((await s.load('room'))!.base!.state, s1, 'a base read back from its parts');
+  const written = (await rows(factory, 'parts', 'part')).length;
+  writes.reset();
+  await s.saveBase('room', { pos: 20, state: s2, ownSeq: 2 });
+  const steps = writes.meter.count;
+  const puts = writes.meter.partPuts;
+  assert.ok(puts >= 2 && puts <= 12, `only the trie nodes on the changed paths are written: ${puts} of ${written} rows (${s1.cells.size} keys)`);
+  const got = (await s.load('room'))!;
+  assert.deepEqual(got.base, { pos: 20, state: s2, ownSeq: 2 });
+  assert.deepEqual(
+    got.durable.map((o) => o.seq),
+    [3],
+  );
+  await s.close();
+  const reopened = indexedDbStorage('parts', { indexedDB: factory, IDBKeyRange });
+  assert.deepEqual((await reopened.load('room'))!.base!.state, s2, 'and after a restart');
+  const s3 = run(s2, 'k1', 1);
+  await reopened.saveBase('room', { pos: 30, state: s3, ownSeq: 2 }); // a new store writes its first base whole
+  assert.deepEqual((await reopened.load('room'))!.base!.state, s3);
+  await reopened.close();
+  for (let n = 1; n <= steps; n++) {
+    const f = await fresh(`fault-${n}`);
+    writes.reset();
+    writes.meter.failAt = n;
+    // A throw in a request callback aborts the transaction (IndexedDB: "fire a success event").
+    await assert.rejects(f.saveBase('room', { pos: 20, state: s2, ownSeq: 2 }), (e: Error) => e.name === 'AbortError', `step ${n} aborts the save`);
+    writes.meter.failAt = 0;
+    const after = (await f.load('room'))!;
+    assert.deepEqual(after.base, { pos: 10, state: s1, ownSeq: 1 }, `a fault at write step ${n} of ${steps} leaves the base before it`);
+    assert.deepEqual(
+      after.durable.map((o) => o.seq),
+      [2, 3],
+      `and every op it did not hold (step ${n})`,
+    );
+    await f.saveBase('room', { pos: 20, state: s2, ownSeq: 2 });
+    assert.deepEqual((await f.load('room'))!.base!.state, s2, `the next save after the fault at step ${n} is whole`);
+    await f.close();
+  }
+});
+
+test('a version-2 database (the base whole in the base store) loads, and the next saveBase keeps it in parts', async () => {
+  const factory = new IDBFactory();
+  const { initial, run } = keyedStates();
+  let held = initial;
+  for (let i = 0; i < 200; i++) held = run(held, `k${i}`, i);
+  await new Promise<void>((res, rej) => {
+    const r = factory.open('v2', 2);
+    r.onupgradeneeded = () => {
+      const db = r.result;
+      db.createObjectStore('client', { keyPath: 'room' });
+      db.createObjectStore('ops', { keyPath: ['room', 'seq'] });
+      db.createObjectStore('base', { keyPath: 'room' });
+      const t = r.transaction!;
+      t.objectStore('client').put({ room: 'room', clientId: 'c-v2', lastSeq: 3 });
+      t.objectStore('base').put({ room: 'room', pos: 4, state: held, ownSeq: 1 });
+      t.objectStore('ops').put({ room: 'room', seq: 2, op: op(2) });
+      t.objectStore('ops').put({ room: 'room', seq: 3, op: op(3) });
+    };
+    r.onsuccess = () => {
+      r.result.close();
+      res();
+    };
+    r.onerror = () => rej(r.error);
+  });
+  const s = indexedDbStorage('v2', { indexedDB: factory, IDBKeyRange });
+  const got = (await s.load('room'))!;
+  assert.equal(got.clientId, 'c-v2');
+  assert.deepEqual(got.base, { pos: 4, state: held, ownSeq: 1 });
+  const next = run(held, 'k7', -7);
+  await s.saveBase('room', { pos: 9, state: next, ownSeq: 2 });
+  assert.deepEqual((await s.load('room'))!.base, { pos: 9, state: next, ownSeq: 2 });
+  await s.close();
+  const [base] = await rows(factory, 'v2', 'base');
+  assert.equal(base.parts, 1);
+  assert.deepEqual(base.state.cells, { $keyedMap: 1, size: 200, tree: null }, 'the map is in the part rows');
+  assert.ok((await rows(factory, 'v2', 'part')).length > 1);
+  assert.deepEqual(
+    (await rows(factory, 'v2', 'ops')).map((o) => o.seq),
+    [3],
+  );
+  const again = indexedDbStorage('v2', { indexedDB: factory, IDBKeyRange });
+  const cells = ((await again.load('room'))!.base!.state as typeof next).cells;
+  assert.equal(keyedMap.get(cells, 'k7'), -7, 'the part rows read back after a restart');
+  await again.close();
 });

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { IDBFactory, IDBKeyRange } from 'fake-indexeddb';
-import { HerculesError, applyOp, defineMachine, keyedMap, type StateOf } from '@hercules/core';
+import { HerculesError } from '@hercules/core';
 import { memoryStorage, indexedDbStorage, connect, type ClientStorage } from '../src/index.ts';
 import { copyChanged } from '../src/storage.ts';
 import { sqliteStorage } from '@hercules/client-sqlite';
@@ -11,6 +11,7 @@ import { createServer } from '@hercules/server';
 import { tempDir, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 import { fakeLocks } from './fake-locks.ts';
+import { keyedStates } from './keyed-states.ts';
 
 const op = (seq: number) => ({ client: 'c1', seq, name: 'say', args: { text: `m${seq}` }, digest: 1000 + seq });
 const { dir, cleanup } = tempDir('storage');
@@ -345,28 +346,6 @@ test('memory storage copies only what changed since its last base: a 10k-key key
   );
   assert.equal(copyChanged(state, first, state), first, 'nothing changed: the held copy itself');
 });
-
-/** States of a machine with a keyedMap beside plain keys, and `set` run on them as the engine runs ops. */
-function keyedStates() {
-  const m = defineMachine({
-    name: 'kv',
-    version: 1,
-    initial: { cells: keyedMap.empty<number>(), title: 't' },
-    ops: {
-      set(s, a: { key: string; value: number }) {
-        keyedMap.set(s.cells, a.key, a.value);
-        s.title = `t${a.value}`;
-      },
-    },
-  });
-  let pos = 0;
-  const run = (state: StateOf<typeof m>, key: string, value: number) => {
-    const r = applyOp(m, state, { client: 'c', seq: ++pos, name: 'set', args: { key, value }, author: 'c' }, pos);
-    assert.equal(r.error, undefined);
-    return r.state;
-  };
-  return { initial: m.initial, run };
-}
 
 /** Counts (and, with `failAt`, fails) the statement runs of the sqlite driver: the store's write steps. */
 function statementRuns() {

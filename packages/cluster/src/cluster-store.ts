@@ -1285,28 +1285,42 @@ export class ClusterStore implements RoomStore {
   }
 
   /**
+   * The room's confirmed checkpoints (bases a load could start from), oldest first, read by their
+   * headers alone where the log can (the replay rule needs no body): `withBody` fetches a base's
+   * parts when it is needed. `ckpts`: how many checkpoint messages the subject holds.
+   */
+  private async confirmedBases(k: number, room: string, claims: Claims): Promise<{ bases: Rec[]; ckpts: number }> {
+    const ckptSubject = this.subject(k, 'ckpt', room);
+    const { readHeaders, readAt } = this.log;
+    const headersOnly = readHeaders !== undefined && readAt !== undefined;
+    const msgs = headersOnly ? await readHeaders.call(this.log, k, ckptSubject) : await this.log.read(k, ckptSubject);
+    return chainBase(claims, msgs, headersOnly);
+  }
+
+  /** The base with its body: read from its parts if only its headers were read, each part checked to be the same checkpoint still. */
+  private async withBody(k: number, room: string, c: Rec): Promise<Rec> {
+    const { readAt } = this.log;
+    if (c.body !== undefined || readAt === undefined) return c;
+    const ckptSubject = this.subject(k, 'ckpt', room);
+    const parts = await readAt.call(this.log, k, c.partSeqs);
+    for (const p of parts)
+      if (p.subject !== ckptSubject || p.headers[H_CLAIM] !== String(c.claim ?? p.headers[H_CLAIM]) || Number(p.headers[H_REV]) !== c.rev)
+        throw new StorageError(`room ${room}: its checkpoint at seq ${p.seq} in stream ${k} changed while it was read (a purge?); retry`);
+    c.body = joinBody(parts);
+    return c;
+  }
+
+  /**
    * A room as stored, read from its shard's stream as a load would (the same base checkpoint, the
    * same chain after it) but without barriers, the shard's lease or this store's cache; `log`
    * false: the checkpoint alone. Undefined: no such room (never created, or deleted).
    */
   private async inspectWith(k: number, room: string, claims: Claims, log: boolean, upTo?: number): Promise<Inspected | undefined> {
-    // The checkpoint subject by its headers (the replay rule needs no body), then the base's parts alone, where the log can.
-    const ckptSubject = this.subject(k, 'ckpt', room);
-    const { readHeaders, readAt } = this.log;
-    const headersOnly = readHeaders !== undefined && readAt !== undefined;
-    const msgs = headersOnly ? await readHeaders.call(this.log, k, ckptSubject) : await this.log.read(k, ckptSubject);
-    const { bases, ckpts } = chainBase(claims, msgs, headersOnly);
+    const { bases, ckpts } = await this.confirmedBases(k, room, claims);
     let base = bases.at(-1);
     // `upTo` (a peek after that position): the newest base at or before it, if the stream still has one (entries before the newest are kept while purge is off).
     for (let i = bases.length - 1; i >= 0; i--) {
-      const c = bases[i];
-      if (headersOnly) {
-        const parts = await readAt.call(this.log, k, c.partSeqs);
-        for (const p of parts)
-          if (p.subject !== ckptSubject || p.headers[H_CLAIM] !== String(c.claim ?? p.headers[H_CLAIM]) || Number(p.headers[H_REV]) !== c.rev)
-            throw new StorageError(`room ${room}: its checkpoint at seq ${p.seq} in stream ${k} changed while it was read (a purge?); retry`);
-        c.body = joinBody(parts);
-      }
+      const c = await this.withBody(k, room, bases[i]);
       base = c;
       if (upTo === undefined || (c.body as CkptBody).pos <= upTo) break;
     }
@@ -1410,22 +1424,11 @@ export class ClusterStore implements RoomStore {
    * could start from back to the first at or before the retention's cut. Undefined: no such room.
    */
   private async keptBases(k: number, room: string, claims: Claims): Promise<Rec[] | undefined> {
-    const ckptSubject = this.subject(k, 'ckpt', room);
-    const { readHeaders, readAt } = this.log;
-    const headersOnly = readHeaders !== undefined && readAt !== undefined;
-    const msgs = headersOnly ? await readHeaders.call(this.log, k, ckptSubject) : await this.log.read(k, ckptSubject);
-    const { bases } = chainBase(claims, msgs, headersOnly);
+    const { bases } = await this.confirmedBases(k, room, claims);
     const kept: Rec[] = [];
     const seen: { pos: number; lastActivity: number }[] = [];
     for (let i = bases.length - 1; i >= 0; i--) {
-      const c = bases[i];
-      if (headersOnly) {
-        const parts = await readAt.call(this.log, k, c.partSeqs);
-        for (const p of parts)
-          if (p.subject !== ckptSubject || p.headers[H_CLAIM] !== String(c.claim ?? p.headers[H_CLAIM]) || Number(p.headers[H_REV]) !== c.rev)
-            throw new StorageError(`room ${room}: its checkpoint at seq ${p.seq} in stream ${k} changed while it was read (a purge?); retry`);
-        c.body = joinBody(parts);
-      }
+      const c = await this.withBody(k, room, bases[i]);
       const ck = c.body as CkptBody;
       kept.unshift(c);
       seen.unshift({ pos: ck.pos, lastActivity: ck.lastActivity ?? 0 });

@@ -19,6 +19,8 @@ export {
 } from './machine.ts';
 export { keyedMap } from './keyed-map.ts';
 export type { KeyedMap, KeyedMapNode, KeyedMapLeaf, KeyedMapBranch } from './keyed-map.ts';
+export { partChanges, joinParts, partsUnder } from './base-parts.ts';
+export type { PartChanges } from './base-parts.ts';
 export {
   createText,
   textOps,

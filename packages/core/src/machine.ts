@@ -2,11 +2,11 @@
  * State machines: the app's shared state as an initial value plus named, deterministic
  * read-write operations. One module defines the machine; client and server both import it.
  *
- * Ops mutate a draft (Mutative) and return nothing. Each application produces a new frozen
+ * Ops mutate a draft (draft.ts) and return nothing. Each application produces a new frozen
  * snapshot that shares every untouched subtree with its predecessor, so keeping several views
  * and rebasing costs in proportion to what the ops touch, not to the size of the state.
  */
-import { create, current as mutativeCurrent, isDraft } from 'mutative';
+import { produce as produceDraft, type Patch } from './draft.ts';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { runningOp, watchOps } from './determinism-guard.ts';
 import { HerculesError, errorMessage } from './errors.ts';
@@ -368,14 +368,8 @@ export interface ApplyResult<S> {
   error?: string;
 }
 
-/**
- * Snapshots are frozen, but not by Mutative's auto-freeze, which walks every key of each copied
- * container (all 1,000 when one item of a 1,000-key map is written). Production builds freeze
- * only what the op's patches name: 89.9 -> 48.0 µs for one write into a 1,000-key map, 23.0 ->
- * 5.95 µs into a 1,000-item array (bench/src/freeze.bench.ts; docs/benchmarks.md, issue 14). Development builds walk every new
- * container, as before, so an app that mutates a snapshot by mistake is caught there.
- */
-const PATCHES = { enablePatches: true } as const;
+export type { Patch } from './draft.ts';
+export { current } from './draft.ts';
 
 // A bundler replaces `process.env.NODE_ENV` with a literal; without one, a browser has no
 // `process` and gets the development walk.
@@ -389,66 +383,15 @@ const FREEZE_ALL = (() => {
 })();
 
 /**
- * Run `recipe` on a draft of `state`; the result shares what was not written and is frozen.
- * `patchesOut` collects the paths it wrote (undo bookkeeping: the patches are made anyway).
+ * Run `recipe` on a draft of `state` (draft.ts: the result shares what was not written, and its
+ * copies and what the op assigned are frozen). Development builds also walk the result for any
+ * object still unfrozen (a base built by hand, never frozen), so an app that mutates a snapshot
+ * by mistake is caught there. `patchesOut` collects the paths the op wrote (undo bookkeeping).
  */
 function produce<S>(state: S, recipe: (draft: S) => void, patchesOut?: Patch[]): S {
-  const [next, patches] = create(state as object, recipe as (draft: object) => void, PATCHES) as unknown as [S, readonly Patch[]];
-  if (next !== state) freezeChanged(next, patches, FREEZE_ALL);
-  if (patchesOut) for (const p of patches) patchesOut.push(p);
+  const next = produceDraft(state, recipe, patchesOut, !FREEZE_ALL);
+  if (FREEZE_ALL && next !== state) deepFreeze(next);
   return next;
-}
-
-export interface Patch {
-  readonly path: readonly (string | number)[];
-}
-
-/**
- * Freeze a new snapshot. With `all`, every unfrozen object in it (the untouched parts are the
- * previous snapshot's, already frozen, and are skipped). Without, what the patches name: each
- * container on a patch's path and, deeply, the value at its end. That misses one case: a
- * container an op wrote and then restored (set a key and deleted it) is a new copy that no patch
- * names, and stays unfrozen (equal to the old one). A path may run into a value a later write
- * replaced; the walk stops where it finds no object.
- */
-export function freezeChanged(root: unknown, patches: readonly Patch[], all: boolean): void {
-  if (all || patches.length === 0) {
-    deepFreeze(root);
-    return;
-  }
-  // Each container on the paths is frozen once: Object.freeze and Object.isFrozen on a large
-  // (dictionary-mode) object visit every key, and a step's patches share their first containers.
-  const frozen = new Set<object>();
-  for (const { path } of patches) {
-    let o = root;
-    for (let i = 0; i < path.length; i++) {
-      if (o === null || typeof o !== 'object') break;
-      if (!frozen.has(o)) {
-        Object.freeze(o);
-        frozen.add(o);
-      }
-      o = (o as Record<string | number, unknown>)[path[i]];
-    }
-    deepFreeze(o);
-  }
-}
-
-/**
- * The present value of a part of an op's draft, as plain data without proxies. Every read and
- * write through a draft costs a proxy trap (about 0.4 to 0.8 µs); an op that touches hundreds of
- * elements runs far faster by reading the part once with `current`, computing a new value on a
- * plain copy, and assigning it back frozen, in one write:
- *
- *   const row = Array.from(current(state.rows[i])); row[j] += 1; state.rows[i] = Object.freeze(row);
- *
- * Do not mutate what it returns (it may be the frozen snapshot itself); copy it first, with
- * `Array.from` or a spread rather than `slice` (V8 copies frozen arrays slowly with `slice`:
- * 62 µs against 1.2 µs for 1,000 numbers). Freezing the new value yourself spares the engine a
- * deep-freeze walk over it (about 37 µs for 1,000 numbers). Figures: bench/src/copy-op.bench.ts.
- * Outside an op it returns its argument.
- */
-export function current<T>(draftPart: T): T {
-  return isDraft(draftPart) ? (mutativeCurrent(draftPart as object) as T) : draftPart;
 }
 
 /**
@@ -561,7 +504,7 @@ function applyInDrafts<S>(
         patchesOut,
       );
     } catch (e) {
-      if (failedAt < 0) throw e; // not an op's doing (e.g. Mutative itself): let it surface
+      if (failedAt < 0) throw e; // not an op's doing (the draft itself): let it surface
       onThrow?.(failedAt, failure);
       if (failedAt > start) {
         const end = failedAt;

@@ -93,8 +93,8 @@ export function diffState(before: unknown, after: unknown, out: Change[], path: 
 }
 
 /**
- * What ops changed from `before` to `after`, from the paths their application wrote (Mutative's
- * patches, made anyway to freeze the result): as diffState would find, without walking the keys
+ * What ops changed from `before` to `after`, from the paths their application wrote (the draft's
+ * paths, draft.ts): as diffState would find, without walking the keys
  * of a large container the ops copied (1,000 keys: 106 -> 220 µs per submit by walking; issue 39,
  * docs/benchmarks.md "Undo"). A path is cut where diffState would stop (a value that is not a
  * container on both sides, an array whose length changed); a path under another is dropped; a

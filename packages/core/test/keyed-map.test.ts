@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { isDraft } from 'mutative';
+import { isDraft } from '../src/draft.ts';
 import { applyOp, defineMachine, findNonJson, HerculesError, keyedMap, migrateState, type KeyedMap } from '../src/index.ts';
 import { hashKey } from '../src/keyed-map.ts';
 import { decode, encode } from '../src/msgpack.ts';

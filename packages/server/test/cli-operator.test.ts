@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createServer as createHttpServer, request as httpRequest } from 'node:http';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,32 +14,16 @@ import { fileURLToPath } from 'node:url';
 import { SignJWT } from 'jose';
 import { Webhook } from 'standardwebhooks';
 import { tempDir, until } from './helpers.ts';
+import { BIN, herculesAsync, serveCli } from './cli-helpers.ts';
 import { envName } from '../src/cli/options.ts';
 import { SERVE_OPTIONS } from '../src/cli/serve-options.ts';
 import { newWebhookSecret } from '../src/webhooks.ts';
 
-const BIN = fileURLToPath(new URL('../bin/hercules.js', import.meta.url));
 const MACHINES = fileURLToPath(new URL('../../../apps/machines.ts', import.meta.url));
 const TOKEN = 'an-admin-token-of-at-least-32-characters';
 
 function hercules(args: string[], env: Record<string, string> = {}, cwd?: string) {
   return spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, ...env }, ...(cwd ? { cwd } : {}) });
-}
-
-/**
- * The command run without blocking this process's event loop: the test's own client must keep
- * answering the server's pings while the commands run (spawnSync would stall it past the
- * heartbeat on a loaded machine, and the server would drop it).
- */
-function herculesAsync(args: string[], env: Record<string, string> = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
 }
 
 /** The status of a GET whose path goes out exactly as given. */
@@ -52,18 +36,6 @@ function rawStatus(port: number, path: string): Promise<number> {
     req.on('error', reject);
     req.end();
   });
-}
-
-/** A server started by the command, and its port once it listens. */
-async function serve(args: string[], env: Record<string, string>, cwd: string): Promise<{ child: ChildProcess; port: number; out: () => string }> {
-  const child = spawn(process.execPath, [BIN, 'serve', ...args], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  await until(() => /"url":"ws:\/\/127\.0\.0\.1:\d+"/.test(out) || child.exitCode !== null, 30_000, 'the server to listen');
-  const m = /"url":"ws:\/\/127\.0\.0\.1:(\d+)"/.exec(out);
-  assert.ok(m, out);
-  return { child, port: Number(m[1]), out: () => out };
 }
 
 test('--help lists every serve option with its environment variable', () => {
@@ -115,7 +87,7 @@ test('serve from the environment alone: static files, the admin API; rooms and r
     // of the default 5 s heartbeats, and the server dropped the client before `revoke` counted it.
     HERCULES_HEARTBEAT: '60000',
   };
-  const server = await serve([], env, dir);
+  const server = await serveCli([], env, dir);
   t.after(() => {
     server.child.kill('SIGKILL');
     cleanup();
@@ -193,7 +165,7 @@ test('--webhook-url with the secret from a file: commits arrive signed the Stand
   });
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   const hook = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`;
-  const server = await serve(['--machines', MACHINES, '--port', '0', '--webhook-url', hook, '--webhook-secret-file', join(dir, 'whsec')], {}, dir);
+  const server = await serveCli(['--machines', MACHINES, '--port', '0', '--webhook-url', hook, '--webhook-secret-file', join(dir, 'whsec')], {}, dir);
   t.after(() => {
     server.child.kill('SIGKILL');
     receiver.close();

@@ -7,37 +7,18 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { tempDir, until } from './helpers.ts';
+import { tempDir } from './helpers.ts';
+import { herculesAsync, serveCli } from './cli-helpers.ts';
 
-const BIN = fileURLToPath(new URL('../bin/hercules.js', import.meta.url));
 const MACHINES = fileURLToPath(new URL('./fixtures/replay-machines.ts', import.meta.url));
 const TOKEN = 'an-admin-token-of-at-least-32-characters';
 
-function hercules(args: string[], env: Record<string, string> = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
-
-async function serve(dir: string): Promise<{ child: ChildProcess; port: number }> {
-  const env = { HERCULES_MACHINES: MACHINES, HERCULES_PORT: '0', HERCULES_MEMORY: '1', HERCULES_ADMIN_TOKEN: TOKEN };
-  const child = spawn(process.execPath, [BIN, 'serve'], { cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  await until(() => /"url":"ws:\/\/127\.0\.0\.1:\d+"/.test(out) || child.exitCode !== null, 30_000, 'the server to listen');
-  const m = /"url":"ws:\/\/127\.0\.0\.1:(\d+)"/.exec(out);
-  assert.ok(m, out);
-  return { child, port: Number(m[1]) };
+/** A server started by the command on a memory store, with the admin API on. */
+function serve(dir: string) {
+  return serveCli([], { HERCULES_MACHINES: MACHINES, HERCULES_PORT: '0', HERCULES_MEMORY: '1', HERCULES_ADMIN_TOKEN: TOKEN }, dir);
 }
 
 test('hercules replay: an exported room replays clean (exit 0); a tampered one is reported at its position (exit 1); a bad file is refused (exit 2)', async (t) => {
@@ -61,10 +42,10 @@ test('hercules replay: an exported room replays clean (exit 0); a tampered one i
     assert.equal(res.status, 200, await res.text());
   }
   const file = join(dir, 'bug.json');
-  const exported = await hercules(['rooms', 'export', 'bug', '--out', file], { HERCULES_ADMIN_TOKEN: TOKEN, HERCULES_URL: http });
+  const exported = await herculesAsync(['rooms', 'export', 'bug', '--out', file], { HERCULES_ADMIN_TOKEN: TOKEN, HERCULES_URL: http });
   assert.equal(exported.status, 0, exported.stderr);
 
-  const clean = await hercules(['replay', file, '--machines', MACHINES]);
+  const clean = await herculesAsync(['replay', file, '--machines', MACHINES]);
   assert.equal(clean.status, 0, clean.stdout + clean.stderr);
   assert.match(clean.stdout, /^replayed tally@1 from position 0 to 3: 3 ops$/m);
   assert.match(clean.stdout, /^match: \d+ recorded digests \(.*\b3\) and every op's outcome are as recorded$/m);
@@ -73,11 +54,11 @@ test('hercules replay: an exported room replays clean (exit 0); a tampered one i
   data.entries[2].args.by = 30;
   const tampered = join(dir, 'tampered.json');
   writeFileSync(tampered, JSON.stringify(data));
-  const bad = await hercules(['replay', tampered, '--machines', MACHINES]);
+  const bad = await herculesAsync(['replay', tampered, '--machines', MACHINES]);
   assert.equal(bad.status, 1, bad.stdout + bad.stderr);
   assert.match(bad.stdout, /^DIFFERS at position 3: /m);
   assert.match(bad.stdout, /^ {2}the op at 3: add \{"by":30,"note":"by ada"\} by ada \(client ~server, seq \d+\)$/m);
-  const json = await hercules(['replay', tampered, '--machines', MACHINES, '--json']);
+  const json = await herculesAsync(['replay', tampered, '--machines', MACHINES, '--json']);
   assert.equal(json.status, 1);
   assert.equal(JSON.parse(json.stdout).difference.pos, 3);
 
@@ -88,14 +69,14 @@ test('hercules replay: an exported room replays clean (exit 0); a tampered one i
     [join(dir, 'missing.json'), 'not-found'],
     [MACHINES, 'bad-argument'], // not JSON
   ]) {
-    const refused = await hercules(['replay', path, '--machines', MACHINES]);
+    const refused = await herculesAsync(['replay', path, '--machines', MACHINES]);
     assert.equal(refused.status, 2, `${path}: ${refused.stderr}`);
     assert.match(refused.stderr, new RegExp(`^hercules replay: .+: ${code}: `), path);
     assert.doesNotMatch(refused.stderr, /\n\s+at /, 'no stack trace');
   }
-  const noMachines = await hercules(['replay', file]);
+  const noMachines = await herculesAsync(['replay', file]);
   assert.equal(noMachines.status, 2);
   assert.match(noMachines.stderr, /--machines/);
-  const help = await hercules(['--help']);
+  const help = await herculesAsync(['--help']);
   assert.match(help.stdout, /hercules replay <file> --machines <module>/);
 });

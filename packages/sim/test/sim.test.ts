@@ -16,15 +16,27 @@ test('a seed replays exactly: same events, same global log', async () => {
 });
 
 test('different seeds explore different faults', async () => {
+  const wanted = [
+    'crash',
+    'disconnect',
+    'server-restart',
+    'stall',
+    'server-crash-before-commit',
+    'revoke',
+    'client-revoked',
+    'credential-expired',
+    'room-ops-runs',
+  ];
   const kinds = new Set<string>();
-  for (let s = 1; s <= 40; s++) {
+  // Seeds from 1 until every kind has happened (seed 6 on 2026-11-28), at most 40: `npm test` runs
+  // seeds 1..300 through the checkers anyway (npm run sim), so this test asks only for the kinds.
+  let s = 1;
+  for (; s <= 40 && wanted.some((k) => !kinds.has(k)); s++) {
     const r = await runSeed(s);
     assert.ok(r.ok, r.error);
     for (const k of Object.keys(r.counts)) kinds.add(k);
   }
-  for (const k of ['crash', 'disconnect', 'server-restart', 'stall', 'server-crash-before-commit', 'revoke', 'client-revoked', 'credential-expired'])
-    assert.ok(kinds.has(k), `no seed in 1..40 exercised ${k}`);
-  assert.ok(kinds.has('room-ops-runs'), 'the service handed no ops to the room');
+  for (const k of wanted) assert.ok(kinds.has(k), `no seed in 1..${s - 1} exercised ${k}`);
 });
 
 /**
@@ -340,7 +352,8 @@ const slowDisk: Partial<SimConfig> = { upgradeAt: undefined, diskMs: [10, 40], l
 // spec: LOG-TENTATIVE, AUTH-STORED
 test('a server disk slower than the links: members ack entries before their commit lands, and every rule holds', async () => {
   let ahead = 0;
-  for (let s = 1; s <= 20; s++) {
+  // Ten seeds (20 took 135 s of a loaded unit run): the slow disk's configuration runs nowhere else.
+  for (let s = 1; s <= 10; s++) {
     const r = await runSeed(s, slowDisk);
     assert.ok(r.ok, `seed ${s} (slow disk): ${r.error}`);
     ahead += r.counts['ack-ahead-of-commit'] ?? 0;

@@ -1,26 +1,36 @@
 /**
- * A base stored in parts, so that saving it writes what changed, not the whole state (issue 43:
- * at 100k keys a whole-state save every 2 s took 14.7 % of a client process). Each `keyedMap`
- * at the top level of the state is kept as one row per node of its trie (a leaf of at most 32
- * entries, or a branch that says which of its children exist), keyed by the node's path; the
- * rest of the state is the "skeleton", written whole, with those maps' trees left out (null).
+ * A client store's base kept in parts, so that saving it writes what changed, not the whole
+ * state (issue 43: at 100k keys a whole-state save every 2 s took 14.7 % of a client process).
+ * Each `keyedMap` at the top level of the state is kept as one row per node of its trie (a leaf
+ * of at most 32 entries, or a branch that says which of its children exist), keyed by the
+ * node's path; the rest of the state is the "skeleton", written whole, with those maps' trees
+ * left out (null). The SQLite store writes each row as JSON, the IndexedDB store as it is.
  *
  * Snapshots are immutable (frozen), so a node that is the same object as in the last base
  * holds the same data: a save compares the new state with the one last saved by reference and
  * writes the nodes on the paths that changed (a leaf and the few branches above it per key
  * written), deleting those that went (a leaf split into a branch, a branch collapsed).
  */
-import { keyedMap, type KeyedMap } from '@hercules/core';
+import type { KeyedMap } from './keyed-map.ts';
 
-/** A node of a keyedMap's trie, as stored: a leaf (an object) or a branch ([count, ...children]). */
+/** keyed-map.ts's isKeyedMap, not imported: a browser bundle holds none of keyed-map.js unless the app uses it (consumer test). */
+const isKeyedMap = (v: unknown): v is KeyedMap<unknown> =>
+  v !== null &&
+  typeof v === 'object' &&
+  (v as KeyedMap<unknown>).$keyedMap === 1 &&
+  typeof (v as KeyedMap<unknown>).tree === 'object' &&
+  (v as KeyedMap<unknown>).tree !== null;
+
+/** A node of a keyedMap's trie, as held: a leaf (an object) or a branch ([count, ...children]). */
 type TrieNode = Record<string, unknown> | readonly unknown[];
 
-/** What a save does to the part rows of one room: rows to write (id -> JSON) and subtrees to delete. */
+/** What a save does to the part rows of one room: rows to write (id -> row) and subtrees to delete. */
 export interface PartChanges {
-  /** The state without its top-level keyedMaps' trees (JSON). */
-  skeleton: string;
-  put: Map<string, string>;
-  /** Delete the rows of these ids and every id under them. */
+  /** The state without its top-level keyedMaps' trees (a shallow copy; the state itself if it has none). */
+  skeleton: unknown;
+  /** A leaf as it is (frozen: copy it before changing it), a branch as [count, 0|1 per child]. */
+  put: Map<string, unknown>;
+  /** Delete the rows of these ids and every id under them (partsUnder). */
   drop: string[];
   /** Delete every part row of the room first (a base written whole). */
   dropAll: boolean;
@@ -29,29 +39,26 @@ export interface PartChanges {
 /** The id of the node at `path` (a top-level key, then child slots). */
 const idOf = (path: readonly (string | number)[]) => JSON.stringify(path);
 
-/** The ids of the nodes under `id` start with this. */
-export const under = (id: string) => `${id.slice(0, -1)},`;
+/** The ids of the nodes under `id` start with this (and nothing else does). */
+export const partsUnder = (id: string) => `${id.slice(0, -1)},`;
 
 function topMaps(state: unknown): Map<string, KeyedMap<unknown>> {
   const out = new Map<string, KeyedMap<unknown>>();
   if (state === null || typeof state !== 'object' || Array.isArray(state)) return out;
-  for (const [k, v] of Object.entries(state)) if (keyedMap.is(v)) out.set(k, v);
+  for (const [k, v] of Object.entries(state)) if (isKeyedMap(v)) out.set(k, v);
   return out;
 }
 
-/** The state with its top-level keyedMaps' trees left out, as JSON. */
-function skeletonOf(state: unknown, maps: Map<string, KeyedMap<unknown>>): string {
-  if (maps.size === 0) return JSON.stringify(state);
+/** The state with its top-level keyedMaps' trees left out. */
+function skeletonOf(state: unknown, maps: Map<string, KeyedMap<unknown>>): unknown {
+  if (maps.size === 0) return state;
   const s: Record<string, unknown> = { ...(state as Record<string, unknown>) };
   for (const [k, m] of maps) s[k] = { $keyedMap: 1, size: m.size, tree: null };
-  return JSON.stringify(s);
+  return s;
 }
 
 /** The row of one node: a leaf as it is, a branch as [count, 0|1 per child]. */
-function rowOf(node: TrieNode): string {
-  if (!Array.isArray(node)) return JSON.stringify(node);
-  return JSON.stringify(node.map((c, i) => (i === 0 ? c : c === null ? 0 : 1)));
-}
+const rowOf = (node: TrieNode): unknown => (Array.isArray(node) ? node.map((c, i) => (i === 0 ? c : c === null ? 0 : 1)) : node);
 
 /** Record the rows of the subtree `next` at `path`, given the one saved there (`prev`, undefined: none). */
 function diffNode(prev: TrieNode | null | undefined, next: TrieNode | null, path: (string | number)[], ch: PartChanges): void {
@@ -64,7 +71,7 @@ function diffNode(prev: TrieNode | null | undefined, next: TrieNode | null, path
   ch.put.set(id, rowOf(next));
   const prevBranch = Array.isArray(prev) ? prev : undefined;
   if (!Array.isArray(next)) {
-    if (prevBranch) ch.drop.push(under(id)); // a branch collapsed into this leaf
+    if (prevBranch) ch.drop.push(partsUnder(id)); // a branch collapsed into this leaf
     return;
   }
   for (let i = 1; i < next.length; i++) {
@@ -88,13 +95,12 @@ export function partChanges(prev: unknown, next: unknown): PartChanges {
   return ch;
 }
 
-/** The node at `id` and its subtree, from the rows read back (id -> parsed row). */
+/** The node at `id` and its subtree, from the rows read back (id -> row). */
 function buildNode(id: string, rows: Map<string, unknown>): TrieNode {
   const row = rows.get(id);
   if (row === undefined) throw new Error(`base part ${id} is missing`);
   if (!Array.isArray(row)) return row as Record<string, unknown>;
-  const path = JSON.parse(id) as (string | number)[];
-  return row.map((c, i) => (i === 0 ? c : c === 0 ? null : buildNode(idOf([...path, i]), rows)));
+  return row.map((c, i) => (i === 0 ? c : c === 0 ? null : buildNode(`${partsUnder(id)}${i}]`, rows))); // idOf([...path, i])
 }
 
 /** A keyedMap of the skeleton, its tree in part rows. */
@@ -102,16 +108,13 @@ function isLeftOut(v: unknown): v is { $keyedMap: 1; tree: null } {
   return v !== null && typeof v === 'object' && (v as { $keyedMap?: unknown }).$keyedMap === 1 && (v as { tree?: unknown }).tree === null;
 }
 
-/** The state saved as `skeleton` and part rows (id -> JSON). */
-export function joinParts(skeleton: string, rows: Map<string, string>): unknown {
-  const state = JSON.parse(skeleton) as unknown;
-  if (rows.size === 0 || state === null || typeof state !== 'object') return state;
-  const parsed = new Map<string, unknown>();
-  for (const [id, json] of rows) parsed.set(id, JSON.parse(json));
-  const s = state as Record<string, unknown>;
+/** The state saved as `skeleton` (a copy read back, which this fills in) and its part rows (id -> row). */
+export function joinParts(skeleton: unknown, rows: Map<string, unknown>): unknown {
+  if (rows.size === 0 || skeleton === null || typeof skeleton !== 'object') return skeleton;
+  const s = skeleton as Record<string, unknown>;
   for (const [k, v] of Object.entries(s)) {
     if (!isLeftOut(v)) continue;
-    s[k] = { ...v, tree: buildNode(idOf([k]), parsed) };
+    s[k] = { ...v, tree: buildNode(idOf([k]), rows) };
   }
-  return state;
+  return skeleton;
 }
