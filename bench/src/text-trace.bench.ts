@@ -11,7 +11,8 @@
  * Per trace and system: replay every patch in order through the app-facing API (Hercules: a
  * ClientRoom's `room.text('doc')`, every patch an op applied to the Submitted view, no server;
  * also the ops alone through `applyOp`, without the room; Yjs: `Y.Text` insert/delete), check the
- * result is `endContent` exactly, and report the time, the heap it retains (after gc) and the
+ * result is `endContent` exactly, and report the time (wall, and the process's CPU time, which a
+ * loaded machine moves less), the heap it retains (after gc) and the
  * size of the final document encoded (Hercules: the state as msgpack, the form sent (the stores keep JSON);
  * Yjs: `Y.encodeStateAsUpdate`). Then the cost of one keystroke in a 100k-character document
  * (automerge-paper's end state, with all its runs and tombstones) against one in an empty one.
@@ -55,6 +56,11 @@ const WRITER = '6f1c2a3e-9b7d-4e21-8c55-0d4f3a2b1e90';
 
 const machine = defineMachine({ name: 'text-bench', version: 1, initial: { doc: createText() }, ops: { ...textOps() } });
 
+function cpuSince(c0: NodeJS.CpuUsage): number {
+  const c = process.cpuUsage(c0);
+  return (c.user + c.system) / 1000;
+}
+
 function heapMiB(): number {
   gc();
   gc();
@@ -63,6 +69,8 @@ function heapMiB(): number {
 
 interface Run {
   ms: number;
+  /** The process's CPU time over the replay (user + system), ms: on a loaded machine the wall time is mostly waiting for a core. */
+  cpuMs: number;
   heapMiB: number;
   bytes: number;
   /** The state as JSON, as the server and client stores keep it (Hercules only). */
@@ -75,18 +83,20 @@ function herculesRoom(patches: Patch[], end: string): Run {
   const room = new ClientRoom(machine, { clientId: WRITER });
   const text = room.text('doc');
   const t0 = performance.now();
+  const c0 = process.cpuUsage();
   for (const [pos, del, ins] of patches) {
     if (del > 0) text.delete(pos, del);
     if (ins.length > 0) text.insert(pos, ins);
   }
   const out = text.toString();
   const ms = performance.now() - t0;
+  const cpuMs = cpuSince(c0);
   if (out !== end) throw new Error('Hercules (room): the replay does not give endContent');
   const heap = heapMiB() - before;
   const bytes = encode(room.getState('submitted')).length;
   const json = Buffer.byteLength(JSON.stringify(room.getState('submitted')));
   consume(room);
-  return { ms, heapMiB: heap, bytes, json };
+  return { ms, cpuMs, heapMiB: heap, bytes, json };
 }
 
 /** The ops alone, through applyOp (index to anchors on the state, then the op): the pure cost. */
@@ -95,6 +105,7 @@ function herculesOps(patches: Patch[], end: string): Run {
   let s = machine.initial;
   let seq = 0;
   const t0 = performance.now();
+  const c0 = process.cpuUsage();
   for (const [pos, del, ins] of patches) {
     if (del > 0)
       s = applyOp(machine, s, { client: WRITER, seq: ++seq, author: WRITER, name: 'textDelete', args: deleteArgs(s.doc, 'doc', pos, del) }, seq).state;
@@ -103,10 +114,11 @@ function herculesOps(patches: Patch[], end: string): Run {
   }
   const out = textToString(s.doc);
   const ms = performance.now() - t0;
+  const cpuMs = cpuSince(c0);
   if (out !== end) throw new Error('Hercules (ops): the replay does not give endContent');
   const heap = heapMiB() - before;
   consume(s);
-  return { ms, heapMiB: heap, bytes: encode(s).length, json: Buffer.byteLength(JSON.stringify(s)) };
+  return { ms, cpuMs, heapMiB: heap, bytes: encode(s).length, json: Buffer.byteLength(JSON.stringify(s)) };
 }
 
 function yjs(patches: Patch[], end: string): Run {
@@ -114,31 +126,34 @@ function yjs(patches: Patch[], end: string): Run {
   const doc = new Y.Doc();
   const text = doc.getText('doc');
   const t0 = performance.now();
+  const c0 = process.cpuUsage();
   for (const [pos, del, ins] of patches) {
     if (del > 0) text.delete(pos, del);
     if (ins.length > 0) text.insert(pos, ins);
   }
   const out = text.toString();
   const ms = performance.now() - t0;
+  const cpuMs = cpuSince(c0);
   if (out !== end) throw new Error('Yjs: the replay does not give endContent');
   const heap = heapMiB() - before;
   const bytes = Y.encodeStateAsUpdate(doc).length;
   consume(doc);
-  return { ms, heapMiB: heap, bytes };
+  return { ms, cpuMs, heapMiB: heap, bytes };
 }
 
 const SYSTEMS = { 'Hercules (room.text)': herculesRoom, 'Hercules (ops only)': herculesOps, 'Yjs (Y.Text)': yjs } as const;
 
-/** µs per keystroke: `n` one-character inserts, each at a random index, applied through applyOp. */
-function keystrokes(doc: Text, n: number, rand: () => number): number {
+/** µs per keystroke, wall and CPU: `n` one-character inserts, each at a random index, applied through applyOp. */
+function keystrokes(doc: Text, n: number, rand: () => number): { wall: number; cpu: number } {
   let s = { doc };
   const t0 = performance.now();
+  const c0 = process.cpuUsage();
   for (let i = 1; i <= n; i++) {
     const at = Math.floor(rand() * (s.doc.len + 1));
     s = applyOp(machine, s, { client: 'k', seq: i, author: 'k', name: 'textInsert', args: insertArgs(s.doc, 'doc', 'k', at, 'x') }, i).state;
   }
   consume(s);
-  return ((performance.now() - t0) * 1000) / n;
+  return { wall: ((performance.now() - t0) * 1000) / n, cpu: (cpuSince(c0) * 1000) / n };
 }
 
 const reps = Number(values.reps);
@@ -153,14 +168,19 @@ for (const name of names) {
   console.log(
     `\n## ${name}: ${patches.length.toLocaleString('en-US')} patches, ${end.length.toLocaleString('en-US')} characters at the end (median of ${reps}, alternating)\n`,
   );
-  console.log('| system | replay ms | µs per patch | heap retained MiB | encoded document bytes | × Yjs | state as JSON bytes (at rest) | × Yjs |');
-  console.log('|---|--:|--:|--:|--:|--:|--:|--:|');
+  console.log(
+    '| system | replay ms | µs per patch | × Yjs | CPU µs per patch | × Yjs | heap retained MiB | encoded document bytes | × Yjs | state as JSON bytes (at rest) | × Yjs |',
+  );
+  console.log('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
+  const yjsMs = median(runs['Yjs (Y.Text)'].map((x) => x.ms));
+  const yjsCpu = median(runs['Yjs (Y.Text)'].map((x) => x.cpuMs));
   const yjsBytes = runs['Yjs (Y.Text)'][0].bytes;
   const times = (n: number | undefined) => (n === undefined ? '' : fmt(n / yjsBytes));
   for (const [sys, rs] of Object.entries(runs)) {
     const ms = median(rs.map((x) => x.ms));
+    const cpu = median(rs.map((x) => x.cpuMs));
     console.log(
-      `| ${sys} | ${fmt(ms)} | ${fmt((ms * 1000) / patches.length)} | ${fmt(median(rs.map((x) => x.heapMiB)))} | ${rs[0].bytes.toLocaleString('en-US')} | ${times(rs[0].bytes)} | ${rs[0].json?.toLocaleString('en-US') ?? ''} | ${times(rs[0].json)} |`,
+      `| ${sys} | ${fmt(ms)} | ${fmt((ms * 1000) / patches.length)} | ${fmt(ms / yjsMs)} | ${fmt((cpu * 1000) / patches.length)} | ${fmt(cpu / yjsCpu)} | ${fmt(median(rs.map((x) => x.heapMiB)))} | ${rs[0].bytes.toLocaleString('en-US')} | ${times(rs[0].bytes)} | ${rs[0].json?.toLocaleString('en-US') ?? ''} | ${times(rs[0].json)} |`,
     );
   }
   if (name === 'automerge-paper') {
@@ -183,8 +203,8 @@ for (const name of names) {
 
 if (paperEnd) {
   const runs = paperEnd.chunks.reduce((n, c) => n + c.runs.length, 0);
-  const empty: number[] = [];
-  const big: number[] = [];
+  const empty: { wall: number; cpu: number }[] = [];
+  const big: { wall: number; cpu: number }[] = [];
   for (let r = 0; r < 2 + 7; r++) {
     const e = keystrokes(createText(), 2000, new Rng(r + 1).source());
     const b = keystrokes(paperEnd, 2000, new Rng(r + 1).source());
@@ -192,9 +212,8 @@ if (paperEnd) {
     empty.push(e);
     big.push(b);
   }
-  const me = median(empty);
-  const mb = median(big);
+  const med = (xs: { wall: number; cpu: number }[], k: 'wall' | 'cpu') => median(xs.map((x) => x[k]));
   console.log(
-    `\n## One keystroke (a one-character insert at a random index, index to anchors + applyOp), median of 7 alternating rounds of 2,000\n\n| document | µs per keystroke |\n|---|--:|\n| empty (growing to 2,000) | ${fmt(me)} |\n| automerge-paper's end: ${paperEnd.len.toLocaleString('en-US')} characters, ${runs.toLocaleString('en-US')} runs in ${paperEnd.chunks.length} chunks | ${fmt(mb)} |\n\nratio ${fmt(mb / me)} (goal: at most 2)`,
+    `\n## One keystroke (a one-character insert at a random index, index to anchors + applyOp), median of 7 alternating rounds of 2,000\n\n| document | µs per keystroke | CPU µs |\n|---|--:|--:|\n| empty (growing to 2,000) | ${fmt(med(empty, 'wall'))} | ${fmt(med(empty, 'cpu'))} |\n| automerge-paper's end: ${paperEnd.len.toLocaleString('en-US')} characters, ${runs.toLocaleString('en-US')} runs in ${paperEnd.chunks.length} chunks | ${fmt(med(big, 'wall'))} | ${fmt(med(big, 'cpu'))} |\n\nratio ${fmt(med(big, 'wall') / med(empty, 'wall'))}, CPU ${fmt(med(big, 'cpu') / med(empty, 'cpu'))} (goal: at most 2)`,
   );
 }

@@ -70,6 +70,8 @@ export function findNonJson(v: unknown, path: string, depth = 0, maxDepth = MAX_
  */
 export function domainCopy(op: string, args: unknown): unknown {
   if (args === undefined) return undefined;
+  const fast = copyIn(args, 0);
+  if (fast !== OUT) return fast;
   const copy = copyZeroes(args, 0);
   const bad = findNonJson(copy, 'args');
   if (bad)
@@ -78,6 +80,39 @@ export function domainCopy(op: string, args: unknown): unknown {
       `${op}(${bad}): op arguments must be JSON data (null, booleans, finite numbers, strings, arrays, plain objects), to mean the same on every client`,
     );
   return deepFreezeFresh(copy);
+}
+
+const OUT = Symbol('outside the domain');
+
+/**
+ * The frozen copy domainCopy makes, in one walk (copy, check and freeze were three, the
+ * arguments' costliest part of a submit: docs/benchmarks.md, text), or OUT when anything is
+ * outside the domain: domainCopy then finds what, the slow way, to name it.
+ */
+function copyIn(v: unknown, depth: number): unknown {
+  if (typeof v === 'string') return wellFormed(v) ? v : OUT;
+  if (typeof v === 'number') return Number.isFinite(v) ? (v === 0 ? 0 : v) : OUT;
+  if (v === null || typeof v === 'boolean') return v;
+  if (typeof v !== 'object' || depth >= MAX_ARG_DEPTH) return OUT;
+  if (Array.isArray(v)) {
+    if (Object.getPrototypeOf(v) !== Array.prototype) return OUT;
+    const out = new Array(v.length);
+    for (let i = 0; i < v.length; i++) {
+      const c = i in v ? copyIn(v[i], depth + 1) : OUT;
+      if (c === OUT) return OUT;
+      out[i] = c;
+    }
+    return Object.freeze(out);
+  }
+  const proto = Object.getPrototypeOf(v);
+  if (proto !== Object.prototype && proto !== null) return OUT;
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(v)) {
+    const c = k === '__proto__' || !wellFormed(k) ? OUT : copyIn((v as Record<string, unknown>)[k], depth + 1);
+    if (c === OUT) return OUT;
+    out[k] = c;
+  }
+  return Object.freeze(out);
 }
 
 /** Structural copy that turns -0 into 0; leaves anything else for findNonJson to judge. */
@@ -94,8 +129,11 @@ function copyZeroes(v: unknown, depth: number): unknown {
   if (proto !== Object.prototype && proto !== null) return v;
   const out: Record<string, unknown> = {};
   for (const k of Object.keys(v)) {
-    // defineProperty, so a "__proto__" key stays an own key for findNonJson to name.
-    Object.defineProperty(out, k, { value: copyZeroes((v as Record<string, unknown>)[k], depth + 1), enumerable: true, writable: true, configurable: true });
+    const c = copyZeroes((v as Record<string, unknown>)[k], depth + 1);
+    // defineProperty, so a "__proto__" key stays an own key for findNonJson to name; only there:
+    // on every key it was most of the copy's cost (docs/benchmarks.md, text).
+    if (k === '__proto__') Object.defineProperty(out, k, { value: c, enumerable: true, writable: true, configurable: true });
+    else out[k] = c;
   }
   return out;
 }

@@ -207,26 +207,66 @@ export interface ClientRoomOptions {
   features?: RoomFeatures;
 }
 
-interface Deferred {
-  promise: Promise<OpHandle>;
-  resolve: (h: OpHandle) => void;
-  reject: (e: unknown) => void;
-}
-function deferred(): Deferred {
-  let resolve!: (h: OpHandle) => void, reject!: (e: unknown) => void;
-  const promise = new Promise<OpHandle>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  promise.catch(() => {}); // a rejection nobody awaits is not an unhandled error
-  return { promise, resolve, reject };
+/**
+ * One of an op handle's promises, made only when someone reads it: most ops' promises are never
+ * awaited, and four promises with their resolvers and catch handlers were most of a pending
+ * op's memory (docs/benchmarks.md, text). Settles once; a later settle is ignored, as a
+ * promise's is.
+ */
+class Lazy {
+  #promise: Promise<OpHandle> | undefined;
+  #resolve: ((h: OpHandle) => void) | undefined;
+  #reject: ((e: unknown) => void) | undefined;
+  /** 0 pending, 1 resolved, 2 rejected. */
+  #state = 0;
+  #value: unknown;
+  get promise(): Promise<OpHandle> {
+    if (this.#promise === undefined) {
+      const v = this.#value;
+      this.#promise =
+        this.#state === 1
+          ? Promise.resolve(v as OpHandle)
+          : this.#state === 2
+            ? Promise.reject(v)
+            : new Promise<OpHandle>((res, rej) => {
+                this.#resolve = res;
+                this.#reject = rej;
+              });
+      this.#promise.catch(() => {}); // a rejection nobody awaits is not an unhandled error
+    }
+    return this.#promise;
+  }
+  resolve(h: OpHandle): void {
+    if (this.#state !== 0) return;
+    this.#state = 1;
+    this.#value = h;
+    this.#resolve?.(h);
+  }
+  reject(e: unknown): void {
+    if (this.#state !== 0) return;
+    this.#state = 2;
+    this.#value = e;
+    this.#reject?.(e);
+  }
 }
 
 class Handle implements OpHandle {
-  readonly d = deferred();
-  readonly a = deferred();
-  readonly v = deferred();
-  readonly s = deferred();
+  #d: Lazy | undefined;
+  #a: Lazy | undefined;
+  #v: Lazy | undefined;
+  #s: Lazy | undefined;
+  get d(): Lazy {
+    return (this.#d ??= new Lazy());
+  }
+  get a(): Lazy {
+    return (this.#a ??= new Lazy());
+  }
+  get v(): Lazy {
+    return (this.#v ??= new Lazy());
+  }
+  get s(): Lazy {
+    return (this.#s ??= new Lazy());
+  }
   stableAt: number | undefined;
   /** Made for an op of an earlier session (restored from the store): nobody here holds it. */
   restored = false;

@@ -395,6 +395,16 @@ function produce<S>(state: S, recipe: (draft: S) => void, patchesOut?: Patch[]):
 }
 
 /**
+ * An op that can also run on a frozen snapshot without a draft (the text ops): `plain` returns
+ * the next snapshot, frozen, and adds the paths it wrote to `patches` as a draft's patches would
+ * name them; or undefined when it cannot (the op then runs in a draft as any other). It throws
+ * what the op throws, having changed nothing.
+ */
+export interface PlainOp {
+  plain?: (state: unknown, args: unknown, ctx: OpContext, patches?: Patch[]) => unknown;
+}
+
+/**
  * Apply one op. An op that throws has no effect: the previous snapshot is returned unchanged,
  * with the error message. The same decision is reached on every replica because ops are
  * deterministic functions of (state, args, ctx).
@@ -408,6 +418,9 @@ export function applyOp<S>(machine: Machine<S>, state: S, op: OpInvocation, posi
   const ctx: OpContext = { author: op.author, client: op.client, seq: op.seq, position };
   try {
     runningOp(machine.name, run.name);
+    const plain = (fn as PlainOp).plain;
+    const done = plain === undefined ? undefined : watchOps(() => plain(state, run.args, ctx, patchesOut));
+    if (done !== undefined) return { state: done as S };
     const next = watchOps(() =>
       produce(
         state,

@@ -40,7 +40,7 @@
  */
 import { HerculesError } from './errors.ts';
 import { isKeyedMap, keyedMapGet } from './keyed-map.ts';
-import { current } from './machine.ts';
+import { current, type PlainOp } from './machine.ts';
 import { MAX_OP_BYTES } from './protocol.ts';
 
 /** A character's id: the client that inserted it and its clock. */
@@ -143,7 +143,7 @@ export function textClockFloor(unknownSeq: number): number {
 /** A new text holding `s` (for `initial`, or to assign inside an op). */
 export function createText(s = ''): Text {
   if (typeof s !== 'string') throw bad(`createText: expected a string, got ${typeof s}`);
-  const runs: TextRun[] = s.length > 0 ? [[0, 0, s]] : [];
+  const runs: TextRun[] = s.length > 0 ? [mkRun(0, 0, s, null)] : [];
   // Client 0, '', holds the initial text.
   return { $text: 2, len: s.length, clients: [''], next: [s.length], chunks: [{ v: s.length, f: s.length, runs }] };
 }
@@ -162,8 +162,9 @@ export const textRunSize = (r: TextRun): number => (typeof r[2] === 'string' ? r
 export const textRunLeft = (r: TextRun): TextId | null => (r.length > 3 ? [r[3]!, r[4]!] : null);
 const runSize = textRunSize;
 const hasId = (r: TextRun, c: number, k: number): boolean => r[0] === c && k >= r[1] && k < r[1] + runSize(r);
-/** A run from its parts. */
-const mkRun = (c: number, k: number, x: string | number, l: TextId | null): TextRun => (l === null ? [c, k, x] : [c, k, x, l[0], l[1]]);
+/** A run from its parts, frozen (a chunk then need not walk its runs to freeze them). */
+const mkRun = (c: number, k: number, x: string | number, l: TextId | null): TextRun =>
+  Object.freeze(l === null ? ([c, k, x] as const) : ([c, k, x, l[0], l[1]] as const));
 
 /**
  * `t` in today's layout (TEXT-LAYOUT): itself, or a text stored before it converted (memoised
@@ -301,29 +302,35 @@ function push(out: TextRun[], run: TextRun): void {
   else out.push(run);
 }
 
-/** A chunk of `runs` (frozen: the engine need not walk it), split in two when it grew past CHUNK_MAX. */
-function chunksOf(runs: TextRun[]): TextChunk[] {
+/**
+ * The chunks of `runs` (frozen runs: mkRun's, or a snapshot's), `v` and `f` their visible and
+ * total characters, split in two while past CHUNK_MAX. The counts come from the chunk they
+ * replace and the edit, not a walk of the runs (that walk, with a freeze per run, was 5 % of a
+ * replay through room.text: docs/benchmarks.md, text).
+ */
+function chunksOf(runs: TextRun[], v: number, f: number): TextChunk[] {
   if (runs.length > CHUNK_MAX) {
-    const half = runs.length >> 1;
-    return [...chunksOf(runs.slice(0, half)), ...chunksOf(runs.slice(half))];
-  }
-  let v = 0;
-  let f = 0;
-  for (const r of runs) {
-    const n = runSize(r);
-    f += n;
-    if (typeof r[2] === 'string') v += n;
-    Object.freeze(r);
+    const left = runs.slice(0, runs.length >> 1);
+    let lv = 0;
+    let lf = 0;
+    for (const r of left) {
+      const n = runSize(r);
+      lf += n;
+      if (typeof r[2] === 'string') lv += n;
+    }
+    return [...chunksOf(left, lv, lf), ...chunksOf(runs.slice(runs.length >> 1), v - lv, f - lf)];
   }
   return [Object.freeze({ v, f, runs: Object.freeze(runs) })];
 }
 
-/** Replace chunk `ci` of the draft's chunk list by the chunks of `runs`. */
-function store(t: Text, chunks: readonly TextChunk[], ci: number, runs: TextRun[]): void {
+/**
+ * The chunk list with chunk `ci` replaced by the chunks of `runs`, which hold `dv` more visible
+ * and `df` more characters than it (frozen: no freeze walks it again).
+ */
+function store(chunks: readonly TextChunk[], ci: number, runs: TextRun[], dv: number, df: number): readonly TextChunk[] {
   const next = Array.from(chunks);
-  next.splice(ci, 1, ...chunksOf(runs));
-  // Frozen, so neither the draft's finish nor the engine's freeze walks the chunk list again.
-  (t as { chunks: readonly TextChunk[] }).chunks = Object.freeze(next);
+  next.splice(ci, 1, ...chunksOf(runs, chunks[ci].v + dv, chunks[ci].f + df));
+  return Object.freeze(next);
 }
 
 // ---------------------------------------------------------------- ops
@@ -387,27 +394,43 @@ function draftText(state: unknown, path: TextPath, call: string): Text {
   return t;
 }
 
-/** The insert op: `a.t` as the characters `[ctx.client, a.k]`, ... between the anchors. */
-export function textInsert(state: unknown, a: TextInsertArgs, ctx: { readonly client: string; readonly seq: number }): void {
+/**
+ * A text edited by an op, as plain values: what the op writes back. `me` is the op's client's
+ * index in `clients`, `added` whether the op added it there.
+ */
+interface Edited {
+  chunks: readonly TextChunk[];
+  len: number;
+  clients: readonly string[];
+  next: readonly number[];
+  me: number;
+  added: boolean;
+}
+
+type Ctx = { readonly client: string; readonly seq: number };
+
+function checkInsert(a: TextInsertArgs, ctx: Ctx): void {
   if (a === null || typeof a !== 'object' || typeof a.t !== 'string' || a.t.length === 0 || !Number.isSafeInteger(a.k))
     throw bad(`${TEXT_INSERT}: expected { p, l, r, k, t } with a non-empty string t`);
   // The bound a restarted client's floor rests on (TEXT-ID-ONCE): never reached by a free clock.
   if (a.k + a.t.length > (ctx.seq + 1) * TEXT_CLOCKS_PER_SEQ)
     throw bad(`${TEXT_INSERT}: clocks ${a.k}..${a.k + a.t.length - 1} are past those of op seq ${ctx.seq} (below ${(ctx.seq + 1) * TEXT_CLOCKS_PER_SEQ})`);
-  const t = draftText(state, a.p, TEXT_INSERT);
-  const clients = current(t.clients);
-  const L = checkAnchor(clients, a.l, 'l', ctx.client);
-  const R = checkAnchor(clients, a.r, 'r', ctx.client);
-  let me = clients.indexOf(ctx.client);
-  const w = t as unknown as { len: number; clients: string[]; next: number[] };
-  if (me < 0) {
-    me = clients.length;
-    w.clients.push(ctx.client);
-    w.next.push(0);
-  }
-  const next = t.next[me];
+}
+
+function checkDelete(a: TextDeleteArgs): void {
+  if (a === null || typeof a !== 'object' || !Array.isArray(a.d)) throw bad(`${TEXT_DELETE}: expected { p, d: [[client, clock, count, hint], ...] }`);
+}
+
+/** The insert op on a plain text of today's layout, its arguments checked (checkInsert): the text it leaves. */
+function inserted(t: Text, a: TextInsertArgs, ctx: Ctx): Edited {
+  const L = checkAnchor(t.clients, a.l, 'l', ctx.client);
+  const R = checkAnchor(t.clients, a.r, 'r', ctx.client);
+  let me = t.clients.indexOf(ctx.client);
+  const added = me < 0;
+  if (added) me = t.clients.length;
+  const next = added ? 0 : t.next[me];
   if (a.k < next) throw bad(`${TEXT_INSERT}: clock ${a.k} was used already (next is ${next})`);
-  const chunks = current(t.chunks);
+  const chunks = t.chunks;
   const at = placeInsert(chunks, L, R);
   // At the start of a chunk, the end of the previous one: typing there joins the run before it.
   const ci = at.off === 0 && at.ri === 0 && at.ci > 0 ? at.ci - 1 : at.ci;
@@ -420,14 +443,15 @@ export function textInsert(state: unknown, a: TextInsertArgs, ctx: { readonly cl
   if (at.off > 0) runs.push(piece(old[ri], at.off, runSize(old[ri])));
   else if (ri < old.length) runs.push(old[ri]);
   for (let i = ri + 1; i < old.length; i++) runs.push(old[i]);
-  store(t, chunks, ci, runs);
-  w.len += a.t.length;
-  w.next[me] = a.k + a.t.length;
+  const nexts = Array.from(t.next);
+  nexts[me] = a.k + a.t.length;
+  const clients = added ? Object.freeze([...t.clients, ctx.client]) : t.clients;
+  return { chunks: store(chunks, ci, runs, a.t.length, a.t.length), len: t.len + a.t.length, clients, next: Object.freeze(nexts), me, added };
 }
 
-/** Delete up to `n` characters from `[c, k]` within one run: how many it covered (deleted or not). */
-function deleteIn(t: Text, c: number, k: number, n: number, hint: number): number {
-  const chunks = current(t.chunks);
+/** Delete up to `n` characters from `[c, k]` within one run of `e`: how many it covered (deleted or not). */
+function deleteIn(e: Edited, c: number, k: number, n: number, hint: number): number {
+  const chunks = e.chunks;
   const at = locate(chunks, c, k, hint);
   const old = chunks[at.ci].runs;
   const run = old[at.ri];
@@ -439,24 +463,121 @@ function deleteIn(t: Text, c: number, k: number, n: number, hint: number): numbe
   push(runs, mkRun(gone[0], gone[1], m, textRunLeft(gone)));
   if (at.off + m < runSize(run)) runs.push(piece(run, at.off + m, runSize(run)));
   for (let i = at.ri + 1; i < old.length; i++) push(runs, old[i]);
-  store(t, chunks, at.ci, runs);
-  (t as { len: number }).len -= m;
+  e.chunks = store(chunks, at.ci, runs, -m, 0);
+  e.len -= m;
   return m;
 }
 
-/** The delete op: each range of ids becomes tombstones (a character deleted twice is deleted once). */
-export function textDelete(state: unknown, a: TextDeleteArgs, ctx: { readonly client: string }): void {
-  if (a === null || typeof a !== 'object' || !Array.isArray(a.d)) throw bad(`${TEXT_DELETE}: expected { p, d: [[client, clock, count, hint], ...] }`);
-  const t = draftText(state, a.p, TEXT_DELETE);
+/** The delete op on a plain text of today's layout, its arguments checked (checkDelete): the text it leaves. */
+function deleted(t: Text, a: TextDeleteArgs, ctx: { readonly client: string }): Edited {
+  const e: Edited = { chunks: t.chunks, len: t.len, clients: t.clients, next: t.next, me: -1, added: false };
   for (const r of a.d) {
     const range = longRange(r, ctx.client);
     if (range === undefined || typeof range[0] !== 'string' || !range.slice(1, 4).every(Number.isSafeInteger) || range[2] < 1)
       throw bad(`${TEXT_DELETE}: a range is [client?, clock, count >= 1, hint]`);
     const [client, k, n, hint] = range;
-    const c = clientIndex(current(t.clients), client);
-    for (let done = 0; done < n; ) done += deleteIn(t, c, k + done, n - done, hint + done);
+    const c = clientIndex(t.clients, client);
+    for (let done = 0; done < n; ) done += deleteIn(e, c, k + done, n - done, hint + done);
   }
+  return e;
 }
+
+/** Write `e` back into the draft's text `t` (only what changed: the patches name those paths). */
+function writeBack(t: Text, was: Text, e: Edited): void {
+  if (e.chunks === was.chunks) return;
+  const w = t as unknown as { len: number; chunks: readonly TextChunk[]; clients: string[]; next: number[] };
+  if (e.added) {
+    w.clients.push(e.clients[e.me]);
+    w.next.push(e.next[e.me]);
+  } else if (e.me >= 0) w.next[e.me] = e.next[e.me];
+  w.chunks = e.chunks;
+  w.len = e.len;
+}
+
+/**
+ * The draft's text as plain values, field by field: `current` of the whole text walked every
+ * chunk and run of a text an earlier op of the same draft wrote (a rebase's run of ops): the
+ * two-client friendsforever replay (test:text-trace) took over 50 s of CPU with it, against 6.3
+ * before the plain path; 5.2 with this (6.5 for the old code in the same run).
+ */
+function plainOf(t: Text): Text {
+  return { $text: 2, len: t.len, clients: current(t.clients), next: current(t.next), chunks: current(t.chunks) };
+}
+
+/** The insert op: `a.t` as the characters `[ctx.client, a.k]`, ... between the anchors. */
+export function textInsert(state: unknown, a: TextInsertArgs, ctx: Ctx): void {
+  checkInsert(a, ctx);
+  const t = draftText(state, a.p, TEXT_INSERT);
+  const was = plainOf(t);
+  writeBack(t, was, inserted(was, a, ctx));
+}
+
+/** The delete op: each range of ids becomes tombstones (a character deleted twice is deleted once). */
+export function textDelete(state: unknown, a: TextDeleteArgs, ctx: { readonly client: string }): void {
+  checkDelete(a);
+  const t = draftText(state, a.p, TEXT_DELETE);
+  const was = plainOf(t);
+  writeBack(t, was, deleted(was, a, ctx));
+}
+
+// ---------------------------------------------------------------- ops without a draft
+
+/**
+ * `root` with the value at `keys[i..]` replaced by `v`: each container on the way copied and
+ * frozen (a snapshot's are frozen), or undefined when one is not a plain object or array (a
+ * KeyedMap, say): the op then runs in a draft.
+ */
+function setAt(root: unknown, keys: readonly (string | number)[], i: number, v: unknown): unknown {
+  if (i === keys.length) return v;
+  if (root === null || typeof root !== 'object' || isKeyedMap(root)) return undefined;
+  const proto = Object.getPrototypeOf(root);
+  const k = keys[i];
+  if (proto === Array.prototype) {
+    const arr = root as unknown[];
+    if (typeof k !== 'number' || !Number.isInteger(k) || k < 0 || k >= arr.length) return undefined;
+    const child = setAt(arr[k], keys, i + 1, v);
+    if (child === undefined) return undefined;
+    const out = Array.from(arr);
+    out[k] = child;
+    return Object.freeze(out);
+  }
+  if (proto !== Object.prototype || !Object.hasOwn(root, k)) return undefined;
+  const child = setAt((root as Record<string | number, unknown>)[k], keys, i + 1, v);
+  if (child === undefined) return undefined;
+  return Object.freeze({ ...(root as Record<string | number, unknown>), [k]: child });
+}
+
+/**
+ * Run a text op on a frozen snapshot without a draft: the next snapshot, the paths it wrote
+ * added to `patches` as a draft's would be (undo reads them), or undefined where only a draft
+ * can (a text of the old layout, a KeyedMap on the path). An op's cost was a third Mutative's
+ * (docs/benchmarks.md, text).
+ */
+function runPlain(state: unknown, path: TextPath, call: string, edit: (t: Text) => Edited, patches?: { path: readonly (string | number)[] }[]): unknown {
+  const t = textAt(state, path, call);
+  if (t.$text !== 2) return undefined;
+  const e = edit(t);
+  if (e.chunks === t.chunks) return state;
+  const keys = typeof path === 'string' ? [path] : path;
+  const nt: Text = Object.freeze({ ...t, chunks: e.chunks, len: e.len, clients: e.clients, next: e.next });
+  const next = setAt(state, keys, 0, nt);
+  if (next === undefined) return undefined;
+  if (patches) {
+    if (e.added) patches.push({ path: [...keys, 'clients', e.me] });
+    if (e.me >= 0) patches.push({ path: [...keys, 'next', e.me] });
+    patches.push({ path: [...keys, 'chunks'] }, { path: [...keys, 'len'] });
+  }
+  return next;
+}
+
+(textInsert as PlainOp).plain = (state, a, ctx, patches) => {
+  checkInsert(a as TextInsertArgs, ctx);
+  return runPlain(state, (a as TextInsertArgs).p, TEXT_INSERT, (t) => inserted(t, a as TextInsertArgs, ctx), patches);
+};
+(textDelete as PlainOp).plain = (state, a, ctx, patches) => {
+  checkDelete(a as TextDeleteArgs);
+  return runPlain(state, (a as TextDeleteArgs).p, TEXT_DELETE, (t) => deleted(t, a as TextDeleteArgs, ctx), patches);
+};
 
 /** The text ops, to spread into a machine's ops: `ops: { ...textOps(), ...mine }`. */
 export function textOps(): { textInsert: typeof textInsert; textDelete: typeof textDelete } {
