@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { IDBFactory, IDBKeyRange, IDBObjectStore } from 'fake-indexeddb';
 import { keyedMap } from '@hercules/core';
 import { indexedDbStorage } from '../src/index.ts';
-import { keyedStates } from './keyed-states.ts';
+import { checkBaseInParts, keyedStates } from './keyed-states.ts';
 
 const op = (seq: number) => ({ client: 'c1', seq, name: 'say', args: { text: `m${seq}` } });
 const big = { items: Array.from({ length: 1000 }, (_, i) => ({ id: i, text: `item ${i}` })) };
@@ -105,60 +105,18 @@ function idbWrites() {
 }
 
 test('a keyedMap base: a save writes the trie nodes that changed, not the whole state; a fault at any write step of a save leaves the base before it whole', async (t) => {
-  const { initial, run } = keyedStates();
-  let s1 = initial;
-  for (let i = 0; i < 3000; i++) s1 = run(s1, `k${i}`, i);
-  const s2 = run(run(run(s1, 'k5', -5), 'fresh', 7), 'k2999', -1);
   const factory = new IDBFactory();
   const writes = idbWrites();
   t.after(writes.restore);
-  /** A store holding ops 1..3 and a base of s1 holding op 1. */
-  const fresh = async (name: string) => {
-    const s = indexedDbStorage(name, { indexedDB: factory, IDBKeyRange });
-    await s.init('room', 'c1');
-    await s.append('room', [op(1), op(2), op(3)]);
-    await s.saveBase('room', { pos: 10, state: s1, ownSeq: 1 });
-    return s;
-  };
-  const s = await fresh('parts');
-  assert.deepEqual((await s.load('room'))!.base!.state, s1, 'a base read back from its parts');
-  const written = (await rows(factory, 'parts', 'part')).length;
-  writes.reset();
-  await s.saveBase('room', { pos: 20, state: s2, ownSeq: 2 });
-  const steps = writes.meter.count;
-  const puts = writes.meter.partPuts;
-  assert.ok(puts >= 2 && puts <= 12, `only the trie nodes on the changed paths are written: ${puts} of ${written} rows (${s1.cells.size} keys)`);
-  const got = (await s.load('room'))!;
-  assert.deepEqual(got.base, { pos: 20, state: s2, ownSeq: 2 });
-  assert.deepEqual(
-    got.durable.map((o) => o.seq),
-    [3],
-  );
-  await s.close();
-  const reopened = indexedDbStorage('parts', { indexedDB: factory, IDBKeyRange });
-  assert.deepEqual((await reopened.load('room'))!.base!.state, s2, 'and after a restart');
-  const s3 = run(s2, 'k1', 1);
-  await reopened.saveBase('room', { pos: 30, state: s3, ownSeq: 2 }); // a new store writes its first base whole
-  assert.deepEqual((await reopened.load('room'))!.base!.state, s3);
-  await reopened.close();
-  for (let n = 1; n <= steps; n++) {
-    const f = await fresh(`fault-${n}`);
-    writes.reset();
-    writes.meter.failAt = n;
+  await checkBaseInParts({
+    open: (name) => indexedDbStorage(name, { indexedDB: factory, IDBKeyRange }),
+    reset: writes.reset,
+    steps: () => writes.meter.count,
+    partPuts: () => writes.meter.partPuts,
+    failAt: (n) => void (writes.meter.failAt = n),
     // A throw in a request callback aborts the transaction (IndexedDB: "fire a success event").
-    await assert.rejects(f.saveBase('room', { pos: 20, state: s2, ownSeq: 2 }), (e: Error) => e.name === 'AbortError', `step ${n} aborts the save`);
-    writes.meter.failAt = 0;
-    const after = (await f.load('room'))!;
-    assert.deepEqual(after.base, { pos: 10, state: s1, ownSeq: 1 }, `a fault at write step ${n} of ${steps} leaves the base before it`);
-    assert.deepEqual(
-      after.durable.map((o) => o.seq),
-      [2, 3],
-      `and every op it did not hold (step ${n})`,
-    );
-    await f.saveBase('room', { pos: 20, state: s2, ownSeq: 2 });
-    assert.deepEqual((await f.load('room'))!.base!.state, s2, `the next save after the fault at step ${n} is whole`);
-    await f.close();
-  }
+    fault: (e: Error) => e.name === 'AbortError',
+  });
 });
 
 test('a version-2 database (the base whole in the base store) loads, and the next saveBase keeps it in parts', async () => {

@@ -11,7 +11,7 @@ import { createServer } from '@hercules/server';
 import { tempDir, until } from '@hercules/test-utils';
 import { chat } from '../../../apps/machines.ts';
 import { fakeLocks } from './fake-locks.ts';
-import { keyedStates } from './keyed-states.ts';
+import { checkBaseInParts, keyedStates } from './keyed-states.ts';
 
 const op = (seq: number) => ({ client: 'c1', seq, name: 'say', args: { text: `m${seq}` }, digest: 1000 + seq });
 const { dir, cleanup } = tempDir('storage');
@@ -364,57 +364,14 @@ function statementRuns() {
 }
 
 test('sqlite storage writes what changed of a keyedMap base, not the whole state; a fault at any write step of a save leaves the base before it whole', async (t) => {
-  const { initial, run } = keyedStates();
-  let s1 = initial;
-  for (let i = 0; i < 3000; i++) s1 = run(s1, `k${i}`, i);
-  let s2 = run(run(s1, 'k5', -5), 'fresh', 7);
-  s2 = run(s2, 'k2999', -1);
   const runs = statementRuns();
   t.after(runs.restore);
-  /** A store holding ops 1..3 and a base of s1 holding op 1. */
-  const fresh = async (file: string) => {
-    const s = sqliteStorage(join(dir, file));
-    await s.init('room', 'c1');
-    await s.append('room', [op(1), op(2), op(3)]);
-    await s.saveBase('room', { pos: 10, state: s1, ownSeq: 1 });
-    return s;
-  };
-  const s = await fresh('parts.sqlite');
-  assert.deepEqual((await s.load('room'))!.base!.state, s1, 'a base read back from its parts');
-  runs.meter.count = 0;
-  runs.meter.sql = [];
-  await s.saveBase('room', { pos: 20, state: s2, ownSeq: 2 });
-  const steps = runs.meter.count;
-  const puts = runs.meter.sql.filter((q) => q.startsWith('INSERT OR REPLACE INTO base_part')).length;
-  assert.ok(puts >= 2 && puts <= 12, `only the trie nodes on the changed paths are written: ${puts} rows (the map has ${s1.cells.size} keys)`);
-  const got = (await s.load('room'))!;
-  assert.deepEqual(got.base, { pos: 20, state: s2, ownSeq: 2 });
-  assert.deepEqual(
-    got.durable.map((o) => o.seq),
-    [3],
-  );
-  await s.close();
-  const reopened = sqliteStorage(join(dir, 'parts.sqlite'));
-  assert.deepEqual((await reopened.load('room'))!.base!.state, s2, 'and after a restart');
-  const s3 = run(s2, 'k1', 1);
-  await reopened.saveBase('room', { pos: 30, state: s3, ownSeq: 2 }); // a new process writes its first base whole
-  assert.deepEqual((await reopened.load('room'))!.base!.state, s3);
-  await reopened.close();
-  for (let n = 1; n <= steps; n++) {
-    const f = await fresh(`fault-${n}.sqlite`);
-    runs.meter.count = 0;
-    runs.meter.failAt = n;
-    await assert.rejects(f.saveBase('room', { pos: 20, state: s2, ownSeq: 2 }), /planted fault/, `step ${n} fails`);
-    runs.meter.failAt = 0;
-    const after = (await f.load('room'))!;
-    assert.deepEqual(after.base, { pos: 10, state: s1, ownSeq: 1 }, `a fault at write step ${n} of ${steps} leaves the base before it`);
-    assert.deepEqual(
-      after.durable.map((o) => o.seq),
-      [2, 3],
-      `and every op it did not hold (step ${n})`,
-    );
-    await f.saveBase('room', { pos: 20, state: s2, ownSeq: 2 });
-    assert.deepEqual((await f.load('room'))!.base!.state, s2, `the next save after the fault at step ${n} is whole`);
-    await f.close();
-  }
+  await checkBaseInParts({
+    open: (name) => sqliteStorage(join(dir, `${name}.sqlite`)),
+    reset: () => Object.assign(runs.meter, { count: 0, failAt: 0, sql: [] }),
+    steps: () => runs.meter.count,
+    partPuts: () => runs.meter.sql.filter((q) => q.startsWith('INSERT OR REPLACE INTO base_part')).length,
+    failAt: (n) => void (runs.meter.failAt = n),
+    fault: /planted fault/,
+  });
 });
