@@ -260,10 +260,30 @@ function settle(copy: any, key: string | number, path: (string | number)[] | und
   } else if (!isFrozen(v)) settleNew(v, freeze);
 }
 
-/** A new value of the op's: drafts in it replaced by their final values, then frozen, deeply. */
-function settleNew(v: any, freeze: boolean): void {
-  for (const k of Object.keys(v)) settle(v, k, undefined, undefined, freeze);
-  if (freeze) Object.freeze(v);
+/**
+ * A new value of the op's: drafts in it replaced by their final values, then frozen, deeply.
+ * A loop over a stack, not a recursion: an op may build a value thousands of levels deep (the
+ * admin API's test builds 3,000), which a recursion of two frames a level overflowed. Each
+ * container is frozen before its children are visited, so a value that holds itself ends; with
+ * `freeze` off, `seen` does that instead.
+ */
+function settleNew(root: any, freeze: boolean): void {
+  const stack = [root];
+  const seen = freeze ? undefined : new Set<object>([root]);
+  while (stack.length > 0) {
+    const v = stack.pop();
+    for (const k of Object.keys(v)) {
+      const c = v[k];
+      if (c === null || typeof c !== 'object') continue;
+      const s = stateOf(c);
+      if (s) v[k] = finish(s, [], undefined);
+      else if (!isFrozen(c) && !seen?.has(c)) {
+        seen?.add(c);
+        stack.push(c);
+      }
+    }
+    if (freeze) Object.freeze(v);
+  }
 }
 
 /**

@@ -204,3 +204,31 @@ test('bad writes through a draft throw (the op is refused), as under Mutative', 
     'a state that is no object runs as it is',
   );
 });
+
+test('a value the op builds 20,000 levels deep is settled and frozen at every level, a draft at its bottom replaced (no stack overflow)', () => {
+  const base = { v: 0 as unknown, row: { n: 1 } };
+  const paths: Patch[] = [];
+  const next = produce(
+    base,
+    (d) => {
+      const row = d.row;
+      row.n = 2;
+      let v: unknown = { row }; // a draft at the bottom: settled into its final value
+      for (let i = 0; i < 20_000; i++) v = { v };
+      d.v = v;
+    },
+    paths,
+  );
+  let level = next.v as { v?: unknown; row?: unknown };
+  let depth = 0;
+  while (level.v !== undefined) {
+    assert.ok(Object.isFrozen(level), `level ${depth} frozen`);
+    level = level.v as typeof level;
+    depth++;
+  }
+  assert.equal(depth, 20_000);
+  assert.ok(!isDraft(level.row) && Object.isFrozen(level.row));
+  assert.deepEqual(level.row, { n: 2 });
+  assert.equal(level.row, next.row, 'the same final value in both places');
+  assert.deepEqual(base.row, { n: 1 }, 'the base untouched');
+});
