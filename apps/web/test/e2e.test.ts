@@ -460,7 +460,7 @@ test('tabs: three tabs of one browser are one client: one WebSocket between them
   const room = uniqueRoom('tabs-one');
   const p = await profile(t);
   const tabs = [await p.tab('T1', room), await p.tab('T2', room), await p.tab('T3', room)];
-  for (const c of tabs) await until(c, 'online', () => (window as any).hercules.status() === 'online');
+  for (const c of tabs) await until(c, 'online', () => (window as any).hercules?.status() === 'online');
   await new Promise((r) => setTimeout(r, RTT)); // another socket, if any, would be open by now
   // (Sockets of the tests before may take a moment to be counted closed.)
   const end = Date.now() + 3000;
@@ -492,7 +492,7 @@ async function killLeader(t: { after: (fn: () => unknown) => void; diagnostic: (
   const room = uniqueRoom(`tabs-${how}`);
   const p = await profile(t);
   const [L, F1, F2] = [await p.tab('L', room), await p.tab('F1', room), await p.tab('F2', room)];
-  for (const c of [L, F1, F2]) await until(c, 'online', () => (window as any).hercules.status() === 'online');
+  for (const c of [L, F1, F2]) await until(c, 'online', () => (window as any).hercules?.status() === 'online');
   assert.ok(await leading(L));
   const tag = Math.random().toString(36).slice(2, 8);
   const batch = (who: string, n: number) => Array.from({ length: n }, (_, i) => `${who} ${i} ${tag}`);
@@ -585,12 +585,12 @@ test('tabs: offline, each of three tabs types; two are closed; back online every
   const last = tabs[2];
   await until(last, 'the last tab leads', () => (window as any).hercules.leading === true);
   p.offline.on = false;
-  await until(last, 'online', () => (window as any).hercules.status() === 'online', undefined, 30_000);
+  await until(last, 'online', () => (window as any).hercules?.status() === 'online', undefined, 30_000);
   for (const m of texts) await until(last, `${m} visible`, stageIs, [m, ['visible']] as [string, string[]]);
   await last.page.close();
   // A day later: a new page of the same browser, and another browser, see each message once.
   const N = await p.tab('N', room);
-  await until(N, 'online', () => (window as any).hercules.status() === 'online');
+  await until(N, 'online', () => (window as any).hercules?.status() === 'online');
   for (const m of texts) await until(N, `${m} shown`, shows, [m, 1] as [string, number]);
   const got = await onServer(t, room, texts.length);
   assert.deepEqual([...got].sort(), [...texts].sort(), 'each message once on the server');
@@ -618,7 +618,7 @@ test('tabs: the only tab closed while offline; the app opened again later (a new
   await A.page.close();
   p.offline.on = false;
   const N = await p.tab('N', room);
-  await until(N, 'online', () => (window as any).hercules.status() === 'online');
+  await until(N, 'online', () => (window as any).hercules?.status() === 'online');
   assert.equal(await N.page.evaluate(() => (window as any).hercules.clientId), id, 'the same client: the profile’s store');
   for (const m of texts) await until(N, `${m} visible`, stageIs, [m, ['visible']] as [string, string[]]);
   assert.deepEqual(await onServer(t, room, 2), texts);
@@ -635,7 +635,7 @@ test('tabs: two tabs of one browser are two cursors to another browser (one clie
   const [T1, T2] = [await p.tab('T1', room, 'sheet'), await p.tab('T2', room, 'sheet')];
   const B = await openClient('sheet', room, 'B', { name: 'Grace' });
   t.after(() => closeAll(B));
-  for (const c of [T1, T2, B]) await until(c, 'online', () => (window as any).hercules.status() === 'online');
+  for (const c of [T1, T2, B]) await until(c, 'online', () => (window as any).hercules?.status() === 'online');
   await T1.page.click('[data-testid=cell-1-1]');
   await T2.page.click('[data-testid=cell-3-2]');
   const other = (id: string) => document.querySelector(`[data-testid=${id}]`)?.getAttribute('data-cursor') === 'other';
