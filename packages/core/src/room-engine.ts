@@ -442,15 +442,22 @@ export class RoomEngine<S = unknown> {
     return this.finish(now);
   }
 
-  /** Clock tick: ack timeouts (§4.6). Call it periodically, e.g. every ackTimeout / 4. */
-  tick(now: number): RoomOutput {
+  /**
+   * Clock tick: ack timeouts (§4.6). Call it periodically, e.g. every ackTimeout / 4.
+   * `heardUntil(conn)`: the time up to which the adapter has handled everything the connection
+   * sent (the arrival of its oldest frame still waiting for a turn; `now` when none waits). An
+   * ack that may sit in that waiting input is not counted late: the age stops there, but not
+   * before `now - ackTimeoutMs`, so a member is kept at most twice the timeout (VIS-DROP-DEAD).
+   */
+  tick(now: number, heardUntil?: (conn: ConnId) => number): RoomOutput {
     this.settle();
     const headPos = this.head();
     for (const s of this.sessions.values()) {
       if (s.status !== 'member' || s.ack >= headPos) continue;
       const item = this.suffix[s.ack + 1 - this.checkpointPos - 1];
       const since = Math.max(item ? item.at : now, s.memberSince);
-      if (now - since > this.ackTimeoutMs) {
+      const heard = heardUntil ? Math.min(now, Math.max(heardUntil(s.conn), now - this.ackTimeoutMs)) : now;
+      if (heard - since > this.ackTimeoutMs) {
         this.stats.timeouts++;
         s.status = 'out';
         this.membersChanged = true;

@@ -111,6 +111,34 @@ test('a member whose ack is outstanding past the timeout is deregistered; its op
   assert.deepEqual(ofType(to(back, 'ka'), 'members').at(-1)!.members, ['a', 'b']);
 });
 
+// spec: VIS-DROP-DEAD
+test('an ack that may wait in the input the server has not handled is not late, for at most one more timeout', () => {
+  const setUp = () => {
+    const r = new RoomEngine(room, { ackTimeoutMs: 2000 });
+    join(r, 'ka', 'a');
+    join(r, 'kb', 'b');
+    r.message('ka', { t: 'ops', ops: [note(1)] }, 0);
+    r.message('ka', { t: 'ack', pos: 1 }, 5);
+    return r;
+  };
+  const deregistered = (o: RoomOutput) => ofType(to(o, 'kb'), 'deregister').length;
+  // b's input has waited unhandled since 1,500 ms: what it sent by then came in time.
+  let r = setUp();
+  const waitingSince = (conn: string) => (conn === 'kb' ? 1500 : 3000);
+  assert.equal(deregistered(r.tick(3000, waitingSince)), 0, 'its ack may be in the waiting input');
+  assert.equal(deregistered(r.tick(3900, waitingSince)), 0);
+  assert.deepEqual(r.members(), ['a', 'b']);
+  // At most one timeout more: past 2 x 2,000 ms it goes, however long its input waits.
+  assert.equal(deregistered(r.tick(4001, waitingSince)), 1);
+  assert.deepEqual(r.members(), ['a']);
+  // Input that waits since after the deadline does not hold b.
+  r = setUp();
+  assert.equal(deregistered(r.tick(2500, () => 2001)), 1);
+  // Nothing waiting (heard until now): the timeout as before.
+  r = setUp();
+  assert.equal(deregistered(r.tick(2001, (c) => (c === 'kb' ? 2001 : 0))), 1);
+});
+
 // spec: LOG-TENTATIVE
 test("the engine lists another client's log for a protocol-4 member as tentative, never the author's own nor a protocol-3 member's", () => {
   const r = new RoomEngine(room);

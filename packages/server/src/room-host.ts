@@ -49,6 +49,12 @@ export interface RoomMember {
   readonly id: string;
   send(msg: ServerMessage): void;
   /**
+   * The time (the host's clock) up to which its input has been handed to the room: the arrival
+   * of its oldest frame still waiting for a turn, or now. Its ack may be in what waits, so a busy
+   * server does not count it late (VIS-DROP-DEAD). Absent: now.
+   */
+  heardUntil?(): number;
+  /**
    * The room is done with this member: close its connection. `refused` is the error code the
    * room sent it just before (a fatal error, or `storage-failed` when the room failed).
    */
@@ -299,7 +305,8 @@ export class RoomHost {
   tick(): void {
     if (this.state_ !== 'serving') return;
     const now = this.clock.now();
-    this.run('tick', () => this.engine_.tick(now), now);
+    const heard = (id: string) => this.members_.get(id)?.heardUntil?.() ?? now;
+    this.run('tick', () => this.engine_.tick(now, heard), now);
   }
 
   /**

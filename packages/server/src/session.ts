@@ -375,11 +375,23 @@ export class Session implements InputSource {
     if (this.host) this.send({ t: 'ping', every: heartbeatMs });
   }
 
+  /**
+   * Up to when this connection's input has been handled: the arrival of its oldest raw frame
+   * still waiting (behind a busy server's other rooms, or for its tokens), else now. A frame
+   * handled in part has had its ack handled with its first run (VIS-ACK-WITH-OPS). Writers of a
+   * 100-room bench were deregistered at 2,0xx ms with their acks in here (issue 43).
+   */
+  heardUntil(): number {
+    for (const f of this.inbox) if ('at' in f) return f.at;
+    return this.ctx.clock.now();
+  }
+
   /** The session as its room sees it (made once it joins). */
   asMember(): RoomMember {
     return {
       id: this.id,
       send: (msg) => this.send(msg),
+      heardUntil: () => this.heardUntil(),
       close: (code, reason, refused) => {
         if (this.closed) return;
         if (refused !== undefined) {
