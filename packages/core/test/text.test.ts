@@ -154,6 +154,38 @@ test('bad input is a bad-argument error and the op has no effect', () => {
 });
 
 // spec: TEXT-INTACT
+// spec: TEXT-LAYOUT
+test('a text past 32 chunks grows a deeper tree: its counts, depth and text hold after every edit', () => {
+  let s = machine.initial;
+  let model = 'hello';
+  let seed = 11;
+  const rand = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return Math.floor((seed / 2147483648) * n);
+  };
+  for (let i = 1; i <= 4000; i++) {
+    const who = ['a', 'b', 'c'][rand(3)];
+    if (rand(5) > 0 || model.length < 2) {
+      const at = rand(model.length + 1);
+      const str = 'xyz'.slice(rand(2), 3);
+      s = run(s, who, 'textInsert', insertArgs(s.doc, 'doc', who, at, str), i);
+      model = model.slice(0, at) + str + model.slice(at);
+    } else {
+      const at = rand(model.length - 1);
+      const n = 1 + rand(2);
+      s = run(s, who, 'textDelete', deleteArgs(s.doc, 'doc', at, n, who), i);
+      model = model.slice(0, at) + model.slice(at + n);
+    }
+    if (i % 500 === 0) assert.equal(checkShape(s.doc), model, `after ${i} edits`);
+  }
+  assert.equal(checkShape(s.doc), model);
+  assert.ok(
+    s.doc.root.kids.every((k) => 'kids' in k),
+    'the root holds branches: the tree grew a level',
+  );
+  for (let i = 0; i <= s.doc.len; i += 97) assert.equal(textPlaceIndex(s.doc, textPlaceAt(s.doc, i)), i, `place at ${i}`);
+});
+
 test('sequential random edits match a string (one replica, many chunks)', () => {
   fc.assert(
     fc.property(
