@@ -37,7 +37,7 @@
  * 311,037; docs/benchmarks.md). An edit copies one chunk of runs and the branches on its path
  * (at most BRANCH_MAX pointers a level), not the text nor a list of every chunk: the flat chunk
  * list of `$text: 2` was walked and copied per op (312 chunks at automerge-paper's end), which made
- * a keystroke in that text 2.25-2.8x one in an empty text (docs/benchmarks.md, text).
+ * a keystroke in that text 1.94-2.8x CPU one in an empty text, 1.33-1.79x with the tree (docs/benchmarks.md).
  * Texts stored before (`$text: 2`, a flat `chunks` list; `$text: 1`, runs `{ c, k, t | d, l, r }`)
  * still read: every function here takes them, `compactText` reads any layout as a flat list of
  * chunks, and an op turns them into this layout (`treeText`).
