@@ -22,7 +22,7 @@ import { gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as Y from 'yjs';
-import { ClientRoom, applyOp, createText, defineMachine, deleteArgs, insertArgs, textOps, textToString, type Text } from '@hercules/core';
+import { ClientRoom, applyOp, compactText, createText, defineMachine, deleteArgs, insertArgs, textOps, textToString, type Text } from '@hercules/core';
 import { encode } from '../../packages/core/src/msgpack.ts';
 import { Rng } from '@hercules/test-utils';
 import { consume, fmt, gc, machineInfo, median, repoRoot } from './harness.ts';
@@ -32,6 +32,8 @@ const { values } = parseArgs({
     traces: { type: 'string', default: join(repoRoot, '..', 'shared', 'data', 'editing-traces') },
     reps: { type: 'string', default: '3' },
     only: { type: 'string' },
+    /** Only the keystroke comparison (the replays skipped): for quick A/B runs. */
+    'keystrokes-only': { type: 'boolean', default: false },
   },
 });
 
@@ -164,9 +166,26 @@ for (const name of names) {
   const { patches, start, end } = load(name);
   if (start !== '') throw new Error(`${name} starts with content; this replay starts empty`);
   const runs: Record<string, Run[]> = {};
-  for (let r = 0; r < reps; r++) for (const [sys, fn] of Object.entries(SYSTEMS)) (runs[sys] ??= []).push(fn(patches, end));
+  for (let r = 0; r < (values['keystrokes-only'] ? 0 : reps); r++) for (const [sys, fn] of Object.entries(SYSTEMS)) (runs[sys] ??= []).push(fn(patches, end));
+  if (!values['keystrokes-only']) printReplays(name, patches.length, end.length, runs);
+  if (name === 'automerge-paper') paperEnd = replayOps(patches);
+}
+
+function replayOps(patches: Patch[]): Text {
+  let s = machine.initial;
+  let seq = 0;
+  for (const [pos, del, ins] of patches) {
+    if (del > 0)
+      s = applyOp(machine, s, { client: WRITER, seq: ++seq, author: WRITER, name: 'textDelete', args: deleteArgs(s.doc, 'doc', pos, del) }, seq).state;
+    if (ins.length > 0)
+      s = applyOp(machine, s, { client: WRITER, seq: ++seq, author: WRITER, name: 'textInsert', args: insertArgs(s.doc, 'doc', WRITER, pos, ins) }, seq).state;
+  }
+  return s.doc;
+}
+
+function printReplays(name: string, nPatches: number, endLength: number, runs: Record<string, Run[]>): void {
   console.log(
-    `\n## ${name}: ${patches.length.toLocaleString('en-US')} patches, ${end.length.toLocaleString('en-US')} characters at the end (median of ${reps}, alternating)\n`,
+    `\n## ${name}: ${nPatches.toLocaleString('en-US')} patches, ${endLength.toLocaleString('en-US')} characters at the end (median of ${reps}, alternating)\n`,
   );
   console.log(
     '| system | replay ms | µs per patch | × Yjs | CPU µs per patch | × Yjs | heap retained MiB | encoded document bytes | × Yjs | state as JSON bytes (at rest) | × Yjs |',
@@ -180,29 +199,14 @@ for (const name of names) {
     const ms = median(rs.map((x) => x.ms));
     const cpu = median(rs.map((x) => x.cpuMs));
     console.log(
-      `| ${sys} | ${fmt(ms)} | ${fmt((ms * 1000) / patches.length)} | ${fmt(ms / yjsMs)} | ${fmt((cpu * 1000) / patches.length)} | ${fmt(cpu / yjsCpu)} | ${fmt(median(rs.map((x) => x.heapMiB)))} | ${rs[0].bytes.toLocaleString('en-US')} | ${times(rs[0].bytes)} | ${rs[0].json?.toLocaleString('en-US') ?? ''} | ${times(rs[0].json)} |`,
+      `| ${sys} | ${fmt(ms)} | ${fmt((ms * 1000) / nPatches)} | ${fmt(ms / yjsMs)} | ${fmt((cpu * 1000) / nPatches)} | ${fmt(cpu / yjsCpu)} | ${fmt(median(rs.map((x) => x.heapMiB)))} | ${rs[0].bytes.toLocaleString('en-US')} | ${times(rs[0].bytes)} | ${rs[0].json?.toLocaleString('en-US') ?? ''} | ${times(rs[0].json)} |`,
     );
-  }
-  if (name === 'automerge-paper') {
-    let s = machine.initial;
-    let seq = 0;
-    for (const [pos, del, ins] of patches) {
-      if (del > 0)
-        s = applyOp(machine, s, { client: WRITER, seq: ++seq, author: WRITER, name: 'textDelete', args: deleteArgs(s.doc, 'doc', pos, del) }, seq).state;
-      if (ins.length > 0)
-        s = applyOp(
-          machine,
-          s,
-          { client: WRITER, seq: ++seq, author: WRITER, name: 'textInsert', args: insertArgs(s.doc, 'doc', WRITER, pos, ins) },
-          seq,
-        ).state;
-    }
-    paperEnd = s.doc;
   }
 }
 
 if (paperEnd) {
-  const runs = paperEnd.chunks.reduce((n, c) => n + c.runs.length, 0);
+  const chunks = compactText(paperEnd).chunks;
+  const runs = chunks.reduce((n, c) => n + c.runs.length, 0);
   const empty: { wall: number; cpu: number }[] = [];
   const big: { wall: number; cpu: number }[] = [];
   for (let r = 0; r < 2 + 7; r++) {
@@ -214,6 +218,6 @@ if (paperEnd) {
   }
   const med = (xs: { wall: number; cpu: number }[], k: 'wall' | 'cpu') => median(xs.map((x) => x[k]));
   console.log(
-    `\n## One keystroke (a one-character insert at a random index, index to anchors + applyOp), median of 7 alternating rounds of 2,000\n\n| document | µs per keystroke | CPU µs |\n|---|--:|--:|\n| empty (growing to 2,000) | ${fmt(med(empty, 'wall'))} | ${fmt(med(empty, 'cpu'))} |\n| automerge-paper's end: ${paperEnd.len.toLocaleString('en-US')} characters, ${runs.toLocaleString('en-US')} runs in ${paperEnd.chunks.length} chunks | ${fmt(med(big, 'wall'))} | ${fmt(med(big, 'cpu'))} |\n\nratio ${fmt(med(big, 'wall') / med(empty, 'wall'))}, CPU ${fmt(med(big, 'cpu') / med(empty, 'cpu'))} (goal: at most 2)`,
+    `\n## One keystroke (a one-character insert at a random index, index to anchors + applyOp), median of 7 alternating rounds of 2,000\n\n| document | µs per keystroke | CPU µs |\n|---|--:|--:|\n| empty (growing to 2,000) | ${fmt(med(empty, 'wall'))} | ${fmt(med(empty, 'cpu'))} |\n| automerge-paper's end: ${paperEnd.len.toLocaleString('en-US')} characters, ${runs.toLocaleString('en-US')} runs in ${chunks.length} chunks | ${fmt(med(big, 'wall'))} | ${fmt(med(big, 'cpu'))} |\n\nratio ${fmt(med(big, 'wall') / med(empty, 'wall'))}, CPU ${fmt(med(big, 'cpu') / med(empty, 'cpu'))} (goal: at most 2)`,
   );
 }

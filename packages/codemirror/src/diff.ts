@@ -5,7 +5,7 @@
  * edit copies only the chunk it touches) are skipped, so the cost is that of the chunks that
  * changed, not of the document.
  */
-import { compactText, textRunSize, textToString, type Text } from '@hercules/core';
+import { compactText, textRunSize, textToString, type Text, type TextFlat } from '@hercules/core';
 
 /** A change in the old text's coordinates: replace `from..to` by `insert`. */
 export interface TextChange {
@@ -22,7 +22,7 @@ interface Seg {
   t: string;
 }
 
-function segments(t: Text, from: number, to: number): Seg[] {
+function segments(t: TextFlat, from: number, to: number): Seg[] {
   const out: Seg[] = [];
   for (let ci = from; ci < to; ci++)
     for (const r of t.chunks[ci].runs) out.push({ c: t.clients[r[0]], k: r[1], n: textRunSize(r), t: typeof r[2] === 'string' ? r[2] : '' });
@@ -66,7 +66,7 @@ function span(by: Map<string, [number, number][]>, c: string, k: number, max: nu
 }
 
 /** How many chunks `a` and `b` share at the start, and then at the end (not overlapping). */
-function shared(a: Text, b: Text): { head: number; tail: number } {
+function shared(a: TextFlat, b: TextFlat): { head: number; tail: number } {
   let head = 0;
   const max = Math.min(a.chunks.length, b.chunks.length);
   while (head < max && a.chunks[head] === b.chunks[head]) head++;
@@ -97,7 +97,8 @@ class Changes {
  */
 export function textDiff(a0: Text, b0: Text): TextChange[] | null {
   if (a0 === b0) return [];
-  // A text stored in the layout before TEXT-LAYOUT is read converted (no chunk shared then).
+  // Read as a flat list of chunks: the tree's leaves, shared between snapshots (a text stored in
+  // the layout before tuples, TEXT-LAYOUT, is read converted: no chunk shared then).
   const a = compactText(a0);
   const b = compactText(b0);
   const { head, tail } = shared(a, b);

@@ -23,20 +23,24 @@
  *
  * Deleted characters stay as tombstones (their text dropped) so later ops can still anchor on them.
  *
- * Layout (TEXT-LAYOUT): `{ $text: 2, len, clients, next, chunks }`; `len` is the visible length;
+ * Layout (TEXT-LAYOUT): `{ $text: 3, len, clients, next, root }`; `len` is the visible length;
  * `clients` the ids of the clients that inserted, in the order of their first insert (a run names
  * its client by its index there: a client id, a UUID, is stored once per text), `next[i]` the
- * lowest clock client `i` may use next; `chunks` is a list of `{ v, f, runs }` (`v` visible and
- * `f` total characters of the chunk), and a run is a tuple `[c, k, x]` or `[c, k, x, lc, lk]`:
- * characters `[c, k]`, `[c, k+1]`, ... typed one after another by one client, visible when `x` is
- * a string (their text) and deleted when it is a number (their count), the first one's left
- * origin `[lc, lk]` (absent: the start). A run is a tuple, not an object with keys, and keeps no
- * right origin (placing an insert reads the op's R, never a run's): 780,213 B of JSON for
- * automerge-paper's end state became 380,606 (Yjs encodes 311,037; docs/benchmarks.md). A text
- * stored before that (`$text: 1`, runs `{ c, k, t | d, l, r }`) still reads: every function here
- * takes it, and an op turns it into this layout in its draft (`compactText`).
- * A chunk splits past CHUNK_MAX runs, so an edit copies one chunk of runs and the
- * chunk list (pointers), not the text: see docs/benchmarks.md (collaborative text).
+ * lowest clock client `i` may use next; `root` is a tree of chunks: a branch `{ v, f, kids }`
+ * holds up to BRANCH_MAX nodes, a leaf (a chunk) `{ v, f, runs }` up to CHUNK_MAX runs (`v`
+ * visible and `f` total characters under the node), every leaf at the same depth. A run is a
+ * tuple `[c, k, x]` or `[c, k, x, lc, lk]`: characters `[c, k]`, `[c, k+1]`, ... typed one after
+ * another by one client, visible when `x` is a string (their text) and deleted when it is a
+ * number (their count), the first one's left origin `[lc, lk]` (absent: the start). A run is a
+ * tuple, not an object with keys, and keeps no right origin (placing an insert reads the op's R,
+ * never a run's): 780,213 B of JSON for automerge-paper's end state became 380,606 (Yjs encodes
+ * 311,037; docs/benchmarks.md). An edit copies one chunk of runs and the branches on its path
+ * (at most BRANCH_MAX pointers a level), not the text nor a list of every chunk: the flat chunk
+ * list of `$text: 2` was walked and copied per op (312 chunks at automerge-paper's end), which made
+ * a keystroke in that text 1.94-2.8x CPU one in an empty text, 1.33-1.79x with the tree (docs/benchmarks.md).
+ * Texts stored before (`$text: 2`, a flat `chunks` list; `$text: 1`, runs `{ c, k, t | d, l, r }`)
+ * still read: every function here takes them, `compactText` reads any layout as a flat list of
+ * chunks, and an op turns them into this layout (`treeText`).
  */
 import { HerculesError } from './errors.ts';
 import { isKeyedMap, keyedMapGet } from './keyed-map.ts';
@@ -54,14 +58,35 @@ export type TextId = readonly [client: number, clock: number];
  */
 export type TextRun = readonly [c: number, k: number, x: string | number, lc?: number, lk?: number];
 
+/** A leaf of a text's tree: up to CHUNK_MAX runs, `v` visible and `f` total characters. */
 export interface TextChunk {
   readonly v: number;
   readonly f: number;
   readonly runs: readonly TextRun[];
 }
 
+/** A branch of a text's tree: up to BRANCH_MAX nodes (all branches, or all leaves), `v` visible and `f` total characters under it. */
+export interface TextBranch {
+  readonly v: number;
+  readonly f: number;
+  readonly kids: readonly TextNode[];
+}
+export type TextNode = TextChunk | TextBranch;
+
 /** A collaborative text as state: see the module comment, `createText` and `textOps`. */
 export interface Text {
+  readonly $text: 3;
+  readonly len: number;
+  readonly clients: readonly string[];
+  readonly next: readonly number[];
+  readonly root: TextBranch;
+}
+
+/**
+ * A text as a flat list of chunks: the layout stored before the tree (`$text: 2`), and the form
+ * `compactText` reads a text of any layout as (for code that walks every run).
+ */
+export interface TextFlat {
   readonly $text: 2;
   readonly len: number;
   readonly clients: readonly string[];
@@ -114,8 +139,18 @@ export interface TextDeleteArgs {
 /** Where a text is in the state: a key, or the keys down to it (a KeyedMap on the way is looked into). */
 export type TextPath = string | readonly (string | number)[];
 
-/** Runs a chunk holds before it splits in two. */
-const CHUNK_MAX = 64;
+/**
+ * Runs a chunk holds before it splits in two. An edit copies its chunk's runs; with the tree the
+ * chunks' number costs little, so 32 (was 64): the ops alone replaying automerge-paper took 8.6
+ * and 7.9 CPU µs a patch against 9.1 and 8.7 at 64 (alternating runs, load 20-22; 16 gave 7.2 and
+ * 8.8: no clear gain for twice the chunks).
+ */
+const CHUNK_MAX = 32;
+/**
+ * Nodes a branch holds before it splits in two: automerge-paper's 312 chunks are two levels (an
+ * edit copies at most 2 x 32 pointers above its chunk, where the flat list copied 312).
+ */
+const BRANCH_MAX = 32;
 
 /** The op names `textOps()` registers. */
 export const TEXT_INSERT = 'textInsert';
@@ -145,13 +180,19 @@ export function createText(s = ''): Text {
   if (typeof s !== 'string') throw bad(`createText: expected a string, got ${typeof s}`);
   const runs: TextRun[] = s.length > 0 ? [mkRun(0, 0, s, null)] : [];
   // Client 0, '', holds the initial text.
-  return { $text: 2, len: s.length, clients: [''], next: [s.length], chunks: [{ v: s.length, f: s.length, runs }] };
+  return { $text: 3, len: s.length, clients: [''], next: [s.length], root: { v: s.length, f: s.length, kids: [{ v: s.length, f: s.length, runs }] } };
 }
 
-/** A text in the state, in today's layout or the one before (TEXT-LAYOUT): read both with `compactText`. */
+/** A text in any layout a store may hold (TEXT-LAYOUT): every reader takes each. */
+export type TextLike = Text | TextFlat | TextV1;
+type AnyText = TextLike;
+
+/** A text in the state, in today's layout or one before (TEXT-LAYOUT): every reader here takes all of them. */
 export function isText(v: unknown): v is Text {
-  const t = v as Partial<Text> | Partial<TextV1> | null;
-  return t !== null && typeof t === 'object' && (t.$text === 2 || t.$text === 1) && Array.isArray(t.chunks) && typeof t.len === 'number';
+  const t = v as Partial<Text> | Partial<TextFlat> | Partial<TextV1> | null;
+  if (t === null || typeof t !== 'object' || typeof t.len !== 'number') return false;
+  if (t.$text === 3) return typeof (t as Partial<Text>).root === 'object' && (t as Partial<Text>).root !== null;
+  return (t.$text === 2 || t.$text === 1) && Array.isArray((t as Partial<TextFlat>).chunks);
 }
 
 /** A run's visible characters, or undefined when it is deleted. */
@@ -166,21 +207,66 @@ const hasId = (r: TextRun, c: number, k: number): boolean => r[0] === c && k >= 
 const mkRun = (c: number, k: number, x: string | number, l: TextId | null): TextRun =>
   Object.freeze(l === null ? ([c, k, x] as const) : ([c, k, x, l[0], l[1]] as const));
 
+const isLeaf = (n: TextNode): n is TextChunk => (n as Partial<TextChunk>).runs !== undefined;
+
+/** The leaves of `n` in order, appended to `out`. */
+function leavesInto(n: TextNode, out: TextChunk[]): TextChunk[] {
+  if (isLeaf(n)) out.push(n);
+  else for (const kid of n.kids) leavesInto(kid, out);
+  return out;
+}
+
 /**
- * `t` in today's layout (TEXT-LAYOUT): itself, or a text stored before it converted (memoised
- * per snapshot: a frozen one is converted once). Runs keep their ids, text and left origins and
- * drop their right origins, which no placement reads.
+ * `t` as a flat list of chunks (`$text: 2`'s layout): the leaves of today's tree, or a text of
+ * the layout before tuples converted (memoised per snapshot: a frozen one is converted once).
+ * Runs keep their ids, text and left origins; old runs drop their right origins, which no
+ * placement reads. For code that walks every run; an op's own lookups descend the tree.
  */
-const compacted = new WeakMap<object, Text>();
-export function compactText(t: Text | TextV1): Text {
+const compacted = new WeakMap<object, TextFlat>();
+export function compactText(t: Text | TextFlat | TextV1): TextFlat {
   if (t.$text === 2) return t;
   const hit = compacted.get(t);
   if (hit !== undefined) return hit;
-  const chunks = t.chunks.map((ch) =>
-    Object.freeze({ v: ch.v, f: ch.f, runs: Object.freeze(ch.runs.map((r) => Object.freeze(mkRun(r.c, r.k, r.t ?? r.d!, r.l)))) }),
-  );
-  const out: Text = { $text: 2, len: t.len, clients: t.clients, next: t.next, chunks: Object.freeze(chunks) };
+  const chunks =
+    t.$text === 3
+      ? leavesInto(t.root, [])
+      : t.chunks.map((ch) => Object.freeze({ v: ch.v, f: ch.f, runs: Object.freeze(ch.runs.map((r) => Object.freeze(mkRun(r.c, r.k, r.t ?? r.d!, r.l)))) }));
+  const out: TextFlat = { $text: 2, len: t.len, clients: t.clients, next: t.next, chunks: Object.freeze(chunks) };
   if (Object.isFrozen(t)) compacted.set(t, Object.freeze(out));
+  return out;
+}
+
+/** Nodes in branches of at most BRANCH_MAX, level by level, up to one root (a pure function of the nodes: every replica builds the same tree). */
+function treeOf(nodes: readonly TextNode[]): TextBranch {
+  let level: readonly TextNode[] = nodes;
+  do {
+    const up: TextBranch[] = [];
+    const n = Math.ceil(level.length / BRANCH_MAX);
+    for (let i = 0; i < n; i++) {
+      const kids = level.slice(Math.floor((i * level.length) / n), Math.floor(((i + 1) * level.length) / n));
+      up.push(mkBranch(kids, sum(kids, 'v'), sum(kids, 'f')));
+    }
+    level = up;
+  } while (level.length > 1);
+  return level[0] as TextBranch;
+}
+
+const sum = (ns: readonly TextNode[], key: 'v' | 'f'): number => ns.reduce((n, x) => n + x[key], 0);
+const mkBranch = (kids: readonly TextNode[], v: number, f: number): TextBranch => Object.freeze({ v, f, kids: Object.freeze(kids) });
+
+/**
+ * `t` in today's layout (TEXT-LAYOUT): itself, or a text stored before the tree with its chunks
+ * (converted from runs of the first layout) as the leaves of one (memoised per frozen snapshot).
+ */
+const trees = new WeakMap<object, Text>();
+export function treeText(t: AnyText): Text {
+  if (t.$text === 3) return t;
+  const hit = trees.get(t);
+  if (hit !== undefined) return hit;
+  const flat = compactText(t);
+  const leaves = flat.chunks.length > 0 ? flat.chunks : [Object.freeze({ v: 0, f: 0, runs: Object.freeze([]) })];
+  const out: Text = Object.freeze({ $text: 3, len: t.len, clients: t.clients, next: t.next, root: treeOf(leaves) });
+  if (Object.isFrozen(t)) trees.set(t, out);
   return out;
 }
 const sameId = (a: TextId | null, b: TextId | null): boolean => (a === null ? b === null : b !== null && a[0] === b[0] && a[1] === b[1]);
@@ -201,52 +287,115 @@ export function textAt(root: unknown, path: TextPath, call = 'text'): Text {
 
 /** The visible text (O(length); memoised per snapshot, which never changes). */
 const strings = new WeakMap<object, string>();
-export function textToString(t: Text): string {
+export function textToString(t: TextLike): string {
   const hit = strings.get(t);
   if (hit !== undefined) return hit;
   const parts: string[] = [];
-  for (const ch of compactText(t).chunks) for (const r of ch.runs) if (typeof r[2] === 'string') parts.push(r[2]);
+  for (const ch of leavesInto(treeText(t).root, [])) for (const r of ch.runs) if (typeof r[2] === 'string') parts.push(r[2]);
   const s = parts.join('');
   if (Object.isFrozen(t)) strings.set(t, s);
   return s;
 }
 
-// ---------------------------------------------------------------- positions in the chunks
+// ---------------------------------------------------------------- positions in the tree
 
-/** A place in the chunks: before the character `off` of run `ri` of chunk `ci`. */
+/** A branch on the way down to a leaf, and which of its kids the way takes. */
+interface Step {
+  readonly node: TextBranch;
+  readonly i: number;
+}
+
+/**
+ * A place in the tree: before the character `off` of run `ri` of `leaf`, reached through `path`
+ * (root first). The end of the text is the last leaf at `ri === leaf.runs.length`.
+ */
 interface Loc {
-  ci: number;
+  path: readonly Step[];
+  leaf: TextChunk;
   ri: number;
   off: number;
 }
 
-/** Where the character `[c, k]` is, searching forward from the chunk holding total index `hint`. */
-function locate(chunks: readonly TextChunk[], c: number, k: number, hint: number): Loc {
-  let start = 0;
-  for (let base = 0; start < chunks.length - 1 && base + chunks[start].f <= hint; start++) base += chunks[start].f;
-  for (let n = 0; n < chunks.length; n++) {
-    const ci = (start + n) % chunks.length;
-    const runs = chunks[ci].runs;
-    for (let ri = 0; ri < runs.length; ri++) if (hasId(runs[ri], c, k)) return { ci, ri, off: k - runs[ri][1] };
+/**
+ * Down from `root` to the leaf holding index `i` of the visible characters (`visible`) or of all
+ * of them, deleted included (an index past the end: the last leaf): the way, the leaf, `i` within
+ * it and the characters (all) before it. Two loops, not one reading `kids[j][key]`: the keyed read
+ * made this 3.6 % of a room.text replay's profile.
+ */
+function descend(root: TextBranch, i: number, visible: boolean): { path: Step[]; leaf: TextChunk; rest: number; full: number } {
+  const path: Step[] = [];
+  let node: TextNode = root;
+  let full = 0;
+  while (!isLeaf(node)) {
+    const kids: readonly TextNode[] = node.kids;
+    const last = kids.length - 1;
+    let j = 0;
+    if (visible)
+      for (; j < last && i >= kids[j].v; j++) {
+        i -= kids[j].v;
+        full += kids[j].f;
+      }
+    else
+      for (; j < last && i >= kids[j].f; j++) {
+        i -= kids[j].f;
+        full += kids[j].f;
+      }
+    path.push({ node, i: j });
+    node = kids[j];
+  }
+  return { path, leaf: node, rest: i, full };
+}
+
+/** The leaf after (dir 1) or before (dir -1) the one `path` leads to, and the way to it; undefined past either end. */
+function stepLeaf(path: readonly Step[], dir: 1 | -1): { path: Step[]; leaf: TextChunk } | undefined {
+  let d = path.length - 1;
+  while (d >= 0 && (dir === 1 ? path[d].i + 1 >= path[d].node.kids.length : path[d].i === 0)) d--;
+  if (d < 0) return undefined;
+  const out = path.slice(0, d);
+  out.push({ node: path[d].node, i: path[d].i + dir });
+  let node = path[d].node.kids[path[d].i + dir];
+  while (!isLeaf(node)) {
+    const i = dir === 1 ? 0 : node.kids.length - 1;
+    out.push({ node, i });
+    node = node.kids[i];
+  }
+  return { path: out, leaf: node };
+}
+
+/** Where the character `[c, k]` is: in the leaf holding total index `hint` first, then forward from it, wrapping. */
+function locate(root: TextBranch, c: number, k: number, hint: number): Loc {
+  const d = descend(root, Math.max(0, hint), false);
+  let at: { path: readonly Step[]; leaf: TextChunk } | undefined = d;
+  for (let wrapped = false; ; ) {
+    const runs = at.leaf.runs;
+    for (let ri = 0; ri < runs.length; ri++) if (hasId(runs[ri], c, k)) return { path: at.path, leaf: at.leaf, ri, off: k - runs[ri][1] };
+    at = stepLeaf(at.path, 1);
+    if (at === undefined) {
+      if (wrapped) break;
+      wrapped = true;
+      at = descend(root, 0, false);
+    }
+    if (wrapped && at.leaf === d.leaf) break;
   }
   throw bad(`text: no character ${k} of client #${c} (its insert was refused or belongs to another text)`);
 }
 
 /** The place right after `loc`'s character (the start of the next run when it is a run's last). */
-function after(chunks: readonly TextChunk[], loc: Loc): Loc {
-  const run = chunks[loc.ci].runs[loc.ri];
-  if (loc.off + 1 < runSize(run)) return { ci: loc.ci, ri: loc.ri, off: loc.off + 1 };
-  return normal(chunks, { ci: loc.ci, ri: loc.ri + 1, off: 0 });
+function after(loc: Loc): Loc {
+  const run = loc.leaf.runs[loc.ri];
+  if (loc.off + 1 < runSize(run)) return { path: loc.path, leaf: loc.leaf, ri: loc.ri, off: loc.off + 1 };
+  return normal({ path: loc.path, leaf: loc.leaf, ri: loc.ri + 1, off: 0 });
 }
 
-/** `loc` moved past the ends of runs and chunks; `ci === chunks.length` is the end. */
-function normal(chunks: readonly TextChunk[], loc: Loc): Loc {
-  let { ci, ri } = loc;
-  while (ci < chunks.length && ri >= chunks[ci].runs.length) {
-    ci++;
-    ri = 0;
+/** `loc` moved past the ends of runs and leaves (never past the last leaf's end: the end of the text). */
+function normal(loc: Loc): Loc {
+  let out = loc;
+  while (out.ri >= out.leaf.runs.length) {
+    const next = stepLeaf(out.path, 1);
+    if (next === undefined) return out;
+    out = { path: next.path, leaf: next.leaf, ri: 0, off: 0 };
   }
-  return { ci, ri, off: ri === loc.ri && ci === loc.ci ? loc.off : 0 };
+  return out;
 }
 
 /** Skipped pieces of runs: [client, first clock, end clock). */
@@ -257,11 +406,11 @@ const inPieces = (ps: readonly Piece[], id: TextId): boolean => ps.some(([c, a, 
  * Where an insert between L and R goes (see the module comment): past the items between them
  * whose left origin is L or an item already passed; at the first other one, or at R.
  */
-function placeInsert(chunks: readonly TextChunk[], L: Anchor | null, R: Anchor | null): Loc {
-  let loc = L === null ? normal(chunks, { ci: 0, ri: 0, off: 0 }) : after(chunks, locate(chunks, L[0], L[1], L[2]));
+function placeInsert(root: TextBranch, L: Anchor | null, R: Anchor | null): Loc {
+  let loc = L === null ? start(root) : after(locate(root, L[0], L[1], L[2]));
   const passed: Piece[] = [];
-  while (loc.ci < chunks.length) {
-    const run = chunks[loc.ci].runs[loc.ri];
+  while (loc.ri < loc.leaf.runs.length) {
+    const run = loc.leaf.runs[loc.ri];
     const size = runSize(run);
     const [c, k] = run;
     const rHere = R !== null && c === R[0] && R[1] >= k + loc.off && R[1] < k + size;
@@ -272,10 +421,16 @@ function placeInsert(chunks: readonly TextChunk[], L: Anchor | null, R: Anchor |
     if (!mine) break;
     const end = rHere ? R[1] - k : size;
     passed.push([c, k + loc.off, k + end]);
-    if (rHere) return { ci: loc.ci, ri: loc.ri, off: end };
-    loc = normal(chunks, { ci: loc.ci, ri: loc.ri + 1, off: 0 });
+    if (rHere) return { path: loc.path, leaf: loc.leaf, ri: loc.ri, off: end };
+    loc = normal({ path: loc.path, leaf: loc.leaf, ri: loc.ri + 1, off: 0 });
   }
   return loc;
+}
+
+/** The start of the text. */
+function start(root: TextBranch): Loc {
+  const d = descend(root, 0, false);
+  return normal({ path: d.path, leaf: d.leaf, ri: 0, off: 0 });
 }
 
 // ---------------------------------------------------------------- editing runs
@@ -324,13 +479,30 @@ function chunksOf(runs: TextRun[], v: number, f: number): TextChunk[] {
 }
 
 /**
- * The chunk list with chunk `ci` replaced by the chunks of `runs`, which hold `dv` more visible
- * and `df` more characters than it (frozen: no freeze walks it again).
+ * The tree with the leaf `path` leads to replaced by the chunks of `runs`, which hold `dv` more
+ * visible and `df` more characters than it: that leaf's branches copied (frozen: no freeze walks
+ * them again), a branch past BRANCH_MAX split in two, a new root above a split root.
  */
-function store(chunks: readonly TextChunk[], ci: number, runs: TextRun[], dv: number, df: number): readonly TextChunk[] {
-  const next = Array.from(chunks);
-  next.splice(ci, 1, ...chunksOf(runs, chunks[ci].v + dv, chunks[ci].f + df));
-  return Object.freeze(next);
+function store(path: readonly Step[], runs: TextRun[], dv: number, df: number): TextBranch {
+  const leaf = path[path.length - 1].node.kids[path[path.length - 1].i];
+  let repl: readonly TextNode[] = chunksOf(runs, leaf.v + dv, leaf.f + df);
+  for (let d = path.length - 1; d >= 0; d--) {
+    const { node, i } = path[d];
+    const kids = node.kids.slice(0, i);
+    for (const x of repl) kids.push(x);
+    for (let j = i + 1; j < node.kids.length; j++) kids.push(node.kids[j]);
+    repl = branchesOf(kids, node.v + dv, node.f + df);
+  }
+  return repl.length === 1 ? (repl[0] as TextBranch) : mkBranch(repl, path[0].node.v + dv, path[0].node.f + df);
+}
+
+/** One branch of `kids` (`v` and `f` their counts), or two while past BRANCH_MAX. */
+function branchesOf(kids: TextNode[], v: number, f: number): TextBranch[] {
+  if (kids.length <= BRANCH_MAX) return [mkBranch(kids, v, f)];
+  const left = kids.slice(0, kids.length >> 1);
+  const lv = sum(left, 'v');
+  const lf = sum(left, 'f');
+  return [mkBranch(left, lv, lf), mkBranch(kids.slice(kids.length >> 1), v - lv, f - lf)];
 }
 
 // ---------------------------------------------------------------- ops
@@ -386,10 +558,11 @@ function clientIndex(clients: readonly string[], c: string): number {
 /** The text at `path` of an op's draft, turned into today's layout in the draft if it was stored before it (TEXT-LAYOUT). */
 function draftText(state: unknown, path: TextPath, call: string): Text {
   const t = textAt(state, path, call);
-  if (t.$text !== 2) {
-    const w = t as unknown as { $text: number; chunks: readonly TextChunk[] };
-    w.chunks = compactText(current(t) as unknown as TextV1).chunks;
-    w.$text = 2;
+  if (t.$text !== 3) {
+    const w = t as unknown as { $text: number; chunks?: readonly TextChunk[]; root: TextBranch };
+    w.root = treeText(current(t) as unknown as AnyText).root;
+    delete w.chunks;
+    w.$text = 3;
   }
   return t;
 }
@@ -399,7 +572,7 @@ function draftText(state: unknown, path: TextPath, call: string): Text {
  * index in `clients`, `added` whether the op added it there.
  */
 interface Edited {
-  chunks: readonly TextChunk[];
+  root: TextBranch;
   len: number;
   clients: readonly string[];
   next: readonly number[];
@@ -430,12 +603,11 @@ function inserted(t: Text, a: TextInsertArgs, ctx: Ctx): Edited {
   if (added) me = t.clients.length;
   const next = added ? 0 : t.next[me];
   if (a.k < next) throw bad(`${TEXT_INSERT}: clock ${a.k} was used already (next is ${next})`);
-  const chunks = t.chunks;
-  const at = placeInsert(chunks, L, R);
+  const at = placeInsert(t.root, L, R);
   // At the start of a chunk, the end of the previous one: typing there joins the run before it.
-  const ci = at.off === 0 && at.ri === 0 && at.ci > 0 ? at.ci - 1 : at.ci;
-  const old = chunks[ci].runs;
-  const ri = ci === at.ci ? at.ri : old.length;
+  const prev = at.off === 0 && at.ri === 0 ? stepLeaf(at.path, -1) : undefined;
+  const old = prev === undefined ? at.leaf.runs : prev.leaf.runs;
+  const ri = prev === undefined ? at.ri : old.length;
   const run = mkRun(me, a.k, a.t, L === null ? null : [L[0], L[1]]);
   const runs: TextRun[] = old.slice(0, ri);
   if (at.off > 0) push(runs, piece(old[ri], 0, at.off));
@@ -446,14 +618,14 @@ function inserted(t: Text, a: TextInsertArgs, ctx: Ctx): Edited {
   const nexts = Array.from(t.next);
   nexts[me] = a.k + a.t.length;
   const clients = added ? Object.freeze([...t.clients, ctx.client]) : t.clients;
-  return { chunks: store(chunks, ci, runs, a.t.length, a.t.length), len: t.len + a.t.length, clients, next: Object.freeze(nexts), me, added };
+  const root = store(prev === undefined ? at.path : prev.path, runs, a.t.length, a.t.length);
+  return { root, len: t.len + a.t.length, clients, next: Object.freeze(nexts), me, added };
 }
 
 /** Delete up to `n` characters from `[c, k]` within one run of `e`: how many it covered (deleted or not). */
 function deleteIn(e: Edited, c: number, k: number, n: number, hint: number): number {
-  const chunks = e.chunks;
-  const at = locate(chunks, c, k, hint);
-  const old = chunks[at.ci].runs;
+  const at = locate(e.root, c, k, hint);
+  const old = at.leaf.runs;
   const run = old[at.ri];
   const m = Math.min(n, runSize(run) - at.off);
   if (typeof run[2] !== 'string') return m;
@@ -463,14 +635,14 @@ function deleteIn(e: Edited, c: number, k: number, n: number, hint: number): num
   push(runs, mkRun(gone[0], gone[1], m, textRunLeft(gone)));
   if (at.off + m < runSize(run)) runs.push(piece(run, at.off + m, runSize(run)));
   for (let i = at.ri + 1; i < old.length; i++) push(runs, old[i]);
-  e.chunks = store(chunks, at.ci, runs, -m, 0);
+  e.root = store(at.path, runs, -m, 0);
   e.len -= m;
   return m;
 }
 
 /** The delete op on a plain text of today's layout, its arguments checked (checkDelete): the text it leaves. */
 function deleted(t: Text, a: TextDeleteArgs, ctx: { readonly client: string }): Edited {
-  const e: Edited = { chunks: t.chunks, len: t.len, clients: t.clients, next: t.next, me: -1, added: false };
+  const e: Edited = { root: t.root, len: t.len, clients: t.clients, next: t.next, me: -1, added: false };
   for (const r of a.d) {
     const range = longRange(r, ctx.client);
     if (range === undefined || typeof range[0] !== 'string' || !range.slice(1, 4).every(Number.isSafeInteger) || range[2] < 1)
@@ -484,13 +656,13 @@ function deleted(t: Text, a: TextDeleteArgs, ctx: { readonly client: string }): 
 
 /** Write `e` back into the draft's text `t` (only what changed: the patches name those paths). */
 function writeBack(t: Text, was: Text, e: Edited): void {
-  if (e.chunks === was.chunks) return;
-  const w = t as unknown as { len: number; chunks: readonly TextChunk[]; clients: string[]; next: number[] };
+  if (e.root === was.root) return;
+  const w = t as unknown as { len: number; root: TextBranch; clients: string[]; next: number[] };
   if (e.added) {
     w.clients.push(e.clients[e.me]);
     w.next.push(e.next[e.me]);
   } else if (e.me >= 0) w.next[e.me] = e.next[e.me];
-  w.chunks = e.chunks;
+  w.root = e.root;
   w.len = e.len;
 }
 
@@ -501,7 +673,7 @@ function writeBack(t: Text, was: Text, e: Edited): void {
  * before the plain path; 5.2 with this (6.5 for the old code in the same run).
  */
 function plainOf(t: Text): Text {
-  return { $text: 2, len: t.len, clients: current(t.clients), next: current(t.next), chunks: current(t.chunks) };
+  return { $text: 3, len: t.len, clients: current(t.clients), next: current(t.next), root: current(t.root) };
 }
 
 /** The insert op: `a.t` as the characters `[ctx.client, a.k]`, ... between the anchors. */
@@ -555,17 +727,17 @@ function setAt(root: unknown, keys: readonly (string | number)[], i: number, v: 
  */
 function runPlain(state: unknown, path: TextPath, call: string, edit: (t: Text) => Edited, patches?: { path: readonly (string | number)[] }[]): unknown {
   const t = textAt(state, path, call);
-  if (t.$text !== 2) return undefined;
+  if (t.$text !== 3) return undefined;
   const e = edit(t);
-  if (e.chunks === t.chunks) return state;
+  if (e.root === t.root) return state;
   const keys = typeof path === 'string' ? [path] : path;
-  const nt: Text = Object.freeze({ ...t, chunks: e.chunks, len: e.len, clients: e.clients, next: e.next });
+  const nt: Text = Object.freeze({ ...t, root: e.root, len: e.len, clients: e.clients, next: e.next });
   const next = setAt(state, keys, 0, nt);
   if (next === undefined) return undefined;
   if (patches) {
     if (e.added) patches.push({ path: [...keys, 'clients', e.me] });
     if (e.me >= 0) patches.push({ path: [...keys, 'next', e.me] });
-    patches.push({ path: [...keys, 'chunks'] }, { path: [...keys, 'len'] });
+    patches.push({ path: [...keys, 'root'] }, { path: [...keys, 'len'] });
   }
   return next;
 }
@@ -593,30 +765,25 @@ export function textOps(): { textInsert: typeof textInsert; textDelete: typeof t
 
 /** The character at visible index `i` (0 <= i < len): its run, offset and total index. */
 function visibleAt(t: Text, i: number): { loc: Loc; full: number } {
-  let full = 0;
-  for (let ci = 0; ci < t.chunks.length; ci++) {
-    const ch = t.chunks[ci];
-    if (i >= ch.v) {
-      i -= ch.v;
-      full += ch.f;
-      continue;
-    }
-    for (let ri = 0; ri < ch.runs.length; ri++) {
-      const r = ch.runs[ri];
-      const n = runSize(r);
-      const vis = typeof r[2] === 'string';
-      if (vis && i < n) return { loc: { ci, ri, off: i }, full: full + i };
-      if (vis) i -= n;
-      full += n;
-    }
+  const d = descend(t.root, i, true);
+  let rest = d.rest;
+  let full = d.full;
+  const runs = d.leaf.runs;
+  for (let ri = 0; ri < runs.length; ri++) {
+    const r = runs[ri];
+    const n = runSize(r);
+    const vis = typeof r[2] === 'string';
+    if (vis && rest < n) return { loc: { path: d.path, leaf: d.leaf, ri, off: rest }, full: full + rest };
+    if (vis) rest -= n;
+    full += n;
   }
   throw new HerculesError('internal', 'text: the chunk counts disagree with the runs');
 }
 
-/** The anchor on the character at `loc`, short when it is `self`'s (TEXT-OWN-ID). */
+/** The anchor on the character at `loc`, short when it is `self`'s (TEXT-OWN-ID); null at the end. */
 function anchorAt(t: Text, loc: Loc, full: number, self: string | undefined): TextAnchor | TextOwnAnchor | null {
-  if (loc.ci >= t.chunks.length) return null;
-  const r = t.chunks[loc.ci].runs[loc.ri];
+  if (loc.ri >= loc.leaf.runs.length) return null;
+  const r = loc.leaf.runs[loc.ri];
   const c = t.clients[r[0]];
   return c === self ? [r[1] + loc.off, full] : [c, r[1] + loc.off, full];
 }
@@ -630,28 +797,28 @@ function checkRange(t: Text, index: number, length: number, call: string): void 
  * The arguments of an insert of `s` at visible index `index` of `t`, by `client`, whose clocks
  * start at `floor` or later (the room's textClockFloor()).
  */
-export function insertArgs(t0: Text, path: TextPath, client: string, index: number, s: string, floor = 0): TextInsertArgs {
-  const t = compactText(t0);
+export function insertArgs(t0: TextLike, path: TextPath, client: string, index: number, s: string, floor = 0): TextInsertArgs {
+  const t = treeText(t0);
   checkRange(t, index, 0, 'text.insert');
   if (typeof s !== 'string') throw bad(`text.insert: expected a string, got ${typeof s}`);
   const k = Math.max(textNextClock(t, client), floor);
-  if (index === 0) return { p: path, l: null, r: anchorAt(t, normal(t.chunks, { ci: 0, ri: 0, off: 0 }), 0, client), k, t: s };
+  if (index === 0) return { p: path, l: null, r: anchorAt(t, start(t.root), 0, client), k, t: s };
   const { loc, full } = visibleAt(t, index - 1);
-  return { p: path, l: anchorAt(t, loc, full, client), r: anchorAt(t, after(t.chunks, loc), full + 1, client), k, t: s };
+  return { p: path, l: anchorAt(t, loc, full, client), r: anchorAt(t, after(loc), full + 1, client), k, t: s };
 }
 
 /**
  * The arguments of a delete of `length` visible characters from `index`: one range per run
  * piece; the ranges of `client`'s own characters, when given, in the short form (TEXT-OWN-ID).
  */
-export function deleteArgs(t0: Text, path: TextPath, index: number, length: number, client?: string): TextDeleteArgs {
-  const t = compactText(t0);
+export function deleteArgs(t0: TextLike, path: TextPath, index: number, length: number, client?: string): TextDeleteArgs {
+  const t = treeText(t0);
   checkRange(t, index, length, 'text.delete');
   const d: TextRange[] = [];
   if (length === 0) return { p: path, d };
   let { loc, full } = visibleAt(t, index);
   for (let left = length; left > 0; ) {
-    const r = t.chunks[loc.ci].runs[loc.ri];
+    const r = loc.leaf.runs[loc.ri];
     const n = runSize(r) - loc.off;
     if (typeof r[2] === 'string') {
       const m = Math.min(n, left);
@@ -660,7 +827,7 @@ export function deleteArgs(t0: Text, path: TextPath, index: number, length: numb
       left -= m;
     }
     full += n;
-    loc = normal(t.chunks, { ci: loc.ci, ri: loc.ri + 1, off: 0 });
+    loc = normal({ path: loc.path, leaf: loc.leaf, ri: loc.ri + 1, off: 0 });
   }
   return { p: path, d };
 }
@@ -687,7 +854,7 @@ export function textClockEnd(name: string, args: unknown): number {
 }
 
 /** The lowest clock `client` has not used in `t` (its inserts take this one or a later one). */
-export function textNextClock(t: Text, client: string): number {
+export function textNextClock(t: TextLike, client: string): number {
   const i = t.clients.indexOf(client);
   return i < 0 ? 0 : t.next[i];
 }
@@ -719,10 +886,10 @@ export function textHandle<H>(room: TextRoom<H>, path: TextPath): TextHandle<H> 
 }
 
 /** The visible index of the character `[c, k]` in `t`, or -1 if it is deleted or not there (O(length in runs)). */
-export function textIndexOf(t: Text, client: string, k: number): number {
+export function textIndexOf(t: TextLike, client: string, k: number): number {
   const c = t.clients.indexOf(client);
   let i = 0;
-  for (const ch of compactText(t).chunks)
+  for (const ch of leavesInto(treeText(t).root, []))
     for (const r of ch.runs) {
       const s = textRunText(r);
       if (hasId(r, c, k)) return s !== undefined ? i + k - r[1] : -1;
@@ -743,32 +910,23 @@ export function textIndexOf(t: Text, client: string, k: number): number {
 export type TextPlace = readonly [client: string, clock: number] | null;
 
 /** The place at visible index `index` of `t` (clamped to 0..len). */
-export function textPlaceAt(t: Text, index: number): TextPlace {
-  let left = Math.min(Math.max(0, index), t.len);
+export function textPlaceAt(t: TextLike, index: number): TextPlace {
+  const left = Math.min(Math.max(0, index), t.len);
   if (left === 0) return null;
-  for (const ch of compactText(t).chunks) {
-    if (left > ch.v) {
-      left -= ch.v;
-      continue;
-    }
-    for (const r of ch.runs) {
-      const s = textRunText(r);
-      if (s === undefined) continue;
-      if (left <= s.length) return [t.clients[r[0]], r[1] + left - 1];
-      left -= s.length;
-    }
-  }
-  return null;
+  const tree = treeText(t);
+  const { loc } = visibleAt(tree, left - 1);
+  const r = loc.leaf.runs[loc.ri];
+  return [tree.clients[r[0]], r[1] + loc.off];
 }
 
 /** The visible index of `place` in `t`, or -1 when `t` does not hold its character (not arrived yet). */
-export function textPlaceIndex(t: Text, place: TextPlace): number {
+export function textPlaceIndex(t: TextLike, place: TextPlace): number {
   if (place === null) return 0;
   const c = t.clients.indexOf(place[0]);
   if (c < 0) return -1;
   const k = place[1];
   let i = 0;
-  for (const ch of compactText(t).chunks)
+  for (const ch of leavesInto(treeText(t).root, []))
     for (const r of ch.runs) {
       const s = textRunText(r);
       if (hasId(r, c, k)) return s !== undefined ? i + k - r[1] + 1 : i;

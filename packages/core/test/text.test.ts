@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import {
   applyOp,
+  compactText,
   createText,
   defineMachine,
   deleteArgs,
@@ -21,6 +22,7 @@ import {
   textToString,
   type OpInvocation,
   type Text,
+  type TextBranch,
 } from '../src/index.ts';
 import { decode, encode } from '../src/msgpack.ts';
 import { Loopback } from './harness.ts';
@@ -33,11 +35,31 @@ const machine = defineMachine({
 });
 type S = typeof machine.initial;
 
-/** Check the chunks' counts and that every id is held once; returns the visible text. */
+/** A branch's counts are its kids' sums, it holds 1 to 32 kids, and every leaf is at one depth (TEXT-LAYOUT); returns that depth. */
+function checkBranch(b: TextBranch): number {
+  assert.ok(b.kids.length >= 1 && b.kids.length <= 32, `a branch of ${b.kids.length} kids`);
+  assert.equal(
+    b.v,
+    b.kids.reduce((n, k) => n + k.v, 0),
+    'a branch visible count',
+  );
+  assert.equal(
+    b.f,
+    b.kids.reduce((n, k) => n + k.f, 0),
+    'a branch total count',
+  );
+  const depths = new Set(b.kids.map((k) => ('runs' in k ? 0 : checkBranch(k))));
+  assert.equal(depths.size, 1, 'leaves at different depths');
+  return [...depths][0] + 1;
+}
+
+/** Check the tree's and chunks' counts and that every id is held once; returns the visible text. */
 function checkShape(t: Text): string {
   const ids = new Set<string>();
   let len = 0;
-  for (const ch of t.chunks) {
+  assert.equal(t.$text, 3, 'the layout');
+  checkBranch(t.root);
+  for (const ch of compactText(t).chunks) {
     let v = 0;
     let f = 0;
     for (const r of ch.runs) {
@@ -68,7 +90,7 @@ function checkShape(t: Text): string {
 function checkTree(t: Text): void {
   const ids: string[] = [];
   const left: (string | null)[] = [];
-  for (const ch of t.chunks)
+  for (const ch of compactText(t).chunks)
     for (const r of ch.runs) {
       const l = textRunLeft(r);
       for (let i = 0; i < textRunSize(r); i++) {
@@ -132,6 +154,38 @@ test('bad input is a bad-argument error and the op has no effect', () => {
 });
 
 // spec: TEXT-INTACT
+// spec: TEXT-LAYOUT
+test('a text past 32 chunks grows a deeper tree: its counts, depth and text hold after every edit', () => {
+  let s = machine.initial;
+  let model = 'hello';
+  let seed = 11;
+  const rand = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return Math.floor((seed / 2147483648) * n);
+  };
+  for (let i = 1; i <= 4000; i++) {
+    const who = ['a', 'b', 'c'][rand(3)];
+    if (rand(5) > 0 || model.length < 2) {
+      const at = rand(model.length + 1);
+      const str = 'xyz'.slice(rand(2), 3);
+      s = run(s, who, 'textInsert', insertArgs(s.doc, 'doc', who, at, str), i);
+      model = model.slice(0, at) + str + model.slice(at);
+    } else {
+      const at = rand(model.length - 1);
+      const n = 1 + rand(2);
+      s = run(s, who, 'textDelete', deleteArgs(s.doc, 'doc', at, n, who), i);
+      model = model.slice(0, at) + model.slice(at + n);
+    }
+    if (i % 500 === 0) assert.equal(checkShape(s.doc), model, `after ${i} edits`);
+  }
+  assert.equal(checkShape(s.doc), model);
+  assert.ok(
+    s.doc.root.kids.every((k) => 'kids' in k),
+    'the root holds branches: the tree grew a level',
+  );
+  for (let i = 0; i <= s.doc.len; i += 97) assert.equal(textPlaceIndex(s.doc, textPlaceAt(s.doc, i)), i, `place at ${i}`);
+});
+
 test('sequential random edits match a string (one replica, many chunks)', () => {
   fc.assert(
     fc.property(
@@ -236,7 +290,7 @@ test('concurrent edits from several clients converge with nothing lost or duplic
       for (const c of clients) assert.equal(textToString(viewOf({ ...c, seen: log.length, mine: [] }, log).doc), text);
       // Every inserted character is held exactly once (checkShape), as itself.
       let held = 0;
-      for (const ch of final.chunks)
+      for (const ch of compactText(final).chunks)
         for (const r of ch.runs) {
           const n = textRunSize(r);
           const s = textRunText(r);

@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { EditorState, TextSelection, type Transaction } from 'prosemirror-state';
 import { setBlockType, toggleMark } from 'prosemirror-commands';
 import { wrapInList } from 'prosemirror-schema-list';
-import { applyOp, defineMachine, HerculesError, textOps, textRunSize, textRunText, type TextRun } from '@hercules/core';
+import { applyOp, compactText, defineMachine, HerculesError, textOps, textRunSize, textRunText, type TextRun } from '@hercules/core';
 import { docToFlat, flatToDoc, sameFlat } from '../src/convert.ts';
 import { flatOf } from '../src/flat.ts';
 import { changedRange, submitChanges } from '../src/ops.ts';
@@ -158,7 +158,7 @@ function boldIds(rich: RichText): Set<string> {
   const flat = flatOf(rich);
   const ids = new Set<string>();
   let i = 0;
-  for (const ch of rich.text.chunks)
+  for (const ch of compactText(rich.text).chunks)
     for (const r of ch.runs.map(runOf)) {
       if (r.t === undefined) continue;
       for (let o = 0; o < r.t.length; o++, i++) if (flat.marks.get('strong')?.[i] === true) ids.add(`${rich.text.clients[r.c]}:${r.k + o}`);
@@ -218,7 +218,7 @@ test('concurrent edits by two clients apply in either order, read back as a vali
 function reference(rich: RichText, ops: readonly Op[]): ReturnType<typeof flatOf> {
   const full = new Map<string, number>();
   const chars: { id: string; ch: string }[] = [];
-  for (const ch of rich.text.chunks)
+  for (const ch of compactText(rich.text).chunks)
     for (const r of ch.runs.map(runOf))
       for (let o = 0; o < r.n; o++) {
         const id = `${rich.text.clients[r.c]}:${r.k + o}`;
@@ -251,7 +251,7 @@ function reference(rich: RichText, ops: readonly Op[]): ReturnType<typeof flatOf
 /** The visible characters' ids, in order. */
 function visible(rich: RichText): string[] {
   const out: string[] = [];
-  for (const ch of rich.text.chunks)
+  for (const ch of compactText(rich.text).chunks)
     for (const r of ch.runs.map(runOf)) if (r.t !== undefined) for (let o = 0; o < r.t.length; o++) out.push(`${rich.text.clients[r.c]}:${r.k + o}`);
   return out;
 }
@@ -259,7 +259,8 @@ function visible(rich: RichText): string[] {
 /** Every character's id, deleted ones included. */
 function known(rich: RichText): Set<string> {
   const out = new Set<string>();
-  for (const ch of rich.text.chunks) for (const r of ch.runs.map(runOf)) for (let o = 0; o < r.n; o++) out.add(`${rich.text.clients[r.c]}:${r.k + o}`);
+  for (const ch of compactText(rich.text).chunks)
+    for (const r of ch.runs.map(runOf)) for (let o = 0; o < r.n; o++) out.add(`${rich.text.clients[r.c]}:${r.k + o}`);
   return out;
 }
 

@@ -328,7 +328,7 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
         [2, 0, 'd'],
         [1, 1, 'b', 1, 0],
       ];
-      const doc = { ...createText(), len: 3, clients: ['', 'p', 'q'], next: [0, 2, 1], chunks: [{ v: 3, f: 3, runs }] };
+      const doc = { $text: 2, len: 3, clients: ['', 'p', 'q'], next: [0, 2, 1], chunks: [{ v: 3, f: 3, runs }] };
       const e: LogEntry = { pos: n + 1, client: 'c0', seq: 99999, name: 'inc', args: { key: 'a', by: 1 }, author: 'c0' };
       h.step!(over<SimState>(sim, { global: [...sim.global, e], oracle: [...sim.oracle, { ...sim.oracle[n], doc }] }), stepWith(sim));
     },
