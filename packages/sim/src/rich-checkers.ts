@@ -18,11 +18,20 @@ import type { Checker, SimState } from './checkers.ts';
 /** The rich text of a state, if it holds one. */
 export const richOf = (st: unknown): RichText | undefined => (st as { rich?: RichText } | undefined)?.rich;
 
-/** A value compared by content, keys sorted: a block's attributes or a mark's value (null, absent and `{}` for a block alike). */
+/**
+ * A value compared by content, keys sorted: a block's attributes or a mark's value (null, absent
+ * and `{}` for a block alike). Read per character of every snapshot: the key of an object is kept
+ * per object (the states' values are frozen and shared between snapshots).
+ */
+const canons = new WeakMap<object, string>();
 function canon(v: unknown, emptyIsNull = false): string {
   if (v === null || v === undefined) return 'null';
-  if (emptyIsNull && typeof v === 'object' && Object.keys(v).length === 0) return 'null';
-  return JSON.stringify(sorted(v));
+  if (v === true) return 'true';
+  if (typeof v !== 'object') return JSON.stringify(v);
+  if (emptyIsNull && Object.keys(v).length === 0) return 'null';
+  let k = canons.get(v);
+  if (k === undefined) canons.set(v, (k = JSON.stringify(sorted(v))));
+  return k;
 }
 function sorted(v: unknown): unknown {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return v;
@@ -257,7 +266,7 @@ export const RICH_CHECKERS: readonly Checker[] = [
             for (let i = 0; i < text.length; i++) {
               const w = want.get(m)?.[i] ?? { v: null, by: 0 };
               const got = flat.marks.get(m)?.[i] ?? null;
-              if (canon(got) !== canon(w.v))
+              if (got !== w.v && canon(got) !== canon(w.v))
                 fail(
                   `at ${pos}, character ${i} (${idKey(textPlaceAt(t, i + 1)!)}, ${JSON.stringify(text[i])}) reads ${m} ${canon(got)}; ${w.by ? `the last span of ${m} around it, ordered at ${w.by}, set ${canon(w.v)}` : `no span of ${m} lies around it`}`,
                 );

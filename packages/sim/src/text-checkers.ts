@@ -108,44 +108,57 @@ export const TEXT_CHECKERS: readonly Checker[] = [
     description:
       'every character an ordered insert put in the text is held exactly once, as itself, visible until an ordered delete names it; nothing else is held',
     create: (fail) => {
-      /** Each inserted character by id, with the position of its insert; the ids deleted. */
-      const inserted = new Map<string, { ch: string; pos: number }>();
-      const deleted = new Set<string>();
+      /** Per text, each inserted character by id, with the position of its insert; the ids deleted. */
+      const insertedIn = new Map<string, Map<string, { ch: string; pos: number }>>();
+      const deletedIn = new Map<string, Set<string>>();
+      const of = <T>(m: Map<string, T>, path: string, make: () => T): T => {
+        let v = m.get(path);
+        if (v === undefined) m.set(path, (v = make()));
+        return v;
+      };
+      /** The text each path was last checked in, and the paths an insert or delete named since. */
+      const checkedText = new Map<string, Text>();
+      const dirty = new Set<string>();
       const check = onNewHead((_s, doc, pos, path) => {
+        // The same snapshot, and no op on it ordered since: the last check's verdict stands.
+        if (checkedText.get(path) === doc && !dirty.has(path)) return;
+        checkedText.set(path, doc);
+        dirty.delete(path);
         const { ids, chars } = flatten(doc);
         const seen = new Set<string>();
         const where = path === 'doc' ? 'the text' : `the text ${path}`;
+        const inserted = of(insertedIn, path, () => new Map());
+        const deleted = of(deletedIn, path, () => new Set());
         ids.forEach((id, i) => {
           if (seen.has(id)) fail(`character ${id} is held twice in ${where} at ${pos}`);
           seen.add(id);
-          const want = inserted.get(`${path}|${id}`);
+          const want = inserted.get(id);
           if (!want) {
             if (!id.startsWith(':')) fail(`${where} at ${pos} holds ${id}, which no ordered insert put there`);
             return;
           }
-          const gone = deleted.has(`${path}|${id}`);
+          const gone = deleted.has(id);
           if (chars[i] === null ? !gone : gone || chars[i] !== want.ch)
             fail(
               `character ${id} (inserted at ${want.pos}) is ${chars[i] === null ? 'deleted' : JSON.stringify(chars[i])} at ${pos}; expected ${gone ? 'deleted' : JSON.stringify(want.ch)}`,
             );
         });
-        for (const [key, w] of inserted) {
-          const [p, id] = key.split('|');
-          if (p === path && !seen.has(id)) fail(`character ${id}, inserted at ${w.pos}, is missing from ${where} at ${pos}`);
-        }
+        for (const [id, w] of inserted) if (!seen.has(id)) fail(`character ${id}, inserted at ${w.pos}, is missing from ${where} at ${pos}`);
       });
       return {
         sequenced(_s, e: LogEntry, reference) {
           if (reference !== undefined) return;
           if (e.name === 'textInsert') {
             const a = e.args as TextInsertArgs;
-            const p = pathKey(a.p);
-            for (let i = 0; i < a.t.length; i++) inserted.set(`${p}|${e.client}:${a.k + i}`, { ch: a.t[i], pos: e.pos });
+            dirty.add(pathKey(a.p));
+            const inserted = of(insertedIn, pathKey(a.p), () => new Map());
+            for (let i = 0; i < a.t.length; i++) inserted.set(`${e.client}:${a.k + i}`, { ch: a.t[i], pos: e.pos });
           } else if (e.name === 'textDelete') {
             // Every range with its client (TEXT-OWN-ID: an own one may leave it out).
             const long = textLongArgs(e.name, e.args, e.client) as { p: unknown; d: readonly (readonly [string, number, number, number])[] };
-            const p = pathKey(long.p);
-            for (const [c, k, n] of long.d) for (let i = 0; i < n; i++) deleted.add(`${p}|${c}:${k + i}`);
+            dirty.add(pathKey(long.p));
+            const deleted = of(deletedIn, pathKey(long.p), () => new Set());
+            for (const [c, k, n] of long.d) for (let i = 0; i < n; i++) deleted.add(`${c}:${k + i}`);
           }
         },
         step: check,

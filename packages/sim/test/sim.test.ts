@@ -478,6 +478,9 @@ test('the checker catches a room that forgets a closed connection’s presence',
     ['PRESENCE-EPHEMERAL', 'LIVE-CONVERGE'],
     {},
     crashes,
+    // Seed 17 is the first of 1..60 to catch it since the rich-text edits (2026-11-28): the
+    // search starts just below it (from 1 it took 203 s of a loaded unit run, 36 s before).
+    15,
   );
 });
 
