@@ -38,6 +38,7 @@ import { ledgerAt, type AnyLedgerState, type Ledger } from './machine.ts';
 import { RECEIPT_CHECKERS } from './receipt-checkers.ts';
 import { SEC_CHECKERS } from './sec-checkers.ts';
 import { TEXT_CHECKERS } from './text-checkers.ts';
+import { RICH_CHECKERS } from './rich-checkers.ts';
 
 /** A state of either version of the machine (machine.ts): what checkers compare is mostly its `log`. */
 type LedgerState = AnyLedgerState;
@@ -1044,6 +1045,8 @@ export const CHECKERS: readonly Checker[] = [
   },
   // The collaborative text's (issue 38): text-checkers.ts.
   ...TEXT_CHECKERS,
+  // The rich text's (issue 38): rich-checkers.ts.
+  ...RICH_CHECKERS,
   ...RECEIPT_CHECKERS,
   // The room service's (issue 36): sec-checkers.ts.
   ...SEC_CHECKERS,

@@ -12,13 +12,24 @@
  * `mark` sets one key and deletes another, both named after ctx.position (which rebasing
  * changes), so the keyed map's tries split and collapse under every fault the simulator makes,
  * and each replica's tree is compared with the reference's as part of the state.
+ *
+ * `doc` is a collaborative text and `rich` a rich text (TEXT-*, RICH-*), both in either version.
+ * The rich text is @hercules/prosemirror's model from its `/ops` entry (no ProseMirror there):
+ * the simulator depends on the binding's package, never the reverse, and core keeps no model
+ * whose block and mark names are one editor's schema (`h`, `l`, `c`, strong, em, link).
  */
 import { createText, defineMachine, keyedMap, textOps, type KeyedMap, type Machine, type OpContext, type Text } from '@hercules/core';
+import { createRichText, richTextOps, type RichBlockArgs, type RichFormatArgs, type RichText } from '@hercules/prosemirror/ops';
 
 export interface LedgerState {
   log: string[];
   /** A collaborative text (issue 38) that clients edit at random places: TEXT-CONVERGE and its kin. */
   doc: Text;
+  /**
+   * A rich text (@hercules/prosemirror's model: its characters in `rich.text`, block attributes,
+   * mark spans) that clients edit as the ProseMirror binding does (rich-edits.ts): RICH-*.
+   */
+  rich: RichText;
   counters: Record<string, number>;
   stamps: Record<string, string>;
 }
@@ -29,6 +40,7 @@ export const work = { ops: 0 };
 export interface LedgerStateV2 {
   log: string[];
   doc: Text;
+  rich: RichText;
   counters: Record<string, number>;
   marks: KeyedMap<string>;
   schema: 2;
@@ -71,13 +83,32 @@ const text = {
   },
 };
 
+/**
+ * The rich-text ops the machine runs, looked up when an op runs: a test replaces one to plant a
+ * bug (sim.test.ts), and every replica runs the planted one.
+ */
+export const richImpl = richTextOps();
+const rich = {
+  richBlock(s: Pick<LedgerState, 'rich' | 'log'>, a: RichBlockArgs, ctx: OpContext) {
+    work.ops++;
+    richImpl.richBlock(s, a);
+    s.log.push(`${ctx.client}:${ctx.seq}`);
+  },
+  richFormat(s: Pick<LedgerState, 'rich' | 'log'>, a: RichFormatArgs, ctx: OpContext) {
+    work.ops++;
+    richImpl.richFormat(s, a);
+    s.log.push(`${ctx.client}:${ctx.seq}`);
+  },
+};
+
 export const ledger = defineMachine({
   name: 'sim-ledger',
   version: 1,
-  initial: { log: [], doc: createText('sim'), counters: {}, stamps: {} } as LedgerState,
+  initial: { log: [], doc: createText('sim'), rich: createRichText(), counters: {}, stamps: {} } as LedgerState,
   ops: {
     ...counting,
     ...text,
+    ...rich,
     stamp(s, a: { key: string }, ctx) {
       work.ops++;
       s.stamps[a.key] = `${ctx.author}@${ctx.position}`;
@@ -93,10 +124,11 @@ export const ledger = defineMachine({
 export const ledgerV2 = defineMachine({
   name: 'sim-ledger',
   version: 2,
-  initial: { log: [], doc: createText('sim'), counters: {}, marks: keyedMap.empty(), schema: 2 } as LedgerStateV2,
+  initial: { log: [], doc: createText('sim'), rich: createRichText(), counters: {}, marks: keyedMap.empty(), schema: 2 } as LedgerStateV2,
   ops: {
     ...counting,
     ...text,
+    ...rich,
     mark(s, a: { at: string }, ctx) {
       work.ops++;
       // Up to 97 keys per `at`, written and removed by position: the map grows past a leaf (32).
@@ -108,7 +140,7 @@ export const ledgerV2 = defineMachine({
   },
   migrateFrom: {
     machine: ledger,
-    state: (s1: LedgerState): LedgerStateV2 => ({ log: s1.log, doc: s1.doc, counters: s1.counters, marks: keyedMap.from(s1.stamps), schema: 2 }),
+    state: (s1: LedgerState): LedgerStateV2 => ({ log: s1.log, doc: s1.doc, rich: s1.rich, counters: s1.counters, marks: keyedMap.from(s1.stamps), schema: 2 }),
     op: (op) =>
       op.name === 'stamp'
         ? { name: 'mark', args: { at: (op.args as { key: string }).key } }

@@ -68,6 +68,7 @@ import type { ShardLog } from '@hercules/cluster/pipeline';
 import type { Limits } from '@hercules/server';
 import { ServiceLinks, SimAuth, type AuthConfig, type ClientEnd, type SimCredential } from './service.ts';
 import { hostilePeer, type HostilePeer } from './hostile-peer.ts';
+import { RichEditor, type RichRoom } from './rich-edits.ts';
 
 export { CHECKERS, Violation };
 
@@ -633,6 +634,13 @@ export class Simulation implements SimState {
   /** The id of the last character each client typed: a burst goes on after it (TEXT-NO-INTERLEAVE). */
   private readonly typed = new Map<string, number>();
   readonly apiOn: boolean;
+  /**
+   * Rich-text edits (rich-edits.ts; RICH-*) draw from their own stream, so a seed's other choices
+   * stay as they were; about half the seeds make them.
+   */
+  private readonly richRng: Rng;
+  readonly richOn: boolean;
+  private readonly richEditor: RichEditor;
   /** Hostile peers (hostile-peer.ts) connect in this run: drawn apart, so other draws stay as they were. */
   private readonly hostileRng: Rng;
   readonly hostileOn: boolean;
@@ -707,6 +715,9 @@ export class Simulation implements SimState {
     this.upgradeRng = new Rng(seed ^ 0x0b9a3);
     this.textRng = new Rng(seed ^ 0x7e87);
     this.textOn = this.textRng.chance(0.6);
+    this.richRng = new Rng(seed ^ 0x41c7);
+    this.richOn = this.richRng.chance(0.5);
+    this.richEditor = new RichEditor(this.richRng);
     this.cfg = cfg;
     this.auth = new SimAuth(this, cfg.auth);
     this.authRng = new Rng(seed ^ 0x5ec1);
@@ -1241,6 +1252,7 @@ export class Simulation implements SimState {
       this.count('presence-set');
     }
     if (this.textOn && !this.stopSubmitting && c.alive && c.room && !c.tooOld && this.textRng.chance(0.3)) this.editText(c);
+    if (this.richOn && !this.stopSubmitting && c.alive && c.room && !c.tooOld && this.richRng.chance(0.3)) this.editRich(c);
     if (this.apiOn && !this.stopSubmitting && this.apiRng.chance(0.04)) this.submitFromApi();
     if (this.rng.chance(r.disconnect * 10) && c.conn) {
       this.count('disconnect');
@@ -1328,6 +1340,17 @@ export class Simulation implements SimState {
     c.handles.push(h);
     this.submitted++;
     this.checks.submitted(this, c, { kind: 'op', handle: h, after: c.room!.getState('submitted') });
+  }
+
+  /** An edit of the rich text as the ProseMirror binding makes it (rich-edits.ts): one to two ops. */
+  private editRich(c: SimClient): void {
+    const room = c.room!;
+    const kind = this.richEditor.edit(room as unknown as RichRoom, (h) => {
+      c.handles.push(h);
+      this.submitted++;
+      this.checks.submitted(this, c, { kind: 'op', handle: h, after: room.getState('submitted') });
+    });
+    this.count(kind);
   }
 
   private submitRandom(c: SimClient): void {

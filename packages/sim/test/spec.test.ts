@@ -17,6 +17,7 @@ const ID = '[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+';
 const TOOLS = [
   'packages/sim/src/checkers.ts',
   'packages/sim/src/text-checkers.ts',
+  'packages/sim/src/rich-checkers.ts',
   'packages/sim/src/receipt-checkers.ts',
   'packages/sim/src/sec-checkers.ts',
   'packages/sim/src/fuzz.ts',
