@@ -14,18 +14,27 @@
  * Timed: the process's CPU (server and clients together) per update delivered to a client (each
  * write counts at the 3 other writers); the rate is 1 s of CPU over that.
  *
- *   NODE_ENV=production node -C @hercules/source --import tsx bench/src/keys-yjs.bench.ts [--keys 1000,10000,100000] [--rounds 3] [--turns 2000] [--only hercules]
+ *   NODE_ENV=production node -C @hercules/source --import tsx bench/src/keys-yjs.bench.ts [--keys 1000,10000,100000] [--rounds 3] [--turns 2000] [--only hercules] [--baseline .baseline]
+ *
+ * `--baseline <dir>`: another checkout inside this repository's folder (so its imports resolve
+ * here, e.g. `git worktree add --detach .baseline <commit>`), run in each round beside this tree
+ * (old vs new, alternated in one process).
  *
  * Without NODE_ENV=production each new snapshot is frozen by a walk of every new container
  * (machine.ts, FREEZE_ALL): at 100k keys 2.6 ms a turn of 4 ops, most of the process.
  */
 import { parseArgs } from 'node:util';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import * as Y from 'yjs';
-import * as C from '@hercules/core';
-import { memoryStorage, type ClientStorage } from '@hercules/client';
+import * as C_ from '@hercules/core';
+import type * as C from '@hercules/core';
+import { memoryStorage as memoryStorage_, type ClientStorage } from '@hercules/client';
 import { prefilledKv } from './peers/kv-machine.ts';
 
-const { values } = parseArgs({ options: { keys: { type: 'string' }, rounds: { type: 'string' }, turns: { type: 'string' }, only: { type: 'string' } } });
+const { values } = parseArgs({
+  options: { keys: { type: 'string' }, rounds: { type: 'string' }, turns: { type: 'string' }, only: { type: 'string' }, baseline: { type: 'string' } },
+});
 const KEYS = (values.keys ?? '1000,10000,100000').split(',').map(Number);
 const ROUNDS = Number(values.rounds ?? 3);
 const TURNS = Number(values.turns ?? 2000);
@@ -69,8 +78,19 @@ function driverStore(s: ClientStorage, pending: Promise<void>[]): C.DriverStore 
   return { append: (ops, done) => track(s.append('room', ops), done), saveBase: (b, done) => track(s.saveBase('room', b), done) };
 }
 
-/** µs of CPU per update delivered to a client, Hercules. */
-async function hercules(keys: number): Promise<number> {
+type Core = typeof C_;
+type MemoryStorage = typeof memoryStorage_;
+const baseDir = values.baseline ? resolve(values.baseline) : undefined;
+const imp = async <T>(rel: string) => (await import(pathToFileURL(join(baseDir!, rel)).href)) as T;
+const baseline = baseDir
+  ? {
+      C: await imp<Core>('packages/core/src/index.ts'),
+      memoryStorage: (await imp<{ memoryStorage: MemoryStorage }>('packages/client/src/storage.ts')).memoryStorage,
+    }
+  : undefined;
+
+/** µs of CPU per update delivered to a client, Hercules (this tree's, or the baseline's core and store). */
+async function hercules(keys: number, C: Core = C_, memoryStorage: MemoryStorage = memoryStorage_): Promise<number> {
   const m = prefilledKv(C, keys, 'keyedMap');
   const clock = benchClock();
   const server = new C.RoomEngine(m, { ackTimeoutMs: 1e9 });
@@ -158,7 +178,9 @@ const rows: Record<string, Record<string, string>> = {};
 for (const keys of KEYS) {
   const h: number[] = [];
   const y: number[] = [];
+  const b: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
+    if (baseline) b.push(await hercules(keys, baseline.C, baseline.memoryStorage));
     h.push(await hercules(keys));
     y.push(values.only === 'hercules' ? Number.NaN : yjs(keys)); // --only hercules: to profile it alone
   }
@@ -172,5 +194,10 @@ for (const keys of KEYS) {
     'rate Hercules ÷ Yjs': (ym / hm).toFixed(2),
     'rounds, Hercules ÷ Yjs': h.map((x, i) => (y[i] / x).toFixed(2)).join(' / '),
   };
+  if (baseline) {
+    rows[`${keys} keys`]['baseline µs/update'] = median(b).toPrecision(3);
+    rows[`${keys} keys`]['CPU now ÷ baseline'] = (hm / median(b)).toFixed(2);
+    rows[`${keys} keys`]['rounds, now ÷ baseline'] = h.map((x, i) => (x / b[i]).toFixed(2)).join(' / ');
+  }
 }
 console.table(rows);

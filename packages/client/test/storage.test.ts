@@ -314,7 +314,7 @@ test('an IndexedDB store belongs to one tab at a time: a second opener gets stor
   await holder.close();
 });
 
-test('memory storage copies only what changed since its last base: a 10k-key keyedMap shares every untouched leaf with the held copy', async () => {
+test('memory storage holds a frozen snapshot as it is, and copies only what changed of any other state: a 10k-key keyedMap shares every untouched leaf with the held copy', async () => {
   const { initial, run } = keyedStates();
   let state = initial;
   for (let i = 0; i < 10_000; i++) state = run(state, `k${i}`, i);
@@ -322,9 +322,18 @@ test('memory storage copies only what changed since its last base: a 10k-key key
   await s.init('room', 'c');
   await s.saveBase('room', { pos: 1, state, ownSeq: 0 });
   const next = run(run(state, 'k7', -7), 'new', 1);
+  assert.ok(Object.isFrozen(next), "an engine's snapshot is frozen: the store holds it as it is");
   await s.saveBase('room', { pos: 2, state: next, ownSeq: 0 });
   const got = (await s.load('room'))!.base!.state;
   assert.deepEqual(got, structuredClone(next), 'the held base is the saved state');
+  // A state that is not frozen is copied (what changed since the last save): changing it after
+  // the save does not change the base.
+  const loose = structuredClone(next) as typeof next & { extra?: number };
+  await s.saveBase('room', { pos: 3, state: loose, ownSeq: 0 });
+  const looser = { ...loose, extra: 1 };
+  await s.saveBase('room', { pos: 4, state: looser, ownSeq: 0 });
+  looser.extra = 2;
+  assert.equal(((await s.load('room'))!.base!.state as { extra?: number }).extra, 1, 'an unfrozen state is held as a copy');
   // The held copies themselves (load clones): compare copyChanged's output with its input.
   const first = structuredClone(state);
   const copy = copyChanged(state, first, next) as typeof next;

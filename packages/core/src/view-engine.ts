@@ -1189,6 +1189,16 @@ export class ViewEngine<S = unknown> {
         this.out.changed.add('visible');
       }
     }
+    // Visible will next stop before our first op in the run it does not yet hold: the ops up to
+    // there run in a draft of their own, so that move is a lookup (afterOf), not a second
+    // application of them (100,000-key keyedMap, 4 writers: 2 of each client's 7 applications
+    // per turn were Visible's; bench:keys, docs/benchmarks.md).
+    const j = adopted === undefined ? this.#visibleStop(run, k) : run.length;
+    if (j > k && j < run.length) {
+      state = applyOps(this.machine, state, run.slice(k, j), run[k].pos, diverged(k));
+      this.#afterOf.set(run[j - 1], state);
+      k = j;
+    }
     if (k < run.length) {
       state = adopted ?? applyOps(this.machine, state, k === 0 ? run : run.slice(k), run[k].pos, diverged(k));
       this.#afterOf.set(run[run.length - 1], state);
@@ -1199,6 +1209,15 @@ export class ViewEngine<S = unknown> {
     }
     if (state !== this.#authState) this.out.changed.add('authoritative');
     this.#authState = state;
+  }
+
+  /** The index in `run` (from `k`) of our first op Visible does not hold yet (VIS-BY-STABLE aside), or its length. */
+  #visibleStop(run: readonly AuthItem[], k: number): number {
+    for (let j = k; j < run.length; j++) {
+      const e = run[j];
+      if (e.client === this.clientId && e.seq > this.#visibleSeq && e.pos > this.serverStable) return j;
+    }
+    return run.length;
   }
 
   private onVisible(seq: number): void {
