@@ -10,23 +10,32 @@
 import { HerculesError, type Machine } from '@hercules/core';
 import { connectWith, type ClientFeatures, type ConnectOptions } from './connect.ts';
 import { recoverPending } from './recover.ts';
+import { indexedDbDirectory } from './indexeddb-directory.ts';
+import { STORE_ENV } from './indexeddb-storage.ts';
 import type { ConnectedRoom } from './room.ts';
 
-export { textFeature, undoFeature, VIEWS } from '@hercules/core';
+export { presenceFeature, receiptsFeature, textFeature, undoFeature, VIEWS } from '@hercules/core';
 export type { OpHandle, ViewName, Stage, AppRoom, ViewPositions, MemberPosition, RoomFeatures } from '@hercules/core';
 export type { ClientFeatures, ConnectOptions, ConnectedRoom } from './connect.ts';
 export type { ClientStorage, OpTag } from './storage.ts';
 export { memoryStorage } from './storage.ts';
-export { indexedDbStorage } from './indexeddb-storage.ts';
+/** IndexedDB storage without `directory()` (recoveryFeature finds the stores without it). */
+export { leanIndexedDbStorage as indexedDbStorage } from './indexeddb-storage.ts';
 
 /** Stranded-store recovery (ConnectOptions.recover; recover.ts, DUR-NOT-STRANDED). */
-export const recoveryFeature: ClientFeatures = { recoverPending };
+export const recoveryFeature: ClientFeatures = {
+  recoverPending,
+  storeDirectory: (storage) => {
+    const env = STORE_ENV.get(storage);
+    return env && indexedDbDirectory(env);
+  },
+};
 
 export interface LeanConnectOptions<M extends Machine<any, any>> extends ConnectOptions<M> {
   /**
    * The features this room has beyond its core: `undoFeature` (room.undo and redo),
-   * `textFeature` (room.text), `recoveryFeature` (the recovery of stranded stores, on by
-   * default with it). None by default.
+   * `textFeature` (room.text), `presenceFeature` (room.presence, setPresenceOf), `receiptsFeature` (room.onReceipts),
+   * `recoveryFeature` (the recovery of stranded stores, on by default with it). None by default.
    */
   features?: readonly ClientFeatures[];
 }
