@@ -199,8 +199,8 @@ function reporter(room: string, onError: ((e: Error) => void) | undefined): (e: 
 }
 
 /**
- * What a connected room may have beyond its core (room-features.ts): undo and `room.text`, and
- * the recovery of stranded stores. `connect` gives them all; `@hercules/client/lean` only the
+ * What a connected room may have beyond its core (room-features.ts): undo, `room.text`,
+ * presence and delivery receipts, and the recovery of stranded stores. `connect` gives them all; `@hercules/client/lean` only the
  * ones the app passes, so its bundle holds no other.
  */
 export interface ClientFeatures extends RoomFeatures {
@@ -210,7 +210,7 @@ export interface ClientFeatures extends RoomFeatures {
   readonly storeDirectory?: (storage: ClientStorage) => StoreDirectory | undefined;
 }
 
-/** Connect to a room, with every feature (undo, `room.text`, stranded-store recovery). */
+/** Connect to a room, with every feature (undo, `room.text`, presence, receipts, stranded-store recovery). */
 export function connect<M extends Machine<any, any>>(opts: ConnectOptions<M>): Promise<ConnectedRoom<M>> {
   return connectWith(opts, { ...ALL_ROOM_FEATURES, recoverPending });
 }

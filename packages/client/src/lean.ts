@@ -1,7 +1,8 @@
 /**
  * `@hercules/client/lean`: connect() with only the features the app passes, for browser bundles.
- * `@hercules/client`'s connect() has every one (undo, `room.text`, stranded-store recovery),
- * each a method or a default of every room, so no bundler can leave them out; here each is
+ * `@hercules/client`'s connect() has every one (undo, `room.text`, presence, delivery receipts,
+ * stranded-store recovery and the IndexedDB directory it reads), each a method or a default of
+ * every room, so no bundler can leave them out; here each is
  * an import of its own, and the README's browser snippet pays for none (issue 41, item 5;
  * docs/benchmarks.md, "Browser bundle size").
  *
