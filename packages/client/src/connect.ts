@@ -199,16 +199,18 @@ function reporter(room: string, onError: ((e: Error) => void) | undefined): (e: 
 }
 
 /**
- * What a connected room may have beyond its core (room-features.ts): undo and `room.text`, and
- * the recovery of stranded stores. `connect` gives them all; `@hercules/client/lean` only the
+ * What a connected room may have beyond its core (room-features.ts): undo, `room.text`,
+ * presence and delivery receipts, and the recovery of stranded stores. `connect` gives them all; `@hercules/client/lean` only the
  * ones the app passes, so its bundle holds no other.
  */
 export interface ClientFeatures extends RoomFeatures {
   /** Stranded-store recovery (recover.ts): without it, `recover` must not be set. */
   readonly recoverPending?: typeof recoverPending;
+  /** Where recovery looks by default when the storage has no `directory()` (lean's IndexedDB storage). */
+  readonly storeDirectory?: (storage: ClientStorage) => StoreDirectory | undefined;
 }
 
-/** Connect to a room, with every feature (undo, `room.text`, stranded-store recovery). */
+/** Connect to a room, with every feature (undo, `room.text`, presence, receipts, stranded-store recovery). */
 export function connect<M extends Machine<any, any>>(opts: ConnectOptions<M>): Promise<ConnectedRoom<M>> {
   return connectWith(opts, { ...ALL_ROOM_FEATURES, recoverPending });
 }
@@ -294,7 +296,7 @@ export async function connectWith<M extends Machine<any, any>>(opts: ConnectOpti
       report(error);
     },
   });
-  const roomStorage = features.recoverPending ? startRecovery(opts, storage, clientId, report, features.recoverPending) : storage;
+  const roomStorage = features.recoverPending ? startRecovery(opts, storage, clientId, report, features) : storage;
   room = new ConnectedClientRoom({ name: opts.room, inner, driver, transport, storage: roomStorage });
   if (opts.onStatus) room.onStatus(opts.onStatus);
   if (opts.onRejected) room.onRejected(opts.onRejected);
@@ -319,13 +321,18 @@ function startRecovery<M extends Machine<any, any>>(
   storage: ClientStorage,
   clientId: string,
   report: (e: Error) => void,
-  recover: typeof recoverPending,
+  { recoverPending: recover, storeDirectory }: ClientFeatures,
 ): ClientStorage {
-  const stores = typeof opts.recover === 'object' ? opts.recover : opts.recover === false || opts.transport ? undefined : storage.directory?.();
+  const stores =
+    typeof opts.recover === 'object'
+      ? opts.recover
+      : opts.recover === false || opts.transport
+        ? undefined
+        : (storage.directory?.() ?? storeDirectory?.(storage));
   if (!stores) return storage;
   const stop = new AbortController();
   const { storage: _storage, clientId: _clientId, recover: _recover, transport: _transport, onStatus: _onStatus, ...rest } = opts;
-  const running = recover({ ...rest, stores, signal: stop.signal, exceptClientId: clientId, onError: report }).catch(report);
+  const running = recover!({ ...rest, stores, signal: stop.signal, exceptClientId: clientId, onError: report }).catch(report);
   return {
     ...storage,
     close: async () => {

@@ -12,7 +12,7 @@
  * is missing the store opens unlocked.
  */
 import { HerculesError, joinParts, partChanges, partsUnder, type BaseSnapshot, type OpRecord, type PartChanges } from '@hercules/core';
-import { indexedDbDirectory } from './indexeddb-directory.ts';
+import { indexedDbDirectory, type IndexedDbEnv } from './indexeddb-directory.ts';
 import type { ClientStorage, OpTag, StoredClient } from './storage.ts';
 
 /** `parts` (version 3): `state` is the skeleton of a base kept in parts (core's base-parts.ts), its rows in the `part` store. */
@@ -358,11 +358,26 @@ function baseSaver(opened: Promise<IDBDatabase>, KeyRange: typeof IDBKeyRange): 
   };
 }
 
+/** What the directory of a store's origin needs (indexeddb-directory.ts): kept per store that has Web Locks. */
+export const STORE_ENV = new WeakMap<ClientStorage, Omit<IndexedDbEnv, 'match'>>();
+
 /**
  * `env` supplies another IndexedDB implementation (e.g. fake-indexeddb in tests) and, with
  * `locks`, another lock manager (default `navigator.locks`).
  */
 export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFactory; IDBKeyRange: typeof IDBKeyRange; locks?: StoreLocks }): ClientStorage {
+  const storage = leanIndexedDbStorage(dbName, env);
+  const found = STORE_ENV.get(storage);
+  // Without Web Locks a store in use cannot be told from a stranded one: no recovery then.
+  if (found) storage.directory = () => indexedDbDirectory(found);
+  return storage;
+}
+
+/**
+ * indexedDbStorage without `directory()` (`@hercules/client/lean`'s: its recoveryFeature finds
+ * the stores without it), so a bundle without recovery leaves the directory out.
+ */
+export function leanIndexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFactory; IDBKeyRange: typeof IDBKeyRange; locks?: StoreLocks }): ClientStorage {
   const g = globalThis as { indexedDB?: IDBFactory; IDBKeyRange?: typeof IDBKeyRange; navigator?: { locks?: StoreLocks } };
   const idb = env?.indexedDB ?? g.indexedDB;
   const KeyRange = env?.IDBKeyRange ?? g.IDBKeyRange;
@@ -397,15 +412,13 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
     return items.length ? writer.write(items, db) : undefined;
   };
   const saveParts = baseSaver(opened, KeyRange);
-  return {
+  const storage: ClientStorage = {
     durability: 'power-loss',
     keepsTags: true,
     async rooms() {
       const db = await opened;
       return (await req(tx(db, ['client'], 'readonly').objectStore('client').getAllKeys())) as string[];
     },
-    // Without Web Locks a store in use cannot be told from a stranded one: no recovery then.
-    ...(locks ? { directory: () => indexedDbDirectory({ indexedDB: idb, IDBKeyRange: KeyRange, locks }) } : {}),
     async load(room): Promise<StoredClient | undefined> {
       const db = await opened;
       const t = tx(db, ['client', 'ops', 'base', 'part'], 'readonly');
@@ -445,4 +458,6 @@ export function indexedDbStorage(dbName = 'hercules', env?: { indexedDB: IDBFact
       }
     },
   };
+  if (locks) STORE_ENV.set(storage, { indexedDB: idb, IDBKeyRange: KeyRange, locks });
+  return storage;
 }

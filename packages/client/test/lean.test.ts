@@ -1,13 +1,16 @@
 /**
  * `@hercules/client/lean` (issue 41, item 5): connect() with only the features passed. Without
- * them a room has no undo and no `room.text`, and says so; with them it has both, as the
- * default entry's rooms do. The consumer test checks what the lean bundle leaves out.
+ * them a room has no undo, no `room.text`, no presence and no delivery receipts, and says so;
+ * with them it has each, as the default entry's rooms do. The consumer test checks what the lean bundle leaves out.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { HerculesError, createText, defineMachine, textOps } from '@hercules/core';
+import { createServer } from '@hercules/server';
+import { tempDir, until } from '@hercules/test-utils';
 import { connect as connectFull } from '../src/index.ts';
-import { connect, memoryStorage, recoveryFeature, textFeature, undoFeature } from '../src/lean.ts';
+import { connect, memoryStorage, presenceFeature, receiptsFeature, recoveryFeature, textFeature, undoFeature, type ClientFeatures } from '../src/lean.ts';
+import { chat } from '../../../apps/machines.ts';
 
 const doc = defineMachine({
   name: 'doc',
@@ -58,4 +61,53 @@ test('undo options or recover without their feature are refused, not ignored', a
   await assert.rejects(connect({ url, room: 'lean', machine: doc, recover: true }), isBadArgument);
   const room = await connect({ url, room: 'lean', machine: doc, recover: true, features: [recoveryFeature], onError: () => {} });
   await room.close();
+});
+
+// Presence and delivery receipts are features too: a lean room without them ignores what the
+// server says of others' presence and asks for no receipts; with them it is a full room's equal.
+// spec: PRESENCE-EPHEMERAL, RECEIPT-TRUE
+test('presence and receipts: only with presenceFeature and receiptsFeature, then as in a full room', async (t) => {
+  const { dir, cleanup } = tempDir('lean');
+  const srv = await createServer({ port: 0, dataDir: dir, machines: [chat], log: 'silent' });
+  t.after(async () => {
+    await srv.close();
+    cleanup();
+  });
+  const open = async (features?: ClientFeatures[]) => {
+    const r = features
+      ? await connect({ url: srv.url, room: 'p', machine: chat, features, onError: () => {} })
+      : await connectFull({ url: srv.url, room: 'p', machine: chat, onError: () => {} });
+    t.after(() => r.close());
+    await r.whenOnline({ timeoutMs: 5000 });
+    return r;
+  };
+  const bare = await open([]);
+  const lean = await open([presenceFeature, receiptsFeature]);
+  const full = await open();
+  assert.throws(
+    () => bare.presence,
+    (e: unknown) => isBadArgument(e) && /presenceFeature/.test((e as Error).message),
+  );
+  assert.throws(
+    () => bare.setPresenceOf('tab', { name: 't' }),
+    (e: unknown) => isBadArgument(e) && /presenceFeature/.test((e as Error).message),
+  );
+  assert.throws(
+    () => bare.onReceipts(() => {}),
+    (e: unknown) => isBadArgument(e) && /receiptsFeature/.test((e as Error).message),
+  );
+  full.presence.set({ name: 'full' });
+  lean.presence.set({ name: 'lean' });
+  await until(() => lean.presence.others().length === 1 && full.presence.others().length === 1, 5000, 'each sees the other');
+  assert.deepEqual(lean.presence.others()[0].value, { name: 'full' });
+  assert.deepEqual(full.presence.others()[0].value, { name: 'lean' });
+  assert.equal(lean.presence.get()?.name, 'lean');
+  let heard = 0;
+  lean.onReceipts(() => heard++);
+  const op = lean.ops.say({ text: 'hi' });
+  await op.visible;
+  await until(() => lean.seenBy(op).length === 2, 5000, 'both others in seenBy');
+  assert.ok(heard > 0);
+  assert.deepEqual(bare.seenBy(op), [], 'a room without receipts knows none');
+  assert.deepEqual(bare.memberPositions(), []);
 });

@@ -6,14 +6,17 @@
 import type { TextHandle, TextPath } from './text.ts';
 import { HerculesError, OpRejectedError, errorMessage, type ErrorCode } from './errors.ts';
 import type { Machine, OpArgs, OpsOf, Patch, PresenceOf, StateOf } from './machine.ts';
-import type { AckMessage, ClientMessage, OpRecord, PeerPresence, ServerMessage } from './protocol.ts';
-import { ReceiptBook, type MemberPosition } from './receipts.ts';
+import type { AckMessage, ClientMessage, OpRecord, ServerMessage } from './protocol.ts';
+import type { MemberPosition, ReceiptBook } from './receipts.ts';
 import { UNDO_OP } from './undo.ts';
 import type { RoomFeatures } from './room-features.ts';
-import type { UndoOptions, UndoStack, UndoStatus } from './undo-stack.ts';
-import { VIEWS, ViewEngine, type BaseSnapshot, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
+import type { RoomUndo, UndoOptions, UndoStatus } from './undo-stack.ts';
+import type { PresenceApi, RoomPresence } from './presence.ts';
+import { VIEWS, LeanViewEngine, type BaseSnapshot, type Batching, type ClientRestore, type OwnOp, type Stage, type ViewName } from './view-engine.ts';
 
 /** What the room needs from the world: a way to send frames and to persist ops. */
+export type { RoomPresence } from './presence.ts';
+
 export interface RoomDriver {
   send(msg: ClientMessage): void;
   /** Persist ops durably, then call `room.durable(lastSeqWritten)`. */
@@ -34,26 +37,6 @@ export interface RoomDriver {
   fatal?(code: ErrorCode, message: string): boolean | void;
   /** Our presence changed and waits to be sent: call `room.flushPresence()`, paced as the driver likes. */
   presenceDue?(): void;
-}
-
-/**
- * Who else is in the room and what they show: each connection's small JSON value (a cursor, a
- * selection, a name), never logged, stored or part of any view; cleared when it leaves.
- */
-export interface RoomPresence<P = unknown> {
-  /**
-   * Set ours (null clears it); only the latest is sent, at most every `presenceEveryMs`. Throws
-   * 'bad-argument' for a value outside the JSON domain or the machine's presence schema.
-   */
-  set(value: P | null): void;
-  /** Merge `partial` into ours (an object) and set the result. */
-  update(partial: unknown extends P ? Record<string, unknown> : Partial<P>): void;
-  /** Ours, as last set (undefined: none). */
-  get(): P | undefined;
-  /** The other connections' presence (none while offline). The same array until it changes. */
-  others(): readonly PeerPresence<P>[];
-  /** Called with others() whenever it changes. */
-  subscribe(listener: (others: readonly PeerPresence<P>[]) => void): () => void;
 }
 
 export interface OpHandle {
@@ -355,38 +338,16 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
    * (`positions()`, `onProgress()` and `pending()` say what an app or inspector needs; the room
    * `connect()` returns does not expose it).
    */
-  readonly engine: ViewEngine<StateOf<M>>;
+  readonly engine: LeanViewEngine<StateOf<M>>;
   readonly ops: OpStubs<M>;
   #driver: RoomDriver | undefined;
   readonly #handles = new Map<number, Handle>();
   readonly #listeners = new Map<ViewName, Set<Listener<StateOf<M>>>>();
   readonly #memberListeners = new Set<(members: readonly string[]) => void>();
-  readonly #receipts = new ReceiptBook();
-  readonly #presenceListeners = new Set<(others: readonly PeerPresence<PresenceOf<M>>[]) => void>();
-  #othersCache: readonly PeerPresence<PresenceOf<M>>[] | undefined;
-
-  readonly presence: RoomPresence<PresenceOf<M>> = {
-    set: (value) => {
-      this.engine.setPresence(value);
-      this.#pump();
-    },
-    update: (partial) => {
-      if (partial === null || typeof partial !== 'object' || Array.isArray(partial))
-        throw new HerculesError('bad-argument', 'presence.update(partial): partial must be an object');
-      const cur = this.engine.ownPresenceValue();
-      const base = cur !== null && typeof cur === 'object' && !Array.isArray(cur) ? cur : {};
-      this.presence.set({ ...base, ...partial } as PresenceOf<M>);
-    },
-    get: () => this.engine.ownPresenceValue() as PresenceOf<M> | undefined,
-    others: () => (this.#othersCache ??= Object.freeze(this.engine.presence() as PeerPresence<PresenceOf<M>>[])),
-    subscribe: (listener) => {
-      if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'presence.subscribe(listener): listener must be a function');
-      this.#presenceListeners.add(listener);
-      return () => {
-        this.#presenceListeners.delete(listener);
-      };
-    },
-  };
+  /** Delivery receipts, if this room has the receipts feature (receipts.ts). */
+  readonly #receipts: ReceiptBook | undefined;
+  /** `room.presence`, if this room has the presence feature (presence.ts). */
+  readonly #presence: PresenceApi<PresenceOf<M>> | undefined;
   readonly #progressListeners = new Set<(positions: ViewPositions) => void>();
   readonly #rejectedListeners = new Set<(op: OpHandle) => void>();
   /** The positions last returned (kept by identity while equal) and last told to progress listeners. */
@@ -406,9 +367,8 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   #closed = false;
   /** The fatal error that stopped this room, if any. */
   #failure: HerculesError | undefined;
-  readonly #history: UndoStack<StateOf<M>> | undefined;
-  readonly #undoListeners = new Set<(status: UndoStatus) => void>();
-  #undoSaid: UndoStatus = { canUndo: false, canRedo: false };
+  /** Undo tracking, if this room has the undo feature and `undo` is not false (undo-stack.ts). */
+  readonly #history: RoomUndo<StateOf<M>, Handle> | undefined;
   readonly #textHandle: RoomFeatures['textHandle'];
 
   constructor(
@@ -419,7 +379,9 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     const now = (this.now = opts.now ?? (() => performance.now()));
     const makeUndo = opts.undo === false ? undefined : opts.features?.undoStack;
     this.#textHandle = opts.features?.textHandle;
-    this.engine = new ViewEngine<StateOf<M>>(
+    const features = opts.features;
+    const Engine = features?.engine ?? LeanViewEngine;
+    this.engine = new Engine<StateOf<M>>(
       machine,
       {
         clientId: opts.clientId,
@@ -432,12 +394,15 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
           : {
               onOwnRun: (before: StateOf<M>, after: StateOf<M>, ops: readonly OwnOp[], patches: readonly Patch[]) => {
                 this.#history!.ran(before, after, ops, patches);
-                this.#undoChanged();
+                this.#history!.changed();
               },
             }),
       },
       opts.restore,
     );
+    this.#receipts = features?.receipts?.();
+    const presence = this.engine.presenceState;
+    this.#presence = presence && features?.presenceApi?.<PresenceOf<M>>(presence, () => this.#pump());
     this.#driver = driver;
     this.#notifyMode = opts.notify ?? 'microtask';
     for (const v of VIEWS) this.notified.set(v, this.engine.getState(v));
@@ -449,7 +414,12 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     const stubs: Record<string, (args?: unknown) => OpHandle> = {};
     for (const name of machine.opNames) stubs[name] = (args?: unknown) => this.submit(name, args);
     this.ops = Object.freeze(stubs) as OpStubs<M>;
-    if (makeUndo) this.#history = makeUndo(machine, opts.undo || {}, now);
+    if (makeUndo)
+      this.#history = makeUndo(machine, opts.undo || {}, now, {
+        engine: this.engine,
+        submit: (name, args) => this.#submitOp(name, args),
+        warn: (m) => this.#driver?.warn?.(m),
+      });
   }
 
   attach(driver: RoomDriver): void {
@@ -461,6 +431,15 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   get clientId(): string {
     return this.engine.clientId;
+  }
+
+  /** Presence (presence.ts); a room without the presence feature throws 'bad-argument' here. */
+  get presence(): RoomPresence<PresenceOf<M>> {
+    return this.#needPresence();
+  }
+
+  #needPresence(): PresenceApi<PresenceOf<M>> {
+    return this.#presence ?? missingFeature('room.presence', 'presence');
   }
 
   getState(view: ViewName = 'submitted'): StateOf<M> {
@@ -532,21 +511,22 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   onReceipts(listener: () => void): () => void {
     if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onReceipts(listener): listener must be a function');
+    const book = this.#receipts ?? missingFeature('room.onReceipts()', 'receipts');
     const fn = () => listener(); // one subscription per call, even of the same function
-    if (this.#receipts.add(fn)) this.#askReceipts(true);
+    if (book.add(fn)) this.#askReceipts(true);
     return () => {
-      if (!this.#receipts.remove(fn)) return;
-      this.#receipts.reset(); // no longer kept up to date: say nothing rather than something stale
+      if (!book.remove(fn)) return;
+      book.reset(); // no longer kept up to date: say nothing rather than something stale
       this.#askReceipts(false);
     };
   }
 
   seenBy(op: OpHandle): readonly string[] {
-    return this.#receipts.seenBy(op.position, this.engine.members(), this.clientId);
+    return this.#receipts?.seenBy(op.position, this.engine.members(), this.clientId) ?? [];
   }
 
   memberPositions(): readonly MemberPosition[] {
-    return this.#receipts.positions(this.engine.members(), this.clientId, this.engine.positions().authoritative);
+    return this.#receipts?.positions(this.engine.members(), this.clientId, this.engine.positions().authoritative) ?? [];
   }
 
   /** Ask the server for receipts on this connection, or to stop; a welcome asks again (receiveReceipts). */
@@ -557,13 +537,14 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   /** Receipts' part of a server message: true if it was the acks message, which is nothing else's. */
   #receiveReceipts(msg: ServerMessage, before: boolean): boolean {
+    const book = this.#receipts;
     if (msg.t === 'acks') {
-      this.#receipts.apply(msg);
-      this.#receipts.notify((m) => this.#driver?.warn?.(m));
+      book?.apply(msg);
+      book?.notify((m) => this.#driver?.warn?.(m));
       return true;
     }
-    if (msg.t === 'welcome' && !before && this.#receipts.wanted()) {
-      this.#receipts.reset();
+    if (msg.t === 'welcome' && !before && book?.wanted()) {
+      book.reset();
       this.#askReceipts(true);
     }
     return false;
@@ -626,12 +607,7 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
   }
 
   text(path: TextPath): TextHandle<OpHandle> {
-    if (!this.#textHandle)
-      throw new HerculesError(
-        'bad-argument',
-        'room.text() needs the text feature: connect() of @hercules/client has it; @hercules/client/lean, with features: [textFeature]',
-      );
-    return this.#textHandle(this, path);
+    return (this.#textHandle ?? missingFeature('room.text()', 'text'))(this, path);
   }
 
   textClockFloor(): number {
@@ -640,34 +616,15 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   submit(name: string, args?: unknown): OpHandle {
     if (name === UNDO_OP) throw new HerculesError('unknown-op', `${UNDO_OP} is the engine's own op: call room.undo() or room.redo()`);
-    const history = this.#history;
-    if (!history) return this.#submitOp(name, args);
-    // Ops run in runs (ViewEngine.onOwnRun): those of another step, and the ops before one with a
-    // declared inverse (computed from the state just before it), run first, so a run is one
-    // step's. That runs them before their send; it only happens when steps meet in one turn.
-    const inverse = this.machine.inverses?.[name] !== undefined;
-    const joins = history.joins();
-    if ((inverse || !joins) && this.engine.submittedWaiting()) this.engine.getState('submitted');
-    const seq = this.engine.nextSeq();
-    history.submitted(seq, joins);
-    let h: Handle;
-    try {
-      h = this.#submitOp(name, args);
-    } catch (e) {
-      history.abandon(seq);
-      throw e;
-    }
-    if (inverse) this.engine.getState('submitted');
-    this.#undoChanged();
-    return h;
+    return this.#history ? this.#history.submit(name, args) : this.#submitOp(name, args);
   }
 
   undo(): OpHandle | undefined {
-    return this.#submitUndo(false);
+    return this.#history?.take(false);
   }
 
   redo(): OpHandle | undefined {
-    return this.#submitUndo(true);
+    return this.#history?.take(true);
   }
 
   canUndo(): boolean {
@@ -680,10 +637,8 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   onUndoChange(listener: (status: UndoStatus) => void): () => void {
     if (typeof listener !== 'function') throw new HerculesError('bad-argument', 'onUndoChange(listener): listener must be a function');
-    this.#undoListeners.add(listener);
-    return () => {
-      this.#undoListeners.delete(listener);
-    };
+    // (Without undo tracking canUndo and canRedo never change: nothing to tell.)
+    return this.#history?.listen(listener) ?? (() => {});
   }
 
   undoGroup<T>(fn: () => T): T {
@@ -693,32 +648,6 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
 
   stopCapturing(): void {
     this.#history?.stopCapturing();
-  }
-
-  #submitUndo(redo: boolean): OpHandle | undefined {
-    if (!this.#history) return undefined;
-    // Our ops run now, so every step holds what it changed (and the undo runs in a run of its own).
-    if (this.engine.submittedWaiting()) this.engine.getState('submitted');
-    const args = redo ? this.#history.takeRedo() : this.#history.takeUndo();
-    if (args === undefined) return undefined;
-    const h = this.#submitOp(UNDO_OP, args);
-    this.#undoChanged();
-    return h;
-  }
-
-  /** Tell undo listeners if canUndo or canRedo changed. */
-  #undoChanged(): void {
-    const h = this.#history;
-    if (!h || (h.canUndo() === this.#undoSaid.canUndo && h.canRedo() === this.#undoSaid.canRedo)) return;
-    const now = h.status();
-    this.#undoSaid = now;
-    for (const fn of [...this.#undoListeners]) {
-      try {
-        fn(now);
-      } catch (e) {
-        this.#driver?.warn?.(`an undo listener threw: ${errorMessage(e)}`);
-      }
-    }
   }
 
   #submitOp(name: string, args?: unknown): Handle {
@@ -750,10 +679,10 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     }
     this.#listeners.clear();
     this.#memberListeners.clear();
-    this.#presenceListeners.clear();
+    this.#presence?.close();
     this.#progressListeners.clear();
     this.#rejectedListeners.clear();
-    this.#undoListeners.clear();
+    this.#history?.close();
   }
 
   // ---------------------------------------------------------------- driver API
@@ -798,8 +727,7 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
    * checked as presence.set; at most MAX_PRESENCE_KEYS at once.
    */
   setPresenceOf(key: string, value: PresenceOf<M> | null): void {
-    this.engine.setPresence(value, key);
-    this.#pump();
+    this.#needPresence().setOf(key, value);
   }
   /** Send our latest presence now (the driver paces these: RoomDriver.presenceDue). */
   flushPresence(): void {
@@ -962,21 +890,11 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
       }
       if (op.stage === 'rejected' || (this.#failure && op.stage !== 'submitted')) this.#handles.delete(op.seq);
     }
-    if (undoRejected) this.#undoChanged();
+    if (undoRejected) this.#history!.changed();
     if (o.progressed.length || o.changed.has('stable')) this.#settleStable();
-    if (o.presenceChanged) {
-      this.#othersCache = undefined;
-      const others = this.presence.others();
-      for (const fn of [...this.#presenceListeners]) {
-        try {
-          fn(others);
-        } catch (e) {
-          d?.warn?.(`a presence listener threw: ${errorMessage(e)}`);
-        }
-      }
-    }
+    if (o.presenceChanged) this.#presence?.changed((m) => d?.warn?.(m));
     if (this.engine.presencePending()) d?.presenceDue?.();
-    if ((o.membersChanged || o.progressed.length) && this.#receipts.wanted()) this.#receipts.notify((m) => d?.warn?.(m));
+    if ((o.membersChanged || o.progressed.length) && this.#receipts?.wanted()) this.#receipts.notify((m) => d?.warn?.(m));
     if (o.membersChanged) {
       const m = this.engine.members();
       for (const fn of [...this.#memberListeners]) {
@@ -1036,4 +954,12 @@ export class LeanClientRoom<M extends Machine<any, any>> implements AppRoom<M> {
     this.#heldAck = undefined;
     return durable === undefined ? { pos } : { pos, durable };
   }
+}
+
+/** A room without `feature` was asked for `what`, which needs it. */
+function missingFeature(what: string, feature: string): never {
+  throw new HerculesError(
+    'bad-argument',
+    `${what} needs the ${feature} feature: connect() of @hercules/client has it; @hercules/client/lean, with features: [${feature}Feature]`,
+  );
 }

@@ -90,7 +90,10 @@ export type {
 export * from './protocol.ts';
 export { ERROR_CODES, HerculesError, OpRejectedError, errorMessage, isErrorCode } from './errors.ts';
 export type { ErrorCode } from './errors.ts';
-export { ViewEngine, VIEWS } from './view-engine.ts';
+export { LeanViewEngine, VIEWS } from './view-engine.ts';
+export { ViewEngine } from './full-view-engine.ts';
+export { PresenceState } from './presence.ts';
+export type { PresenceApi } from './presence.ts';
 export type { ViewName, Stage, OwnOp, Batching, ViewEngineOptions, ClientRestore, EngineOutput, BaseSnapshot } from './view-engine.ts';
 export { RoomEngine, PRESENCE_BURST, SERVER_CLIENT, MAX_SERVER_KEYS } from './room-engine.ts';
 export type {
@@ -106,7 +109,7 @@ export type {
 } from './room-engine.ts';
 export { ClientRoom } from './full-client-room.ts';
 export { LeanClientRoom } from './client-room.ts';
-export { undoFeature, textFeature, ALL_ROOM_FEATURES } from './room-features.ts';
+export { undoFeature, textFeature, presenceFeature, receiptsFeature, ALL_ROOM_FEATURES } from './room-features.ts';
 export type { RoomFeatures } from './room-features.ts';
 export type { MemberPosition } from './receipts.ts';
 export { UNDO_OP, diffState, sameJson } from './undo.ts';

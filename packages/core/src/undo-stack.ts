@@ -2,8 +2,9 @@
  * A client's undo and redo stacks (docs/undo.md). Pure bookkeeping: the room tells it what each
  * of its ops changed and which were rejected; it says what an undo or a redo op must carry.
  */
+import { errorMessage } from './errors.ts';
 import type { Machine, Patch } from './machine.ts';
-import { changesFromPatches, restoreActions, sameJson, type Change, type UndoAction, type UndoArgs } from './undo.ts';
+import { UNDO_OP, changesFromPatches, restoreActions, sameJson, type Change, type UndoAction, type UndoArgs } from './undo.ts';
 
 export interface UndoOptions {
   /**
@@ -285,4 +286,90 @@ function mergeTyping(items: Item[], item: Item): boolean {
   last.last = item.last;
   last.left += item.left;
   return true;
+}
+
+/** What a room's undo needs of its room (ClientRoom). */
+export interface UndoRoom<H> {
+  readonly engine: { submittedWaiting(): boolean; getState(view: 'submitted'): unknown; nextSeq(): number };
+  /** Submit an op as the room does, past its undo bookkeeping. */
+  submit(name: string, args: unknown): H;
+  warn(message: string): void;
+}
+
+/**
+ * A room's undo: its stacks, the submits that go through them, and the listeners of its
+ * status (ClientRoom's submit, undo, redo and onUndoChange). Apart from the room so that a room
+ * without the undo feature leaves it out of its bundle (room-features.ts).
+ */
+export class RoomUndo<S, H = unknown> extends UndoStack<S> {
+  readonly #inverses: Machine<S, any, any>['inverses'];
+  readonly #room: UndoRoom<H>;
+  readonly #listeners = new Set<(status: UndoStatus) => void>();
+  #said: UndoStatus = { canUndo: false, canRedo: false };
+
+  constructor(machine: Machine<S, any, any>, opts: UndoOptions, now: () => number, room: UndoRoom<H>) {
+    super(machine, opts, now);
+    this.#inverses = machine.inverses;
+    this.#room = room;
+  }
+
+  /** Submit op `name` through the room as part of a step (ClientRoom.submit). */
+  submit(name: string, args: unknown): H {
+    const engine = this.#room.engine;
+    // Ops run in runs (ViewEngine.onOwnRun): those of another step, and the ops before one with a
+    // declared inverse (computed from the state just before it), run first, so a run is one
+    // step's. That runs them before their send; it only happens when steps meet in one turn.
+    const inverse = this.#inverses?.[name] !== undefined;
+    const joins = this.joins();
+    if ((inverse || !joins) && engine.submittedWaiting()) engine.getState('submitted');
+    const seq = engine.nextSeq();
+    this.submitted(seq, joins);
+    let h: H;
+    try {
+      h = this.#room.submit(name, args);
+    } catch (e) {
+      this.abandon(seq);
+      throw e;
+    }
+    if (inverse) engine.getState('submitted');
+    this.changed();
+    return h;
+  }
+
+  /** Submit the undo op of the last step (or, `redo`, of the last undone one); undefined if none. */
+  take(redo: boolean): H | undefined {
+    const engine = this.#room.engine;
+    // Our ops run now, so every step holds what it changed (and the undo runs in a run of its own).
+    if (engine.submittedWaiting()) engine.getState('submitted');
+    const args = redo ? this.takeRedo() : this.takeUndo();
+    if (args === undefined) return undefined;
+    const h = this.#room.submit(UNDO_OP, args);
+    this.changed();
+    return h;
+  }
+
+  listen(listener: (status: UndoStatus) => void): () => void {
+    this.#listeners.add(listener);
+    return () => {
+      this.#listeners.delete(listener);
+    };
+  }
+
+  /** Tell the listeners if canUndo or canRedo changed. */
+  changed(): void {
+    if (this.canUndo() === this.#said.canUndo && this.canRedo() === this.#said.canRedo) return;
+    const now = this.status();
+    this.#said = now;
+    for (const fn of [...this.#listeners]) {
+      try {
+        fn(now);
+      } catch (e) {
+        this.#room.warn(`an undo listener threw: ${errorMessage(e)}`);
+      }
+    }
+  }
+
+  close(): void {
+    this.#listeners.clear();
+  }
 }

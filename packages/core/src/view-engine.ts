@@ -21,16 +21,14 @@
  * adjacent logs are equal their snapshots are the same object, so quiet views share identity.
  */
 import { HerculesError, isErrorCode, type ErrorCode } from './errors.ts';
+import type { PresenceState } from './presence.ts';
 import { applyOps, deepFreeze, hasOp, migrateState, translateOp, type Machine, type OpInvocation, type Patch } from './machine.ts';
-import { GENESIS_DIGEST, domainBytes, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
+import { GENESIS_DIGEST, domainCopy, sameArgs, scanOp, wellFormed } from './args.ts';
 import { TEXT_INSERT, textClockEnd, textClockFloor } from './text.ts';
 import {
   FRAME_BUDGET_BYTES,
   MAX_OPS_PER_FRAME,
   MAX_OP_BYTES,
-  MAX_PRESENCE_BYTES,
-  MAX_PRESENCE_KEYS,
-  presenceTooLarge,
   MAX_VERIFY,
   PROTOCOL_VERSION,
   RECENT_DIGESTS,
@@ -94,6 +92,11 @@ export interface ViewEngineOptions<S = unknown> {
    * before and after them, with nothing else in between (undo bookkeeping: undo-stack.ts).
    */
   onOwnRun?: (before: S, after: S, ops: readonly OwnOp[], patches: readonly Patch[]) => void;
+  /**
+   * This client's presence (presence.ts): `ViewEngine` makes one unless told `false`;
+   * `LeanViewEngine` has presence only when given one (none: presence messages are ignored).
+   */
+  presence?: PresenceState | false;
 }
 
 /** What a restarted client recovers from its own storage. */
@@ -155,7 +158,8 @@ export interface EngineOutput {
 
 type AuthItem = LogEntry & { readonly own?: OwnOp };
 
-export class ViewEngine<S = unknown> {
+/** The view engine, with presence only when its options give it (see ViewEngine). */
+export class LeanViewEngine<S = unknown> {
   readonly machine: Machine<S>;
   readonly clientId: string;
   private author: string;
@@ -267,15 +271,8 @@ export class ViewEngine<S = unknown> {
   /** Ops with seq <= sentSeq went out on the current connection. */
   #sentSeq = 0;
 
-  // --- presence: ephemeral, apart from every view
-  /** The other connections' presence, by client id, and key (protocol 8) if any (PresenceMessage). */
-  private peers = new Map<string, PeerPresence>();
-  /** Ours, as last set (undefined: none), and whether the server has yet to hear it. */
-  #ownPresence: unknown = undefined;
-  #presenceDue = false;
-  /** Our keyed presences (protocol 8: the tabs of a shared client), and the keys the server has yet to hear. */
-  #keyedPresence = new Map<string, unknown>();
-  #keyedDue = new Set<string>();
+  /** Presence: ephemeral, apart from every view (presence.ts); undefined: this engine has none. */
+  readonly presenceState: PresenceState | undefined;
 
   // --- connection
   #connState: 'offline' | 'hello-sent' | 'ready' | 'resync' = 'offline';
@@ -297,7 +294,7 @@ export class ViewEngine<S = unknown> {
   // --- statistics (read by the inspector and benchmarks)
   readonly stats = { rebases: 0, rebasedOps: 0, framesBatched: 0, flushes: 0, divergences: 0 };
 
-  private out: EngineOutput = ViewEngine.emptyOutput();
+  private out: EngineOutput = emptyOutput();
 
   constructor(machine: Machine<S>, opts: ViewEngineOptions<S>, restore?: ClientRestore) {
     if (!opts || typeof opts.clientId !== 'string' || opts.clientId.length === 0 || opts.clientId.length > 128 || !wellFormed(opts.clientId)) {
@@ -312,6 +309,7 @@ export class ViewEngine<S = unknown> {
     this.#cpuNow = opts.cpuNow ?? opts.now;
     this.batching = validateBatching(opts.batching ?? 'off');
     this.#onOwnRun = opts.onOwnRun;
+    this.presenceState = opts.presence || undefined;
 
     const base = restore?.base;
     // A base of an older version is migrated here only to show something offline: the welcome
@@ -353,7 +351,7 @@ export class ViewEngine<S = unknown> {
   }
 
   static emptyOutput(): EngineOutput {
-    return { send: [], persist: [], progressed: [], changed: new Set(), membersChanged: false, presenceChanged: false, warnings: [] };
+    return emptyOutput();
   }
 
   // ================================================================ reads
@@ -449,68 +447,19 @@ export class ViewEngine<S = unknown> {
 
   // ================================================================ presence
 
-  /** The other connections' presence, as last heard (none while offline). */
-  presence(): readonly PeerPresence[] {
-    return [...this.peers.values()];
-  }
-
-  /** Our presence as last set (undefined: none). */
-  ownPresenceValue(): unknown {
-    return this.#ownPresence;
-  }
-
-  /**
-   * Set our presence (null or undefined clears it). Only the latest value is sent, when the
-   * adapter calls flushPresence (it paces them); never logged, persisted or part of a view.
-   */
-  setPresence(value: unknown, key?: string): void {
-    if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 128))
-      throw new HerculesError('bad-argument', 'presence key must be a non-empty string of at most 128 characters');
-    if (value !== undefined && value !== null) {
-      const size = domainBytes(value);
-      if (typeof size !== 'number') throw new HerculesError('bad-argument', `presence: ${size.problem}`);
-      if (size > MAX_PRESENCE_BYTES)
-        throw new HerculesError('too-large', `presence not set: ${presenceTooLarge(size)}; keep it small (cursor, selection, name)`);
-      const invalid = this.machine.validatePresence(value);
-      if (invalid !== undefined) throw new HerculesError('bad-argument', `${invalid}; room.presence.set takes what the machine's presence schema allows`);
-      value = deepFreeze(domainCopy('presence', value));
-    }
-    if (key === undefined) {
-      this.#ownPresence = value ?? undefined;
-      this.#presenceDue = true;
-      return;
-    }
-    if (value === undefined || value === null) {
-      if (!this.#keyedPresence.delete(key)) return;
-    } else {
-      if (!this.#keyedPresence.has(key) && this.#keyedPresence.size >= MAX_PRESENCE_KEYS)
-        throw new HerculesError('too-large', `presence not set: ${MAX_PRESENCE_KEYS} keyed presences are set already; clear one first`);
-      this.#keyedPresence.set(key, value);
-    }
-    this.#keyedDue.add(key);
-  }
-
   /** Whether a presence change waits for flushPresence. */
   presencePending(): boolean {
-    return (this.#presenceDue || this.#keyedDue.size > 0) && this.#connState === 'ready';
+    return this.#connState === 'ready' && !!this.presenceState?.due();
   }
 
   /** Send our latest presence, if it changed since the last one sent (on a ready connection). */
   flushPresence(): void {
-    if (this.#connState !== 'ready') return;
-    if (this.#presenceDue) this.out.send.push({ t: 'presence', value: this.#ownPresence ?? null });
-    this.#presenceDue = false;
-    for (const key of this.#keyedDue) this.out.send.push({ t: 'presence', key, value: this.#keyedPresence.get(key) ?? null });
-    this.#keyedDue.clear();
+    if (this.#connState === 'ready') this.presenceState?.flush(this.out.send);
   }
 
-  #onPresence(peers: readonly PeerPresence[]): void {
-    for (const p of peers) {
-      if (p.client === this.clientId) continue;
-      const id = peerId(p);
-      if (p.value === null || p.value === undefined) this.peers.delete(id);
-      else this.peers.set(id, p);
-    }
+  #onPresence(peers: readonly PeerPresence[], all = false): void {
+    if (!this.presenceState) return;
+    this.presenceState.heard(peers, all);
     this.out.presenceChanged = true;
   }
 
@@ -536,7 +485,7 @@ export class ViewEngine<S = unknown> {
     this.#ackDue = false;
     if (this.#unsettledRejections.size > 0 && this.#connState === 'ready') this.#saySettled();
     const o = this.out;
-    this.out = ViewEngine.emptyOutput();
+    this.out = emptyOutput();
     return o;
   }
 
@@ -720,12 +669,7 @@ export class ViewEngine<S = unknown> {
     this.#ackDue = false;
     this.#connState = 'offline';
     // Others' presence is unknown offline; ours is said again after the next welcome.
-    if (this.peers.size) {
-      this.peers.clear();
-      this.out.presenceChanged = true;
-    }
-    if (this.#ownPresence !== undefined) this.#presenceDue = true;
-    this.#keyedDue = new Set(this.#keyedPresence.keys());
+    if (this.presenceState?.offline()) this.out.presenceChanged = true;
     if (this.#memberList.length) {
       this.#memberList = [];
       this.out.membersChanged = true;
@@ -965,8 +909,7 @@ export class ViewEngine<S = unknown> {
     this.onStable(w.stable);
     this.#memberList = w.members;
     this.out.membersChanged = true;
-    this.peers = new Map((w.presence ?? []).filter((p) => p.client !== this.clientId).map((p) => [peerId(p), p]));
-    this.out.presenceChanged = true;
+    this.#onPresence(w.presence ?? [], true);
     this.#ackDue = true;
     this.#sentSeq = this.#highWater;
     const hole = this.#ownHole();
@@ -1576,7 +1519,6 @@ function wireBytes(name: string, args: unknown): number {
   return 'bytes' in scan ? scan.bytes : MAX_OP_BYTES;
 }
 
-/** A peer's presence is one per client, or per client and key (protocol 8, PRESENCE-PER-KEY). */
-function peerId(p: PeerPresence): string {
-  return p.key === undefined ? p.client : `${p.client}\n${p.key}`;
+function emptyOutput(): EngineOutput {
+  return { send: [], persist: [], progressed: [], changed: new Set(), membersChanged: false, presenceChanged: false, warnings: [] };
 }
