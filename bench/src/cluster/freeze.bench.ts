@@ -79,7 +79,7 @@ async function start(n: Node): Promise<void> {
     ...(HEARTBEAT_MS ? ['--heartbeat', String(HEARTBEAT_MS)] : []),
   ];
   const stdio = LOG_DIR ? (['ignore', openSync(join(LOG_DIR, `${n.id}.log`), 'a'), 'pipe'] as const) : undefined;
-  n.proc = (await serveProcess(args, { port: n.port, ...(stdio ? { stdio: [...stdio] } : {}) })).proc;
+  n.proc = (await serveProcess(args, { port: n.port, timeoutMs: 120_000, ...(stdio ? { stdio: [...stdio] } : {}) })).proc;
 }
 async function health(n: Node): Promise<{ ok: boolean; shards: number[] } | undefined> {
   return fetch(`http://127.0.0.1:${n.port}/healthz`, { signal: AbortSignal.timeout(1000) }).then(
@@ -201,6 +201,7 @@ async function fault(kind: 'freeze' | 'kill', n: number): Promise<void> {
   const direct = await joinDirect(o);
   if ((await owner()) !== o) console.log('  (the room moved while the direct clients joined)');
   const t0 = performance.now();
+  const wall = Date.now();
   if (kind === 'freeze') o.proc!.kill('SIGSTOP');
   else {
     const exited = new Promise((r) => o.proc!.once('exit', r));
@@ -226,7 +227,9 @@ async function fault(kind: 'freeze' | 'kill', n: number): Promise<void> {
           .join(' | ')}`,
       );
   const show = (cs: Client[]) => cs.map((c) => (ms[c.i] === undefined ? 'none' : `${Math.round(ms[c.i]!)}`)).join(' ');
-  console.log(`${kind} ${n + 1} (${o.id}): next op Authoritative, ms: on it ${show(direct)}; the others ${show(clients.filter((c) => !c.direct && !c.done))}`);
+  console.log(
+    `${kind} ${n + 1} at ${wall} (${o.id}): next op Authoritative, ms: on it ${show(direct)}; the others ${show(clients.filter((c) => !c.direct && !c.done))}`,
+  );
   await leave(direct);
 }
 

@@ -12,6 +12,8 @@
  *   node -C @hercules/source --import tsx bench/src/cluster/leader-stall.bench.ts [--kills 10] [--lease-ms 2000]
  */
 import type { ChildProcess } from 'node:child_process';
+import { mkdirSync, openSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@hercules/client';
 import { auditRoomOnNats, shardOf, startNatsCluster } from '@hercules/cluster';
@@ -30,6 +32,9 @@ const SHARDS = 4;
 const PREFIX = 'ls';
 const ROOM = 'leader-stall-bench';
 const BARE = 'BARE_PROBE';
+/** LEADER_LOG_DIR=dir: each node's log (info level) in dir/<node>.log. */
+const LOG_DIR = process.env.LEADER_LOG_DIR;
+if (LOG_DIR) mkdirSync(LOG_DIR, { recursive: true });
 const MACHINES = fileURLToPath(new URL('../../../apps/machines.ts', import.meta.url));
 
 const cluster = await startNatsCluster({ nodes: 3 });
@@ -41,9 +46,10 @@ process.once('exit', () => {
 for (const n of nodes) {
   const args = [
     ...['--machines', MACHINES, '--nats', cluster.urls.join(','), '--node-id', n.id, '--shards', String(SHARDS)],
-    ...['--lease-ms', String(LEASE_MS), '--nats-prefix', PREFIX, '--log-level', 'error'],
+    ...['--lease-ms', String(LEASE_MS), '--nats-prefix', PREFIX, '--log-level', LOG_DIR ? 'info' : 'error'],
   ];
-  n.proc = (await serveProcess(args, { port: n.port })).proc;
+  const stdio = LOG_DIR ? (['ignore', openSync(join(LOG_DIR, `${n.id}.log`), 'a'), 'pipe'] as const) : undefined;
+  n.proc = (await serveProcess(args, { port: n.port, timeoutMs: 120_000, ...(stdio ? { stdio: [...stdio] } : {}) })).proc;
 }
 const room = await connect({ url: nodes.map((n) => `ws://127.0.0.1:${n.port}`), room: ROOM, machine: chat, onError: () => {} });
 await room.whenOnline({ timeoutMs: 30_000 });
@@ -86,6 +92,9 @@ async function healthy(stream: string): Promise<boolean> {
   return !!i?.cluster?.leader && replicas.length === 2 && replicas.every((r) => r.current);
 }
 
+// Placement settles first (a node is placed shards once heard for 5 s): a shard moving to the
+// last node started would otherwise fall in the first kill's window.
+await new Promise((r) => setTimeout(r, 7000));
 const rows: { bare: number; hercules: number; caughtUp: number; leases: boolean }[] = [];
 for (let k = 0; k < KILLS; k++) {
   await until(() => texts().length >= sent - 2, 60_000, 'caught up', 20);
@@ -93,6 +102,7 @@ for (let k = 0; k < KILLS; k++) {
   const server = cluster.servers.find((s) => s.name === leader)!;
   const leases = (await leaderOf(`KV_${PREFIX}_owners`)) === leader;
   const t0 = performance.now();
+  const wall = Date.now();
   const mark = sent;
   const bareFrom = bare.length;
   await server.kill();
@@ -109,7 +119,7 @@ for (let k = 0; k < KILLS; k++) {
   const caughtUp = performance.now() - t1;
   rows.push({ bare: bareMs, hercules: herculesMs, caughtUp, leases });
   console.log(
-    `kill ${k + 1} (${leader}${leases ? ', also the lease bucket leader' : ''}): bare JetStream ${Math.round(bareMs)} ms, Hercules Authoritative ${Math.round(herculesMs)} ms (${(herculesMs - bareMs) / 1000 >= 0 ? '+' : ''}${((herculesMs - bareMs) / 1000).toFixed(2)} s); restarted replica current after ${Math.round(caughtUp)} ms`,
+    `kill ${k + 1} at ${wall} (${leader}${leases ? ', also the lease bucket leader' : ''}): bare JetStream ${Math.round(bareMs)} ms, Hercules Authoritative ${Math.round(herculesMs)} ms (${(herculesMs - bareMs) / 1000 >= 0 ? '+' : ''}${((herculesMs - bareMs) / 1000).toFixed(2)} s); restarted replica current after ${Math.round(caughtUp)} ms`,
   );
 }
 clearInterval(ticker);

@@ -62,7 +62,10 @@ export interface ConnectOptions<M extends Machine<any, any>> {
   watchdogMs?: number;
   /**
    * Give up on one connection attempt that has not been welcomed by the server within this
-   * long, and try again (with backoff). Default 10000 ms.
+   * long, and try again (with backoff). Default 10000 ms. Once the watchdog follows a short
+   * heartbeat (a cluster's), an attempt whose socket has not even opened (a frozen server
+   * accepts the TCP connection and never answers the upgrade) is given up sooner: after the
+   * larger of the watchdog and 3 s.
    */
   connectTimeoutMs?: number;
   /**

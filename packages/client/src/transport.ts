@@ -77,7 +77,7 @@ export interface WebSocketTransportOptions {
    * ping says it, or from a server that does not.
    */
   watchdogMs?: number;
-  /** Default 10000 ms. */
+  /** Default 10000 ms; a socket not open is given up sooner once the watchdog is short (#openTimeoutMs). */
   connectTimeoutMs?: number;
 }
 
@@ -95,6 +95,12 @@ const COME_BACK: ReadonlySet<number> = new Set([1012]);
  */
 const WATCHDOG_FLOOR_MS = 2000;
 
+/**
+ * The least wait for a socket to open (the server's answer to the WebSocket upgrade) once the
+ * watchdog is derived short (a cluster's heartbeat): `openTimeoutMs` below.
+ */
+const OPEN_FLOOR_MS = 3000;
+
 /** WebSocket close codes of our own (4000-4999 are the application's). */
 const CLOSE = { watchdog: 4100, badFrame: 4101, restart: 4102, connectTimeout: 4103 } as const;
 
@@ -107,6 +113,8 @@ interface Attempt {
   welcomedAt: number;
   /** Why the socket failed, when it said (Node's ws does; browsers do not). */
   socketError: string | undefined;
+  /** The socket opened (the server answered the upgrade). */
+  opened?: boolean;
 }
 
 export class WebSocketTransport implements ClientTransport {
@@ -306,13 +314,33 @@ export class WebSocketTransport implements ClientTransport {
       // A socket stuck before open may never fire close: let go of it and retry now.
       this.#letGo(a, CLOSE.connectTimeout, 'connect timeout');
     });
+    const openMs = this.#openTimeoutMs();
+    if (openMs < this.#connectTimeoutMs)
+      this.#clock.after(openMs, () => {
+        if (this.#live !== a || a.opened) return;
+        a.socketError = `no answer from ${url} within ${openMs} ms (a server that accepts connections and does not answer: frozen or overloaded)`;
+        this.#letGo(a, CLOSE.connectTimeout, 'open timeout');
+      });
     this.#listen(a);
+  }
+
+  /**
+   * How long a socket may take to open: the connect timeout, or less once the watchdog follows a
+   * short heartbeat (the larger of it and OPEN_FLOOR_MS). A live server answers the upgrade at
+   * once, before it locates and loads the room (which the connect timeout bounds); a frozen one
+   * (SIGSTOP, a stalled VM) accepts the TCP connection in its kernel and never answers. A client
+   * that rotated onto a frozen cluster node waited the whole 10 s connect timeout there
+   * (11.6-12.3 s to its next op Authoritative, freeze.bench.ts).
+   */
+  #openTimeoutMs(): number {
+    return Math.min(this.#connectTimeoutMs, Math.max(OPEN_FLOOR_MS, this.#watchdogMs));
   }
 
   #listen(a: Attempt): void {
     const sock = a.sock;
     sock.onopen = () => {
       if (this.#live !== a) return;
+      a.opened = true;
       // No watchdog until a frame comes: before its welcome the server sends none (no pings
       // either) while it locates and loads the room, which the connect timeout bounds. A 2 s
       // watchdog armed here cut cluster clients waiting for a new owner's claim, again and again

@@ -404,3 +404,34 @@ test('with several URLs, a live server that closes a welcomed connection asking 
   s = await next();
   assert.match(s.url, /^ws:\/\/a\.test:1\//);
 });
+
+// spec: LIVE-DEAD-LINK
+test('once the watchdog follows a short heartbeat, a socket that does not open (a frozen server: its kernel accepts, it never answers the upgrade) is left after max(watchdog, 3 s), not the 10 s connect timeout', async () => {
+  const { clock, all, errors } = setup({ url: ['ws://a.test:1', 'ws://b.test:2'], connectTimeoutMs: 10_000, backoff: { minMs: 100, maxMs: 100 } });
+  await turn();
+  // A first attempt knows no heartbeat yet: the connect timeout alone (its open is not hurried).
+  clock.advance(5000);
+  assert.equal(closeCode(all[0]), undefined, 'a fresh client waits for the connect timeout');
+  all[0].open();
+  all[0].deliver(WELCOME);
+  all[0].deliver({ t: 'ping', every: 1000 }); // the watchdog is 2 s from now on
+  clock.advance(2000);
+  assert.equal(closeCode(all[0]), 4100, 'the frozen node is left after 2 s');
+  clock.advance(100);
+  await turn();
+  const s = all[1];
+  assert.match(s.url, /^ws:\/\/b\.test:2\//);
+  clock.advance(2900);
+  assert.equal(closeCode(s), undefined);
+  clock.advance(100);
+  assert.equal(closeCode(s), 4103, 'no answer to the upgrade within 3 s: given up');
+  assert.match(errors[errors.length - 1].message, /no answer from ws:\/\/b\.test:2 within 3000 ms/);
+  clock.advance(100);
+  await turn();
+  // An attempt that opened (the server answered) waits for its welcome up to the connect timeout.
+  const t = all[2];
+  t.open();
+  clock.advance(9000);
+  assert.equal(closeCode(t), undefined, 'open, waiting for the room to load');
+  t.deliver(WELCOME);
+});
