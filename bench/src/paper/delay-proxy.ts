@@ -18,6 +18,8 @@ export interface DelayProxyOptions extends FaultProxyOptions {
 export interface DelayProxy {
   readonly port: number;
   readonly url: (scheme?: string) => string;
+  /** The proxy's process, when it runs in one of its own (startDelayProxyProcess). */
+  readonly pid?: number;
   /** Open connections (client side). */
   connections(): number | Promise<number>;
   /** Cut every connection, as a network failure would. */
@@ -46,6 +48,7 @@ export async function startDelayProxyProcess(opts: DelayProxyOptions): Promise<D
   const { port } = (await child.ready) as { port: number };
   return {
     port,
+    pid: child.proc.pid,
     url: (scheme = 'ws') => `${scheme}://127.0.0.1:${port}`,
     connections: async () => (await child.call<{ n: number }>({ cmd: 'connections' })).n,
     cutAll: () => {

@@ -2,7 +2,7 @@
  * The paper's experiments (§7) and the peers, each in its own process, one after the other:
  *
  *   npm run bench:paper                         all (about 6 minutes here)
- *   npm run bench:paper -- --only fig14,peers   some (ids: fig13, fig13-tmpfs, fig14, fig15, peers, saturation, validators)
+ *   npm run bench:paper -- --only fig14,peers   some (ids: fig13, fig13-tmpfs, fig14, fig14-procs, fig15, peers, saturation, validators)
  *
  * Results: docs/benchmarks/paper.json and docs/benchmarks/<id>.svg.
  */
@@ -16,6 +16,8 @@ const scripts: Record<string, string | string[]> = {
   // the software adds to the network without the disk.
   'fig13-tmpfs': ['fig13-views.ts', '--tmpfs', '--seconds', '10'],
   fig14: 'fig14-batching.ts',
+  // The same, auto batching, with the clients in 4 processes (the paper's ran on machines of their own).
+  'fig14-procs': ['fig14-batching.ts', '--procs', '4', '--modes', 'auto'],
   fig15: 'fig15-failure.ts',
   peers: 'peers.ts',
   saturation: 'saturation.ts',

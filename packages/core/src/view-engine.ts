@@ -197,10 +197,14 @@ export class LeanViewEngine<S = unknown> {
   #settled: AuthItem[] = [];
   #authList: AuthItem[] = [];
   /**
-   * The Authoritative snapshot right after each held entry. Visible and Stable are prefixes of
-   * Authoritative, so advancing them is a lookup, not a second and third application of every
-   * op (a third of a client's CPU under the paper's byte-array load). Entries leave these lists
-   * at the stable frontier, so what this keeps alive is bounded by the unstable window.
+   * The snapshot of the log right after some held entries: the end of each applied run, each
+   * tentative frame's last entry (the state it was applied to), and the entry before each of our
+   * ops that Visible may stop at. Visible and Stable are prefixes of Authoritative and
+   * Authoritative a prefix of the tentative log, so advancing them is a lookup, not a second and
+   * third application of every op (a third of a client's CPU under the paper's byte-array load;
+   * re-running promoted entries and Visible's catch-up were still 0.8 of 1.8 runs per op
+   * delivered at 32 clients in Fig. 14). Entries leave these lists at the stable frontier, so
+   * what this keeps alive is bounded by the unstable window.
    */
   #afterOf = new WeakMap<AuthItem, S>();
   /**
@@ -221,8 +225,6 @@ export class LeanViewEngine<S = unknown> {
   private tentList: LogEntry[] = [];
   /** The state after the tentative entries (log[1..authLen + tentList.length]); undefined when there are none. */
   #tentState: S | undefined;
-  /** Set while promoting every tentative entry: the Authoritative state they end at, and how many (see materialize). */
-  #adoptTent: { state: S; n: number } | undefined;
 
   // --- own-op bookkeeping
   private lastSeq = 0;
@@ -1054,6 +1056,8 @@ export class LeanViewEngine<S = unknown> {
     this.#tentState = applyOps(this.machine, this.#tentState ?? this.#authState, added, at, (i, error) => {
       added[i] = { ...added[i], error };
     });
+    // Their promotion (materialize) and Visible and Stable start from here instead of re-running them.
+    this.#afterOf.set(added[added.length - 1], this.#tentState);
     for (const e of added) this.tentList.push(e);
     this.needRebase = true;
     this.#ackDue = true; // they count as held (protocol 5)
@@ -1071,9 +1075,8 @@ export class LeanViewEngine<S = unknown> {
     while (n < this.tentList.length && this.tentList[n].pos <= pos) n++;
     if (n === 0) return;
     const moved = this.tentList.splice(0, n);
-    // Promoting all of them, with nothing else waiting to be applied: Authoritative ends where the
-    // tentative state does, and Durable and Submitted, which rest on it, keep their snapshots.
-    if (this.tentList.length === 0 && this.#unapplied.length === 0 && this.#tentState !== undefined) this.#adoptTent = { state: this.#tentState, n };
+    // Durable and Submitted, which rest on the tentative state, keep their snapshots; the
+    // Authoritative state starts from the tentative frames' states (afterOf) when materialized.
     if (this.tentList.length === 0) this.#tentState = undefined;
     for (const e of moved) {
       this.#onEntry({ k: 'op', e }, true);
@@ -1087,17 +1090,14 @@ export class LeanViewEngine<S = unknown> {
   /**
    * Apply the unapplied entries to the Authoritative state: those already settled (a prefix of
    * them, ending at visibleLen) in one draft, whose result is the Visible state, then the rest in
-   * another (see `unapplied`).
+   * another (see `unapplied`); each starts from the latest state known inside it (afterOf).
    */
   #materialize(): void {
     const run = this.#unapplied;
     const ackedEarly = this.#ackedEarly;
     this.#ackedEarly = false;
-    const adoptTent = this.#adoptTent;
-    this.#adoptTent = undefined;
     if (run.length === 0) return;
     this.#unapplied = [];
-    const diverged = (from: number) => (i: number, error: string) => this.#diverged(run[from + i], error);
     // Our ops became authoritative, accepted, and no other entry came between: Authoritative is
     // now exactly the Durable log, so its snapshot is the Durable one (ops are deterministic).
     // Adopting it saves re-running the ops and makes the two views one object again. Ops sent
@@ -1110,42 +1110,19 @@ export class LeanViewEngine<S = unknown> {
     // state. (Promoted entries set no needRebase, so a step that promotes others' tentative
     // entries and takes our early-acked op, two frames of one turn, needs this.)
     if (ackedEarly && !adopt) this.needRebase = true;
-    const adopted =
-      adoptTent !== undefined && adoptTent.n === run.length
-        ? adoptTent.state
-        : !adopt
-          ? undefined
-          : !ackedEarly
-            ? this.#durableState
-            : this.#submittedList.length === 0
-              ? this.#submittedState
-              : undefined;
+    const adopted = !adopt ? undefined : !ackedEarly ? this.#durableState : this.#submittedList.length === 0 ? this.#submittedState : undefined;
+    if (adopted !== undefined) this.#afterOf.set(run[run.length - 1], adopted);
     let k = 0;
     while (k < run.length && run[k].pos <= this.#visibleLen) k++;
     let state = this.#authState;
     if (k > 0) {
-      state =
-        k === run.length && adopted !== undefined ? adopted : applyOps(this.machine, state, k === run.length ? run : run.slice(0, k), run[0].pos, diverged(0));
-      this.#afterOf.set(run[k - 1], state);
+      state = this.#runTo(run, 0, k - 1, state);
       if (this.#visibleState !== state) {
         this.#visibleState = state;
         this.out.changed.add('visible');
       }
     }
-    // Visible will next stop before our first op in the run it does not yet hold: the ops up to
-    // there run in a draft of their own, so that move is a lookup (afterOf), not a second
-    // application of them (100,000-key keyedMap, 4 writers: 2 of each client's 7 applications
-    // per turn were Visible's; bench:keys, docs/benchmarks.md).
-    const j = adopted === undefined ? this.#visibleStop(run, k) : run.length;
-    if (j > k && j < run.length) {
-      state = applyOps(this.machine, state, run.slice(k, j), run[k].pos, diverged(k));
-      this.#afterOf.set(run[j - 1], state);
-      k = j;
-    }
-    if (k < run.length) {
-      state = adopted ?? applyOps(this.machine, state, k === 0 ? run : run.slice(k), run[k].pos, diverged(k));
-      this.#afterOf.set(run[run.length - 1], state);
-    }
+    if (k < run.length) state = this.#runTo(run, k, run.length - 1, state);
     if (adopt && ackedEarly && this.#durableState !== state) {
       this.#durableState = state;
       this.out.changed.add('durable');
@@ -1154,13 +1131,36 @@ export class LeanViewEngine<S = unknown> {
     this.#authState = state;
   }
 
-  /** The index in `run` (from `k`) of our first op Visible does not hold yet (VIS-BY-STABLE aside), or its length. */
-  #visibleStop(run: readonly AuthItem[], k: number): number {
-    for (let j = k; j < run.length; j++) {
-      const e = run[j];
-      if (e.client === this.clientId && e.seq > this.#visibleSeq && e.pos > this.serverStable) return j;
+  /**
+   * The state after entries[to], given `state`, the one after entries[from - 1]: from the latest
+   * state known in between (afterOf), the rest applied in one draft, cut before each of our ops
+   * not yet visible (where Visible may stop) so that state is known too. Each run's end is kept.
+   * `report`: an entry that throws here but not on the server is a divergence (a re-run for
+   * Visible or Stable repeats what materialize already reported).
+   */
+  #runTo(entries: readonly AuthItem[], from: number, to: number, state: S, report = true): S {
+    for (let i = to; i >= from; i--) {
+      const known = this.#afterOf.get(entries[i]);
+      if (known === undefined) continue;
+      state = known;
+      from = i + 1;
+      break;
     }
-    return run.length;
+    while (from <= to) {
+      let end = from;
+      while (end < to && !this.#blocksVisible(entries[end + 1])) end++;
+      const first = from;
+      const ops = first === 0 && end === entries.length - 1 ? entries : entries.slice(first, end + 1);
+      state = applyOps(this.machine, state, ops, entries[first].pos, report ? (i, error) => this.#diverged(entries[first + i], error) : undefined);
+      this.#afterOf.set(entries[end], state);
+      from = end + 1;
+    }
+    return state;
+  }
+
+  /** Our op, not yet visible: Visible may stop right before it. */
+  #blocksVisible(e: AuthItem): boolean {
+    return e.client === this.clientId && e.seq > this.#visibleSeq;
   }
 
   private onVisible(seq: number): void {
@@ -1179,12 +1179,10 @@ export class LeanViewEngine<S = unknown> {
     }
     if (n === 0) return;
     const moved = this.#authList.splice(0, n);
-    const first = this.#visibleLen + 1;
     this.#settled.push(...moved);
     this.#visibleLen += moved.length;
     const before = this.#visibleState;
-    this.#visibleState =
-      this.#authList.length === 0 ? this.#authState : (this.#afterOf.get(moved[moved.length - 1]) ?? applyOps(this.machine, this.#visibleState, moved, first));
+    this.#visibleState = this.#authList.length === 0 ? this.#authState : this.#runTo(moved, 0, moved.length - 1, this.#visibleState, false);
     if (before !== this.#visibleState) this.out.changed.add('visible');
     const t = this.now();
     for (const e of moved) if (e.own && e.own.stage === 'authoritative') this.advance(e.own, 'visible', t);
@@ -1201,10 +1199,7 @@ export class LeanViewEngine<S = unknown> {
     const moved = this.#settled.splice(0, n);
     for (const e of moved) if (e.client === this.clientId && e.seq > this.#stableOwnSeq) this.#stableOwnSeq = e.seq;
     const before = this.#stableState;
-    this.#stableState =
-      target === this.#visibleLen
-        ? this.#visibleState
-        : (this.#afterOf.get(moved[moved.length - 1]) ?? applyOps(this.machine, this.#stableState, moved, this.stableLen + 1));
+    this.#stableState = target === this.#visibleLen ? this.#visibleState : this.#runTo(moved, 0, moved.length - 1, this.#stableState, false);
     this.stableLen = target;
     if (before !== this.#stableState) this.out.changed.add('stable');
   }

@@ -628,3 +628,67 @@ test('a welcome finds a hole in our own ops (the store lost one): fatal seq-gap 
   assert.deepEqual(sentSeqs([note(2), note(5, 2), note(6)], 1), { seqs: [2, 5, 6], fatal: undefined }, 'a declared gap is no hole');
   assert.deepEqual(sentSeqs([note(3), note(4)], 2), { seqs: [3, 4], fatal: undefined }, 'no hole once the server holds seq 2');
 });
+
+// spec: VIEW-TENTATIVE, VIEW-SPECULATIVE
+test("others' entries run once each at a client: their promotion, Visible and Stable start from the tentative frames' states (Fig. 14: 1.7 runs per op delivered at 32 clients before)", () => {
+  const runs: string[] = [];
+  const counter = defineMachine({
+    name: 'run-counter',
+    version: 1,
+    initial: { sum: 0 },
+    ops: {
+      add(s, a: { id: string; by: number }) {
+        runs.push(a.id);
+        s.sum += a.by;
+      },
+    },
+  });
+  const e = new ViewEngine(counter, { clientId: 'me', now: () => 0 });
+  const theirs = (pos: number) => ({ pos, client: 'x', seq: pos, name: 'add', args: { id: `x${pos}`, by: pos }, author: 'x' });
+  const tent = (pos: number, committed?: number) => ({
+    t: 'log' as const,
+    from: pos,
+    entries: [{ k: 'op' as const, e: theirs(pos) }],
+    tentative: true as const,
+    ...(committed !== undefined ? { committed } : {}),
+  });
+  e.connected();
+  e.receive({
+    t: 'welcome',
+    v: PROTOCOL_VERSION,
+    client: 'me',
+    author: 'me',
+    highWater: 0,
+    visibleSeq: 0,
+    rejected: [],
+    members: ['me', 'x'],
+    from: 1,
+    entries: [],
+    stable: 0,
+  });
+  e.submit('add', { id: 'mine', by: 100 });
+  e.drain();
+  e.durable(1);
+  e.receive(tent(1));
+  e.receive(tent(2, 1));
+  // One socket read: the commit of 2, then our op, stored at 3.
+  e.receiveAll([
+    { t: 'committed', pos: 2 },
+    { t: 'log', from: 3, entries: [{ k: 'own', seq: 1 }] },
+  ]);
+  e.receive(tent(4));
+  e.receive(tent(5, 4));
+  e.receive({ t: 'committed', pos: 5 });
+  assert.deepEqual(e.positions(), { stable: 0, visible: 2, authoritative: 5, durable: 5, submitted: 5 });
+  e.receive({ t: 'visible', seq: 1 });
+  e.receive({ t: 'stable', pos: 4 });
+  e.receive({ t: 'stable', pos: 5 });
+  e.drain();
+  assert.deepEqual(e.positions(), { stable: 5, visible: 5, authoritative: 5, durable: 5, submitted: 5 });
+  for (const v of VIEWS) assert.equal(e.getState(v).sum, 112, v);
+  assert.deepEqual(
+    ['x1', 'x2', 'x4', 'x5'].map((id) => runs.filter((r) => r === id).length),
+    [1, 1, 1, 1],
+    `each of their entries ran once (runs: ${runs.join(' ')})`,
+  );
+});
