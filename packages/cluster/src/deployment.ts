@@ -21,6 +21,7 @@ import { clusterLocator } from './cluster-locator.ts';
 import { ClusterStore, type ClusterStoreObserver } from './cluster-store.ts';
 import { JetStreamLeases, JetStreamShardLog, natsShortcomings } from './jetstream-log.ts';
 import { registerClusterMetrics } from './metrics.ts';
+import { Handoffs } from './handoff.ts';
 import { Relay } from './relay.ts';
 import { natsWebhookCursors } from './webhook-cursors.ts';
 import { notReady, ReadinessProbe, type ReadinessFacts } from './readiness.ts';
@@ -225,6 +226,8 @@ function attachService(
   },
 ): { relay: Relay; calls: { unsubscribe(): void }; observer: ClusterStoreObserver; locator: RoomLocator; rebalancer?: Rebalancer } {
   const { nc, prefix, nodeId, store, log, leaseMs } = env;
+  let rebalancer: Rebalancer | undefined;
+  const handoffs = env.placement ? handedOver(svc, store, nc, prefix, () => rebalancer) : undefined;
   const relay = new Relay({
     nc,
     nodeId,
@@ -232,6 +235,7 @@ function attachService(
     onWarning: (m) => svc.log.warn(m),
     async accept(conn, request, room) {
       try {
+        await handoffs?.wait(store.shardOf(room));
         await store.acquire(store.shardOf(room));
       } catch (e) {
         return { ok: false, owner: (e as { owner?: string }).owner, message: (e as Error).message };
@@ -254,11 +258,14 @@ function attachService(
     (c) => runBackendCall(svc, c),
     (m) => svc.log.warn(m),
   );
-  const rebalancer = env.placement ? placeShards(svc, store, relay, env.settleMs) : undefined;
+  rebalancer = handoffs ? placeShards(svc, store, relay, handoffs, env.settleMs) : undefined;
   for (const lack of natsShortcomings(log.serverVersion))
     svc.log.warn({ natsVersion: log.serverVersion }, `nats-server ${log.serverVersion}: ${lack}; run a current release in production (docs/deployment.md)`);
   const locator = clusterLocator({
-    store,
+    // A shard being handed to this node: its connections wait for the old owner's release instead of being refused.
+    store: handoffs
+      ? { shardOf: (room) => store.shardOf(room), owns: (k) => store.owns(k), acquire: (k) => handoffs.wait(k).then(() => store.acquire(k)) }
+      : store,
     nodeId,
     alive: (node) => relay.alive(node),
     // Long enough for a dead owner's lease to expire and for NATS to elect a leader (4-9 s on 2.9).
@@ -269,7 +276,13 @@ function attachService(
     peers: () => relay.peers(),
     ...(rebalancer ? { preferred: (k: number) => rebalancer.preferred(k) } : {}),
   });
-  return { relay, calls, observer, locator, ...(rebalancer ? { rebalancer } : {}) };
+  const stop = {
+    unsubscribe() {
+      calls.unsubscribe();
+      handoffs?.close();
+    },
+  };
+  return { relay, calls: stop, observer, locator, ...(rebalancer ? { rebalancer } : {}) };
 }
 
 /** What readiness.ts decides on, but the connections' state. */
@@ -288,7 +301,7 @@ const DRAIN_WAIT_MS = 30_000;
 async function drainNode(store: ClusterStore, relay: Relay | undefined, rebalancer: Rebalancer | undefined): Promise<{ draining: boolean; shards: number[] }> {
   if (!relay || !rebalancer)
     throw new HerculesError('bad-argument', 'this node places no shards (placement: false): it cannot drain; stop it with SIGTERM instead');
-  relay.draining = true;
+  relay.drain();
   const deadline = performance.now() + DRAIN_WAIT_MS;
   while (store.owned().length > 0 && performance.now() < deadline) {
     await rebalancer.tick();
@@ -297,8 +310,38 @@ async function drainNode(store: ClusterStore, relay: Relay | undefined, rebalanc
   return { draining: true, shards: store.owned() };
 }
 
+/**
+ * The new owner's side of a handover (handoff.ts): take the shard and load the rooms the old
+ * owner had loaded, while their clients reconnect; only if placement still says this node (a
+ * shard placed elsewhere meanwhile would only be handed on again).
+ */
+function handedOver(svc: RoomService, store: ClusterStore, nc: NatsConnection, prefix: string, rebalancer: () => Rebalancer | undefined): Handoffs {
+  return new Handoffs({
+    nc,
+    prefix,
+    nodeId: store.nodeId,
+    async take(k, rooms) {
+      const placed = rebalancer();
+      placed?.refresh();
+      if (placed?.preferred(k) !== store.nodeId) return;
+      await store.acquire(k);
+      await Promise.all(
+        rooms
+          .filter((r) => store.shardOf(r) === k)
+          .map((r) =>
+            svc
+              .room(r)
+              .state()
+              .catch(() => {}),
+          ),
+      );
+    },
+    onWarning: (m) => svc.log.warn(m),
+  });
+}
+
 /** Shard placement on this node: its shards that belong elsewhere are handed over as on a clean close (their rooms' members reconnect). */
-function placeShards(svc: RoomService, store: ClusterStore, relay: Relay, settleMs: number): Rebalancer {
+function placeShards(svc: RoomService, store: ClusterStore, relay: Relay, handoffs: Handoffs, settleMs: number): Rebalancer {
   return new Rebalancer({
     nodeId: store.nodeId,
     shards: store.shards,
@@ -308,9 +351,16 @@ function placeShards(svc: RoomService, store: ClusterStore, relay: Relay, settle
     owned: () => store.owned(),
     handOver: async (k, to) => {
       const t0 = performance.now();
-      const moved = await store.handOver(k, to, () =>
-        svc.failRooms((room) => store.shardOf(room) === k, reconnectToResume(`the room moved to node ${to} (shard placement)`)),
-      );
+      // `to` takes the shard as soon as the lease is free, and loads the rooms loaded here (handoff.ts).
+      let rooms: string[] = [];
+      const announced = store.owns(k);
+      if (announced) handoffs.start(to, k);
+      const moved = await store.handOver(k, to, () => {
+        rooms = svc.loadedRooms().filter((room) => store.shardOf(room) === k);
+        svc.failRooms((room) => store.shardOf(room) === k, reconnectToResume(`the room moved to node ${to} (shard placement)`));
+      });
+      if (moved) handoffs.released(to, k, rooms);
+      else if (announced) handoffs.cancel(to, k);
       if (moved) svc.log.info({ shard: k, to, ms: Math.round(performance.now() - t0) }, 'handed a shard over (placement)');
     },
     onWarning: (m) => svc.log.warn(m),

@@ -40,6 +40,9 @@ export interface JetStreamLogOptions {
   duplicateWindowMs?: number;
 }
 
+/** A read past the start tries this many single gets before it sets up a consumer (`read`). */
+const FEW_BY_GET = 2;
+
 /** A version string's numbers, e.g. "2.9.10" -> [2, 9, 10]. */
 function versionOf(v: string): number[] {
   return (/(\d+)\.(\d+)\.(\d+)/.exec(v) ?? ['', '0', '0', '0']).slice(1).map(Number);
@@ -187,8 +190,14 @@ export class JetStreamShardLog implements ShardLog {
     if (last === undefined || last < fromSeq) return [];
     const out: LogMessage[] = [];
     this.readStats.reads++;
+    // A read past the start (a room's log after its checkpoint, the claims after the last one
+    // known) often holds one or two messages: the marker a load just wrote, the claim just made.
+    // Single gets take one request each where a consumer takes three (create, fetch, delete);
+    // on a shard handed over, the new owner's take and loads made five such reads one after
+    // the other while the moved rooms' clients waited (the drain, issue 42).
+    if (fromSeq > 1 && (await this.readByGet(stream, subject, fromSeq, last, out, FEW_BY_GET).catch(() => false))) return out;
     try {
-      await this.readByConsumer(stream, subject, fromSeq, last, out);
+      await this.readByConsumer(stream, subject, out.length > 0 ? out[out.length - 1].seq + 1 : fromSeq, last, out);
     } catch {
       this.readStats.byGet++;
       // A consumer is placed on one of the stream's peers: while a peer is down (a NATS server
@@ -293,8 +302,9 @@ export class JetStreamShardLog implements ShardLog {
    * a message of the subject known to exist: an answer past it, or none, means the server that
    * answered is behind, and the read fails rather than come back short.
    */
-  private async readByGet(stream: string, subject: string, fromSeq: number, last: number, out: LogMessage[]): Promise<void> {
-    for (let seq = fromSeq; seq <= last; ) {
+  private async readByGet(stream: string, subject: string, fromSeq: number, last: number, out: LogMessage[], max = Number.POSITIVE_INFINITY): Promise<boolean> {
+    for (let seq = fromSeq, n = 0; seq <= last; n++) {
+      if (n >= max) return false;
       let m: StoredMsg | null = null;
       try {
         // STREAM.MSG.GET takes next_by_subj (nats-server >= 2.9); the client's type omits it.
@@ -311,6 +321,7 @@ export class JetStreamShardLog implements ShardLog {
       out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: headersOf(m.header), time: m.time.getTime() });
       seq = m.seq + 1;
     }
+    return true;
   }
 
   async last(shard: number, subject: string): Promise<LogMessage | undefined> {

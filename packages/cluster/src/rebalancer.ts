@@ -59,6 +59,11 @@ export class Rebalancer {
     return handOvers(this.opts.nodeId, this.opts.owned(), this.owners(), Number.POSITIVE_INFINITY).length;
   }
 
+  /** Hear whom the relay hears now (a handoff arrived: the node that sent it may have just said it drains). */
+  refresh(): void {
+    this.update();
+  }
+
   private update(): void {
     this.membership.update(this.now(), this.opts.heard(), this.opts.draining());
   }

@@ -176,6 +176,20 @@ export class Relay {
     this.beatTimer.unref?.();
   }
 
+  /**
+   * Start draining, and say so at once: a drain hands shards over right away, and the node they
+   * go to, hearing it only at the next heartbeat (up to `beatMs` later), would still place them
+   * here meanwhile (and refuse their handoff, handoff.ts).
+   */
+  drain(): void {
+    this.draining = true;
+    try {
+      this.nc.publish(`${this.p}.node.${this.nodeId}.beat`, 'drain');
+    } catch {
+      /* the connection is closing */
+    }
+  }
+
   /** Whether a node's heartbeats are arriving. */
   alive(node: string): boolean {
     if (node === this.nodeId) return true;
