@@ -562,7 +562,7 @@ test('the packages install from their tarballs and work in a fresh project', { t
     }
   });
 
-  await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 28.9 KiB gzipped', async () => {
+  await t.test('(c) a browser bundle builds with esbuild, without better-sqlite3, ws or msgpackr, in at most 29.0 KiB gzipped', async () => {
     const result = await build({
       absWorkingDir: project,
       entryPoints: ['browser.mjs'],
@@ -646,9 +646,11 @@ test('the packages install from their tarballs and work in a fresh project', { t
     // room's lazily made op promises and one-walk argument copies (issue 38's text speed) 0.34:
     // 29.98, so it was 30.1; then presence, delivery receipts, undo's glue in the room and the
     // IndexedDB directory as features the app passes (issue 41, item 5: 0.60, 0.16, 0.12 and 0.43
-    // KiB from the sources): 28.76 from dist/, so it is 28.9, and lower as more is won back
-    // (docs/benchmarks.md, "Browser bundle size").
-    assert.ok(gz <= 28.9 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
+    // KiB from the sources): 28.76 from dist/; then the text as a tree, the transport's open
+    // timeout and the view engine's states kept per tentative frame: 28.89 from dist/
+    // (2026-11-28), so it is 29.0, and lower as more is won back (docs/benchmarks.md, "Browser
+    // bundle size").
+    assert.ok(gz <= 29.0 * 1024, `browser client is ${kib(gz)} KiB gzipped`);
     // The README states this figure; it must be true (within 0.3 KiB: esbuild versions differ).
     const stated = Number(/no native module \((\d+\.\d) KiB\s+gzipped/.exec(readme)?.[1]);
     assert.ok(Math.abs(stated - gz / 1024) <= 0.3, `README.md says the browser client is ${stated} KiB gzipped; measured ${kib(gz)}`);
