@@ -39,6 +39,7 @@ import { RECEIPT_CHECKERS } from './receipt-checkers.ts';
 import { SEC_CHECKERS } from './sec-checkers.ts';
 import { TEXT_CHECKERS } from './text-checkers.ts';
 import { RICH_CHECKERS } from './rich-checkers.ts';
+import { VIS_CHECKERS } from './vis-checkers.ts';
 
 /** A state of either version of the machine (machine.ts): what checkers compare is mostly its `log`. */
 type LedgerState = AnyLedgerState;
@@ -115,6 +116,8 @@ export interface SimState {
   refusedByDesign(c: ClientState, code: string): boolean;
   /** The room service's limits in this run (absent ones: the defaults). */
   readonly limits: Partial<Limits>;
+  /** The server's ack timeout in this run (VIS-DROP-DEAD). */
+  readonly ackTimeoutMs: number;
 }
 
 /** A credential a connection authenticated with: its user, and when it expires (simulated ms; Infinity: never). */
@@ -193,6 +196,8 @@ export interface Hooks {
   opened?(s: SimState, conn: string, cred: Credential | undefined): void;
   /** Room service: `msg` from `conn` arrived at the service's end of the connection (in the order sent). */
   delivered?(s: SimState, conn: string, msg: ClientMessage): void;
+  /** Room service: it read `msg` from `conn` (into the session's input; a paused connection's frames wait in its socket until then). */
+  read?(s: SimState, conn: string, msg: ClientMessage): void;
   /** Room service: it joined `conn` to its room, as `user` (undefined: anonymous). */
   roomJoined?(s: SimState, conn: string, user: string | undefined): void;
   /** Room service: it handed its room `frame` from `conn` (RoomHost.receive). */
@@ -1048,6 +1053,8 @@ export const CHECKERS: readonly Checker[] = [
   // The rich text's (issue 38): rich-checkers.ts.
   ...RICH_CHECKERS,
   ...RECEIPT_CHECKERS,
+  // The ack timeout on a busy server (issue 43): vis-checkers.ts.
+  ...VIS_CHECKERS,
   // The room service's (issue 36): sec-checkers.ts.
   ...SEC_CHECKERS,
 ];
@@ -1074,6 +1081,7 @@ export class Checks {
     apiAnswered: [],
     opened: [],
     delivered: [],
+    read: [],
     roomJoined: [],
     roomInput: [],
     closed: [],
@@ -1144,6 +1152,9 @@ export class Checks {
   }
   delivered(s: SimState, conn: string, msg: ClientMessage): void {
     for (const f of this.hooks.delivered) f(s, conn, msg);
+  }
+  read(s: SimState, conn: string, msg: ClientMessage): void {
+    for (const f of this.hooks.read) f(s, conn, msg);
   }
   roomJoined(s: SimState, conn: string, user: string | undefined): void {
     for (const f of this.hooks.roomJoined) f(s, conn, user);

@@ -319,7 +319,7 @@ export class SimConnection implements Connection {
   readonly bufferedAmount = 0;
   private events?: ConnectionEvents;
   private paused = false;
-  private readonly waiting: { bytes: Uint8Array; isBinary: boolean }[] = [];
+  private readonly waiting: { bytes: Uint8Array; isBinary: boolean; msg?: ClientMessage }[] = [];
   private closeTold = false;
   private frames = 0;
   /** The last error the service sent on it (told to the checkers with its close). */
@@ -385,7 +385,7 @@ export class SimConnection implements Connection {
     if (msg.t === 'ops') this.sim.count('ops-frames-delivered');
     this.sim.checks.delivered(this.sim, this.id, msg);
     if (this.frames++ === 0) this.sim.reactions = true; // the hello: the service joins the room in a promise
-    this.waiting.push({ bytes, isBinary: true });
+    this.waiting.push({ bytes, isBinary: true, msg });
     this.flush();
   }
 
@@ -394,7 +394,7 @@ export class SimConnection implements Connection {
     if (!this.isOpen || !this.running()) return;
     if (frame.msg) this.sim.checks.delivered(this.sim, this.id, frame.msg);
     this.sim.reactions = true; // a hello among them: the service joins the room in a promise
-    this.waiting.push({ bytes: frame.bytes, isBinary: frame.isBinary });
+    this.waiting.push({ bytes: frame.bytes, isBinary: frame.isBinary, ...(frame.msg ? { msg: frame.msg } : {}) });
     this.flush();
   }
 
@@ -409,7 +409,8 @@ export class SimConnection implements Connection {
 
   private flush(): void {
     while (this.events && !this.paused && this.isOpen && this.running() && this.waiting.length > 0) {
-      const { bytes, isBinary } = this.waiting.shift()!;
+      const { bytes, isBinary, msg } = this.waiting.shift()!;
+      if (msg) this.sim.checks.read(this.sim, this.id, msg);
       this.events.message(bytes, isBinary);
     }
   }

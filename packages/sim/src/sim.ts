@@ -641,6 +641,11 @@ export class Simulation implements SimState {
   private readonly richRng: Rng;
   readonly richOn: boolean;
   private readonly richEditor: RichEditor;
+  /**
+   * Bursts of ops past a client's rate limit in one turn, in seeds that set one (VIS-DROP-DEAD):
+   * its later frames, acks among them, wait in the server's input. Drawn apart, like the rest.
+   */
+  private readonly burstRng: Rng;
   /** Hostile peers (hostile-peer.ts) connect in this run: drawn apart, so other draws stay as they were. */
   private readonly hostileRng: Rng;
   readonly hostileOn: boolean;
@@ -675,6 +680,9 @@ export class Simulation implements SimState {
   /** The room service's limits in this run (cfg.limits). */
   get limits(): Partial<Limits> {
     return this.cfg.limits;
+  }
+  get ackTimeoutMs(): number {
+    return this.cfg.ackTimeoutMs;
   }
   /** Global position of each sequenced op, by id. */
   posOf = new Map<string, number>();
@@ -718,6 +726,7 @@ export class Simulation implements SimState {
     this.richRng = new Rng(seed ^ 0x41c7);
     this.richOn = this.richRng.chance(0.5);
     this.richEditor = new RichEditor(this.richRng);
+    this.burstRng = new Rng(seed ^ 0xb0257);
     this.cfg = cfg;
     this.auth = new SimAuth(this, cfg.auth);
     this.authRng = new Rng(seed ^ 0x5ec1);
@@ -1254,6 +1263,8 @@ export class Simulation implements SimState {
     if (this.textOn && !this.stopSubmitting && c.alive && c.room && !c.tooOld && this.textRng.chance(0.3)) this.editText(c);
     if (this.richOn && !this.stopSubmitting && c.alive && c.room && !c.tooOld && this.richRng.chance(0.3)) this.editRich(c);
     if (this.apiOn && !this.stopSubmitting && this.apiRng.chance(0.04)) this.submitFromApi();
+    if (this.cfg.limits.opsPerSecond !== undefined && !this.stopSubmitting && c.alive && c.room && !c.tooOld && this.burstRng.chance(0.004))
+      this.burst(c, this.cfg.limits.opsPerSecond, this.cfg.limits.opsBurst ?? 1);
     if (this.rng.chance(r.disconnect * 10) && c.conn) {
       this.count('disconnect');
       this.breakLink(c, true);
@@ -1351,6 +1362,13 @@ export class Simulation implements SimState {
       this.checks.submitted(this, c, { kind: 'op', handle: h, after: room.getState('submitted') });
     });
     this.count(kind);
+  }
+
+  /** A burst of ops in one turn, up to two seconds of the client's rate past its bucket: one frame that leaves the bucket owing. */
+  private burst(c: SimClient, rate: number, bucket: number): void {
+    const n = this.burstRng.int(bucket, bucket + 2 * rate);
+    for (let i = 0; i < n && c.room; i++) this.submitRandom(c);
+    this.count('ops-burst');
   }
 
   private submitRandom(c: SimClient): void {

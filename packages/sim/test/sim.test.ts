@@ -395,6 +395,21 @@ test('the checker catches a room host that sends entries ahead of their commit p
   });
 });
 
+// spec: VIS-DROP-DEAD
+// A busy server: a member's acks wait in the service's input behind its burst of ops past its
+// rate limit. A host that ignores what waits (RoomMember.heardUntil) deregisters it although its
+// ack came in time.
+test("the checker catches a room host that counts an ack waiting in the server's input as late", async () => {
+  await expectCaught(() => () => {}, ['VIS-DROP-DEAD'], {
+    createHost(opts) {
+      const host = new RoomHost(opts);
+      const join = host.join.bind(host);
+      host.join = (member, principal) => join({ ...member, heardUntil: undefined }, principal);
+      return host;
+    },
+  });
+});
+
 /** A server disk slower than the links: members ack entries sent ahead before their commit lands. */
 const slowDisk: Partial<SimConfig> = { upgradeAt: undefined, diskMs: [10, 40], latencyMs: [1, 10] };
 

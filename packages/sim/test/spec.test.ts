@@ -20,6 +20,7 @@ const TOOLS = [
   'packages/sim/src/rich-checkers.ts',
   'packages/sim/src/receipt-checkers.ts',
   'packages/sim/src/sec-checkers.ts',
+  'packages/sim/src/vis-checkers.ts',
   'packages/sim/src/fuzz.ts',
   'packages/sim/src/import-fuzz.ts',
   'packages/sim/src/undo-sim.ts',
