@@ -8,7 +8,7 @@ import type { OpHandle } from '@hercules/core';
 import type { Checker, ClientState, Fail, Room, SimState } from './checkers.ts';
 
 /** How many of a client's latest handles a step looks at: older ones were checked when they were new. */
-const RECENT_HANDLES = 16;
+export const RECENT_HANDLES = 16;
 
 /** Highest position each client id ever acked or declared held in a hello, by what its processes put on the wire (an upper bound of what the server heard). */
 function ackTracker() {

@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   MIGRATE_OP,
+  PROTOCOL_VERSION,
   SYSTEM_CLIENT,
   applyOp,
   createText,
@@ -21,6 +22,7 @@ import {
 import { CHECKERS, Violation, configFor, Simulation } from '../src/sim.ts';
 import { observe, type Checker, type ClientState, type Hooks, type LiveClient, type SimState, type Step } from '../src/checkers.ts';
 import { ledger, ledgerAt } from '../src/machine.ts';
+import { RECENT_HANDLES } from '../src/receipt-checkers.ts';
 
 /** A simulation stopped mid-run where every checker has something to look at. */
 async function busy(): Promise<Simulation> {
@@ -262,9 +264,12 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
   // A room that reports a member holding our op with no ack from it (the checker saw none on the wire).
   'RECEIPT-TRUE': [
     (sim, h) => {
+      // A client's ordered op, put among the recent handles the checker reads.
       const l = stepWith(sim).live.find((x) => x.c.handles.some((o) => o.position !== undefined))!;
+      const op = l.c.handles.find((o) => o.position !== undefined)!;
+      const c = over(l.c, { handles: [...l.c.handles.slice(-RECENT_HANDLES + 1), op] });
       const room = over(l.room, { seenBy: () => ['c-never-acked'], memberPositions: () => [] });
-      h.step!(sim, { ...stepWith(sim), live: [{ ...l, room, unchanged: false }] });
+      h.step!(sim, { ...stepWith(sim), live: [{ ...l, c, room, unchanged: false }] });
     },
     /reports c-never-acked as holding \S+ \(position \d+\), but c-never-acked acked only up to 0/,
   ],
@@ -430,6 +435,22 @@ const PLANTS: Record<string, [plant: (sim: Simulation, h: Hooks) => void, expect
     (sim, h) => h.sequenced!(sim, { ...lastOf(sim, aClient(sim).id), author: 'planted' }, undefined),
     /is authored by planted; its client's user is/,
   ],
+  'VIS-DROP-DEAD': [
+    // A member deregistered past the timeout though its ack, read in time, still waited.
+    (sim, h) => {
+      const n = sim.global.length;
+      const entry = { ...sim.global[n - 1], client: 'planted', seq: 1, pos: n + 1 };
+      const at = (now: number) => Object.create(sim, { now: { value: now }, global: { value: [...sim.global, entry] } }) as Simulation;
+      const t = sim.ackTimeoutMs;
+      const hello = { t: 'hello', v: PROTOCOL_VERSION, client: 'planted', machine: { name: 'sim-ledger', version: 1 }, have: n } as const;
+      h.read!(at(1000), 'planted#9', hello);
+      h.roomInput!(at(1000), 'planted#9', hello);
+      h.read!(at(1000), 'planted#9', { t: 'ops', ops: [{ seq: 1, name: 'inc', args: { key: 'a', by: 1 } }] });
+      h.read!(at(1000 + t / 2), 'planted#9', { t: 'ack', pos: n + 1 });
+      h.sent!(at(1000 + t + 10), 'planted#9', 'planted', { t: 'deregister', reason: 'planted' });
+    },
+    /planted#9 \(planted\) was deregistered at \d+ for position \d+, whose op a server read at 1000, though its ack of \d+ was read at \d+/,
+  ],
   'SEC-MALFORMED': [
     // A hostile peer that sent ops before its hello is closed with another error than not-ready.
     (sim, h) => {
@@ -500,6 +521,7 @@ test('the simulation calls every kind of hook: after every event, and at each ob
     'apiAnswered',
     'opened',
     'delivered',
+    'read',
     'roomJoined',
     'roomInput',
     'closed',
@@ -552,14 +574,16 @@ test('the simulation calls every kind of hook: after every event, and at each ob
     'apiAnswered',
     'opened',
     'delivered',
+    'read',
     'roomJoined',
     'roomInput',
     'closed',
   ] as const)
     assert.ok(calls[k] > 0, `the simulation never called ${k}`);
-  // A correct run warns of nothing but the verdict of a `boom` (which always throws) its store
-  // kept from before a crash, reported where the app passed no onRejected (client-room.ts; seed
-  // 5 since the rich-text edits); planted bugs in sim.test.ts reach these hooks.
-  const other = warnings.filter((m) => !/^op \d+ \(boom\), kept from before this session, was rejected: boom /.test(m));
+  // A correct run warns of nothing but the verdicts of ops its store kept from before a crash
+  // that the server rejected (a `boom`, which always throws, or a `withdraw` of more than there
+  // is), reported where the app passed no onRejected (client-room.ts); planted bugs in
+  // sim.test.ts reach these hooks.
+  const other = warnings.filter((m) => !/^op \d+ \((boom|withdraw)\), kept from before this session, was rejected: /.test(m));
   assert.deepEqual([other, calls.resynced, calls.fatal], [[], 0, 0]);
 });

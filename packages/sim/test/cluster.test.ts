@@ -165,6 +165,11 @@ test('the simulator catches the previous store: a checkpoint whose appends never
       // from a connection before it joined that room. How the broken fold leads there is not
       // yet traced (an open item of issue 42's notes).
       'SEC-LIMITS',
+      // Since the sixth sitting of 2026-11-28 (a shard handed over is taken at once, placement
+      // refreshed on a hand-off), the first seed the plant fails (754; it passes without the
+      // plant) says it as a welcome from a node that holds no claim on the shard: the blind
+      // claim read's other face.
+      'CLUSTER-ONE-SEQUENCER',
     ],
     // About one seed in 200 meets it (measured: 341, 445, 616, 680, 1354 of 1..2000, before the
     // simulated clients edited a text; 620 since; 652 since the simulator runs the room service; 674 since cluster seeds run it too).
